@@ -1,0 +1,169 @@
+"""A columnar cache of parsed rollout files: Arrow IPC segments plus a manifest.
+
+Each source file's parsed samples live in one or more segment files (a cold
+parse writes one; each live refresh that finds new lines adds one), memory-mapped
+on open so token arrays are read from disk only when a sample is shown. The
+manifest records, per source file, what was parsed (byte offset, size, mtime,
+inode and hashes of the file's head and of the bytes just before the offset) and
+the per-sample aggregates' pad token. An entry is used only when the file is
+unchanged, or grew with its parsed prefix intact; anything else is parsed again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+CACHE_VERSION = 1
+_HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
+
+
+def default_cache_root() -> Path:
+    """``$RL_BOARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/rl_board``, else ``~/.cache/rl_board``."""
+    if os.environ.get("RL_BOARD_CACHE_DIR"):
+        return Path(os.environ["RL_BOARD_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rl_board"
+
+
+def cache_dir_for(run_dir: Path, pad_token: str | None, root: Path | None = None) -> Path:
+    """The folder caching ``run_dir`` with aggregates for ``pad_token``: one per absolute path
+    and pad token, named so a person can tell which run it holds."""
+    resolved = str(Path(run_dir).resolve())
+    digest = hashlib.sha1(repr((resolved, pad_token)).encode()).hexdigest()[:16]
+    return (root or default_cache_root()) / f"{Path(resolved).name}-{digest}"
+
+
+def hash_span(path: Path, start: int, end: int) -> str:
+    """sha1 of bytes [start, end) of ``path``."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        return hashlib.sha1(fh.read(end - start)).hexdigest()
+
+
+@dataclass
+class FileEntry:
+    """What the cache knows of one source file."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    offset: int  # bytes parsed: the end of the last complete line
+    next_line: int  # 1-based number of the first line not yet parsed
+    head_hash: str
+    tail_hash: str
+    segments: list[str] = field(default_factory=list)
+    errors: list[list] = field(default_factory=list)  # [line, reason]
+
+    @classmethod
+    def describe(cls, path: Path, offset: int, next_line: int, segments, errors) -> "FileEntry":
+        st = path.stat()
+        return cls(
+            size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
+            head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
+            tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
+            segments=list(segments), errors=[list(e) for e in errors],
+        )
+
+    def status(self, path: Path) -> str:
+        """"same" when the file is as parsed, "grown" when lines were only appended, else "stale"."""
+        try:
+            st = path.stat()
+        except OSError:
+            return "stale"
+        if st.st_ino != self.inode or st.st_size < self.offset:
+            return "stale"
+        if (st.st_size, st.st_mtime_ns) == (self.size, self.mtime_ns):
+            return "same"
+        if st.st_size == self.size:  # rewritten in place, or touched: nothing cheap proves it unchanged
+            return "stale"
+        if hash_span(path, 0, min(self.offset, _HASH_SPAN)) != self.head_hash:
+            return "stale"
+        if hash_span(path, max(0, self.offset - _HASH_SPAN), self.offset) != self.tail_hash:
+            return "stale"
+        return "grown"
+
+
+class RunCache:
+    """The cache folder of one run. Every method either works or raises ``OSError``/``ValueError``."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def manifest_path(self) -> Path:
+        return self.folder / "manifest.json"
+
+    def read_manifest(self, pad_token: str | None) -> dict[str, FileEntry]:
+        """File name -> entry, or {} when there is no usable manifest for this pad token."""
+        try:
+            raw = json.loads(self.manifest_path().read_text())
+        except (OSError, ValueError):
+            return {}
+        if raw.get("version") != CACHE_VERSION or raw.get("pad_token") != pad_token:
+            return {}
+        return {name: FileEntry(**entry) for name, entry in raw.get("files", {}).items()}
+
+    def write_manifest(self, entries: dict[str, FileEntry], pad_token: str | None) -> None:
+        payload = {"version": CACHE_VERSION, "pad_token": pad_token,
+                   "files": {name: asdict(entry) for name, entry in entries.items()}}
+        self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
+
+    def segment_writer(self, schema: pa.Schema) -> "SegmentWriter":
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return SegmentWriter(self.folder, schema)
+
+    def open_segment(self, name: str) -> pa.Table:
+        """A segment as a table whose buffers map the file: pages load when read."""
+        source = pa.memory_map(str(self.folder / name), "r")
+        return pa.ipc.open_file(source).read_all()
+
+    def remove_segments(self, keep: set[str]) -> None:
+        """Delete segment files no manifest entry names."""
+        if not self.folder.is_dir():
+            return
+        for path in self.folder.glob("*.arrow"):
+            if path.name not in keep:
+                path.unlink(missing_ok=True)
+
+    def clear(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+
+
+class SegmentWriter:
+    """Writes parsed blocks of one source file into a new segment file as they come."""
+
+    def __init__(self, folder: Path, schema: pa.Schema):
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".arrow")
+        os.close(fd)
+        self.folder, self.tmp = folder, Path(tmp)
+        self.name = "seg-" + self.tmp.name[len(".tmp-"):]
+        self._writer = pa.ipc.new_file(str(self.tmp), schema)
+
+    def write(self, table: pa.Table) -> None:
+        self._writer.write_table(table)
+
+    def close(self) -> str:
+        """Finish the file; returns its name inside the cache folder."""
+        self._writer.close()
+        os.replace(self.tmp, self.folder / self.name)
+        return self.name
+
+    def abort(self) -> None:
+        try:
+            self._writer.close()
+        finally:
+            self.tmp.unlink(missing_ok=True)
