@@ -15,6 +15,7 @@ import numpy as np
 import orjson
 
 PAD_TOKEN = "<|endoftext|>"
+EVAL_STEPS = (0, 100, 200, 300, 500, 800, 1200, 1600, 2000, 2300)
 
 _WORDS = (
     "the answer is step first then we compute sum of each term so total equals "
@@ -108,12 +109,12 @@ def write_train_run(
 
 
 def write_eval_run(out: Path, seed: int = 1) -> list[Path]:
-    """Write a response-level eval log at steps 0, 100, ..., 2300 (no token fields)."""
+    """Write a response-level eval log at irregular steps from 0 to 2300 (no token fields)."""
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     path = out / "eval_data_rank0.jsonl"
     with path.open("wb") as fh:
-        for step in range(0, 2400, 100):
+        for step in EVAL_STEPS:
             for _ in range(8):
                 a, b = (int(x) for x in rng.integers(1, 100, size=2))
                 correct = rng.random() < 0.3 + 0.6 * step / 2300

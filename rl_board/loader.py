@@ -153,6 +153,7 @@ class RunSource:
         self._notes: list[str] = []
         self._opened = False
         self.last_status: dict[str, str] = {}  # file -> "cached", "appended", "parsed" or "unchanged"
+        self.latest: Run | None = None  # what the last refresh returned
 
     def refresh(self, progress: Progress | None = None) -> Run:
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
@@ -182,7 +183,8 @@ class RunSource:
             for state, size in todo:
                 done = self._read_new(state, size, done, total, progress)
             self._save_manifest()
-            return self._snapshot(paths, ignored)
+            self.latest = self._snapshot(paths, ignored)
+            return self.latest
 
     # -- reading -----------------------------------------------------------------------------
 

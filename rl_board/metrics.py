@@ -193,18 +193,32 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
     return frame[~sample.is_pad] if drop_pad else frame
 
 
+#: Per-step statistics: base name -> the per-sample column averaged.
+STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
+               "log_ratio": "log_ratio_mean", "kl_sum": "kl_sum", "log_ratio_sum": "log_ratio_sum",
+               "response_len": "response_len"}
+
+
 def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per step: sample count, mean and population std of each reward field present,
-    and means of the per-sample KL, log-ratio and response length. Indexed by step, ascending."""
-    grouped = samples.groupby(F.STEP, sort=True)
-    out = pd.DataFrame({"samples": grouped.size()})
-    for name in F.REWARD_FIELDS:
+    """Per step, indexed by step ascending: ``samples`` (count) and, for each series of
+    ``STEP_SERIES`` with any value, ``{name}_mean`` and population ``{name}_std``
+    (NaN ignored). ``kl_mean`` is the mean over samples of each sample's mean k3."""
+    steps = samples[F.STEP]
+    out = pd.DataFrame({"samples": samples.groupby(steps, sort=True).size()})
+    for name, column in STEP_SERIES.items():
+        if column not in samples:
+            continue
+        values = samples[column]
+        if column == "response_len":
+            values = values.where(values >= 0)
+        values = values.astype(float)
+        if not values.notna().any():
+            continue
+        grouped = values.groupby(steps, sort=True)
+        out[f"{name}_mean"] = grouped.mean()
+        out[f"{name}_std"] = grouped.std(ddof=0)
+    for name in ("response", "ref_response"):
         if name in samples and samples[name].notna().any():
-            out[f"{name}_mean"] = grouped[name].mean()
-            out[f"{name}_std"] = grouped[name].std(ddof=0)
-    for name in ("kl_mean", "k2_mean", "log_ratio_mean", "log_ratio_sum", "kl_sum"):
-        out[name if name.endswith("_mean") else f"{name}_mean"] = grouped[name].mean()
-    length = samples["response_len"].where(samples["response_len"] >= 0)
-    out["response_len_mean"] = length.groupby(samples[F.STEP]).mean()
-    out["response_len_std"] = length.groupby(samples[F.STEP]).std(ddof=0)
+            out[f"{name}_chars_mean"] = samples[name].str.len().groupby(steps, sort=True).mean()
+    out.index.name = F.STEP
     return out

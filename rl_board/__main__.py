@@ -1,0 +1,91 @@
+"""Command line: ``python -m rl_board summary RUN_DIR --json`` and ``python -m rl_board generate``.
+
+``summary`` prints per-step statistics of a run without the page (a contract
+other tools rely on; see the README). Exit status: 0 when at least one line
+loaded, 1 when none did, 2 on a bad argument or path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from .loader import RootError, load_run
+from .summary import build_summary
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rl_board")
+    sub = parser.add_subparsers(dest="command", required=True)
+    summary = sub.add_parser("summary", help="per-step statistics of one run folder")
+    summary.add_argument("run_dir", type=Path)
+    summary.add_argument("--json", action="store_true", help="print one JSON object")
+    summary.add_argument("--pad-token", default=None, help="leave positions from this token on out of aggregates")
+    summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    generate = sub.add_parser("generate", help="write demo runs (the bundled rollout_samples/)")
+    generate.add_argument("out", type=Path)
+    generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
+    generate.add_argument("--samples", type=_positive_int, default=256)
+    generate.add_argument("--tokens", type=_positive_int, default=200)
+    generate.add_argument("--ranks", type=_positive_int, default=4)
+    return parser
+
+
+def _summary(args) -> int:
+    try:
+        run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
+                       cache_root=False if args.no_cache else None)
+    except RootError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = build_summary(run)
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
+    else:
+        print(f"{summary['files']} files, {summary['lines_ok']} lines loaded, {summary['lines_bad']} rejected")
+        for error in summary["errors"][:10]:
+            print(f"  {error['file']}:{error['line']}: {error['error']}")
+        print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
+        for s in summary["steps"]:
+            cells = [_fmt(s[k]) for k in ("reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
+                                          "response_len_mean")]
+            print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
+                  f"{cells[3]:>10} {cells[4]:>7}")
+    return 0 if summary["lines_ok"] else 1
+
+
+def _fmt(value) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
+        return int(exc.code or 0)
+    if args.command == "summary":
+        return _summary(args)
+    from .demo import write_demo_samples, write_train_run
+
+    if args.steps is None:
+        write_demo_samples(args.out)
+    else:
+        write_train_run(args.out, steps=args.steps, samples_per_step=args.samples, max_tokens=args.tokens,
+                        ranks=args.ranks)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

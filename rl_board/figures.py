@@ -1,0 +1,139 @@
+"""Plotly figures, built from plain frames. No Streamlit here: views only display them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from . import fields as F
+
+_COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
+MAX_HEATMAP_TOKENS = 512  # columns drawn; longer responses are shown from the first token on
+
+
+def _layout(fig: go.Figure, title: str, height: int = 320) -> go.Figure:
+    fig.update_layout(title=title, height=height, margin=dict(l=40, r=20, t=50, b=40),
+                      legend=dict(orientation="h", y=-0.2), template="plotly_dark")
+    return fig
+
+
+def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_scale: float = 1.0,
+                       zero_shift: bool = False, labels: dict[str, str] | None = None) -> go.Figure:
+    """Mean of each ``name`` over steps with a band of ± ``std_scale`` × std.
+
+    ``steps`` is indexed by step with columns ``{name}_mean`` and optionally
+    ``{name}_std`` (a name without them is left out). With ``zero_shift`` each curve (and its band) is moved so its
+    first finite mean is 0, which makes curves on different scales comparable.
+    """
+    fig = go.Figure()
+    x = steps.index.to_numpy()
+    for i, name in enumerate(names):
+        if f"{name}_mean" not in steps:
+            continue
+        mean = steps[f"{name}_mean"].to_numpy(dtype=float)
+        finite = mean[np.isfinite(mean)]
+        if not len(finite):
+            continue
+        if zero_shift:
+            mean = mean - finite[0]
+        color = _COLORS[i % len(_COLORS)]
+        label = (labels or {}).get(name, name)
+        std_col = f"{name}_std"
+        if std_col in steps and std_scale > 0:
+            spread = std_scale * steps[std_col].to_numpy(dtype=float)
+            fig.add_trace(go.Scatter(x=np.concatenate([x, x[::-1]]),
+                                     y=np.concatenate([mean + spread, (mean - spread)[::-1]]),
+                                     fill="toself", fillcolor=color, opacity=0.2, line=dict(width=0),
+                                     hoverinfo="skip", showlegend=False, name=f"{label} ± {std_scale:g}·std"))
+        fig.add_trace(go.Scatter(x=x, y=mean, mode="lines+markers", name=label, line=dict(color=color)))
+    fig.update_xaxes(title="step")
+    return _layout(fig, title)
+
+
+def build_reward_bars_figure(samples: pd.DataFrame) -> go.Figure:
+    """Reward and ref reward of each sample of a step, side by side, in the order given."""
+    x = [str(i) for i in range(len(samples))]
+    fig = go.Figure([go.Bar(x=x, y=samples[F.REWARD], name="reward", marker_color=_COLORS[0])])
+    if "ref_reward" in samples and samples["ref_reward"].notna().any():
+        fig.add_trace(go.Bar(x=x, y=samples["ref_reward"], name="ref_reward", marker_color=_COLORS[1]))
+    fig.update_layout(barmode="group")
+    fig.update_xaxes(title="sample (table order)")
+    return _layout(fig, "Reward vs ref reward")
+
+
+def build_gap_figure(samples: pd.DataFrame) -> go.Figure:
+    """reward − ref_reward per sample: green where the policy beat the reference."""
+    gap = samples["reward_gap"].to_numpy(dtype=float)
+    colors = np.where(gap >= 0, _COLORS[2], _COLORS[3])
+    fig = go.Figure([go.Bar(x=[str(i) for i in range(len(gap))], y=gap, marker_color=colors, name="gap")])
+    fig.update_xaxes(title="sample (table order)")
+    return _layout(fig, "Reward gap (reward − ref reward)")
+
+
+def normal_pdf(x: np.ndarray, mean: float, std: float) -> np.ndarray:
+    """The normal density with ``mean`` and ``std`` at ``x`` (zero where std is 0 or NaN)."""
+    if not std or not math.isfinite(std):
+        return np.zeros_like(x, dtype=float)
+    return np.exp(-0.5 * ((x - mean) / std) ** 2) / (std * math.sqrt(2 * math.pi))
+
+
+def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure:
+    """Histogram of reward and ref reward with the normal each one fits, scaled to counts."""
+    fig = go.Figure()
+    columns = [c for c in (F.REWARD, "ref_reward") if c in samples and samples[c].notna().any()]
+    values = {c: samples[c].to_numpy(dtype=float) for c in columns}
+    finite = np.concatenate([v[np.isfinite(v)] for v in values.values()]) if values else np.zeros(0)
+    if not len(finite):
+        return _layout(fig, "Reward distribution")
+    lo, hi = float(finite.min()), float(finite.max())
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    edges = np.linspace(lo, hi, bins + 1)
+    width = edges[1] - edges[0]
+    grid = np.linspace(lo, hi, 200)
+    for i, column in enumerate(columns):
+        v = values[column][np.isfinite(values[column])]
+        counts, _ = np.histogram(v, bins=edges)
+        color = _COLORS[i]
+        fig.add_trace(go.Bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=width, name=column,
+                             marker_color=color, opacity=0.55))
+        fig.add_trace(go.Scatter(x=grid, y=normal_pdf(grid, v.mean(), v.std()) * len(v) * width,
+                                 mode="lines", name=f"{column} normal fit", line=dict(color=color)))
+    fig.update_layout(barmode="overlay")
+    fig.update_xaxes(title="reward")
+    fig.update_yaxes(title="samples")
+    return _layout(fig, "Reward distribution")
+
+
+def scale_rows(z: np.ndarray) -> np.ndarray:
+    """Each row mapped to [0, 1] by its own min and max (NaN stays NaN; a flat row is 0.5)."""
+    z = np.asarray(z, dtype=float)
+    out = np.full_like(z, np.nan)
+    for i, row in enumerate(z):
+        finite = row[np.isfinite(row)]
+        if not len(finite):
+            continue
+        lo, hi = finite.min(), finite.max()
+        out[i] = 0.5 if hi == lo else (row - lo) / (hi - lo)
+        out[i][~np.isfinite(row)] = np.nan
+    return out
+
+
+def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str]) -> go.Figure:
+    """Token positions across, ``metrics`` down; colour scaled per row so small KLs show beside large logps.
+
+    Hover and cell text give the real values. At most ``MAX_HEATMAP_TOKENS`` columns.
+    """
+    shown = table.iloc[:MAX_HEATMAP_TOKENS]
+    z = shown[metrics].to_numpy(dtype=float).T
+    x = [f"{pos}:{tok}" for pos, tok in zip(shown.index, shown["token"])]
+    text = [[f"{v:.3g}" if np.isfinite(v) else "" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=scale_rows(z), x=x, y=metrics, text=text, customdata=z,
+                               hovertemplate="%{y} at %{x}: %{customdata:.4g}<extra></extra>",
+                               colorscale="RdBu_r", zmin=0, zmax=1, showscale=False,
+                               texttemplate="%{text}" if len(shown) <= 60 else None))
+    fig.update_xaxes(tickangle=-60, type="category")
+    return _layout(fig, "Per-token heatmap (colour scaled per row)", height=120 + 36 * len(metrics))

@@ -1,0 +1,44 @@
+"""The headless summary: one JSON-ready dict per run (see ``python -m rl_board summary``)."""
+
+from __future__ import annotations
+
+import math
+
+from .loader import Run
+
+#: Per-step keys of the summary and the ``Run.steps`` column each comes from.
+STEP_KEYS = {
+    "reward_mean": "reward_mean",
+    "reward_std": "reward_std",
+    "ref_reward_mean": "ref_reward_mean",
+    "kl_mean": "kl_mean",
+    "log_ratio_mean": "log_ratio_mean",
+    "response_len_mean": "response_len_mean",
+}
+
+
+def _number(value) -> float | None:
+    """A finite float, or None where JSON has no number for it (NaN, +-Infinity, absent)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def build_summary(run: Run) -> dict:
+    """Files, line counts, every rejected line, and per-step statistics, steps ascending."""
+    report = run.report
+    steps = []
+    for step, row in run.steps.iterrows():
+        entry = {"step": int(step), "samples": int(row["samples"])}
+        for key, column in STEP_KEYS.items():
+            entry[key] = _number(row[column]) if column in row.index else None
+        steps.append(entry)
+    return {
+        "files": len(report.files),
+        "lines_ok": report.lines_ok,
+        "lines_bad": report.lines_bad,
+        "lines_skipped": report.skipped,
+        "errors": [{"file": f, "line": line, "error": reason} for f, line, reason in report.errors],
+        "steps": steps,
+    }

@@ -1,0 +1,1 @@
+"""The page's areas, one module each. Only this package imports Streamlit."""

@@ -1,0 +1,63 @@
+"""One step's batch: the step picker, reward distributions, the sortable table and the sample picker."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from ..figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
+from ..loader import Run
+from ..tables import SORT_KEYS, build_batch_table, sort_samples, step_grid
+from . import keys
+from .sidebar import Settings
+
+
+def render_step_picker(run: Run) -> int:
+    """A slider on an even step grid, a select box when the steps are irregular."""
+    steps, even = step_grid(run.steps.index)
+    if st.session_state.get(keys.STEP) not in steps:
+        st.session_state[keys.STEP] = steps[-1]
+    if even and len(steps) > 1:
+        return st.slider("Step", steps[0], steps[-1], step=steps[1] - steps[0], key=keys.STEP)
+    return st.selectbox("Step", steps, key=keys.STEP)
+
+
+def render(run: Run, step: int, settings: Settings) -> pd.DataFrame:
+    """Draw the batch of ``step``; returns its samples in the order the user sorted them."""
+    left, right = st.columns([3, 1])
+    sort_by = left.selectbox("Sort samples by", list(SORT_KEYS), key=keys.SORT_BY)
+    descending = right.toggle("Highest first", value=True, key=keys.SORT_DESCENDING)
+    ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
+
+    if settings.show_charts:
+        charts = st.columns(3 if settings.show_comparison else 1)
+        if settings.show_comparison:
+            charts[0].plotly_chart(build_reward_bars_figure(ordered), key="batch_bars")
+            charts[1].plotly_chart(build_gap_figure(ordered), key="batch_gap")
+        charts[-1].plotly_chart(build_reward_hist_figure(ordered if settings.show_comparison
+                                                         else ordered.drop(columns=["ref_reward"])),
+                                key="batch_hist")
+    if settings.show_table:
+        st.dataframe(build_batch_table(ordered, settings.system_marker, settings.pad_token,
+                                       settings.kl_estimator),
+                     hide_index=True, key="batch_table")
+    return ordered
+
+
+def render_sample_picker(ordered: pd.DataFrame):
+    """Pick one sample of the sorted batch; returns its label in ``Run.samples``."""
+    labels = list(ordered.index)
+    if st.session_state.get(keys.SAMPLE) not in labels:
+        st.session_state[keys.SAMPLE] = labels[0]
+    rank = {label: i for i, label in enumerate(labels)}
+
+    def describe(label) -> str:
+        row = ordered.loc[label]
+        parts = [f"#{rank[label] + 1}", f"reward {row['reward']:.4g}"]
+        if pd.notna(row["kl_mean"]):
+            parts.append(f"KL {row['kl_mean']:.4g}")
+        if row["response_len"] >= 0:
+            parts.append(f"len {row['response_len']}")
+        return " · ".join(parts + [row["source"]])
+
+    return st.selectbox("Sample (in table order)", labels, format_func=describe, key=keys.SAMPLE)

@@ -1,0 +1,30 @@
+"""Curves over steps: rewards, KL and response length, each with a mean ± scaled-std band."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..figures import build_curve_figure
+from ..loader import Run
+from ..tables import KL_PREFIX
+from .sidebar import Settings
+
+
+def render(run: Run, settings: Settings) -> None:
+    steps = run.steps
+    columns = st.columns(3)
+    if settings.show_reward_curves:
+        names = [n for n in settings.reward_fields if f"{n}_mean" in steps]
+        if not settings.show_comparison:
+            names = [n for n in names if not n.startswith("ref_")]
+        columns[0].plotly_chart(build_curve_figure(steps, names, "Rewards", settings.std_scale,
+                                                   settings.zero_shift), key="curve_rewards")
+    kl = "log_ratio" if settings.use_log_ratio else KL_PREFIX[settings.kl_estimator]
+    title = "Log-ratio (mean per sample)" if settings.use_log_ratio else f"KL ({settings.kl_estimator}, mean per sample)"
+    if f"{kl}_mean" in steps:
+        columns[1].plotly_chart(build_curve_figure(steps, [kl], title, settings.std_scale, settings.zero_shift),
+                                key="curve_kl")
+    else:
+        columns[1].info("No per-token log-probabilities in this run: no KL curve.")
+    columns[2].plotly_chart(build_curve_figure(steps, ["response_len"], "Response length (tokens)",
+                                               settings.std_scale, settings.zero_shift), key="curve_len")

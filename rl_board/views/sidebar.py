@@ -1,0 +1,94 @@
+"""The sidebar: where the run comes from, how it is read, and what the page shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from .. import fields as F
+from ..demo import PAD_TOKEN
+from ..loader import ROOT_RUN, RootError, list_runs
+from ..metrics import KL_ESTIMATORS
+from . import keys
+
+DEFAULT_ROOT = "./rollout_samples"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the user chose in the sidebar."""
+
+    run_dir: str | None  # the folder picked (not necessarily loaded yet)
+    load: bool  # Load or Refresh was pressed on this run
+    max_per_step: int | None
+    auto_refresh_seconds: int | None
+    show_reward_curves: bool
+    reward_fields: list[str]
+    std_scale: float
+    zero_shift: bool
+    show_comparison: bool
+    kl_estimator: str
+    use_log_ratio: bool
+    pad_token: str | None  # None unless "drop pad token" is on
+    system_marker: str | None
+    show_charts: bool
+    show_table: bool
+    show_pair: bool
+    show_heatmap: bool
+
+
+def render() -> Settings:
+    side = st.sidebar
+    side.header("Run")
+    root = side.text_input("Root folder (one run per subfolder)", value=DEFAULT_ROOT, key=keys.ROOT)
+    run_dir, load = None, False
+    try:
+        runs = list_runs(root)
+    except RootError as exc:
+        side.error(str(exc))
+        runs = []
+    if runs:
+        run = side.selectbox("Run", runs, key=keys.RUN,
+                             format_func=lambda r: "(files in the root)" if r == ROOT_RUN else r)
+        run_dir = str(Path(root).expanduser() / run) if run != ROOT_RUN else str(Path(root).expanduser())
+    max_samples = side.number_input("Max samples per step (0 = all)", min_value=0, value=0, step=16,
+                                    key=keys.MAX_SAMPLES,
+                                    help="Keeps the first N samples of each step, in file then line order.")
+    left, right = side.columns(2)
+    load = left.button("Load", key=keys.LOAD, type="primary", disabled=run_dir is None)
+    load |= right.button("Refresh", key=keys.REFRESH, disabled=run_dir is None,
+                         help="Read lines appended since the last read, and new files.")
+    auto = side.toggle("Auto-refresh", key=keys.AUTO_REFRESH)
+    seconds = side.number_input("every (seconds)", min_value=2, value=10, key=keys.AUTO_REFRESH_SECONDS,
+                                disabled=not auto)
+
+    side.header("Settings")
+    show_reward = side.checkbox("Reward curves", value=True, key=keys.SHOW_REWARD_CURVES)
+    reward_fields = side.multiselect("Reward fields", list(F.REWARD_FIELDS), default=[F.REWARD, "ref_reward"],
+                                     key=keys.REWARD_FIELDS)
+    std_scale = side.slider("Std band × (variance scaling)", 0.0, 3.0, 1.0, 0.1, key=keys.STD_SCALE)
+    zero_shift = side.checkbox("Zero shift (curves start at 0)", key=keys.ZERO_SHIFT)
+    comparison = side.checkbox("Compare with the reference model", value=True, key=keys.SHOW_COMPARISON)
+    estimator = side.selectbox("KL estimator", KL_ESTIMATORS, key=keys.KL_ESTIMATOR,
+                               help="k3 = exp(d) − 1 − d with d = ref_logp − logp (what OpenRLHF and verl "
+                                    "train with); k2 = ½·log_ratio²; k1 = log_ratio.")
+    use_log_ratio = side.checkbox("Log-ratio instead of KL on the KL curve", key=keys.USE_LOG_RATIO)
+    drop_pad = side.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
+    pad = side.text_input("Pad token", value=PAD_TOKEN, key=keys.PAD_TOKEN, disabled=not drop_pad)
+    drop_system = side.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
+    marker = side.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
+                             disabled=not drop_system)
+    side.header("Show")
+    return Settings(
+        run_dir=run_dir, load=load, max_per_step=int(max_samples) or None,
+        auto_refresh_seconds=int(seconds) if auto else None,
+        show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
+        zero_shift=zero_shift, show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
+        pad_token=(pad or None) if drop_pad else None, system_marker=(marker or None) if drop_system else None,
+        show_charts=side.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
+        show_table=side.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
+        show_pair=side.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),
+        show_heatmap=side.checkbox("Token view and heatmap", value=True, key=keys.SHOW_HEATMAP),
+    )

@@ -1,0 +1,70 @@
+"""The one place that touches Streamlit's caches and session state.
+
+A run is read by a ``RunSource`` kept in ``st.cache_resource`` (one per folder and
+load settings, shared by sessions, never copied); its latest snapshot is what
+every view draws. Session state holds only the user's choices.
+"""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from ..loader import Run, RunSource
+from . import keys
+
+_PROGRESS_EVERY = 0.1  # seconds between progress bar updates
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None) -> RunSource:
+    """The reader of one run folder for these load settings."""
+    return RunSource(run_dir, pad_token, max_per_step)
+
+
+def get_run(run_dir: str, pad_token: str | None, max_per_step: int | None, refresh: bool = False) -> Run:
+    """The run as last read; read (what is new in) its files first when ``refresh`` or never read."""
+    source = get_source(run_dir, pad_token, max_per_step)
+    if refresh or source.latest is None:
+        bar = st.progress(0.0, text="Reading rollout files…")
+        last = [0.0]
+
+        def progress(done: int, total: int) -> None:
+            now = time.monotonic()
+            if now - last[0] >= _PROGRESS_EVERY or done >= total:
+                last[0] = now
+                bar.progress(min(done / total, 1.0) if total else 1.0,
+                             text=f"Reading rollout files… {done / 2**20:,.0f} of {total / 2**20:,.0f} MiB")
+
+        source.refresh(progress)
+        bar.empty()
+    return source.latest
+
+
+def loaded_run_dir() -> str | None:
+    """The folder the user loaded last, if any."""
+    return st.session_state.get(keys.LOADED_RUN)
+
+
+def set_loaded_run_dir(run_dir: str) -> None:
+    st.session_state[keys.LOADED_RUN] = run_dir
+
+
+def clear_caches() -> None:
+    """Forget every cached reader (tests, or a user's 'clear cache')."""
+    get_source.clear()
+
+
+def follow(run_dir: str, pad_token: str | None, max_per_step: int | None, seconds: int) -> None:
+    """Re-read the run every ``seconds`` and rerun the page when new lines arrived."""
+
+    @st.fragment(run_every=seconds)
+    def _poll() -> None:
+        source = get_source(run_dir, pad_token, max_per_step)
+        before = source.latest
+        source.refresh()
+        if before is None or source.latest.report != before.report:
+            st.rerun(scope="app")
+
+    _poll()

@@ -1,0 +1,29 @@
+"""The chosen sample token by token: a table and a heatmap scaled per row."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..figures import build_token_heatmap_figure
+from ..loader import Run
+from ..metrics import TOKEN_METRICS, compute_token_table
+from . import keys
+from .sidebar import Settings
+
+
+def render(run: Run, label, settings: Settings) -> None:
+    sample = run.sample_tokens(label)
+    if not len(sample.tokens):
+        st.info("This sample has no per-token lists (a response-level log).")
+        return
+    if sample.lengths_differ:
+        st.warning("Per-token list lengths disagree: " +
+                   ", ".join(f"{k} {v}" for k, v in sample.lengths.items()) +
+                   f". Showing the first {len(sample.tokens)} positions.")
+    table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None)
+    available = [m for m in TOKEN_METRICS if table[m].notna().any()]
+    chosen = st.multiselect("Token metrics", TOKEN_METRICS, default=available, key=keys.TOKEN_METRICS)
+    shown = [m for m in chosen if m in available]
+    st.dataframe(table[["token", *shown]], key="token_table")
+    if shown:
+        st.plotly_chart(build_token_heatmap_figure(table, shown), key="token_heatmap")
