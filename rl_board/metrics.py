@@ -51,7 +51,7 @@ def _list_parts(column) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if isinstance(array, pa.ChunkedArray):  # a table with no chunks
         array = pa.array([], type=array.type)
-    offsets = np.asarray(array.offsets)
+    offsets = np.asarray(array.offsets).astype(np.int64)
     present = ~np.asarray(array.is_null())
     starts = offsets[:-1]
     lengths = np.where(present, np.diff(offsets), 0)

@@ -78,6 +78,11 @@ def _parse_fast(data: bytes, first_line: int) -> pa.Table | None:
         return None
     if table[F.STEP].null_count or table[F.REWARD].null_count:
         return None
+    try:  # pyarrow.json does not check that strings are UTF-8
+        for name in (*F.TEXT_FIELDS, F.TOKENS):
+            table[name].validate(full=True)
+    except pa.ArrowInvalid:
+        return None
     lines = _nonblank_line_numbers(data, first_line)
     if len(lines) != table.num_rows:
         return None
@@ -133,10 +138,14 @@ def _parse_line(raw: bytes) -> dict | str:
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not UTF-8 (byte {exc.start + 1} of the line)"
         try:  # NaN, Infinity and 1e400 are JSON to Python's json and ujson, not to orjson
-            obj = ujson.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            return _json_error(raw)
+            obj = ujson.loads(text)
+        except ValueError:
+            return _json_error(text)
     if not isinstance(obj, dict):
         return f"line is a JSON {type(obj).__name__}, not an object"
     step = obj.get(F.STEP)
@@ -180,11 +189,7 @@ def _short(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _json_error(raw: bytes) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return f"not UTF-8 (byte {exc.start})"
+def _json_error(text: str) -> str:
     try:
         json.loads(text)
     except json.JSONDecodeError as exc:

@@ -50,6 +50,7 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     With ``pad_token``, pad tokens are removed from the response texts; with
     ``system_marker``, prompts lose everything up to and including it.
     """
+    samples = samples.assign(response_len=samples["response_len"].where(samples["response_len"] >= 0))
     columns = [c for c in BATCH_COLUMNS if c in samples and samples[c].notna().any()]
     table = samples[columns].copy()
     if estimator != "k3":
@@ -62,8 +63,6 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
         for name in ("response", "ref_response"):
             if name in table:
                 table[name] = [strip_pad(t, pad_token) for t in table[name]]
-    if "response_len" in table:
-        table["response_len"] = table["response_len"].where(table["response_len"] >= 0)
     return table
 
 

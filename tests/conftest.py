@@ -1,0 +1,50 @@
+"""Shared fixtures: real files on disk in a temporary folder, an isolated cache, clean Streamlit caches."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own cache folder, so no test reads another's cache."""
+    folder = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", str(folder))
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def clear_streamlit_caches():
+    """Streamlit's caches live for the whole test process; start each test without them."""
+    yield
+    st = sys.modules.get("streamlit")
+    if st is None:  # nothing cached if the test never touched Streamlit
+        return
+    st.cache_data.clear()
+    st.cache_resource.clear()
+
+
+def write_lines(path: Path, lines) -> Path:
+    """Write ``lines`` (dicts become JSON, str and bytes are written as they are) one per line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    out = bytearray()
+    for line in lines:
+        if isinstance(line, dict):
+            out += json.dumps(line).encode()
+        elif isinstance(line, str):
+            out += line.encode()
+        else:
+            out += line
+        out += b"\n"
+    path.write_bytes(bytes(out))
+    return path
+
+
+def sample(step: int, reward: float, **extra) -> dict:
+    return {"step": step, "reward": reward, **extra}

@@ -1,0 +1,162 @@
+"""Reading runs from real files: merging ranks, bad lines, partial lines, folders."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, sample, write_lines
+from rl_board.loader import RootError, list_runs, load_run
+
+
+def test_ranks_merge_by_step_in_file_then_line_order(tmp_path):
+    """Lines of all rank files are merged by step; within a step, file order then line order."""
+    write_lines(tmp_path / "data_rank0.jsonl", [sample(2, 0.1), sample(1, 0.2)])
+    write_lines(tmp_path / "data_rank1.jsonl", [sample(1, 0.3), sample(2, 0.4)])
+    write_lines(tmp_path / "data_rank10.jsonl", [sample(1, 0.5)])
+    run = load_run(tmp_path, cache_root=False)
+    assert run.samples["step"].tolist() == [1, 1, 1, 2, 2]
+    assert run.samples["reward"].tolist() == [0.2, 0.3, 0.5, 0.1, 0.4]
+    assert run.report.files == ("data_rank0.jsonl", "data_rank1.jsonl", "data_rank10.jsonl")
+    assert run.steps.loc[1, "reward_mean"] == pytest.approx((0.2 + 0.3 + 0.5) / 3)
+
+
+BAD_LINES = [
+    (b'{"step": 1, "reward": ', "invalid JSON"),
+    (b'[1, 2, 3]', "not an object"),
+    (b'"just a string"', "not an object"),
+    (b'{"reward": 1.0}', "missing 'step'"),
+    (b'{"step": "3", "reward": 1.0}', "'step' must be an integer"),
+    (b'{"step": 1.5, "reward": 1.0}', "'step' must be an integer"),
+    (b'{"step": true, "reward": 1.0}', "'step' must be an integer"),
+    (b'{"step": 1}', "missing 'reward'"),
+    (b'{"step": 1, "reward": "high"}', "'reward' must be a number"),
+    (b'{"step": 1, "reward": null}', "missing 'reward'"),
+    (b'{"step": 1, "reward": 1, "logprobs": "oops"}', "'logprobs' must be a list"),
+    (b'{"step": 1, "reward": 1, "prompt": "\xff\xfe"}', "not UTF-8"),
+]
+
+
+@pytest.mark.parametrize("bad, reason", BAD_LINES, ids=[r for _, r in BAD_LINES])
+def test_a_bad_line_is_reported_and_the_rest_load(tmp_path, bad, reason):
+    """Each kind of bad line is rejected with file:line and a reason; the good lines around it load."""
+    write_lines(tmp_path / "r0.jsonl", [sample(1, 1.0), bad, sample(2, 2.0)])
+    run = load_run(tmp_path, cache_root=False)
+    assert run.samples["reward"].tolist() == [1.0, 2.0]
+    assert run.report.lines_ok == 2 and run.report.lines_bad == 1
+    (file, line, why), = run.report.errors
+    assert (file, line) == ("r0.jsonl", 2)
+    assert reason in why
+
+
+def test_nan_and_infinity_load(tmp_path):
+    """NaN and Infinity are JSON to Python; they load and means skip NaN."""
+    write_lines(tmp_path / "r.jsonl", ['{"step": 1, "reward": NaN}', '{"step": 1, "reward": 3.0}',
+                                       '{"step": 2, "reward": Infinity, "ref_reward": -Infinity}'])
+    run = load_run(tmp_path, cache_root=False)
+    assert run.report.lines_ok == 3 and run.report.lines_bad == 0
+    assert run.steps.loc[1, "reward_mean"] == 3.0
+    assert run.steps.loc[2, "reward_mean"] == float("inf")
+
+
+def test_integral_float_step_and_optional_wrong_types(tmp_path):
+    """step 3.0 is the integer 3; an optional field of the wrong type becomes empty, the line stays."""
+    write_lines(tmp_path / "r.jsonl", ['{"step": 3.0, "reward": 1, "ref_reward": "n/a", "ground_truth": 42}'])
+    run = load_run(tmp_path, cache_root=False)
+    row = run.samples.iloc[0]
+    assert row["step"] == 3 and row["ground_truth"] == "42"
+    assert row["ref_reward"] != row["ref_reward"]  # NaN
+
+
+def test_null_lists_and_extra_keys_load(tmp_path):
+    """null token lists (GRPO has no values) and unknown keys are fine."""
+    write_lines(tmp_path / "r.jsonl", [sample(1, 1.0, values=None, logprobs=[-1.0], ref_logprobs=[-1.5],
+                                              extra={"nested": [1, 2]})])
+    run = load_run(tmp_path, cache_root=False)
+    assert run.report.lines_ok == 1
+    assert run.samples.iloc[0]["log_ratio_sum"] == pytest.approx(0.5)
+
+
+def test_last_line_without_newline_waits(tmp_path):
+    """A last line still being written is neither loaded nor an error."""
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"step": 1, "reward": 1}\n{"step": 2, "rew')
+    run = load_run(tmp_path, cache_root=False)
+    assert run.report.lines_ok == 1 and run.report.lines_bad == 0
+    assert run.report.pending == ("r.jsonl",)
+
+
+def test_empty_files_blank_lines_and_other_files(tmp_path):
+    """Empty files and blank lines are skipped; files that are not .jsonl are listed as ignored."""
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), "", "   ", sample(1, 2.0)])
+    (tmp_path / "notes.txt").write_text("hello")
+    run = load_run(tmp_path, cache_root=False)
+    assert run.samples["reward"].tolist() == [1.0, 2.0]
+    assert run.samples["line"].tolist() == [1, 4]
+    assert run.report.lines_bad == 0 and run.report.ignored_files == ("notes.txt",)
+
+
+def test_every_line_bad_loads_nothing_and_says_why(tmp_path):
+    """A run with no usable line loads zero samples and lists every rejected line."""
+    write_lines(tmp_path / "r.jsonl", ["nope", "{}"])
+    run = load_run(tmp_path, cache_root=False)
+    assert run.report.lines_ok == 0 and run.report.lines_bad == 2 and len(run.steps) == 0
+
+
+def test_max_samples_per_step_is_first_n_in_file_line_order(tmp_path):
+    """Max samples keeps the first N of each step in file then line order, skipping the rest unparsed."""
+    write_lines(tmp_path / "a.jsonl", [sample(1, 1.0), sample(1, 2.0), sample(2, 3.0), sample(1, 4.0)])
+    write_lines(tmp_path / "b.jsonl", [sample(2, 5.0), sample(2, 6.0), "{broken but skipped, \"step\": 2}"])
+    run = load_run(tmp_path, max_per_step=2, cache_root=False)
+    assert run.samples["reward"].tolist() == [1.0, 2.0, 3.0, 5.0]
+    assert run.report.skipped == 3 and run.report.lines_bad == 0
+    full = load_run(tmp_path, cache_root=False)  # the same choice from a full parse
+    assert full.samples.groupby("step").head(2)["reward"].tolist() == [1.0, 2.0, 3.0, 5.0]
+
+
+def test_roots_with_clear_messages(tmp_path):
+    """A missing root, a root that is a file, and an empty root each get a message naming the layout."""
+    with pytest.raises(RootError, match="not found"):
+        list_runs(tmp_path / "missing")
+    (tmp_path / "file.jsonl").write_text("")
+    with pytest.raises(RootError, match="is a file"):
+        list_runs(tmp_path / "file.jsonl")
+    empty = tmp_path / "empty"
+    (empty / "not_a_run").mkdir(parents=True)
+    with pytest.raises(RootError, match="ROOT/RUN_NAME"):
+        list_runs(empty)
+
+
+def test_runs_are_subfolders_with_jsonl(tmp_path):
+    """Runs are the subfolders holding .jsonl files; files directly in the root form run '.'."""
+    write_lines(tmp_path / "run_b" / "x.jsonl", [sample(1, 1)])
+    write_lines(tmp_path / "run_a" / "x.jsonl", [sample(1, 1)])
+    (tmp_path / "no_logs").mkdir()
+    assert list_runs(tmp_path) == ["run_a", "run_b"]
+    write_lines(tmp_path / "top.jsonl", [sample(1, 1)])
+    assert list_runs(tmp_path) == [".", "run_a", "run_b"]
+
+
+def test_openrlhf_style_padding_and_step_start(tmp_path):
+    """OpenRLHF keeps pads (== eos) in every list and starts at step 1; pads leave the aggregates."""
+    pad = "<|endoftext|>"
+    write_lines(tmp_path / "r.jsonl", [sample(1, 0.5, response_tokens=["hi", pad, pad],
+                                              logprobs=[-1.0, -0.5, 0.0], ref_logprobs=[-1.5, -9.0, 0.0],
+                                              values=[0.1, 0.2, 0.0], token_rewards=[0.0, 0.5, 0.0])])
+    run = load_run(tmp_path, pad_token=pad, cache_root=False)
+    row = run.samples.iloc[0]
+    assert row["response_len"] == 1 and row["log_ratio_sum"] == pytest.approx(0.5)
+    assert run.sample_tokens(0).is_pad.tolist() == [False, True, True]
+
+
+def test_demo_samples_are_what_the_generator_writes(tmp_path):
+    """The shipped rollout_samples/ are exactly what `python -m rl_board generate` writes."""
+    subprocess.run([sys.executable, "-m", "rl_board", "generate", str(tmp_path)], check=True, cwd=REPO)
+    for shipped in (REPO / "rollout_samples").rglob("*.jsonl"):
+        assert (tmp_path / shipped.relative_to(REPO / "rollout_samples")).read_bytes() == shipped.read_bytes()
+    ppo = load_run(REPO / "rollout_samples" / "ppo_demo", cache_root=False)
+    assert len(ppo.report.files) == 4 and ppo.report.lines_bad == 0
+    assert ppo.samples["response"].str.contains("<img").any()
+    assert ppo.samples["prompt"].str.contains("计算").any()

@@ -1,0 +1,132 @@
+"""Derived numbers against values worked out by hand."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from rl_board.metrics import (
+    compute_sample_aggregates, compute_sample_tokens, compute_step_stats, compute_token_table, kl_per_token)
+from rl_board.parse import parse_block
+
+# logprobs and ref_logprobs of two tokens; d = ref - logp = (-0.5, +1.0)
+LOGP = [-1.0, -2.0]
+REF = [-1.5, -1.0]
+K3 = [math.exp(-0.5) - 1 + 0.5, math.exp(1.0) - 1 - 1.0]  # exp(d) - 1 - d
+K3_WRONG_DIRECTION = [math.exp(0.5) - 1 - 0.5, math.exp(-1.0) - 1 + 1.0]  # exp(-d) - 1 + d
+
+
+def _table(lines: list[dict]) -> pa.Table:
+    import json
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    return parse_block(data, 1).table
+
+
+def test_k3_is_kl_policy_to_ref():
+    """k3 uses d = ref_logprob - logprob: exp(d) - 1 - d, not the reverse-direction estimator."""
+    got = kl_per_token(np.array(LOGP), np.array(REF), "k3")
+    assert got == pytest.approx(K3, rel=1e-12)
+    assert got[0] != pytest.approx(K3_WRONG_DIRECTION[0])
+    assert (got >= 0).all()
+
+
+def test_k1_and_k2():
+    """k1 is the log-ratio and k2 half its square."""
+    assert kl_per_token(np.array(LOGP), np.array(REF), "k1") == pytest.approx([0.5, -1.0])
+    assert kl_per_token(np.array(LOGP), np.array(REF), "k2") == pytest.approx([0.125, 0.5])
+
+
+def test_sample_aggregates_by_hand():
+    """Mean and sum of log-ratio and k3 over a sample's tokens match hand arithmetic."""
+    agg = compute_sample_aggregates(_table([{"step": 1, "reward": 1, "logprobs": LOGP, "ref_logprobs": REF}]))
+    assert agg["log_ratio_sum"][0] == pytest.approx(-0.5)
+    assert agg["log_ratio_mean"][0] == pytest.approx(-0.25)
+    assert agg["kl_sum"][0] == pytest.approx(sum(K3), rel=1e-6)
+    assert agg["kl_mean"][0] == pytest.approx(sum(K3) / 2, rel=1e-6)
+    assert agg["n_tokens"][0] == 2 and agg["response_len"][0] == 2
+
+
+def test_pad_cut_leaves_pad_and_after_out():
+    """Positions at and after the first pad token are left out of every aggregate."""
+    line = {"step": 1, "reward": 0, "response_tokens": ["a", "b", "<pad>", "c"],
+            "logprobs": [-1.0, -2.0, -7.0, -9.0], "ref_logprobs": [-1.5, -1.0, 0.0, 0.0]}
+    agg = compute_sample_aggregates(_table([line]), pad_token="<pad>")
+    assert agg["response_len"][0] == 2
+    assert agg["log_ratio_sum"][0] == pytest.approx(-0.5)
+    assert agg["kl_mean"][0] == pytest.approx(sum(K3) / 2, rel=1e-6)
+    no_pad = compute_sample_aggregates(_table([line]))
+    assert no_pad["response_len"][0] == 4
+    assert no_pad["log_ratio_sum"][0] == pytest.approx(0.5 - 1.0 - 7.0 - 9.0)
+
+
+def test_pad_cut_per_sample_in_a_batch():
+    """Each sample of a block is cut at its own first pad."""
+    lines = [
+        {"step": 1, "reward": 0, "response_tokens": ["<pad>", "x"], "logprobs": [-1, -1], "ref_logprobs": [0, 0]},
+        {"step": 1, "reward": 0, "response_tokens": ["x", "y", "z"], "logprobs": [-1, -2, -3],
+         "ref_logprobs": [0, 0, 0]},
+        {"step": 1, "reward": 0, "response_tokens": ["x", "<pad>", "<pad>"], "logprobs": [-4, -2, -3],
+         "ref_logprobs": [0, 0, 0]},
+    ]
+    agg = compute_sample_aggregates(_table(lines), pad_token="<pad>")
+    assert agg["response_len"].tolist() == [0, 3, 1]
+    assert math.isnan(agg["log_ratio_mean"][0])
+    assert agg["log_ratio_sum"][1:].tolist() == pytest.approx([-6.0, -4.0])
+
+
+def test_unequal_lengths_use_the_shortest_numeric_list():
+    """n is the shortest numeric list present; the README's extra token does not count."""
+    line = {"step": 1, "reward": 0, "response_tokens": ["a", "b", "c", "d"],
+            "logprobs": [-1.0, -2.0, -3.0], "ref_logprobs": [-1.5, -1.0], "values": None}
+    agg = compute_sample_aggregates(_table([line]))
+    assert agg["n_tokens"][0] == 2 and agg["lengths_differ"][0]
+    assert agg["log_ratio_sum"][0] == pytest.approx(-0.5)
+    tokens = compute_sample_tokens({"response_tokens": ["a"], "logprobs": [-1.0, -2.0, -3.0],
+                                    "ref_logprobs": [-1.5, -1.0]})
+    assert tokens.tokens == ["a", ""] and tokens.lengths_differ
+    assert np.isnan(tokens.values).all()
+
+
+def test_nan_tokens_are_ignored_in_means():
+    """A NaN log-prob drops that position from the mean and the sum, nothing else."""
+    line = {"step": 1, "reward": 0, "logprobs": [-1.0, float("nan"), -2.0], "ref_logprobs": [-1.5, -1.0, -1.0]}
+    import json
+    data = (json.dumps(line) + "\n").encode()  # json writes NaN, which the loader must accept
+    agg = compute_sample_aggregates(parse_block(data, 1).table)
+    assert agg["log_ratio_mean"][0] == pytest.approx((0.5 - 1.0) / 2)
+
+
+def test_response_level_rows_have_nan_aggregates():
+    """A sample without token lists has no KL and an unknown length."""
+    agg = compute_sample_aggregates(_table([{"step": 1, "reward": 0.5}]))
+    assert math.isnan(agg["kl_mean"][0]) and agg["response_len"][0] == -1 and agg["n_tokens"][0] == 0
+
+
+def test_step_stats_population_std():
+    """Per step: count, mean and population (ddof=0) std of reward; NaN rewards ignored."""
+    samples = pd.DataFrame({
+        "step": [1, 1, 1, 2, 2], "reward": [1.0, 2.0, 4.0, 3.0, float("nan")],
+        "kl_mean": [0.1, 0.2, 0.3, 0.5, 0.7], "response_len": [3, 5, -1, 2, 2],
+    })
+    stats = compute_step_stats(samples)
+    assert stats.index.tolist() == [1, 2]
+    assert stats["samples"].tolist() == [3, 2]
+    assert stats.loc[1, "reward_mean"] == pytest.approx(7 / 3)
+    assert stats.loc[1, "reward_std"] == pytest.approx(math.sqrt(((1 - 7/3)**2 + (2 - 7/3)**2 + (4 - 7/3)**2) / 3))
+    assert stats.loc[2, "reward_mean"] == pytest.approx(3.0) and stats.loc[2, "reward_std"] == 0
+    assert stats.loc[2, "kl_mean"] == pytest.approx(0.6)
+    assert stats.loc[1, "response_len_mean"] == pytest.approx(4.0)  # the unknown length is left out
+
+
+def test_token_table_probabilities_and_pad_drop():
+    """prob = exp(logp); the pad and what follows leave the table when asked."""
+    sample = compute_sample_tokens({"response_tokens": ["a", "<pad>", "b"], "logprobs": [math.log(0.5), 0, 0],
+                                    "ref_logprobs": [math.log(0.25), 0, 0]}, "<pad>")
+    table = compute_token_table(sample, "k3", drop_pad=True)
+    assert table["token"].tolist() == ["a"]
+    assert table["prob"].iloc[0] == pytest.approx(0.5) and table["ref_prob"].iloc[0] == pytest.approx(0.25)
+    assert table["log_ratio"].iloc[0] == pytest.approx(math.log(2))
+    assert table["kl"].iloc[0] == pytest.approx(0.5 - 1 + math.log(2))  # d = log(0.5): exp(d) - 1 - d
+    assert len(compute_token_table(sample, "k3", drop_pad=False)) == 3
