@@ -27,7 +27,7 @@ if settings.show_charts:
 st.subheader("Batch")
 step = batch.render_step_picker(run)
 ordered = batch.render(run, step, settings)
-chosen = batch.render_sample_picker(ordered)
+chosen = batch.render_sample_picker(ordered, step)
 if settings.show_pair:
     st.subheader("Sample")
     sample.render(run, chosen, step, settings)

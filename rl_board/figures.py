@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -129,7 +130,8 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str]) -> go.Fi
     """
     shown = table.iloc[:MAX_HEATMAP_TOKENS]
     z = shown[metrics].to_numpy(dtype=float).T
-    x = [f"{pos}:{tok}" for pos, tok in zip(shown.index, shown["token"])]
+    # plotly reads a few HTML tags in labels; tokens are model output, so escape them
+    x = [f"{pos}:{html.escape(str(tok))}" for pos, tok in zip(shown.index, shown["token"])]
     text = [[f"{v:.3g}" if np.isfinite(v) else "" for v in row] for row in z]
     fig = go.Figure(go.Heatmap(z=scale_rows(z), x=x, y=metrics, text=text, customdata=z,
                                hovertemplate="%{y} at %{x}: %{customdata:.4g}<extra></extra>",

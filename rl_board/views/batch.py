@@ -11,6 +11,8 @@ from ..tables import SORT_KEYS, build_batch_table, sort_samples, step_grid
 from . import keys
 from .sidebar import Settings
 
+_PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction) the picker was last drawn for
+
 
 def render_step_picker(run: Run) -> int:
     """A slider on an even step grid, a select box when the steps are irregular."""
@@ -44,11 +46,16 @@ def render(run: Run, step: int, settings: Settings) -> pd.DataFrame:
     return ordered
 
 
-def render_sample_picker(ordered: pd.DataFrame):
-    """Pick one sample of the sorted batch; returns its label in ``Run.samples``."""
+def render_sample_picker(ordered: pd.DataFrame, step: int):
+    """Pick one sample of the sorted batch; returns its label in ``Run.samples``.
+
+    A new step or sort starts at the top of the table: sorting by KL shows the highest-KL sample.
+    """
     labels = list(ordered.index)
-    if st.session_state.get(keys.SAMPLE) not in labels:
+    context = (step, st.session_state.get(keys.SORT_BY), st.session_state.get(keys.SORT_DESCENDING))
+    if st.session_state.get(keys.SAMPLE) not in labels or st.session_state.get(_PICKER_CONTEXT) != context:
         st.session_state[keys.SAMPLE] = labels[0]
+    st.session_state[_PICKER_CONTEXT] = context
     rank = {label: i for i, label in enumerate(labels)}
 
     def describe(label) -> str:

@@ -1,4 +1,4 @@
-"""What the last load read: counts, rejected lines and notes."""
+"""What the last load read: counts, rejected lines and notes. Names and reasons are shown as plain text."""
 
 from __future__ import annotations
 
@@ -8,22 +8,26 @@ import streamlit as st
 from ..loader import Run
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
+ERRORS_QUOTED = 3  # rejected lines quoted above the table
 
 
 def render(run: Run) -> None:
     report = run.report
-    st.caption(f"{run.path} · {len(report.files)} files · {report.lines_ok:,} samples loaded · "
-               f"{report.lines_bad:,} lines rejected · {report.skipped:,} skipped by max samples per step")
+    st.text(f"{run.path} · {len(report.files)} files · {report.lines_ok:,} samples loaded · "
+            f"{report.lines_bad:,} lines rejected · {report.skipped:,} skipped by max samples per step")
     for note in report.notes:
-        st.warning(note)
+        st.warning("Cache note")
+        st.text(note)
     if report.pending:
-        st.info(f"Still being written (last line not loaded yet): {', '.join(report.pending)}")
+        st.info("Last line still being written (not loaded yet) in:")
+        st.text(", ".join(report.pending))
     if report.ignored_files:
-        st.info(f"Not .jsonl, ignored: {', '.join(report.ignored_files)}")
+        st.info("Files that are not .jsonl were ignored:")
+        st.text(", ".join(report.ignored_files))
     if report.errors:
-        first = "; ".join(f"{f}:{line}: {reason}" for f, line, reason in report.errors[:3])
-        st.warning(f"{report.lines_bad:,} lines rejected, e.g. {first}")
-        with st.expander("Rejected lines"):
+        st.warning(f"{report.lines_bad:,} lines rejected; the rest loaded. First ones:")
+        st.text("\n".join(f"{f}:{line}: {reason}" for f, line, reason in report.errors[:ERRORS_QUOTED]))
+        with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),
                          hide_index=True)
     if not report.lines_ok:

@@ -47,7 +47,8 @@ def render() -> Settings:
     try:
         runs = list_runs(root)
     except RootError as exc:
-        side.error(str(exc))
+        side.error("Can't use this root folder.")
+        side.text(str(exc))
         runs = []
     if runs:
         run = side.selectbox("Run", runs, key=keys.RUN,

@@ -1,0 +1,140 @@
+"""The whole page in Streamlit's real runtime (AppTest): open, load, sort, move, pick, read tokens."""
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO, sample, write_lines
+from rl_board.views import keys
+
+APP = str(REPO / "app.py")
+
+
+def _open(root: Path, run: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
+    if run is not None:
+        at.sidebar.selectbox(key=keys.RUN).select(run).run()
+    return at
+
+
+def _load(at: AppTest) -> AppTest:
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _kl_run(root: Path) -> Path:
+    """A run whose step 2 has known rewards and KLs: sample C has the top reward, sample B the top KL."""
+    run = root / "kl_run"
+    lines = [
+        sample(1, 0.0, prompt="p0", response="r0", logprobs=[-1.0], ref_logprobs=[-1.0]),
+        sample(2, 0.2, prompt="A", response="ra", ref_response="refa", ref_reward=0.0,
+               response_tokens=["x", "y"], logprobs=[-1.0, -1.0], ref_logprobs=[-1.1, -1.2]),
+        sample(2, 0.1, prompt="B", response="rb", ref_response="refb", ref_reward=0.5,
+               response_tokens=["x", "y"], logprobs=[-1.0, -1.0], ref_logprobs=[-3.0, -4.0]),
+        sample(2, 0.9, prompt="C", response="rc", ref_response="refc", ref_reward=0.1,
+               response_tokens=["x", "y"], logprobs=[-1.0, -1.0], ref_logprobs=[-1.0, -1.5]),
+    ]
+    write_lines(run / "rank0.jsonl", lines[:2])
+    write_lines(run / "rank1.jsonl", lines[2:])
+    return root
+
+
+def test_journey_on_the_demo_run():
+    """Open, pick the PPO demo, load: curves, batch table, sample pair, token table and heatmap, no exception."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    assert len(at.get("plotly_chart")) >= 7  # 3 curves, 3 batch charts, 1 heatmap
+    assert at.slider(key=keys.STEP).value == 30  # the newest step first
+    at.slider(key=keys.STEP).set_value(5).run()
+    assert not at.exception
+    assert at.dataframe[0].value.shape[0] == 16  # 16 samples in the demo's step 5
+    token_table = at.dataframe[1].value
+    assert {"token", "kl", "log_ratio", "logp", "ref_logp", "prob", "ref_prob", "value",
+            "token_reward"} <= set(token_table.columns)
+    assert "<|endoftext|>" not in token_table["token"].tolist()  # pad dropped by default
+
+
+def test_sort_by_reward_and_by_kl_puts_the_max_first(tmp_path):
+    """Sorting by reward or by KL mean puts that column's largest value in the first row and sample."""
+    at = _load(_open(_kl_run(tmp_path), "kl_run"))
+    assert at.slider(key=keys.STEP).value == 2
+    at.selectbox(key=keys.SORT_BY).select("reward").run()
+    table = at.dataframe[0].value
+    assert table["prompt"].tolist() == ["C", "A", "B"]
+    at.selectbox(key=keys.SORT_BY).select("KL mean").run()
+    table = at.dataframe[0].value
+    assert table["prompt"].iloc[0] == "B" and table["kl_mean"].iloc[0] == table["kl_mean"].max()
+    assert [c.value for c in at.code][:2] == ["B", "rb"]  # the sample pair follows the sort
+    at.toggle(key=keys.SORT_DESCENDING).set_value(False).run()
+    assert at.dataframe[0].value["prompt"].iloc[0] == "A"
+
+
+def test_picking_a_sample_shows_its_texts_and_tokens(tmp_path):
+    """Choosing the second sample of the sorted batch shows its prompt, response, ref response and tokens."""
+    at = _load(_open(_kl_run(tmp_path), "kl_run"))
+    at.selectbox(key=keys.SORT_BY).select("reward").run()
+    at.selectbox(key=keys.SAMPLE).select_index(1).run()
+    assert not at.exception
+    assert [c.value for c in at.code][:3] == ["A", "ra", "refa"]
+    tokens = at.dataframe[1].value
+    assert tokens["token"].tolist() == ["x", "y"]
+    assert tokens["log_ratio"].tolist() == pytest.approx([0.1, 0.2], abs=1e-6)
+
+
+def test_irregular_steps_get_a_select_box():
+    """The eval demo's irregular steps are chosen from a select box; response-level runs have no KL curve."""
+    at = _load(_open(REPO / "rollout_samples", "eval_demo"))
+    box = at.selectbox(key=keys.STEP)
+    assert box.options[:5] == ["0", "100", "200", "300", "500"]
+    box.select(500).run()
+    assert not at.exception and at.dataframe[0].value.shape[0] == 8
+    assert any("No per-token" in i.value for i in at.info)
+
+
+def test_missing_and_empty_roots_say_what_to_do(tmp_path):
+    """A missing root and a root without runs show a message with the expected layout; Load is disabled."""
+    at = _open(tmp_path / "missing")
+    assert any("Can't use" in e.value for e in at.sidebar.error)
+    assert any("not found" in t.value for t in at.sidebar.text)
+    assert at.sidebar.button(key=keys.LOAD).disabled
+    (tmp_path / "empty").mkdir()
+    at = _open(tmp_path / "empty")
+    assert any("ROOT/RUN_NAME/*.jsonl" in t.value for t in at.sidebar.text)
+    assert not at.exception
+
+
+def test_a_run_with_no_usable_lines(tmp_path):
+    """Every line bad: the page says so and lists the rejected lines instead of drawing."""
+    write_lines(tmp_path / "bad" / "r.jsonl", ["{oops", '{"step": 1}'])
+    at = _load(_open(tmp_path, "bad"))
+    assert any("No usable lines" in e.value for e in at.error)
+    assert any("r.jsonl:2: missing 'reward'" in t.value for t in at.text)
+
+
+def test_log_text_renders_as_text_not_html_or_markdown(tmp_path):
+    """A response holding HTML or Markdown is shown as exactly those characters."""
+    html = "<img src=x onerror=alert(1)>"
+    md = "# heading\n**bold**"
+    write_lines(tmp_path / "x" / "r.jsonl", [sample(1, 1.0, prompt=md, response=html, ref_response="*ref*")])
+    at = _load(_open(tmp_path, "x"))
+    codes = [c.value for c in at.code]
+    assert codes[:3] == [md, html, "*ref*"]
+    rendered = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    assert not any("onerror" in v or "heading" in v for v in rendered)
+
+
+def test_load_again_reads_new_lines(tmp_path):
+    """Pressing Load again on the same run picks up lines appended since."""
+    run = tmp_path / "live"
+    write_lines(run / "r.jsonl", [sample(1, 1.0)])
+    at = _load(_open(tmp_path, "live"))
+    assert at.dataframe[0].value.shape[0] == 1
+    with (run / "r.jsonl").open("a") as fh:
+        fh.write('{"step": 1, "reward": 2.0}\n{"step": 2, "reward": 3.0}\n')
+    _load(at)
+    assert at.slider(key=keys.STEP).value == 1  # the user's step stays put
+    assert at.dataframe[0].value.shape[0] == 2
+    at.slider(key=keys.STEP).set_value(2).run()
+    assert at.dataframe[0].value["reward"].tolist() == [3.0]
