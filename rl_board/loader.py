@@ -316,6 +316,9 @@ class RunSource:
             samples = samples.groupby(F.STEP, sort=False).head(self.max_per_step).reset_index(drop=True)
             skipped += before - len(samples)
         samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
+        for name in ("response", "ref_response"):
+            text = samples[name].str.replace(self.pad_token, "", regex=False) if self.pad_token else samples[name]
+            samples[f"{name}_chars"] = text.str.len()
         samples["source"] = [f"{names[f]}:{line}" for f, line in zip(samples[F.FILE], samples[F.LINE])]
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         report = LoadReport(

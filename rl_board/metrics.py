@@ -217,8 +217,8 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
         grouped = values.groupby(steps, sort=True)
         out[f"{name}_mean"] = grouped.mean()
         out[f"{name}_std"] = grouped.std(ddof=0)
-    for name in ("response", "ref_response"):
+    for name in ("response_chars", "ref_response_chars"):
         if name in samples and samples[name].notna().any():
-            out[f"{name}_chars_mean"] = samples[name].str.len().groupby(steps, sort=True).mean()
+            out[f"{name}_mean"] = samples[name].groupby(steps, sort=True).mean()
     out.index.name = F.STEP
     return out

@@ -142,12 +142,13 @@ def test_runs_are_subfolders_with_jsonl(tmp_path):
 def test_openrlhf_style_padding_and_step_start(tmp_path):
     """OpenRLHF keeps pads (== eos) in every list and starts at step 1; pads leave the aggregates."""
     pad = "<|endoftext|>"
-    write_lines(tmp_path / "r.jsonl", [sample(1, 0.5, response_tokens=["hi", pad, pad],
+    write_lines(tmp_path / "r.jsonl", [sample(1, 0.5, response="hi" + pad * 2, response_tokens=["hi", pad, pad],
                                               logprobs=[-1.0, -0.5, 0.0], ref_logprobs=[-1.5, -9.0, 0.0],
                                               values=[0.1, 0.2, 0.0], token_rewards=[0.0, 0.5, 0.0])])
     run = load_run(tmp_path, pad_token=pad, cache_root=False)
     row = run.samples.iloc[0]
     assert row["response_len"] == 1 and row["log_ratio_sum"] == pytest.approx(0.5)
+    assert row["response_chars"] == 2  # pads leave the character count too
     assert run.sample_tokens(0).is_pad.tolist() == [False, True, True]
 
 

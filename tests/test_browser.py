@@ -1,0 +1,95 @@
+"""End to end in a real headless Chromium: start the app as start.sh does, load the demo, sort by KL."""
+
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+CHROMIUM = "/usr/bin/chromium"
+OUTPUT = REPO / "tests" / "output"
+PAD = "<|endoftext|>"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _max_kl_of_last_step(run: Path) -> tuple[int, float]:
+    """The newest step and its largest per-sample mean k3, computed straight from the JSON lines."""
+    samples = [json.loads(line) for f in sorted(run.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    step = max(s["step"] for s in samples)
+    best = -math.inf
+    for s in (s for s in samples if s["step"] == step):
+        n = s["response_tokens"].index(PAD) if PAD in s["response_tokens"] else len(s["logprobs"])
+        ks = [math.exp(r - p) - 1 - (r - p) for p, r in zip(s["logprobs"][:n], s["ref_logprobs"][:n])]
+        best = max(best, sum(ks) / len(ks))
+    return step, best
+
+
+@pytest.fixture
+def server():
+    port = _free_port()
+    env = {**os.environ, "RL_BOARD_PORT": str(port), "RL_BOARD_VENV": sys.prefix}
+    proc = subprocess.Popen(["bash", str(REPO / "start.sh")], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None:
+                pytest.fail("start.sh exited: " + proc.stdout.read().decode(errors="replace"))
+            time.sleep(0.5)
+    else:
+        proc.kill()
+        pytest.fail("the app did not answer within 120 s")
+    yield url
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=20)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_load_demo_and_sort_by_kl_in_chromium(server):
+    """In Chromium: pick ppo_demo, Load, sort by KL mean; the first sample is the step's top KL."""
+    from playwright.sync_api import expect, sync_playwright
+
+    step, top_kl = _max_kl_of_last_step(REPO / "rollout_samples" / "ppo_demo")
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1600, "height": 2400})
+        page.goto(server)
+        sidebar = page.get_by_test_id("stSidebar")
+        sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
+        page.get_by_role("option", name="ppo_demo").click()
+        sidebar.get_by_role("button", name="Load").click()
+        sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
+        expect(sort).to_be_visible(timeout=60_000)
+        sort.click()
+        page.get_by_role("option", name="KL mean", exact=True).click()
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(rf"^#1 · reward .* · KL {re.escape(f'{top_kl:.4g}')} · "),
+                                     timeout=30_000)
+        expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
+        expect(page.get_by_text("Per-token heatmap")).to_be_visible(timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
+        page.screenshot(path=str(OUTPUT / "sorted_by_kl.png"), full_page=True)
+        browser.close()
+    assert (OUTPUT / "sorted_by_kl.png").stat().st_size > 10_000
+    assert step == 30
