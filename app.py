@@ -30,7 +30,7 @@ ordered = batch.render(run, step, settings)
 chosen = batch.render_sample_picker(ordered, step)
 if settings.show_pair:
     st.subheader("Sample")
-    sample.render(run, chosen, step, settings)
+    sample.render(run, ordered.loc[chosen], step, settings)
 if settings.show_heatmap:
     st.subheader("Tokens")
     tokens.render(run, chosen, settings)

@@ -1,8 +1,6 @@
 """RL Logging Board: token-level views of RLHF rollouts.
 
-The core (everything here but ``views``) never imports Streamlit.
+The core (everything here but ``views``) never imports Streamlit. Modules are
+imported where used (``from rl_board.loader import load_run``), so a parsing
+worker process loads only what parsing needs.
 """
-
-from .loader import LoadReport, RootError, Run, RunSource, list_runs, load_run
-
-__all__ = ["LoadReport", "RootError", "Run", "RunSource", "list_runs", "load_run"]

@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
     generate.add_argument("--ranks", type=_positive_int, default=4)
+    generate.add_argument("--full-precision", action="store_true", help="write floats in full, as trainers do")
     return parser
 
 
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         write_demo_samples(args.out)
     else:
         write_train_run(args.out, steps=args.steps, samples_per_step=args.samples, max_tokens=args.tokens,
-                        ranks=args.ranks)
+                        ranks=args.ranks, digits=None if args.full_precision else 6)
     return 0
 
 

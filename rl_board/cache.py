@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
 
 
@@ -59,7 +59,7 @@ class FileEntry:
     next_line: int  # 1-based number of the first line not yet parsed
     head_hash: str
     tail_hash: str
-    segments: list[str] = field(default_factory=list)
+    segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
     errors: list[list] = field(default_factory=list)  # [line, reason]
 
     @classmethod
@@ -69,7 +69,7 @@ class FileEntry:
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
             head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
-            segments=list(segments), errors=[list(e) for e in errors],
+            segments=[list(s) for s in segments], errors=[list(e) for e in errors],
         )
 
     def status(self, path: Path) -> str:
@@ -115,10 +115,6 @@ class RunCache:
                    "files": {name: asdict(entry) for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 
-    def segment_writer(self, schema: pa.Schema) -> "SegmentWriter":
-        self.folder.mkdir(parents=True, exist_ok=True)
-        return SegmentWriter(self.folder, schema)
-
     def open_segment(self, name: str) -> pa.Table:
         """A segment as a table whose buffers map the file: pages load when read."""
         source = pa.memory_map(str(self.folder / name), "r")
@@ -141,29 +137,3 @@ class RunCache:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
-
-
-class SegmentWriter:
-    """Writes parsed blocks of one source file into a new segment file as they come."""
-
-    def __init__(self, folder: Path, schema: pa.Schema):
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".arrow")
-        os.close(fd)
-        self.folder, self.tmp = folder, Path(tmp)
-        self.name = "seg-" + self.tmp.name[len(".tmp-"):]
-        self._writer = pa.ipc.new_file(str(self.tmp), schema)
-
-    def write(self, table: pa.Table) -> None:
-        self._writer.write_table(table)
-
-    def close(self) -> str:
-        """Finish the file; returns its name inside the cache folder."""
-        self._writer.close()
-        os.replace(self.tmp, self.folder / self.name)
-        return self.name
-
-    def abort(self) -> None:
-        try:
-            self._writer.close()
-        finally:
-            self.tmp.unlink(missing_ok=True)

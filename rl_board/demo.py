@@ -40,8 +40,14 @@ def _tokens(rng: np.random.Generator, n: int) -> list[str]:
     return ["▁" + _WORDS[i] if j % 3 == 0 else _WORDS[i] for j, i in enumerate(picks)]
 
 
-def _train_line(rng: np.random.Generator, step: int, progress: float, max_tokens: int) -> dict:
-    """One PPO sample: policy drifts from the reference as training goes on."""
+def _train_line(rng: np.random.Generator, step: int, progress: float, max_tokens: int, digits: int | None) -> dict:
+    """One PPO sample: policy drifts from the reference as training goes on.
+
+    Numbers are rounded to ``digits`` decimals, or written in full (as trainers do) when None.
+    """
+    def num(x):
+        return (np.round(x, digits) if digits is not None else np.asarray(x)).tolist()
+
     a, b = (int(x) for x in rng.integers(1, 100, size=2))
     n_valid = int(rng.integers(max(2, max_tokens // 4), max_tokens + 1))
     tokens = _tokens(rng, n_valid - 1) + [PAD_TOKEN]  # eos
@@ -53,7 +59,9 @@ def _train_line(rng: np.random.Generator, step: int, progress: float, max_tokens
     drift = rng.normal(0.0, 0.05 + 0.6 * progress, size=n)
     drift[rng.random(n) < 0.02] += 3.0  # rare tokens where KL runs away
     ref = logp - np.abs(drift)
-    ref[n_valid:] = logp[n_valid:] = 0.0
+    # after eos the policy is sure of the pad, as is the reference: tiny log-probs, tiny KL
+    logp[n_valid:] = -np.abs(rng.normal(0.0, 1e-3, size=n_pad))
+    ref[n_valid:] = logp[n_valid:] - np.abs(rng.normal(0.0, 1e-3, size=n_pad))
     reward = float(np.tanh(rng.normal(-0.5 + 1.5 * progress, 0.5)))
     ref_reward = float(np.tanh(rng.normal(-0.5, 0.5)))
     values = np.clip(reward * np.linspace(0.2, 1.0, n) + rng.normal(0, 0.3, size=n), -2, 2)
@@ -61,7 +69,6 @@ def _train_line(rng: np.random.Generator, step: int, progress: float, max_tokens
     token_rewards = -0.05 * kl
     token_rewards[n_valid - 1] += reward
     token_rewards[n_valid:] = 0.0
-    values[n_valid:] = 0.0
 
     odd = rng.random() < 0.03
     response = (
@@ -74,20 +81,20 @@ def _train_line(rng: np.random.Generator, step: int, progress: float, max_tokens
         "prompt": _PROMPTS[int(rng.integers(0, len(_PROMPTS)))].format(a=a, b=b),
         "response": response + PAD_TOKEN * (n_pad + 1),
         "response_tokens": tokens,
-        "logprobs": np.round(logp, 6).tolist(),
-        "ref_logprobs": np.round(ref, 6).tolist(),
-        "values": np.round(values, 6).tolist(),
-        "token_rewards": np.round(token_rewards, 6).tolist(),
-        "reward": round(reward, 6),
+        "logprobs": num(logp),
+        "ref_logprobs": num(ref),
+        "values": num(values),
+        "token_rewards": num(token_rewards),
+        "reward": num(reward),
         "ref_response": " ".join(t.lstrip("▁") for t in _tokens(rng, int(rng.integers(3, 12)))),
-        "ref_reward": round(ref_reward, 6),
+        "ref_reward": num(ref_reward),
         "ground_truth": str(a + b),
     }
 
 
 def write_train_run(
     out: Path, steps: int = 20, samples_per_step: int = 16, max_tokens: int = 24,
-    ranks: int = 2, seed: int = 0, first_step: int = 1,
+    ranks: int = 2, seed: int = 0, first_step: int = 1, digits: int | None = 6,
 ) -> list[Path]:
     """Write a PPO run as ``rollout_data_rank{r}.jsonl``; samples are dealt to ranks in turn.
 
@@ -100,7 +107,7 @@ def write_train_run(
     try:
         for step in range(first_step, first_step + steps):
             for i in range(samples_per_step):
-                line = _train_line(rng, step, (step - first_step) / max(steps - 1, 1), max_tokens)
+                line = _train_line(rng, step, (step - first_step) / max(steps - 1, 1), max_tokens, digits)
                 handles[i % ranks].write(orjson.dumps(line) + b"\n")
     finally:
         for h in handles:

@@ -9,7 +9,9 @@ restarted app opens an unchanged run without parsing it. Each refresh returns a
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,23 +23,16 @@ import pyarrow as pa
 
 from . import fields as F
 from .cache import FileEntry, RunCache, cache_dir_for
-from .metrics import SampleTokens, compute_sample_aggregates, compute_sample_tokens, compute_step_stats
-from .parse import SCHEMA, parse_block
+from .ingest import SEGMENT_SCHEMA, run_ranges, tasks_for
+from .metrics import SampleTokens, compute_sample_tokens
+from .parse import parse_line
+from .tables import compute_step_stats
 
-READ_CHUNK = 32 << 20  # bytes read and parsed at a time: bounds memory, paces progress
 ROOT_RUN = "."  # the run name of JSONL files lying directly in the root
 EXPECTED_LAYOUT = (
     "Expected layout: ROOT/RUN_NAME/*.jsonl, one folder per run, one JSON object per line "
     "(typically one file per data-parallel rank, e.g. rollout_data_rank0.jsonl)."
 )
-_TOKEN_COLUMNS = [F.TOKENS, *F.TOKEN_FIELDS]
-_AGG_TYPES = {"n_tokens": pa.int32(), "response_len": pa.int32(), "lengths_differ": pa.bool_()}
-SEGMENT_SCHEMA = pa.schema(
-    list(SCHEMA) + [(name, _AGG_TYPES.get(name, pa.float64())) for name in
-                    ("n_tokens", "response_len", "lengths_differ", "log_ratio_mean", "log_ratio_sum",
-                     "kl_mean", "kl_sum", "k2_mean", "k2_sum")]
-)
-
 Progress = Callable[[int, int], None]
 
 
@@ -88,12 +83,23 @@ class LoadReport:
     notes: tuple[str, ...] = ()
 
 
+class SourceChanged(RuntimeError):
+    """A log line is no longer where the run last read it: the file changed; refresh to re-read it."""
+
+
 @dataclass(frozen=True)
 class Run:
-    """A snapshot of a run. ``samples`` has one row per sample, ordered by step, file, line;
-    ``steps`` one row per step (``compute_step_stats``)."""
+    """A snapshot of a run.
+
+    ``samples`` has one row per sample, ordered by step, file, line, with numbers
+    only (scalars, aggregates, where the line lies); ``with_text`` adds the texts
+    and ``sample_tokens`` reads one sample's token lists from its line, so memory
+    holds neither for the whole run. ``steps`` has one row per step
+    (``tables.compute_step_stats``).
+    """
 
     path: Path
+    files: tuple[str, ...]
     samples: pd.DataFrame
     steps: pd.DataFrame
     report: LoadReport
@@ -105,19 +111,41 @@ class Run:
         return bool((self.samples["n_tokens"] > 0).any()) if len(self.samples) else False
 
     def step_samples(self, step: int) -> pd.DataFrame:
-        """The samples of one step, in file and line order."""
-        return self.samples[self.samples[F.STEP] == step]
+        """The samples of one step with their texts, in file and line order."""
+        return self.with_text(self.samples[self.samples[F.STEP] == step])
 
-    def sample_tokens(self, index) -> SampleTokens:
-        """Token arrays of the sample with label ``index`` in ``samples``, read from disk if cached."""
-        row = self.samples.loc[index]
-        table = self._segments[(int(row[F.FILE]), int(row["seg"]))]
-        lists = table.select(_TOKEN_COLUMNS).slice(int(row["row"]), 1).to_pylist()[0]
-        return compute_sample_tokens(lists, self.pad_token)
+    def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments."""
+        texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
+        position = pd.Series(np.arange(len(frame)), index=frame.index)
+        for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
+            table = self._segments[(int(file), int(seg))]
+            rows = pa.array(group["row"].to_numpy())
+            places = position[group.index].to_numpy()
+            for name in F.TEXT_FIELDS:
+                values = table.column(name).take(rows).to_pylist()
+                column = texts[name]
+                for place, value in zip(places, values):
+                    column[place] = value
+        return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
+                               for name, values in texts.items()})
+
+    def sample_tokens(self, label) -> SampleTokens:
+        """One sample's token lists (``label`` in ``samples``), read again from its log line."""
+        row = self.samples.loc[label]
+        path = self.path / self.files[int(row[F.FILE])]
+        offset, length = int(row["offset"]), int(row["length"])
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            raw = fh.read(length + 1)
+        obj = parse_line(raw[:length]) if raw[length:] == b"\n" else "moved"
+        if isinstance(obj, str) or obj.get(F.STEP) != row[F.STEP]:
+            raise SourceChanged(f"{path.name}:{int(row[F.LINE])} changed since the run was read; refresh it.")
+        return compute_sample_tokens(obj, self.pad_token)
 
 
 class _FileState:
-    """How far one file was read, and the segments parsed from it."""
+    """How far one file was read, and the segments parsed from it: (name, first line, table, frame)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -125,7 +153,7 @@ class _FileState:
         self.next_line = 1
         self.errors: list[tuple[int, str]] = []
         self.skipped = 0
-        self.segments: list[tuple[str | None, pa.Table, pd.DataFrame]] = []
+        self.segments: list[tuple[str, int, pa.Table, pd.DataFrame]] = []
         self.entry: FileEntry | None = None
         self.pending = False
 
@@ -145,8 +173,9 @@ class RunSource:
         self.run_dir = Path(run_dir)
         self.pad_token = pad_token or None
         self.max_per_step = max_per_step
-        self._cache = None if cache_root is False else RunCache(
+        self._cache = None if cache_root is False or max_per_step is not None else RunCache(
             cache_dir_for(self.run_dir, self.pad_token, None if cache_root in (None, True) else cache_root))
+        self._scratch: tempfile.TemporaryDirectory | None = None  # segments when there is no cache
         self._files: dict[str, _FileState] = {}
         self._quota: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -169,19 +198,17 @@ class RunSource:
             todo = []
             for path in paths:
                 state = self._files.get(path.name)
-                if state is None or state.entry is None or state.entry.status(path) == "stale":
-                    state = self._files[path.name] = _FileState(path)
-                    self.last_status[path.name] = "parsed"
-                elif state.entry.status(path) == "same":
+                status = "stale" if state is None or state.entry is None else state.entry.status(path)
+                if status == "same":
                     self.last_status.setdefault(path.name, "unchanged")
                     continue
+                if status == "stale":
+                    state = self._files[path.name] = _FileState(path)
+                    self.last_status[path.name] = "parsed"
                 else:
                     self.last_status.setdefault(path.name, "appended")
                 todo.append((state, path.stat().st_size))
-            total = sum(size - state.offset for state, size in todo)
-            done = 0
-            for state, size in todo:
-                done = self._read_new(state, size, done, total, progress)
+            self._read(todo, progress)
             self._save_manifest()
             self.latest = self._snapshot(paths, ignored)
             return self.latest
@@ -189,7 +216,7 @@ class RunSource:
     # -- reading -----------------------------------------------------------------------------
 
     def _open_cache(self, paths: list[Path]) -> None:
-        if self._cache is None or self.max_per_step is not None:
+        if self._cache is None:
             return
         entries = self._cache.read_manifest(self.pad_token)
         try:
@@ -200,99 +227,79 @@ class RunSource:
                 state = _FileState(path)
                 state.offset, state.next_line, state.entry = entry.offset, entry.next_line, entry
                 state.errors = [(int(line), str(reason)) for line, reason in entry.errors]
-                for name in entry.segments:
+                for name, first_line in entry.segments:
                     table = self._cache.open_segment(name)
                     if table.schema != SEGMENT_SCHEMA:
                         raise ValueError(f"segment {name} has an unexpected schema")
-                    state.segments.append((name, table, _frame(table)))
+                    state.segments.append((name, first_line, table, _frame(table, first_line)))
                 self._files[path.name] = state
                 self.last_status[path.name] = "cached"
-        except (OSError, ValueError, pa.ArrowException) as exc:
-            self._notes.append(f"Cache was unreadable ({exc}); parsing the run again.")
+        except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+            self._notes.append(f"The cache was unreadable ({exc}); parsed the run again.")
             self._files.clear()
+            self.last_status.clear()
             self._cache.clear()
 
-    def _read_new(self, state: _FileState, size: int, done: int, total: int, progress: Progress | None) -> int:
-        """Parse bytes [state.offset, size) of one file, up to its last newline."""
-        writer = self._new_writer()
-        offset, leftover = state.offset, b""
-        kept, rows = [], 0
-        start = (state.next_line, len(state.errors), state.skipped)
-        try:
-            with open(state.path, "rb") as fh:
-                fh.seek(offset)
-                while offset + len(leftover) < size:
-                    chunk = fh.read(min(READ_CHUNK, size - offset - len(leftover)))
-                    if not chunk:
-                        break
-                    buffer = leftover + chunk
-                    cut = buffer.rfind(b"\n") + 1
-                    block, leftover = buffer[:cut], buffer[cut:]
-                    if block:
-                        table = self._parse(state, block)
-                        offset += len(block)
-                        rows += table.num_rows
-                        if writer is not None:
-                            writer.write(table)
-                        else:
-                            kept.append(table)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, total)
-            name = None
-            if writer is not None and rows:
-                name = writer.close()
-                kept = [self._cache.open_segment(name)]
-            elif writer is not None:
-                writer.abort()
-            writer = None
-            if rows:
-                table = pa.concat_tables(kept)
-                state.segments.append((name, table, _frame(table)))
-        except OSError as exc:
-            if writer is not None:
-                writer.abort()
-            if self._cache is None or isinstance(exc, FileNotFoundError):
-                raise
-            self._notes.append(f"Could not write the cache in {self._cache.folder} ({exc}); not caching.")
-            self._cache = None
-            state.next_line, state.skipped = start[0], start[2]
-            del state.errors[start[1]:]
-            return self._read_new(state, size, done, total, progress)
-        state.offset = offset
-        state.pending = bool(leftover)
-        state.entry = FileEntry.describe(state.path, offset, state.next_line,
-                                         [n for n, _, _ in state.segments if n], state.errors)
-        return done
+    def _segment_dir(self) -> tuple[str, bool]:
+        """(where new segments go, whether they stay there as the cache)."""
+        if self._cache is not None:
+            try:
+                self._cache.folder.mkdir(parents=True, exist_ok=True)
+                probe = self._cache.folder / ".write-test"
+                probe.write_bytes(b"")
+                probe.unlink()
+                return str(self._cache.folder), True
+            except OSError as exc:
+                self._notes.append(f"Could not write the cache in {self._cache.folder} ({exc}); not caching.")
+                self._cache = None
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="rl_board-")
+        return self._scratch.name, False
 
-    def _parse(self, state: _FileState, block: bytes) -> pa.Table:
-        parsed = parse_block(block, state.next_line, self._quota, self.max_per_step)
-        state.next_line += block.count(b"\n")
-        state.errors.extend(parsed.errors)
-        state.skipped += parsed.skipped
-        aggregates = compute_sample_aggregates(parsed.table, self.pad_token)
-        table = parsed.table
-        for name, field_ in zip(SEGMENT_SCHEMA.names[len(SCHEMA):], list(SEGMENT_SCHEMA)[len(SCHEMA):]):
-            table = table.append_column(field_, pa.array(aggregates[name], type=field_.type))
-        return table
+    def _read(self, todo: list[tuple[_FileState, int]], progress: Progress | None) -> None:
+        """Parse bytes [offset, size) of each file, up to its last newline, and attach the segments."""
+        tasks = tasks_for((state.path, state.offset, size) for state, size in todo)
+        if not tasks:
+            return
+        out_dir, keep = self._segment_dir()
+        total, done = sum(b - a for _, a, b in tasks), [0]
 
-    def _new_writer(self):
-        if self._cache is None or self.max_per_step is not None:
-            return None
-        try:
-            return self._cache.segment_writer(SEGMENT_SCHEMA)
-        except OSError as exc:
-            self._notes.append(f"Could not write the cache in {self._cache.folder} ({exc}); not caching.")
-            self._cache = None
-            return None
+        def advance(n: int) -> None:
+            done[0] += n
+            if progress is not None:
+                progress(done[0], total)
+
+        results = run_ranges(tasks, out_dir, self.pad_token, self._quota, self.max_per_step, advance)
+        by_path = {str(state.path): state for state, _ in todo}
+        for result in results:
+            state = by_path[result.path]
+            first_line = state.next_line
+            state.errors.extend((first_line + line - 1, reason) for line, reason in result.errors)
+            state.skipped += result.skipped
+            if result.segment is not None:
+                segment = os.path.join(out_dir, result.segment)
+                if keep:
+                    table = self._cache.open_segment(result.segment)
+                else:  # read it into memory: the scratch file goes now
+                    with pa.OSFile(segment, "rb") as fh:
+                        table = pa.ipc.open_file(fh).read_all()
+                    os.unlink(segment)
+                state.segments.append((result.segment if keep else "", first_line, table,
+                                       _frame(table, first_line)))
+            state.next_line += result.lines
+            state.offset = result.end
+            state.pending = result.pending
+        for state, _ in todo:
+            state.entry = FileEntry.describe(state.path, state.offset, state.next_line,
+                                             [[n, first] for n, first, _, _ in state.segments if n], state.errors)
 
     def _save_manifest(self) -> None:
-        if self._cache is None or self.max_per_step is not None:
+        if self._cache is None:
             return
         entries = {name: state.entry for name, state in self._files.items() if state.entry is not None}
         try:
             self._cache.write_manifest(entries, self.pad_token)
-            self._cache.remove_segments({seg for e in entries.values() for seg in e.segments})
+            self._cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
         except OSError as exc:
             self._notes.append(f"Could not write the cache in {self._cache.folder} ({exc}); not caching.")
             self._cache = None
@@ -304,11 +311,11 @@ class RunSource:
         frames, segments = [], {}
         for file_index, name in enumerate(names):
             state = self._files[name]
-            for seg_index, (_, table, frame) in enumerate(state.segments):
+            for seg_index, (_, _, table, frame) in enumerate(state.segments):
                 segments[(file_index, seg_index)] = table
                 frames.append(frame.assign(**{F.FILE: file_index, "seg": seg_index}))
         samples = (pd.concat(frames, ignore_index=True) if frames
-                   else _frame(SEGMENT_SCHEMA.empty_table()).assign(**{F.FILE: 0, "seg": 0}))
+                   else _frame(SEGMENT_SCHEMA.empty_table(), 1).assign(**{F.FILE: 0, "seg": 0}))
         samples = samples.sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
         skipped = sum(s.skipped for s in self._files.values())
         if self.max_per_step is not None:
@@ -316,9 +323,6 @@ class RunSource:
             samples = samples.groupby(F.STEP, sort=False).head(self.max_per_step).reset_index(drop=True)
             skipped += before - len(samples)
         samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
-        for name in ("response", "ref_response"):
-            text = samples[name].str.replace(self.pad_token, "", regex=False) if self.pad_token else samples[name]
-            samples[f"{name}_chars"] = text.str.len()
         samples["source"] = [f"{names[f]}:{line}" for f, line in zip(samples[F.FILE], samples[F.LINE])]
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         report = LoadReport(
@@ -326,12 +330,15 @@ class RunSource:
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
             notes=tuple(self._notes),
         )
-        return Run(self.run_dir, samples, compute_step_stats(samples), report, self.pad_token, segments)
+        return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.pad_token,
+                   segments)
 
 
-def _frame(table: pa.Table) -> pd.DataFrame:
-    """The per-sample columns of a segment (token lists stay in Arrow), with each row's index."""
-    frame = table.drop_columns(_TOKEN_COLUMNS).to_pandas()
+def _frame(table: pa.Table, first_line: int) -> pd.DataFrame:
+    """The numeric columns of a segment (texts stay in Arrow), with each row's index and
+    line numbers made absolute (segments count lines from their own start)."""
+    frame = table.drop_columns(list(F.TEXT_FIELDS)).to_pandas()
+    frame[F.LINE] += first_line - 1
     frame["row"] = np.arange(len(frame), dtype=np.int64)
     return frame
 

@@ -1,42 +1,49 @@
-"""Turn bytes of JSONL into an Arrow table of samples, one bad line at a time.
+"""Turn bytes of JSONL into a table of samples with their aggregates, one bad line at a time.
 
-The fast path hands a whole block to ``pyarrow.json`` (C++, multi-threaded, and
-it accepts NaN/Infinity). Any block it refuses (a malformed line, a wrong type,
-non-UTF-8 bytes, a missing step) is parsed again line by line, so a bad line
-costs only itself: it becomes an entry in ``errors`` and every other line loads.
+Each line is parsed by orjson (ujson where orjson refuses NaN/Infinity, which
+Python's json writes) and checked. What a sample's row needs is kept: its
+scalars, its texts, where the line lies in the file, and its per-sample
+aggregates (log-ratio and KL over the positions before the pad). The per-token
+lists themselves are not kept: a sample's tokens are read again from its line
+when it is shown, so memory does not grow with tokens. A bad line costs only
+itself: it becomes an entry in ``errors`` and every other line loads.
 """
 
 from __future__ import annotations
 
-import io
+import gc
 import json
-import math
 import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
 import pyarrow as pa
-import pyarrow.json as pa_json
 import ujson
 
 from . import fields as F
+from .metrics import LOG_RATIO_AGGREGATES, compute_log_ratio_aggregates, token_positions
 
-#: What a line may carry, as parsed (token numbers as float64, as JSON has them).
-_PARSE_SCHEMA = pa.schema(
+#: One row per accepted line.
+SCHEMA = pa.schema(
     [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
     + [(name, pa.float64()) for name in F.SCALAR_FIELDS]
     + [(name, pa.string()) for name in F.TEXT_FIELDS]
-    + [(F.TOKENS, pa.list_(pa.string()))]
-    + [(name, pa.list_(pa.float64())) for name in F.TOKEN_FIELDS]
+    + [
+        (F.LINE, pa.int64()),  # 1-based, counted from the block's first line
+        ("offset", pa.int64()),  # byte offset of the line in its file
+        ("length", pa.int64()),  # bytes of the line, without its newline
+        ("n_tokens", pa.int32()),  # token positions: the shortest numeric list
+        ("response_len", pa.int32()),  # positions before the pad; -1 when nothing tells
+        ("lengths_differ", pa.bool_()),  # per-token lists of unequal length
+        ("response_chars", pa.float64()),  # characters of the response, pads removed
+        ("ref_response_chars", pa.float64()),
+    ]
+    + [(name, pa.float64()) for name in LOG_RATIO_AGGREGATES]
 )
-#: What a parsed block is stored as: token numbers as float32, plus the line number.
-SCHEMA = pa.schema(
-    [f if f.name not in F.TOKEN_FIELDS else pa.field(f.name, pa.list_(pa.float32())) for f in _PARSE_SCHEMA]
-    + [(F.LINE, pa.int64())]
-)
-_PARSE_OPTIONS = pa_json.ParseOptions(explicit_schema=_PARSE_SCHEMA, unexpected_field_behavior="ignore")
+_ROW_FIELDS = [f.name for f in SCHEMA if f.name not in LOG_RATIO_AGGREGATES]
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
+_MAX_STEP = 2**62
 
 
 @dataclass
@@ -45,101 +52,77 @@ class ParsedBlock:
 
     table: one row per accepted line, columns of ``SCHEMA``.
     errors: ``(line_number, reason)`` for every rejected line.
+    lines: complete lines in the block (blank ones included).
     skipped: lines not parsed because their step already had enough samples.
     """
 
     table: pa.Table
     errors: list[tuple[int, str]] = field(default_factory=list)
+    lines: int = 0
     skipped: int = 0
 
 
-def parse_block(data: bytes, first_line: int, step_quota: dict[int, int] | None = None,
-                max_per_step: int | None = None) -> ParsedBlock:
-    """Parse ``data`` (whole lines, each ending in a newline) whose first line is ``first_line``.
+def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_token: str | None = None,
+                step_quota: dict[int, int] | None = None, max_per_step: int | None = None) -> ParsedBlock:
+    """Parse the complete lines of ``data`` (up to its last newline).
 
-    With ``max_per_step``, lines are kept only while their step has fewer than
-    that many samples in ``step_quota`` (updated in place), and a line whose step
-    is already full is skipped without being parsed.
+    Args:
+        data: bytes of a file starting at byte ``base_offset``, at a line start.
+        first_line: the number of the first line.
+        pad_token: positions at and after its first occurrence leave the aggregates.
+        step_quota, max_per_step: with ``max_per_step``, keep a line only while its
+            step has fewer samples than that in ``step_quota`` (updated in place); a
+            line whose step is already full is skipped without being parsed.
     """
-    if max_per_step is None:
-        table = _parse_fast(data, first_line)
-        if table is not None:
-            return ParsedBlock(table)
-    return _parse_lines(data, first_line, step_quota if step_quota is not None else {}, max_per_step)
-
-
-def _parse_fast(data: bytes, first_line: int) -> pa.Table | None:
-    """The whole block through pyarrow.json, or None when any line needs a closer look."""
-    if not data.strip():
-        return _to_table([], [])
+    quota = step_quota if step_quota is not None else {}
+    columns = {name: [] for name in _ROW_FIELDS}
+    logps, refs, errors, skipped, lines = [], [], [], 0, 0
+    enabled = gc.isenabled()
+    gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
     try:
-        table = pa_json.read_json(io.BytesIO(data), parse_options=_PARSE_OPTIONS)
-    except (pa.ArrowInvalid, UnicodeDecodeError, pa.ArrowNotImplementedError):
-        return None
-    if table[F.STEP].null_count or table[F.REWARD].null_count:
-        return None
-    try:  # pyarrow.json does not check that strings are UTF-8
-        for name in (*F.TEXT_FIELDS, F.TOKENS):
-            table[name].validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    lines = _nonblank_line_numbers(data, first_line)
-    if len(lines) != table.num_rows:
-        return None
-    return _finish(table, lines)
-
-
-def _nonblank_line_numbers(data: bytes, first_line: int) -> np.ndarray:
-    """1-based numbers of the lines in ``data`` that hold more than white space."""
-    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 0x0A)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    keep = (ends - starts) > 0
-    for i in np.flatnonzero(keep & ((ends - starts) < 64)):  # only short lines can be blank
-        keep[i] = bool(data[starts[i]:ends[i]].strip())
-    return np.flatnonzero(keep) + first_line
-
-
-def _finish(table: pa.Table, lines) -> pa.Table:
-    table = table.cast(SCHEMA.remove(SCHEMA.get_field_index(F.LINE)))
-    return table.append_column(F.LINE, pa.array(lines, pa.int64()))
-
-
-def _to_table(rows: list[dict], lines: list[int]) -> pa.Table:
-    parsed = pa.Table.from_pylist(rows, schema=_PARSE_SCHEMA) if rows else _PARSE_SCHEMA.empty_table()
-    return _finish(parsed, lines)
-
-
-def _parse_lines(data: bytes, first_line: int, quota: dict[int, int], max_per_step: int | None) -> ParsedBlock:
-    rows, lines, errors, skipped = [], [], [], 0
-    for number, raw in enumerate(data.split(b"\n")[:-1], start=first_line):
-        if not raw.strip():
-            continue
-        if max_per_step is not None:
-            hits = _STEP_RE.findall(raw)
-            if len(hits) == 1 and quota.get(int(hits[0]), 0) >= max_per_step:
-                skipped += 1
+        view, start, find = memoryview(data), 0, data.find
+        while (end := find(b"\n", start)) >= 0:
+            raw, line_start, start = view[start:end], start, end + 1
+            number = first_line + lines
+            lines += 1
+            if max_per_step is not None:
+                hits = _STEP_RE.findall(raw)  # a cheap look at the step, before any parsing
+                if len(hits) == 1 and quota.get(int(hits[0]), 0) >= max_per_step:
+                    skipped += 1
+                    continue
+            parsed = _parse_line(raw, pad_token)
+            if parsed is None:
                 continue
-        row = _parse_line(raw)
-        if isinstance(row, str):
-            errors.append((number, row))
-            continue
-        if max_per_step is not None:
-            if quota.get(row[F.STEP], 0) >= max_per_step:
-                skipped += 1
+            if isinstance(parsed, str):
+                errors.append((number, parsed))
                 continue
-            quota[row[F.STEP]] = quota.get(row[F.STEP], 0) + 1
-        rows.append(row)
-        lines.append(number)
-    return ParsedBlock(_to_table(rows, lines), errors, skipped)
+            row, logp, ref = parsed
+            if max_per_step is not None:
+                if quota.get(row[F.STEP], 0) >= max_per_step:
+                    skipped += 1
+                    continue
+                quota[row[F.STEP]] = quota.get(row[F.STEP], 0) + 1
+            row[F.LINE], row["offset"], row["length"] = number, base_offset + line_start, len(raw)
+            for name, values in columns.items():
+                values.append(row[name])
+            logps.append(logp)
+            refs.append(ref)
+    finally:
+        if enabled:
+            gc.enable()
+    arrays = [pa.array(columns[f.name], type=f.type) for f in SCHEMA if f.name in columns]
+    aggregates = compute_log_ratio_aggregates(logps, refs)
+    arrays += [pa.array(aggregates[name], type=pa.float64()) for name in LOG_RATIO_AGGREGATES]
+    return ParsedBlock(pa.Table.from_arrays(arrays, schema=SCHEMA), errors, lines, skipped)
 
 
-def _parse_line(raw: bytes) -> dict | str:
-    """A validated row for one line, or the reason it is rejected."""
+def parse_line(raw: bytes) -> dict | str:
+    """One line as a dict, or the reason it is not a JSON object."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:
-            text = raw.decode("utf-8")
+            text = bytes(raw).decode("utf-8")
         except UnicodeDecodeError as exc:
             return f"not UTF-8 (byte {exc.start + 1} of the line)"
         try:  # NaN, Infinity and 1e400 are JSON to Python's json and ujson, not to orjson
@@ -147,45 +130,94 @@ def _parse_line(raw: bytes) -> dict | str:
         except ValueError:
             return _json_error(text)
     if not isinstance(obj, dict):
-        return f"line is a JSON {type(obj).__name__}, not an object"
-    step = obj.get(F.STEP)
+        return f"line is a JSON {_json_type(obj)}, not an object"
+    return obj
+
+
+def _parse_line(raw: memoryview, pad_token: str | None):
+    """(row, logprobs, ref_logprobs cut to the counted positions) for one line, None for a
+    blank line, or the reason it is rejected."""
+    if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
+        return None
+    obj = parse_line(raw)
+    if isinstance(obj, str):
+        return obj
+    get = obj.get
+    step = get(F.STEP)
     if step is None:
         return "missing 'step'"
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not float(step).is_integer():
-        return f"'step' must be an integer, got {_short(step)}"
-    if abs(step) > 2**62:
+    if type(step) is not int:
+        if not _is_number(step) or not float(step).is_integer():
+            return f"'step' must be an integer, got {_short(step)}"
+        step = int(step)
+    if abs(step) > _MAX_STEP:
         return f"'step' out of range: {_short(step)}"
-    reward = obj.get(F.REWARD)
+    reward = get(F.REWARD)
     if reward is None:
         return "missing 'reward'"
     if not _is_number(reward):
         return f"'reward' must be a number, got {_short(reward)}"
-    row = {F.STEP: int(step), F.REWARD: float(reward)}
+    row = {F.STEP: step, F.REWARD: float(reward)}
     for name in F.SCALAR_FIELDS:
-        value = obj.get(name)
+        value = get(name)
         row[name] = float(value) if _is_number(value) else None
     for name in F.TEXT_FIELDS:
-        value = obj.get(name)
-        row[name] = value if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False)
-    tokens = obj.get(F.TOKENS)
-    row[F.TOKENS] = [t if isinstance(t, str) else str(t) for t in tokens] if isinstance(tokens, list) else None
+        value = get(name)
+        row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
+    arrays, lengths = {}, {}
     for name in F.TOKEN_FIELDS:
-        values = obj.get(name)
+        values = get(name)
         if values is None:
-            row[name] = None
-        elif isinstance(values, list) and all(v is None or _is_number(v) for v in values):
-            row[name] = [math.nan if v is None else float(v) for v in values]
-        else:
+            continue
+        if type(values) is not list:
+            return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
+        array = _float_array(values)
+        if array is None:
             return f"'{name}' must be a list of numbers or null"
-    return row
+        arrays[name], lengths[name] = array, len(array)
+    tokens = get(F.TOKENS)
+    tokens = tokens if type(tokens) is list else None
+    n, valid = token_positions(lengths, tokens, pad_token)
+    row["n_tokens"] = n if lengths else 0
+    row["response_len"] = valid if lengths or tokens is not None else -1
+    row["lengths_differ"] = len(set(lengths.values()) | ({len(tokens)} if tokens is not None and lengths else set())) > 1
+    for name in ("response", "ref_response"):
+        text = row[name]
+        if text is not None and pad_token:
+            text = text.replace(pad_token, "")
+        row[f"{name}_chars"] = None if text is None else float(len(text))
+    logp, ref = arrays.get("logprobs"), arrays.get("ref_logprobs")
+    if logp is None or ref is None:
+        return row, None, None
+    return row, logp[:valid], ref[:valid]
+
+
+def _float_array(values: list) -> np.ndarray | None:
+    """float64, shape (len(values),), null entries as NaN; None if anything is not a number."""
+    try:
+        array = np.array(values)
+    except ValueError:  # ragged nested lists
+        return None
+    if array.ndim != 1:
+        return None
+    if array.dtype.kind in "fiu":
+        return array.astype(np.float64, copy=False)
+    if array.dtype.kind == "O" and all(v is None or _is_number(v) for v in values):
+        return np.array(values, dtype=np.float64)
+    return None
 
 
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _json_type(value) -> str:
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        type(value), "number")
+
+
 def _short(value) -> str:
-    text = repr(value)
+    text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import fields as F
+from .metrics import SampleTokens, kl_per_token
 
 #: Sort choices a user sees -> the sample column they sort by.
 SORT_KEYS = {
@@ -93,3 +94,55 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
     now = float(steps[column].iloc[position])
     before = float(steps[column].iloc[position - 1]) if position > 0 else np.nan
     return now, now - before
+
+
+#: Rows of the token table and heatmap, in display order.
+TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "logp", "ref_logp", "prob", "ref_prob")
+
+
+def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: bool = False) -> pd.DataFrame:
+    """One row per token position, one column per metric of ``TOKEN_METRICS``."""
+    frame = pd.DataFrame({
+        "token": sample.tokens,
+        "token_reward": sample.token_rewards,
+        "log_ratio": sample.logprobs - sample.ref_logprobs,
+        "kl": kl_per_token(sample.logprobs, sample.ref_logprobs, estimator),
+        "value": sample.values,
+        "logp": sample.logprobs,
+        "ref_logp": sample.ref_logprobs,
+        "prob": np.exp(sample.logprobs),
+        "ref_prob": np.exp(sample.ref_logprobs),
+    })
+    frame.index.name = "position"
+    return frame[~sample.is_pad] if drop_pad else frame
+
+
+#: Per-step statistics: base name -> the per-sample column averaged.
+STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
+               "log_ratio": "log_ratio_mean", "kl_sum": "kl_sum", "log_ratio_sum": "log_ratio_sum",
+               "response_len": "response_len"}
+
+
+def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per step, indexed by step ascending: ``samples`` (count) and, for each series of
+    ``STEP_SERIES`` with any value, ``{name}_mean`` and population ``{name}_std``
+    (NaN ignored). ``kl_mean`` is the mean over samples of each sample's mean k3."""
+    steps = samples[F.STEP]
+    out = pd.DataFrame({"samples": samples.groupby(steps, sort=True).size()})
+    for name, column in STEP_SERIES.items():
+        if column not in samples:
+            continue
+        values = samples[column]
+        if column == "response_len":
+            values = values.where(values >= 0)
+        values = values.astype(float)
+        if not values.notna().any():
+            continue
+        grouped = values.groupby(steps, sort=True)
+        out[f"{name}_mean"] = grouped.mean()
+        out[f"{name}_std"] = grouped.std(ddof=0)
+    for name in ("response_chars", "ref_response_chars"):
+        if name in samples and samples[name].notna().any():
+            out[f"{name}_mean"] = samples[name].groupby(steps, sort=True).mean()
+    out.index.name = F.STEP
+    return out

@@ -64,7 +64,7 @@ def test_integral_float_step_and_optional_wrong_types(tmp_path):
     """step 3.0 is the integer 3; an optional field of the wrong type becomes empty, the line stays."""
     write_lines(tmp_path / "r.jsonl", ['{"step": 3.0, "reward": 1, "ref_reward": "n/a", "ground_truth": 42}'])
     run = load_run(tmp_path, cache_root=False)
-    row = run.samples.iloc[0]
+    row = run.with_text(run.samples).iloc[0]
     assert row["step"] == 3 and row["ground_truth"] == "42"
     assert row["ref_reward"] != row["ref_reward"]  # NaN
 
@@ -159,5 +159,6 @@ def test_demo_samples_are_what_the_generator_writes(tmp_path):
         assert (tmp_path / shipped.relative_to(REPO / "rollout_samples")).read_bytes() == shipped.read_bytes()
     ppo = load_run(REPO / "rollout_samples" / "ppo_demo", cache_root=False)
     assert len(ppo.report.files) == 4 and ppo.report.lines_bad == 0
-    assert ppo.samples["response"].str.contains("<img").any()
-    assert ppo.samples["prompt"].str.contains("计算").any()
+    texts = ppo.with_text(ppo.samples)
+    assert texts["response"].str.contains("<img").any()
+    assert texts["prompt"].str.contains("计算").any()

@@ -1,14 +1,14 @@
 """Derived numbers against values worked out by hand."""
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 import pytest
 
-from rl_board.metrics import (
-    compute_sample_aggregates, compute_sample_tokens, compute_step_stats, compute_token_table, kl_per_token)
+from rl_board.metrics import compute_sample_tokens, kl_per_token
+from rl_board.tables import compute_step_stats, compute_token_table
 from rl_board.parse import parse_block
 
 # logprobs and ref_logprobs of two tokens; d = ref - logp = (-0.5, +1.0)
@@ -18,10 +18,11 @@ K3 = [math.exp(-0.5) - 1 + 0.5, math.exp(1.0) - 1 - 1.0]  # exp(d) - 1 - d
 K3_WRONG_DIRECTION = [math.exp(0.5) - 1 - 0.5, math.exp(-1.0) - 1 + 1.0]  # exp(-d) - 1 + d
 
 
-def _table(lines: list[dict]) -> pa.Table:
-    import json
+def _agg(lines: list[dict], pad_token=None) -> dict:
+    """Per-sample columns of ``lines`` as the loader computes them: name -> numpy array."""
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    return parse_block(data, 1).table
+    table = parse_block(data, pad_token=pad_token).table
+    return {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
 
 
 def test_k3_is_kl_policy_to_ref():
@@ -40,7 +41,7 @@ def test_k1_and_k2():
 
 def test_sample_aggregates_by_hand():
     """Mean and sum of log-ratio and k3 over a sample's tokens match hand arithmetic."""
-    agg = compute_sample_aggregates(_table([{"step": 1, "reward": 1, "logprobs": LOGP, "ref_logprobs": REF}]))
+    agg = _agg([{"step": 1, "reward": 1, "logprobs": LOGP, "ref_logprobs": REF}])
     assert agg["log_ratio_sum"][0] == pytest.approx(-0.5)
     assert agg["log_ratio_mean"][0] == pytest.approx(-0.25)
     assert agg["kl_sum"][0] == pytest.approx(sum(K3), rel=1e-6)
@@ -52,11 +53,11 @@ def test_pad_cut_leaves_pad_and_after_out():
     """Positions at and after the first pad token are left out of every aggregate."""
     line = {"step": 1, "reward": 0, "response_tokens": ["a", "b", "<pad>", "c"],
             "logprobs": [-1.0, -2.0, -7.0, -9.0], "ref_logprobs": [-1.5, -1.0, 0.0, 0.0]}
-    agg = compute_sample_aggregates(_table([line]), pad_token="<pad>")
+    agg = _agg([line], "<pad>")
     assert agg["response_len"][0] == 2
     assert agg["log_ratio_sum"][0] == pytest.approx(-0.5)
     assert agg["kl_mean"][0] == pytest.approx(sum(K3) / 2, rel=1e-6)
-    no_pad = compute_sample_aggregates(_table([line]))
+    no_pad = _agg([line])
     assert no_pad["response_len"][0] == 4
     assert no_pad["log_ratio_sum"][0] == pytest.approx(0.5 - 1.0 - 7.0 - 9.0)
 
@@ -70,7 +71,7 @@ def test_pad_cut_per_sample_in_a_batch():
         {"step": 1, "reward": 0, "response_tokens": ["x", "<pad>", "<pad>"], "logprobs": [-4, -2, -3],
          "ref_logprobs": [0, 0, 0]},
     ]
-    agg = compute_sample_aggregates(_table(lines), pad_token="<pad>")
+    agg = _agg(lines, "<pad>")
     assert agg["response_len"].tolist() == [0, 3, 1]
     assert math.isnan(agg["log_ratio_mean"][0])
     assert agg["log_ratio_sum"][1:].tolist() == pytest.approx([-6.0, -4.0])
@@ -80,7 +81,7 @@ def test_unequal_lengths_use_the_shortest_numeric_list():
     """n is the shortest numeric list present; the README's extra token does not count."""
     line = {"step": 1, "reward": 0, "response_tokens": ["a", "b", "c", "d"],
             "logprobs": [-1.0, -2.0, -3.0], "ref_logprobs": [-1.5, -1.0], "values": None}
-    agg = compute_sample_aggregates(_table([line]))
+    agg = _agg([line])
     assert agg["n_tokens"][0] == 2 and agg["lengths_differ"][0]
     assert agg["log_ratio_sum"][0] == pytest.approx(-0.5)
     tokens = compute_sample_tokens({"response_tokens": ["a"], "logprobs": [-1.0, -2.0, -3.0],
@@ -92,15 +93,14 @@ def test_unequal_lengths_use_the_shortest_numeric_list():
 def test_nan_tokens_are_ignored_in_means():
     """A NaN log-prob drops that position from the mean and the sum, nothing else."""
     line = {"step": 1, "reward": 0, "logprobs": [-1.0, float("nan"), -2.0], "ref_logprobs": [-1.5, -1.0, -1.0]}
-    import json
-    data = (json.dumps(line) + "\n").encode()  # json writes NaN, which the loader must accept
-    agg = compute_sample_aggregates(parse_block(data, 1).table)
+    assert "NaN" in json.dumps(line)  # json writes NaN, which the loader must accept
+    agg = _agg([line])
     assert agg["log_ratio_mean"][0] == pytest.approx((0.5 - 1.0) / 2)
 
 
 def test_response_level_rows_have_nan_aggregates():
     """A sample without token lists has no KL and an unknown length."""
-    agg = compute_sample_aggregates(_table([{"step": 1, "reward": 0.5}]))
+    agg = _agg([{"step": 1, "reward": 0.5}])
     assert math.isnan(agg["kl_mean"][0]) and agg["response_len"][0] == -1 and agg["n_tokens"][0] == 0
 
 

@@ -21,8 +21,8 @@ def _number(value) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
 
-def render(run: Run, label, step: int, settings: Settings) -> None:
-    row = run.samples.loc[label]
+def render(run: Run, row, step: int, settings: Settings) -> None:
+    """Draw one sample: ``row`` is its row of the step's samples, texts included."""
     _text("Prompt", strip_system_prompt(row["prompt"], settings.system_marker))
     has_ref = settings.show_comparison and isinstance(row["ref_response"], str)
     columns = st.columns(2 if has_ref else 1)

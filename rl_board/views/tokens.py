@@ -5,14 +5,19 @@ from __future__ import annotations
 import streamlit as st
 
 from ..figures import build_token_heatmap_figure
-from ..loader import Run
-from ..metrics import TOKEN_METRICS, compute_token_table
+from ..loader import Run, SourceChanged
+from ..tables import TOKEN_METRICS, compute_token_table
 from . import keys
 from .sidebar import Settings
 
 
 def render(run: Run, label, settings: Settings) -> None:
-    sample = run.sample_tokens(label)
+    try:
+        sample = run.sample_tokens(label)
+    except (OSError, SourceChanged) as exc:
+        st.warning("Can't read this sample's tokens: its log file changed or went away. Press Refresh.")
+        st.text(str(exc))
+        return
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return

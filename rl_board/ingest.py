@@ -1,0 +1,224 @@
+"""Parse byte ranges of rollout files into Arrow segment files, in worker processes when it pays.
+
+A cold open splits the new bytes of every file into ranges that end on line
+boundaries and hands them to worker processes (one per core): each parses
+its range (with the per-sample aggregates, see ``parse``) and writes an Arrow
+IPC segment, so the parent only maps finished files and never holds parsed objects. Line numbers in a segment count from
+the start of its range; the parent knows where each range starts and adds it.
+Small reads, and reads with a per-step quota (which must see lines in order),
+run in the calling process through the same function.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import pyarrow as pa
+
+from .parse import SCHEMA, parse_block
+
+READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
+RANGE_BYTES = 48 << 20  # bytes per task handed to a worker
+PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
+SEGMENT_SCHEMA = SCHEMA
+
+
+@dataclass
+class RangeResult:
+    """What parsing bytes [start, end) of one file produced.
+
+    end: the end of the last complete line (where the next read starts).
+    lines: newlines consumed. segment: the segment file's name in the output
+    folder, None when no line was kept. errors: (line within the range, reason).
+    pending: bytes after ``end`` up to the range's stop: a line still being written.
+    """
+
+    path: str
+    start: int
+    end: int
+    lines: int = 0
+    rows: int = 0
+    segment: str | None = None
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    skipped: int = 0
+    pending: bool = False
+
+
+def ingest_range(path: str, start: int, stop: int, out_dir: str, pad_token: str | None,
+                 quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
+    """Parse the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``."""
+    result = RangeResult(path, start, start)
+    writer, tmp = None, None
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            position = start
+            while position < stop:
+                chunk = fh.read(min(READ_CHUNK, stop - position))
+                if not chunk:
+                    break
+                complete = chunk.rfind(b"\n") + 1
+                if not complete:
+                    if len(chunk) == READ_CHUNK and position + len(chunk) < stop:  # one line longer than a chunk
+                        chunk += _read_to_newline(fh, stop - position - len(chunk))
+                        complete = chunk.rfind(b"\n") + 1
+                    if not complete:
+                        break
+                parsed = parse_block(chunk, result.lines + 1, position, pad_token, quota, max_per_step)
+                result.lines += parsed.lines
+                result.errors.extend(parsed.errors)
+                result.skipped += parsed.skipped
+                position += complete
+                fh.seek(position)
+                if parsed.table.num_rows:
+                    if writer is None:
+                        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
+                        os.close(fd)
+                        writer = pa.ipc.new_file(tmp, SEGMENT_SCHEMA)
+                    writer.write_table(parsed.table)
+                    result.rows += parsed.table.num_rows
+        result.end = position
+        result.pending = position < stop
+        if writer is not None:
+            writer.close()
+            writer = None
+            result.segment = "seg-" + Path(tmp).name[len(".tmp-"):]
+            os.replace(tmp, Path(out_dir) / result.segment)
+    finally:
+        if writer is not None:
+            writer.close()
+            Path(tmp).unlink(missing_ok=True)
+    return result
+
+
+def _read_to_newline(fh, limit: int) -> bytes:
+    """Bytes up to and including the next newline (or ``limit`` bytes, or EOF)."""
+    parts, total = [], 0
+    while total < limit:
+        piece = fh.read(min(READ_CHUNK, limit - total))
+        if not piece:
+            break
+        cut = piece.find(b"\n")
+        if cut >= 0:
+            parts.append(piece[:cut + 1])
+            break
+        parts.append(piece)
+        total += len(piece)
+    return b"".join(parts)
+
+
+def split_ranges(path: Path, start: int, stop: int, size: int = RANGE_BYTES) -> list[tuple[int, int]]:
+    """[start, stop) cut into ranges of about ``size`` bytes, each but the last ending after a newline."""
+    cuts = [start]
+    with open(path, "rb") as fh:
+        while stop - cuts[-1] > size * 1.5:
+            fh.seek(cuts[-1] + size)
+            boundary = cuts[-1] + size + len(_read_to_newline(fh, stop - cuts[-1] - size))
+            if boundary >= stop:
+                break
+            cuts.append(boundary)
+    return list(zip(cuts, cuts[1:] + [stop]))
+
+
+def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str, pad_token: str | None,
+               quota: dict[int, int] | None = None, max_per_step: int | None = None,
+               progress: Callable[[int], None] | None = None) -> list[RangeResult]:
+    """Parse every (path, start, stop) task; results in task order. ``progress`` gets bytes finished."""
+    total = sum(stop - start for _, start, stop in tasks)
+    workers = min(os.cpu_count() or 1, len(tasks))
+    if max_per_step is None and total >= PARALLEL_MIN_BYTES and workers > 1:
+        try:
+            return _run_in_workers(tasks, out_dir, pad_token, workers, progress)
+        except WorkerError:
+            pass  # parse here instead: slower, same result
+    results = []
+    for path, start, stop in tasks:
+        results.append(ingest_range(path, start, stop, out_dir, pad_token, quota, max_per_step))
+        if progress is not None:
+            progress(stop - start)
+    return results
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed; its ranges are parsed again in the calling process."""
+
+
+def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeResult]:
+    """Hand the tasks round-robin to ``workers`` fresh ``python -m rl_board.ingest`` processes.
+
+    Plain subprocesses, not multiprocessing: nothing of the caller's main module
+    is re-imported, so this works from Streamlit, notebooks and scripts alike.
+    """
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    numbered = list(enumerate(tasks))
+    procs = []
+    for w in range(workers):
+        proc = subprocess.Popen([sys.executable, "-m", "rl_board.ingest"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        job = {"tasks": numbered[w::workers], "out_dir": out_dir, "pad_token": pad_token}
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+        procs.append(proc)
+    results: dict[int, RangeResult] = {}
+    selector = selectors.DefaultSelector()
+    for proc in procs:
+        selector.register(proc.stdout, selectors.EVENT_READ, proc)
+    try:
+        open_pipes = len(procs)
+        while open_pipes:
+            for key, _ in selector.select():
+                line = key.fileobj.readline()
+                if not line:
+                    selector.unregister(key.fileobj)
+                    open_pipes -= 1
+                    continue
+                index, fields_ = json.loads(line)
+                result = RangeResult(**fields_)
+                result.errors = [tuple(e) for e in result.errors]
+                results[index] = result
+                if progress is not None:
+                    progress(result_bytes(tasks[index]))
+        failed = [p for p in procs if p.wait() != 0]
+        if failed or len(results) != len(tasks):
+            detail = failed[0].stderr.read().decode(errors="replace")[-2000:] if failed else "results missing"
+            raise WorkerError(detail)
+    finally:
+        selector.close()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            proc.stderr.close()
+    return [results[i] for i in range(len(tasks))]
+
+
+def result_bytes(task: tuple[str, int, int]) -> int:
+    return task[2] - task[1]
+
+
+def _worker_main() -> None:
+    """Worker entry: a JSON job on stdin; one JSON line per finished task on stdout."""
+    job = json.loads(sys.stdin.read())
+    for index, (path, start, stop) in job["tasks"]:
+        result = ingest_range(path, start, stop, job["out_dir"], job["pad_token"])
+        sys.stdout.write(json.dumps([index, asdict(result)]) + "\n")
+        sys.stdout.flush()
+
+
+def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, int]]:
+    """Every (path, start, stop) range of the new bytes of ``files`` (path, offset, size)."""
+    return [(str(path), a, b) for path, start, stop in files if stop > start
+            for a, b in split_ranges(path, start, stop)]
+
+
+if __name__ == "__main__":
+    _worker_main()
