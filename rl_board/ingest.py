@@ -1,7 +1,7 @@
 """Parse byte ranges of rollout files into Arrow segment files, in worker processes when it pays.
 
 A cold open splits the new bytes of every file into ranges that end on line
-boundaries and hands them to worker processes (one per core): each parses
+boundaries and deals them to worker processes (one per core) as they free up: each parses
 its range (with the per-sample aggregates, see ``parse``) and writes an Arrow
 IPC segment, so the parent only maps finished files and never holds parsed objects. Line numbers in a segment count from
 the start of its range; the parent knows where each range starts and adds it.
@@ -26,7 +26,8 @@ import pyarrow as pa
 from .parse import SCHEMA, parse_block
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
-RANGE_BYTES = 48 << 20  # bytes per task handed to a worker
+RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
+_SCAN_PIECE = 1 << 16  # bytes read at a time while looking for a line's end
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
 SEGMENT_SCHEMA = SCHEMA
 
@@ -103,7 +104,7 @@ def _read_to_newline(fh, limit: int) -> bytes:
     """Bytes up to and including the next newline (or ``limit`` bytes, or EOF)."""
     parts, total = [], 0
     while total < limit:
-        piece = fh.read(min(READ_CHUNK, limit - total))
+        piece = fh.read(min(_SCAN_PIECE, limit - total))
         if not piece:
             break
         cut = piece.find(b"\n")
@@ -152,34 +153,39 @@ class WorkerError(RuntimeError):
 
 
 def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeResult]:
-    """Hand the tasks round-robin to ``workers`` fresh ``python -m rl_board.ingest`` processes.
+    """Hand the tasks, one at a time as each finishes, to ``workers`` fresh
+    ``python -m rl_board.ingest`` processes.
 
     Plain subprocesses, not multiprocessing: nothing of the caller's main module
     is re-imported, so this works from Streamlit, notebooks and scripts alike.
     """
     package_parent = str(Path(__file__).resolve().parent.parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
-    numbered = list(enumerate(tasks))
-    procs = []
-    for w in range(workers):
-        proc = subprocess.Popen([sys.executable, "-m", "rl_board.ingest"], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        job = {"tasks": numbered[w::workers], "out_dir": out_dir, "pad_token": pad_token}
-        proc.stdin.write(json.dumps(job).encode())
-        proc.stdin.close()
-        procs.append(proc)
+    queue = list(enumerate(tasks))[::-1]
     results: dict[int, RangeResult] = {}
+    procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, json.dumps(pad_token)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for _ in range(workers)]
     selector = selectors.DefaultSelector()
-    for proc in procs:
-        selector.register(proc.stdout, selectors.EVENT_READ, proc)
+
+    def dispatch(proc) -> None:
+        if queue:
+            proc.stdin.write((json.dumps(queue.pop()) + "\n").encode())
+            proc.stdin.flush()
+        else:
+            proc.stdin.close()
+
     try:
-        open_pipes = len(procs)
-        while open_pipes:
+        for proc in procs:
+            selector.register(proc.stdout, selectors.EVENT_READ, proc)
+            dispatch(proc)
+        busy = len(procs)
+        while busy:
             for key, _ in selector.select():
                 line = key.fileobj.readline()
                 if not line:
                     selector.unregister(key.fileobj)
-                    open_pipes -= 1
+                    busy -= 1
                     continue
                 index, fields_ = json.loads(line)
                 result = RangeResult(**fields_)
@@ -187,17 +193,22 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
                 results[index] = result
                 if progress is not None:
                     progress(result_bytes(tasks[index]))
+                dispatch(key.data)
         failed = [p for p in procs if p.wait() != 0]
         if failed or len(results) != len(tasks):
             detail = failed[0].stderr.read().decode(errors="replace")[-2000:] if failed else "results missing"
             raise WorkerError(detail)
+    except (OSError, ValueError) as exc:
+        raise WorkerError(str(exc)) from exc
     finally:
         selector.close()
         for proc in procs:
             if proc.poll() is None:
                 proc.kill()
-            proc.stdout.close()
-            proc.stderr.close()
+                proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if not pipe.closed:
+                    pipe.close()
     return [results[i] for i in range(len(tasks))]
 
 
@@ -205,11 +216,12 @@ def result_bytes(task: tuple[str, int, int]) -> int:
     return task[2] - task[1]
 
 
-def _worker_main() -> None:
-    """Worker entry: a JSON job on stdin; one JSON line per finished task on stdout."""
-    job = json.loads(sys.stdin.read())
-    for index, (path, start, stop) in job["tasks"]:
-        result = ingest_range(path, start, stop, job["out_dir"], job["pad_token"])
+def _worker_main(out_dir: str, pad_token: str | None) -> None:
+    """Worker entry: one JSON task [index, [path, start, stop]] per stdin line; one JSON
+    result line [index, result] on stdout as each finishes. Ends when stdin closes."""
+    for line in sys.stdin:
+        index, (path, start, stop) = json.loads(line)
+        result = ingest_range(path, start, stop, out_dir, pad_token)
         sys.stdout.write(json.dumps([index, asdict(result)]) + "\n")
         sys.stdout.flush()
 
@@ -221,4 +233,4 @@ def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, in
 
 
 if __name__ == "__main__":
-    _worker_main()
+    _worker_main(sys.argv[1], json.loads(sys.argv[2]))

@@ -67,6 +67,21 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     return table
 
 
+def describe_samples(ordered: pd.DataFrame) -> list[str]:
+    """One line per sample for a picker: rank in the table, reward, KL, length, file:line."""
+    out = []
+    for rank, (reward, kl, length, source) in enumerate(zip(
+            ordered[F.REWARD], ordered["kl_mean"], ordered["response_len"], ordered["source"]), start=1):
+        parts = [f"#{rank}", f"reward {reward:.4g}"]
+        if kl == kl:  # not NaN
+            parts.append(f"KL {kl:.4g}")
+        if length >= 0:
+            parts.append(f"len {length}")
+        parts.append(source)
+        out.append(" · ".join(parts))
+    return out
+
+
 def strip_system_prompt(text, marker: str):
     """The prompt after the first ``marker`` (the system prompt's end), or unchanged without one."""
     if not isinstance(text, str) or not marker or marker not in text:

@@ -80,3 +80,24 @@ def test_step_grid_detects_irregular_steps():
     """Even steps get a slider grid; the eval log's irregular steps do not."""
     assert step_grid([3, 1, 2]) == ([1, 2, 3], True)
     assert step_grid([0, 100, 200, 500])[1] is False
+
+
+def test_every_figure_passes_plotly_validation():
+    """Figures are built without plotly's validators for speed; each must still validate."""
+    import plotly.graph_objects as go
+
+    samples = pd.DataFrame({"reward": [0.1, 0.5, -0.2], "ref_reward": [0.0, 0.3, np.nan],
+                            "reward_gap": [0.1, 0.2, np.nan]})
+    tokens = pd.DataFrame({"token": ["<b>", "x"], "kl": [0.1, 0.2], "logp": [-1.0, -0.5]})
+    figures = [build_curve_figure(_steps(), ["reward"], "t"), build_gap_figure(samples),
+               build_reward_hist_figure(samples), build_token_heatmap_figure(tokens, ["kl", "logp"])]
+    from rl_board.figures import build_reward_bars_figure
+    figures.append(build_reward_bars_figure(samples))
+    for fig in figures:
+        go.Figure(fig.to_dict())  # raises ValueError on any invalid property
+
+
+def test_heatmap_escapes_token_markup():
+    """Tokens are model output: plotly would read <b> as bold, so they are escaped."""
+    fig = build_token_heatmap_figure(pd.DataFrame({"token": ["<b>"], "kl": [0.1]}), ["kl"])
+    assert list(fig.data[0].x) == ["0:&lt;b&gt;"]

@@ -7,7 +7,7 @@ import streamlit as st
 
 from ..figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
 from ..loader import Run
-from ..tables import SORT_KEYS, build_batch_table, sort_samples, step_grid
+from ..tables import SORT_KEYS, build_batch_table, describe_samples, sort_samples, step_grid
 from . import keys
 from .sidebar import Settings
 
@@ -56,15 +56,5 @@ def render_sample_picker(ordered: pd.DataFrame, step: int):
     if st.session_state.get(keys.SAMPLE) not in labels or st.session_state.get(_PICKER_CONTEXT) != context:
         st.session_state[keys.SAMPLE] = labels[0]
     st.session_state[_PICKER_CONTEXT] = context
-    rank = {label: i for i, label in enumerate(labels)}
-
-    def describe(label) -> str:
-        row = ordered.loc[label]
-        parts = [f"#{rank[label] + 1}", f"reward {row['reward']:.4g}"]
-        if pd.notna(row["kl_mean"]):
-            parts.append(f"KL {row['kl_mean']:.4g}")
-        if row["response_len"] >= 0:
-            parts.append(f"len {row['response_len']}")
-        return " · ".join(parts + [row["source"]])
-
-    return st.selectbox("Sample (in table order)", labels, format_func=describe, key=keys.SAMPLE)
+    names = dict(zip(labels, describe_samples(ordered)))
+    return st.selectbox("Sample (in table order)", labels, format_func=names.__getitem__, key=keys.SAMPLE)

@@ -1,0 +1,172 @@
+"""How fast the page opens a run and redraws, against the floor of parsing the same bytes.
+
+Usage:  python benchmarks/bench_load.py [--size small|full|10x] [--json FILE]
+
+It writes its own run with the demo generator (``full``: 100 steps x 256 samples
+x 225 tokens over 4 rank files, about 540 MB; ``10x``: ten times the steps;
+``small``: a few MB, for CI), then measures, each in a fresh process:
+
+- floor: orjson.loads of every line of the same files (the bytes must be parsed);
+- cold open: the page's Load in Streamlit's AppTest, with an empty cache;
+- re-open: the same in a new process (an app restart) with the cache left by the cold open;
+- redraws: the page's rerun after moving the step slider, changing the sort and picking a sample;
+- peak RSS of the app process (and of its parsing workers).
+
+Ratios are to numbers measured in the same run, never to constants. Nothing is
+asserted here: the printed table goes in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SIZES = {  # steps, samples per step, tokens, ranks
+    "small": (10, 64, 64, 2),
+    "full": (100, 256, 225, 4),
+    "10x": (1000, 256, 225, 4),
+}
+PAD = "<|endoftext|>"
+REDRAWS = 5  # step changes timed; the median is reported
+
+
+def ensure_run(size: str) -> Path:
+    """The benchmark run for ``size``, generated once and kept under benchmarks/data/."""
+    steps, samples, tokens, ranks = SIZES[size]
+    folder = REPO / "benchmarks" / "data" / size
+    run = folder / "run"
+    stamp = folder / "params.json"
+    params = {"steps": steps, "samples": samples, "tokens": tokens, "ranks": ranks, "version": 1}
+    if stamp.exists() and json.loads(stamp.read_text()) == params:
+        return run
+    shutil.rmtree(folder, ignore_errors=True)
+    sys.path.insert(0, str(REPO))
+    from rl_board.demo import write_train_run
+
+    write_train_run(run, steps=steps, samples_per_step=samples, max_tokens=tokens, ranks=ranks, digits=None)
+    stamp.write_text(json.dumps(params))
+    return run
+
+
+def _peak_rss_mb() -> tuple[float, float]:
+    """(this process's peak RSS, its largest child's), in MiB (Linux reports KiB)."""
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)
+
+
+def phase_floor(run: Path) -> dict:
+    import orjson
+
+    start = time.perf_counter()
+    lines = 0
+    for path in sorted(run.glob("*.jsonl")):
+        with open(path, "rb") as fh:
+            for line in fh:
+                orjson.loads(line)
+                lines += 1
+    return {"seconds": time.perf_counter() - start, "lines": lines}
+
+
+def phase_app(run: Path, timeout: float) -> dict:
+    """Open the run through the page as a user does; time Load and the reruns after it."""
+    sys.path.insert(0, str(REPO))
+    from streamlit.testing.v1 import AppTest
+
+    from rl_board.views import keys
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=timeout).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(run.parent)).run()
+    at.sidebar.selectbox(key=keys.RUN).select(run.name).run()
+    start = time.perf_counter()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    load = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(at.exception[0].message)
+    steps = at.slider(key=keys.STEP)
+    grid = list(range(int(steps.min), int(steps.max) + 1, int(steps.step)))
+    redraws = []
+    for step in grid[:: max(1, len(grid) // REDRAWS)][:REDRAWS]:
+        start = time.perf_counter()
+        at.slider(key=keys.STEP).set_value(step).run()
+        redraws.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    at.selectbox(key=keys.SORT_BY).select("KL mean").run()
+    sort = time.perf_counter() - start
+    start = time.perf_counter()
+    at.selectbox(key=keys.SAMPLE).select_index(3).run()
+    sample = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(at.exception[0].message)
+    rss, child_rss = _peak_rss_mb()
+    return {"load": load, "step": statistics.median(redraws), "sort": sort, "sample": sample,
+            "rss_mb": rss, "worker_rss_mb": child_rss,
+            "samples": int(at.dataframe[0].value.shape[0])}
+
+
+def _child(phase: str, run: Path, cache: Path, timeout: float) -> dict:
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, __file__, "--phase", phase, "--run", str(run), "--timeout", str(timeout)],
+                         env=env, capture_output=True, text=True, cwd=REPO)
+    if out.returncode:
+        raise RuntimeError(f"{phase} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=SIZES, default="full")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--phase", choices=("floor", "app"), help=argparse.SUPPRESS)
+    parser.add_argument("--run", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--timeout", type=float, default=600, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase == "floor":
+        print(json.dumps(phase_floor(args.run)))
+        return 0
+    if args.phase == "app":
+        print(json.dumps(phase_app(args.run, args.timeout)))
+        return 0
+
+    run = ensure_run(args.size)
+    size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
+    with tempfile.TemporaryDirectory(prefix="rl_board-bench-cache-") as cache:
+        floor = min(_child("floor", run, Path(cache), args.timeout)["seconds"] for _ in range(2))
+        cold = _child("app", run, Path(cache), args.timeout)
+        warm = _child("app", run, Path(cache), args.timeout)
+    results = {"size": args.size, "run_mb": size_mb, "floor_s": floor, "cold": cold, "reopen": warm,
+               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+    rows = [
+        ("orjson floor (parse every line)", f"{floor:.2f} s", "1.00 × floor", ""),
+        ("cold open (page Load, empty cache)", f"{cold['load']:.2f} s", f"{cold['load'] / floor:.2f} × floor",
+         "≤ 1.5 × floor"),
+        ("re-open after app restart (cache)", f"{warm['load']:.3f} s", f"{warm['load'] / cold['load']:.3f} × cold",
+         "≤ 0.1 × cold"),
+        ("rerun after step change (median)", f"{cold['step']:.3f} s", "", "≤ 0.25 s"),
+        ("rerun after sort change", f"{cold['sort']:.3f} s", "", "≤ 0.25 s"),
+        ("rerun after picking a sample", f"{cold['sample']:.3f} s", "", "≤ 0.25 s"),
+        ("peak RSS, app process", f"{cold['rss_mb']:.0f} MiB", "", "≤ 1.2 GB (10×: ≤ 3 GB)"),
+        ("peak RSS, one parsing worker", f"{cold['worker_rss_mb']:.0f} MiB", "", ""),
+    ]
+    print(f"Run: {args.size}, {size_mb:.0f} MiB in {len(list(run.glob('*.jsonl')))} files, "
+          f"{cold['samples']} samples in the last step shown; machine: {results['machine']}\n")
+    print("| measure | value | ratio | target |\n|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
