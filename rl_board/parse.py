@@ -42,6 +42,7 @@ SCHEMA = pa.schema(
     + [(name, pa.float64()) for name in LOG_RATIO_AGGREGATES]
 )
 _ROW_FIELDS = [f.name for f in SCHEMA if f.name not in LOG_RATIO_AGGREGATES]
+_AGGREGATED = ("logprobs", "ref_logprobs")  # lists whose every entry the aggregates read
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
 
@@ -171,16 +172,21 @@ def _parse_line(raw: memoryview, pad_token: str | None):
             continue
         if type(values) is not list:
             return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
-        array = _float_array(values)
-        if array is None:
-            return f"'{name}' must be a list of numbers or null"
-        arrays[name], lengths[name] = array, len(array)
+        lengths[name] = len(values)
+        if name in _AGGREGATED:  # the others' entries are checked when the sample is shown
+            array = _float_array(values)
+            if array is None:
+                return f"'{name}' must be a list of numbers or null"
+            arrays[name] = array
     tokens = get(F.TOKENS)
     tokens = tokens if type(tokens) is list else None
     n, valid = token_positions(lengths, tokens, pad_token)
     row["n_tokens"] = n if lengths else 0
     row["response_len"] = valid if lengths or tokens is not None else -1
-    row["lengths_differ"] = len(set(lengths.values()) | ({len(tokens)} if tokens is not None and lengths else set())) > 1
+    sizes = set(lengths.values())
+    if tokens is not None and lengths:
+        sizes.add(len(tokens))
+    row["lengths_differ"] = len(sizes) > 1
     for name in ("response", "ref_response"):
         text = row[name]
         if text is not None and pad_token:
