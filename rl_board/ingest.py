@@ -116,8 +116,10 @@ def _read_to_newline(fh, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def split_ranges(path: Path, start: int, stop: int, size: int = RANGE_BYTES) -> list[tuple[int, int]]:
-    """[start, stop) cut into ranges of about ``size`` bytes, each but the last ending after a newline."""
+def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> list[tuple[int, int]]:
+    """[start, stop) cut into ranges of about ``size`` bytes (default ``RANGE_BYTES``), each but the
+    last ending after a newline."""
+    size = size or RANGE_BYTES
     cuts = [start]
     with open(path, "rb") as fh:
         while stop - cuts[-1] > size * 1.5:

@@ -206,7 +206,7 @@ class RunSource:
                     state = self._files[path.name] = _FileState(path)
                     self.last_status[path.name] = "parsed"
                 else:
-                    self.last_status.setdefault(path.name, "appended")
+                    self.last_status[path.name] = "appended"
                 todo.append((state, path.stat().st_size))
             self._read(todo, progress)
             self._save_manifest()

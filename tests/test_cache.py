@@ -1,0 +1,128 @@
+"""The columnar cache: reused when the files are unchanged, never trusted when they are not."""
+
+import os
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import sample, write_lines
+from rl_board.loader import RunSource
+
+PAD = "<pad>"
+
+
+def _lines(step: int, count: int, start: int = 0) -> list[dict]:
+    return [sample(step, float(start + i), response=f"r{start + i}{PAD}", response_tokens=["a", "b", PAD],
+                   logprobs=[-1.0, -0.5 * i, -9.0], ref_logprobs=[-1.5, -1.0, 0.0], values=[0.1, 0.2, 0.3])
+            for i in range(count)]
+
+
+def _run(tmp_path):
+    write_lines(tmp_path / "run" / "rank0.jsonl", _lines(1, 3) + ["{bad"] + _lines(2, 2, 10))
+    write_lines(tmp_path / "run" / "rank1.jsonl", _lines(1, 2, 20))
+    return tmp_path / "run"
+
+
+def _same_run(a, b) -> None:
+    where = ["row", "seg"]  # which segment holds a row depends on how the files were read
+    pd.testing.assert_frame_equal(a.samples.drop(columns=where), b.samples.drop(columns=where))
+    pd.testing.assert_frame_equal(a.steps, b.steps)
+    assert a.report.errors == b.report.errors
+    for label in a.samples.index:
+        ta, tb = a.sample_tokens(label), b.sample_tokens(label)
+        assert ta.tokens == tb.tokens
+        for name in ("logprobs", "ref_logprobs", "values", "token_rewards"):
+            np.testing.assert_array_equal(getattr(ta, name), getattr(tb, name))
+
+
+def test_second_open_uses_the_cache_and_matches(tmp_path):
+    """An unchanged run reopens from the cache with identical samples, errors and token arrays."""
+    run = _run(tmp_path)
+    first = RunSource(run, PAD)
+    cold = first.refresh()
+    assert set(first.last_status.values()) == {"parsed"}
+    second = RunSource(run, PAD)
+    warm = second.refresh()
+    assert set(second.last_status.values()) == {"cached"}
+    _same_run(cold, warm)
+    assert cold.report.errors == (("rank0.jsonl", 4, warm.report.errors[0][2]),)
+    uncached = RunSource(run, PAD, cache_root=False).refresh()
+    _same_run(cold, uncached)
+
+
+def test_appended_lines_are_parsed_alone(tmp_path):
+    """Lines appended since the cache was written are read from where it stopped."""
+    run = _run(tmp_path)
+    RunSource(run, PAD).refresh()
+    with open(run / "rank1.jsonl", "a") as fh:
+        fh.write('{"step": 3, "reward": 7.5}\n')
+    source = RunSource(run, PAD)
+    got = source.refresh()
+    assert source.last_status == {"rank0.jsonl": "cached", "rank1.jsonl": "appended"}
+    assert got.samples["reward"].tolist()[-1] == 7.5 and got.samples["line"].tolist()[-1] == 3
+    _same_run(got, RunSource(run, PAD, cache_root=False).refresh())
+
+
+@pytest.mark.parametrize("change", ["touch", "truncate", "replace", "rewrite_same_size"])
+def test_changed_files_are_parsed_again(tmp_path, change):
+    """Touching, truncating, replacing or rewriting a file makes the cache re-read it from the start."""
+    run = _run(tmp_path)
+    RunSource(run, PAD).refresh()
+    path = run / "rank0.jsonl"
+    time.sleep(0.01)
+    if change == "touch":
+        os.utime(path, ns=(time.time_ns(), time.time_ns()))
+    elif change == "truncate":
+        with open(path, "r+b") as fh:
+            fh.truncate(len(path.read_bytes().split(b"\n")[0]) + 1)
+    elif change == "replace":
+        tmp = run / "new.tmp"
+        write_lines(tmp, _lines(5, 1, 99))
+        os.replace(tmp, path)
+    else:
+        data = path.read_bytes()
+        path.write_bytes(data.replace(b'"reward": 1.0', b'"reward": 8.0'))
+    source = RunSource(run, PAD)
+    got = source.refresh()
+    assert source.last_status["rank0.jsonl"] == "parsed"
+    assert source.last_status["rank1.jsonl"] == "cached"
+    _same_run(got, RunSource(run, PAD, cache_root=False).refresh())
+
+
+def test_corrupt_cache_is_ignored_and_rebuilt(tmp_path, isolated_cache):
+    """Garbage in a segment file or the manifest costs a re-parse and a note, never wrong data."""
+    run = _run(tmp_path)
+    expected = RunSource(run, PAD).refresh()
+    for victim in sorted(isolated_cache.rglob("seg-*.arrow"))[:1]:
+        victim.write_bytes(b"not arrow at all")
+    source = RunSource(run, PAD)
+    got = source.refresh()
+    assert set(source.last_status.values()) == {"parsed"}
+    assert any("unreadable" in note for note in got.report.notes)
+    _same_run(expected, got)
+    assert set(RunSource(run, PAD).refresh() and RunSource(run, PAD).last_status.values()) <= {"cached", "unchanged"}
+    for manifest in isolated_cache.rglob("manifest.json"):
+        manifest.write_text("{ half a manifest")
+    _same_run(expected, RunSource(run, PAD).refresh())
+
+
+def test_unwritable_cache_still_loads(tmp_path, monkeypatch):
+    """When the cache folder can't be written, the run loads without it and says so."""
+    run = _run(tmp_path)
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the cache folder should go")
+    got = RunSource(run, PAD, cache_root=blocker).refresh()
+    assert got.report.lines_ok == 7
+    assert any("not caching" in note for note in got.report.notes)
+
+
+def test_pad_token_has_its_own_cache(tmp_path):
+    """Aggregates depend on the pad token, so another pad token never reuses them."""
+    run = _run(tmp_path)
+    with_pad = RunSource(run, PAD).refresh()
+    source = RunSource(run, None)
+    without = source.refresh()
+    assert set(source.last_status.values()) == {"parsed"}
+    assert with_pad.samples["response_len"].iloc[0] == 2 and without.samples["response_len"].iloc[0] == 3
