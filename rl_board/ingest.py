@@ -57,47 +57,50 @@ def ingest_range(path: str, start: int, stop: int, out_dir: str, pad_token: str 
                  quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
     """Parse the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``."""
     result = RangeResult(path, start, start)
-    writer, tmp = None, None
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            position = start
-            while position < stop:
-                chunk = fh.read(min(READ_CHUNK, stop - position))
-                if not chunk:
-                    break
-                complete = chunk.rfind(b"\n") + 1
+    tables = []
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        position = start
+        while position < stop:
+            chunk = fh.read(min(READ_CHUNK, stop - position))
+            if not chunk:
+                break
+            complete = chunk.rfind(b"\n") + 1
+            if not complete:
+                if len(chunk) == READ_CHUNK and position + len(chunk) < stop:  # one line longer than a chunk
+                    chunk += _read_to_newline(fh, stop - position - len(chunk))
+                    complete = chunk.rfind(b"\n") + 1
                 if not complete:
-                    if len(chunk) == READ_CHUNK and position + len(chunk) < stop:  # one line longer than a chunk
-                        chunk += _read_to_newline(fh, stop - position - len(chunk))
-                        complete = chunk.rfind(b"\n") + 1
-                    if not complete:
-                        break
-                parsed = parse_block(chunk, result.lines + 1, position, pad_token, quota, max_per_step)
-                result.lines += parsed.lines
-                result.errors.extend(parsed.errors)
-                result.skipped += parsed.skipped
-                position += complete
-                fh.seek(position)
-                if parsed.table.num_rows:
-                    if writer is None:
-                        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
-                        os.close(fd)
-                        writer = pa.ipc.new_file(tmp, SEGMENT_SCHEMA)
-                    writer.write_table(parsed.table)
-                    result.rows += parsed.table.num_rows
-        result.end = position
-        result.pending = position < stop
-        if writer is not None:
-            writer.close()
-            writer = None
-            result.segment = "seg-" + Path(tmp).name[len(".tmp-"):]
-            os.replace(tmp, Path(out_dir) / result.segment)
-    finally:
-        if writer is not None:
-            writer.close()
-            Path(tmp).unlink(missing_ok=True)
+                    break
+            parsed = parse_block(chunk, result.lines + 1, position, pad_token, quota, max_per_step)
+            result.lines += parsed.lines
+            result.errors.extend(parsed.errors)
+            result.skipped += parsed.skipped
+            position += complete
+            fh.seek(position)
+            if parsed.table.num_rows:
+                tables.append(parsed.table)
+                result.rows += parsed.table.num_rows
+    result.end = position
+    result.pending = position < stop
+    if tables:
+        result.segment = write_segment(pa.concat_tables(tables), out_dir)
     return result
+
+
+def write_segment(table: pa.Table, out_dir: str) -> str:
+    """Write ``table`` as a new segment file in ``out_dir``; returns its name."""
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
+    os.close(fd)
+    try:
+        with pa.ipc.new_file(tmp, SEGMENT_SCHEMA) as writer:
+            writer.write_table(table)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    name = "seg-" + Path(tmp).name[len(".tmp-"):]
+    os.replace(tmp, Path(out_dir) / name)
+    return name
 
 
 def _read_to_newline(fh, limit: int) -> bytes:

@@ -20,10 +20,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import fields as F
 from .cache import FileEntry, RunCache, cache_dir_for
-from .ingest import SEGMENT_SCHEMA, run_ranges, tasks_for
+from .ingest import SEGMENT_SCHEMA, run_ranges, tasks_for, write_segment
 from .metrics import SampleTokens, compute_sample_tokens
 from .parse import parse_line
 from .tables import compute_step_stats
@@ -34,6 +35,8 @@ EXPECTED_LAYOUT = (
     "(typically one file per data-parallel rank, e.g. rollout_data_rank0.jsonl)."
 )
 Progress = Callable[[int, int], None]
+SMALL_SEGMENT_ROWS = 4096  # a segment this small came from a live refresh, not a cold read
+MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
 
 
 class RootError(ValueError):
@@ -290,8 +293,27 @@ class RunSource:
             state.offset = result.end
             state.pending = result.pending
         for state, _ in todo:
+            self._compact(state, out_dir, keep)
             state.entry = FileEntry.describe(state.path, state.offset, state.next_line,
                                              [[n, first] for n, first, _, _ in state.segments if n], state.errors)
+
+    def _compact(self, state: _FileState, out_dir: str, keep: bool) -> None:
+        """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
+        tail = 0
+        while tail < len(state.segments) and state.segments[-1 - tail][2].num_rows < SMALL_SEGMENT_ROWS:
+            tail += 1
+        if tail <= MAX_SMALL_SEGMENTS:
+            return
+        merged = state.segments[-tail:]
+        first_line = merged[0][1]
+        line = SEGMENT_SCHEMA.get_field_index(F.LINE)
+        table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
+            t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t, _ in merged)
+        name = ""
+        if keep:
+            name = write_segment(table, out_dir)
+            table = self._cache.open_segment(name)
+        state.segments[-tail:] = [(name, first_line, table, _frame(table, first_line))]
 
     def _save_manifest(self) -> None:
         if self._cache is None:

@@ -58,3 +58,20 @@ def test_cached_run_follows_appends_across_restarts(tmp_path):
         fh.write('{"step": 1, "reward": 3.0}\n')
     assert source.refresh().samples["reward"].tolist() == [1.0, 2.0, 3.0]
     assert RunSource(tmp_path).refresh().samples["reward"].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_many_refreshes_are_merged_into_few_segments(tmp_path):
+    """Each refresh that finds lines adds a segment; past a few, the small ones are merged, data intact."""
+    path = write_lines(tmp_path / "r.jsonl", [sample(1, 0.0)])
+    source = RunSource(tmp_path)
+    source.refresh()
+    for i in range(1, 20):
+        with open(path, "a") as fh:
+            fh.write(f'{{"step": {i + 1}, "reward": {float(i)}}}\n')
+        run = source.refresh()
+    assert run.samples["reward"].tolist() == [float(i) for i in range(20)]
+    assert run.samples["line"].tolist() == list(range(1, 21))
+    assert len(source._files["r.jsonl"].segments) <= 9
+    reopened = RunSource(tmp_path).refresh()
+    assert reopened.samples["line"].tolist() == list(range(1, 21))
+    assert reopened.samples["reward"].tolist() == [float(i) for i in range(20)]
