@@ -19,7 +19,7 @@ def _figure(traces: list[dict], title: str, height: int = 320, **layout) -> go.F
     """A figure from plain trace dicts. Plotly's validators cost ~10 ms a figure on every
     rerun; these dicts are built here from known names, so they are skipped."""
     base = dict(title=dict(text=title), height=height, margin=dict(l=40, r=20, t=50, b=40),
-                legend=dict(orientation="h", y=-0.2))
+                legend=dict(orientation="h", y=-0.3))
     return go.Figure(data=traces, layout={**base, **layout}, _validate=False)
 
 

@@ -138,3 +138,25 @@ def test_load_again_reads_new_lines(tmp_path):
     assert at.dataframe[0].value.shape[0] == 2
     at.slider(key=keys.STEP).set_value(2).run()
     assert at.dataframe[0].value["reward"].tolist() == [3.0]
+
+
+def test_refresh_button_and_auto_refresh(tmp_path):
+    """Refresh reads appended lines into the step picker; turning auto-refresh on runs cleanly."""
+    run = tmp_path / "live"
+    write_lines(run / "r.jsonl", [sample(1, 1.0)])
+    at = _load(_open(tmp_path, "live"))
+    with (run / "r.jsonl").open("a") as fh:
+        fh.write('{"step": 2, "reward": 3.0}\n{"step": 3, "reward": 4.0}\n')
+    at.sidebar.button(key=keys.REFRESH).click().run()
+    assert not at.exception
+    assert at.slider(key=keys.STEP).max == 3
+    at.sidebar.toggle(key=keys.AUTO_REFRESH).set_value(True).run()
+    assert not at.exception
+
+
+def test_progress_and_counts_after_loading_bad_lines(tmp_path):
+    """After a load the page says how many lines loaded and were rejected, quoting file:line and reason."""
+    write_lines(tmp_path / "mixed" / "r.jsonl", [sample(1, 1.0), '{"step": "x", "reward": 1}', sample(1, 2.0)])
+    at = _load(_open(tmp_path, "mixed"))
+    assert any("2 samples loaded · 1 lines rejected" in t.value for t in at.text)
+    assert any("r.jsonl:2: 'step' must be an integer" in t.value for t in at.text)

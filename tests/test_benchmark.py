@@ -1,0 +1,21 @@
+"""The benchmark runs end to end in its small mode, so it can't rot. Timings are printed, never asserted."""
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO
+
+
+def test_benchmark_small_mode_produces_its_table(tmp_path):
+    """`bench_load.py --size small` opens, re-opens and redraws a generated run and reports every number."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_load.py"), "--size", "small",
+                           "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| cold open (page Load, empty cache) |" in proc.stdout
+    got = json.loads(out.read_text())
+    assert got["cold"]["samples"] == 64 and got["reopen"]["samples"] == 64  # the last step's batch, both times
+    for key in ("load", "step", "sort", "sample", "rss_mb"):
+        assert got["cold"][key] > 0 and got["reopen"][key] > 0
+    assert got["floor_s"] > 0
