@@ -101,7 +101,8 @@ class RunCache:
         return self.folder / "manifest.json"
 
     def read_manifest(self, pad_token: str | None) -> dict[str, FileEntry]:
-        """File name -> entry, or {} when there is no usable manifest for this pad token."""
+        """File name -> entry, or {} when there is no manifest for this pad token.
+        Raises ``TypeError`` for a manifest of the wrong shape."""
         try:
             raw = json.loads(self.manifest_path().read_text())
         except (OSError, ValueError):

@@ -198,6 +198,10 @@ class RunSource:
             names = {p.name for p in paths}
             for gone in set(self._files) - names:
                 del self._files[gone]
+            if self.max_per_step is not None and any(
+                    s.entry is not None and s.entry.status(s.path) == "stale" for s in self._files.values()):
+                self._files.clear()  # lines skipped for a full step may now be needed: count again from the start
+                self._quota.clear()
             todo = []
             for path in paths:
                 state = self._files.get(path.name)
@@ -221,8 +225,8 @@ class RunSource:
     def _open_cache(self, paths: list[Path]) -> None:
         if self._cache is None:
             return
-        entries = self._cache.read_manifest(self.pad_token)
         try:
+            entries = self._cache.read_manifest(self.pad_token)
             for path in paths:
                 entry = entries.get(path.name)
                 if entry is None or entry.status(path) == "stale":

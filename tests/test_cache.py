@@ -103,9 +103,10 @@ def test_corrupt_cache_is_ignored_and_rebuilt(tmp_path, isolated_cache):
     assert any("unreadable" in note for note in got.report.notes)
     _same_run(expected, got)
     assert set(RunSource(run, PAD).refresh() and RunSource(run, PAD).last_status.values()) <= {"cached", "unchanged"}
-    for manifest in isolated_cache.rglob("manifest.json"):
-        manifest.write_text("{ half a manifest")
-    _same_run(expected, RunSource(run, PAD).refresh())
+    for bad in ("{ half a manifest", '{"version": 2, "pad_token": "<pad>", "files": {"rank0.jsonl": {"x": 1}}}'):
+        for manifest in isolated_cache.rglob("manifest.json"):
+            manifest.write_text(bad)
+        _same_run(expected, RunSource(run, PAD).refresh())
 
 
 def test_unwritable_cache_still_loads(tmp_path, monkeypatch):

@@ -75,3 +75,12 @@ def test_many_refreshes_are_merged_into_few_segments(tmp_path):
     reopened = RunSource(tmp_path).refresh()
     assert reopened.samples["line"].tolist() == list(range(1, 21))
     assert reopened.samples["reward"].tolist() == [float(i) for i in range(20)]
+
+
+def test_max_samples_counts_again_after_a_file_is_replaced(tmp_path):
+    """With max samples per step, a rewritten file is read with fresh counts, not the old file's."""
+    path = write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), sample(1, 2.0)])
+    source = RunSource(tmp_path, max_per_step=2)
+    source.refresh()
+    write_lines(path, [sample(1, 5.0)])
+    assert source.refresh().samples["reward"].tolist() == [5.0]
