@@ -24,7 +24,7 @@ def _figure(traces: list[dict], title: str, height: int = 320, **layout) -> go.F
 
 
 def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_scale: float = 1.0,
-                       zero_shift: bool = False, labels: dict[str, str] | None = None) -> go.Figure:
+                       zero_shift: bool = False) -> go.Figure:
     """Mean of each ``name`` over steps with a band of ± ``std_scale`` × std.
 
     ``steps`` is indexed by step with columns ``{name}_mean`` and optionally
@@ -43,15 +43,14 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
         if zero_shift:
             mean = mean - finite[0]
         color = _COLORS[i % len(_COLORS)]
-        label = (labels or {}).get(name, name)
         std_col = f"{name}_std"
         if std_col in steps and std_scale > 0:
             spread = std_scale * steps[std_col].to_numpy(dtype=float)
             traces.append(dict(type="scatter", x=np.concatenate([x, x[::-1]]),
                                y=np.concatenate([mean + spread, (mean - spread)[::-1]]),
                                fill="toself", fillcolor=color, opacity=0.2, line=dict(width=0),
-                               hoverinfo="skip", showlegend=False, name=f"{label} ± {std_scale:g}·std"))
-        traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=label, line=dict(color=color)))
+                               hoverinfo="skip", showlegend=False, name=f"{name} ± {std_scale:g}·std"))
+        traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=name, line=dict(color=color)))
     return _figure(traces, title, xaxis=dict(title=dict(text="step")))
 
 

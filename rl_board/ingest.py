@@ -197,7 +197,7 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
                 result.errors = [tuple(e) for e in result.errors]
                 results[index] = result
                 if progress is not None:
-                    progress(result_bytes(tasks[index]))
+                    progress(tasks[index][2] - tasks[index][1])
                 dispatch(key.data)
         failed = [p for p in procs if p.wait() != 0]
         if failed or len(results) != len(tasks):
@@ -215,10 +215,6 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
                 if not pipe.closed:
                     pipe.close()
     return [results[i] for i in range(len(tasks))]
-
-
-def result_bytes(task: tuple[str, int, int]) -> int:
-    return task[2] - task[1]
 
 
 def _worker_main(out_dir: str, pad_token: str | None) -> None:

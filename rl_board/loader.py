@@ -109,10 +109,6 @@ class Run:
     pad_token: str | None
     _segments: dict[tuple[int, int], pa.Table] = field(repr=False)
 
-    @property
-    def has_tokens(self) -> bool:
-        return bool((self.samples["n_tokens"] > 0).any()) if len(self.samples) else False
-
     def step_samples(self, step: int) -> pd.DataFrame:
         """The samples of one step with their texts, in file and line order."""
         return self.with_text(self.samples[self.samples[F.STEP] == step])

@@ -158,5 +158,18 @@ def test_progress_and_counts_after_loading_bad_lines(tmp_path):
     """After a load the page says how many lines loaded and were rejected, quoting file:line and reason."""
     write_lines(tmp_path / "mixed" / "r.jsonl", [sample(1, 1.0), '{"step": "x", "reward": 1}', sample(1, 2.0)])
     at = _load(_open(tmp_path, "mixed"))
-    assert any("2 samples loaded · 1 lines rejected" in t.value for t in at.text)
+    assert any("2 samples loaded · 1 line rejected" in t.value for t in at.text)
     assert any("r.jsonl:2: 'step' must be an integer" in t.value for t in at.text)
+
+
+def test_token_view_notes_unequal_lengths_and_bad_entries(tmp_path):
+    """Lists of different lengths get a note; a non-number in values shows as empty, the rest as given."""
+    write_lines(tmp_path / "odd" / "r.jsonl", [sample(1, 1.0, response_tokens=["a", "b", "c"],
+                                                      logprobs=[-1.0, -2.0], ref_logprobs=[-1.0, -2.5],
+                                                      values=[0.5, "oops"])])
+    at = _load(_open(tmp_path, "odd"))
+    assert any("lengths disagree" in w.value for w in at.warning)
+    tokens = at.dataframe[1].value
+    assert tokens["token"].tolist() == ["a", "b"]
+    assert tokens["value"].iloc[0] == 0.5 and tokens["value"].isna().iloc[1]
+    assert tokens["log_ratio"].tolist() == pytest.approx([0.0, 0.5])

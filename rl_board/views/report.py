@@ -11,10 +11,14 @@ ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
 ERRORS_QUOTED = 3  # rejected lines quoted above the table
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
 def render(run: Run) -> None:
     report = run.report
-    st.text(f"{run.path} · {len(report.files)} files · {report.lines_ok:,} samples loaded · "
-            f"{report.lines_bad:,} lines rejected · {report.skipped:,} skipped by max samples per step")
+    st.text(f"{run.path} · {_count(len(report.files), 'file')} · {_count(report.lines_ok, 'sample')} loaded · "
+            f"{_count(report.lines_bad, 'line')} rejected · {report.skipped:,} skipped by max samples per step")
     for note in report.notes:
         st.warning("Cache note")
         st.text(note)
@@ -25,7 +29,7 @@ def render(run: Run) -> None:
         st.info("Files that are not .jsonl were ignored:")
         st.text(", ".join(report.ignored_files))
     if report.errors:
-        st.warning(f"{report.lines_bad:,} lines rejected; the rest loaded. First ones:")
+        st.warning(f"{_count(report.lines_bad, 'line')} rejected; the rest loaded. First ones:")
         st.text("\n".join(f"{f}:{line}: {reason}" for f, line, reason in report.errors[:ERRORS_QUOTED]))
         with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),

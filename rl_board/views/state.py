@@ -51,11 +51,6 @@ def set_loaded_run_dir(run_dir: str) -> None:
     st.session_state[keys.LOADED_RUN] = run_dir
 
 
-def clear_caches() -> None:
-    """Forget every cached reader (tests, or a user's 'clear cache')."""
-    get_source.clear()
-
-
 def follow(run_dir: str, pad_token: str | None, max_per_step: int | None, seconds: int) -> None:
     """Re-read the run every ``seconds`` and rerun the page when new lines arrived."""
 
