@@ -26,8 +26,8 @@ if settings.show_charts:
     curves.render(run, settings)
 st.subheader("Batch")
 step = batch.render_step_picker(run)
-ordered = batch.render(run, step, settings)
-chosen = batch.render_sample_picker(ordered, step)
+ordered, clicked = batch.render(run, step, settings)
+chosen = batch.render_sample_picker(ordered, step, clicked)
 if settings.show_pair:
     st.subheader("Sample")
     sample.render(run, ordered.loc[chosen], step, settings)

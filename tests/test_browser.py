@@ -88,6 +88,10 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
                                      timeout=30_000)
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
         expect(page.get_by_text("Per-token heatmap")).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 2.5)  # the row marker of the third row
+        expect(picker).to_have_value(re.compile(r"^#3 · "), timeout=30_000)
         assert page.get_by_test_id("stException").count() == 0
         page.screenshot(path=str(OUTPUT / "sorted_by_kl.png"), full_page=True)
         browser.close()
