@@ -192,8 +192,9 @@ class RunSource:
                 self._open_cache(paths)
                 self._opened = True
             names = {p.name for p in paths}
-            for gone in set(self._files) - names:
-                del self._files[gone]
+            gone = set(self._files) - names
+            for name in gone:
+                del self._files[name]
             if self.max_per_step is not None and any(
                     s.entry is not None and s.entry.status(s.path) == "stale" for s in self._files.values()):
                 self._files.clear()  # lines skipped for a full step may now be needed: count again from the start
@@ -211,6 +212,11 @@ class RunSource:
                 else:
                     self.last_status[path.name] = "appended"
                 todo.append((state, path.stat().st_size))
+            unchanged = (self.latest is not None and not todo and not gone
+                         and self.latest.report.files == tuple(p.name for p in paths)
+                         and self.latest.report.ignored_files == tuple(ignored))
+            if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
+                return self.latest
             self._read(todo, progress)
             self._save_manifest()
             self.latest = self._snapshot(paths, ignored)

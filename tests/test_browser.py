@@ -97,3 +97,36 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
         browser.close()
     assert (OUTPUT / "sorted_by_kl.png").stat().st_size > 10_000
     assert step == 30
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
+    """In Chromium: with auto-refresh on, lines a trainer appends appear without pressing anything."""
+    from playwright.sync_api import expect, sync_playwright
+
+    log = tmp_path / "live" / "rank0.jsonl"
+    log.parent.mkdir()
+    log.write_text('{"step": 1, "reward": 0.5}\n')
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        page.goto(server)
+        sidebar = page.get_by_test_id("stSidebar")
+        root = sidebar.get_by_label("Root folder (one run per subfolder)")
+        root.fill(str(tmp_path))
+        root.press("Enter")
+        expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("live", timeout=30_000)
+        sidebar.get_by_role("button", name="Load").click()
+        expect(page.get_by_text("1 sample loaded")).to_be_visible(timeout=30_000)
+        sidebar.get_by_text("Auto-refresh").click()
+        seconds = sidebar.get_by_label("every (seconds)")
+        expect(seconds).to_be_enabled(timeout=10_000)
+        seconds.fill("2")
+        seconds.press("Enter")
+        time.sleep(1)
+        with log.open("a") as fh:
+            fh.write('{"step": 2, "reward": 0.7}\n{"step": 3, "reward": 0.9}\n')
+        expect(page.get_by_text("3 samples loaded")).to_be_visible(timeout=30_000)
+        browser.close()

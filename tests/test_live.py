@@ -21,7 +21,8 @@ def test_refresh_reads_exactly_the_new_complete_lines(tmp_path):
     assert run.samples["reward"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert run.samples["line"].tolist() == [1, 2, 3, 4]
     assert run.report.pending == ()
-    assert source.refresh().samples["reward"].tolist() == [1.0, 2.0, 3.0, 4.0]  # nothing new: nothing added
+    before = source.latest
+    assert source.refresh() is before  # nothing new: the same snapshot, nothing re-read or rebuilt
     assert source.last_status == {"r.jsonl": "unchanged"}
 
 
