@@ -114,7 +114,8 @@ class Run:
         return self.with_text(self.samples[self.samples[F.STEP] == step])
 
     def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments."""
+        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
+        and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
         position = pd.Series(np.arange(len(frame)), index=frame.index)
         for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
@@ -126,6 +127,7 @@ class Run:
                 column = texts[name]
                 for place, value in zip(places, values):
                     column[place] = value
+        texts["source"] = [f"{self.files[f]}:{line}" for f, line in zip(frame[F.FILE], frame[F.LINE])]
         return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
                                for name, values in texts.items()})
 
@@ -144,7 +146,8 @@ class Run:
 
 
 class _FileState:
-    """How far one file was read, and the segments parsed from it: (name, first line, table, frame)."""
+    """How far one file was read, and the segments parsed from it: (file name in the cache or "",
+    number of its first line, table)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -152,7 +155,7 @@ class _FileState:
         self.next_line = 1
         self.errors: list[tuple[int, str]] = []
         self.skipped = 0
-        self.segments: list[tuple[str, int, pa.Table, pd.DataFrame]] = []
+        self.segments: list[tuple[str, int, pa.Table]] = []
         self.entry: FileEntry | None = None
         self.pending = False
 
@@ -218,7 +221,8 @@ class RunSource:
             if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
                 return self.latest
             self._read(todo, progress)
-            self._save_manifest()
+            if todo or gone:
+                self._save_manifest()
             self.latest = self._snapshot(paths, ignored)
             return self.latest
 
@@ -240,7 +244,7 @@ class RunSource:
                     table = self._cache.open_segment(name)
                     if table.schema != SEGMENT_SCHEMA:
                         raise ValueError(f"segment {name} has an unexpected schema")
-                    state.segments.append((name, first_line, table, _frame(table, first_line)))
+                    state.segments.append((name, first_line, table))
                 self._files[path.name] = state
                 self.last_status[path.name] = "cached"
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
@@ -293,15 +297,14 @@ class RunSource:
                     with pa.OSFile(segment, "rb") as fh:
                         table = pa.ipc.open_file(fh).read_all()
                     os.unlink(segment)
-                state.segments.append((result.segment if keep else "", first_line, table,
-                                       _frame(table, first_line)))
+                state.segments.append((result.segment if keep else "", first_line, table))
             state.next_line += result.lines
             state.offset = result.end
             state.pending = result.pending
         for state, _ in todo:
             self._compact(state, out_dir, keep)
             state.entry = FileEntry.describe(state.path, state.offset, state.next_line,
-                                             [[n, first] for n, first, _, _ in state.segments if n], state.errors)
+                                             [[n, first] for n, first, _ in state.segments if n], state.errors)
 
     def _compact(self, state: _FileState, out_dir: str, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
@@ -314,12 +317,12 @@ class RunSource:
         first_line = merged[0][1]
         line = SEGMENT_SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
-            t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t, _ in merged)
+            t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged)
         name = ""
         if keep:
             name = write_segment(table, out_dir)
             table = self._cache.open_segment(name)
-        state.segments[-tail:] = [(name, first_line, table, _frame(table, first_line))]
+        state.segments[-tail:] = [(name, first_line, table)]
 
     def _save_manifest(self) -> None:
         if self._cache is None:
@@ -336,22 +339,19 @@ class RunSource:
 
     def _snapshot(self, paths: list[Path], ignored: list[str]) -> Run:
         names = [p.name for p in paths]
-        frames, segments = [], {}
+        parts, segments = [], {}
         for file_index, name in enumerate(names):
-            state = self._files[name]
-            for seg_index, (_, _, table, frame) in enumerate(state.segments):
+            for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
                 segments[(file_index, seg_index)] = table
-                frames.append(frame.assign(**{F.FILE: file_index, "seg": seg_index}))
-        samples = (pd.concat(frames, ignore_index=True) if frames
-                   else _frame(SEGMENT_SCHEMA.empty_table(), 1).assign(**{F.FILE: 0, "seg": 0}))
-        samples = samples.sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
+                parts.append(_numbers(table, first_line, file_index, seg_index))
+        numbers = pa.concat_tables(parts) if parts else _numbers(SEGMENT_SCHEMA.empty_table(), 1, 0, 0)
+        samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
         skipped = sum(s.skipped for s in self._files.values())
         if self.max_per_step is not None:
             before = len(samples)
             samples = samples.groupby(F.STEP, sort=False).head(self.max_per_step).reset_index(drop=True)
             skipped += before - len(samples)
         samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
-        samples["source"] = [f"{names[f]}:{line}" for f, line in zip(samples[F.FILE], samples[F.LINE])]
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         report = LoadReport(
             files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
@@ -362,13 +362,16 @@ class RunSource:
                    segments)
 
 
-def _frame(table: pa.Table, first_line: int) -> pd.DataFrame:
-    """The numeric columns of a segment (texts stay in Arrow), with each row's index and
-    line numbers made absolute (segments count lines from their own start)."""
-    frame = table.drop_columns(list(F.TEXT_FIELDS)).to_pandas()
-    frame[F.LINE] += first_line - 1
-    frame["row"] = np.arange(len(frame), dtype=np.int64)
-    return frame
+def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
+    """The numeric columns of a segment (texts stay behind), line numbers made absolute
+    (segments count lines from their own start), and where each row lives: file, seg, row."""
+    rows = table.num_rows
+    numbers = table.drop_columns(list(F.TEXT_FIELDS))
+    numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
+                                 pc.add(numbers[F.LINE], first_line - 1))
+    return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
+            .append_column("seg", pa.array(np.full(rows, seg_index, dtype=np.int64)))
+            .append_column("row", pa.array(np.arange(rows, dtype=np.int64))))
 
 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,

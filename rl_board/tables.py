@@ -143,19 +143,14 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     ``STEP_SERIES`` with any value, ``{name}_mean`` and population ``{name}_std``
     (NaN ignored). ``kl_mean`` is the mean over samples of each sample's mean k3."""
     steps = samples[F.STEP]
-    out = pd.DataFrame({"samples": samples.groupby(steps, sort=True).size()})
-    for name, column in STEP_SERIES.items():
-        if column not in samples:
-            continue
-        values = samples[column]
-        if column == "response_len":
-            values = values.where(values >= 0)
-        values = values.astype(float)
-        if not values.notna().any():
-            continue
+    series = {name: samples[column].astype(float) for name, column in STEP_SERIES.items() if column in samples}
+    if "response_len" in series:
+        series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
+    values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
+    out = steps.groupby(steps, sort=True).size().rename("samples").to_frame()
+    if len(values.columns):
         grouped = values.groupby(steps, sort=True)
-        out[f"{name}_mean"] = grouped.mean()
-        out[f"{name}_std"] = grouped.std(ddof=0)
+        out = out.join(grouped.mean().add_suffix("_mean")).join(grouped.std(ddof=0).add_suffix("_std"))
     for name in ("response_chars", "ref_response_chars"):
         if name in samples and samples[name].notna().any():
             out[f"{name}_mean"] = samples[name].groupby(steps, sort=True).mean()
