@@ -35,7 +35,7 @@ EXPECTED_LAYOUT = (
     "(typically one file per data-parallel rank, e.g. rollout_data_rank0.jsonl)."
 )
 Progress = Callable[[int, int], None]
-SMALL_SEGMENT_ROWS = 4096  # a segment this small came from a live refresh, not a cold read
+SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
 
 
@@ -120,10 +120,10 @@ class Run:
         position = pd.Series(np.arange(len(frame)), index=frame.index)
         for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
             table = self._segments[(int(file), int(seg))]
-            rows = pa.array(group["row"].to_numpy())
+            rows = group["row"].to_numpy()
             places = position[group.index].to_numpy()
             for name in F.TEXT_FIELDS:
-                values = table.column(name).take(rows).to_pylist()
+                values = _take(table.column(name), rows)
                 column = texts[name]
                 for place, value in zip(places, values):
                     column[place] = value
@@ -309,7 +309,7 @@ class RunSource:
     def _compact(self, state: _FileState, out_dir: str, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
         tail = 0
-        while tail < len(state.segments) and state.segments[-1 - tail][2].num_rows < SMALL_SEGMENT_ROWS:
+        while tail < len(state.segments) and _source_bytes(state.segments[-1 - tail][2]) < SMALL_SEGMENT_BYTES:
             tail += 1
         if tail <= MAX_SMALL_SEGMENTS:
             return
@@ -360,6 +360,27 @@ class RunSource:
         )
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.pad_token,
                    segments)
+
+
+def _source_bytes(table: pa.Table) -> int:
+    """How many bytes of its log file a segment's rows span."""
+    offsets, lengths = table["offset"], table["length"]
+    return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
+
+
+def _take(column: pa.ChunkedArray, rows: np.ndarray) -> list:
+    """``column[rows]`` as Python values, taken chunk by chunk: ``ChunkedArray.take`` joins the
+    chunks first, which would read a whole memory-mapped column to show a few rows."""
+    ends = np.cumsum([len(chunk) for chunk in column.chunks])
+    chunk_of = np.searchsorted(ends, rows, side="right")
+    out = [None] * len(rows)
+    for index in np.unique(chunk_of):
+        picked = np.flatnonzero(chunk_of == index)
+        start = ends[index] - len(column.chunks[index])
+        values = column.chunks[index].take(pa.array(rows[picked] - start)).to_pylist()
+        for place, value in zip(picked, values):
+            out[place] = value
+    return out
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:

@@ -162,3 +162,14 @@ def test_demo_samples_are_what_the_generator_writes(tmp_path):
     texts = ppo.with_text(ppo.samples)
     assert texts["response"].str.contains("<img").any()
     assert texts["prompt"].str.contains("计算").any()
+
+
+def test_take_reads_rows_across_chunks():
+    """Texts for a few rows come from the right chunks of a many-chunk column."""
+    import numpy as np
+    import pyarrow as pa
+
+    from rl_board.loader import _take
+
+    column = pa.chunked_array([["a", "b"], ["c"], [], ["d", "e", "f"]])
+    assert _take(column, np.array([5, 0, 2, 3])) == ["f", "a", "c", "d"]
