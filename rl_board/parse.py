@@ -41,7 +41,10 @@ SCHEMA = pa.schema(
     ]
     + [(name, pa.float64()) for name in LOG_RATIO_AGGREGATES]
 )
-_ROW_FIELDS = [f.name for f in SCHEMA if f.name not in LOG_RATIO_AGGREGATES]
+#: The fields of a row tuple built while parsing, in order.
+_ROW_FIELDS = (F.LINE, "offset", "length", F.STEP, F.REWARD, *F.SCALAR_FIELDS, *F.TEXT_FIELDS,
+               "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars")
+_RESPONSE, _REF_RESPONSE = F.TEXT_FIELDS.index("response"), F.TEXT_FIELDS.index("ref_response")
 _AGGREGATED = ("logprobs", "ref_logprobs")  # lists whose every entry the aggregates read
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
@@ -76,8 +79,7 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_toke
             line whose step is already full is skipped without being parsed.
     """
     quota = step_quota if step_quota is not None else {}
-    columns = {name: [] for name in _ROW_FIELDS}
-    logps, refs, errors, skipped, lines = [], [], [], 0, 0
+    rows, logps, refs, errors, skipped, lines = [], [], [], [], 0, 0
     enabled = gc.isenabled()
     gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
     try:
@@ -99,21 +101,20 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_toke
                 continue
             row, logp, ref = parsed
             if max_per_step is not None:
-                if quota.get(row[F.STEP], 0) >= max_per_step:
+                step = row[0]
+                if quota.get(step, 0) >= max_per_step:
                     skipped += 1
                     continue
-                quota[row[F.STEP]] = quota.get(row[F.STEP], 0) + 1
-            row[F.LINE], row["offset"], row["length"] = number, base_offset + line_start, len(raw)
-            for name, values in columns.items():
-                values.append(row[name])
+                quota[step] = quota.get(step, 0) + 1
+            rows.append((number, base_offset + line_start, len(raw), *row))
             logps.append(logp)
             refs.append(ref)
     finally:
         if enabled:
             gc.enable()
-    arrays = [pa.array(columns[f.name], type=f.type) for f in SCHEMA if f.name in columns]
-    aggregates = compute_log_ratio_aggregates(logps, refs)
-    arrays += [pa.array(aggregates[name], type=pa.float64()) for name in LOG_RATIO_AGGREGATES]
+    columns = dict(zip(_ROW_FIELDS, zip(*rows))) if rows else {name: () for name in _ROW_FIELDS}
+    columns.update(compute_log_ratio_aggregates(logps, refs))
+    arrays = [pa.array(columns[f.name], type=f.type) for f in SCHEMA]
     return ParsedBlock(pa.Table.from_arrays(arrays, schema=SCHEMA), errors, lines, skipped)
 
 
@@ -137,7 +138,8 @@ def parse_line(raw: bytes) -> dict | str:
 
 def _parse_line(raw: memoryview, pad_token: str | None):
     """(row, logprobs, ref_logprobs cut to the counted positions) for one line, None for a
-    blank line, or the reason it is rejected."""
+    blank line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS``
+    after line, offset and length."""
     if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
         return None
     obj = parse_line(raw)
@@ -158,13 +160,9 @@ def _parse_line(raw: memoryview, pad_token: str | None):
         return "missing 'reward'"
     if not _is_number(reward):
         return f"'reward' must be a number, got {_short(reward)}"
-    row = {F.STEP: step, F.REWARD: float(reward)}
-    for name in F.SCALAR_FIELDS:
-        value = get(name)
-        row[name] = float(value) if _is_number(value) else None
-    for name in F.TEXT_FIELDS:
-        value = get(name)
-        row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
+    scalars = [float(v) if _is_number(v) else None for v in map(get, F.SCALAR_FIELDS)]
+    texts = [v if v is None or type(v) is str else json.dumps(v, ensure_ascii=False)
+             for v in map(get, F.TEXT_FIELDS)]
     arrays, lengths = {}, {}
     for name in F.TOKEN_FIELDS:
         values = get(name)
@@ -181,17 +179,13 @@ def _parse_line(raw: memoryview, pad_token: str | None):
     tokens = get(F.TOKENS)
     tokens = tokens if type(tokens) is list else None
     n, valid = token_positions(lengths, tokens, pad_token)
-    row["n_tokens"] = n if lengths else 0
-    row["response_len"] = valid if lengths or tokens is not None else -1
     sizes = set(lengths.values())
     if tokens is not None and lengths:
         sizes.add(len(tokens))
-    row["lengths_differ"] = len(sizes) > 1
-    for name in ("response", "ref_response"):
-        text = row[name]
-        if text is not None and pad_token:
-            text = text.replace(pad_token, "")
-        row[f"{name}_chars"] = None if text is None else float(len(text))
+    chars = [None if text is None else float(len(text.replace(pad_token, "") if pad_token else text))
+             for text in (texts[_RESPONSE], texts[_REF_RESPONSE])]
+    row = (step, float(reward), *scalars, *texts, n if lengths else 0,
+           valid if lengths or tokens is not None else -1, len(sizes) > 1, *chars)
     logp, ref = arrays.get("logprobs"), arrays.get("ref_logprobs")
     if logp is None or ref is None:
         return row, None, None
