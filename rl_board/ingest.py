@@ -1,12 +1,13 @@
 """Parse byte ranges of rollout files into Arrow segment files, in worker processes when it pays.
 
 A cold open splits the new bytes of every file into ranges that end on line
-boundaries and deals them to worker processes (one per core) as they free up: each parses
-its range (with the per-sample aggregates, see ``parse``) and writes an Arrow
-IPC segment, so the parent only maps finished files and never holds parsed objects. Line numbers in a segment count from
-the start of its range; the parent knows where each range starts and adds it.
-Small reads, and reads with a per-step quota (which must see lines in order),
-run in the calling process through the same function.
+boundaries and deals them to worker processes (one per core) as they free up:
+each parses its range (with the per-sample aggregates, see ``parse``) and writes
+an Arrow IPC segment, so the parent only maps finished files and never holds
+parsed objects. Line numbers in a segment count from the start of its range; the
+parent knows where each range starts and adds it. Small reads, and reads with a
+per-step quota (which must see lines in order), run in the calling process
+through the same function.
 """
 
 from __future__ import annotations
@@ -168,8 +169,9 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
     queue = list(enumerate(tasks))[::-1]
     results: dict[int, RangeResult] = {}
+    stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
     procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, json.dumps(pad_token)],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
              for _ in range(workers)]
     selector = selectors.DefaultSelector()
 
@@ -201,8 +203,8 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
                 dispatch(key.data)
         failed = [p for p in procs if p.wait() != 0]
         if failed or len(results) != len(tasks):
-            detail = failed[0].stderr.read().decode(errors="replace")[-2000:] if failed else "results missing"
-            raise WorkerError(detail)
+            stderr.seek(0)
+            raise WorkerError(stderr.read().decode(errors="replace")[-2000:] or "results missing")
     except (OSError, ValueError) as exc:
         raise WorkerError(str(exc)) from exc
     finally:
@@ -211,9 +213,10 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            for pipe in (proc.stdin, proc.stdout):
                 if not pipe.closed:
                     pipe.close()
+        stderr.close()
     return [results[i] for i in range(len(tasks))]
 
 

@@ -41,3 +41,15 @@ def test_split_ranges_end_on_line_boundaries(tmp_path):
     assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
     for (_, end), (start, _) in zip(ranges, ranges[1:]):
         assert end == start and data[end - 1:end] == b"\n"
+
+
+def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch):
+    """If the worker processes die, the ranges are parsed in this process: same run, nothing lost."""
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(i % 3, float(i)) for i in range(200)] + ["{bad"])
+    expected = RunSource(tmp_path / "run", cache_root=False).refresh()
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "RANGE_BYTES", 1000)
+    monkeypatch.setattr(ingest.sys, "executable", "/bin/false")  # every worker exits at once
+    got = RunSource(tmp_path / "run").refresh()
+    assert got.samples["reward"].tolist() == expected.samples["reward"].tolist()
+    assert got.report.errors == expected.report.errors == (("r.jsonl", 201, got.report.errors[0][2]),)
