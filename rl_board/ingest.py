@@ -214,8 +214,10 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
                 proc.kill()
                 proc.wait()
             for pipe in (proc.stdin, proc.stdout):
-                if not pipe.closed:
+                try:
                     pipe.close()
+                except OSError:  # a dead worker's stdin can't take the rest of its buffer
+                    pass
         stderr.close()
     return [results[i] for i in range(len(tasks))]
 
