@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from rl_board.loader import RootError
 from rl_board.views import batch, curves, report, sample, sidebar, state, tokens
 
 st.set_page_config(page_title="RL Logging Board", layout="wide")
@@ -15,7 +16,12 @@ if run_dir is None or run_dir != settings.run_dir:
     st.info("Pick a run in the sidebar and press **Load**.")
     st.stop()
 
-run = state.get_run(run_dir, settings.pad_token, settings.max_per_step, refresh=settings.load)
+try:
+    run = state.get_run(run_dir, settings.pad_token, settings.max_per_step, refresh=settings.load)
+except RootError as exc:  # the folder went away since it was picked
+    st.error("Can't read this run.")
+    st.text(str(exc))
+    st.stop()
 if settings.auto_refresh_seconds:
     state.follow(run_dir, settings.pad_token, settings.max_per_step, settings.auto_refresh_seconds)
 report.render(run)
@@ -26,8 +32,8 @@ if settings.show_charts:
     curves.render(run, settings)
 st.subheader("Batch")
 step = batch.render_step_picker(run)
-ordered, clicked = batch.render(run, step, settings)
-chosen = batch.render_sample_picker(ordered, step, clicked)
+ordered, order, clicked = batch.render(run, step, settings)
+chosen = batch.render_sample_picker(ordered, order, clicked)
 if settings.show_pair:
     st.subheader("Sample")
     sample.render(run, ordered.loc[chosen], step, settings)

@@ -125,7 +125,7 @@ class RunCache:
         """Delete segment files no manifest entry names."""
         if not self.folder.is_dir():
             return
-        for path in self.folder.glob("*.arrow"):
+        for path in self.folder.glob("seg-*.arrow"):  # not .tmp-*: those may be being written
             if path.name not in keep:
                 path.unlink(missing_ok=True)
 

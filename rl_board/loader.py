@@ -190,6 +190,8 @@ class RunSource:
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
         with self._lock:
             paths, ignored = list_run_files(self.run_dir)
+            unreadable = {p.name: why for p in paths if (why := _unreadable(p))}
+            paths = [p for p in paths if p.name not in unreadable]
             self.last_status = {}
             if not self._opened:
                 self._open_cache(paths)
@@ -215,7 +217,7 @@ class RunSource:
                 else:
                     self.last_status[path.name] = "appended"
                 todo.append((state, path.stat().st_size))
-            unchanged = (self.latest is not None and not todo and not gone
+            unchanged = (self.latest is not None and not todo and not gone and not unreadable
                          and self.latest.report.files == tuple(p.name for p in paths)
                          and self.latest.report.ignored_files == tuple(ignored))
             if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
@@ -223,7 +225,8 @@ class RunSource:
             self._read(todo, progress)
             if todo or gone:
                 self._save_manifest()
-            self.latest = self._snapshot(paths, ignored)
+            notes = [f"Could not read {name} ({why}); the other files loaded." for name, why in unreadable.items()]
+            self.latest = self._snapshot(paths, ignored, notes)
             return self.latest
 
     # -- reading -----------------------------------------------------------------------------
@@ -337,7 +340,7 @@ class RunSource:
 
     # -- the snapshot ---------------------------------------------------------------------------
 
-    def _snapshot(self, paths: list[Path], ignored: list[str]) -> Run:
+    def _snapshot(self, paths: list[Path], ignored: list[str], notes: list[str]) -> Run:
         names = [p.name for p in paths]
         parts, segments = [], {}
         for file_index, name in enumerate(names):
@@ -356,10 +359,20 @@ class RunSource:
         report = LoadReport(
             files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
-            notes=tuple(self._notes),
+            notes=tuple(self._notes + notes),
         )
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.pad_token,
                    segments)
+
+
+def _unreadable(path: Path) -> str | None:
+    """Why ``path`` can't be read, or None when it can."""
+    try:
+        with open(path, "rb") as fh:
+            fh.read(1)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def _source_bytes(table: pa.Table) -> int:

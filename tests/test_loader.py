@@ -173,3 +173,23 @@ def test_take_reads_rows_across_chunks():
 
     column = pa.chunked_array([["a", "b"], ["c"], [], ["d", "e", "f"]])
     assert _take(column, np.array([5, 0, 2, 3])) == ["f", "a", "c", "d"]
+
+
+def test_an_unreadable_file_is_reported_and_the_rest_load(tmp_path, monkeypatch):
+    """A file that can't be opened is named in a note; the other files load."""
+    import builtins
+
+    write_lines(tmp_path / "rank0.jsonl", [sample(1, 1.0)])
+    write_lines(tmp_path / "rank1.jsonl", [sample(1, 2.0)])
+    real_open = builtins.open
+
+    def guarded_open(path, *args, **kwargs):
+        if str(path).endswith("rank1.jsonl"):
+            raise PermissionError(13, "Permission denied")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", guarded_open)
+    run = load_run(tmp_path, cache_root=False)
+    assert run.samples["reward"].tolist() == [1.0]
+    assert run.report.files == ("rank0.jsonl",)
+    assert any("rank1.jsonl (Permission denied)" in note for note in run.report.notes)

@@ -19,9 +19,9 @@ def render(run: Run) -> None:
     report = run.report
     st.text(f"{run.path} · {_count(len(report.files), 'file')} · {_count(report.lines_ok, 'sample')} loaded · "
             f"{_count(report.lines_bad, 'line')} rejected · {report.skipped:,} skipped by max samples per step")
-    for note in report.notes:
-        st.warning("Cache note")
-        st.text(note)
+    if report.notes:
+        st.warning("While loading:")
+        st.text("\n".join(report.notes))
     if report.pending:
         st.info("Last line still being written (not loaded yet) in:")
         st.text(", ".join(report.pending))

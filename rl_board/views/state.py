@@ -42,6 +42,28 @@ def get_run(run_dir: str, pad_token: str | None, max_per_step: int | None, refre
     return source.latest
 
 
+def keep_choice(key: str, options: list, default) -> None:
+    """Let widget ``key`` keep the user's choice while it is still offered, else show ``default``."""
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default
+
+
+_PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction) the sample picker was last drawn for
+_LAST_CLICK = "batch_table_last_click"  # (context, row) of the last table click acted on
+
+
+def choose_sample(labels: list, context: tuple, clicked: int | None) -> None:
+    """Set the sample picker (``keys.SAMPLE``) before it is drawn: the top of the table when the
+    step or sort changed, the clicked row when the user just clicked one, else what it showed."""
+    if st.session_state.get(_PICKER_CONTEXT) != context:
+        st.session_state[keys.SAMPLE] = labels[0]
+    keep_choice(keys.SAMPLE, labels, labels[0])
+    if clicked is not None and (context, clicked) != st.session_state.get(_LAST_CLICK):
+        st.session_state[keys.SAMPLE] = labels[clicked]
+    st.session_state[_LAST_CLICK] = (context, clicked)
+    st.session_state[_PICKER_CONTEXT] = context
+
+
 def loaded_run_dir() -> str | None:
     """The folder the user loaded last, if any."""
     return st.session_state.get(keys.LOADED_RUN)
