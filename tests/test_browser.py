@@ -1,5 +1,6 @@
 """End to end in a real headless Chromium: start the app as start.sh does, load the demo, sort by KL."""
 
+import contextlib
 import json
 import math
 import os
@@ -38,6 +39,23 @@ def _max_kl_of_last_step(run: Path) -> tuple[int, float]:
     return step, best
 
 
+@contextlib.contextmanager
+def _page(url: str, width: int, height: int):
+    """A page of Debian's Chromium, headless, opened at ``url``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.goto(url)
+            yield page
+        finally:
+            browser.close()
+
+
 @pytest.fixture
 def server():
     port = _free_port()
@@ -65,16 +83,11 @@ def server():
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_load_demo_and_sort_by_kl_in_chromium(server):
     """In Chromium: pick ppo_demo, Load, sort by KL mean; the first sample is the step's top KL."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     step, top_kl = _max_kl_of_last_step(REPO / "rollout_samples" / "ppo_demo")
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1600, "height": 2400})
-        page.goto(server)
+    with _page(server, 1600, 2400) as page:
         sidebar = page.get_by_test_id("stSidebar")
         sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
         page.get_by_role("option", name="ppo_demo").click()
@@ -94,7 +107,6 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
         expect(picker).to_have_value(re.compile(r"^#3 · "), timeout=30_000)
         assert page.get_by_test_id("stException").count() == 0
         page.screenshot(path=str(OUTPUT / "sorted_by_kl.png"), full_page=True)
-        browser.close()
     assert (OUTPUT / "sorted_by_kl.png").stat().st_size > 10_000
     assert step == 30
 
@@ -102,17 +114,12 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
     """In Chromium: with auto-refresh on, lines a trainer appends appear without pressing anything."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     log = tmp_path / "live" / "rank0.jsonl"
     log.parent.mkdir()
     log.write_text('{"step": 1, "reward": 0.5}\n')
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        page.goto(server)
+    with _page(server, 1400, 1600) as page:
         sidebar = page.get_by_test_id("stSidebar")
         root = sidebar.get_by_label("Root folder (one run per subfolder)")
         root.fill(str(tmp_path))
@@ -129,4 +136,3 @@ def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
         with log.open("a") as fh:
             fh.write('{"step": 2, "reward": 0.7}\n{"step": 3, "reward": 0.9}\n')
         expect(page.get_by_text("3 samples loaded")).to_be_visible(timeout=30_000)
-        browser.close()
