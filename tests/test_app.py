@@ -1,5 +1,6 @@
 """The whole page in Streamlit's real runtime (AppTest): open, load, sort, move, pick, read tokens."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,10 @@ def _kl_run(root: Path) -> Path:
 def test_journey_on_the_demo_run():
     """Open, pick the PPO demo, load: curves, batch table, sample pair, token table and heatmap, no exception."""
     at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
-    assert len(at.get("plotly_chart")) >= 7  # 3 curves, 3 batch charts, 1 heatmap
+    charts = at.get("plotly_chart")
+    assert len(charts) == 7  # 3 curves, 3 batch charts, 1 heatmap
+    traces = [trace["type"] for chart in charts for trace in json.loads(chart.proto.spec)["data"]]
+    assert traces.count("heatmap") == 1
     assert at.slider(key=keys.STEP).value == 30  # the newest step first
     at.slider(key=keys.STEP).set_value(5).run()
     assert not at.exception
