@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..figures import build_token_heatmap_figure
+from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..loader import Run, SourceChanged
 from ..tables import TOKEN_METRICS, compute_token_table
 from . import keys
@@ -31,4 +31,6 @@ def render(run: Run, label, settings: Settings) -> None:
     shown = [m for m in chosen if m in available]
     st.dataframe(table[["token", *shown]], key="token_table")
     if shown:
+        if len(table) > MAX_HEATMAP_TOKENS:
+            st.caption(f"The heatmap shows the first {MAX_HEATMAP_TOKENS} of {len(table)} tokens; the table has all.")
         st.plotly_chart(build_token_heatmap_figure(table, shown), key="token_heatmap")
