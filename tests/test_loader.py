@@ -1,6 +1,5 @@
 """Reading runs from real files: merging ranks, bad lines, partial lines, folders."""
 
-import json
 import subprocess
 import sys
 

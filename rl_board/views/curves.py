@@ -19,8 +19,10 @@ def render(run: Run, settings: Settings) -> None:
             names = [n for n in names if not n.startswith("ref_")]
         columns[0].plotly_chart(build_curve_figure(steps, names, "Rewards", settings.std_scale,
                                                    settings.zero_shift), key="curve_rewards")
-    kl = "log_ratio" if settings.use_log_ratio else KL_PREFIX[settings.kl_estimator]
-    title = "Log-ratio (mean per sample)" if settings.use_log_ratio else f"KL ({settings.kl_estimator}, mean per sample)"
+    if settings.use_log_ratio:
+        kl, title = "log_ratio", "Log-ratio (mean per sample)"
+    else:
+        kl, title = KL_PREFIX[settings.kl_estimator], f"KL ({settings.kl_estimator}, mean per sample)"
     if f"{kl}_mean" in steps:
         columns[1].plotly_chart(build_curve_figure(steps, [kl], title, settings.std_scale, settings.zero_shift),
                                 key="curve_kl")
