@@ -30,7 +30,6 @@ READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker'
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
 _SCAN_PIECE = 1 << 16  # bytes read at a time while looking for a line's end
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
-SEGMENT_SCHEMA = SCHEMA
 
 
 @dataclass
@@ -94,7 +93,7 @@ def write_segment(table: pa.Table, out_dir: str) -> str:
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
     os.close(fd)
     try:
-        with pa.ipc.new_file(tmp, SEGMENT_SCHEMA) as writer:
+        with pa.ipc.new_file(tmp, SCHEMA) as writer:
             writer.write_table(table)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

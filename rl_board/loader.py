@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 
 from . import fields as F
 from .cache import FileEntry, RunCache, cache_dir_for
-from .ingest import SEGMENT_SCHEMA, run_ranges, tasks_for, write_segment
+from .ingest import run_ranges, tasks_for, write_segment
 from .metrics import SampleTokens, compute_sample_tokens
-from .parse import parse_line
+from .parse import SCHEMA, parse_line
 from .tables import compute_step_stats
 
 ROOT_RUN = "."  # the run name of JSONL files lying directly in the root
@@ -245,7 +245,7 @@ class RunSource:
                 state.errors = [(int(line), str(reason)) for line, reason in entry.errors]
                 for name, first_line in entry.segments:
                     table = self._cache.open_segment(name)
-                    if table.schema != SEGMENT_SCHEMA:
+                    if table.schema != SCHEMA:
                         raise ValueError(f"segment {name} has an unexpected schema")
                     state.segments.append((name, first_line, table))
                 self._files[path.name] = state
@@ -318,7 +318,7 @@ class RunSource:
             return
         merged = state.segments[-tail:]
         first_line = merged[0][1]
-        line = SEGMENT_SCHEMA.get_field_index(F.LINE)
+        line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
             t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged)
         name = ""
@@ -347,7 +347,7 @@ class RunSource:
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
                 segments[(file_index, seg_index)] = table
                 parts.append(_numbers(table, first_line, file_index, seg_index))
-        numbers = pa.concat_tables(parts) if parts else _numbers(SEGMENT_SCHEMA.empty_table(), 1, 0, 0)
+        numbers = pa.concat_tables(parts) if parts else _numbers(SCHEMA.empty_table(), 1, 0, 0)
         samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
         skipped = sum(s.skipped for s in self._files.values())
         if self.max_per_step is not None:
