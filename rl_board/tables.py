@@ -135,7 +135,8 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
 #: Per-step statistics: base name -> the per-sample column averaged.
 STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
                "log_ratio": "log_ratio_mean", "kl_sum": "kl_sum", "log_ratio_sum": "log_ratio_sum",
-               "response_len": "response_len"}
+               "response_len": "response_len", "response_chars": "response_chars",
+               "ref_response_chars": "ref_response_chars"}
 
 
 def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
@@ -151,8 +152,5 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     if len(values.columns):
         grouped = values.groupby(steps, sort=True)
         out = out.join(grouped.mean().add_suffix("_mean")).join(grouped.std(ddof=0).add_suffix("_std"))
-    for name in ("response_chars", "ref_response_chars"):
-        if name in samples and samples[name].notna().any():
-            out[f"{name}_mean"] = samples[name].groupby(steps, sort=True).mean()
     out.index.name = F.STEP
     return out
