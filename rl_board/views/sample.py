@@ -34,13 +34,10 @@ def render(run: Run, row, step: int, settings: Settings) -> None:
                   strip_pad(row["ref_response"], settings.pad_token))
     metrics = st.columns(4)
     metrics[0].metric("Reward gap (reward − ref)", _number(row["reward_gap"]))
-    tokens, tokens_delta = length_change(run.steps, step, "response_len_mean")
-    metrics[1].metric("Step mean response length (tokens)", _number(tokens),
-                      None if math.isnan(tokens_delta) else f"{tokens_delta:+.3g} vs previous step")
-    chars, chars_delta = length_change(run.steps, step, "response_chars_mean")
-    metrics[2].metric("Step mean response length (chars)", _number(chars),
-                      None if math.isnan(chars_delta) else f"{chars_delta:+.3g} vs previous step")
+    lengths = [("Step mean response length (tokens)", "response_len_mean"),
+               ("Step mean response length (chars)", "response_chars_mean")]
     if settings.show_comparison:
-        ref, ref_delta = length_change(run.steps, step, "ref_response_chars_mean")
-        metrics[3].metric("Step mean ref response length (chars)", _number(ref),
-                          None if math.isnan(ref_delta) else f"{ref_delta:+.3g} vs previous step")
+        lengths.append(("Step mean ref response length (chars)", "ref_response_chars_mean"))
+    for column, (label, name) in zip(metrics[1:], lengths):
+        now, delta = length_change(run.steps, step, name)
+        column.metric(label, _number(now), None if math.isnan(delta) else f"{delta:+.3g} vs previous step")
