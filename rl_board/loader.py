@@ -200,14 +200,14 @@ class RunSource:
             gone = set(self._files) - names
             for name in gone:
                 del self._files[name]
-            if self.max_per_step is not None and any(
-                    s.entry is not None and s.entry.status(s.path) == "stale" for s in self._files.values()):
+            statuses = {name: s.entry.status(s.path) for name, s in self._files.items() if s.entry is not None}
+            if self.max_per_step is not None and "stale" in statuses.values():
                 self._files.clear()  # lines skipped for a full step may now be needed: count again from the start
                 self._quota.clear()
             todo = []
             for path in paths:
                 state = self._files.get(path.name)
-                status = "stale" if state is None or state.entry is None else state.entry.status(path)
+                status = statuses.get(path.name, "stale") if state is not None else "stale"
                 if status == "same":
                     self.last_status.setdefault(path.name, "unchanged")
                     continue
