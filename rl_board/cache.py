@@ -5,8 +5,9 @@ parse writes one; each live refresh that finds new lines adds one), memory-mappe
 on open so token arrays are read from disk only when a sample is shown. The
 manifest records, per source file, what was parsed (byte offset, size, mtime,
 inode and hashes of the file's head and of the bytes just before the offset) and
-the per-sample aggregates' pad token. An entry is used only when the file is
-unchanged, or grew with its parsed prefix intact; anything else is parsed again.
+the reader and read options the rows were made with (format, pad token, field
+mapping). An entry is used only when the file is unchanged, or (for formats that
+append) grew with its parsed prefix intact; anything else is parsed again.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
 
 
@@ -33,11 +34,11 @@ def default_cache_root() -> Path:
     return base / "rl_board"
 
 
-def cache_dir_for(run_dir: Path, pad_token: str | None, root: Path | None = None) -> Path:
-    """The folder caching ``run_dir`` with aggregates for ``pad_token``: one per absolute path
-    and pad token, named so a person can tell which run it holds."""
+def cache_dir_for(run_dir: Path, key: str, root: Path | None = None) -> Path:
+    """The folder caching ``run_dir`` read as ``key`` (reader and read options): one per absolute
+    path and key, named so a person can tell which run it holds."""
     resolved = str(Path(run_dir).resolve())
-    digest = hashlib.sha1(repr((resolved, pad_token)).encode()).hexdigest()[:16]
+    digest = hashlib.sha1(repr((resolved, key)).encode()).hexdigest()[:16]
     return (root or default_cache_root()) / f"{Path(resolved).name}-{digest}"
 
 
@@ -61,19 +62,22 @@ class FileEntry:
     tail_hash: str
     segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
     errors: list[list] = field(default_factory=list)  # [line, reason]
+    file_error: str | None = None  # why the whole file could not be read
 
     @classmethod
-    def describe(cls, path: Path, offset: int, next_line: int, segments, errors) -> "FileEntry":
+    def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
+                 file_error: str | None = None) -> "FileEntry":
         st = path.stat()
         return cls(
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
             head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
-            segments=[list(s) for s in segments], errors=[list(e) for e in errors],
+            segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
         )
 
-    def status(self, path: Path) -> str:
-        """"same" when the file is as parsed, "grown" when lines were only appended, else "stale"."""
+    def status(self, path: Path, appendable: bool = True) -> str:
+        """"same" when the file is as parsed, "grown" when lines were only appended (a format that
+        appends), else "stale"."""
         try:
             st = path.stat()
         except OSError:
@@ -82,8 +86,8 @@ class FileEntry:
             return "stale"
         if (st.st_size, st.st_mtime_ns) == (self.size, self.mtime_ns):
             return "same"
-        if st.st_size == self.size:  # rewritten in place, or touched: nothing cheap proves it unchanged
-            return "stale"
+        if st.st_size == self.size or not appendable:  # rewritten, touched, or a table: nothing cheap
+            return "stale"  # proves it unchanged
         if hash_span(path, 0, min(self.offset, _HASH_SPAN)) != self.head_hash:
             return "stale"
         if hash_span(path, max(0, self.offset - _HASH_SPAN), self.offset) != self.tail_hash:
@@ -100,19 +104,19 @@ class RunCache:
     def manifest_path(self) -> Path:
         return self.folder / "manifest.json"
 
-    def read_manifest(self, pad_token: str | None) -> dict[str, FileEntry]:
-        """File name -> entry, or {} when there is no manifest for this pad token.
+    def read_manifest(self, key: str) -> dict[str, FileEntry]:
+        """File name -> entry, or {} when there is no manifest for this key (reader and options).
         Raises ``TypeError`` for a manifest of the wrong shape."""
         try:
             raw = json.loads(self.manifest_path().read_text())
         except (OSError, ValueError):
             return {}
-        if raw.get("version") != CACHE_VERSION or raw.get("pad_token") != pad_token:
+        if raw.get("version") != CACHE_VERSION or raw.get("key") != key:
             return {}
         return {name: FileEntry(**entry) for name, entry in raw.get("files", {}).items()}
 
-    def write_manifest(self, entries: dict[str, FileEntry], pad_token: str | None) -> None:
-        payload = {"version": CACHE_VERSION, "pad_token": pad_token,
+    def write_manifest(self, entries: dict[str, FileEntry], key: str) -> None:
+        payload = {"version": CACHE_VERSION, "key": key,
                    "files": {name: asdict(entry) for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 

@@ -1,7 +1,9 @@
-"""Names of the keys a rollout line may carry, in one place.
+"""Names of the canonical fields of a sample, in one place.
 
-A line is one sample. ``step`` and ``reward`` are required; everything else is
-optional and may be absent or null.
+Every reader (see ``readers/``) turns its source into rows of these fields. A
+sample needs ``step`` and ``reward``; everything else is optional. Any other
+top-level numeric or boolean field of a source becomes an *extra* (stored as
+``EXTRA_PREFIX + name``, float64, booleans as 0/1).
 """
 
 STEP = "step"
@@ -15,11 +17,42 @@ REWARD_FIELDS = (REWARD,) + SCALAR_FIELDS
 #: Optional per-sample text; model output, always shown as plain text.
 TEXT_FIELDS = ("prompt", "response", "ref_response", "ground_truth")
 
-#: Optional per-token numbers, one per response token (stored as float32).
-TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards")
+#: Optional per-token numbers, one per response token. A sample's positions are the
+#: first n, n = the length of the shortest of these lists present.
+TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards", "rollout_logprobs", "entropy")
 #: Optional per-token strings.
 TOKENS = "response_tokens"
 
+#: Every canonical name a source field can be mapped to.
+CANONICAL = (STEP, *REWARD_FIELDS, *TEXT_FIELDS, *TOKEN_FIELDS, TOKENS)
+
+#: canonical name <- the source key used when the canonical key is absent (verl's dumps and others).
+ALIASES = {
+    "prompt": "input",
+    "response": "output",
+    REWARD: "score",
+    "ground_truth": "gts",
+    "rollout_logprobs": "rollout_log_probs",
+}
+
+#: Extra fields are stored under this prefix so a user's field can never collide with a derived column.
+EXTRA_PREFIX = "extra:"
+
 #: Bookkeeping columns the loader adds to every sample.
 FILE = "file"  # index into Run.files
-LINE = "line"  # 1-based line number inside that file
+LINE = "line"  # 1-based line number inside that file (the 1-based row for a table file)
+
+
+def extra_column(name: str) -> str:
+    """The column that stores extra field ``name``."""
+    return EXTRA_PREFIX + name
+
+
+def extra_name(column: str) -> str:
+    """The extra field a column stores (``column`` without the prefix)."""
+    return column[len(EXTRA_PREFIX):]
+
+
+def extra_columns(columns) -> list[str]:
+    """The extra-field columns among ``columns``, in their order."""
+    return [c for c in columns if isinstance(c, str) and c.startswith(EXTRA_PREFIX)]

@@ -2,7 +2,7 @@
 
 A cold open splits the new bytes of every file into ranges that end on line
 boundaries and deals them to worker processes (one per core) as they free up:
-each parses its range (with the per-sample aggregates, see ``parse``) and writes
+each parses its range (with the per-sample aggregates, see ``readers.jsonl``) and writes
 an Arrow IPC segment, so the parent only maps finished files and never holds
 parsed objects. Line numbers in a segment count from the start of its range; the
 parent knows where each range starts and adds it. Small reads, and reads with a
@@ -24,7 +24,8 @@ from typing import Callable, Iterable
 
 import pyarrow as pa
 
-from .parse import SCHEMA, parse_block
+from .readers import ReadOptions
+from .readers.jsonl import parse_block
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
@@ -40,6 +41,7 @@ class RangeResult:
     lines: newlines consumed. segment: the segment file's name in the output
     folder, None when no line was kept. errors: (line within the range, reason).
     pending: bytes after ``end`` up to the range's stop: a line still being written.
+    error: why the whole file could not be read (table files), else None.
     """
 
     path: str
@@ -51,9 +53,10 @@ class RangeResult:
     errors: list[tuple[int, str]] = field(default_factory=list)
     skipped: int = 0
     pending: bool = False
+    error: str | None = None
 
 
-def ingest_range(path: str, start: int, stop: int, out_dir: str, pad_token: str | None,
+def ingest_range(path: str, start: int, stop: int, out_dir: str, options: ReadOptions,
                  quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
     """Parse the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``."""
     result = RangeResult(path, start, start)
@@ -72,7 +75,7 @@ def ingest_range(path: str, start: int, stop: int, out_dir: str, pad_token: str 
                     complete = chunk.rfind(b"\n") + 1
                 if not complete:
                     break
-            parsed = parse_block(chunk, result.lines + 1, position, pad_token, quota, max_per_step)
+            parsed = parse_block(chunk, result.lines + 1, position, options, quota, max_per_step)
             result.lines += parsed.lines
             result.errors.extend(parsed.errors)
             result.skipped += parsed.skipped
@@ -93,7 +96,7 @@ def write_segment(table: pa.Table, out_dir: str) -> str:
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
     os.close(fd)
     try:
-        with pa.ipc.new_file(tmp, SCHEMA) as writer:
+        with pa.ipc.new_file(tmp, table.schema) as writer:
             writer.write_table(table)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -134,7 +137,7 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
     return list(zip(cuts, cuts[1:] + [stop]))
 
 
-def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str, pad_token: str | None,
+def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str, options: ReadOptions,
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
                progress: Callable[[int], None] | None = None) -> list[RangeResult]:
     """Parse every (path, start, stop) task; results in task order. ``progress`` gets bytes finished."""
@@ -142,12 +145,12 @@ def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str, pad_token: str |
     workers = min(os.cpu_count() or 1, len(tasks))
     if max_per_step is None and total >= PARALLEL_MIN_BYTES and workers > 1:
         try:
-            return _run_in_workers(tasks, out_dir, pad_token, workers, progress)
+            return _run_in_workers(tasks, out_dir, options, workers, progress)
         except WorkerError:
             pass  # parse here instead: slower, same result
     results = []
     for path, start, stop in tasks:
-        results.append(ingest_range(path, start, stop, out_dir, pad_token, quota, max_per_step))
+        results.append(ingest_range(path, start, stop, out_dir, options, quota, max_per_step))
         if progress is not None:
             progress(stop - start)
     return results
@@ -157,7 +160,7 @@ class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
 
-def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeResult]:
+def _run_in_workers(tasks, out_dir, options, workers, progress) -> list[RangeResult]:
     """Hand the tasks, one at a time as each finishes, to ``workers`` fresh
     ``python -m rl_board.ingest`` processes.
 
@@ -169,7 +172,7 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
     queue = list(enumerate(tasks))[::-1]
     results: dict[int, RangeResult] = {}
     stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
-    procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, json.dumps(pad_token)],
+    procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, options.to_json()],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
              for _ in range(workers)]
     selector = selectors.DefaultSelector()
@@ -221,12 +224,12 @@ def _run_in_workers(tasks, out_dir, pad_token, workers, progress) -> list[RangeR
     return [results[i] for i in range(len(tasks))]
 
 
-def _worker_main(out_dir: str, pad_token: str | None) -> None:
+def _worker_main(out_dir: str, options: ReadOptions) -> None:
     """Worker entry: one JSON task [index, [path, start, stop]] per stdin line; one JSON
     result line [index, result] on stdout as each finishes. Ends when stdin closes."""
     for line in sys.stdin:
         index, (path, start, stop) = json.loads(line)
-        result = ingest_range(path, start, stop, out_dir, pad_token)
+        result = ingest_range(path, start, stop, out_dir, options)
         sys.stdout.write(json.dumps([index, asdict(result)]) + "\n")
         sys.stdout.flush()
 
@@ -238,4 +241,4 @@ def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, in
 
 
 if __name__ == "__main__":
-    _worker_main(sys.argv[1], json.loads(sys.argv[2]))
+    _worker_main(sys.argv[1], ReadOptions.from_json(sys.argv[2]))

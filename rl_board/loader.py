@@ -1,10 +1,11 @@
-"""Find runs, read their per-rank JSONL files, and merge them into step-indexed samples.
+"""Find runs, read their files with the run's reader, and merge them into step-indexed samples.
 
-``RunSource`` owns the reading: it remembers how far each file was parsed, so a
-refresh reads only the bytes appended since (never half a line), re-reads a file
-that shrank or was replaced, and keeps a columnar cache (see ``cache.py``) so a
-restarted app opens an unchanged run without parsing it. Each refresh returns a
-``Run``: an immutable snapshot the views draw from.
+``RunSource`` owns the reading: it remembers how far each file was read, so a
+refresh reads only the bytes appended since (never half a line) for formats that
+append (JSONL), re-reads a table file (parquet) or any file that shrank or was
+replaced, and keeps a columnar cache (see ``cache.py``) so a restarted app opens
+an unchanged run without parsing it. Each refresh returns a ``Run``
+(``run.py``): an immutable snapshot the views draw from.
 """
 
 from __future__ import annotations
@@ -13,26 +14,29 @@ import os
 import re
 import tempfile
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import fields as F
 from .cache import FileEntry, RunCache, cache_dir_for
-from .ingest import run_ranges, tasks_for, write_segment
-from .metrics import SampleTokens, compute_sample_tokens
-from .parse import SCHEMA, parse_line
+from .ingest import write_segment
+from .readers import ReadOptions, SourceChanged, detect, known_suffixes
+from .readers.canonical import SCHEMA, has_canonical_prefix
+from .run import LoadReport, Run
 from .tables import compute_step_stats
 
-ROOT_RUN = "."  # the run name of JSONL files lying directly in the root
+__all__ = ["ROOT_RUN", "RootError", "Run", "LoadReport", "RunSource", "SourceChanged", "list_runs",
+           "list_run_files", "load_run"]
+
+ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (
-    "Expected layout: ROOT/RUN_NAME/*.jsonl, one folder per run, one JSON object per line "
-    "(typically one file per data-parallel rank, e.g. rollout_data_rank0.jsonl)."
+    "Expected layout: ROOT/RUN_NAME/*.jsonl or ROOT/RUN_NAME/*.parquet, one folder per run: JSON lines, one "
+    "object per line (e.g. rollout_data_rank0.jsonl per rank, or verl's {step}.jsonl), or TRL's "
+    "completions_*.parquet."
 )
 Progress = Callable[[int, int], None]
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
@@ -47,102 +51,37 @@ def _natural_key(name: str):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
+def _holds_run(folder: Path) -> bool:
+    suffixes = known_suffixes()
+    try:
+        return any(p.suffix in suffixes and p.is_file() for p in folder.iterdir())
+    except OSError:
+        return False
+
+
 def list_runs(root: Path | str) -> list[str]:
-    """Run names under ``root``: its subfolders holding ``.jsonl`` files ("." for files in root itself)."""
+    """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
     root = Path(root).expanduser()
     if not root.exists():
         raise RootError(f"Folder not found: {root}. " + EXPECTED_LAYOUT)
     if not root.is_dir():
         raise RootError(f"{root} is a file, not a folder. " + EXPECTED_LAYOUT)
-    runs = sorted((d.name for d in root.iterdir()
-                   if d.is_dir() and not d.name.startswith(".") and any(d.glob("*.jsonl"))), key=_natural_key)
-    if any(root.glob("*.jsonl")):
+    runs = sorted((d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and _holds_run(d)),
+                  key=_natural_key)
+    if _holds_run(root):
         runs.insert(0, ROOT_RUN)
     if not runs:
-        raise RootError(f"No runs in {root}: no subfolder holds .jsonl files. " + EXPECTED_LAYOUT)
+        raise RootError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
     return runs
 
 
-def list_run_files(run_dir: Path) -> tuple[list[Path], list[str]]:
-    """(the run's ``.jsonl`` files in natural name order, names of other files ignored)."""
+def list_run_files(run_dir: Path, suffix: str = ".jsonl") -> tuple[list[Path], list[str]]:
+    """(the run's files ending in ``suffix``, in natural name order; names of other files ignored)."""
     if not run_dir.is_dir():
         raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
     entries = [p for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
-    jsonl = sorted((p for p in entries if p.suffix == ".jsonl"), key=lambda p: _natural_key(p.name))
-    return jsonl, sorted(p.name for p in entries if p.suffix != ".jsonl")
-
-
-@dataclass(frozen=True)
-class LoadReport:
-    """What a load read: counts, the rejected lines, and notes for the user."""
-
-    files: tuple[str, ...]
-    lines_ok: int
-    lines_bad: int
-    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
-    skipped: int = 0  # lines left out by max samples per step
-    ignored_files: tuple[str, ...] = ()
-    pending: tuple[str, ...] = ()  # files whose last line has no newline yet
-    notes: tuple[str, ...] = ()
-
-
-class SourceChanged(RuntimeError):
-    """A log line is no longer where the run last read it: the file changed; refresh to re-read it."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """A snapshot of a run.
-
-    ``samples`` has one row per sample, ordered by step, file, line, with numbers
-    only (scalars, aggregates, where the line lies); ``with_text`` adds the texts
-    and ``sample_tokens`` reads one sample's token lists from its line, so memory
-    holds neither for the whole run. ``steps`` has one row per step
-    (``tables.compute_step_stats``).
-    """
-
-    path: Path
-    files: tuple[str, ...]
-    samples: pd.DataFrame
-    steps: pd.DataFrame
-    report: LoadReport
-    pad_token: str | None
-    _segments: dict[tuple[int, int], pa.Table] = field(repr=False)
-
-    def step_samples(self, step: int) -> pd.DataFrame:
-        """The samples of one step with their texts, in file and line order."""
-        return self.with_text(self.samples[self.samples[F.STEP] == step])
-
-    def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
-        and ``source`` ("file:line")."""
-        texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
-        position = pd.Series(np.arange(len(frame)), index=frame.index)
-        for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
-            table = self._segments[(int(file), int(seg))]
-            rows = group["row"].to_numpy()
-            places = position[group.index].to_numpy()
-            for name in F.TEXT_FIELDS:
-                values = _take(table.column(name), rows)
-                column = texts[name]
-                for place, value in zip(places, values):
-                    column[place] = value
-        texts["source"] = [f"{self.files[f]}:{line}" for f, line in zip(frame[F.FILE], frame[F.LINE])]
-        return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
-                               for name, values in texts.items()})
-
-    def sample_tokens(self, label) -> SampleTokens:
-        """One sample's token lists (``label`` in ``samples``), read again from its log line."""
-        row = self.samples.loc[label]
-        path = self.path / self.files[int(row[F.FILE])]
-        offset, length = int(row["offset"]), int(row["length"])
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            raw = fh.read(length + 1)
-        obj = parse_line(raw[:length]) if raw[length:] == b"\n" else "moved"
-        if isinstance(obj, str) or obj.get(F.STEP) != row[F.STEP]:
-            raise SourceChanged(f"{path.name}:{int(row[F.LINE])} changed since the run was read; refresh it.")
-        return compute_sample_tokens(obj, self.pad_token)
+    kept = sorted((p for p in entries if p.suffix == suffix), key=lambda p: _natural_key(p.name))
+    return kept, sorted(p.name for p in entries if p.suffix != suffix)
 
 
 class _FileState:
@@ -158,25 +97,28 @@ class _FileState:
         self.segments: list[tuple[str, int, pa.Table]] = []
         self.entry: FileEntry | None = None
         self.pending = False
+        self.error: str | None = None  # why the whole file could not be read
 
 
 class RunSource:
     """Reads one run folder incrementally; ``refresh()`` returns the newest ``Run``.
 
     Args:
-        run_dir: the folder of ``.jsonl`` files.
+        run_dir: the folder of the run's files (its format is detected, see ``readers.detect``).
         pad_token: positions at and after its first occurrence leave every aggregate.
         max_per_step: keep the first N samples of each step (file order, then line order).
         cache_root: where caches live (default ``cache.default_cache_root()``); False turns caching off.
+        fields: ``(canonical, source)`` pairs of the user's field mapping.
     """
 
     def __init__(self, run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
-                 cache_root: Path | None | bool = None):
+                 cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = ()):
         self.run_dir = Path(run_dir)
-        self.pad_token = pad_token or None
+        self.options = ReadOptions(pad_token or None, tuple(fields))
         self.max_per_step = max_per_step
-        self._cache = None if cache_root is False or max_per_step is not None else RunCache(
-            cache_dir_for(self.run_dir, self.pad_token, None if cache_root in (None, True) else cache_root))
+        self._cache_root = cache_root
+        self.reader = None
+        self._cache: RunCache | None = None
         self._scratch: tempfile.TemporaryDirectory | None = None  # segments when there is no cache
         self._files: dict[str, _FileState] = {}
         self._quota: dict[int, int] = {}
@@ -186,10 +128,32 @@ class RunSource:
         self.last_status: dict[str, str] = {}  # file -> "cached", "appended", "parsed" or "unchanged"
         self.latest: Run | None = None  # what the last refresh returned
 
+    @property
+    def pad_token(self) -> str | None:
+        return self.options.pad_token
+
+    def _use_reader(self) -> None:
+        """Detect the run's format (again while no file was read: the folder may have been empty)."""
+        reader = detect(self.run_dir)
+        if reader is self.reader:
+            return
+        self.reader, self._opened = reader, False
+        self._files.clear()
+        self._quota.clear()
+        use_cache = self._cache_root is not False and self.max_per_step is None
+        self._cache = RunCache(cache_dir_for(self.run_dir, self._cache_key(),
+                                             None if self._cache_root in (None, True) else self._cache_root)
+                               ) if use_cache else None
+
+    def _cache_key(self) -> str:
+        return f"{self.reader.NAME}:{self.options.to_json()}"
+
     def refresh(self, progress: Progress | None = None) -> Run:
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
         with self._lock:
-            paths, ignored = list_run_files(self.run_dir)
+            if self.reader is None or not self._files:
+                self._use_reader()
+            paths, ignored = list_run_files(self.run_dir, self.reader.SUFFIX)
             unreadable = {p.name: why for p in paths if (why := _unreadable(p))}
             paths = [p for p in paths if p.name not in unreadable]
             self.last_status = {}
@@ -200,7 +164,9 @@ class RunSource:
             gone = set(self._files) - names
             for name in gone:
                 del self._files[name]
-            statuses = {name: s.entry.status(s.path) for name, s in self._files.items() if s.entry is not None}
+            appendable = self.reader.APPENDABLE
+            statuses = {name: s.entry.status(s.path, appendable)
+                        for name, s in self._files.items() if s.entry is not None}
             if self.max_per_step is not None and "stale" in statuses.values():
                 self._files.clear()  # lines skipped for a full step may now be needed: count again from the start
                 self._quota.clear()
@@ -225,8 +191,7 @@ class RunSource:
             self._read(todo, progress)
             if todo or gone:
                 self._save_manifest()
-            notes = [f"Could not read {name} ({why}); the other files loaded." for name, why in unreadable.items()]
-            self.latest = self._snapshot(paths, ignored, notes)
+            self.latest = self._snapshot(paths, ignored, unreadable)
             return self.latest
 
     # -- reading -----------------------------------------------------------------------------
@@ -235,17 +200,18 @@ class RunSource:
         if self._cache is None:
             return
         try:
-            entries = self._cache.read_manifest(self.pad_token)
+            entries = self._cache.read_manifest(self._cache_key())
             for path in paths:
                 entry = entries.get(path.name)
-                if entry is None or entry.status(path) == "stale":
+                if entry is None or entry.status(path, self.reader.APPENDABLE) == "stale":
                     continue
                 state = _FileState(path)
                 state.offset, state.next_line, state.entry = entry.offset, entry.next_line, entry
                 state.errors = [(int(line), str(reason)) for line, reason in entry.errors]
+                state.error = entry.file_error
                 for name, first_line in entry.segments:
                     table = self._cache.open_segment(name)
-                    if table.schema != SCHEMA:
+                    if not has_canonical_prefix(table.schema):
                         raise ValueError(f"segment {name} has an unexpected schema")
                     state.segments.append((name, first_line, table))
                 self._files[path.name] = state
@@ -273,8 +239,9 @@ class RunSource:
         return self._scratch.name, False
 
     def _read(self, todo: list[tuple[_FileState, int]], progress: Progress | None) -> None:
-        """Parse bytes [offset, size) of each file, up to its last newline, and attach the segments."""
-        tasks = tasks_for((state.path, state.offset, size) for state, size in todo)
+        """Read bytes [offset, size) of each file (up to its last newline, for JSONL) and attach
+        the segments."""
+        tasks = [(state.path, state.offset, size) for state, size in todo if size > state.offset]
         if not tasks:
             return
         out_dir, keep = self._segment_dir()
@@ -285,13 +252,14 @@ class RunSource:
             if progress is not None:
                 progress(done[0], total)
 
-        results = run_ranges(tasks, out_dir, self.pad_token, self._quota, self.max_per_step, advance)
+        results = self.reader.read(tasks, out_dir, self.options, self._quota, self.max_per_step, advance)
         by_path = {str(state.path): state for state, _ in todo}
         for result in results:
             state = by_path[result.path]
             first_line = state.next_line
             state.errors.extend((first_line + line - 1, reason) for line, reason in result.errors)
             state.skipped += result.skipped
+            state.error = result.error
             if result.segment is not None:
                 segment = os.path.join(out_dir, result.segment)
                 if keep:
@@ -307,7 +275,8 @@ class RunSource:
         for state, _ in todo:
             self._compact(state, out_dir, keep)
             state.entry = FileEntry.describe(state.path, state.offset, state.next_line,
-                                             [[n, first] for n, first, _ in state.segments if n], state.errors)
+                                             [[n, first] for n, first, _ in state.segments if n], state.errors,
+                                             state.error)
 
     def _compact(self, state: _FileState, out_dir: str, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
@@ -320,7 +289,8 @@ class RunSource:
         first_line = merged[0][1]
         line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
-            t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged)
+            (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged),
+            promote_options="default")
         name = ""
         if keep:
             name = write_segment(table, out_dir)
@@ -332,7 +302,7 @@ class RunSource:
             return
         entries = {name: state.entry for name, state in self._files.items() if state.entry is not None}
         try:
-            self._cache.write_manifest(entries, self.pad_token)
+            self._cache.write_manifest(entries, self._cache_key())
             self._cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
         except OSError as exc:
             self._notes.append(f"Could not write the cache in {self._cache.folder} ({exc}); not caching.")
@@ -340,14 +310,15 @@ class RunSource:
 
     # -- the snapshot ---------------------------------------------------------------------------
 
-    def _snapshot(self, paths: list[Path], ignored: list[str], notes: list[str]) -> Run:
+    def _snapshot(self, paths: list[Path], ignored: list[str], unreadable: dict[str, str]) -> Run:
         names = [p.name for p in paths]
         parts, segments = [], {}
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
                 segments[(file_index, seg_index)] = table
                 parts.append(_numbers(table, first_line, file_index, seg_index))
-        numbers = pa.concat_tables(parts) if parts else _numbers(SCHEMA.empty_table(), 1, 0, 0)
+        numbers = (pa.concat_tables(parts, promote_options="default") if parts
+                   else _numbers(SCHEMA.empty_table(), 1, 0, 0))
         samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
         skipped = sum(s.skipped for s in self._files.values())
         if self.max_per_step is not None:
@@ -356,13 +327,16 @@ class RunSource:
             skipped += before - len(samples)
         samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
+        failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
+        failed = tuple((name, failed[name]) for name in sorted(failed, key=_natural_key))
+        notes = [f"Could not read {name} ({why}); the other files loaded." for name, why in failed]
         report = LoadReport(
             files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
-            notes=tuple(self._notes + notes),
+            notes=tuple(self._notes + notes), unreadable=failed, reader=self.reader.NAME,
         )
-        return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.pad_token,
-                   segments)
+        return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
+                   segments, self.reader)
 
 
 def _unreadable(path: Path) -> str | None:
@@ -381,21 +355,6 @@ def _source_bytes(table: pa.Table) -> int:
     return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
 
 
-def _take(column: pa.ChunkedArray, rows: np.ndarray) -> list:
-    """``column[rows]`` as Python values, taken chunk by chunk: ``ChunkedArray.take`` joins the
-    chunks first, which would read a whole memory-mapped column to show a few rows."""
-    ends = np.cumsum([len(chunk) for chunk in column.chunks])
-    chunk_of = np.searchsorted(ends, rows, side="right")
-    out = [None] * len(rows)
-    for index in np.unique(chunk_of):
-        picked = np.flatnonzero(chunk_of == index)
-        start = ends[index] - len(column.chunks[index])
-        values = column.chunks[index].take(pa.array(rows[picked] - start)).to_pylist()
-        for place, value in zip(picked, values):
-            out[place] = value
-    return out
-
-
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
     """The numeric columns of a segment (texts stay behind), line numbers made absolute
     (segments count lines from their own start), and where each row lives: file, seg, row."""
@@ -409,6 +368,7 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
 
 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
-             cache_root: Path | None | bool = None, progress: Progress | None = None) -> Run:
+             cache_root: Path | None | bool = None, progress: Progress | None = None,
+             fields: tuple[tuple[str, str], ...] = ()) -> Run:
     """Read a run folder once and return it (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root).refresh(progress)
+    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields).refresh(progress)

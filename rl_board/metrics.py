@@ -94,6 +94,8 @@ class SampleTokens:
     token_rewards: np.ndarray
     is_pad: np.ndarray
     lengths: dict[str, int]
+    rollout_logprobs: np.ndarray | None = None  # the sampler's (vLLM/SGLang) log-probs, when logged
+    entropy: np.ndarray | None = None
 
     @property
     def lengths_differ(self) -> bool:
@@ -122,4 +124,4 @@ def compute_sample_tokens(row: dict, pad_token: str | None = None) -> SampleToke
     is_pad = np.zeros(n, dtype=bool)
     is_pad[valid:] = True
     return SampleTokens(cut, arr("logprobs"), arr("ref_logprobs"), arr("values"), arr("token_rewards"),
-                        is_pad, lengths)
+                        is_pad, lengths, arr("rollout_logprobs"), arr("entropy"))

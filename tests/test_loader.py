@@ -168,7 +168,7 @@ def test_take_reads_rows_across_chunks():
     import numpy as np
     import pyarrow as pa
 
-    from rl_board.loader import _take
+    from rl_board.run import _take
 
     column = pa.chunked_array([["a", "b"], ["c"], [], ["d", "e", "f"]])
     assert _take(column, np.array([5, 0, 2, 3])) == ["f", "a", "c", "d"]

@@ -1,12 +1,15 @@
-"""Turn bytes of JSONL into a table of samples with their aggregates, one bad line at a time.
+"""JSON lines: the board's own rollout lines, OpenRLHF-style rank files and verl's ``{step}.jsonl`` dumps.
 
-Each line is parsed by orjson (ujson where orjson refuses NaN/Infinity, which
-Python's json writes) and checked. What a sample's row needs is kept: its
-scalars, its texts, where the line lies in the file, and its per-sample
-aggregates (log-ratio and KL over the positions before the pad). The per-token
-lists themselves are not kept: a sample's tokens are read again from its line
-when it is shown, so memory does not grow with tokens. A bad line costs only
-itself: it becomes an entry in ``errors`` and every other line loads.
+Each line is one sample. It is decoded in two passes: msgspec splits the top
+level into raw values without parsing them, the keys are resolved (user mapping,
+own name, alias: see ``readers``), and only the values a row needs are decoded,
+the per-token lists with a typed float decoder. A line msgspec refuses (NaN and
+Infinity, which Python's json writes, or anything broken) is parsed again by
+orjson, then ujson, which also word the error. What a sample's row keeps: its
+scalars, texts, extras, where the line lies, and its per-sample aggregates
+(log-ratio and KL over the positions before the pad). The per-token lists are
+not kept: a sample's tokens are read again from its line when it is shown. A
+bad line costs only itself: it becomes an entry in ``errors``.
 """
 
 from __future__ import annotations
@@ -15,32 +18,24 @@ import gc
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import msgspec
 import numpy as np
 import orjson
 import pyarrow as pa
 import ujson
 
-from . import fields as F
-from .metrics import LOG_RATIO_AGGREGATES, compute_log_ratio_aggregates, token_positions
+from .. import fields as F
+from ..metrics import compute_log_ratio_aggregates, token_positions
+from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value
+from .canonical import SCHEMA, build_table
 
-#: One row per accepted line.
-SCHEMA = pa.schema(
-    [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
-    + [(name, pa.float64()) for name in F.SCALAR_FIELDS]
-    + [(name, pa.string()) for name in F.TEXT_FIELDS]
-    + [
-        (F.LINE, pa.int64()),  # 1-based, counted from the block's first line
-        ("offset", pa.int64()),  # byte offset of the line in its file
-        ("length", pa.int64()),  # bytes of the line, without its newline
-        ("n_tokens", pa.int32()),  # token positions: the shortest numeric list
-        ("response_len", pa.int32()),  # positions before the pad; -1 when nothing tells
-        ("lengths_differ", pa.bool_()),  # per-token lists of unequal length
-        ("response_chars", pa.float64()),  # characters of the response, pads removed
-        ("ref_response_chars", pa.float64()),
-    ]
-    + [(name, pa.float64()) for name in LOG_RATIO_AGGREGATES]
-)
+NAME = "jsonl"
+SUFFIX = ".jsonl"
+APPENDABLE = True  # a file that grew is read from where the last read stopped
+ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
+
 #: The fields of a row tuple built while parsing, in order.
 _ROW_FIELDS = (F.LINE, "offset", "length", F.STEP, F.REWARD, *F.SCALAR_FIELDS, *F.TEXT_FIELDS,
                "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars")
@@ -49,12 +44,17 @@ _AGGREGATED = ("logprobs", "ref_logprobs")  # lists whose every entry the aggreg
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
 
+_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])  # the top level, values left unparsed
+_FLOATS = msgspec.json.Decoder(list[float | None])
+_ANY = msgspec.json.Decoder()
+_SCALAR_START = frozenset(b"-0123456789tf")  # first byte of a JSON number or boolean
+
 
 @dataclass
 class ParsedBlock:
     """Samples parsed from a block of complete lines, and the lines rejected.
 
-    table: one row per accepted line, columns of ``SCHEMA``.
+    table: one row per accepted line, canonical columns (``canonical.SCHEMA`` plus extras).
     errors: ``(line_number, reason)`` for every rejected line.
     lines: complete lines in the block (blank ones included).
     skipped: lines not parsed because their step already had enough samples.
@@ -66,20 +66,22 @@ class ParsedBlock:
     skipped: int = 0
 
 
-def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_token: str | None = None,
+def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options: ReadOptions = ReadOptions(),
                 step_quota: dict[int, int] | None = None, max_per_step: int | None = None) -> ParsedBlock:
     """Parse the complete lines of ``data`` (up to its last newline).
 
     Args:
         data: bytes of a file starting at byte ``base_offset``, at a line start.
         first_line: the number of the first line.
-        pad_token: positions at and after its first occurrence leave the aggregates.
+        options: the pad token (positions at and after its first occurrence leave the
+            aggregates) and the user's field mapping.
         step_quota, max_per_step: with ``max_per_step``, keep a line only while its
             step has fewer samples than that in ``step_quota`` (updated in place); a
             line whose step is already full is skipped without being parsed.
     """
     quota = step_quota if step_quota is not None else {}
-    rows, logps, refs, errors, skipped, lines = [], [], [], [], 0, 0
+    resolver = KeyResolver(options.fields, ALIASES)
+    rows, extras, logps, refs, errors, skipped, lines = [], [], [], [], [], 0, 0
     enabled = gc.isenabled()
     gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
     try:
@@ -93,13 +95,13 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_toke
                 if len(hits) == 1 and quota.get(int(hits[0]), 0) >= max_per_step:
                     skipped += 1
                     continue
-            parsed = _parse_line(raw, pad_token)
+            parsed = _parse_line(raw, options.pad_token, resolver)
             if parsed is None:
                 continue
             if isinstance(parsed, str):
                 errors.append((number, parsed))
                 continue
-            row, logp, ref = parsed
+            row, extra, logp, ref = parsed
             if max_per_step is not None:
                 step = row[0]
                 if quota.get(step, 0) >= max_per_step:
@@ -107,6 +109,7 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_toke
                     continue
                 quota[step] = quota.get(step, 0) + 1
             rows.append((number, base_offset + line_start, len(raw), *row))
+            extras.append(extra)
             logps.append(logp)
             refs.append(ref)
     finally:
@@ -114,8 +117,9 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, pad_toke
             gc.enable()
     columns = dict(zip(_ROW_FIELDS, zip(*rows))) if rows else {name: () for name in _ROW_FIELDS}
     columns.update(compute_log_ratio_aggregates(logps, refs))
-    arrays = [pa.array(columns[f.name], type=f.type) for f in SCHEMA]
-    return ParsedBlock(pa.Table.from_arrays(arrays, schema=SCHEMA), errors, lines, skipped)
+    names = {name for extra in extras for name in extra}
+    extra_columns = {name: [extra.get(name) for extra in extras] for name in names}
+    return ParsedBlock(build_table(columns, extra_columns), errors, lines, skipped)
 
 
 def parse_line(raw: bytes) -> dict | str:
@@ -136,19 +140,56 @@ def parse_line(raw: bytes) -> dict | str:
     return obj
 
 
-def _parse_line(raw: memoryview, pad_token: str | None):
-    """(row, logprobs, ref_logprobs cut to the counted positions) for one line, None for a
-    blank line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS``
+def record(path: Path, offset: int, length: int, line: int) -> dict:
+    """The line of one sample as a dict, read again from its file; ``SourceChanged`` when it is
+    no longer there."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        raw = fh.read(length + 1)
+    obj = parse_line(raw[:length]) if raw[length:] == b"\n" else "moved"
+    if isinstance(obj, str):
+        raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+    return obj
+
+
+def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=None, progress=None):
+    """Parse every (path, start, stop) byte range of new lines into segments (see ``ingest``)."""
+    from ..ingest import run_ranges, tasks_for
+
+    return run_ranges(tasks_for(tasks), out_dir, options, quota, max_per_step, progress)
+
+
+def _parse_line(raw: memoryview, pad_token: str | None, resolver: KeyResolver):
+    """(row, extras, logprobs and ref_logprobs cut to the counted positions) for one line, None
+    for a blank line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS``
     after line, offset and length."""
     if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
         return None
+    try:
+        return _build_row(_TOP.decode(raw), True, pad_token, resolver)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # not strict JSON, not an object: the slow path says why
+        pass
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
-    get = obj.get
+    return _build_row(obj, False, pad_token, resolver)
+
+
+def _build_row(top: dict, raw_values: bool, pad_token: str | None, resolver: KeyResolver):
+    """The row of one line from its top-level values: ``msgspec.Raw`` values decoded here when
+    ``raw_values``, else Python values. Raises ``msgspec.DecodeError`` on a raw value msgspec
+    can't decode (the caller then takes the slow path)."""
+    sources, taken = resolver.resolve(top.keys())
+
+    def get(name):
+        key = sources.get(name)
+        if key is None:
+            return None
+        return _ANY.decode(top[key]) if raw_values else top[key]
+
     step = get(F.STEP)
     if step is None:
-        return "missing 'step'"
+        return f"missing {resolver.source_of(F.STEP)}"
     if type(step) is not int:
         if not _is_number(step) or not float(step).is_integer():
             return f"'step' must be an integer, got {_short(step)}"
@@ -157,7 +198,7 @@ def _parse_line(raw: memoryview, pad_token: str | None):
         return f"'step' out of range: {_short(step)}"
     reward = get(F.REWARD)
     if reward is None:
-        return "missing 'reward'"
+        return f"missing {resolver.source_of(F.REWARD)}"
     if not _is_number(reward):
         return f"'reward' must be a number, got {_short(reward)}"
     scalars = [float(v) if _is_number(v) else None for v in map(get, F.SCALAR_FIELDS)]
@@ -165,19 +206,37 @@ def _parse_line(raw: memoryview, pad_token: str | None):
              for v in map(get, F.TEXT_FIELDS)]
     arrays, lengths = {}, {}
     for name in F.TOKEN_FIELDS:
-        values = get(name)
+        key = sources.get(name)
+        if key is None:
+            continue
+        values, typed = top[key], False
+        if raw_values:
+            try:
+                values, typed = _FLOATS.decode(values), True
+            except msgspec.ValidationError:  # null, or entries that are not numbers: look closer
+                values = _ANY.decode(values)
         if values is None:
             continue
         if type(values) is not list:
             return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
         lengths[name] = len(values)
         if name in _AGGREGATED:  # the others' entries are checked when the sample is shown
-            array = _float_array(values)
+            array = _float_array(values, typed)
             if array is None:
                 return f"'{name}' must be a list of numbers or null"
             arrays[name] = array
     tokens = get(F.TOKENS)
     tokens = tokens if type(tokens) is list else None
+    extras = {}
+    for key, value in top.items():
+        if key in taken:
+            continue
+        if raw_values:
+            if memoryview(value)[0] not in _SCALAR_START:
+                continue
+            value = _ANY.decode(value)
+        if is_extra_value(value):
+            extras[key] = _to_float(value)
     n, valid = token_positions(lengths, tokens, pad_token)
     sizes = set(lengths.values())
     if tokens is not None and lengths:
@@ -188,23 +247,23 @@ def _parse_line(raw: memoryview, pad_token: str | None):
            valid if lengths or tokens is not None else -1, len(sizes) > 1, *chars)
     logp, ref = arrays.get("logprobs"), arrays.get("ref_logprobs")
     if logp is None or ref is None:
-        return row, None, None
-    return row, logp[:valid], ref[:valid]
+        return row, extras, None, None
+    return row, extras, logp[:valid], ref[:valid]
 
 
-def _float_array(values: list) -> np.ndarray | None:
-    """float64, shape (len(values),), null entries as NaN; None if anything is not a number."""
+def _float_array(values: list, typed: bool) -> np.ndarray | None:
+    """float64, shape (len(values),), null entries as NaN; None if anything is not a number.
+    ``typed``: msgspec already checked every entry is a number or null."""
+    if not typed and not all(v is None or _is_number(v) for v in values):
+        return None
+    return np.array(values, dtype=np.float64)
+
+
+def _to_float(value) -> float:
     try:
-        array = np.array(values)
-    except ValueError:  # ragged nested lists
-        return None
-    if array.ndim != 1:
-        return None
-    if array.dtype.kind in "fiu":
-        return array.astype(np.float64, copy=False)
-    if array.dtype.kind == "O" and all(v is None or _is_number(v) for v in values):
-        return np.array(values, dtype=np.float64)
-    return None
+        return float(value)
+    except OverflowError:  # an integer beyond float range
+        return float("inf") if value > 0 else float("-inf")
 
 
 def _is_number(value) -> bool:

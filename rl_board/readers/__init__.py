@@ -1,0 +1,164 @@
+"""Readers: one module per source format, each producing the same canonical rows.
+
+``detect(run_dir)`` is the one place that picks a format: a run folder of
+``*.jsonl`` files is read by ``jsonl`` (the board's own lines, OpenRLHF-style
+ranks and verl's ``{step}.jsonl`` dumps), a folder of ``*.parquet`` files by
+``parquet`` (TRL's ``completions_*.parquet``). Adding a format is one module with
+a ``READER`` object (name, suffix, ``read``, ``record``) and one line in
+``READERS``.
+
+Key resolution is shared: a canonical field (``fields.CANONICAL``) comes from the
+source key the user mapped to it (``--field reward=my_score``), else from the
+key of its own name, else from its alias (``fields.ALIASES`` plus a reader's
+own). Every other top-level numeric or boolean field is an *extra*.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import fields as F
+
+
+class SourceChanged(RuntimeError):
+    """A sample is no longer where the run last read it: the file changed; refresh to re-read it."""
+
+
+class FileError(ValueError):
+    """A whole file can't be read (a corrupt parquet file, a table without ``step``); the other files load."""
+
+
+class FieldMappingError(ValueError):
+    """A ``CANONICAL=SOURCE`` mapping that can't be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a run is read; everything here changes the parsed rows, so it keys the cache.
+
+    pad_token: positions at and after its first occurrence leave the aggregates.
+    fields: ``(canonical, source)`` pairs from the user's field mapping.
+    """
+
+    pad_token: str | None = None
+    fields: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> str:
+        return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields]})
+
+    @classmethod
+    def from_json(cls, text: str) -> "ReadOptions":
+        raw = json.loads(text)
+        return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]))
+
+
+def parse_field_mapping(items) -> tuple[tuple[str, str], ...]:
+    """``["reward=my_score", "response=answer"]`` (or one comma-separated string) as
+    ``(canonical, source)`` pairs, in canonical order. Raises ``FieldMappingError``."""
+    if isinstance(items, str):
+        items = items.split(",")
+    pairs: dict[str, str] = {}
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        canonical, sep, source = (part.strip() for part in item.partition("="))
+        if not sep or not canonical or not source:
+            raise FieldMappingError(f"field mapping {item!r} is not CANONICAL=SOURCE (e.g. reward=my_score)")
+        if canonical not in F.CANONICAL:
+            raise FieldMappingError(f"{canonical!r} is not a field the board knows; use one of: "
+                                    + ", ".join(F.CANONICAL))
+        if canonical in pairs:
+            raise FieldMappingError(f"{canonical!r} is mapped twice")
+        pairs[canonical] = source
+    return tuple((c, pairs[c]) for c in F.CANONICAL if c in pairs)
+
+
+def format_field_mapping(fields: tuple[tuple[str, str], ...]) -> str:
+    """The mapping as a user types it: ``reward=my_score, response=answer``."""
+    return ", ".join(f"{c}={s}" for c, s in fields)
+
+
+class KeyResolver:
+    """Which source key feeds each canonical field, for one key set (cached: lines of a run share keys)."""
+
+    def __init__(self, fields: tuple[tuple[str, str], ...] = (), aliases: dict[str, str] | None = None):
+        self.mapped = dict(fields)
+        self.aliases = {**F.ALIASES, **(aliases or {})}
+        self._cache: dict[tuple, tuple[dict[str, str], frozenset]] = {}
+
+    def resolve(self, keys) -> tuple[dict[str, str], frozenset]:
+        """(canonical name -> source key present in ``keys``, the keys that are not extras)."""
+        keys = tuple(keys)
+        hit = self._cache.get(keys)
+        if hit is not None:
+            return hit
+        present = set(keys)
+        sources = {}
+        for name in F.CANONICAL:
+            if name in self.mapped:
+                candidates = (self.mapped[name],)
+            else:
+                candidates = (name, self.aliases.get(name))
+            for key in candidates:
+                if key is not None and key in present:
+                    sources[name] = key
+                    break
+        taken = frozenset(F.CANONICAL) | frozenset(sources.values())
+        if len(self._cache) < 1024:
+            self._cache[keys] = (sources, taken)
+        return sources, taken
+
+    def source_of(self, name: str) -> str:
+        """How a missing canonical field is described in an error: ``'reward'`` or
+        ``'reward' (mapped from 'my_score')``."""
+        if name in self.mapped:
+            return f"'{name}' (mapped from '{self.mapped[name]}')"
+        alias = self.aliases.get(name)
+        return f"'{name}'" + (f" or '{alias}'" if alias else "")
+
+
+def canonical_record(obj: dict, fields: tuple[tuple[str, str], ...] = (),
+                     aliases: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """One source record as (canonical name -> value, every other field -> value)."""
+    sources, taken = KeyResolver(fields, aliases).resolve(obj.keys())
+    return ({name: obj[key] for name, key in sources.items()},
+            {key: value for key, value in obj.items() if key not in taken})
+
+
+def is_extra_value(value) -> bool:
+    """Whether a top-level value makes its field an extra: a number or a boolean."""
+    return isinstance(value, (int, float))
+
+
+def reader_for(name: str):
+    """The reader module called ``name``."""
+    for reader in READERS:
+        if reader.NAME == name:
+            return reader
+    raise KeyError(name)
+
+
+def detect(run_dir: Path):
+    """The reader for a run folder: the first of ``READERS`` whose files it holds (jsonl when none)."""
+    run_dir = Path(run_dir)
+    try:
+        suffixes = {p.suffix for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
+    except OSError:
+        suffixes = set()
+    for reader in READERS:
+        if reader.SUFFIX in suffixes:
+            return reader
+    return READERS[0]
+
+
+def known_suffixes() -> tuple[str, ...]:
+    return tuple(reader.SUFFIX for reader in READERS)
+
+
+from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
+
+#: Every reader, in detection order.
+READERS = (jsonl, parquet)

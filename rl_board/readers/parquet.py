@@ -1,0 +1,158 @@
+"""Parquet tables: TRL's ``completions/completions_{step:05d}.parquet`` (``log_completions=True``).
+
+One row is one completion: ``step``, ``prompt``, ``completion`` (-> ``response``),
+one float column per reward function, ``advantage``. The file is read column-wise
+with pyarrow, never row by row. ``reward`` is the ``reward`` column when there is
+one, else the sum of the reward-function columns ignoring NaN (0 when all are
+NaN, as TRL's ``nansum``), the reward-function columns being the numeric columns
+other than ``step``, ``advantage`` and the canonical ones. Every numeric or
+boolean column that feeds no canonical field is an extra (so each reward function
+and ``advantage`` are). A table file can't grow by appending: any change re-reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import fields as F
+from ..metrics import LOG_RATIO_AGGREGATES
+from . import FileError, KeyResolver, ReadOptions, SourceChanged
+from .canonical import build_table
+
+NAME = "parquet"
+SUFFIX = ".parquet"
+APPENDABLE = False
+ALIASES = {"response": "completion"}
+NOT_REWARD_FUNCTIONS = ("step", "advantage")
+
+
+def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=None, progress=None):
+    """Read each whole file of (path, start, stop) ``tasks`` into a segment; a file that can't be
+    read gets its reason in ``RangeResult.error``. (Max samples per step is applied by the loader.)"""
+    from ..ingest import RangeResult, write_segment
+
+    results = []
+    for path, _, stop in tasks:
+        result = RangeResult(str(path), 0, stop)
+        try:
+            table, errors, rows = read_table(Path(path), options)
+        except FileError as exc:
+            result.error = str(exc)
+        else:
+            result.lines, result.rows, result.errors = rows, table.num_rows, errors
+            if table.num_rows:
+                result.segment = write_segment(table, out_dir)
+        results.append(result)
+        if progress is not None:
+            progress(stop)
+    return results
+
+
+def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(canonical table, (row, reason) for each rejected row, rows in the file). Raises
+    ``FileError`` when the file can't be used at all."""
+    try:
+        source = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise FileError(f"not a readable parquet file: {exc}") from exc
+    resolver = KeyResolver(options.fields, ALIASES)
+    sources, taken = resolver.resolve(source.column_names)
+    rows = source.num_rows
+    if F.STEP not in sources:
+        raise FileError(f"no {resolver.source_of(F.STEP)} column")
+    step = _integers(source[sources[F.STEP]])
+    if F.REWARD in sources:
+        reward = _numbers(source[sources[F.REWARD]], F.REWARD)
+    else:
+        functions = [name for name in source.column_names if name not in taken
+                     and name not in NOT_REWARD_FUNCTIONS and _is_numeric(source.schema.field(name).type)]
+        if not functions:
+            raise FileError(f"no {resolver.source_of(F.REWARD)} column and no numeric reward-function "
+                            "columns to sum")
+        stacked = np.column_stack([_floats(source[name]) for name in functions])
+        reward = pa.array(np.nansum(stacked, axis=1))
+    no_step, no_reward = _mask(step.is_null()), _mask(reward.is_null())
+    errors = sorted([(int(i) + 1, f"missing {resolver.source_of(F.STEP)}") for i in np.flatnonzero(no_step)]
+                    + [(int(i) + 1, f"missing {resolver.source_of(F.REWARD)}")
+                       for i in np.flatnonzero(no_reward & ~no_step)])
+    index = np.arange(rows, dtype=np.int64)
+    if errors:
+        keep = pa.array(~(no_step | no_reward))
+        source, step, reward, index = source.filter(keep), step.filter(keep), reward.filter(keep), index[~(
+            no_step | no_reward)]
+    n = source.num_rows
+    missing = pa.nulls(n, pa.float64())
+    columns = {F.STEP: step, F.REWARD: reward, F.LINE: index + 1, "offset": index, "length": np.zeros(n, dtype=np.int64),
+               "n_tokens": np.zeros(n, dtype=np.int32), "response_len": np.full(n, -1, dtype=np.int32),
+               "lengths_differ": np.zeros(n, dtype=bool)}
+    for name in F.SCALAR_FIELDS:
+        columns[name] = _numbers(source[sources[name]], name) if name in sources else missing
+    for name in F.TEXT_FIELDS:
+        columns[name] = _texts(source[sources[name]]) if name in sources else pa.nulls(n, pa.string())
+    for name, text in (("response_chars", "response"), ("ref_response_chars", "ref_response")):
+        texts = columns[text]
+        if options.pad_token:
+            texts = pc.replace_substring(texts, options.pad_token, "")
+        columns[name] = pc.utf8_length(texts)
+    for name in LOG_RATIO_AGGREGATES:  # no per-token lists in a table file
+        columns[name] = missing
+    extras = {name: source[name] for name in source.column_names
+              if name not in taken and _is_numeric(source.schema.field(name).type, booleans=True)}
+    return build_table(columns, extras), errors, rows
+
+
+def record(path: Path, offset: int, length: int, line: int) -> dict:
+    """Row ``offset`` (0-based) of a table file as a dict."""
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
+    if offset >= table.num_rows:
+        raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+    return table.slice(offset, 1).to_pylist()[0]
+
+
+def _mask(flags) -> np.ndarray:
+    """A boolean Arrow array or chunked array as a numpy bool array."""
+    return np.asarray(flags, dtype=bool)
+
+
+def _is_numeric(type_: pa.DataType, booleans: bool = False) -> bool:
+    return pa.types.is_integer(type_) or pa.types.is_floating(type_) or (booleans and pa.types.is_boolean(type_))
+
+
+def _integers(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A step column as int64; floats only when every one is whole."""
+    if pa.types.is_integer(column.type):
+        return column.cast(pa.int64())
+    if pa.types.is_floating(column.type):
+        values = column.to_numpy()
+        finite = values[~np.isnan(values)]
+        if np.all(finite == np.floor(finite)):
+            return pa.array(values, mask=np.isnan(values)).cast(pa.int64())
+    raise FileError(f"'step' must be a column of integers, is {column.type}")
+
+
+def _numbers(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    if not _is_numeric(column.type):
+        raise FileError(f"'{name}' must be a column of numbers, is {column.type}")
+    return column.cast(pa.float64())
+
+
+def _floats(column: pa.ChunkedArray) -> np.ndarray:
+    """float64 values, nulls as NaN."""
+    return column.cast(pa.float64()).to_numpy()
+
+
+def _texts(column: pa.ChunkedArray):
+    """Strings as they are; any other column (chat messages, say) as JSON text."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column.cast(pa.string())
+    return pa.array([None if v is None else json.dumps(v, ensure_ascii=False, default=str)
+                     for v in column.to_pylist()], type=pa.string())

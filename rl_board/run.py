@@ -1,0 +1,122 @@
+"""A snapshot of a run: its samples, per-step statistics and what the load read.
+
+``Run`` is immutable and what every view draws from. It holds one row of numbers
+per sample; texts stay in the (memory-mapped) segments and are taken for the rows
+shown, and a sample's full record (token lists, other fields) is read again from
+its source file by the run's reader when it is shown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from . import fields as F
+from .metrics import SampleTokens, compute_sample_tokens
+from .readers import ReadOptions, SourceChanged, canonical_record
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load read: counts, the rejected lines, and notes for the user."""
+
+    files: tuple[str, ...]
+    lines_ok: int
+    lines_bad: int
+    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
+    skipped: int = 0  # lines left out by max samples per step
+    ignored_files: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()  # files whose last line has no newline yet
+    notes: tuple[str, ...] = ()
+    unreadable: tuple[tuple[str, str], ...] = ()  # (file, reason) for each file that could not be read
+    reader: str = "jsonl"  # the format the run was read as (``readers``)
+
+
+@dataclass(frozen=True)
+class Run:
+    """A snapshot of a run.
+
+    ``samples`` has one row per sample, ordered by step, file, line, with numbers
+    only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample
+    lies); ``with_text`` adds the texts and ``record`` reads one sample's whole
+    record from its source, so memory holds neither for the whole run. ``steps``
+    has one row per step (``tables.compute_step_stats``).
+    """
+
+    path: Path
+    files: tuple[str, ...]
+    samples: pd.DataFrame
+    steps: pd.DataFrame
+    report: LoadReport
+    options: ReadOptions
+    _segments: dict[tuple[int, int], pa.Table] = field(repr=False)
+    _reader: object = field(repr=False, default=None)  # the reader module (``readers``)
+
+    @property
+    def pad_token(self) -> str | None:
+        return self.options.pad_token
+
+    @property
+    def extras(self) -> list[str]:
+        """The run's extra fields (columns ``extra:NAME`` of ``samples``), by name."""
+        return [F.extra_name(c) for c in F.extra_columns(self.samples.columns)]
+
+    def step_samples(self, step: int) -> pd.DataFrame:
+        """The samples of one step with their texts, in file and line order."""
+        return self.with_text(self.samples[self.samples[F.STEP] == step])
+
+    def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
+        and ``source`` ("file:line")."""
+        texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
+        position = pd.Series(np.arange(len(frame)), index=frame.index)
+        for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
+            table = self._segments[(int(file), int(seg))]
+            rows = group["row"].to_numpy()
+            places = position[group.index].to_numpy()
+            for name in F.TEXT_FIELDS:
+                values = _take(table.column(name), rows)
+                column = texts[name]
+                for place, value in zip(places, values):
+                    column[place] = value
+        texts["source"] = [f"{self.files[f]}:{line}" for f, line in zip(frame[F.FILE], frame[F.LINE])]
+        return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
+                               for name, values in texts.items()})
+
+    def record(self, label) -> tuple[dict, dict]:
+        """One sample's record (``label`` in ``samples``), read again from its source: (canonical
+        field -> value, every other field -> value). ``SourceChanged`` when it moved."""
+        row = self.samples.loc[label]
+        path = self.path / self.files[int(row[F.FILE])]
+        line = int(row[F.LINE])
+        obj = self._reader.record(path, int(row["offset"]), int(row["length"]), line)
+        canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
+        step = canonical.get(F.STEP)
+        if not isinstance(step, (int, float)) or step != row[F.STEP]:
+            raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+        return canonical, others
+
+    def sample_tokens(self, label) -> SampleTokens:
+        """One sample's token lists (``label`` in ``samples``), read again from its source."""
+        return compute_sample_tokens(self.record(label)[0], self.pad_token)
+
+
+def _take(column: pa.ChunkedArray, rows: np.ndarray) -> list:
+    """``column[rows]`` as Python values, taken chunk by chunk: ``ChunkedArray.take`` joins the
+    chunks first, which would read a whole memory-mapped column to show a few rows."""
+    ends = np.cumsum([len(chunk) for chunk in column.chunks])
+    chunk_of = np.searchsorted(ends, rows, side="right")
+    out = [None] * len(rows)
+    for index in np.unique(chunk_of):
+        picked = np.flatnonzero(chunk_of == index)
+        start = ends[index] - len(column.chunks[index])
+        values = column.chunks[index].take(pa.array(rows[picked] - start)).to_pylist()
+        for place, value in zip(picked, values):
+            out[place] = value
+    return out
+
+
