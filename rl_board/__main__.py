@@ -1,4 +1,4 @@
-"""Command line: ``python -m rl_board summary RUN_DIR --json`` and ``python -m rl_board generate``.
+"""Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary`` and ``generate``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
 other tools rely on; see the README). Exit status: 0 when at least one line
@@ -10,11 +10,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
 from .loader import RootError, load_run
+from .readers import FieldMappingError, parse_field_mapping
 from .summary import build_summary
+
+FORMATS = ("board", "verl", "trl")
 
 
 def _positive_int(text: str) -> int:
@@ -25,16 +29,27 @@ def _positive_int(text: str) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rl_board")
+    parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the page (Streamlit) with ROOT preselected")
+    serve.add_argument("root", nargs="?", type=Path, default=None, help="folder of runs shown first")
+    serve.add_argument("--port", type=int, default=8901)
+    serve.add_argument("--address", default="127.0.0.1",
+                       help="address to listen on; anyone who can reach it can read any log file the app can")
     summary = sub.add_parser("summary", help="per-step statistics of one run folder")
     summary.add_argument("run_dir", type=Path)
     summary.add_argument("--json", action="store_true", help="print one JSON object")
     summary.add_argument("--pad-token", default=None, help="leave positions from this token on out of aggregates")
     summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
+                         help="read the board's field CANONICAL from your key SOURCE (repeatable), "
+                              "e.g. --field reward=my_score")
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     generate = sub.add_parser("generate", help="write demo runs (the bundled rollout_samples/)")
     generate.add_argument("out", type=Path)
+    generate.add_argument("--format", choices=FORMATS, default=None,
+                          help="write one small run in this trainer's shape (board: OpenRLHF-style ranks, "
+                               "verl: {step}.jsonl dumps, trl: completions_*.parquet)")
     generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
@@ -45,18 +60,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def _summary(args) -> int:
     try:
+        fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
-                       cache_root=False if args.no_cache else None)
-    except RootError as exc:
+                       cache_root=False if args.no_cache else None, fields=fields)
+    except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     summary = build_summary(run)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
-        print(f"{summary['files']} files, {summary['lines_ok']} lines loaded, {summary['lines_bad']} rejected")
+        print(f"{summary['format']}: {summary['files']} files, {summary['lines_ok']} lines loaded, "
+              f"{summary['lines_bad']} rejected")
         for error in summary["errors"][:10]:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
+        for error in summary["files_unreadable"]:
+            print(f"  {error['file']}: {error['error']}")
         print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
         for s in summary["steps"]:
             cells = [_fmt(s[k]) for k in ("reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
@@ -78,14 +97,38 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     if args.command == "summary":
         return _summary(args)
-    from .demo import write_demo_samples, write_train_run
+    if args.command == "serve":
+        return _serve(args)
+    from .demo import write_demo_samples, write_ppo_demo, write_train_run, write_trl_run, write_verl_run
 
-    if args.steps is None:
-        write_demo_samples(args.out)
-    else:
+    if args.format == "verl":
+        write_verl_run(args.out)
+    elif args.format == "trl":
+        write_trl_run(args.out)
+    elif args.steps is not None:
         write_train_run(args.out, steps=args.steps, samples_per_step=args.samples, max_tokens=args.tokens,
                         ranks=args.ranks, digits=None if args.full_precision else 6)
+    elif args.format == "board":
+        write_ppo_demo(args.out)
+    else:
+        write_demo_samples(args.out)
     return 0
+
+
+def _serve(args) -> int:
+    """Run the page in Streamlit (this process becomes the server)."""
+    script = Path(__file__).resolve().parent / "views" / "main.py"
+    env = dict(os.environ)
+    if args.root is not None:
+        root = args.root.expanduser()
+        if not root.is_dir():
+            print(f"error: folder not found: {root}", file=sys.stderr)
+            return 2
+        env["RL_BOARD_ROOT"] = str(root.resolve())
+    command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", args.address,
+               "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+    print(f"RL Logging Board on http://{args.address}:{args.port}", file=sys.stderr, flush=True)
+    os.execvpe(command[0], command, env)
 
 
 if __name__ == "__main__":

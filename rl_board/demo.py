@@ -1,9 +1,11 @@
 """Deterministic generator of demo and benchmark runs.
 
 It writes what a PPO trainer with a critic would log (every token-level field,
-OpenRLHF-style padding, several ranks) or a response-level evaluation log with
-irregular steps. Same arguments, same bytes: the shipped ``rollout_samples/``
-are made by ``python -m rl_board generate``.
+OpenRLHF-style padding, several ranks), a response-level evaluation log with
+irregular steps, a verl rollout dump (``{step}.jsonl``: input/output/gts/score
+plus reward extra info) and TRL GRPO completions (``completions_{step:05d}.parquet``).
+Same arguments, same bytes: the shipped ``rollout_samples/`` are made by
+``python -m rl_board generate``.
 """
 
 from __future__ import annotations
@@ -141,7 +143,99 @@ def write_eval_run(out: Path, seed: int = 1) -> list[Path]:
     return [path]
 
 
+def _math_problem(rng: np.random.Generator, skill: float) -> tuple[int, int, int, bool]:
+    """(a, b, the model's answer, whether it is right) for a policy right with probability ``skill``."""
+    a, b = (int(x) for x in rng.integers(1, 100, size=2))
+    correct = bool(rng.random() < skill)
+    return a, b, a + b if correct else a + b + int(rng.integers(1, 9)), correct
+
+
+def write_verl_run(out: Path, steps: int = 12, prompts: int = 4, group: int = 4, seed: int = 2) -> list[Path]:
+    """Write what verl's ``trainer.rollout_data_dir`` holds: ``{step}.jsonl`` per step, one line per
+    sample with ``input``, ``output``, ``gts``, ``score``, ``step`` and the reward function's extra
+    info (``acc`` bool, ``pred`` str, ``format_score`` float). ``group`` samples share each prompt."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for step in range(1, steps + 1):
+        skill = 0.2 + 0.7 * (step - 1) / max(steps - 1, 1)
+        lines = []
+        for _ in range(prompts):
+            a, b = (int(x) for x in rng.integers(1, 100, size=2))
+            prompt = f"user\nWhat is {a} + {b}? Put the answer in \\boxed{{}}.\nassistant\n"
+            for _ in range(group):
+                correct = bool(rng.random() < skill)
+                answer = a + b if correct else a + b + int(rng.integers(1, 9))
+                formatted = bool(rng.random() < 0.5 + 0.5 * skill)
+                output = (f"{a} + {b} = {answer}. The answer is \\boxed{{{answer}}}." if formatted
+                          else f"I think it is {answer}")
+                format_score = 0.1 if formatted else 0.0
+                lines.append({
+                    "input": prompt, "output": output,
+                    "gts": str(a + b) if step % 4 else {"answer": a + b},  # verl passes whatever the data holds
+                    "score": float(correct) + format_score, "step": step,
+                    "acc": correct, "pred": str(answer) if formatted else "", "format_score": format_score,
+                })
+        path = out / f"{step}.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        paths.append(path)
+    return paths
+
+
+def write_trl_run(out: Path, steps: tuple[int, ...] = tuple(range(5, 65, 5)), prompts: int = 4, group: int = 4,
+                  seed: int = 3) -> list[Path]:
+    """Write what TRL's ``GRPOTrainer(log_completions=True)`` leaves in ``OUTPUT_DIR/completions/``:
+    ``completions_{step:05d}.parquet`` per logged step, columns ``step``, ``prompt``, ``completion``,
+    one float column per reward function (``accuracy_reward`` is NaN where it does not apply, as a
+    TRL reward function's None becomes) and ``advantage`` (reward minus its group's mean)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    paths = []
+    for index, step in enumerate(steps):
+        skill = 0.2 + 0.7 * index / max(len(steps) - 1, 1)
+        rows = {"step": [], "prompt": [], "completion": [], "accuracy_reward": [], "format_reward": [],
+                "advantage": []}
+        for p in range(prompts):
+            a, b = (int(x) for x in rng.integers(1, 100, size=2))
+            graded = p % 4 != 3  # one prompt in four has no answer to check
+            rewards = []
+            for _ in range(group):
+                correct = bool(rng.random() < skill)
+                answer = a + b if correct else a + b + int(rng.integers(1, 9))
+                tagged = bool(rng.random() < 0.4 + 0.6 * skill)
+                completion = (f"<think>{a} plus {b}</think><answer>{answer}</answer>" if tagged
+                              else f"The answer is {answer}.")
+                accuracy = float(correct) if graded else float("nan")
+                formatting = 1.0 if tagged else 0.0
+                rows["step"].append(step)
+                rows["prompt"].append(f"What is {a} + {b}?" if graded else f"Say something about {a} and {b}.")
+                rows["completion"].append(completion)
+                rows["accuracy_reward"].append(accuracy)
+                rows["format_reward"].append(formatting)
+                rewards.append(np.nansum([accuracy, formatting]))
+            rows["advantage"] += (np.array(rewards) - np.mean(rewards)).round(6).tolist()
+        table = pa.table({"step": pa.array(rows["step"], pa.int64()), "prompt": rows["prompt"],
+                          "completion": rows["completion"],
+                          "accuracy_reward": pa.array(rows["accuracy_reward"], pa.float64()),
+                          "format_reward": pa.array(rows["format_reward"], pa.float64()),
+                          "advantage": pa.array(rows["advantage"], pa.float64())})
+        path = out / f"completions_{step:05d}.parquet"
+        pq.write_table(table, path)
+        paths.append(path)
+    return paths
+
+
+def write_ppo_demo(out: Path) -> list[Path]:
+    """The bundled PPO run: 30 steps of 16 samples over 4 rank files."""
+    return write_train_run(out, steps=30, samples_per_step=16, max_tokens=32, ranks=4)
+
+
 def write_demo_samples(root: Path) -> None:
-    """Write the bundled ``rollout_samples/``: a PPO run and an eval run."""
-    write_train_run(root / "ppo_demo", steps=30, samples_per_step=16, max_tokens=32, ranks=4)
+    """Write the bundled ``rollout_samples/``: a PPO run, an eval run, a verl dump and TRL completions."""
+    write_ppo_demo(root / "ppo_demo")
     write_eval_run(root / "eval_demo")
+    write_verl_run(root / "verl_grpo_demo")
+    write_trl_run(root / "trl_grpo_demo")

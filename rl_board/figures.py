@@ -24,18 +24,21 @@ def _figure(traces: list[dict], title: str, height: int = 320, **layout) -> go.F
 
 
 def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_scale: float = 1.0,
-                       zero_shift: bool = False) -> go.Figure:
+                       zero_shift: bool = False, labels: dict[str, str] | None = None) -> go.Figure:
     """Mean of each ``name`` over steps with a band of ± ``std_scale`` × std.
 
     ``steps`` is indexed by step with columns ``{name}_mean`` and optionally
     ``{name}_std`` (a name without them is left out). With ``zero_shift`` each curve (and its band) is moved so its
-    first finite mean is 0, which makes curves on different scales comparable.
+    first finite mean is 0, which makes curves on different scales comparable. ``labels`` names
+    the curves in the legend (default: their names).
     """
     traces = []
     x = steps.index.to_numpy()
+    labels = labels or {}
     for i, name in enumerate(names):
         if f"{name}_mean" not in steps:
             continue
+        label = labels.get(name, name)
         mean = steps[f"{name}_mean"].to_numpy(dtype=float)
         finite = mean[np.isfinite(mean)]
         if not len(finite):
@@ -49,8 +52,8 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
             traces.append(dict(type="scatter", x=np.concatenate([x, x[::-1]]),
                                y=np.concatenate([mean + spread, (mean - spread)[::-1]]),
                                fill="toself", fillcolor=color, opacity=0.2, line=dict(width=0),
-                               hoverinfo="skip", showlegend=False, name=f"{name} ± {std_scale:g}·std"))
-        traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=name, line=dict(color=color)))
+                               hoverinfo="skip", showlegend=False, name=f"{label} ± {std_scale:g}·std"))
+        traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=label, line=dict(color=color)))
     return _figure(traces, title, xaxis=dict(title=dict(text="step")))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from . import fields as F
 from .loader import Run
 
 #: Per-step keys of the summary and the ``Run.steps`` column each comes from.
@@ -26,19 +27,25 @@ def _number(value) -> float | None:
 
 
 def build_summary(run: Run) -> dict:
-    """Files, line counts, every rejected line, and per-step statistics, steps ascending."""
+    """Files, line counts, every rejected line and unreadable file, and per-step statistics,
+    steps ascending. Each step's ``extras`` holds every extra field of the run: the mean over
+    the step's samples that have it (NaN ignored), None when none has it."""
     report = run.report
+    extras = run.extras
     steps = []
     for step, row in run.steps.iterrows():
         entry = {"step": int(step), "samples": int(row["samples"])}
         for key, column in STEP_KEYS.items():
             entry[key] = _number(row[column]) if column in row.index else None
+        entry["extras"] = {name: _number(row.get(f"{F.extra_column(name)}_mean")) for name in extras}
         steps.append(entry)
     return {
+        "format": report.reader,
         "files": len(report.files),
         "lines_ok": report.lines_ok,
         "lines_bad": report.lines_bad,
         "lines_skipped": report.skipped,
         "errors": [{"file": f, "line": line, "error": reason} for f, line, reason in report.errors],
+        "files_unreadable": [{"file": f, "error": reason} for f, reason in report.unreadable],
         "steps": steps,
     }

@@ -31,11 +31,16 @@ BATCH_COLUMNS = (
 KL_PREFIX = {"k3": "kl", "k2": "k2", "k1": "log_ratio"}
 
 
+def sort_choices(extras: list[str]) -> list[str]:
+    """Every sort choice for a run: ``SORT_KEYS`` then each extra field by its name."""
+    return list(SORT_KEYS) + [name for name in extras if name not in SORT_KEYS]
+
+
 def sort_samples(samples: pd.DataFrame, key: str, descending: bool = True, estimator: str = "k3",
                  ) -> pd.DataFrame:
-    """``samples`` ordered by the column behind sort choice ``key`` (KL by ``estimator``);
-    NaN last either way, ties in log order."""
-    column = SORT_KEYS[key]
+    """``samples`` ordered by the column behind sort choice ``key`` (a ``SORT_KEYS`` choice, KL by
+    ``estimator``, or an extra field's name); NaN last either way, ties in log order."""
+    column = SORT_KEYS[key] if key in SORT_KEYS else F.extra_column(key)
     if column.startswith("kl_"):
         column = column.replace("kl", KL_PREFIX[estimator], 1)
     if column == F.LINE:
@@ -53,7 +58,11 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     """
     samples = samples.assign(response_len=samples["response_len"].where(samples["response_len"] >= 0))
     columns = [c for c in BATCH_COLUMNS if c in samples and samples[c].notna().any()]
+    extras = [c for c in F.extra_columns(samples.columns) if samples[c].notna().any()]
+    at = columns.index("source") if "source" in columns else len(columns)
+    columns[at:at] = extras
     table = samples[columns].copy()
+    table = table.rename(columns={c: F.extra_name(c) for c in extras if F.extra_name(c) not in BATCH_COLUMNS})
     if estimator != "k3":
         for stat in ("mean", "sum"):
             if f"kl_{stat}" in table:
@@ -141,10 +150,12 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
 
 def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     """Per step, indexed by step ascending: ``samples`` (count) and, for each series of
-    ``STEP_SERIES`` with any value, ``{name}_mean`` and population ``{name}_std``
-    (NaN ignored). ``kl_mean`` is the mean over samples of each sample's mean k3."""
+    ``STEP_SERIES`` and each extra field (``extra:NAME``) with any value, ``{name}_mean`` and
+    population ``{name}_std`` (NaN ignored). ``kl_mean`` is the mean over samples of each
+    sample's mean k3."""
     steps = samples[F.STEP]
-    series = {name: samples[column].astype(float) for name, column in STEP_SERIES.items() if column in samples}
+    columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns)}}
+    series = {name: samples[column].astype(float) for name, column in columns.items() if column in samples}
     if "response_len" in series:
         series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
     values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)

@@ -154,8 +154,13 @@ def test_openrlhf_style_padding_and_step_start(tmp_path):
 def test_demo_samples_are_what_the_generator_writes(tmp_path):
     """The shipped rollout_samples/ are exactly what `python -m rl_board generate` writes."""
     subprocess.run([sys.executable, "-m", "rl_board", "generate", str(tmp_path)], check=True, cwd=REPO)
-    for shipped in (REPO / "rollout_samples").rglob("*.jsonl"):
-        assert (tmp_path / shipped.relative_to(REPO / "rollout_samples")).read_bytes() == shipped.read_bytes()
+    shipped = sorted(p.relative_to(REPO / "rollout_samples") for p in (REPO / "rollout_samples").rglob("*")
+                     if p.is_file())
+    written = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert shipped == written
+    assert any(p.suffix == ".parquet" for p in shipped) and any(p.parent.name == "verl_grpo_demo" for p in shipped)
+    for name in shipped:
+        assert (tmp_path / name).read_bytes() == (REPO / "rollout_samples" / name).read_bytes(), name
     ppo = load_run(REPO / "rollout_samples" / "ppo_demo", cache_root=False)
     assert len(ppo.report.files) == 4 and ppo.report.lines_bad == 0
     texts = ppo.with_text(ppo.samples)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from ..figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
 from ..loader import Run
-from ..tables import SORT_KEYS, build_batch_table, describe_samples, sort_samples, step_grid
+from ..tables import build_batch_table, describe_samples, sort_choices, sort_samples, step_grid
 from . import keys, state
 from .sidebar import Settings
 
@@ -25,7 +25,9 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     """Draw the batch of ``step``. Returns its samples in the order the user sorted them, what
     that order is (step, sort key, descending), and the position of the table row clicked, if any."""
     left, right = st.columns([3, 1])
-    sort_by = left.selectbox("Sort samples by", list(SORT_KEYS), key=keys.SORT_BY)
+    sort_by = left.selectbox("Sort samples by", sort_choices(run.extras), key=keys.SORT_BY,
+                             help="Extra fields of your logs (verl's acc, TRL's reward functions…) are listed "
+                                  "after the board's own.")
     descending = right.toggle("Highest first", value=True, key=keys.SORT_DESCENDING)
     ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
 

@@ -1,12 +1,14 @@
-"""Curves over steps: rewards, KL and response length, each with a mean ± scaled-std band."""
+"""Curves over steps: rewards, KL, response length and extra fields, each with a mean ± scaled-std band."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from .. import fields as F
 from ..figures import build_curve_figure
 from ..loader import Run
 from ..tables import KL_PREFIX
+from . import keys
 from .sidebar import Settings
 
 
@@ -30,3 +32,10 @@ def render(run: Run, settings: Settings) -> None:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")
     columns[2].plotly_chart(build_curve_figure(steps, ["response_len"], "Response length (tokens)",
                                                settings.std_scale, settings.zero_shift), key="curve_len")
+    if run.extras:
+        chosen = st.multiselect("Extra field curves", run.extras, default=run.extras[:3], key=keys.EXTRA_CURVES,
+                                help="Fields of your logs beyond the board's own: mean ± std per step.")
+        if chosen:
+            st.plotly_chart(build_curve_figure(steps, [F.extra_column(n) for n in chosen], "Extra fields",
+                                               settings.std_scale, settings.zero_shift,
+                                               labels={F.extra_column(n): n for n in chosen}), key="curve_extras")

@@ -3,6 +3,7 @@
 ROOT = "root"
 RUN = "run"
 MAX_SAMPLES = "max_samples"
+FIELD_MAP = "field_map"
 LOAD = "load"
 REFRESH = "refresh"
 AUTO_REFRESH = "auto_refresh"
@@ -29,6 +30,7 @@ SORT_BY = "sort_by"
 SORT_DESCENDING = "sort_descending"
 SAMPLE = "sample"
 TOKEN_METRICS = "token_metrics"
+EXTRA_CURVES = "extra_curves"
 
 #: session_state entry (not a widget): the run folder the user last loaded.
 LOADED_RUN = "loaded_run"

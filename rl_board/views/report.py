@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from ..loader import Run
+from ..readers import format_field_mapping
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
 ERRORS_QUOTED = 3  # rejected lines quoted above the table
@@ -17,8 +18,11 @@ def _count(n: int, noun: str) -> str:
 
 def render(run: Run) -> None:
     report = run.report
-    st.text(f"{run.path} · {_count(len(report.files), 'file')} · {_count(report.lines_ok, 'sample')} loaded · "
-            f"{_count(report.lines_bad, 'line')} rejected · {report.skipped:,} skipped by max samples per step")
+    st.text(f"{run.path} · {report.reader} · {_count(len(report.files), 'file')} · "
+            f"{_count(report.lines_ok, 'sample')} loaded · {_count(report.lines_bad, 'line')} rejected · "
+            f"{report.skipped:,} skipped by max samples per step")
+    if run.options.fields:
+        st.text(f"Field mapping: {format_field_mapping(run.options.fields)}")
     if report.notes:
         st.warning("While loading:")
         st.text("\n".join(report.notes))
@@ -26,7 +30,7 @@ def render(run: Run) -> None:
         st.info("Last line still being written (not loaded yet) in:")
         st.text(", ".join(report.pending))
     if report.ignored_files:
-        st.info("Files that are not .jsonl were ignored:")
+        st.info(f"Files that are not {report.reader} files were ignored:")
         st.text(", ".join(report.ignored_files))
     if report.errors:
         st.warning(f"{_count(report.lines_bad, 'line')} rejected; the rest loaded. First ones:")

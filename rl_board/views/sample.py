@@ -1,11 +1,16 @@
-"""The chosen sample beside the reference: prompt, response, ref response, reward gap, lengths."""
+"""The chosen sample beside the reference: prompt, response, ref response, reward gap, lengths,
+and the fields of its source the board has no place for (extras and other values)."""
 
 from __future__ import annotations
 
 import math
 
+import json
+
+import pandas as pd
 import streamlit as st
 
+from .. import fields as F
 from ..loader import Run
 from ..tables import length_change, strip_pad, strip_system_prompt
 from .sidebar import Settings
@@ -21,8 +26,9 @@ def _number(value) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
 
-def render(run: Run, row, step: int, settings: Settings) -> None:
-    """Draw one sample: ``row`` is its row of the step's samples, texts included."""
+def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dict] | None) -> None:
+    """Draw one sample: ``row`` is its row of the step's samples, texts included; ``record`` its
+    (canonical, other fields) from the source, when it could be read."""
     _text("Prompt", strip_system_prompt(row["prompt"], settings.system_marker))
     has_ref = settings.show_comparison and isinstance(row["ref_response"], str)
     columns = st.columns(2 if has_ref else 1)
@@ -41,3 +47,10 @@ def render(run: Run, row, step: int, settings: Settings) -> None:
     for column, (label, name) in zip(metrics[1:], lengths):
         now, delta = length_change(run.steps, step, name)
         column.metric(label, _number(now), None if math.isnan(delta) else f"{delta:+.3g} vs previous step")
+    extras = {F.extra_name(c): row[c] for c in F.extra_columns(row.index) if row[c] == row[c]}
+    if extras:
+        st.caption("Extra fields of this sample")
+        st.dataframe(pd.DataFrame([extras]), hide_index=True)
+    others = {k: v for k, v in (record[1] if record else {}).items() if not isinstance(v, (int, float))}
+    for name, value in others.items():
+        _text(name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,10 +11,12 @@ import streamlit as st
 from .. import fields as F
 from ..demo import PAD_TOKEN
 from ..loader import ROOT_RUN, RootError, list_runs
+from ..readers import FieldMappingError, parse_field_mapping
 from ..metrics import KL_ESTIMATORS
 from . import keys
 
 DEFAULT_ROOT = "./rollout_samples"
+ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class Settings:
     run_dir: str | None  # the folder picked (not necessarily loaded yet)
     load: bool  # Load or Refresh was pressed on this run
     max_per_step: int | None
+    fields: tuple[tuple[str, str], ...] | None  # the field mapping typed, (canonical, source) pairs; None if bad
     auto_refresh_seconds: int | None
     show_reward_curves: bool
     reward_fields: list[str]
@@ -42,7 +46,8 @@ class Settings:
 def render() -> Settings:
     side = st.sidebar
     side.header("Run")
-    root = side.text_input("Root folder (one run per subfolder)", value=DEFAULT_ROOT, key=keys.ROOT)
+    root = side.text_input("Root folder (one run per subfolder)", value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
+                           key=keys.ROOT)
     run_dir, load = None, False
     try:
         runs = list_runs(root)
@@ -57,9 +62,19 @@ def render() -> Settings:
     max_samples = side.number_input("Max samples per step (0 = all)", min_value=0, value=0, step=16,
                                     key=keys.MAX_SAMPLES,
                                     help="Keeps the first N samples of each step, in file then line order.")
+    mapping = side.text_input("Field mapping (optional)", key=keys.FIELD_MAP, placeholder="reward=my_score, response=answer",
+                              help="CANONICAL=SOURCE pairs, comma-separated: read the board's field CANONICAL from "
+                                   "your key SOURCE. verl's input/output/score/gts and TRL's completion are "
+                                   "recognised without a mapping.")
+    try:
+        fields = parse_field_mapping(mapping)
+    except FieldMappingError as exc:
+        side.error("Can't use this field mapping.")
+        side.text(str(exc))
+        fields = None
     left, right = side.columns(2)
-    load = left.button("Load", key=keys.LOAD, type="primary", disabled=run_dir is None)
-    load |= right.button("Refresh", key=keys.REFRESH, disabled=run_dir is None,
+    load = left.button("Load", key=keys.LOAD, type="primary", disabled=run_dir is None or fields is None)
+    load |= right.button("Refresh", key=keys.REFRESH, disabled=run_dir is None or fields is None,
                          help="Read lines appended since the last read, and new files.")
     auto = side.toggle("Auto-refresh", key=keys.AUTO_REFRESH)
     seconds = side.number_input("every (seconds)", min_value=2, value=10, key=keys.AUTO_REFRESH_SECONDS,
@@ -83,7 +98,7 @@ def render() -> Settings:
                              disabled=not drop_system)
     side.header("Show")
     return Settings(
-        run_dir=run_dir, load=load, max_per_step=int(max_samples) or None,
+        run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,

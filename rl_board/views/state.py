@@ -11,21 +11,23 @@ import time
 
 import streamlit as st
 
-from ..loader import Run, RunSource
+from ..loader import Run, RunSource, SourceChanged
 from . import keys
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None) -> RunSource:
+def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
+               fields: tuple[tuple[str, str], ...] = ()) -> RunSource:
     """The reader of one run folder for these load settings."""
-    return RunSource(run_dir, pad_token, max_per_step)
+    return RunSource(run_dir, pad_token, max_per_step, fields=fields)
 
 
-def get_run(run_dir: str, pad_token: str | None, max_per_step: int | None, refresh: bool = False) -> Run:
+def get_run(run_dir: str, pad_token: str | None, max_per_step: int | None, fields: tuple = (),
+            refresh: bool = False) -> Run:
     """The run as last read; read (what is new in) its files first when ``refresh`` or never read."""
-    source = get_source(run_dir, pad_token, max_per_step)
+    source = get_source(run_dir, pad_token, max_per_step, fields)
     if refresh or source.latest is None:
         bar = st.progress(0.0, text="Reading rollout files…")
         last = [0.0]
@@ -64,21 +66,29 @@ def choose_sample(labels: list, context: tuple, clicked: int | None) -> None:
     st.session_state[_PICKER_CONTEXT] = context
 
 
-def loaded_run_dir() -> str | None:
-    """The folder the user loaded last, if any."""
+def loaded_run() -> tuple[str, tuple] | None:
+    """(the folder, the field mapping) the user loaded last, if any."""
     return st.session_state.get(keys.LOADED_RUN)
 
 
-def set_loaded_run_dir(run_dir: str) -> None:
-    st.session_state[keys.LOADED_RUN] = run_dir
+def set_loaded_run(run_dir: str, fields: tuple) -> None:
+    st.session_state[keys.LOADED_RUN] = (run_dir, fields)
 
 
-def follow(run_dir: str, pad_token: str | None, max_per_step: int | None, seconds: int) -> None:
+def get_record(run: Run, label):
+    """One sample's record (``Run.record``), or the exception that says why it can't be read."""
+    try:
+        return run.record(label)
+    except (OSError, SourceChanged) as exc:
+        return exc
+
+
+def follow(run_dir: str, pad_token: str | None, max_per_step: int | None, fields: tuple, seconds: int) -> None:
     """Re-read the run every ``seconds`` and rerun the page when new lines arrived."""
 
     @st.fragment(run_every=seconds)
     def _poll() -> None:
-        source = get_source(run_dir, pad_token, max_per_step)
+        source = get_source(run_dir, pad_token, max_per_step, fields)
         before = source.latest
         source.refresh()
         if before is None or source.latest.report != before.report:

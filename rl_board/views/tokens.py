@@ -5,19 +5,15 @@ from __future__ import annotations
 import streamlit as st
 
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
-from ..loader import Run, SourceChanged
+from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRICS, compute_token_table
 from . import keys
 from .sidebar import Settings
 
 
-def render(run: Run, label, settings: Settings) -> None:
-    try:
-        sample = run.sample_tokens(label)
-    except (OSError, SourceChanged) as exc:
-        st.warning("Can't read this sample's tokens: its log file changed or went away. Press Refresh.")
-        st.text(str(exc))
-        return
+def render(record: dict, settings: Settings) -> None:
+    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``)."""
+    sample = compute_sample_tokens(record, settings.pad_token)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return

@@ -1,0 +1,58 @@
+"""The whole page: configuration, the sidebar and every view in order. No logic here.
+
+``rl-board serve`` runs this file as the Streamlit script; the repository's ``app.py``
+calls ``render_page`` so ``streamlit run app.py`` draws the same page.
+"""
+
+import streamlit as st
+
+from rl_board.loader import RootError
+from rl_board.views import batch, curves, report, sample, sidebar, state, tokens
+
+
+def render_page() -> None:
+    st.set_page_config(page_title="RL Logging Board", layout="wide")
+    st.title("RL Logging Board")
+
+    settings = sidebar.render()
+    if settings.load and settings.run_dir and settings.fields is not None:
+        state.set_loaded_run(settings.run_dir, settings.fields)
+    loaded = state.loaded_run()
+    if loaded is None or loaded[0] != settings.run_dir:
+        st.info("Pick a run in the sidebar and press **Load**.")
+        return
+    run_dir, fields = loaded
+
+    try:
+        run = state.get_run(run_dir, settings.pad_token, settings.max_per_step, fields, refresh=settings.load)
+    except RootError as exc:  # the folder went away since it was picked
+        st.error("Can't read this run.")
+        st.text(str(exc))
+        return
+    if settings.auto_refresh_seconds:
+        state.follow(run_dir, settings.pad_token, settings.max_per_step, fields, settings.auto_refresh_seconds)
+    report.render(run)
+    if not run.report.lines_ok:
+        return
+
+    if settings.show_charts:
+        curves.render(run, settings)
+    st.subheader("Batch")
+    step = batch.render_step_picker(run)
+    ordered, order, clicked = batch.render(run, step, settings)
+    chosen = batch.render_sample_picker(ordered, order, clicked)
+    record = state.get_record(run, chosen) if settings.show_pair or settings.show_heatmap else None
+    if isinstance(record, Exception):
+        st.warning("Can't read this sample again: its file changed or went away. Press Refresh.")
+        st.text(str(record))
+        record = None
+    if settings.show_pair:
+        st.subheader("Sample")
+        sample.render(run, ordered.loc[chosen], step, settings, record)
+    if settings.show_heatmap and record is not None:
+        st.subheader("Tokens")
+        tokens.render(record[0], settings)
+
+
+if __name__ == "__main__":  # run as the script of ``streamlit run``
+    render_page()
