@@ -96,7 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
         return int(exc.code or 0)
     if args.command == "summary":
-        return _summary(args)
+        try:
+            return _summary(args)
+        except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     if args.command == "serve":
         return _serve(args)
     from .demo import write_demo_samples, write_ppo_demo, write_train_run, write_trl_run, write_verl_run
