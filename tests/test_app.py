@@ -177,3 +177,93 @@ def test_token_view_notes_unequal_lengths_and_bad_entries(tmp_path):
     assert tokens["token"].tolist() == ["a", "b"]
     assert tokens["value"].iloc[0] == 0.5 and tokens["value"].isna().iloc[1]
     assert tokens["log_ratio"].tolist() == pytest.approx([0.0, 0.5])
+
+
+def _values(encoded) -> list:
+    """A plotly array from a chart's JSON: a list, or a base64 typed array."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(encoded, dict):
+        return np.frombuffer(base64.b64decode(encoded["bdata"]), dtype=encoded["dtype"]).tolist()
+    return list(encoded)
+
+
+def _verl_run(root: Path) -> Path:
+    """A verl dump: {step}.jsonl with input/output/score plus acc (bool), num_turns and pred (a string)."""
+    def line(step, score, turns, acc, pred):
+        return {"input": f"q{turns}", "output": f"answer {pred}", "gts": "4", "score": score, "step": step,
+                "acc": acc, "num_turns": turns, "pred": pred}
+    write_lines(root / "verl" / "1.jsonl", [line(1, 0.0, 1, False, "5")])
+    write_lines(root / "verl" / "2.jsonl", [line(2, 1.0, 2, True, "4"), line(2, 0.5, 7, False, "six"),
+                                            line(2, 0.0, 3, False, "3")])
+    return root
+
+
+def test_verl_run_sorts_by_reward_and_by_an_extra_field(tmp_path):
+    """A verl dump loads: sort by reward, then by the extra num_turns; its column, curve and the
+    sample's string field (pred) are shown."""
+    at = _load(_open(_verl_run(tmp_path), "verl"))
+    assert any("jsonl" in t.value and "4 samples loaded" in t.value for t in at.text)
+    at.selectbox(key=keys.SORT_BY).select("reward").run()
+    table = at.dataframe[0].value
+    assert table["prompt"].tolist() == ["q2", "q7", "q3"] and table["reward"].tolist() == [1.0, 0.5, 0.0]
+    at.selectbox(key=keys.SORT_BY).select("num_turns").run()
+    table = at.dataframe[0].value
+    assert table["num_turns"].tolist() == [7.0, 3.0, 2.0] and table["acc"].tolist() == [0.0, 0.0, 1.0]
+    codes = [c.value for c in at.code]
+    assert codes[:2] == ["q7", "answer six"] and "six" in codes  # pred is shown with the sample
+    assert at.multiselect(key=keys.EXTRA_CURVES).value == ["acc", "num_turns"]
+    specs = {json.loads(c.proto.spec)["layout"]["title"]["text"]: json.loads(c.proto.spec)
+             for c in at.get("plotly_chart")}
+    assert "Extra fields" in specs and "Reward gap (reward − ref reward)" not in specs  # no ref_reward logged
+    means = _values([t for t in specs["Response length (characters)"]["data"] if t.get("mode") == "lines+markers"][0]["y"])
+    assert means == pytest.approx([len("answer 5"), (len("answer 4") + len("answer six") + len("answer 3")) / 3])
+    assert not at.exception
+
+
+def test_trl_parquet_run_sorts_by_a_reward_function(tmp_path):
+    """A TRL completions folder loads; sorting by a reward-function column puts its largest first."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "completions"
+    folder.mkdir()
+    pq.write_table(pa.table({"step": pa.array([4, 4, 4], pa.int64()), "prompt": ["a", "b", "c"],
+                             "completion": ["ra", "rb", "rc"], "acc": [1.0, 0.0, 1.0], "fmt": [0.0, 1.0, 0.5],
+                             "advantage": [0.1, 0.2, 0.3], "mode": ["train"] * 3}),
+                   folder / "completions_00004.parquet")
+    at = _load(_open(tmp_path, "completions"))
+    assert any("parquet" in t.value and "3 samples loaded" in t.value for t in at.text)
+    at.selectbox(key=keys.SORT_BY).select("fmt").run()
+    table = at.dataframe[0].value
+    assert table["prompt"].tolist() == ["b", "c", "a"] and table["reward"].tolist() == [1.0, 1.5, 1.0]
+    assert [c.value for c in at.code][:2] == ["b", "rb"]
+    assert "train" in [c.value for c in at.code]
+    assert not at.exception
+
+
+def test_field_mapping_from_the_sidebar(tmp_path):
+    """reward=my_score typed in the sidebar reads that key after Load and says so in the header; a
+    bad mapping is named, disables Load and keeps the loaded run on the page."""
+    write_lines(tmp_path / "mine" / "r.jsonl", [{"step": 1, "my_score": 0.25, "answer": "x"},
+                                                {"step": 1, "my_score": 0.75, "answer": "y"}])
+    at = _open(tmp_path, "mine")
+    at.sidebar.text_input(key=keys.FIELD_MAP).input("reward=my_score, response=answer").run()
+    at = _load(at)
+    assert any(t.value == "Field mapping: reward=my_score, response=answer" for t in at.text)
+    at.selectbox(key=keys.SORT_BY).select("reward").run()
+    assert at.dataframe[0].value["response"].tolist() == ["y", "x"]
+    at.sidebar.text_input(key=keys.FIELD_MAP).input("reward").run()
+    assert any("Can't use this field mapping" in e.value for e in at.sidebar.error)
+    assert at.sidebar.button(key=keys.LOAD).disabled
+    assert at.dataframe[0].value["response"].tolist() == ["y", "x"]  # still the loaded run
+
+
+@pytest.mark.parametrize("run", ["verl_grpo_demo", "trl_grpo_demo"])
+def test_shipped_trainer_demos_open(run):
+    """The bundled verl and TRL demos load with their extra fields as table columns."""
+    at = _load(_open(REPO / "rollout_samples", run))
+    columns = set(at.dataframe[0].value.columns)
+    assert {"acc", "format_score"} <= columns if run.startswith("verl") else {"accuracy_reward", "advantage"} <= columns

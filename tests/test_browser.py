@@ -136,3 +136,33 @@ def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
         with log.open("a") as fh:
             fh.write('{"step": 2, "reward": 0.7}\n{"step": 3, "reward": 0.9}\n')
         expect(page.get_by_text("3 samples loaded")).to_be_visible(timeout=30_000)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_trl_parquet_run_in_chromium(server):
+    """In Chromium: open the TRL demo (parquet), sort by its advantage column; the first sample's reward
+    is the sum of the reward functions of the top-advantage completion, read straight from parquet."""
+    import pyarrow.parquet as pq
+    from playwright.sync_api import expect
+
+    last = sorted((REPO / "rollout_samples" / "trl_grpo_demo").glob("*.parquet"))[-1]
+    rows = pq.read_table(last).to_pylist()
+    best = max(r["advantage"] for r in rows)
+    rewards = {sum(v for v in (r["accuracy_reward"], r["format_reward"]) if v == v)
+               for r in rows if r["advantage"] == best}
+    assert len(rewards) == 1  # ties (if any) agree, so the first row is known
+    with _page(server, 1600, 2000) as page:
+        sidebar = page.get_by_test_id("stSidebar")
+        sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
+        page.get_by_role("option", name="trl_grpo_demo").click()
+        sidebar.get_by_role("button", name="Load").click()
+        expect(page.get_by_text("parquet · 12 files · 192 samples loaded", exact=False)).to_be_visible(timeout=60_000)
+        sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
+        sort.click()
+        page.get_by_role("option", name="advantage", exact=True).click()
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(rf"^#1 · reward {re.escape(f'{rewards.pop():.4g}')} · "),
+                                     timeout=30_000)
+        expect(page.get_by_text("Extra fields of this sample")).to_be_visible()
+        assert page.get_by_test_id("stException").count() == 0
+        page.screenshot(path=str(OUTPUT / "trl_parquet.png"), full_page=True)

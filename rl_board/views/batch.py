@@ -32,12 +32,14 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
 
     if settings.show_charts:
-        charts = st.columns(3 if settings.show_comparison else 1)
-        if settings.show_comparison:
+        compare = settings.show_comparison and bool(ordered["ref_reward"].notna().any())
+        charts = st.columns(3 if compare else 1)
+        if compare:
             charts[0].plotly_chart(build_reward_bars_figure(ordered), key="batch_bars")
             charts[1].plotly_chart(build_gap_figure(ordered), key="batch_gap")
-        charts[-1].plotly_chart(build_reward_hist_figure(ordered if settings.show_comparison
-                                                         else ordered.drop(columns=["ref_reward"])),
+        elif settings.show_comparison:
+            st.caption("No ref_reward in this step: no comparison with the reference model.")
+        charts[-1].plotly_chart(build_reward_hist_figure(ordered if compare else ordered.drop(columns=["ref_reward"])),
                                 key="batch_hist")
     clicked = None
     if settings.show_table:

@@ -30,8 +30,13 @@ def render(run: Run, settings: Settings) -> None:
                                 key="curve_kl")
     else:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")
-    columns[2].plotly_chart(build_curve_figure(steps, ["response_len"], "Response length (tokens)",
-                                               settings.std_scale, settings.zero_shift), key="curve_len")
+    length = next(((name, unit) for name, unit in (("response_len", "tokens"), ("response_chars", "characters"))
+                   if f"{name}_mean" in steps), None)
+    if length is None:
+        columns[2].info("No responses in this run: no length curve.")
+    else:
+        columns[2].plotly_chart(build_curve_figure(steps, [length[0]], f"Response length ({length[1]})",
+                                                   settings.std_scale, settings.zero_shift), key="curve_len")
     if run.extras:
         chosen = st.multiselect("Extra field curves", run.extras, default=run.extras[:3], key=keys.EXTRA_CURVES,
                                 help="Fields of your logs beyond the board's own: mean ± std per step.")
