@@ -1,11 +1,15 @@
 """JSON lines: the board's own rollout lines, OpenRLHF-style rank files and verl's ``{step}.jsonl`` dumps.
 
-Each line is one sample. It is decoded in two passes: msgspec splits the top
-level into raw values without parsing them, the keys are resolved (user mapping,
-own name, alias: see ``readers``), and only the values a row needs are decoded,
-the per-token lists with a typed float decoder. A line msgspec refuses (NaN and
-Infinity, which Python's json writes, or anything broken) is parsed again by
-orjson, then ujson, which also word the error. What a sample's row keeps: its
+Each line is one sample, decoded by the first of three paths that takes it:
+
+1. one msgspec call into a struct of every key the board knows (canonical names,
+   aliases, mapped sources): the log-probabilities the aggregates read as typed
+   floats, the other per-token lists left unparsed (only their length counts
+   here), unknown keys refused;
+2. a line with other keys (extra fields) is split into raw top-level values, and
+   only those a row needs are decoded;
+3. a line msgspec refuses (NaN and Infinity, which Python's json writes, or
+   anything broken) is parsed by orjson, then ujson, which also word the error. What a sample's row keeps: its
 scalars, texts, extras, where the line lies, and its per-sample aggregates
 (log-ratio and KL over the positions before the pad). The per-token lists are
 not kept: a sample's tokens are read again from its line when it is shown. A
@@ -14,9 +18,11 @@ bad line costs only itself: it becomes an entry in ``errors``.
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +50,8 @@ _AGGREGATED = ("logprobs", "ref_logprobs")  # lists whose every entry the aggreg
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
 
+_RAW = msgspec.Raw
+_UNSET = msgspec.UNSET
 _TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])  # the top level, values left unparsed
 _FLOATS = msgspec.json.Decoder(list[float | None])
 _ANY = msgspec.json.Decoder()
@@ -81,6 +89,7 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
     """
     quota = step_quota if step_quota is not None else {}
     resolver = KeyResolver(options.fields, ALIASES)
+    decoder = _line_decoder(options.fields)
     rows, extras, logps, refs, errors, skipped, lines = [], [], [], [], [], 0, 0
     enabled = gc.isenabled()
     gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
@@ -95,7 +104,7 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
                 if len(hits) == 1 and quota.get(int(hits[0]), 0) >= max_per_step:
                     skipped += 1
                     continue
-            parsed = _parse_line(raw, options.pad_token, resolver)
+            parsed = _parse_line(raw, options.pad_token, resolver, decoder)
             if parsed is None:
                 continue
             if isinstance(parsed, str):
@@ -159,33 +168,84 @@ def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=Non
     return run_ranges(tasks_for(tasks), out_dir, options, quota, max_per_step, progress)
 
 
-def _parse_line(raw: memoryview, pad_token: str | None, resolver: KeyResolver):
+class _LineDecoder:
+    """Decodes a line in one msgspec call into the keys the board knows for one field mapping.
+
+    Keys that feed only the log-probabilities the aggregates read are typed floats; keys
+    that feed only the other per-token lists stay raw (only their length is needed at
+    load); everything else is decoded as any JSON. A line with a key outside this set (an
+    extra field) or a value of another type is refused: the caller takes a slower path."""
+
+    def __init__(self, fields: tuple[tuple[str, str], ...]):
+        mapped = dict(fields)
+        aliases = {**F.ALIASES, **ALIASES}
+        feeds: dict[str, set[str]] = {}
+        for name in F.CANONICAL:
+            sources = (mapped[name],) if name in mapped else (name, aliases.get(name))
+            for key in filter(None, sources):
+                feeds.setdefault(key, set()).add(name)
+        for key in [*F.CANONICAL, *aliases.values()]:  # a name that feeds nothing may still be present
+            feeds.setdefault(key, set())
+
+        def kind(names):
+            if names and names <= set(_AGGREGATED):
+                return list[float | None] | None
+            if names and names <= set(F.TOKEN_FIELDS) - set(_AGGREGATED):
+                return msgspec.Raw
+            return typing.Any
+
+        self.keys = list(feeds)
+        self.typed = frozenset(k for k in self.keys if kind(feeds[k]) is not typing.Any and kind(feeds[k]) is not _RAW)
+        struct = msgspec.defstruct("Line", [(f"f{i}", kind(feeds[k]), _UNSET) for i, k in enumerate(self.keys)],
+                                   rename={f"f{i}": k for i, k in enumerate(self.keys)}, forbid_unknown_fields=True)
+        self._decoder = msgspec.json.Decoder(struct)
+
+    def decode(self, raw) -> dict | None:
+        """Key -> value of the keys present, or None when this decoder can't take the line."""
+        try:
+            values = msgspec.structs.astuple(self._decoder.decode(raw))
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return None
+        return {k: v for k, v in zip(self.keys, values) if v is not _UNSET}
+
+
+@functools.lru_cache(maxsize=16)
+def _line_decoder(fields: tuple[tuple[str, str], ...]) -> _LineDecoder:
+    return _LineDecoder(fields)
+
+
+def _parse_line(raw: memoryview, pad_token: str | None, resolver: KeyResolver, decoder: _LineDecoder):
     """(row, extras, logprobs and ref_logprobs cut to the counted positions) for one line, None
     for a blank line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS``
     after line, offset and length."""
     if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
         return None
+    top = decoder.decode(raw)
+    if top is not None:
+        return _build_row(top, decoder.typed, pad_token, resolver)
     try:
-        return _build_row(_TOP.decode(raw), True, pad_token, resolver)
+        return _build_row(_TOP.decode(raw), frozenset(), pad_token, resolver)
     except (msgspec.DecodeError, UnicodeDecodeError):  # not strict JSON, not an object: the slow path says why
         pass
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
-    return _build_row(obj, False, pad_token, resolver)
+    return _build_row(obj, frozenset(), pad_token, resolver)
 
 
-def _build_row(top: dict, raw_values: bool, pad_token: str | None, resolver: KeyResolver):
-    """The row of one line from its top-level values: ``msgspec.Raw`` values decoded here when
-    ``raw_values``, else Python values. Raises ``msgspec.DecodeError`` on a raw value msgspec
-    can't decode (the caller then takes the slow path)."""
+def _build_row(top: dict, typed_keys: frozenset, pad_token: str | None, resolver: KeyResolver):
+    """The row of one line from its top-level values: each a ``msgspec.Raw`` (decoded here) or a
+    Python value; lists under ``typed_keys`` are already checked to hold only numbers or nulls.
+    Raises ``msgspec.DecodeError`` on a raw value msgspec can't decode (the caller then takes
+    the slow path)."""
     sources, taken = resolver.resolve(top.keys())
 
     def get(name):
         key = sources.get(name)
         if key is None:
             return None
-        return _ANY.decode(top[key]) if raw_values else top[key]
+        value = top[key]
+        return _ANY.decode(value) if type(value) is _RAW else value
 
     step = get(F.STEP)
     if step is None:
@@ -209,8 +269,13 @@ def _build_row(top: dict, raw_values: bool, pad_token: str | None, resolver: Key
         key = sources.get(name)
         if key is None:
             continue
-        values, typed = top[key], False
-        if raw_values:
+        values, typed = top[key], key in typed_keys
+        if type(values) is _RAW:
+            if name not in _AGGREGATED:  # only its length counts here
+                size = _flat_list_length(values)
+                if size is not None:
+                    lengths[name] = size
+                    continue
             try:
                 values, typed = _FLOATS.decode(values), True
             except msgspec.ValidationError:  # null, or entries that are not numbers: look closer
@@ -231,7 +296,7 @@ def _build_row(top: dict, raw_values: bool, pad_token: str | None, resolver: Key
     for key, value in top.items():
         if key in taken:
             continue
-        if raw_values:
+        if type(value) is _RAW:
             if memoryview(value)[0] not in _SCALAR_START:
                 continue
             value = _ANY.decode(value)
@@ -249,6 +314,15 @@ def _build_row(top: dict, raw_values: bool, pad_token: str | None, resolver: Key
     if logp is None or ref is None:
         return row, extras, None, None
     return row, extras, logp[:valid], ref[:valid]
+
+
+def _flat_list_length(raw: msgspec.Raw) -> int | None:
+    """The number of entries of a JSON list of numbers (or nulls), counted from its bytes without
+    parsing them; None when the raw value is anything else (null, strings, nesting): decode it then."""
+    data = bytes(raw)
+    if data[:1] != b"[" or b'"' in data or data.count(b"[") != 1 or b"{" in data:
+        return None
+    return data.count(b",") + 1 if data[1:-1].strip() else 0
 
 
 def _float_array(values: list, typed: bool) -> np.ndarray | None:
