@@ -39,7 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="per-step statistics of one run folder")
     summary.add_argument("run_dir", type=Path)
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    summary.add_argument("--pad-token", default=None, help="leave positions from this token on out of aggregates")
+    summary.add_argument("--pad-token", default=None, help="positions from this token on are not counted")
+    summary.add_argument("--eos-token", default=None,
+                         help="positions after this token are not counted; it is (may equal --pad-token)")
     summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
@@ -62,7 +64,7 @@ def _summary(args) -> int:
     try:
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
-                       cache_root=False if args.no_cache else None, fields=fields)
+                       cache_root=False if args.no_cache else None, fields=fields, eos_token=args.eos_token)
     except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

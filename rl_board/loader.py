@@ -105,16 +105,18 @@ class RunSource:
 
     Args:
         run_dir: the folder of the run's files (its format is detected, see ``readers.detect``).
-        pad_token: positions at and after its first occurrence leave every aggregate.
+        pad_token: positions at and after its first occurrence are not counted (see ``metrics``).
         max_per_step: keep the first N samples of each step (file order, then line order).
         cache_root: where caches live (default ``cache.default_cache_root()``); False turns caching off.
         fields: ``(canonical, source)`` pairs of the user's field mapping.
+        eos_token: positions after its first occurrence are not counted; it is.
     """
 
     def __init__(self, run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
-                 cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = ()):
+                 cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
+                 eos_token: str | None = None):
         self.run_dir = Path(run_dir)
-        self.options = ReadOptions(pad_token or None, tuple(fields))
+        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None)
         self.max_per_step = max_per_step
         self._cache_root = cache_root
         self.reader = None
@@ -369,6 +371,6 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
              cache_root: Path | None | bool = None, progress: Progress | None = None,
-             fields: tuple[tuple[str, str], ...] = ()) -> Run:
+             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None) -> Run:
     """Read a run folder once and return it (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields).refresh(progress)
+    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token).refresh(progress)

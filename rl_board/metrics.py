@@ -3,9 +3,11 @@
 Definitions (the README repeats them for users):
 
 - A sample's token positions are its first ``n`` positions, ``n`` the length of
-  the shortest numeric per-token list present. With a pad token set, positions
-  at and after its first occurrence in ``response_tokens`` are left out of every
-  aggregate.
+  the shortest numeric per-token list present. Its *counted* positions: with a
+  pad token P, those before the first P in ``response_tokens``; with an EOS token
+  E, those up to and including the first E. When P = E the first occurrence is
+  the EOS: it counts, everything after it does not. Every aggregate reads the
+  counted positions only.
 - ``log_ratio = logprob - ref_logprob`` (the k1 estimator).
 - KL(policy || ref) per token, on tokens sampled from the policy, by the k3
   estimator: with ``d = ref_logprob - logprob``, ``k3 = exp(d) - 1 - d`` (>= 0).
@@ -37,46 +39,140 @@ def kl_per_token(logprobs: np.ndarray, ref_logprobs: np.ndarray, estimator: str 
     raise ValueError(f"unknown KL estimator {estimator!r}; use one of {KL_ESTIMATORS}")
 
 
-def token_positions(lengths: dict[str, int], tokens: list | None, pad_token: str | None) -> tuple[int, int]:
-    """(n, valid) for one sample: n positions (the shortest numeric list present, else the
-    token count), of which the first ``valid`` come before the first pad token."""
+def token_positions(lengths: dict[str, int], tokens: list | None, pad_token: str | None,
+                    eos_token: str | None = None) -> tuple[int, int]:
+    """(n, counted) for one sample: n positions (the shortest numeric list present, else the
+    token count), of which the first ``counted`` count (see the module's definitions)."""
     n = min(lengths.values()) if lengths else (len(tokens) if tokens is not None else 0)
-    valid = n
-    if pad_token is not None and tokens is not None:
-        try:
-            valid = min(n, tokens.index(pad_token, 0, n))
-        except ValueError:
-            pass
-    return n, valid
+    counted = n
+    if tokens is not None:
+        if eos_token is not None:
+            try:
+                counted = tokens.index(eos_token, 0, n) + 1
+            except ValueError:
+                pass
+        if pad_token is not None and pad_token != eos_token:  # P = E: the first one is the EOS, which counts
+            try:
+                counted = min(counted, tokens.index(pad_token, 0, n))
+            except ValueError:
+                pass
+    return n, counted
 
 
-#: Per-sample aggregates of ``compute_log_ratio_aggregates``, in order.
-LOG_RATIO_AGGREGATES = ("log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "k2_mean", "k2_sum")
+#: Per-sample aggregates of ``compute_sample_aggregates``, in order, all float64:
+#: mean and sum of log-ratio, k3 and k2 (NaN ignored); positions where logprob and ref_logprob
+#: are both finite and, of those, where the log-ratio is negative; the mean mismatch k3 against
+#: the sampler's log-probs; the mean entropy; and, over positions where values and token rewards
+#: are both finite, the count, sum and sum of squared deviations of returns (gamma = lambda = 1)
+#: and of residuals (return - value), which ``tables`` pools into a step's explained variance.
+SAMPLE_AGGREGATES = ("log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "k2_mean", "k2_sum",
+                     "lr_pairs", "lr_negative", "mismatch_kl", "entropy_mean",
+                     "ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
 
 
-def compute_log_ratio_aggregates(logprobs: list, ref_logprobs: list) -> dict[str, np.ndarray]:
-    """NaN-ignoring mean and sum of log-ratio, k3 and k2 per sample, shape (samples,).
+class _Segments:
+    """Per-token arrays of the samples that have every named list, concatenated, with sample ids."""
 
-    ``logprobs[i]`` and ``ref_logprobs[i]`` are sample i's arrays already cut to the
-    positions that count (same length), or None when the sample lacks either; a
-    sample with no finite value gets NaN.
+    def __init__(self, cuts: list[dict], names: tuple[str, ...]):
+        self.samples = len(cuts)
+        ids = [i for i, cut in enumerate(cuts) if all(name in cut for name in names)]
+        lengths = np.fromiter((len(cuts[i][names[0]]) for i in ids), dtype=np.int64, count=len(ids))
+        self.seg = np.repeat(np.asarray(ids, dtype=np.int64), lengths)
+        self.arrays = [np.concatenate([cuts[i][name] for i in ids]).astype(np.float64, copy=False) if ids
+                       else np.zeros(0) for name in names]
+
+    def count(self, mask: np.ndarray) -> np.ndarray:
+        return np.bincount(self.seg[mask], minlength=self.samples).astype(np.float64)
+
+    def total(self, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return np.bincount(self.seg[mask], weights=values[mask], minlength=self.samples)
+
+    def mean(self, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        count = self.count(mask)
+        return np.where(count > 0, self.total(values, mask) / np.maximum(count, 1), np.nan)
+
+
+def compute_sample_aggregates(cuts: list[dict]) -> dict[str, np.ndarray]:
+    """Every column of ``SAMPLE_AGGREGATES`` per sample, shape (samples,).
+
+    ``cuts[i]`` maps the names of sample i's per-token lists (``fields.TOKEN_FIELDS``) to its
+    arrays, already cut to its counted positions (all the same length); a list the sample lacks
+    is absent. A sample with no value to aggregate gets NaN (counts get 0).
     """
-    samples = len(logprobs)
-    lengths = np.fromiter((0 if a is None else len(a) for a in logprobs), dtype=np.int64, count=samples)
-    seg = np.repeat(np.arange(samples), lengths)
-    kept = [a for a in logprobs if a is not None]
-    logp = np.concatenate(kept).astype(np.float64) if kept else np.zeros(0)
-    kept = [a for a in ref_logprobs if a is not None]
-    ref = np.concatenate(kept).astype(np.float64) if kept else np.zeros(0)
     out = {}
-    for name, per_token in (("log_ratio", logp - ref), ("kl", kl_per_token(logp, ref, "k3")),
+    pair = _Segments(cuts, ("logprobs", "ref_logprobs"))
+    logp, ref = pair.arrays
+    log_ratio = logp - ref
+    for name, per_token in (("log_ratio", log_ratio), ("kl", kl_per_token(logp, ref, "k3")),
                             ("k2", kl_per_token(logp, ref, "k2"))):
         ok = ~np.isnan(per_token)
-        total = np.bincount(seg[ok], weights=per_token[ok], minlength=samples)
-        count = np.bincount(seg[ok], minlength=samples)
-        out[f"{name}_sum"] = np.where(count > 0, total, np.nan)
-        out[f"{name}_mean"] = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+        count = pair.count(ok)
+        out[f"{name}_sum"] = np.where(count > 0, pair.total(per_token, ok), np.nan)
+        out[f"{name}_mean"] = pair.mean(per_token, ok)
+    finite = np.isfinite(log_ratio)
+    out["lr_pairs"] = pair.count(finite)
+    out["lr_negative"] = pair.count(finite & (log_ratio < 0))
+
+    mismatch = _Segments(cuts, ("logprobs", "rollout_logprobs"))
+    d = mismatch.arrays[0] - mismatch.arrays[1]  # log p_trainer - log p_sampler, on the sampler's tokens
+    k3 = np.expm1(d) - d
+    out["mismatch_kl"] = mismatch.mean(k3, np.isfinite(k3))
+
+    entropy = _Segments(cuts, ("entropy",))
+    out["entropy_mean"] = entropy.mean(entropy.arrays[0], ~np.isnan(entropy.arrays[0]))
+
+    critic = _Segments(cuts, ("values", "token_rewards"))
+    values, rewards = critic.arrays
+    ok = np.isfinite(values) & np.isfinite(rewards)
+    seg, values, rewards = critic.seg[ok], values[ok], rewards[ok]
+    returns = _reverse_cumsum(rewards, seg)
+    residuals = returns - values
+    n = np.bincount(seg, minlength=critic.samples).astype(np.float64)
+    out["ev_n"] = n
+    for name, x in (("ret", returns), ("res", residuals)):
+        total = np.bincount(seg, weights=x, minlength=critic.samples)
+        mean = total / np.maximum(n, 1)
+        out[f"{name}_sum"] = total
+        out[f"{name}_m2"] = np.bincount(seg, weights=(x - mean[seg]) ** 2, minlength=critic.samples)
     return out
+
+
+def _reverse_cumsum(values: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """Per position, the sum of ``values`` from it to the end of its segment (``seg`` sorted)."""
+    if not len(values):
+        return values
+    reverse = np.cumsum(values[::-1])[::-1]  # sum from each position to the very end
+    last = np.flatnonzero(np.r_[seg[1:] != seg[:-1], True])  # each segment's last position
+    after = np.r_[reverse[1:], 0.0][last]  # what lies beyond each segment's end
+    return reverse - after[np.searchsorted(last, np.arange(len(values)))]
+
+
+def pool_explained_variance(n: np.ndarray, ret_sum: np.ndarray, ret_m2: np.ndarray, res_sum: np.ndarray,
+                            res_m2: np.ndarray) -> float:
+    """1 - Var(returns - values) / Var(returns) over the pooled positions of several samples, from
+    their counts, sums and sums of squared deviations (Chan et al.'s parallel variance); population
+    variances; NaN when no position or Var(returns) = 0."""
+    keep = n > 0
+    n, ret_sum, ret_m2, res_sum, res_m2 = (a[keep] for a in (n, ret_sum, ret_m2, res_sum, res_m2))
+    total = n.sum()
+    if not total:
+        return float("nan")
+
+    def m2(sums, m2s):
+        return m2s.sum() + (n * (sums / n - sums.sum() / total) ** 2).sum()
+
+    var_ret = m2(ret_sum, ret_m2) / total
+    if var_ret == 0:
+        return float("nan")
+    return float(1.0 - (m2(res_sum, res_m2) / total) / var_ret)
+
+
+def repeat_4gram_share(tokens: list) -> float:
+    """1 - distinct / total over the 4-grams of ``tokens``; NaN with fewer than 4 tokens."""
+    if len(tokens) < 4:
+        return float("nan")
+    grams = list(zip(tokens, tokens[1:], tokens[2:], tokens[3:]))
+    return 1.0 - len(set(grams)) / len(grams)
 
 
 @dataclass(frozen=True)
@@ -102,13 +198,13 @@ class SampleTokens:
         return len(set(self.lengths.values())) > 1
 
 
-def compute_sample_tokens(row: dict, pad_token: str | None = None) -> SampleTokens:
-    """Cut one sample's lists (``row``: one parsed log line) to its n positions; a
-    non-numeric entry shows as NaN."""
+def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: str | None = None) -> SampleTokens:
+    """Cut one sample's lists (``row``: its canonical record) to its n positions; a
+    non-numeric entry shows as NaN. ``is_pad`` marks the positions that are not counted."""
     numeric = {name: row.get(name) if isinstance(row.get(name), list) else None for name in F.TOKEN_FIELDS}
     lengths = {name: len(v) for name, v in numeric.items() if v is not None}
     tokens = row.get(F.TOKENS) if isinstance(row.get(F.TOKENS), list) else None
-    n, valid = token_positions(lengths, tokens, pad_token)
+    n, valid = token_positions(lengths, tokens, pad_token, eos_token)
     if tokens is not None:
         lengths[F.TOKENS] = len(tokens)
     cut = [t if isinstance(t, str) else json.dumps(t) for t in tokens[:n]] if tokens is not None else []

@@ -102,7 +102,7 @@ class Run:
 
     def sample_tokens(self, label) -> SampleTokens:
         """One sample's token lists (``label`` in ``samples``), read again from its source."""
-        return compute_sample_tokens(self.record(label)[0], self.pad_token)
+        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token)
 
 
 def _take(column: pa.ChunkedArray, rows: np.ndarray) -> list:

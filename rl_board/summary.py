@@ -15,6 +15,12 @@ STEP_KEYS = {
     "kl_mean": "kl_mean",
     "log_ratio_mean": "log_ratio_mean",
     "response_len_mean": "response_len_mean",
+    "neg_log_ratio_share": "neg_log_ratio_share",
+    "reward_len_corr": "reward_len_corr",
+    "repeat_4gram_share": "repeat_4gram_mean",
+    "explained_variance": "explained_variance",
+    "mismatch_kl": "mismatch_kl_mean",
+    "entropy_mean": "entropy_mean",
 }
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import fields as F
-from .metrics import SampleTokens, kl_per_token
+from .metrics import SampleTokens, kl_per_token, pool_explained_variance
 
 #: Sort choices a user sees -> the sample column they sort by.
 SORT_KEYS = {
@@ -145,14 +145,19 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
 STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
                "log_ratio": "log_ratio_mean", "kl_sum": "kl_sum", "log_ratio_sum": "log_ratio_sum",
                "response_len": "response_len", "response_chars": "response_chars",
-               "ref_response_chars": "ref_response_chars"}
+               "ref_response_chars": "ref_response_chars", "mismatch_kl": "mismatch_kl",
+               "entropy": "entropy_mean", "repeat_4gram": "repeat_4gram"}
+
+#: Per-step diagnostics that pool a step's samples (one number per step, no spread).
+STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance")
+MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
 
 
 def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
-    """Per step, indexed by step ascending: ``samples`` (count) and, for each series of
+    """Per step, indexed by step ascending: ``samples`` (count); for each series of
     ``STEP_SERIES`` and each extra field (``extra:NAME``) with any value, ``{name}_mean`` and
-    population ``{name}_std`` (NaN ignored). ``kl_mean`` is the mean over samples of each
-    sample's mean k3."""
+    population ``{name}_std`` (NaN ignored); and the ``STEP_DIAGNOSTICS`` (see
+    ``compute_step_diagnostics``). ``kl_mean`` is the mean over samples of each sample's mean k3."""
     steps = samples[F.STEP]
     columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns)}}
     series = {name: samples[column].astype(float) for name, column in columns.items() if column in samples}
@@ -163,5 +168,48 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     if len(values.columns):
         grouped = values.groupby(steps, sort=True)
         out = out.join(grouped.mean().add_suffix("_mean")).join(grouped.std(ddof=0).add_suffix("_std"))
+    if len(samples):
+        out = out.join(compute_step_diagnostics(samples))
     out.index.name = F.STEP
     return out
+
+
+def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per step (index), from the per-sample columns (NaN where not computable):
+
+    - ``neg_log_ratio_share``: of the counted positions where logprob and ref_logprob are both
+      finite, pooled over the step, the share with logprob - ref_logprob < 0;
+    - ``reward_len_corr``: Pearson correlation of reward and length over the step's samples;
+      length is ``response_len`` (counted tokens) when any sample of the step has one, else
+      ``response_chars`` (pads removed); samples without a length or with a non-finite reward
+      are left out; NaN with fewer than ``MIN_CORR_SAMPLES`` samples or a constant side;
+    - ``explained_variance``: 1 - Var(returns - values) / Var(returns) over the step's pooled
+      positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0.
+    """
+    has = set(samples.columns).issuperset
+    rows = {}
+    for step, group in samples.groupby(F.STEP, sort=True):
+        row = rows[step] = dict.fromkeys(STEP_DIAGNOSTICS, np.nan)
+        if has(("lr_pairs", "lr_negative")) and (pairs := group["lr_pairs"].sum()):
+            row["neg_log_ratio_share"] = group["lr_negative"].sum() / pairs
+        if has((F.REWARD, "response_len", "response_chars")):
+            row["reward_len_corr"] = _reward_length_correlation(group)
+        if has(_EV_COLUMNS):
+            row["explained_variance"] = pool_explained_variance(*(group[c].to_numpy(dtype=float)
+                                                                  for c in _EV_COLUMNS))
+    return pd.DataFrame.from_dict(rows, orient="index", columns=list(STEP_DIAGNOSTICS))
+
+
+_EV_COLUMNS = ("ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
+
+
+def _reward_length_correlation(group: pd.DataFrame) -> float:
+    tokens = group["response_len"].astype(float).where(group["response_len"] >= 0)
+    length = tokens if tokens.notna().any() else group["response_chars"].astype(float)
+    reward = group[F.REWARD].astype(float)
+    keep = length.notna().to_numpy() & np.isfinite(reward.to_numpy())
+    x, y = reward.to_numpy()[keep], length.to_numpy()[keep]
+    if len(x) < MIN_CORR_SAMPLES or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return np.nan
+    x, y = x - x.mean(), y - y.mean()
+    return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))

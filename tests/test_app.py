@@ -57,7 +57,8 @@ def test_journey_on_the_demo_run():
     token_table = at.dataframe[1].value
     assert {"token", "kl", "log_ratio", "logp", "ref_logp", "prob", "ref_prob", "value",
             "token_reward"} <= set(token_table.columns)
-    assert "<|endoftext|>" not in token_table["token"].tolist()  # pad dropped by default
+    tokens = token_table["token"].tolist()  # by default the EOS (= pad) counts and the pads after it do not
+    assert tokens.count("<|endoftext|>") == 1 and tokens[-1] == "<|endoftext|>"
 
 
 def test_sort_by_reward_and_by_kl_puts_the_max_first(tmp_path):

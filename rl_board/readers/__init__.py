@@ -38,20 +38,23 @@ class FieldMappingError(ValueError):
 class ReadOptions:
     """How a run is read; everything here changes the parsed rows, so it keys the cache.
 
-    pad_token: positions at and after its first occurrence leave the aggregates.
+    pad_token: positions at and after its first occurrence are not counted (nor shown in texts).
     fields: ``(canonical, source)`` pairs from the user's field mapping.
+    eos_token: positions after its first occurrence are not counted; it is (see ``metrics``).
     """
 
     pad_token: str | None = None
     fields: tuple[tuple[str, str], ...] = ()
+    eos_token: str | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields]})
+        return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
+                           "eos_token": self.eos_token})
 
     @classmethod
     def from_json(cls, text: str) -> "ReadOptions":
         raw = json.loads(text)
-        return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]))
+        return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"])
 
 
 def parse_field_mapping(items) -> tuple[tuple[str, str], ...]:

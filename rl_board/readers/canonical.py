@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .. import fields as F
-from ..metrics import LOG_RATIO_AGGREGATES
+from ..metrics import SAMPLE_AGGREGATES
 
 SCHEMA = pa.schema(
     [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
@@ -22,12 +22,13 @@ SCHEMA = pa.schema(
         ("offset", pa.int64()),  # byte offset of the line in its file (the 0-based row for a table file)
         ("length", pa.int64()),  # bytes of the line, without its newline (0 for a table file)
         ("n_tokens", pa.int32()),  # token positions: the shortest numeric list
-        ("response_len", pa.int32()),  # positions before the pad; -1 when nothing tells
+        ("response_len", pa.int32()),  # counted positions (see metrics); -1 when nothing tells
         ("lengths_differ", pa.bool_()),  # per-token lists of unequal length
         ("response_chars", pa.float64()),  # characters of the response, pads removed
         ("ref_response_chars", pa.float64()),
+        ("repeat_4gram", pa.float64()),  # 1 - distinct/total 4-grams of the counted tokens (or words)
     ]
-    + [(name, pa.float64()) for name in LOG_RATIO_AGGREGATES]
+    + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
 )
 
 

@@ -33,7 +33,7 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from ..metrics import compute_log_ratio_aggregates, token_positions
+from ..metrics import compute_sample_aggregates, repeat_4gram_share, token_positions
 from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value
 from .canonical import SCHEMA, build_table
 
@@ -44,9 +44,9 @@ ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
 
 #: The fields of a row tuple built while parsing, in order.
 _ROW_FIELDS = (F.LINE, "offset", "length", F.STEP, F.REWARD, *F.SCALAR_FIELDS, *F.TEXT_FIELDS,
-               "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars")
+               "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars", "repeat_4gram")
 _RESPONSE, _REF_RESPONSE = F.TEXT_FIELDS.index("response"), F.TEXT_FIELDS.index("ref_response")
-_AGGREGATED = ("logprobs", "ref_logprobs")  # lists whose every entry the aggregates read
+_STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
 
@@ -81,8 +81,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
     Args:
         data: bytes of a file starting at byte ``base_offset``, at a line start.
         first_line: the number of the first line.
-        options: the pad token (positions at and after its first occurrence leave the
-            aggregates) and the user's field mapping.
+        options: the pad and EOS tokens (which positions count, see ``metrics``) and the
+            user's field mapping.
         step_quota, max_per_step: with ``max_per_step``, keep a line only while its
             step has fewer samples than that in ``step_quota`` (updated in place); a
             line whose step is already full is skipped without being parsed.
@@ -90,7 +90,7 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
     quota = step_quota if step_quota is not None else {}
     resolver = KeyResolver(options.fields, ALIASES)
     decoder = _line_decoder(options.fields)
-    rows, extras, logps, refs, errors, skipped, lines = [], [], [], [], [], 0, 0
+    rows, extras, cuts, errors, skipped, lines = [], [], [], [], 0, 0
     enabled = gc.isenabled()
     gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
     try:
@@ -104,13 +104,13 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
                 if len(hits) == 1 and quota.get(int(hits[0]), 0) >= max_per_step:
                     skipped += 1
                     continue
-            parsed = _parse_line(raw, options.pad_token, resolver, decoder)
+            parsed = _parse_line(raw, options, resolver, decoder)
             if parsed is None:
                 continue
             if isinstance(parsed, str):
                 errors.append((number, parsed))
                 continue
-            row, extra, logp, ref = parsed
+            row, extra, cut = parsed
             if max_per_step is not None:
                 step = row[0]
                 if quota.get(step, 0) >= max_per_step:
@@ -119,13 +119,12 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
                 quota[step] = quota.get(step, 0) + 1
             rows.append((number, base_offset + line_start, len(raw), *row))
             extras.append(extra)
-            logps.append(logp)
-            refs.append(ref)
+            cuts.append(cut)
     finally:
         if enabled:
             gc.enable()
     columns = dict(zip(_ROW_FIELDS, zip(*rows))) if rows else {name: () for name in _ROW_FIELDS}
-    columns.update(compute_log_ratio_aggregates(logps, refs))
+    columns.update(compute_sample_aggregates(cuts))
     names = {name for extra in extras for name in extra}
     extra_columns = {name: [extra.get(name) for extra in extras] for name in names}
     return ParsedBlock(build_table(columns, extra_columns), errors, lines, skipped)
@@ -171,9 +170,8 @@ def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=Non
 class _LineDecoder:
     """Decodes a line in one msgspec call into the keys the board knows for one field mapping.
 
-    Keys that feed only the log-probabilities the aggregates read are typed floats; keys
-    that feed only the other per-token lists stay raw (only their length is needed at
-    load); everything else is decoded as any JSON. A line with a key outside this set (an
+    Keys that feed only per-token lists are typed floats; everything else is decoded as
+    any JSON. A line with a key outside this set (an
     extra field) or a value of another type is refused: the caller takes a slower path."""
 
     def __init__(self, fields: tuple[tuple[str, str], ...]):
@@ -188,14 +186,10 @@ class _LineDecoder:
             feeds.setdefault(key, set())
 
         def kind(names):
-            if names and names <= set(_AGGREGATED):
-                return list[float | None] | None
-            if names and names <= set(F.TOKEN_FIELDS) - set(_AGGREGATED):
-                return msgspec.Raw
-            return typing.Any
+            return list[float | None] | None if names and names <= set(F.TOKEN_FIELDS) else typing.Any
 
         self.keys = list(feeds)
-        self.typed = frozenset(k for k in self.keys if kind(feeds[k]) is not typing.Any and kind(feeds[k]) is not _RAW)
+        self.typed = frozenset(k for k in self.keys if kind(feeds[k]) is not typing.Any)
         struct = msgspec.defstruct("Line", [(f"f{i}", kind(feeds[k]), _UNSET) for i, k in enumerate(self.keys)],
                                    rename={f"f{i}": k for i, k in enumerate(self.keys)}, forbid_unknown_fields=True)
         self._decoder = msgspec.json.Decoder(struct)
@@ -214,26 +208,26 @@ def _line_decoder(fields: tuple[tuple[str, str], ...]) -> _LineDecoder:
     return _LineDecoder(fields)
 
 
-def _parse_line(raw: memoryview, pad_token: str | None, resolver: KeyResolver, decoder: _LineDecoder):
-    """(row, extras, logprobs and ref_logprobs cut to the counted positions) for one line, None
-    for a blank line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS``
-    after line, offset and length."""
+def _parse_line(raw: memoryview, options: ReadOptions, resolver: KeyResolver, decoder: _LineDecoder):
+    """(row, extras, per-token lists cut to the counted positions) for one line, None for a blank
+    line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS`` after line,
+    offset and length."""
     if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
         return None
     top = decoder.decode(raw)
     if top is not None:
-        return _build_row(top, decoder.typed, pad_token, resolver)
+        return _build_row(top, decoder.typed, options, resolver)
     try:
-        return _build_row(_TOP.decode(raw), frozenset(), pad_token, resolver)
+        return _build_row(_TOP.decode(raw), frozenset(), options, resolver)
     except (msgspec.DecodeError, UnicodeDecodeError):  # not strict JSON, not an object: the slow path says why
         pass
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
-    return _build_row(obj, frozenset(), pad_token, resolver)
+    return _build_row(obj, frozenset(), options, resolver)
 
 
-def _build_row(top: dict, typed_keys: frozenset, pad_token: str | None, resolver: KeyResolver):
+def _build_row(top: dict, typed_keys: frozenset, options: ReadOptions, resolver: KeyResolver):
     """The row of one line from its top-level values: each a ``msgspec.Raw`` (decoded here) or a
     Python value; lists under ``typed_keys`` are already checked to hold only numbers or nulls.
     Raises ``msgspec.DecodeError`` on a raw value msgspec can't decode (the caller then takes
@@ -271,11 +265,6 @@ def _build_row(top: dict, typed_keys: frozenset, pad_token: str | None, resolver
             continue
         values, typed = top[key], key in typed_keys
         if type(values) is _RAW:
-            if name not in _AGGREGATED:  # only its length counts here
-                size = _flat_list_length(values)
-                if size is not None:
-                    lengths[name] = size
-                    continue
             try:
                 values, typed = _FLOATS.decode(values), True
             except msgspec.ValidationError:  # null, or entries that are not numbers: look closer
@@ -285,11 +274,14 @@ def _build_row(top: dict, typed_keys: frozenset, pad_token: str | None, resolver
         if type(values) is not list:
             return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
         lengths[name] = len(values)
-        if name in _AGGREGATED:  # the others' entries are checked when the sample is shown
+        if name in _STRICT:
             array = _float_array(values, typed)
             if array is None:
                 return f"'{name}' must be a list of numbers or null"
-            arrays[name] = array
+        else:  # an entry that is not a number shows as empty, and counts as NaN
+            array = np.array(values if typed else [v if _is_number(v) else None for v in values],
+                             dtype=np.float64)
+        arrays[name] = array
     tokens = get(F.TOKENS)
     tokens = tokens if type(tokens) is list else None
     extras = {}
@@ -302,27 +294,26 @@ def _build_row(top: dict, typed_keys: frozenset, pad_token: str | None, resolver
             value = _ANY.decode(value)
         if is_extra_value(value):
             extras[key] = _to_float(value)
-    n, valid = token_positions(lengths, tokens, pad_token)
+    pad_token = options.pad_token
+    n, counted = token_positions(lengths, tokens, pad_token, options.eos_token)
     sizes = set(lengths.values())
     if tokens is not None and lengths:
         sizes.add(len(tokens))
-    chars = [None if text is None else float(len(text.replace(pad_token, "") if pad_token else text))
-             for text in (texts[_RESPONSE], texts[_REF_RESPONSE])]
+    response = texts[_RESPONSE]
+    if pad_token and response is not None:
+        response = response.replace(pad_token, "")
+    ref_response = texts[_REF_RESPONSE]
+    if pad_token and ref_response is not None:
+        ref_response = ref_response.replace(pad_token, "")
+    if tokens is not None:
+        repeat = repeat_4gram_share(tokens[:counted])
+    else:
+        repeat = repeat_4gram_share(response.split()) if response is not None else None
     row = (step, float(reward), *scalars, *texts, n if lengths else 0,
-           valid if lengths or tokens is not None else -1, len(sizes) > 1, *chars)
-    logp, ref = arrays.get("logprobs"), arrays.get("ref_logprobs")
-    if logp is None or ref is None:
-        return row, extras, None, None
-    return row, extras, logp[:valid], ref[:valid]
-
-
-def _flat_list_length(raw: msgspec.Raw) -> int | None:
-    """The number of entries of a JSON list of numbers (or nulls), counted from its bytes without
-    parsing them; None when the raw value is anything else (null, strings, nesting): decode it then."""
-    data = bytes(raw)
-    if data[:1] != b"[" or b'"' in data or data.count(b"[") != 1 or b"{" in data:
-        return None
-    return data.count(b",") + 1 if data[1:-1].strip() else 0
+           counted if lengths or tokens is not None else -1, len(sizes) > 1,
+           None if response is None else float(len(response)),
+           None if ref_response is None else float(len(ref_response)), repeat)
+    return row, extras, {name: array[:counted] for name, array in arrays.items()}
 
 
 def _float_array(values: list, typed: bool) -> np.ndarray | None:

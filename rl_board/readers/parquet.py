@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import fields as F
-from ..metrics import LOG_RATIO_AGGREGATES
+from ..metrics import compute_sample_aggregates, repeat_4gram_share
 from . import FileError, KeyResolver, ReadOptions, SourceChanged
 from .canonical import build_table
 
@@ -100,8 +100,10 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         if options.pad_token:
             texts = pc.replace_substring(texts, options.pad_token, "")
         columns[name] = pc.utf8_length(texts)
-    for name in LOG_RATIO_AGGREGATES:  # no per-token lists in a table file
-        columns[name] = missing
+    columns.update(compute_sample_aggregates([{}] * n))  # no per-token lists in a table file
+    columns["repeat_4gram"] = [None if text is None else repeat_4gram_share(  # over words: no tokens here
+        (text.replace(options.pad_token, "") if options.pad_token else text).split())
+        for text in columns["response"].to_pylist()]
     extras = {name: source[name] for name in source.column_names
               if name not in taken and _is_numeric(source.schema.field(name).type, booleans=True)}
     return build_table(columns, extras), errors, rows

@@ -24,13 +24,13 @@ def render_page() -> None:
     run_dir, fields = loaded
 
     try:
-        run = state.get_run(run_dir, settings.pad_token, settings.max_per_step, fields, refresh=settings.load)
+        run = state.get_run(run_dir, settings, fields, refresh=settings.load)
     except RootError as exc:  # the folder went away since it was picked
         st.error("Can't read this run.")
         st.text(str(exc))
         return
     if settings.auto_refresh_seconds:
-        state.follow(run_dir, settings.pad_token, settings.max_per_step, fields, settings.auto_refresh_seconds)
+        state.follow(run_dir, settings, fields)
     report.render(run)
     if not run.report.lines_ok:
         return

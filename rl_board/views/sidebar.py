@@ -16,6 +16,8 @@ from ..metrics import KL_ESTIMATORS
 from . import keys
 
 DEFAULT_ROOT = "./rollout_samples"
+DEFAULT_PAD = PAD_TOKEN  # OpenRLHF pads with the EOS token: both default to <|endoftext|>
+DEFAULT_EOS = PAD_TOKEN
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
 
 
@@ -36,6 +38,7 @@ class Settings:
     kl_estimator: str
     use_log_ratio: bool
     pad_token: str | None  # None unless "drop pad token" is on
+    eos_token: str | None  # None when the EOS box is empty
     system_marker: str | None
     show_charts: bool
     show_table: bool
@@ -92,7 +95,13 @@ def render() -> Settings:
                                     "train with); k2 = ½·log_ratio²; k1 = log_ratio.")
     use_log_ratio = side.checkbox("Log-ratio instead of KL on the KL curve", key=keys.USE_LOG_RATIO)
     drop_pad = side.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
-    pad = side.text_input("Pad token", value=PAD_TOKEN, key=keys.PAD_TOKEN, disabled=not drop_pad)
+    pad = side.text_input("Pad token", value=DEFAULT_PAD, key=keys.PAD_TOKEN, disabled=not drop_pad,
+                          help="Positions from the first pad token on are not counted, and pads are removed "
+                               "from the texts shown.")
+    eos = side.text_input("EOS token", value=DEFAULT_EOS, key=keys.EOS_TOKEN,
+                          help="The model's end-of-sequence action: counted (it carries the reward), and "
+                               "nothing after it is. When it equals the pad token, its first occurrence is "
+                               "the EOS. Empty: no EOS.")
     drop_system = side.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
     marker = side.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
                              disabled=not drop_system)
@@ -102,7 +111,7 @@ def render() -> Settings:
         auto_refresh_seconds=int(seconds) if auto else None,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
-        pad_token=(pad or None) if drop_pad else None, system_marker=(marker or None) if drop_system else None,
+        pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, system_marker=(marker or None) if drop_system else None,
         show_charts=side.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
         show_table=side.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
         show_pair=side.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),

@@ -19,15 +19,15 @@ _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
-               fields: tuple[tuple[str, str], ...] = ()) -> RunSource:
+               fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None) -> RunSource:
     """The reader of one run folder for these load settings."""
-    return RunSource(run_dir, pad_token, max_per_step, fields=fields)
+    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token)
 
 
-def get_run(run_dir: str, pad_token: str | None, max_per_step: int | None, fields: tuple = (),
-            refresh: bool = False) -> Run:
-    """The run as last read; read (what is new in) its files first when ``refresh`` or never read."""
-    source = get_source(run_dir, pad_token, max_per_step, fields)
+def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -> Run:
+    """The run as last read with the sidebar's load settings; read (what is new in) its files first
+    when ``refresh`` or never read."""
+    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token)
     if refresh or source.latest is None:
         bar = st.progress(0.0, text="Reading rollout files…")
         last = [0.0]
@@ -83,12 +83,12 @@ def get_record(run: Run, label):
         return exc
 
 
-def follow(run_dir: str, pad_token: str | None, max_per_step: int | None, fields: tuple, seconds: int) -> None:
-    """Re-read the run every ``seconds`` and rerun the page when new lines arrived."""
+def follow(run_dir: str, settings, fields: tuple) -> None:
+    """Re-read the run every ``settings.auto_refresh_seconds`` and rerun the page when new lines arrived."""
 
-    @st.fragment(run_every=seconds)
+    @st.fragment(run_every=settings.auto_refresh_seconds)
     def _poll() -> None:
-        source = get_source(run_dir, pad_token, max_per_step, fields)
+        source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token)
         before = source.latest
         source.refresh()
         if before is None or source.latest.report != before.report:

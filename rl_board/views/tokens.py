@@ -13,7 +13,7 @@ from .sidebar import Settings
 
 def render(record: dict, settings: Settings) -> None:
     """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``)."""
-    sample = compute_sample_tokens(record, settings.pad_token)
+    sample = compute_sample_tokens(record, settings.pad_token, settings.eos_token)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return
