@@ -10,6 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from . import fields as F
+from .colors import NONNEGATIVE, metric_scale
 
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 MAX_HEATMAP_TOKENS = 512  # columns drawn; longer responses are shown from the first token on
@@ -23,14 +24,33 @@ def _figure(traces: list[dict], title: str, height: int = 320, **layout) -> go.F
     return go.Figure(data=traces, layout={**base, **layout}, _validate=False)
 
 
+def smooth_ema(values, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing: an exponential moving average with debiasing, so the first
+    points are not pulled towards 0; non-finite points stay as they are and are skipped."""
+    values = np.asarray(values, dtype=float)
+    if not 0 < weight < 1:
+        return values.copy()
+    out, last, count = values.copy(), 0.0, 0
+    for i, value in enumerate(values):
+        if not math.isfinite(value):
+            continue
+        last = last * weight + (1 - weight) * value
+        count += 1
+        out[i] = last / (1 - weight ** count)
+    return out
+
+
 def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_scale: float = 1.0,
-                       zero_shift: bool = False, labels: dict[str, str] | None = None) -> go.Figure:
+                       zero_shift: bool = False, labels: dict[str, str] | None = None, smoothing: float = 0.0,
+                       ) -> go.Figure:
     """Mean of each ``name`` over steps with a band of ± ``std_scale`` × std.
 
     ``steps`` is indexed by step with columns ``{name}_mean`` and optionally
     ``{name}_std`` (a name without them is left out). With ``zero_shift`` each curve (and its band) is moved so its
     first finite mean is 0, which makes curves on different scales comparable. ``labels`` names
-    the curves in the legend (default: their names).
+    the curves in the legend (default: their names). Bands of series that are never negative
+    (``colors.NONNEGATIVE``) are clipped at 0. With ``smoothing`` in (0, 1) the mean is smoothed
+    by ``smooth_ema`` and the raw curve stays, faint.
     """
     traces = []
     x = steps.index.to_numpy()
@@ -49,11 +69,21 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
         std_col = f"{name}_std"
         if std_col in steps and std_scale > 0:
             spread = std_scale * steps[std_col].to_numpy(dtype=float)
+            lower = mean - spread
+            if name in NONNEGATIVE and not zero_shift:
+                lower = np.maximum(lower, 0.0)
             traces.append(dict(type="scatter", x=np.concatenate([x, x[::-1]]),
-                               y=np.concatenate([mean + spread, (mean - spread)[::-1]]),
+                               y=np.concatenate([mean + spread, lower[::-1]]),
                                fill="toself", fillcolor=color, opacity=0.2, line=dict(width=0),
                                hoverinfo="skip", showlegend=False, name=f"{label} ± {std_scale:g}·std"))
-        traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=label, line=dict(color=color)))
+        if 0 < smoothing < 1:
+            traces.append(dict(type="scatter", x=x, y=mean, mode="lines", name=f"{label} (raw)", opacity=0.3,
+                               line=dict(color=color, width=1), showlegend=False, hoverinfo="skip"))
+            traces.append(dict(type="scatter", x=x, y=smooth_ema(mean, smoothing), mode="lines", name=label,
+                               line=dict(color=color)))
+        else:
+            traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=label,
+                               line=dict(color=color)))
     return _figure(traces, title, xaxis=dict(title=dict(text="step")))
 
 
@@ -111,34 +141,28 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
                    yaxis=dict(title=dict(text="samples")))
 
 
-def scale_rows(z: np.ndarray) -> np.ndarray:
-    """Each row mapped to [0, 1] by its own min and max (NaN stays NaN; a flat row is 0.5)."""
-    z = np.asarray(z, dtype=float)
-    out = np.full_like(z, np.nan)
-    for i, row in enumerate(z):
-        finite = row[np.isfinite(row)]
-        if not len(finite):
-            continue
-        lo, hi = finite.min(), finite.max()
-        out[i] = 0.5 if hi == lo else (row - lo) / (hi - lo)
-        out[i][~np.isfinite(row)] = np.nan
-    return out
-
-
-def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str]) -> go.Figure:
-    """Token positions across, ``metrics`` down; colour scaled per row so small KLs show beside large logps.
+def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimator: str = "k3") -> go.Figure:
+    """Token positions across, ``metrics`` down (first on top), each row on its own colour scale
+    (``colors.metric_scale``: light to hot for non-negative metrics, diverging at 0 for signed
+    ones) with its own colour bar, so small KLs show beside large log-probs.
 
     Hover and cell text give the real values. At most ``MAX_HEATMAP_TOKENS`` columns.
     """
     shown = table.iloc[:MAX_HEATMAP_TOKENS]
-    z = shown[metrics].to_numpy(dtype=float).T
     # plotly reads a few HTML tags in labels; tokens are model output, so escape them
     x = [f"{pos}:{html.escape(str(tok))}" for pos, tok in zip(shown.index, shown["token"])]
-    text = [[f"{v:.3g}" if np.isfinite(v) else "" for v in row] for row in z]
-    trace = dict(type="heatmap", z=scale_rows(z), x=x, y=list(metrics), text=text, customdata=z,
-                 hovertemplate="%{y} at %{x}: %{customdata:.4g}<extra></extra>",
-                 colorscale="RdBu", reversescale=True, zmin=0, zmax=1, showscale=False)
-    if len(shown) <= 60:
-        trace["texttemplate"] = "%{text}"
-    return _figure([trace], "Per-token heatmap (colour scaled per row)", height=120 + 36 * len(metrics),
-                   xaxis=dict(tickangle=-60, type="category"))
+    rows = len(metrics)
+    traces = []
+    for i, metric in enumerate(metrics):
+        values = shown[metric].to_numpy(dtype=float)
+        scale = metric_scale(metric, values, estimator)
+        trace = dict(type="heatmap", z=[values], x=x, y=[metric], colorscale=scale.colorscale, zmin=scale.zmin,
+                     zmax=scale.zmax, hovertemplate="%{y} at %{x}: %{z:.4g}<extra></extra>",
+                     colorbar=dict(len=0.9 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", thickness=10,
+                                   outlinewidth=0, tickfont=dict(size=9)))
+        if len(shown) <= 60:
+            trace["text"] = [[f"{v:.3g}" if np.isfinite(v) else "" for v in values]]
+            trace["texttemplate"] = "%{text}"
+        traces.append(trace)
+    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=120 + 40 * rows,
+                   xaxis=dict(tickangle=-60, type="category"), yaxis=dict(autorange="reversed", type="category"))

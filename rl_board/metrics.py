@@ -221,3 +221,20 @@ def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: st
     is_pad[valid:] = True
     return SampleTokens(cut, arr("logprobs"), arr("ref_logprobs"), arr("values"), arr("token_rewards"),
                         is_pad, lengths, arr("rollout_logprobs"), arr("entropy"))
+
+
+def compute_gae(token_rewards: np.ndarray, values: np.ndarray, gamma: float = 1.0,
+                lam: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """(GAE advantages, returns = advantages + values) over one sample's counted positions,
+    shape (n,): delta_t = r_t + gamma * V_{t+1} - V_t (V = 0 after the last position),
+    A_t = delta_t + gamma * lambda * A_{t+1}."""
+    rewards = np.asarray(token_rewards, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    advantages = np.zeros(len(rewards))
+    running, next_value = 0.0, 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        delta = rewards[t] + gamma * next_value - values[t]
+        running = delta + gamma * lam * running
+        advantages[t] = running
+        next_value = values[t]
+    return advantages, advantages + values

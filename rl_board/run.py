@@ -100,6 +100,16 @@ class Run:
             raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
         return canonical, others
 
+    def records(self, labels) -> list[tuple[dict, dict] | None]:
+        """``record`` of each label, None for a sample that can no longer be read."""
+        out = []
+        for label in labels:
+            try:
+                out.append(self.record(label))
+            except (OSError, SourceChanged):
+                out.append(None)
+        return out
+
     def sample_tokens(self, label) -> SampleTokens:
         """One sample's token lists (``label`` in ``samples``), read again from its source."""
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import fields as F
-from .metrics import SampleTokens, kl_per_token, pool_explained_variance
+from .metrics import SampleTokens, compute_gae, kl_per_token, pool_explained_variance
 
 #: Sort choices a user sees -> the sample column they sort by.
 SORT_KEYS = {
@@ -17,13 +17,17 @@ SORT_KEYS = {
     "log-ratio sum": "log_ratio_sum",
     "reward gap": "reward_gap",
     "response length": "response_len",
+    "mismatch KL": "mismatch_kl",
+    "entropy": "entropy_mean",
+    "4-gram repetition": "repeat_4gram",
     "log order": F.LINE,
 }
 
 #: Batch table columns in display order (those a run lacks are left out).
 BATCH_COLUMNS = (
     "prompt", "response", F.REWARD, "ground_truth", "valid_reward", "kl_mean", "kl_sum",
-    "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len", "source",
+    "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len",
+    "mismatch_kl", "entropy_mean", "repeat_4gram", "source",
 )
 
 
@@ -121,11 +125,29 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
 
 
 #: Rows of the token table and heatmap, in display order.
-TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "logp", "ref_logp", "prob", "ref_prob")
+TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "return", "value_error", "logp",
+                 "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp")
+#: What each token metric is, for labels and the README.
+TOKEN_METRIC_LABELS = {
+    "advantage": "GAE advantage", "return": "return (advantage + value)", "value_error": "value error (return − value)",
+    "rollout_ratio": "rollout ratio exp(logp − rollout logp)", "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
+    "neg_logp": "−logp (no entropy logged)",
+}
 
 
-def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: bool = False) -> pd.DataFrame:
-    """One row per token position, one column per metric of ``TOKEN_METRICS``."""
+def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: bool = False, gamma: float = 1.0,
+                        lam: float = 0.95) -> pd.DataFrame:
+    """One row per token position, one column per metric of ``TOKEN_METRICS`` (NaN where the
+    sample lacks what a metric needs). GAE advantage, return and value error use ``gamma`` and
+    ``lam`` over the counted positions; ``neg_logp`` stands in for entropy only when none is logged."""
+    n = len(sample.tokens)
+    rollout = sample.rollout_logprobs if sample.rollout_logprobs is not None else np.full(n, np.nan)
+    entropy = sample.entropy if sample.entropy is not None else np.full(n, np.nan)
+    mismatch = sample.logprobs - rollout
+    counted = int((~sample.is_pad).sum())
+    advantage, returns = np.full(n, np.nan), np.full(n, np.nan)
+    advantage[:counted], returns[:counted] = compute_gae(sample.token_rewards[:counted], sample.values[:counted],
+                                                         gamma, lam)
     frame = pd.DataFrame({
         "token": sample.tokens,
         "token_reward": sample.token_rewards,
@@ -136,7 +158,14 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
         "ref_logp": sample.ref_logprobs,
         "prob": np.exp(sample.logprobs),
         "ref_prob": np.exp(sample.ref_logprobs),
-    })
+        "advantage": advantage,
+        "return": returns,
+        "value_error": returns - sample.values,
+        "rollout_ratio": np.exp(mismatch),
+        "mismatch_k3": np.expm1(mismatch) - mismatch,
+        "entropy": entropy,
+        "neg_logp": -sample.logprobs if np.isnan(entropy).all() else np.full(n, np.nan),
+    })[["token", *TOKEN_METRICS]]
     frame.index.name = "position"
     return frame[~sample.is_pad] if drop_pad else frame
 
@@ -150,6 +179,22 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
 
 #: Per-step diagnostics that pool a step's samples (one number per step, no spread).
 STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance")
+
+#: The diagnostic curves: series name (``{name}_mean`` in ``curve_frame``) -> title.
+DIAGNOSTIC_CURVES = {
+    "entropy": "Entropy (mean per sample)",
+    "mismatch_kl": "Mismatch KL (sampler ‖ trainer)",
+    "explained_variance": "Critic explained variance (γ = λ = 1)",
+    "neg_log_ratio_share": "Share of tokens with log-ratio < 0",
+    "reward_len_corr": "Reward–length correlation (Pearson)",
+    "repeat_4gram": "4-gram repetition (mean per sample)",
+}
+
+
+def curve_frame(steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with each step-level diagnostic also as ``{name}_mean``, so every series draws alike."""
+    present = [name for name in STEP_DIAGNOSTICS if name in steps]
+    return steps.assign(**{f"{name}_mean": steps[name] for name in present})
 MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
 
 

@@ -1,6 +1,7 @@
 """The whole page in Streamlit's real runtime (AppTest): open, load, sort, move, pick, read tokens."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -47,16 +48,19 @@ def test_journey_on_the_demo_run():
     """Open, pick the PPO demo, load: curves, batch table, sample pair, token table and heatmap, no exception."""
     at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
     charts = at.get("plotly_chart")
-    assert len(charts) == 7  # 3 curves, 3 batch charts, 1 heatmap
+    assert len(charts) == 13  # 3 curves, 6 diagnostic curves, 3 batch charts, 1 heatmap
     traces = [trace["type"] for chart in charts for trace in json.loads(chart.proto.spec)["data"]]
-    assert traces.count("heatmap") == 1
+    heatmap = [data for data in (json.loads(c.proto.spec)["data"] for c in charts)
+               if data and all(t["type"] == "heatmap" for t in data)][0]
+    assert traces.count("heatmap") == len(heatmap) == len(at.dataframe[1].value.columns) - 1  # a row per metric
     assert at.slider(key=keys.STEP).value == 30  # the newest step first
     at.slider(key=keys.STEP).set_value(5).run()
     assert not at.exception
     assert at.dataframe[0].value.shape[0] == 16  # 16 samples in the demo's step 5
     token_table = at.dataframe[1].value
-    assert {"token", "kl", "log_ratio", "logp", "ref_logp", "prob", "ref_prob", "value",
-            "token_reward"} <= set(token_table.columns)
+    assert {"token", "kl", "log_ratio", "logp", "ref_logp", "prob", "ref_prob", "value", "token_reward",
+            "rollout_ratio", "mismatch_k3", "entropy", "advantage", "return", "value_error"} <= set(token_table.columns)
+    assert "neg_logp" not in token_table  # the demo logs entropy
     tokens = token_table["token"].tolist()  # by default the EOS (= pad) counts and the pads after it do not
     assert tokens.count("<|endoftext|>") == 1 and tokens[-1] == "<|endoftext|>"
 
@@ -268,3 +272,57 @@ def test_shipped_trainer_demos_open(run):
     at = _load(_open(REPO / "rollout_samples", run))
     columns = set(at.dataframe[0].value.columns)
     assert {"acc", "format_score"} <= columns if run.startswith("verl") else {"accuracy_reward", "advantage"} <= columns
+
+
+def test_diagnostic_curves_smoothing_and_step_table():
+    """The demo draws the six diagnostic curves; smoothing adds a faint raw curve; the per-step
+    table lists every step with the diagnostics as columns."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    assert set(at.multiselect(key=keys.DIAGNOSTIC_CURVES).value) == {
+        "entropy", "mismatch_kl", "explained_variance", "neg_log_ratio_share", "reward_len_corr", "repeat_4gram"}
+    at.sidebar.slider(key=keys.SMOOTHING).set_value(0.6).run()
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")][0]
+    assert [t.get("opacity") for t in spec["data"] if t.get("mode") == "lines"][0] == 0.3
+    at.toggle(key=keys.SHOW_STEP_TABLE).set_value(True).run()
+    table = at.dataframe[0].value
+    assert len(table) == 30 and {"neg_log_ratio_share", "explained_variance", "entropy_mean"} <= set(table.columns)
+    assert not at.exception
+
+
+def test_sort_by_mismatch_and_what_drives_the_step(tmp_path):
+    """Sorting by mismatch KL puts the largest first; the step's KL is ranked by token string with
+    totals computed by hand (k3 with d = ref - logp)."""
+    run = _kl_run(tmp_path)
+    at = _load(_open(run, "kl_run"))
+    at.toggle(key=keys.SHOW_DRIVERS).set_value(True).run()
+    ranking = [d.value for d in at.dataframe if "total" in d.value.columns][0]
+
+    def k3(d):
+        return math.exp(d) - 1 - d
+
+    assert ranking["token"].tolist() == ["y", "x"]
+    assert ranking["total"].tolist() == pytest.approx([k3(-0.2) + k3(-3.0) + k3(-0.5), k3(-0.1) + k3(-2.0) + k3(0.0)])
+    odds = [d.value for d in at.dataframe if "ngram" in d.value.columns][0]
+    assert set(odds["ngram"]) == {"x", "y"} and (odds["z"] == 0).all()  # every response has the same tokens
+    assert not at.exception
+    write_lines(tmp_path / "mm" / "r.jsonl", [
+        sample(1, 0.0, prompt="low", logprobs=[-1.0], rollout_logprobs=[-1.1]),
+        sample(1, 0.0, prompt="high", logprobs=[-1.0], rollout_logprobs=[-3.0]),
+    ])
+    at = _load(_open(tmp_path, "mm"))
+    at.selectbox(key=keys.SORT_BY).select("mismatch KL").run()
+    table = at.dataframe[0].value
+    assert table["prompt"].tolist() == ["high", "low"]
+    assert table["mismatch_kl"].tolist() == pytest.approx([k3(2.0), k3(0.1)])
+
+
+def test_token_text_is_escaped_and_coloured(tmp_path):
+    """The response drawn as running text keeps markup in tokens as text."""
+    write_lines(tmp_path / "x" / "r.jsonl", [sample(1, 1.0, response_tokens=["<img src=x onerror=alert(1)>", "&amp;"],
+                                                  logprobs=[-1.0, -2.0], ref_logprobs=[-1.5, -1.0])])
+    at = _load(_open(tmp_path, "x"))
+    body = at.get("html")[0].proto.body
+    assert "&lt;img src=x onerror=alert(1)&gt;" in body and "<img" not in body and "&amp;amp;" in body
+    assert at.selectbox(key=keys.COLOR_BY).value == "kl"
+    at.selectbox(key=keys.COLOR_BY).select("log_ratio").run()
+    assert "log_ratio (diverging, centred at 0)" in at.get("html")[0].proto.body

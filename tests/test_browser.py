@@ -28,12 +28,13 @@ def _free_port() -> int:
 
 
 def _max_kl_of_last_step(run: Path) -> tuple[int, float]:
-    """The newest step and its largest per-sample mean k3, computed straight from the JSON lines."""
+    """The newest step and its largest per-sample mean k3, computed straight from the JSON lines over
+    the positions the page counts by default: up to and including the first <|endoftext|> (the EOS)."""
     samples = [json.loads(line) for f in sorted(run.glob("*.jsonl")) for line in f.read_text().splitlines()]
     step = max(s["step"] for s in samples)
     best = -math.inf
     for s in (s for s in samples if s["step"] == step):
-        n = s["response_tokens"].index(PAD) if PAD in s["response_tokens"] else len(s["logprobs"])
+        n = s["response_tokens"].index(PAD) + 1 if PAD in s["response_tokens"] else len(s["logprobs"])
         ks = [math.exp(r - p) - 1 - (r - p) for p, r in zip(s["logprobs"][:n], s["ref_logprobs"][:n])]
         best = max(best, sum(ks) / len(ks))
     return step, best
@@ -166,3 +167,34 @@ def test_trl_parquet_run_in_chromium(server):
         expect(page.get_by_text("Extra fields of this sample")).to_be_visible()
         assert page.get_by_test_id("stException").count() == 0
         page.screenshot(path=str(OUTPUT / "trl_parquet.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_token_text_creates_no_element_from_model_output(server, tmp_path):
+    """In Chromium: tokens that look like markup are shown as text in the coloured response: no img or
+    script element is created, no dialog opens, and '&amp;' reads as written."""
+    from playwright.sync_api import expect
+
+    hostile = ["<img src=x onerror=alert(1)>", "</span><script>alert(2)</script>", "&amp;", "<b>bold</b>"]
+    log = tmp_path / "hostile" / "rank0.jsonl"
+    log.parent.mkdir()
+    log.write_text(json.dumps({"step": 1, "reward": 1.0, "response": "".join(hostile), "response_tokens": hostile,
+                               "logprobs": [-1.0, -2.0, -0.5, -0.1], "ref_logprobs": [-1.5, -1.0, -0.5, -0.3]}) + "\n")
+    with _page(server, 1400, 1800) as page:
+        dialogs = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        sidebar = page.get_by_test_id("stSidebar")
+        root = sidebar.get_by_label("Root folder (one run per subfolder)")
+        root.fill(str(tmp_path))
+        root.press("Enter")
+        expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("hostile", timeout=30_000)
+        sidebar.get_by_role("button", name="Load").click()
+        text = page.locator(".rlb-token-text")
+        expect(text).to_be_visible(timeout=30_000)
+        expect(text.locator(".rlb-tok")).to_have_count(4)
+        assert text.locator("img").count() == 0 and text.locator("script").count() == 0
+        assert text.locator("b").count() == 0 and page.locator("img[src='x']").count() == 0
+        assert text.inner_text() == "".join(hostile)
+        time.sleep(1)  # a dialog, if any, would open right away
+        assert dialogs == []
+        page.screenshot(path=str(OUTPUT / "token_text.png"), full_page=True)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rl_board.figures import (build_curve_figure, build_gap_figure, build_reward_hist_figure,
-                              build_token_heatmap_figure, normal_pdf, scale_rows)
+                              build_token_heatmap_figure, normal_pdf, smooth_ema)
 from rl_board.tables import build_batch_table, sort_samples, step_grid, strip_system_prompt
 
 
@@ -48,13 +48,42 @@ def test_histogram_normal_fit_integrates_to_counts():
     assert normal_pdf(np.array([0.0]), 0.0, 1.0)[0] == pytest.approx(1 / math.sqrt(2 * math.pi))
 
 
-def test_heatmap_rows_are_scaled_separately():
-    """A row of tiny KLs spans the full colour range just like a row of large logps."""
-    assert scale_rows(np.array([[0.001, 0.002, 0.003], [-5.0, -1.0, np.nan]])).tolist()[0] == [0.0, 0.5, 1.0]
-    table = pd.DataFrame({"token": ["a", "b"], "kl": [0.001, 0.003], "logp": [-5.0, -1.0]})
-    fig = build_token_heatmap_figure(table, ["kl", "logp"])
-    assert np.asarray(fig.data[0].z).tolist() == [[0.0, 1.0], [0.0, 1.0]]
-    assert np.asarray(fig.data[0].customdata).tolist() == [[0.001, 0.003], [-5.0, -1.0]]
+def test_heatmap_rows_have_their_own_scales():
+    """Each metric is its own row (first on top) with a colour scale that reads right: KL light to hot
+    from 0, log-probs hot where least likely, log-ratio diverging around 0; z holds the real values."""
+    table = pd.DataFrame({"token": ["a", "b"], "kl": [0.001, 0.003], "logp": [-5.0, -1.0],
+                          "log_ratio": [-0.5, 0.25]})
+    fig = build_token_heatmap_figure(table, ["kl", "logp", "log_ratio"])
+    kl, logp, ratio = fig.data
+    assert np.asarray(kl.z).tolist() == [[0.001, 0.003]] and list(kl.y) == ["kl"]
+    assert (kl.colorscale, kl.zmin, kl.zmax) == ("YlOrRd", 0.0, 0.003)
+    assert (logp.colorscale, logp.zmin, logp.zmax) == ("YlOrRd_r", -5.0, 0.0)
+    assert (ratio.colorscale, ratio.zmin, ratio.zmax) == ("RdBu_r", -0.5, 0.5)
+    assert kl.colorbar.y > logp.colorbar.y > ratio.colorbar.y and fig.layout.yaxis.autorange == "reversed"
+    k1 = build_token_heatmap_figure(table, ["kl"], estimator="k1").data[0]  # k1 is signed
+    assert (k1.colorscale, k1.zmin, k1.zmax) == ("RdBu_r", -0.003, 0.003)
+
+
+def test_bands_of_nonnegative_series_stop_at_zero():
+    """A KL band never dips below 0; a reward band may."""
+    steps = pd.DataFrame({"kl_mean": [0.1, 0.2], "kl_std": [0.3, 0.1], "reward_mean": [0.1, 0.2],
+                          "reward_std": [0.3, 0.1]}, index=[1, 2])
+    kl_band = build_curve_figure(steps, ["kl"], "t").data[0]
+    assert list(kl_band.y) == pytest.approx([0.4, 0.3, 0.1, 0.0])
+    reward_band = build_curve_figure(steps, ["reward"], "t").data[0]
+    assert list(reward_band.y) == pytest.approx([0.4, 0.3, 0.1, -0.2])
+
+
+def test_smoothing_is_tensorboards_debiased_ema():
+    """Weight 0.5 on [1, 2, NaN, 4]: 1, (0.25 + 1) / 0.75, NaN kept, (0.625 + 2) / 0.875."""
+    assert smooth_ema([1.0, 2.0, float("nan"), 4.0], 0.5)[[0, 1, 3]].tolist() == pytest.approx(
+        [1.0, 1.25 / 0.75, 2.625 / 0.875])
+    assert np.isnan(smooth_ema([1.0, 2.0, float("nan"), 4.0], 0.5)[2])
+    assert smooth_ema([3.0, 3.0, 3.0], 0.9).tolist() == pytest.approx([3.0, 3.0, 3.0])  # debiased: no pull to 0
+    fig = build_curve_figure(_steps(), ["reward"], "t", std_scale=0.0, smoothing=0.5)
+    raw, smooth = fig.data
+    assert list(raw.y) == [1.0, 2.0, 4.0] and raw.opacity == 0.3
+    assert list(smooth.y) == pytest.approx([1.0, 1.25 / 0.75, 2.625 / 0.875])
 
 
 def test_sort_puts_nan_last_both_ways():
@@ -90,6 +119,7 @@ def test_every_figure_passes_plotly_validation():
                             "reward_gap": [0.1, 0.2, np.nan]})
     tokens = pd.DataFrame({"token": ["<b>", "x"], "kl": [0.1, 0.2], "logp": [-1.0, -0.5]})
     figures = [build_curve_figure(_steps(), ["reward"], "t"), build_gap_figure(samples),
+               build_curve_figure(_steps(), ["reward"], "t", smoothing=0.6),
                build_reward_hist_figure(samples), build_token_heatmap_figure(tokens, ["kl", "logp"])]
     from rl_board.figures import build_reward_bars_figure
     figures.append(build_reward_bars_figure(samples))

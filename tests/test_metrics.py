@@ -131,3 +131,79 @@ def test_token_table_probabilities_and_pad_drop():
     assert table["log_ratio"].iloc[0] == pytest.approx(math.log(2))
     assert table["kl"].iloc[0] == pytest.approx(0.5 - 1 + math.log(2))  # d = log(0.5): exp(d) - 1 - d
     assert len(compute_token_table(sample, "k3", drop_pad=False)) == 3
+
+
+def test_gae_by_hand():
+    """gamma 0.9, lambda 0.5 on rewards [0, 1] and values [0.5, 0.2]: delta_1 = 1 - 0.2 = 0.8,
+    delta_0 = 0 + 0.9 * 0.2 - 0.5 = -0.32, A_0 = -0.32 + 0.45 * 0.8; returns = A + V."""
+    from rl_board.metrics import compute_gae
+
+    advantages, returns = compute_gae(np.array([0.0, 1.0]), np.array([0.5, 0.2]), gamma=0.9, lam=0.5)
+    assert advantages.tolist() == pytest.approx([-0.32 + 0.45 * 0.8, 0.8])
+    assert returns.tolist() == pytest.approx([-0.32 + 0.36 + 0.5, 1.0])
+    _, plain = compute_gae(np.array([0.0, 0.5, 1.0]), np.zeros(3), gamma=1.0, lam=1.0)
+    assert plain.tolist() == [1.5, 1.5, 1.0]  # gamma = lambda = 1: returns are reward-to-go
+
+
+def test_token_table_rows_for_mismatch_entropy_and_critic():
+    """Rollout ratio, mismatch k3, GAE on counted positions only, and -logp only without entropy."""
+    from rl_board.metrics import compute_sample_tokens
+    from rl_board.tables import compute_token_table
+
+    row = {"response_tokens": ["a", "E", "E"], "logprobs": [-1.0, -0.5, -0.1], "ref_logprobs": [-1.0, -0.5, -0.1],
+           "rollout_logprobs": [-1.5, -0.5, -0.1], "values": [0.2, 0.4, 9.0], "token_rewards": [0.0, 1.0, 5.0]}
+    table = compute_token_table(compute_sample_tokens(row, "E", "E"), gamma=1.0, lam=1.0)
+    assert table["rollout_ratio"].tolist()[0] == pytest.approx(math.exp(0.5))
+    assert table["mismatch_k3"].tolist()[0] == pytest.approx(math.exp(0.5) - 1 - 0.5)
+    assert table["return"].tolist()[:2] == pytest.approx([1.0, 1.0]) and math.isnan(table["return"][2])
+    assert table["value_error"].tolist()[:2] == pytest.approx([0.8, 0.6])
+    assert table["neg_logp"].tolist() == pytest.approx([1.0, 0.5, 0.1]) and table["entropy"].isna().all()
+    with_entropy = compute_token_table(compute_sample_tokens({**row, "entropy": [1.0, 2.0, 3.0]}, "E", "E"))
+    assert with_entropy["neg_logp"].isna().all() and with_entropy["entropy"].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_token_text_escapes_every_token_and_colours_by_scale():
+    """Markup in tokens stays text; colours follow the scale (light at 0, hot at the max); NaN is uncoloured."""
+    from rl_board.colors import build_token_text_html, colors_for, metric_scale
+
+    tokens = ["<img src=x onerror=alert(1)>", "</span><script>alert(2)</script>", "&amp;", "▁ok"]
+    values = [0.0, 1.0, 0.5, float("nan")]
+    scale = metric_scale("kl", values)
+    out = build_token_text_html(tokens, values, "kl", scale)
+    assert "<img" not in out and "<script" not in out and "</span><script" not in out
+    assert "&lt;img src=x onerror=alert(1)&gt;" in out and "&amp;amp;" in out and "> ok</span>" in out
+    assert out.count('class="rlb-tok"') == 4 and 'title="kl: no value"' in out
+    light, hot, _, none = colors_for(values, scale)
+    assert light == "rgb(255, 255, 204)" and hot == "rgb(128, 0, 38)" and none is None
+
+
+def test_token_kl_ranking_sums_counted_positions():
+    """Token strings ranked by total k3 over counted positions; the uncounted tail is left out."""
+    from rl_board.analysis import compute_token_kl_ranking
+    from rl_board.metrics import compute_sample_tokens
+
+    a = compute_sample_tokens({"response_tokens": ["x", "y", "x", "<pad>"], "logprobs": [-1.0, -1.0, -1.0, -1.0],
+                               "ref_logprobs": [-2.0, -1.0, -1.5, -9.0]}, "<pad>")
+    ranking = compute_token_kl_ranking([a])
+    k3 = lambda d: math.exp(d) - 1 - d  # noqa: E731  (d = ref - logp)
+    assert ranking["token"].tolist() == ["x", "y"]
+    assert ranking["count"].tolist() == [2, 1]
+    assert ranking["total"].tolist() == pytest.approx([k3(-1.0) + k3(-0.5), 0.0])
+    assert ranking["mean"].tolist() == pytest.approx([(k3(-1.0) + k3(-0.5)) / 2, 0.0])
+
+
+def test_ngram_log_odds_by_hand():
+    """Unigram z for 'win' with the step as prior: top has it twice in 3 words, bottom none in 3."""
+    from rl_board.analysis import compute_ngram_log_odds, reward_quartiles
+
+    top, bottom = [["win", "win", "a"]], [["b", "c", "a"]]
+    everyone = top + bottom
+    got = compute_ngram_log_odds(top, bottom, everyone, max_n=1).set_index("ngram")
+    alpha, prior_total, n_top, n_bottom = 2, 6, 3, 3
+    delta = (math.log((2 + alpha) / (n_top + prior_total - 2 - alpha))
+             - math.log((0 + alpha) / (n_bottom + prior_total - 0 - alpha)))
+    assert got.loc["win", "z"] == pytest.approx(delta / math.sqrt(1 / 4 + 1 / 2))
+    assert got.index[0] == "win" and got.loc["win", "top"] == 2 and got.loc["win", "bottom"] == 0
+    assert got.loc["a", "z"] == pytest.approx(0.0)  # as frequent in both
+    top_idx, bottom_idx = reward_quartiles([0.5, 2.0, float("nan"), -1.0, 1.0, 0.0])
+    assert top_idx.tolist() == [1, 4] and sorted(bottom_idx.tolist()) == [3, 5]  # ceil(5 / 4) = 2 each

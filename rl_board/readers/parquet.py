@@ -12,6 +12,7 @@ and ``advantage`` are). A table file can't grow by appending: any change re-read
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -112,12 +113,19 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
 def record(path: Path, offset: int, length: int, line: int) -> dict:
     """Row ``offset`` (0-based) of a table file as a dict."""
     try:
-        table = pq.read_table(path)
+        st = path.stat()
+        table = _table(str(path), st.st_size, st.st_mtime_ns)
     except (pa.ArrowException, OSError) as exc:
         raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
     if offset >= table.num_rows:
         raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
     return table.slice(offset, 1).to_pylist()[0]
+
+
+@functools.lru_cache(maxsize=4)
+def _table(path: str, size: int, mtime_ns: int) -> pa.Table:
+    """A table file, read once while it is unchanged (a step's samples are shown row by row)."""
+    return pq.read_table(path)
 
 
 def _mask(flags) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Curves over steps: rewards, KL, response length and extra fields, each with a mean ± scaled-std band."""
+"""Curves over steps: rewards, KL, response length, diagnostics and extra fields, each a mean with a
+± scaled-std band (smoothed on request), and the per-step table of every series."""
 
 from __future__ import annotations
 
@@ -7,27 +8,30 @@ import streamlit as st
 from .. import fields as F
 from ..figures import build_curve_figure
 from ..loader import Run
-from ..tables import KL_PREFIX
+from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
 from . import keys
 from .sidebar import Settings
 
 
 def render(run: Run, settings: Settings) -> None:
-    steps = run.steps
+    steps = curve_frame(run.steps)
+
+    def curve(where, names, title, key, **kw):
+        where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
+                                              smoothing=settings.smoothing, **kw), key=key)
+
     columns = st.columns(3)
     if settings.show_reward_curves:
         names = [n for n in settings.reward_fields if f"{n}_mean" in steps]
         if not settings.show_comparison:
             names = [n for n in names if not n.startswith("ref_")]
-        columns[0].plotly_chart(build_curve_figure(steps, names, "Rewards", settings.std_scale,
-                                                   settings.zero_shift), key="curve_rewards")
+        curve(columns[0], names, "Rewards", "curve_rewards")
     if settings.use_log_ratio:
         kl, title = "log_ratio", "Log-ratio (mean per sample)"
     else:
         kl, title = KL_PREFIX[settings.kl_estimator], f"KL ({settings.kl_estimator}, mean per sample)"
     if f"{kl}_mean" in steps:
-        columns[1].plotly_chart(build_curve_figure(steps, [kl], title, settings.std_scale, settings.zero_shift),
-                                key="curve_kl")
+        curve(columns[1], [kl], title, "curve_kl")
     else:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")
     length = next(((name, unit) for name, unit in (("response_len", "tokens"), ("response_chars", "characters"))
@@ -35,12 +39,25 @@ def render(run: Run, settings: Settings) -> None:
     if length is None:
         columns[2].info("No responses in this run: no length curve.")
     else:
-        columns[2].plotly_chart(build_curve_figure(steps, [length[0]], f"Response length ({length[1]})",
-                                                   settings.std_scale, settings.zero_shift), key="curve_len")
+        curve(columns[2], [length[0]], f"Response length ({length[1]})", "curve_len")
+
+    available = [name for name in DIAGNOSTIC_CURVES if steps.get(f"{name}_mean") is not None
+                 and steps[f"{name}_mean"].notna().any()]
+    if available:
+        chosen = st.multiselect("Diagnostic curves", available, default=available, key=keys.DIAGNOSTIC_CURVES,
+                                format_func=DIAGNOSTIC_CURVES.__getitem__,
+                                help="What goes wrong in RL runs, one number per step: see the README.")
+        grid = st.columns(3)
+        for i, name in enumerate(chosen):
+            curve(grid[i % 3], [name], DIAGNOSTIC_CURVES[name], f"curve_diag_{name}")
     if run.extras:
         chosen = st.multiselect("Extra field curves", run.extras, default=run.extras[:3], key=keys.EXTRA_CURVES,
                                 help="Fields of your logs beyond the board's own: mean ± std per step.")
         if chosen:
-            st.plotly_chart(build_curve_figure(steps, [F.extra_column(n) for n in chosen], "Extra fields",
-                                               settings.std_scale, settings.zero_shift,
-                                               labels={F.extra_column(n): n for n in chosen}), key="curve_extras")
+            curve(st, [F.extra_column(n) for n in chosen], "Extra fields", "curve_extras",
+                  labels={F.extra_column(n): n for n in chosen})
+    if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
+        table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
+        st.dataframe(table)
+        st.download_button("Download CSV", table.to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
+                           mime="text/csv", key="steps_csv")

@@ -7,7 +7,7 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 import streamlit as st
 
 from rl_board.loader import RootError
-from rl_board.views import batch, curves, report, sample, sidebar, state, tokens
+from rl_board.views import batch, curves, drivers, report, sample, sidebar, state, tokens
 
 
 def render_page() -> None:
@@ -40,6 +40,7 @@ def render_page() -> None:
     st.subheader("Batch")
     step = batch.render_step_picker(run)
     ordered, order, clicked = batch.render(run, step, settings)
+    drivers.render(run, step, ordered, settings)
     chosen = batch.render_sample_picker(ordered, order, clicked)
     record = state.get_record(run, chosen) if settings.show_pair or settings.show_heatmap else None
     if isinstance(record, Exception):

@@ -34,6 +34,7 @@ class Settings:
     reward_fields: list[str]
     std_scale: float
     zero_shift: bool
+    smoothing: float  # TensorBoard-style EMA weight; 0 = off
     show_comparison: bool
     kl_estimator: str
     use_log_ratio: bool
@@ -89,6 +90,9 @@ def render() -> Settings:
                                      key=keys.REWARD_FIELDS)
     std_scale = side.slider("Std band × (variance scaling)", 0.0, 3.0, 1.0, 0.1, key=keys.STD_SCALE)
     zero_shift = side.checkbox("Zero shift (curves start at 0)", key=keys.ZERO_SHIFT)
+    smoothing = side.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=keys.SMOOTHING,
+                            help="Exponential moving average with debiasing, as TensorBoard smooths; "
+                                 "0 = off. The raw curve stays, faint.")
     comparison = side.checkbox("Compare with the reference model", value=True, key=keys.SHOW_COMPARISON)
     estimator = side.selectbox("KL estimator", KL_ESTIMATORS, key=keys.KL_ESTIMATOR,
                                help="k3 = exp(d) − 1 − d with d = ref_logp − logp (what OpenRLHF and verl "
@@ -110,7 +114,7 @@ def render() -> Settings:
         run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
-        zero_shift=zero_shift, show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
+        zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
         pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, system_marker=(marker or None) if drop_system else None,
         show_charts=side.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
         show_table=side.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),

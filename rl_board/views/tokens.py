@@ -1,14 +1,19 @@
-"""The chosen sample token by token: a table and a heatmap scaled per row."""
+"""The chosen sample token by token: its text coloured by a metric, a table and a heatmap."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from ..colors import build_token_text_html, metric_scale
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..metrics import compute_sample_tokens
-from ..tables import TOKEN_METRICS, compute_token_table
+from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
 from . import keys
 from .sidebar import Settings
+
+
+def _label(metric: str) -> str:
+    return TOKEN_METRIC_LABELS.get(metric, metric)
 
 
 def render(record: dict, settings: Settings) -> None:
@@ -21,12 +26,24 @@ def render(record: dict, settings: Settings) -> None:
         st.warning("Per-token list lengths disagree: " +
                    ", ".join(f"{k} {v}" for k, v in sample.lengths.items()) +
                    f". Showing the first {len(sample.tokens)} positions.")
-    table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None)
+    gamma, lam = 1.0, 0.95
+    if (sample.values == sample.values).any():  # a critic: GAE controls
+        left, right = st.columns(2)
+        gamma = left.number_input("GAE γ", 0.0, 1.0, 1.0, 0.01, key=keys.GAMMA)
+        lam = right.number_input("GAE λ", 0.0, 1.0, 0.95, 0.01, key=keys.LAMBDA)
+    table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None,
+                                gamma=gamma, lam=lam)
     available = [m for m in TOKEN_METRICS if table[m].notna().any()]
-    chosen = st.multiselect("Token metrics", TOKEN_METRICS, default=available, key=keys.TOKEN_METRICS)
+    color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label,
+                            index=available.index("kl") if "kl" in available else 0)
+    values = table[color_by].to_numpy(dtype=float)
+    st.html(build_token_text_html(table["token"].tolist(), values, color_by,
+                                  metric_scale(color_by, values, settings.kl_estimator)))
+    chosen = st.multiselect("Token metrics", TOKEN_METRICS, default=available, key=keys.TOKEN_METRICS,
+                            format_func=_label)
     shown = [m for m in chosen if m in available]
     st.dataframe(table[["token", *shown]], key="token_table")
     if shown:
         if len(table) > MAX_HEATMAP_TOKENS:
             st.caption(f"The heatmap shows the first {MAX_HEATMAP_TOKENS} of {len(table)} tokens; the table has all.")
-        st.plotly_chart(build_token_heatmap_figure(table, shown), key="token_heatmap")
+        st.plotly_chart(build_token_heatmap_figure(table, shown, settings.kl_estimator), key="token_heatmap")

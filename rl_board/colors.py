@@ -1,0 +1,94 @@
+"""Colour that reads right, and a sample's response as running text coloured token by token.
+
+Non-negative metrics (KL k3/k2, probabilities, entropy, mismatch) use a sequential
+scale from light (0) to hot (the largest value); log-probabilities, never
+positive, use it the other way (hot = least likely); signed metrics (log-ratio,
+rewards, values, advantages, returns) use a diverging scale centred at 0; a ratio
+(the rollout ratio) a diverging scale centred at 1. Every token is HTML-escaped:
+model output is text, never markup.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from plotly.colors import sample_colorscale
+
+SEQUENTIAL = "YlOrRd"
+DIVERGING = "RdBu_r"
+NONNEGATIVE = frozenset({"kl", "k2", "prob", "ref_prob", "entropy", "neg_logp", "mismatch_k3", "mismatch_kl",
+                         "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share"})
+NONPOSITIVE = frozenset({"logp", "ref_logp"})
+RATIOS = frozenset({"rollout_ratio"})
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How values map to colours: ``colorscale`` (a plotly name) from ``zmin`` to ``zmax``."""
+
+    colorscale: str
+    zmin: float
+    zmax: float
+    kind: str  # "sequential" or "diverging"
+
+
+def metric_scale(metric: str, values, estimator: str = "k3") -> Scale:
+    """The scale for ``metric`` over ``values`` (the KL is signed under the k1 estimator)."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if metric in NONNEGATIVE and not (metric == "kl" and estimator == "k1"):
+        return Scale(SEQUENTIAL, 0.0, _positive(finite.max() if len(finite) else 0.0), "sequential")
+    if metric in NONPOSITIVE:
+        return Scale(SEQUENTIAL + "_r", -_positive(-finite.min() if len(finite) else 0.0), 0.0, "sequential")
+    center = 1.0 if metric in RATIOS else 0.0
+    spread = _positive(np.abs(finite - center).max() if len(finite) else 0.0)
+    return Scale(DIVERGING, center - spread, center + spread, "diverging")
+
+
+def _positive(value: float) -> float:
+    return float(value) if value > 0 and math.isfinite(value) else 1e-12
+
+
+def colors_for(values, scale: Scale) -> list[str | None]:
+    """An ``rgb(...)`` colour per value (None for NaN), clipped to the scale's range."""
+    values = np.asarray(values, dtype=float)
+    fractions = np.clip((values - scale.zmin) / (scale.zmax - scale.zmin), 0.0, 1.0)
+    ok = np.isfinite(fractions)
+    sampled = iter(sample_colorscale(scale.colorscale, fractions[ok].tolist()) if ok.any() else [])
+    return [next(sampled) if good else None for good in ok]
+
+
+def _text_color(rgb: str) -> str:
+    r, g, b = (int(v) for v in rgb[4:-1].split(","))
+    return "#111" if 0.299 * r + 0.587 * g + 0.114 * b > 140 else "#fff"
+
+
+def display_token(token: str) -> str:
+    """A token as it reads in running text: SentencePiece's ▁ and byte-BPE's Ġ are spaces, Ċ a newline."""
+    return token.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n")
+
+
+def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale) -> str:
+    """The response as running text, each token's background coloured by ``metric`` (value on
+    hover), followed by a colour bar. Every token is escaped."""
+    spans = []
+    for token, value, color in zip(tokens, values, colors_for(values, scale)):
+        text = html.escape(display_token(str(token)))
+        if color is None:
+            spans.append(f'<span class="rlb-tok" title="{html.escape(metric)}: no value">{text}</span>')
+            continue
+        title = html.escape(f"{metric} = {value:.4g}")
+        spans.append(f'<span class="rlb-tok" style="background:{color};color:{_text_color(color)}" '
+                     f'title="{title}">{text}</span>')
+    stops = sample_colorscale(scale.colorscale, [0.0, 0.25, 0.5, 0.75, 1.0])
+    middle = (scale.zmin + scale.zmax) / 2
+    legend = (f'<div class="rlb-legend" style="display:flex;align-items:center;gap:8px;margin-top:6px;'
+              f'font-size:0.8em"><span>{scale.zmin:.3g}</span>'
+              f'<span style="flex:0 0 240px;height:10px;background:linear-gradient(to right,{",".join(stops)})">'
+              f'</span><span>{scale.zmax:.3g}</span><span>{html.escape(metric)} ({scale.kind}'
+              + (f", centred at {middle:.3g}" if scale.kind == "diverging" else "") + ")</span></div>")
+    return ('<div class="rlb-token-text" style="white-space:pre-wrap;line-height:1.9;font-family:monospace">'
+            + "".join(spans) + "</div>" + legend)
