@@ -164,7 +164,7 @@ def test_trl_parquet_run_in_chromium(server):
         picker = page.get_by_role("combobox", name="Sample (in table order)")
         expect(picker).to_have_value(re.compile(rf"^#1 · reward {re.escape(f'{rewards.pop():.4g}')} · "),
                                      timeout=30_000)
-        expect(page.get_by_text("Extra fields of this sample")).to_be_visible()
+        expect(page.get_by_text("Extra fields of this sample").first).to_be_visible()
         assert page.get_by_test_id("stException").count() == 0
         page.screenshot(path=str(OUTPUT / "trl_parquet.png"), full_page=True)
 
