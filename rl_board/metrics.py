@@ -70,16 +70,52 @@ SAMPLE_AGGREGATES = ("log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "k2
                      "ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
 
 
-class _Segments:
-    """Per-token arrays of the samples that have every named list, concatenated, with sample ids."""
+class TokenColumns:
+    """Every sample's per-token lists of a block, flattened: for each list name, its values
+    (float64, samples one after another, each cut to its counted positions) and the sample each
+    value belongs to (ascending). Built by appending lists sample by sample, then ``finish``."""
 
-    def __init__(self, cuts: list[dict], names: tuple[str, ...]):
-        self.samples = len(cuts)
-        ids = [i for i, cut in enumerate(cuts) if all(name in cut for name in names)]
-        lengths = np.fromiter((len(cuts[i][names[0]]) for i in ids), dtype=np.int64, count=len(ids))
-        self.seg = np.repeat(np.asarray(ids, dtype=np.int64), lengths)
-        self.arrays = [np.concatenate([cuts[i][name] for i in ids]).astype(np.float64, copy=False) if ids
-                       else np.zeros(0) for name in names]
+    def __init__(self, samples: int = 0):
+        self.samples = samples
+        self._values: dict[str, list] = {}
+        self._owners: dict[str, list] = {}
+        self.columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, cut: dict) -> None:
+        """Append the next sample's lists (name -> values cut to its counted positions)."""
+        for name, values in cut.items():
+            self._values.setdefault(name, []).extend(values)
+            self._owners.setdefault(name, []).append((self.samples, len(values)))
+        self.samples += 1
+
+    def finish(self) -> "TokenColumns":
+        for name, values in self._values.items():
+            owners = self._owners[name]
+            ids = np.repeat(np.fromiter((i for i, _ in owners), np.int64, len(owners)),
+                            np.fromiter((n for _, n in owners), np.int64, len(owners)))
+            self.columns[name] = (np.array(values, dtype=np.float64), ids)
+        self._values, self._owners = {}, {}
+        return self
+
+
+class _Segments:
+    """The values of several per-token lists at the positions of the samples that have all of them."""
+
+    def __init__(self, columns: TokenColumns, names: tuple[str, ...]):
+        self.samples = columns.samples
+        if not all(name in columns.columns for name in names):
+            self.seg, self.arrays = np.zeros(0, np.int64), [np.zeros(0) for _ in names]
+            return
+        parts = [columns.columns[name] for name in names]
+        owners = [set(np.unique(ids).tolist()) for _, ids in parts]
+        common = set.intersection(*owners)
+        if all(len(o) == len(common) for o in owners):  # every sample has all of them: aligned already
+            self.seg, self.arrays = parts[0][1], [values for values, _ in parts]
+            return
+        keep = np.fromiter(sorted(common), np.int64, len(common))
+        masks = [np.isin(ids, keep) for _, ids in parts]
+        self.seg = parts[0][1][masks[0]]
+        self.arrays = [values[mask] for (values, _), mask in zip(parts, masks)]
 
     def count(self, mask: np.ndarray) -> np.ndarray:
         return np.bincount(self.seg[mask], minlength=self.samples).astype(np.float64)
@@ -92,15 +128,13 @@ class _Segments:
         return np.where(count > 0, self.total(values, mask) / np.maximum(count, 1), np.nan)
 
 
-def compute_sample_aggregates(cuts: list[dict]) -> dict[str, np.ndarray]:
-    """Every column of ``SAMPLE_AGGREGATES`` per sample, shape (samples,).
-
-    ``cuts[i]`` maps the names of sample i's per-token lists (``fields.TOKEN_FIELDS``) to its
-    arrays, already cut to its counted positions (all the same length); a list the sample lacks
-    is absent. A sample with no value to aggregate gets NaN (counts get 0).
+def compute_sample_aggregates(columns: TokenColumns) -> dict[str, np.ndarray]:
+    """Every column of ``SAMPLE_AGGREGATES`` per sample, shape (samples,), from the samples'
+    per-token lists (``fields.TOKEN_FIELDS``), each cut to its sample's counted positions (so the
+    lists of one sample have one length). A sample with no value to aggregate gets NaN (counts 0).
     """
     out = {}
-    pair = _Segments(cuts, ("logprobs", "ref_logprobs"))
+    pair = _Segments(columns, ("logprobs", "ref_logprobs"))
     logp, ref = pair.arrays
     log_ratio = logp - ref
     for name, per_token in (("log_ratio", log_ratio), ("kl", kl_per_token(logp, ref, "k3")),
@@ -113,15 +147,15 @@ def compute_sample_aggregates(cuts: list[dict]) -> dict[str, np.ndarray]:
     out["lr_pairs"] = pair.count(finite)
     out["lr_negative"] = pair.count(finite & (log_ratio < 0))
 
-    mismatch = _Segments(cuts, ("logprobs", "rollout_logprobs"))
+    mismatch = _Segments(columns, ("logprobs", "rollout_logprobs"))
     d = mismatch.arrays[0] - mismatch.arrays[1]  # log p_trainer - log p_sampler, on the sampler's tokens
     k3 = np.expm1(d) - d
     out["mismatch_kl"] = mismatch.mean(k3, np.isfinite(k3))
 
-    entropy = _Segments(cuts, ("entropy",))
+    entropy = _Segments(columns, ("entropy",))
     out["entropy_mean"] = entropy.mean(entropy.arrays[0], ~np.isnan(entropy.arrays[0]))
 
-    critic = _Segments(cuts, ("values", "token_rewards"))
+    critic = _Segments(columns, ("values", "token_rewards"))
     values, rewards = critic.arrays
     ok = np.isfinite(values) & np.isfinite(rewards)
     seg, values, rewards = critic.seg[ok], values[ok], rewards[ok]

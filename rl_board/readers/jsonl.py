@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
-import numpy as np
 import orjson
 import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from ..metrics import compute_sample_aggregates, repeat_4gram_share, token_positions
+from ..metrics import TokenColumns, compute_sample_aggregates, repeat_4gram_share, token_positions
 from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value
 from .canonical import SCHEMA, build_table
 
@@ -90,7 +89,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
     quota = step_quota if step_quota is not None else {}
     resolver = KeyResolver(options.fields, ALIASES)
     decoder = _line_decoder(options.fields)
-    rows, extras, cuts, errors, skipped, lines = [], [], [], [], 0, 0
+    rows, extras, errors, skipped, lines = [], [], [], 0, 0
+    token_columns = TokenColumns()
     enabled = gc.isenabled()
     gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
     try:
@@ -119,12 +119,12 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options:
                 quota[step] = quota.get(step, 0) + 1
             rows.append((number, base_offset + line_start, len(raw), *row))
             extras.append(extra)
-            cuts.append(cut)
+            token_columns.add(cut)
     finally:
         if enabled:
             gc.enable()
     columns = dict(zip(_ROW_FIELDS, zip(*rows))) if rows else {name: () for name in _ROW_FIELDS}
-    columns.update(compute_sample_aggregates(cuts))
+    columns.update(compute_sample_aggregates(token_columns.finish()))
     names = {name for extra in extras for name in extra}
     extra_columns = {name: [extra.get(name) for extra in extras] for name in names}
     return ParsedBlock(build_table(columns, extra_columns), errors, lines, skipped)
@@ -171,8 +171,8 @@ class _LineDecoder:
     """Decodes a line in one msgspec call into the keys the board knows for one field mapping.
 
     Keys that feed only per-token lists are typed floats; everything else is decoded as
-    any JSON. A line with a key outside this set (an
-    extra field) or a value of another type is refused: the caller takes a slower path."""
+    any JSON. A line with a key outside this set (an extra field) or a value of another type
+    is refused: the caller takes a slower path."""
 
     def __init__(self, fields: tuple[tuple[str, str], ...]):
         mapped = dict(fields)
@@ -185,22 +185,30 @@ class _LineDecoder:
         for key in [*F.CANONICAL, *aliases.values()]:  # a name that feeds nothing may still be present
             feeds.setdefault(key, set())
 
-        def kind(names):
-            return list[float | None] | None if names and names <= set(F.TOKEN_FIELDS) else typing.Any
+        def kind(names, entry):
+            return list[entry] | None if names and names <= set(F.TOKEN_FIELDS) else typing.Any
 
         self.keys = list(feeds)
-        self.typed = frozenset(k for k in self.keys if kind(feeds[k]) is not typing.Any)
-        struct = msgspec.defstruct("Line", [(f"f{i}", kind(feeds[k]), _UNSET) for i, k in enumerate(self.keys)],
-                                   rename={f"f{i}": k for i, k in enumerate(self.keys)}, forbid_unknown_fields=True)
-        self._decoder = msgspec.json.Decoder(struct)
+        self.typed = frozenset(k for k in self.keys if kind(feeds[k], float) is not typing.Any)
+        rename = {f"f{i}": k for i, k in enumerate(self.keys)}
+        # a list of plain floats decodes fastest; one with nulls in it takes the second decoder
+        self._decoders = [msgspec.json.Decoder(msgspec.defstruct(
+            "Line", [(f"f{i}", kind(feeds[k], entry), _UNSET) for i, k in enumerate(self.keys)],
+            rename=rename, forbid_unknown_fields=True)) for entry in (float, float | None)]
 
     def decode(self, raw) -> dict | None:
         """Key -> value of the keys present, or None when this decoder can't take the line."""
-        try:
-            values = msgspec.structs.astuple(self._decoder.decode(raw))
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return None
-        return {k: v for k, v in zip(self.keys, values) if v is not _UNSET}
+        for decoder in self._decoders:
+            try:
+                values = msgspec.structs.astuple(decoder.decode(raw))
+            except msgspec.ValidationError as exc:
+                if str(exc).startswith("Object contains unknown field"):
+                    return None  # an extra field: no other struct takes it either
+                continue
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                return None
+            return {k: v for k, v in zip(self.keys, values) if v is not _UNSET}
+        return None
 
 
 @functools.lru_cache(maxsize=16)
@@ -209,7 +217,8 @@ def _line_decoder(fields: tuple[tuple[str, str], ...]) -> _LineDecoder:
 
 
 def _parse_line(raw: memoryview, options: ReadOptions, resolver: KeyResolver, decoder: _LineDecoder):
-    """(row, extras, per-token lists cut to the counted positions) for one line, None for a blank
+    """(row, extras, per-token lists (Python lists of floats or None) cut to the counted positions)
+    for one line, None for a blank
     line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS`` after line,
     offset and length."""
     if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
@@ -274,14 +283,13 @@ def _build_row(top: dict, typed_keys: frozenset, options: ReadOptions, resolver:
         if type(values) is not list:
             return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
         lengths[name] = len(values)
-        if name in _STRICT:
-            array = _float_array(values, typed)
-            if array is None:
-                return f"'{name}' must be a list of numbers or null"
-        else:  # an entry that is not a number shows as empty, and counts as NaN
-            array = np.array(values if typed else [v if _is_number(v) else None for v in values],
-                             dtype=np.float64)
-        arrays[name] = array
+        if not typed:  # the slow path: check each entry
+            if name in _STRICT:
+                if not all(v is None or _is_number(v) for v in values):
+                    return f"'{name}' must be a list of numbers or null"
+            else:  # an entry that is not a number shows as empty, and counts as NaN
+                values = [v if _is_number(v) else None for v in values]
+        arrays[name] = values
     tokens = get(F.TOKENS)
     tokens = tokens if type(tokens) is list else None
     extras = {}
@@ -313,15 +321,7 @@ def _build_row(top: dict, typed_keys: frozenset, options: ReadOptions, resolver:
            counted if lengths or tokens is not None else -1, len(sizes) > 1,
            None if response is None else float(len(response)),
            None if ref_response is None else float(len(ref_response)), repeat)
-    return row, extras, {name: array[:counted] for name, array in arrays.items()}
-
-
-def _float_array(values: list, typed: bool) -> np.ndarray | None:
-    """float64, shape (len(values),), null entries as NaN; None if anything is not a number.
-    ``typed``: msgspec already checked every entry is a number or null."""
-    if not typed and not all(v is None or _is_number(v) for v in values):
-        return None
-    return np.array(values, dtype=np.float64)
+    return row, extras, {name: values[:counted] for name, values in arrays.items()}
 
 
 def _to_float(value) -> float:

@@ -18,11 +18,9 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import fields as F
-from ..metrics import compute_sample_aggregates, repeat_4gram_share
+from ..metrics import TokenColumns, compute_sample_aggregates, repeat_4gram_share
 from . import FileError, KeyResolver, ReadOptions, SourceChanged
 from .canonical import build_table
 
@@ -58,6 +56,9 @@ def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=Non
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical table, (row, reason) for each rejected row, rows in the file). Raises
     ``FileError`` when the file can't be used at all."""
+    import pyarrow.compute as pc  # here, not at import: JSONL parsing workers never need them
+    import pyarrow.parquet as pq
+
     try:
         source = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
@@ -101,7 +102,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         if options.pad_token:
             texts = pc.replace_substring(texts, options.pad_token, "")
         columns[name] = pc.utf8_length(texts)
-    columns.update(compute_sample_aggregates([{}] * n))  # no per-token lists in a table file
+    columns.update(compute_sample_aggregates(TokenColumns(n).finish()))  # no per-token lists in a table file
     columns["repeat_4gram"] = [None if text is None else repeat_4gram_share(  # over words: no tokens here
         (text.replace(options.pad_token, "") if options.pad_token else text).split())
         for text in columns["response"].to_pylist()]
@@ -125,6 +126,8 @@ def record(path: Path, offset: int, length: int, line: int) -> dict:
 @functools.lru_cache(maxsize=4)
 def _table(path: str, size: int, mtime_ns: int) -> pa.Table:
     """A table file, read once while it is unchanged (a step's samples are shown row by row)."""
+    import pyarrow.parquet as pq
+
     return pq.read_table(path)
 
 
