@@ -47,6 +47,16 @@ def _parser() -> argparse.ArgumentParser:
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
                               "e.g. --field reward=my_score")
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
+    search.add_argument("run_dir", type=Path)
+    search.add_argument("--regex", required=True, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--in", dest="text_field", default="response",
+                        choices=("prompt", "response", "ref_response", "ground_truth"))
+    search.add_argument("--json", action="store_true", help="print one JSON object")
+    search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
+    search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
+    search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    search.add_argument("--no-cache", action="store_true")
     generate = sub.add_parser("generate", help="write demo runs (the bundled rollout_samples/)")
     generate.add_argument("out", type=Path)
     generate.add_argument("--format", choices=FORMATS, default=None,
@@ -60,14 +70,44 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _summary(args) -> int:
+def _load(args):
+    """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
     try:
         fields = parse_field_mapping(args.field)
-        run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
-                       cache_root=False if args.no_cache else None, fields=fields, eos_token=args.eos_token)
+        return load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
+                        cache_root=False if args.no_cache else None, fields=fields,
+                        eos_token=getattr(args, "eos_token", None))
     except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _search(args) -> int:
+    from .search import Query, build_search_json, compute_matches
+
+    run = _load(args)
+    if isinstance(run, int):
+        return run
+    try:
+        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = build_search_json(run, matches)
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
+    else:
+        print(f"{result['matches']} matches in {len(run.report.files)} files "
+              f"({run.report.lines_ok} samples loaded, {run.report.lines_bad} lines rejected)")
+        for s in result["samples"][:50]:
+            print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")
+    return 0 if run.report.lines_ok else 1
+
+
+def _summary(args) -> int:
+    run = _load(args)
+    if isinstance(run, int):
+        return run
     summary = build_summary(run)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
@@ -105,6 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     if args.command == "serve":
         return _serve(args)
+    if args.command == "search":
+        try:
+            return _search(args)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     from .demo import write_demo_samples, write_ppo_demo, write_train_run, write_trl_run, write_verl_run
 
     if args.format == "verl":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
 
 

@@ -87,6 +87,26 @@ class Run:
         return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
                                for name, values in texts.items()})
 
+    def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
+        """Whether each row of ``samples`` has text ``field`` matching the RE2 regular expression
+        ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
+        (samples,). Runs pyarrow's RE2 over the memory-mapped text columns, segment by segment:
+        no text becomes a Python string. Raises ``ValueError`` for a pattern RE2 refuses."""
+        import pyarrow.compute as pc
+
+        found = np.zeros(len(self.samples), dtype=bool)
+        rows = self.samples["row"].to_numpy()
+        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column(field)
+            if pad_token:
+                column = pc.replace_substring(column, pad_token, "")
+            try:
+                hits = pc.match_substring_regex(column, pattern)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
+            found[places] = np.asarray(hits.fill_null(False), dtype=bool)[rows[places]]
+        return found
+
     def record(self, label) -> tuple[dict, dict]:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical
         field -> value, every other field -> value). ``SourceChanged`` when it moved."""

@@ -22,6 +22,8 @@ STEP_KEYS = {
     "mismatch_kl": "mismatch_kl_mean",
     "entropy_mean": "entropy_mean",
 }
+#: Per-step counts (integers).
+COUNT_KEYS = ("prompt_groups", "zero_std_groups")
 
 
 def _number(value) -> float | None:
@@ -43,6 +45,8 @@ def build_summary(run: Run) -> dict:
         entry = {"step": int(step), "samples": int(row["samples"])}
         for key, column in STEP_KEYS.items():
             entry[key] = _number(row[column]) if column in row.index else None
+        for key in COUNT_KEYS:
+            entry[key] = int(row[key]) if key in row.index else 0
         entry["extras"] = {name: _number(row.get(f"{F.extra_column(name)}_mean")) for name in extras}
         steps.append(entry)
     return {

@@ -188,12 +188,13 @@ DIAGNOSTIC_CURVES = {
     "neg_log_ratio_share": "Share of tokens with log-ratio < 0",
     "reward_len_corr": "Reward–length correlation (Pearson)",
     "repeat_4gram": "4-gram repetition (mean per sample)",
+    "zero_std_share": "GRPO groups with all rewards equal (share)",
 }
 
 
 def curve_frame(steps: pd.DataFrame) -> pd.DataFrame:
     """``steps`` with each step-level diagnostic also as ``{name}_mean``, so every series draws alike."""
-    present = [name for name in STEP_DIAGNOSTICS if name in steps]
+    present = [name for name in (*STEP_DIAGNOSTICS, "zero_std_share") if name in steps]
     return steps.assign(**{f"{name}_mean": steps[name] for name in present})
 MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
 
@@ -215,8 +216,41 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
         out = out.join(grouped.mean().add_suffix("_mean")).join(grouped.std(ddof=0).add_suffix("_std"))
     if len(samples):
         out = out.join(compute_step_diagnostics(samples))
+        if "prompt_key" in samples:
+            out = out.join(compute_group_stats(samples))
     out.index.name = F.STEP
     return out
+
+
+def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
+    """Per step (index), the GRPO groups: samples of the step with the same prompt text (pads
+    removed, ``prompt_key``) form a group; samples without a prompt are in none.
+
+    - ``prompt_groups``: distinct prompts among the step's samples that have one;
+    - ``group_size_mean``: mean samples per group;
+    - ``zero_std_groups``: groups of at least 2 samples whose rewards are all equal (NaN equal to
+      NaN): they carry no learning signal in GRPO;
+    - ``zero_std_share``: ``zero_std_groups`` over the groups of at least 2 samples (NaN with none).
+    """
+    have = samples[samples["prompt_key"].notna()]
+    steps = pd.Index(sorted(samples[F.STEP].unique()), name=F.STEP)
+    if have.empty:
+        return pd.DataFrame({"prompt_groups": 0, "group_size_mean": np.nan, "zero_std_groups": 0,
+                             "zero_std_share": np.nan}, index=steps)
+    grouped = have.groupby([F.STEP, "prompt_key"], sort=False)[F.REWARD]
+    groups = pd.DataFrame({"size": grouped.size(), "distinct": grouped.nunique(dropna=False)})
+    multi = groups["size"] >= 2
+    per_step = groups.groupby(level=0)
+    out = pd.DataFrame({
+        "prompt_groups": per_step.size(),
+        "group_size_mean": per_step["size"].mean(),
+        "zero_std_groups": (multi & (groups["distinct"] == 1)).groupby(level=0).sum(),
+        "multi_groups": multi.groupby(level=0).sum(),
+    }).reindex(steps)
+    out["prompt_groups"] = out["prompt_groups"].fillna(0).astype(int)
+    out["zero_std_groups"] = out["zero_std_groups"].fillna(0).astype(int)
+    out["zero_std_share"] = out["zero_std_groups"] / out["multi_groups"].where(out["multi_groups"] > 0)
+    return out.drop(columns="multi_groups")
 
 
 def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:

@@ -38,7 +38,8 @@ def test_summary_numbers_match_hand_computation(tmp_path):
                      "kl_mean": None, "log_ratio_mean": None, "response_len_mean": None, "extras": {},
                      # one sample, no tokens, no text: every diagnostic is null by its definition
                      "neg_log_ratio_share": None, "reward_len_corr": None, "repeat_4gram_share": None,
-                     "explained_variance": None, "mismatch_kl": None, "entropy_mean": None}
+                     "explained_variance": None, "mismatch_kl": None, "entropy_mean": None,
+                     "prompt_groups": 0, "zero_std_groups": 0}  # no prompt: in no group
     k3 = ((math.exp(-0.5) - 0.5) + (math.exp(1.0) - 2.0)) / 2  # sample 1: two tokens before the pad
     assert second["samples"] == 2
     assert second["reward_mean"] == pytest.approx(2.0) and second["reward_std"] == pytest.approx(1.0)

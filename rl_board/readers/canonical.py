@@ -8,6 +8,8 @@ unifies them.
 
 from __future__ import annotations
 
+import hashlib
+
 import pyarrow as pa
 
 from .. import fields as F
@@ -27,9 +29,20 @@ SCHEMA = pa.schema(
         ("response_chars", pa.float64()),  # characters of the response, pads removed
         ("ref_response_chars", pa.float64()),
         ("repeat_4gram", pa.float64()),  # 1 - distinct/total 4-grams of the counted tokens (or words)
+        ("prompt_key", pa.int64()),  # 64-bit key of the prompt text with pads removed; null without a prompt
     ]
     + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
 )
+
+
+def prompt_key(prompt: str | None, pad_token: str | None) -> int | None:
+    """A 64-bit key of a prompt's text with ``pad_token`` removed (blake2b: the same in every
+    process), so samples with the same prompt group without holding texts; None without a prompt."""
+    if prompt is None:
+        return None
+    text = prompt.replace(pad_token, "") if pad_token else prompt
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little", signed=True)
 
 
 def build_table(columns: dict, extras: dict) -> pa.Table:

@@ -34,7 +34,7 @@ import ujson
 from .. import fields as F
 from ..metrics import TokenColumns, compute_sample_aggregates, repeat_4gram_share, token_positions
 from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value
-from .canonical import SCHEMA, build_table
+from .canonical import SCHEMA, build_table, prompt_key
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
@@ -43,8 +43,9 @@ ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
 
 #: The fields of a row tuple built while parsing, in order.
 _ROW_FIELDS = (F.LINE, "offset", "length", F.STEP, F.REWARD, *F.SCALAR_FIELDS, *F.TEXT_FIELDS,
-               "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars", "repeat_4gram")
-_RESPONSE, _REF_RESPONSE = F.TEXT_FIELDS.index("response"), F.TEXT_FIELDS.index("ref_response")
+               "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars", "repeat_4gram",
+               "prompt_key")
+_PROMPT, _RESPONSE, _REF_RESPONSE = (F.TEXT_FIELDS.index(n) for n in ("prompt", "response", "ref_response"))
 _STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
@@ -320,7 +321,8 @@ def _build_row(top: dict, typed_keys: frozenset, options: ReadOptions, resolver:
     row = (step, float(reward), *scalars, *texts, n if lengths else 0,
            counted if lengths or tokens is not None else -1, len(sizes) > 1,
            None if response is None else float(len(response)),
-           None if ref_response is None else float(len(ref_response)), repeat)
+           None if ref_response is None else float(len(ref_response)), repeat,
+           prompt_key(texts[_PROMPT], pad_token))
     return row, extras, {name: values[:counted] for name, values in arrays.items()}
 
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 from .. import fields as F
 from ..metrics import TokenColumns, compute_sample_aggregates, repeat_4gram_share
 from . import FileError, KeyResolver, ReadOptions, SourceChanged
-from .canonical import build_table
+from .canonical import build_table, prompt_key
 
 NAME = "parquet"
 SUFFIX = ".parquet"
@@ -106,6 +106,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     columns["repeat_4gram"] = [None if text is None else repeat_4gram_share(  # over words: no tokens here
         (text.replace(options.pad_token, "") if options.pad_token else text).split())
         for text in columns["response"].to_pylist()]
+    columns["prompt_key"] = [prompt_key(text, options.pad_token) for text in columns["prompt"].to_pylist()]
     extras = {name: source[name] for name in source.column_names
               if name not in taken and _is_numeric(source.schema.field(name).type, booleans=True)}
     return build_table(columns, extras), errors, rows

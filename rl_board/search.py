@@ -1,0 +1,65 @@
+"""Find samples anywhere in a run: a regular expression over a text field, numeric ranges and a
+step range, and the JSON the ``search`` command prints."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import fields as F
+from .run import Run
+
+
+@dataclass(frozen=True)
+class Query:
+    """What to find. ``pattern``: an RE2 regular expression searched in ``text_field`` (pads removed
+    when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
+    for open (a sample without a value is left out); ``steps``: (first, last), inclusive."""
+
+    pattern: str | None = None
+    text_field: str = "response"
+    pad_token: str | None = None
+    ranges: dict = field(default_factory=dict)
+    steps: tuple[int | None, int | None] = (None, None)
+
+
+def compute_matches(run: Run, query: Query) -> pd.DataFrame:
+    """The rows of ``run.samples`` that match ``query``, in step, file, line order."""
+    samples = run.samples
+    keep = np.ones(len(samples), dtype=bool)
+    first, last = query.steps
+    if first is not None:
+        keep &= samples[F.STEP].to_numpy() >= first
+    if last is not None:
+        keep &= samples[F.STEP].to_numpy() <= last
+    for column, (low, high) in query.ranges.items():
+        values = samples[column].to_numpy(dtype=float) if column in samples else np.full(len(samples), np.nan)
+        if low is not None:
+            keep &= values >= low
+        if high is not None:
+            keep &= values <= high
+    if query.pattern:
+        keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
+    return samples[keep]
+
+
+def compute_matches_per_step(run: Run, matches: pd.DataFrame) -> pd.Series:
+    """Matches per step, for every step of the run (0 where none matched)."""
+    return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
+
+
+def build_search_json(run: Run, matches: pd.DataFrame) -> dict:
+    """The ``search --json`` contract: ``matches``, ``per_step`` (every step of the run) and
+    ``samples`` (every match in step, file, line order: file name, 1-based line or row, reward)."""
+    per_step = compute_matches_per_step(run, matches)
+    return {
+        "matches": int(len(matches)),
+        "per_step": [{"step": int(step), "matches": int(count)} for step, count in per_step.items()],
+        "samples": [{"step": int(step), "file": run.files[int(file)], "line": int(line),
+                     "reward": float(reward) if math.isfinite(reward) else None}
+                    for step, file, line, reward in zip(matches[F.STEP], matches[F.FILE], matches[F.LINE],
+                                                       matches[F.REWARD])],
+    }

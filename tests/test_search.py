@@ -1,0 +1,109 @@
+"""Search across a run and GRPO groups: the CLI contracts against Python's re and hand counts."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO, sample, write_lines
+
+PAD = "<pad>"
+
+
+def _cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "rl_board", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def run(tmp_path):
+    write_lines(tmp_path / "rank1.jsonl", [
+        sample(2, 0.5, prompt="P", response="!!!" + PAD * 2, ref_response="fine"),
+        sample(1, 1.0, prompt="Q", response="The Answer is 4", ground_truth="4"),
+        "{not json",
+    ])
+    write_lines(tmp_path / "rank0.jsonl", [
+        sample(1, float("nan"), prompt="R", response="answer: 5", ref_response="ANSWER"),
+        sample(2, -1.0, prompt="S", response=PAD),
+        sample(3, 2.0, prompt="T"),
+    ])
+    return tmp_path
+
+
+def _expected(run_dir, pattern, field="response", pad=None):
+    """Matches by Python's re.search over the texts as written, pads removed: (step, file, line)."""
+    rows = []
+    for path in sorted(run_dir.glob("*.jsonl")):
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            text = obj.get(field)
+            if isinstance(text, str) and re.search(pattern, text.replace(pad, "") if pad else text):
+                rows.append((obj["step"], path.name, number))
+    order = {name: i for i, name in enumerate(sorted(p.name for p in run_dir.glob("*.jsonl")))}
+    return sorted(rows, key=lambda r: (r[0], order[r[1]], r[2]))
+
+
+@pytest.mark.parametrize("pattern, field, pad", [
+    ("(?i)answer", "response", None),
+    (r"^\W*$", "response", PAD),  # empty or punctuation-only responses, pads removed
+    (r"^\W*$", "response", None),
+    ("ANSWER", "ref_response", None),
+    ("4", "ground_truth", None),
+    ("^[PS]$", "prompt", None),
+])
+def test_search_matches_python_re(run, pattern, field, pad):
+    """Every match, in step, file, line order, equals re.search over the same texts; per_step lists
+    every step; rewards are JSON numbers or null."""
+    args = ["search", run, "--regex", pattern, "--in", field, "--json", "--no-cache"]
+    code, out, _ = _cli(*args, *(["--pad-token", pad] if pad else []))
+    assert code == 0
+    got = json.loads(out)
+    expected = _expected(run, pattern, field, pad)
+    assert [(s["step"], s["file"], s["line"]) for s in got["samples"]] == expected
+    assert got["matches"] == len(expected)
+    assert [p["step"] for p in got["per_step"]] == [1, 2, 3]
+    assert [p["matches"] for p in got["per_step"]] == [sum(1 for e in expected if e[0] == s) for s in (1, 2, 3)]
+
+
+def test_search_rewards_and_exit_codes(run, tmp_path):
+    """A NaN reward is null; a bad pattern or path exits 2; a run with no loaded line exits 1."""
+    got = json.loads(_cli("search", run, "--regex", "answer: 5", "--json", "--no-cache")[1])
+    assert got["samples"] == [{"step": 1, "file": "rank0.jsonl", "line": 1, "reward": None}]
+    assert _cli("search", run, "--regex", "(", "--json")[0] == 2
+    assert _cli("search", tmp_path / "nope", "--regex", "x", "--json")[0] == 2
+    write_lines(tmp_path / "bad" / "r.jsonl", ["nope"])
+    assert _cli("search", tmp_path / "bad", "--regex", "x", "--json", "--no-cache")[0] == 1
+
+
+def test_search_in_parquet_gives_one_based_rows(tmp_path):
+    """For a TRL table, line is the 1-based row in its file."""
+    pq.write_table(pa.table({"step": pa.array([7, 7, 7], pa.int64()), "completion": ["no", "yes!", "yes"],
+                             "r": [1.0, 2.0, 3.0]}), tmp_path / "completions_00007.parquet")
+    got = json.loads(_cli("search", tmp_path, "--regex", "^yes", "--json", "--no-cache")[1])
+    assert [(s["line"], s["reward"]) for s in got["samples"]] == [(2, 2.0), (3, 3.0)]
+
+
+def test_grpo_groups_in_the_summary(tmp_path):
+    """Same prompt text (pads removed with --pad-token) = one group; zero-std groups have >= 2 samples
+    with equal rewards; samples without a prompt are in none."""
+    write_lines(tmp_path / "r.jsonl", [
+        sample(1, 1.0, prompt=PAD + "a"), sample(1, 1.0, prompt="a"),
+        sample(1, 0.0, prompt="b"), sample(1, 1.0, prompt="b"),
+        sample(1, 5.0, prompt="c"), sample(1, 3.0),
+        sample(2, 0.0, prompt="d"), sample(2, 0.0, prompt="d"), sample(2, 0.0, prompt="d" + PAD),
+    ])
+    with_pad = {s["step"]: s for s in json.loads(_cli("summary", tmp_path, "--json", "--no-cache",
+                                                       "--pad-token", PAD)[1])["steps"]}
+    assert (with_pad[1]["prompt_groups"], with_pad[1]["zero_std_groups"]) == (3, 1)  # a, b, c; a is zero-std
+    assert (with_pad[2]["prompt_groups"], with_pad[2]["zero_std_groups"]) == (1, 1)
+    plain = {s["step"]: s for s in json.loads(_cli("summary", tmp_path, "--json", "--no-cache")[1])["steps"]}
+    assert (plain[1]["prompt_groups"], plain[1]["zero_std_groups"]) == (4, 0)  # "<pad>a" differs from "a"
+    assert (plain[2]["prompt_groups"], plain[2]["zero_std_groups"]) == (2, 1)
