@@ -48,7 +48,7 @@ def test_journey_on_the_demo_run():
     """Open, pick the PPO demo, load: curves, batch table, sample pair, token table and heatmap, no exception."""
     at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
     charts = at.get("plotly_chart")
-    assert len(charts) == 13  # 3 curves, 6 diagnostic curves, 3 batch charts, 1 heatmap
+    assert len(charts) == 14  # 3 curves, 7 diagnostic curves, 3 batch charts, 1 heatmap
     traces = [trace["type"] for chart in charts for trace in json.loads(chart.proto.spec)["data"]]
     heatmap = [data for data in (json.loads(c.proto.spec)["data"] for c in charts)
                if data and all(t["type"] == "heatmap" for t in data)][0]
@@ -279,7 +279,8 @@ def test_diagnostic_curves_smoothing_and_step_table():
     table lists every step with the diagnostics as columns."""
     at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
     assert set(at.multiselect(key=keys.DIAGNOSTIC_CURVES).value) == {
-        "entropy", "mismatch_kl", "explained_variance", "neg_log_ratio_share", "reward_len_corr", "repeat_4gram"}
+        "entropy", "mismatch_kl", "explained_variance", "neg_log_ratio_share", "reward_len_corr", "repeat_4gram",
+        "zero_std_share"}
     at.sidebar.slider(key=keys.SMOOTHING).set_value(0.6).run()
     spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")][0]
     assert [t.get("opacity") for t in spec["data"] if t.get("mode") == "lines"][0] == 0.3
