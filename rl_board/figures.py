@@ -166,3 +166,11 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimato
         traces.append(trace)
     return _figure(traces, "Per-token heatmap (each row on its own scale)", height=120 + 40 * rows,
                    xaxis=dict(tickangle=-60, type="category"), yaxis=dict(autorange="reversed", type="category"))
+
+
+def build_matches_figure(per_step: pd.Series, title: str = "Matches per step") -> go.Figure:
+    """How often a search matched at each step: one bar per step of the run (0 where none)."""
+    trace = dict(type="bar", x=per_step.index.to_numpy(), y=per_step.to_numpy(), name="matches",
+                 marker=dict(color=_COLORS[0]))
+    return _figure([trace], title, height=260, xaxis=dict(title=dict(text="step")),
+                   yaxis=dict(title=dict(text="samples")))

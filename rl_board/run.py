@@ -8,6 +8,7 @@ its source file by the run's reader when it is shown.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -106,6 +107,26 @@ class Run:
                 raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
             found[places] = np.asarray(hits.fill_null(False), dtype=bool)[rows[places]]
         return found
+
+    def source_lines(self, labels) -> bytes:
+        """The samples' lines as they are in the log files, one per line, byte for byte (a table
+        file's row as one JSON line); a sample that can no longer be read is left out."""
+        out = []
+        for label in labels:
+            row = self.samples.loc[label]
+            path = self.path / self.files[int(row[F.FILE])]
+            offset, length = int(row["offset"]), int(row["length"])
+            try:
+                if self._reader.APPENDABLE:
+                    with open(path, "rb") as fh:
+                        fh.seek(offset)
+                        out.append(fh.read(length))
+                else:
+                    out.append(json.dumps(self._reader.record(path, offset, length, int(row[F.LINE])),
+                                          ensure_ascii=False, default=str).encode())
+            except (OSError, SourceChanged):
+                continue
+        return b"".join(line + b"\n" for line in out)
 
     def record(self, label) -> tuple[dict, dict]:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical

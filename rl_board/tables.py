@@ -292,3 +292,11 @@ def _reward_length_correlation(group: pd.DataFrame) -> float:
         return np.nan
     x, y = x - x.mean(), y - y.mean()
     return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+
+
+def build_export_csv(table: pd.DataFrame, samples: pd.DataFrame, run_name: str) -> bytes:
+    """``table`` (rows of ``samples``, as shown) as CSV with the run and each row's step first."""
+    out = table.copy()
+    out.insert(0, F.STEP, samples.loc[table.index, F.STEP].to_numpy())
+    out.insert(0, "run", run_name)
+    return out.to_csv(index=False).encode()

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -327,3 +328,32 @@ def test_token_text_is_escaped_and_coloured(tmp_path):
     assert at.selectbox(key=keys.COLOR_BY).value == "kl"
     at.selectbox(key=keys.COLOR_BY).select("log_ratio").run()
     assert "log_ratio (diverging, centred at 0)" in at.get("html")[0].proto.body
+
+
+def _explore_run(root: Path) -> Path:
+    write_lines(root / "ex" / "r.jsonl", [
+        sample(1, 0.9, prompt="p1", response="!!!<|endoftext|>"), sample(1, 0.1, prompt="p2", response="fine answer"),
+        sample(2, 0.8, prompt="p3", response=""), sample(2, 0.5, prompt="p4", response="ok then"),
+        sample(3, 0.7, prompt="p5", response="..."), sample(3, 0.2, prompt="p6", response="..?"),
+    ])
+    return root
+
+
+def test_explore_finds_matches_in_every_step(tmp_path):
+    """A regex over every step's responses (pads removed) lists what Python's re finds, counts them
+    per step, and a numeric range narrows them; a bad pattern is named."""
+    at = _load(_open(_explore_run(tmp_path), "ex"))
+    at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
+    at.text_input(key=keys.EXPLORE_REGEX).input(r"^\W*$").run()
+    texts = {"p1": "!!!", "p2": "fine answer", "p3": "", "p4": "ok then", "p5": "...", "p6": "..?"}
+    expected = [p for p, t in texts.items() if re.search(r"^\W*$", t)]
+    table = at.dataframe[0].value
+    assert sorted(table["prompt"]) == sorted(expected) and len(expected) == 4
+    per_step = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Matches per step"][0]["data"][0]
+    assert _values(per_step["y"]) == [1, 1, 2]
+    at.selectbox(key=keys.EXPLORE_COLUMN).select("reward").run()
+    at.text_input(key=keys.EXPLORE_LOW).input("0.75").run()
+    assert sorted(at.dataframe[0].value["prompt"]) == ["p1", "p3"]
+    at.text_input(key=keys.EXPLORE_REGEX).input("(").run()
+    assert any("Can't search" in e.value for e in at.error) and not at.exception

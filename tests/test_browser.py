@@ -198,3 +198,41 @@ def test_token_text_creates_no_element_from_model_output(server, tmp_path):
         time.sleep(1)  # a dialog, if any, would open right away
         assert dialogs == []
         page.screenshot(path=str(OUTPUT / "token_text.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_search_click_opens_the_sample(server, tmp_path):
+    """In Chromium: search the whole run, click the match (in an earlier step than the one shown):
+    the step follows and the token view shows that sample's tokens."""
+    from playwright.sync_api import expect
+
+    lines = []
+    for step in (1, 2, 3):
+        for i in range(3):
+            words = ["needle", "in", "hay"] if (step, i) == (1, 2) else ["plain", "words", str(i)]
+            lines.append({"step": step, "reward": float(i), "prompt": f"q{step}{i}", "response": " ".join(words),
+                          "response_tokens": words, "logprobs": [-1.0, -2.0, -0.5],
+                          "ref_logprobs": [-1.5, -1.0, -0.5]})
+    log = tmp_path / "haystack" / "rank0.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with _page(server, 1500, 2200) as page:
+        sidebar = page.get_by_test_id("stSidebar")
+        root = sidebar.get_by_label("Root folder (one run per subfolder)")
+        root.fill(str(tmp_path))
+        root.press("Enter")
+        expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("haystack", timeout=30_000)
+        sidebar.get_by_role("button", name="Load").click()
+        page.get_by_text("Explore: search and filter every step of the run").click()
+        regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
+        expect(regex).to_be_visible(timeout=30_000)
+        regex.fill("needle")
+        regex.press("Enter")
+        expect(page.get_by_text("1 of 9 samples match")).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first (only) row
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r"rank0\.jsonl:3$"), timeout=30_000)
+        expect(page.locator(".rlb-token-text")).to_have_text("needleinhay", timeout=30_000)  # tokens as logged
+        assert page.get_by_test_id("stException").count() == 0

@@ -7,7 +7,7 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 import streamlit as st
 
 from rl_board.loader import RootError
-from rl_board.views import batch, curves, drivers, report, sample, sidebar, state, tokens
+from rl_board.views import batch, curves, drivers, explore, report, sample, sidebar, state, tokens
 
 
 def render_page() -> None:
@@ -37,6 +37,8 @@ def render_page() -> None:
 
     if settings.show_charts:
         curves.render(run, settings)
+    st.subheader("Explore")
+    explore.render(run, settings)
     st.subheader("Batch")
     step = batch.render_step_picker(run)
     ordered, order, clicked = batch.render(run, step, settings)

@@ -52,6 +52,13 @@ def keep_choice(key: str, options: list, default) -> None:
 
 _PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction) the sample picker was last drawn for
 _LAST_CLICK = "batch_table_last_click"  # (context, row) of the last table click acted on
+_OPEN_SAMPLE = "open_sample"  # a sample (label in Run.samples) to show once the picker is drawn
+
+
+def open_sample(step: int, label) -> None:
+    """Show sample ``label`` of ``step`` in the batch, sample and token views (before they are drawn)."""
+    st.session_state[keys.STEP] = step
+    st.session_state[_OPEN_SAMPLE] = label
 
 
 def choose_sample(labels: list, context: tuple, clicked: int | None) -> None:
@@ -62,6 +69,8 @@ def choose_sample(labels: list, context: tuple, clicked: int | None) -> None:
     keep_choice(keys.SAMPLE, labels, labels[0])
     if clicked is not None and (context, clicked) != st.session_state.get(_LAST_CLICK):
         st.session_state[keys.SAMPLE] = labels[clicked]
+    if st.session_state.get(_OPEN_SAMPLE) in labels:
+        st.session_state[keys.SAMPLE] = st.session_state.pop(_OPEN_SAMPLE)
     st.session_state[_LAST_CLICK] = (context, clicked)
     st.session_state[_PICKER_CONTEXT] = context
 

@@ -1,0 +1,91 @@
+"""Explore the whole run: a regular expression over a text field, a numeric range and a step range;
+the matches of every step in one table (click one to open it below), how often they occur per
+step, and an export of them."""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from .. import fields as F
+from ..figures import build_matches_figure
+from ..loader import Run
+from ..search import Query, compute_matches, compute_matches_per_step
+from ..tables import KL_PREFIX, build_batch_table, build_export_csv, sort_choices, sort_samples
+from . import keys, state
+from .sidebar import Settings
+
+NO_FILTER = "(no numeric filter)"
+SHOWN_DEFAULT = 200  # matches listed; the count and the curve cover all
+_LAST_OPENED = "explore_last_opened"
+
+
+def _number(text: str, label: str):
+    """A typed bound: a float, None when empty; a message and None when it is not a number."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        st.warning(f"{label}: {text!r} is not a number; ignored.")
+        return None
+    return value if math.isfinite(value) else None
+
+
+def render(run: Run, settings: Settings) -> None:
+    if not st.toggle("Explore: search and filter every step of the run", key=keys.SHOW_EXPLORE):
+        return
+    left, right = st.columns([3, 1])
+    pattern = left.text_input("Regular expression (RE2 syntax; (?i) for case-insensitive)", key=keys.EXPLORE_REGEX,
+                              placeholder=r"^\W*$   finds empty or punctuation-only texts")
+    text_field = right.selectbox("in", F.TEXT_FIELDS, index=F.TEXT_FIELDS.index("response"), key=keys.EXPLORE_FIELD)
+    numeric = {"reward": F.REWARD, "KL mean": f"{KL_PREFIX[settings.kl_estimator]}_mean",
+               "log-ratio mean": "log_ratio_mean", "response length": "response_len", "reward gap": "reward_gap",
+               **{name: F.extra_column(name) for name in run.extras}}
+    a, b, c, d = st.columns([2, 1, 1, 2])
+    column = a.selectbox("Numeric filter", [NO_FILTER, *numeric], key=keys.EXPLORE_COLUMN)
+    low = _number(b.text_input("from", key=keys.EXPLORE_LOW), "from")
+    high = _number(c.text_input("to", key=keys.EXPLORE_HIGH), "to")
+    steps = [int(s) for s in run.steps.index]
+    first, last = (d.select_slider("Steps", steps, value=(steps[0], steps[-1]), key=keys.EXPLORE_STEPS)
+                   if len(steps) > 1 else (steps[0], steps[0]))
+    ranges = {numeric[column]: (low, high)} if column != NO_FILTER and (low is not None or high is not None) else {}
+    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last))
+    try:
+        matches = compute_matches(run, query)
+    except ValueError as exc:
+        st.error("Can't search with this pattern.")
+        st.text(str(exc))
+        return
+    st.caption(f"{len(matches):,} of {len(run.samples):,} samples match")
+    if matches.empty:
+        return
+    st.plotly_chart(build_matches_figure(compute_matches_per_step(run, matches)), key="explore_per_step")
+    x, y, z = st.columns([2, 1, 1])
+    order = x.selectbox("Order matches by", ["log order", *[c for c in sort_choices(run.extras) if c != "log order"]],
+                        key="explore_order")
+    descending = y.toggle("Highest first", value=True, key="explore_descending")
+    shown = int(z.number_input("Show the first", 1, 100_000, SHOWN_DEFAULT, key=keys.EXPLORE_TOP))
+    if order == "log order":
+        ordered = matches.iloc[::-1] if descending else matches
+    else:
+        ordered = sort_samples(matches, order, descending, settings.kl_estimator)
+    ordered = run.with_text(ordered.head(shown))
+    table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
+    table.insert(0, F.STEP, ordered[F.STEP])
+    event = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+                         key=f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}")
+    rows = event.selection.rows
+    clicked = (repr(query), order, descending, rows[0]) if rows else None
+    if clicked is not None and clicked != st.session_state.get(_LAST_OPENED):
+        label = ordered.index[rows[0]]
+        state.open_sample(int(ordered.loc[label, F.STEP]), label)
+    st.session_state[_LAST_OPENED] = clicked
+    name = run.path.name
+    left, right = st.columns(2)
+    left.download_button("Download these matches (CSV)", build_export_csv(table.drop(columns=F.STEP), ordered, name),
+                         file_name=f"{name}-matches.csv", mime="text/csv", key="explore_csv")
+    right.download_button("Download their log lines (JSONL)", run.source_lines(ordered.index),
+                          file_name=f"{name}-matches.jsonl", mime="application/jsonl", key="explore_jsonl")
