@@ -357,3 +357,44 @@ def test_explore_finds_matches_in_every_step(tmp_path):
     assert sorted(at.dataframe[0].value["prompt"]) == ["p1", "p3"]
     at.text_input(key=keys.EXPLORE_REGEX).input("(").run()
     assert any("Can't search" in e.value for e in at.error) and not at.exception
+
+
+def _linked(**params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(params)
+    return at.run()
+
+
+def test_a_link_opens_its_view_without_a_click():
+    """root, run, step and sample in the address open that sample with no Load press; the address
+    then holds the view, and moving the step changes it. (The demo deals each step's 16 samples to 4
+    rank files in turn: step 5's lines of rank 1 are 17 to 20.)"""
+    at = _linked(root=str(REPO / "rollout_samples"), run="ppo_demo", step="5", sample="rollout_data_rank1.jsonl:18",
+                 sort="KL mean", kl="k2")
+    assert not at.exception
+    assert at.slider(key=keys.STEP).value == 5
+    assert at.selectbox(key=keys.SAMPLE).format_func(at.selectbox(key=keys.SAMPLE).value).endswith(
+        "rollout_data_rank1.jsonl:18")
+    assert at.selectbox(key=keys.SORT_BY).value == "KL mean" and at.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k2"
+    assert at.query_params["step"] == "5" and at.query_params["sample"] == "rollout_data_rank1.jsonl:18"
+    assert at.query_params["run"] == "ppo_demo" and at.query_params["kl"] == "k2"
+    at.slider(key=keys.STEP).set_value(7).run()
+    assert at.query_params["step"] == "7" and at.query_params["sample"] != "rollout_data_rank1.jsonl:18"
+
+
+@pytest.mark.parametrize("params, message, check", [
+    ({"run": "nope"}, "Run 'nope' is not under this root", lambda at: at.sidebar.selectbox(key=keys.RUN).value == "eval_demo"),
+    ({"run": "ppo_demo", "step": "999"}, "Step '999' is not in this run; showing step 30",
+     lambda at: at.slider(key=keys.STEP).value == 30),
+    ({"run": "ppo_demo", "step": "abc"}, "Step 'abc' is not in this run", lambda at: at.slider(key=keys.STEP).value == 30),
+    ({"run": "eval_demo", "step": "450"}, "showing step 500", lambda at: at.selectbox(key=keys.STEP).value == 500),
+    ({"run": "ppo_demo", "sample": "nope.jsonl:1"}, "Sample 'nope.jsonl:1' is not in this run", lambda at: True),
+    ({"run": "ppo_demo", "sort": "bogus"}, "Sort 'bogus' is not offered", lambda at: at.selectbox(key=keys.SORT_BY).value == "reward"),
+    ({"run": "ppo_demo", "kl": "k9"}, "KL estimator 'k9'", lambda at: at.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k3"),
+])
+def test_a_bad_link_parameter_gets_a_message_and_the_nearest_view(params, message, check):
+    """Each parameter that does not fit is named; the page shows the nearest valid view, no traceback."""
+    at = _linked(root=str(REPO / "rollout_samples"), **params)
+    assert not at.exception
+    assert any(message in t.value for t in at.text), [t.value for t in at.text]
+    assert check(at)

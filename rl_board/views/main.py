@@ -7,18 +7,21 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 import streamlit as st
 
 from rl_board.loader import RootError
-from rl_board.views import batch, curves, drivers, explore, report, sample, sidebar, state, tokens
+from rl_board.views import batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens
 
 
 def render_page() -> None:
     st.set_page_config(page_title="RL Logging Board", layout="wide")
     st.title("RL Logging Board")
 
+    links.read()
     settings = sidebar.render()
+    links.autoload(settings.run_dir, settings.fields)
     if settings.load and settings.run_dir and settings.fields is not None:
         state.set_loaded_run(settings.run_dir, settings.fields)
     loaded = state.loaded_run()
     if loaded is None or loaded[0] != settings.run_dir:
+        links.show_notes()
         st.info("Pick a run in the sidebar and press **Load**.")
         return
     run_dir, fields = loaded
@@ -35,6 +38,8 @@ def render_page() -> None:
     if not run.report.lines_ok:
         return
 
+    links.apply(run)
+    links.show_notes()
     if settings.show_charts:
         curves.render(run, settings)
     st.subheader("Explore")
@@ -55,6 +60,7 @@ def render_page() -> None:
     if settings.show_heatmap and record is not None:
         st.subheader("Tokens")
         tokens.render(record[0], settings)
+    links.write(settings.root, run, step, chosen)
 
 
 if __name__ == "__main__":  # run as the script of ``streamlit run``

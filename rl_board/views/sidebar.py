@@ -13,7 +13,7 @@ from ..demo import PAD_TOKEN
 from ..loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
 from ..metrics import KL_ESTIMATORS
-from . import keys
+from . import keys, links
 
 DEFAULT_ROOT = "./rollout_samples"
 DEFAULT_PAD = PAD_TOKEN  # OpenRLHF pads with the EOS token: both default to <|endoftext|>
@@ -25,6 +25,7 @@ ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown fir
 class Settings:
     """What the user chose in the sidebar."""
 
+    root: str  # the root folder as typed, surrounding whitespace removed
     run_dir: str | None  # the folder picked (not necessarily loaded yet)
     load: bool  # Load or Refresh was pressed on this run
     max_per_step: int | None
@@ -51,7 +52,7 @@ def render() -> Settings:
     side = st.sidebar
     side.header("Run")
     root = side.text_input("Root folder (one run per subfolder)", value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
-                           key=keys.ROOT)
+                           key=keys.ROOT).strip()  # a pasted path often brings an invisible space
     run_dir, load = None, False
     try:
         runs = list_runs(root)
@@ -60,6 +61,7 @@ def render() -> Settings:
         side.text(str(exc))
         runs = []
     if runs:
+        links.wanted_run(runs)
         run = side.selectbox("Run", runs, key=keys.RUN,
                              format_func=lambda r: "(files in the root)" if r == ROOT_RUN else r)
         run_dir = str(Path(root).expanduser() / run) if run != ROOT_RUN else str(Path(root).expanduser())
@@ -111,7 +113,7 @@ def render() -> Settings:
                              disabled=not drop_system)
     side.header("Show")
     return Settings(
-        run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
+        root=root, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
