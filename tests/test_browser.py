@@ -236,3 +236,26 @@ def test_search_click_opens_the_sample(server, tmp_path):
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:3$"), timeout=30_000)
         expect(page.locator(".rlb-token-text")).to_have_text("needleinhay", timeout=30_000)  # tokens as logged
         assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_a_link_opens_its_view_in_a_fresh_browser(server):
+    """In a fresh Chromium: a link opens that run, step and sample with no click; moving the step
+    changes the address."""
+    from urllib.parse import parse_qs, urlencode, urlparse
+
+    from playwright.sync_api import expect
+
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "ppo_demo", "step": 5,
+                       "sample": "rollout_data_rank1.jsonl:18"})
+    with _page(f"{server}/?{query}", 1500, 2000) as page:
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r"rollout_data_rank1\.jsonl:18$"), timeout=60_000)
+        slider = page.get_by_role("slider", name="Step")
+        expect(slider).to_have_value("5")
+        slider.focus()
+        page.keyboard.press("ArrowRight")
+        expect(slider).to_have_value("6", timeout=30_000)
+        page.wait_for_function("() => new URLSearchParams(location.search).get('step') === '6'", timeout=30_000)
+        assert parse_qs(urlparse(page.url).query)["run"] == ["ppo_demo"]
+        assert page.get_by_test_id("stException").count() == 0
