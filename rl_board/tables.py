@@ -57,8 +57,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
                       estimator: str = "k3") -> pd.DataFrame:
     """The batch table for ``samples`` (already ordered): one row per sample, the columns a run has.
 
-    With ``pad_token``, pad tokens are removed from the response texts; with
-    ``system_marker``, prompts lose everything up to and including it.
+    With ``pad_token``, pad tokens are removed from the prompt and response texts (OpenRLHF
+    left-pads prompts); with ``system_marker``, prompts lose everything up to and including it.
     """
     samples = samples.assign(response_len=samples["response_len"].where(samples["response_len"] >= 0))
     columns = [c for c in BATCH_COLUMNS if c in samples and samples[c].notna().any()]
@@ -74,7 +74,7 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     if system_marker and "prompt" in table:
         table["prompt"] = [strip_system_prompt(t, system_marker) for t in table["prompt"]]
     if pad_token:
-        for name in ("response", "ref_response"):
+        for name in ("prompt", "response", "ref_response"):
             if name in table:
                 table[name] = [strip_pad(t, pad_token) for t in table[name]]
     return table
@@ -300,3 +300,21 @@ def build_export_csv(table: pd.DataFrame, samples: pd.DataFrame, run_name: str) 
     out.insert(0, F.STEP, samples.loc[table.index, F.STEP].to_numpy())
     out.insert(0, "run", run_name)
     return out.to_csv(index=False).encode()
+
+
+def build_group_table(samples: pd.DataFrame, system_marker: str | None = None,
+                      pad_token: str | None = None) -> pd.DataFrame:
+    """One row per GRPO group of ``samples`` (one step's samples with texts; same ``prompt_key`` =
+    same prompt, pads removed): prompt, size, reward mean and population std, indexed by the
+    group's key; groups whose rewards are all equal (no learning signal) first."""
+    have = samples[samples["prompt_key"].notna()]
+    if have.empty:
+        return pd.DataFrame(columns=["prompt", "size", "reward_mean", "reward_std"])
+    grouped = have.groupby("prompt_key", sort=False)
+    table = pd.DataFrame({
+        "prompt": [strip_pad(strip_system_prompt(t, system_marker), pad_token) for t in grouped["prompt"].first()],
+        "size": grouped.size().to_numpy(),
+        "reward_mean": grouped[F.REWARD].mean().to_numpy(),
+        "reward_std": grouped[F.REWARD].std(ddof=0).to_numpy(),
+    }, index=grouped.size().index)
+    return table.sort_values(["reward_std", "size"], ascending=[True, False], kind="stable")

@@ -197,3 +197,18 @@ def test_an_unreadable_file_is_reported_and_the_rest_load(tmp_path, monkeypatch)
     assert run.samples["reward"].tolist() == [1.0]
     assert run.report.files == ("rank0.jsonl",)
     assert any("rank1.jsonl (Permission denied)" in note for note in run.report.notes)
+
+
+def test_exports_hold_the_source_lines_and_run_and_step(tmp_path):
+    """The JSONL export is the samples' log lines byte for byte (NaN, spacing and key order kept);
+    the CSV export starts with run and step columns."""
+    from rl_board.tables import build_batch_table, build_export_csv
+
+    raw = [b'{"step": 2, "reward": NaN,   "response": "caf\\u00e9"}', b'{"reward":1,"step":1,"response":"x"}',
+           b'{"step": 2, "reward": 0.5, "response": "<b>"}']
+    (tmp_path / "r.jsonl").write_bytes(b"\n".join(raw) + b"\n")
+    run = load_run(tmp_path, cache_root=False)
+    step2 = run.step_samples(2)
+    assert run.source_lines(step2.index) == raw[0] + b"\n" + raw[2] + b"\n"
+    csv = build_export_csv(build_batch_table(step2), step2, "myrun").decode().splitlines()
+    assert csv[0].startswith("run,step,response,reward") and csv[1].startswith("myrun,2,café,")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 
 from ..figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
 from ..loader import Run
-from ..tables import build_batch_table, describe_samples, sort_choices, sort_samples, step_grid
+from ..tables import (build_batch_table, build_export_csv, build_group_table, describe_samples, sort_choices,
+                      sort_samples, step_grid)
 from . import keys, state
 from .sidebar import Settings
 
@@ -41,16 +44,31 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
             st.caption("No ref_reward in this step: no comparison with the reference model.")
         charts[-1].plotly_chart(build_reward_hist_figure(ordered if compare else ordered.drop(columns=["ref_reward"])),
                                 key="batch_hist")
-    clicked = None
+    clicked, group = None, None
     if settings.show_table:
-        # a new table per step and sort, so a click never points into a reordered batch
-        event = st.dataframe(build_batch_table(ordered, settings.system_marker, settings.pad_token,
-                                               settings.kl_estimator),
-                             hide_index=True, on_select="rerun", selection_mode="single-row",
-                             key=f"batch_table-{step}-{sort_by}-{descending}")
+        if st.toggle("Group by prompt (GRPO groups)", key=keys.GROUP_BATCH,
+                     help="One row per prompt; groups whose rewards are all equal carry no learning signal in "
+                          "GRPO and come first. Pick a group to see its samples."):
+            groups = build_group_table(ordered, settings.system_marker, settings.pad_token)
+            event = st.dataframe(groups, hide_index=True, on_select="rerun", selection_mode="single-row",
+                                 key=f"group_table-{step}")
+            if event.selection.rows:
+                group = groups.index[event.selection.rows[0]]
+                ordered = ordered[ordered["prompt_key"] == group]
+                st.caption(f"The {len(ordered)} samples of the chosen group:")
+        # a new table per step, sort and group, so a click never points into a reordered batch
+        table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
+        event = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+                             key=f"batch_table-{step}-{sort_by}-{descending}-{group}")
         rows = event.selection.rows
         clicked = rows[0] if rows else None
-    return ordered, (step, sort_by, descending), clicked
+        name = run.path.name
+        left, right = st.columns(2)
+        left.download_button("Download this table (CSV)", partial(build_export_csv, table, ordered, name),
+                             file_name=f"{name}-step{step}.csv", mime="text/csv", key="batch_csv", on_click="ignore")
+        right.download_button("Download its log lines (JSONL)", partial(run.source_lines, ordered.index),
+                              file_name=f"{name}-step{step}.jsonl", mime="application/jsonl", key="batch_jsonl", on_click="ignore")
+    return ordered, (step, sort_by, descending, group), clicked
 
 
 def render_sample_picker(ordered: pd.DataFrame, order: tuple, clicked: int | None = None):

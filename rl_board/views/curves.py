@@ -59,5 +59,5 @@ def render(run: Run, settings: Settings) -> None:
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
         table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)
-        st.download_button("Download CSV", table.to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
-                           mime="text/csv", key="steps_csv")
+        st.download_button("Download CSV", lambda: table.to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
+                           mime="text/csv", key="steps_csv", on_click="ignore")

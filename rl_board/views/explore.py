@@ -4,6 +4,8 @@ step, and an export of them."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import math
 
 import streamlit as st
@@ -85,7 +87,7 @@ def render(run: Run, settings: Settings) -> None:
     st.session_state[_LAST_OPENED] = clicked
     name = run.path.name
     left, right = st.columns(2)
-    left.download_button("Download these matches (CSV)", build_export_csv(table.drop(columns=F.STEP), ordered, name),
-                         file_name=f"{name}-matches.csv", mime="text/csv", key="explore_csv")
-    right.download_button("Download their log lines (JSONL)", run.source_lines(ordered.index),
-                          file_name=f"{name}-matches.jsonl", mime="application/jsonl", key="explore_jsonl")
+    left.download_button("Download these matches (CSV)", partial(build_export_csv, table.drop(columns=F.STEP), ordered, name),
+                         file_name=f"{name}-matches.csv", mime="text/csv", key="explore_csv", on_click="ignore")
+    right.download_button("Download their log lines (JSONL)", partial(run.source_lines, ordered.index),
+                          file_name=f"{name}-matches.jsonl", mime="application/jsonl", key="explore_jsonl", on_click="ignore")

@@ -29,7 +29,7 @@ def _number(value) -> str:
 def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dict] | None) -> None:
     """Draw one sample: ``row`` is its row of the step's samples, texts included; ``record`` its
     (canonical, other fields) from the source, when it could be read."""
-    _text("Prompt", strip_system_prompt(row["prompt"], settings.system_marker))
+    _text("Prompt", strip_pad(strip_system_prompt(row["prompt"], settings.system_marker), settings.pad_token))
     has_ref = settings.show_comparison and isinstance(row["ref_response"], str)
     columns = st.columns(2 if has_ref else 1)
     with columns[0]:
