@@ -174,3 +174,14 @@ def build_matches_figure(per_step: pd.Series, title: str = "Matches per step") -
                  marker=dict(color=_COLORS[0]))
     return _figure([trace], title, height=260, xaxis=dict(title=dict(text="step")),
                    yaxis=dict(title=dict(text="samples")))
+
+
+def build_prompt_history_figure(history: pd.DataFrame) -> go.Figure:
+    """Every sample of one prompt: its reward at its step (markers) and the mean per step (line)."""
+    means = history.groupby(F.STEP)[F.REWARD].mean()
+    traces = [dict(type="scatter", x=history[F.STEP].to_numpy(), y=history[F.REWARD].to_numpy(), mode="markers",
+                   name="sample", marker=dict(color=_COLORS[0], opacity=0.5)),
+              dict(type="scatter", x=means.index.to_numpy(), y=means.to_numpy(), mode="lines+markers",
+                   name="mean per step", line=dict(color=_COLORS[1]))]
+    return _figure(traces, "This prompt's reward over training", height=300, xaxis=dict(title=dict(text="step")),
+                   yaxis=dict(title=dict(text="reward")))

@@ -318,3 +318,12 @@ def build_group_table(samples: pd.DataFrame, system_marker: str | None = None,
         "reward_std": grouped[F.REWARD].std(ddof=0).to_numpy(),
     }, index=grouped.size().index)
     return table.sort_values(["reward_std", "size"], ascending=[True, False], kind="stable")
+
+
+def prompt_history(samples: pd.DataFrame, label) -> pd.DataFrame:
+    """Every sample with the same prompt (pads removed: ``prompt_key``) as sample ``label``, at every
+    step, in step, file, line order; empty when it has no prompt."""
+    key = samples.at[label, "prompt_key"]
+    if pd.isna(key):
+        return samples.iloc[:0]
+    return samples[samples["prompt_key"] == key]

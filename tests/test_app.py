@@ -398,3 +398,22 @@ def test_a_bad_link_parameter_gets_a_message_and_the_nearest_view(params, messag
     assert not at.exception
     assert any(message in t.value for t in at.text), [t.value for t in at.text]
     assert check(at)
+
+
+def test_prompt_history_follows_one_prompt_through_training(tmp_path):
+    """From a sample, every sample with the same prompt (pads removed) at every step, with rewards."""
+    write_lines(tmp_path / "h" / "r.jsonl", [
+        sample(1, 0.1, prompt="<|endoftext|>same", response="a"), sample(1, 0.9, prompt="other", response="b"),
+        sample(2, 0.4, prompt="same", response="c"), sample(3, 0.8, prompt="same<|endoftext|>", response="d"),
+        sample(3, 0.2, prompt="same", response="e"),
+    ])
+    at = _load(_open(tmp_path, "h"))
+    at.selectbox(key=keys.SORT_BY).select("log order").run()
+    at.toggle(key=keys.SORT_DESCENDING).set_value(False).run()  # step 3, first line: prompt "same<pad>"
+    at.toggle(key=keys.SHOW_HISTORY).set_value(True).run()
+    history = [d.value for d in at.dataframe if "step" in d.value.columns and "response" in d.value.columns][-1]
+    assert history["response"].tolist() == ["a", "c", "d", "e"] and history["step"].tolist() == [1, 2, 3, 3]
+    curve = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+             if json.loads(c.proto.spec)["layout"]["title"]["text"] == "This prompt's reward over training"][0]
+    assert _values(curve["data"][1]["y"]) == pytest.approx([0.1, 0.4, 0.5])
+    assert not at.exception

@@ -12,7 +12,9 @@ import streamlit as st
 
 from .. import fields as F
 from ..loader import Run
-from ..tables import length_change, strip_pad, strip_system_prompt
+from ..figures import build_prompt_history_figure
+from ..tables import build_batch_table, length_change, prompt_history, strip_pad, strip_system_prompt
+from . import keys
 from .sidebar import Settings
 
 
@@ -54,3 +56,16 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
     others = {k: v for k, v in (record[1] if record else {}).items() if not isinstance(v, (int, float))}
     for name, value in others.items():
         _text(name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+
+    if st.toggle("This prompt over training", key=keys.SHOW_HISTORY,
+                 help="Every sample with the same prompt text (pads removed), at every step."):
+        history = prompt_history(run.samples, row.name)
+        if history.empty:
+            st.info("This sample has no prompt.")
+            return
+        st.caption(f"{len(history)} samples in {history['step'].nunique()} steps share this prompt.")
+        st.plotly_chart(build_prompt_history_figure(history), key="prompt_history_curve")
+        texts = run.with_text(history)
+        table = build_batch_table(texts, settings.system_marker, settings.pad_token, settings.kl_estimator)
+        table.insert(0, "step", texts["step"])
+        st.dataframe(table.drop(columns=["prompt"], errors="ignore"), hide_index=True, key="prompt_history_table")
