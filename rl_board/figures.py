@@ -185,3 +185,22 @@ def build_prompt_history_figure(history: pd.DataFrame) -> go.Figure:
                    name="mean per step", line=dict(color=_COLORS[1]))]
     return _figure(traces, "This prompt's reward over training", height=300, xaxis=dict(title=dict(text="step")),
                    yaxis=dict(title=dict(text="reward")))
+
+
+def build_runs_figure(steps_by_run: dict[str, pd.DataFrame], name: str, title: str, std_scale: float = 1.0,
+                      zero_shift: bool = False, smoothing: float = 0.0) -> go.Figure:
+    """Series ``name`` of several runs overlaid, one colour per run, aligned by step, each with its
+    band (``build_curve_figure``'s rules: clipped at 0 for non-negative series, smoothing, shift)."""
+    traces = []
+    for i, (run_name, steps) in enumerate(steps_by_run.items()):
+        single = build_curve_figure(steps, [name], "", std_scale, zero_shift, labels={name: run_name},
+                                    smoothing=smoothing)
+        color = _COLORS[i % len(_COLORS)]
+        for trace in single.data:
+            trace = trace.to_plotly_json()
+            if trace.get("fill"):
+                trace["fillcolor"] = color
+            else:
+                trace["line"] = {**trace.get("line", {}), "color": color}
+            traces.append(trace)
+    return _figure(traces, title, xaxis=dict(title=dict(text="step")))

@@ -417,3 +417,19 @@ def test_prompt_history_follows_one_prompt_through_training(tmp_path):
              if json.loads(c.proto.spec)["layout"]["title"]["text"] == "This prompt's reward over training"][0]
     assert _values(curve["data"][1]["y"]) == pytest.approx([0.1, 0.4, 0.5])
     assert not at.exception
+
+
+def test_runs_side_by_side(tmp_path):
+    """Picking another run overlays its reward curve (its own step means) in another colour; the
+    batch stays on the loaded run."""
+    write_lines(tmp_path / "base" / "r.jsonl", [sample(1, 0.0), sample(1, 1.0), sample(2, 1.0)])
+    write_lines(tmp_path / "change" / "r.jsonl", [sample(1, 2.0), sample(2, 3.0), sample(2, 5.0), sample(3, 1.0)])
+    at = _load(_open(tmp_path, "base"))
+    at.multiselect(key=keys.COMPARE_RUNS).select("change").run()
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+    lines = {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
+    assert _values(lines["base"]["y"]) == [0.5, 1.0] and _values(lines["change"]["y"]) == [2.0, 4.0, 1.0]
+    assert lines["base"]["line"]["color"] != lines["change"]["line"]["color"]
+    assert at.dataframe[0].value["reward"].tolist() == [1.0]  # the batch: base's last step
+    assert not at.exception

@@ -121,8 +121,10 @@ def test_every_figure_passes_plotly_validation():
     figures = [build_curve_figure(_steps(), ["reward"], "t"), build_gap_figure(samples),
                build_curve_figure(_steps(), ["reward"], "t", smoothing=0.6),
                build_reward_hist_figure(samples), build_token_heatmap_figure(tokens, ["kl", "logp"])]
-    from rl_board.figures import build_reward_bars_figure
+    from rl_board.figures import build_matches_figure, build_reward_bars_figure, build_runs_figure
     figures.append(build_reward_bars_figure(samples))
+    figures.append(build_runs_figure({"a": _steps(), "b": _steps()}, "reward", "t", smoothing=0.5))
+    figures.append(build_matches_figure(pd.Series([0, 2], index=[1, 2])))
     for fig in figures:
         go.Figure(fig.to_dict())  # raises ValueError on any invalid property
 

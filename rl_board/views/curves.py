@@ -6,10 +6,12 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import fields as F
-from ..figures import build_curve_figure
-from ..loader import Run
+from pathlib import Path
+
+from ..figures import build_curve_figure, build_runs_figure
+from ..loader import ROOT_RUN, RootError, Run, list_runs
 from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
-from . import keys
+from . import keys, state
 from .sidebar import Settings
 
 
@@ -56,8 +58,48 @@ def render(run: Run, settings: Settings) -> None:
         if chosen:
             curve(st, [F.extra_column(n) for n in chosen], "Extra fields", "curve_extras",
                   labels={F.extra_column(n): n for n in chosen})
+    render_comparison(run, settings)
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
         table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)
         st.download_button("Download CSV", lambda: table.to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
                            mime="text/csv", key="steps_csv", on_click="ignore")
+
+
+def render_comparison(run: Run, settings: Settings) -> None:
+    """Other runs under the root, overlaid on this one's curves (the batch view stays on this run)."""
+    try:
+        runs = list_runs(settings.root)
+    except RootError:
+        return
+    root = Path(settings.root).expanduser()
+    here = run.path.resolve()
+    names = {name: root if name == ROOT_RUN else root / name for name in runs}
+    others = [name for name, folder in names.items() if folder.resolve() != here]
+    if not others:
+        return
+    chosen = st.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
+                            help="Their curves are drawn over this run's, aligned by step; the batch below "
+                                 "stays on this run.")
+    if not chosen:
+        return
+    steps = {run.path.name: curve_frame(run.steps)}
+    for name in chosen:
+        try:
+            other = state.get_run(str(names[name]), settings)
+        except RootError as exc:
+            st.warning(f"Can't read {name}.")
+            st.text(str(exc))
+            continue
+        steps[name] = curve_frame(other.steps)
+    kl = KL_PREFIX[settings.kl_estimator]
+    series = [("reward", "Reward"), (kl, f"KL ({settings.kl_estimator})"),
+              ("response_len", "Response length (tokens)"), ("response_chars", "Response length (characters)")]
+    common = set.intersection(*(set(F.extra_columns(frame.columns)) for frame in steps.values()))
+    series += [(column[:-len("_mean")], F.extra_name(column[:-len("_mean")])) for column in sorted(common)
+               if column.endswith("_mean")]
+    shown = [(name, title) for name, title in series if any(f"{name}_mean" in f for f in steps.values())]
+    grid = st.columns(3)
+    for i, (name, title) in enumerate(shown):
+        grid[i % 3].plotly_chart(build_runs_figure(steps, name, title, settings.std_scale, settings.zero_shift,
+                                                   settings.smoothing), key=f"compare_{name}")
