@@ -10,6 +10,7 @@ x 225 tokens over 4 rank files, about 540 MB; ``10x``: ten times the steps;
 - cold open: the page's Load in Streamlit's AppTest, with an empty cache;
 - re-open: the same in a new process (an app restart) with the cache left by the cold open;
 - redraws: the page's rerun after moving the step slider, changing the sort and picking a sample;
+- search: a regular expression over every response, in a new process opening the run from the cache;
 - peak RSS of the app process (and of its parsing workers).
 
 Ratios are to numbers measured in the same run, never to constants. Nothing is
@@ -114,6 +115,23 @@ def phase_app(run: Path, timeout: float) -> dict:
             "samples": int(at.dataframe[0].value.shape[0])}
 
 
+SEARCH_PATTERN = r"(?i)\bthe (answer|result)\b|^\W*$"  # a phrase, or an empty or punctuation-only response
+
+
+def phase_search(run: Path) -> dict:
+    """A regex over every response of the run, opened (from the cache the page left) as the page opens it."""
+    sys.path.insert(0, str(REPO))
+    from rl_board.loader import RunSource
+    from rl_board.search import Query, compute_matches
+
+    loaded = RunSource(run, PAD, eos_token=PAD).refresh()
+    start = time.perf_counter()
+    matches = compute_matches(loaded, Query(SEARCH_PATTERN, "response", PAD))
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "matches": int(len(matches)), "samples": int(len(loaded.samples)),
+            "rss_mb": _peak_rss_mb()[0]}
+
+
 def _child(phase: str, run: Path, cache: Path, timeout: float) -> dict:
     env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
     out = subprocess.run([sys.executable, __file__, "--phase", phase, "--run", str(run), "--timeout", str(timeout)],
@@ -127,7 +145,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=SIZES, default="full")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
-    parser.add_argument("--phase", choices=("floor", "app"), help=argparse.SUPPRESS)
+    parser.add_argument("--phase", choices=("floor", "app", "search"), help=argparse.SUPPRESS)
     parser.add_argument("--run", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=600, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -137,6 +155,9 @@ def main() -> int:
     if args.phase == "app":
         print(json.dumps(phase_app(args.run, args.timeout)))
         return 0
+    if args.phase == "search":
+        print(json.dumps(phase_search(args.run)))
+        return 0
 
     run = ensure_run(args.size)
     size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
@@ -144,7 +165,8 @@ def main() -> int:
         floor = min(_child("floor", run, Path(cache), args.timeout)["seconds"] for _ in range(2))
         cold = _child("app", run, Path(cache), args.timeout)
         warm = _child("app", run, Path(cache), args.timeout)
-    results = {"size": args.size, "run_mb": size_mb, "floor_s": floor, "cold": cold, "reopen": warm,
+        search = _child("search", run, Path(cache), args.timeout)
+    results = {"size": args.size, "run_mb": size_mb, "floor_s": floor, "cold": cold, "reopen": warm, "search": search,
                "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
     rows = [
         ("orjson floor (parse every line)", f"{floor:.2f} s", "1.00 × floor", ""),
@@ -157,6 +179,9 @@ def main() -> int:
         ("rerun after picking a sample", f"{cold['sample']:.3f} s", "", "≤ 0.25 s"),
         ("peak RSS, app process", f"{cold['rss_mb']:.0f} MiB", "", "≤ 1.2 GB (10×: ≤ 3 GB)"),
         ("peak RSS, one parsing worker", f"{cold['worker_rss_mb']:.0f} MiB", "", ""),
+        (f"regex over every response ({search['samples']:,}; {search['matches']:,} match)",
+         f"{search['seconds']:.3f} s", f"{search['seconds'] / floor:.3f} × floor", "≤ 1 s (10×: ≤ 5 s)"),
+        ("peak RSS, search process (run opened from the cache)", f"{search['rss_mb']:.0f} MiB", "", ""),
     ]
     print(f"Run: {args.size}, {size_mb:.0f} MiB in {len(list(run.glob('*.jsonl')))} files, "
           f"{cold['samples']} samples in the last step shown; machine: {results['machine']}\n")
