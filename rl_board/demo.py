@@ -160,11 +160,10 @@ def write_eval_run(out: Path, seed: int = 1) -> list[Path]:
     return [path]
 
 
-def _math_problem(rng: np.random.Generator, skill: float) -> tuple[int, int, int, bool]:
-    """(a, b, the model's answer, whether it is right) for a policy right with probability ``skill``."""
-    a, b = (int(x) for x in rng.integers(1, 100, size=2))
+def _answer(rng: np.random.Generator, a: int, b: int, skill: float) -> tuple[int, bool]:
+    """(the model's answer to a + b, whether it is right) for a policy right with probability ``skill``."""
     correct = bool(rng.random() < skill)
-    return a, b, a + b if correct else a + b + int(rng.integers(1, 9)), correct
+    return (a + b if correct else a + b + int(rng.integers(1, 9))), correct
 
 
 def write_verl_run(out: Path, steps: int = 12, prompts: int = 4, group: int = 4, seed: int = 2) -> list[Path]:
@@ -181,8 +180,7 @@ def write_verl_run(out: Path, steps: int = 12, prompts: int = 4, group: int = 4,
             a, b = (int(x) for x in rng.integers(1, 100, size=2))
             prompt = f"user\nWhat is {a} + {b}? Put the answer in \\boxed{{}}.\nassistant\n"
             for _ in range(group):
-                correct = bool(rng.random() < skill)
-                answer = a + b if correct else a + b + int(rng.integers(1, 9))
+                answer, correct = _answer(rng, a, b, skill)
                 formatted = bool(rng.random() < 0.5 + 0.5 * skill)
                 output = (f"{a} + {b} = {answer}. The answer is \\boxed{{{answer}}}." if formatted
                           else f"I think it is {answer}")
@@ -220,8 +218,7 @@ def write_trl_run(out: Path, steps: tuple[int, ...] = tuple(range(5, 65, 5)), pr
             graded = p % 4 != 3  # one prompt in four has no answer to check
             rewards = []
             for _ in range(group):
-                correct = bool(rng.random() < skill)
-                answer = a + b if correct else a + b + int(rng.integers(1, 9))
+                answer, correct = _answer(rng, a, b, skill)
                 tagged = bool(rng.random() < 0.4 + 0.6 * skill)
                 completion = (f"<think>{a} plus {b}</think><answer>{answer}</answer>" if tagged
                               else f"The answer is {answer}.")

@@ -378,6 +378,10 @@ def test_a_link_opens_its_view_without_a_click():
     assert at.selectbox(key=keys.SORT_BY).value == "KL mean" and at.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k2"
     assert at.query_params["step"] == "5" and at.query_params["sample"] == "rollout_data_rank1.jsonl:18"
     assert at.query_params["run"] == "ppo_demo" and at.query_params["kl"] == "k2"
+    picker = at.selectbox(key=keys.SAMPLE)
+    other = [label for label in picker.options if not label.endswith("rollout_data_rank1.jsonl:18")][0]
+    picker.select(other).run()
+    assert at.query_params["sample"] == other.rsplit(" · ", 1)[1]  # picking a sample changes the address
     at.slider(key=keys.STEP).set_value(7).run()
     assert at.query_params["step"] == "7" and at.query_params["sample"] != "rollout_data_rank1.jsonl:18"
 
@@ -432,4 +436,24 @@ def test_runs_side_by_side(tmp_path):
     assert _values(lines["base"]["y"]) == [0.5, 1.0] and _values(lines["change"]["y"]) == [2.0, 4.0, 1.0]
     assert lines["base"]["line"]["color"] != lines["change"]["line"]["color"]
     assert at.dataframe[0].value["reward"].tolist() == [1.0]  # the batch: base's last step
+    assert not at.exception
+
+
+def test_grouped_batch_puts_zero_std_groups_first(tmp_path):
+    """Group by prompt: one row per prompt (pads removed) with size, reward mean and population std,
+    groups whose rewards are all equal first; the export buttons are there."""
+    write_lines(tmp_path / "g" / "r.jsonl", [
+        sample(1, 1.0, prompt="a", response="x"), sample(1, 0.0, prompt="a<|endoftext|>", response="y"),
+        sample(1, 0.5, prompt="b", response="z"), sample(1, 0.5, prompt="b", response="w"),
+        sample(1, 0.2, prompt="c", response="v"),
+    ])
+    at = _load(_open(tmp_path, "g"))
+    at.toggle(key=keys.GROUP_BATCH).set_value(True).run()
+    groups = at.dataframe[0].value
+    assert groups["prompt"].tolist() == ["b", "c", "a"]  # std 0 (size 2), std 0 (size 1), std 0.5
+    assert groups["size"].tolist() == [2, 1, 2]
+    assert groups["reward_mean"].tolist() == pytest.approx([0.5, 0.2, 0.5])
+    assert groups["reward_std"].tolist() == pytest.approx([0.0, 0.0, 0.5])
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Download this table (CSV)" in labels and "Download its log lines (JSONL)" in labels
     assert not at.exception

@@ -57,6 +57,18 @@ def _page(url: str, width: int, height: int):
             browser.close()
 
 
+def _load_in_page(page, root: Path, run: str) -> None:
+    """Type ``root`` into the sidebar, pick ``run`` and press Load."""
+    from playwright.sync_api import expect
+
+    sidebar = page.get_by_test_id("stSidebar")
+    box = sidebar.get_by_label("Root folder (one run per subfolder)")
+    box.fill(str(root))
+    box.press("Enter")
+    expect(sidebar.get_by_role("combobox", name="Run")).to_have_value(run, timeout=30_000)
+    sidebar.get_by_role("button", name="Load").click()
+
+
 @pytest.fixture
 def server():
     port = _free_port()
@@ -103,6 +115,7 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
         expect(page.get_by_text("Per-token heatmap")).to_be_visible(timeout=30_000)
         table = page.get_by_test_id("stDataFrame").first
+        table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 2.5)  # the row marker of the third row
         expect(picker).to_have_value(re.compile(r"^#3 · "), timeout=30_000)
@@ -121,12 +134,8 @@ def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
     log.parent.mkdir()
     log.write_text('{"step": 1, "reward": 0.5}\n')
     with _page(server, 1400, 1600) as page:
+        _load_in_page(page, tmp_path, "live")
         sidebar = page.get_by_test_id("stSidebar")
-        root = sidebar.get_by_label("Root folder (one run per subfolder)")
-        root.fill(str(tmp_path))
-        root.press("Enter")
-        expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("live", timeout=30_000)
-        sidebar.get_by_role("button", name="Load").click()
         expect(page.get_by_text("1 sample loaded")).to_be_visible(timeout=30_000)
         sidebar.get_by_text("Auto-refresh").click()
         seconds = sidebar.get_by_label("every (seconds)")
@@ -183,12 +192,7 @@ def test_token_text_creates_no_element_from_model_output(server, tmp_path):
     with _page(server, 1400, 1800) as page:
         dialogs = []
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-        sidebar = page.get_by_test_id("stSidebar")
-        root = sidebar.get_by_label("Root folder (one run per subfolder)")
-        root.fill(str(tmp_path))
-        root.press("Enter")
-        expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("hostile", timeout=30_000)
-        sidebar.get_by_role("button", name="Load").click()
+        _load_in_page(page, tmp_path, "hostile")
         text = page.locator(".rlb-token-text")
         expect(text).to_be_visible(timeout=30_000)
         expect(text.locator(".rlb-tok")).to_have_count(4)
@@ -217,12 +221,7 @@ def test_search_click_opens_the_sample(server, tmp_path):
     log.parent.mkdir()
     log.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with _page(server, 1500, 2200) as page:
-        sidebar = page.get_by_test_id("stSidebar")
-        root = sidebar.get_by_label("Root folder (one run per subfolder)")
-        root.fill(str(tmp_path))
-        root.press("Enter")
-        expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("haystack", timeout=30_000)
-        sidebar.get_by_role("button", name="Load").click()
+        _load_in_page(page, tmp_path, "haystack")
         page.get_by_text("Explore: search and filter every step of the run").click()
         regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
         expect(regex).to_be_visible(timeout=30_000)
@@ -230,6 +229,7 @@ def test_search_click_opens_the_sample(server, tmp_path):
         regex.press("Enter")
         expect(page.get_by_text("1 of 9 samples match")).to_be_visible(timeout=30_000)
         table = page.get_by_test_id("stDataFrame").first
+        table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first (only) row
         picker = page.get_by_role("combobox", name="Sample (in table order)")
