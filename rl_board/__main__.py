@@ -36,6 +36,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8901)
     serve.add_argument("--address", default="127.0.0.1",
                        help="address to listen on; anyone who can reach it can read any log file the app can")
+    serve.add_argument("--roots", default=None, metavar="DIR[:DIR…]",
+                       help="only folders inside these can be listed or loaded (sets RL_BOARD_ROOTS); "
+                            "set it whenever the address is not 127.0.0.1")
     summary = sub.add_parser("summary", help="per-step statistics of one run folder")
     summary.add_argument("run_dir", type=Path)
     summary.add_argument("--json", action="store_true", help="print one JSON object")
@@ -171,6 +174,11 @@ def _serve(args) -> int:
     """Run the page in Streamlit (this process becomes the server)."""
     script = Path(__file__).resolve().parent / "views" / "main.py"
     env = dict(os.environ)
+    if args.roots:
+        env["RL_BOARD_ROOTS"] = args.roots
+    if args.address not in ("127.0.0.1", "localhost", "::1") and not env.get("RL_BOARD_ROOTS"):
+        print("warning: listening beyond this machine without --roots (RL_BOARD_ROOTS): anyone who reaches "
+              "the port can read every log file this process can.", file=sys.stderr)
     if args.root is not None:
         root = args.root.expanduser()
         if not root.is_dir():

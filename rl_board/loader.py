@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import fields as F
+from .access import RootError, allowed_roots, check_allowed, is_allowed
 from .cache import FileEntry, RunCache, cache_dir_for
 from .ingest import write_segment
 from .readers import ReadOptions, SourceChanged, detect, known_suffixes
@@ -43,10 +44,6 @@ SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a 
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
 
 
-class RootError(ValueError):
-    """The root or run folder can't be used; the message says why and what is expected."""
-
-
 def _natural_key(name: str):
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
@@ -59,15 +56,22 @@ def _holds_run(folder: Path) -> bool:
         return False
 
 
+def _allowed_entries(folder: Path) -> list[Path]:
+    """The entries of ``folder`` that resolve inside the allowed folders (all when unrestricted)."""
+    roots = allowed_roots()
+    return [p for p in folder.iterdir() if roots is None or is_allowed(p, roots)]
+
+
 def list_runs(root: Path | str) -> list[str]:
     """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
     root = Path(root).expanduser()
+    check_allowed(root)  # before anything under it is looked at
     if not root.exists():
         raise RootError(f"Folder not found: {root}. " + EXPECTED_LAYOUT)
     if not root.is_dir():
         raise RootError(f"{root} is a file, not a folder. " + EXPECTED_LAYOUT)
-    runs = sorted((d.name for d in root.iterdir() if d.is_dir() and not d.name.startswith(".") and _holds_run(d)),
-                  key=_natural_key)
+    runs = sorted((d.name for d in _allowed_entries(root)
+                   if d.is_dir() and not d.name.startswith(".") and _holds_run(d)), key=_natural_key)
     if _holds_run(root):
         runs.insert(0, ROOT_RUN)
     if not runs:
@@ -77,9 +81,10 @@ def list_runs(root: Path | str) -> list[str]:
 
 def list_run_files(run_dir: Path, suffix: str = ".jsonl") -> tuple[list[Path], list[str]]:
     """(the run's files ending in ``suffix``, in natural name order; names of other files ignored)."""
+    check_allowed(run_dir)
     if not run_dir.is_dir():
         raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
-    entries = [p for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
+    entries = [p for p in _allowed_entries(run_dir) if p.is_file() and not p.name.startswith(".")]
     kept = sorted((p for p in entries if p.suffix == suffix), key=lambda p: _natural_key(p.name))
     return kept, sorted(p.name for p in entries if p.suffix != suffix)
 
@@ -136,6 +141,7 @@ class RunSource:
 
     def _use_reader(self) -> None:
         """Detect the run's format (again while no file was read: the folder may have been empty)."""
+        check_allowed(self.run_dir)
         reader = detect(self.run_dir)
         if reader is self.reader:
             return
