@@ -12,9 +12,12 @@ append) grew with its parsed prefix intact; anything else is parsed again.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -22,7 +25,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CACHE_VERSION = 5
+CACHE_VERSION = 6
+CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
+DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
+_LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
 
 
@@ -63,16 +69,18 @@ class FileEntry:
     segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
+    unterminated: bool = False  # the last line read had no newline (its newline, if it comes, is skipped)
 
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
-                 file_error: str | None = None) -> "FileEntry":
+                 file_error: str | None = None, unterminated: bool = False) -> "FileEntry":
         st = path.stat()
         return cls(
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
             head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
+            unterminated=unterminated,
         )
 
     def status(self, path: Path, appendable: bool = True) -> str:
@@ -95,11 +103,47 @@ class FileEntry:
         return "grown"
 
 
+def cache_limit() -> int:
+    """``$RL_BOARD_CACHE_MAX`` in bytes (a number with an optional K, M, G or T), else 10 GB."""
+    text = os.environ.get(CACHE_MAX_ENV, "").strip().upper()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)B?", text)
+    if not match:
+        return DEFAULT_CACHE_MAX
+    return int(float(match[1]) * 1000 ** " KMGT".index(match[2] or " "))
+
+
 class RunCache:
-    """The cache folder of one run. Every method either works or raises ``OSError``/``ValueError``."""
+    """The cache folder of one run. Every method either works or raises ``OSError``/``ValueError``.
+
+    Several processes (the page, ``summary``, ``search``) may share a folder: whoever reads or
+    changes it holds ``locked()``, so no one deletes or half-reads another's segments."""
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
+
+    @contextlib.contextmanager
+    def locked(self, wait: bool = True):
+        """Hold the folder's exclusive lock (creating the folder); marks it as just used. With
+        ``wait`` False, raises ``BlockingIOError`` when another holder has it."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            os.utime(fd)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    def manifest_stamp(self) -> tuple | None:
+        """What identifies the manifest's current version (it is replaced, never edited)."""
+        try:
+            st = self.manifest_path().stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def size(self) -> int:
+        return sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file()) if self.folder.is_dir() else 0
 
     def manifest_path(self) -> Path:
         return self.folder / "manifest.json"
@@ -115,8 +159,8 @@ class RunCache:
             return {}
         return {name: FileEntry(**entry) for name, entry in raw.get("files", {}).items()}
 
-    def write_manifest(self, entries: dict[str, FileEntry], key: str) -> None:
-        payload = {"version": CACHE_VERSION, "key": key,
+    def write_manifest(self, entries: dict[str, FileEntry], key: str, run_dir: Path | None = None) -> None:
+        payload = {"version": CACHE_VERSION, "key": key, "run_dir": str(run_dir) if run_dir else None,
                    "files": {name: asdict(entry) for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 
@@ -126,12 +170,26 @@ class RunCache:
         return pa.ipc.open_file(source).read_all()
 
     def remove_segments(self, keep: set[str]) -> None:
-        """Delete segment files no manifest entry names."""
+        """Delete segment files no manifest entry names, and unfinished ones (``.tmp-*``: a process
+        killed while writing). Call it holding ``locked()``: then no one else is writing."""
         if not self.folder.is_dir():
             return
-        for path in self.folder.glob("seg-*.arrow"):  # not .tmp-*: those may be being written
+        for path in [*self.folder.glob("seg-*.arrow"), *self.folder.glob(".tmp-*")]:
             if path.name not in keep:
                 path.unlink(missing_ok=True)
+
+    def run_dir(self) -> str | None:
+        """The run folder this cache holds, as its manifest names it."""
+        try:
+            return json.loads(self.manifest_path().read_text()).get("run_dir")
+        except (OSError, ValueError, AttributeError):
+            return None
+
+    def last_used(self) -> float:
+        try:
+            return (self.folder / _LOCK).stat().st_mtime
+        except OSError:
+            return 0.0
 
     def clear(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -142,3 +200,56 @@ class RunCache:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, path)
+
+
+def list_caches(root: Path | None = None) -> list[RunCache]:
+    """Every run cache under ``root`` (default ``default_cache_root()``), least recently used first."""
+    root = Path(root or default_cache_root())
+    if not root.is_dir():
+        return []
+    caches = [RunCache(d) for d in root.iterdir()
+              if d.is_dir() and ((d / "manifest.json").exists() or (d / _LOCK).exists())]
+    return sorted(caches, key=RunCache.last_used)
+
+
+def clear_caches(caches: list[RunCache]) -> int:
+    """Delete ``caches`` (each once no process is using it); returns how many went."""
+    cleared = 0
+    for cache in caches:
+        try:
+            with cache.locked():
+                for path in cache.folder.iterdir():
+                    if path.name != _LOCK:
+                        path.unlink(missing_ok=True)
+            shutil.rmtree(cache.folder, ignore_errors=True)
+            cleared += 1
+        except OSError:
+            continue
+    return cleared
+
+
+def enforce_limit(keep: Path, root: Path | None = None, limit: int | None = None) -> list[Path]:
+    """Delete the least recently used run caches until all of them together take at most ``limit``
+    bytes (default ``cache_limit()``); never ``keep`` nor one another process is using. Returns
+    the folders deleted."""
+    limit = cache_limit() if limit is None else limit
+    caches = list_caches(root or Path(keep).parent)
+    sizes = {c.folder: c.size() for c in caches}
+    total = sum(sizes.values())
+    evicted = []
+    for cache in caches:
+        if total <= limit:
+            break
+        if cache.folder.resolve() == Path(keep).resolve():
+            continue
+        try:
+            with cache.locked(wait=False):
+                for path in cache.folder.iterdir():
+                    if path.name != _LOCK:
+                        path.unlink(missing_ok=True)
+        except (BlockingIOError, OSError):
+            continue  # in use right now: next time
+        shutil.rmtree(cache.folder, ignore_errors=True)
+        total -= sizes[cache.folder]
+        evicted.append(cache.folder)
+    return evicted

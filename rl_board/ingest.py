@@ -25,12 +25,13 @@ from typing import Callable, Iterable
 import pyarrow as pa
 
 from .readers import ReadOptions
-from .readers.jsonl import parse_block
+from .readers.jsonl import parse_block, parse_line
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
 _SCAN_PIECE = 1 << 16  # bytes read at a time while looking for a line's end
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
+_LAST_LINE_MAX = 64 << 20  # a longer unterminated tail is taken to be still being written
 
 
 @dataclass
@@ -42,6 +43,8 @@ class RangeResult:
     folder, None when no line was kept. errors: (line within the range, reason).
     pending: bytes after ``end`` up to the range's stop: a line still being written.
     error: why the whole file could not be read (table files), else None.
+    table: the rows themselves, when parsed in memory (no output folder).
+    unterminated: the range's last line had no newline but was a whole JSON object, and was read.
     """
 
     path: str
@@ -54,13 +57,26 @@ class RangeResult:
     skipped: int = 0
     pending: bool = False
     error: str | None = None
+    table: object = field(default=None, repr=False)
+    unterminated: bool = False
 
 
-def ingest_range(path: str, start: int, stop: int, out_dir: str, options: ReadOptions,
+def ingest_range(path: str, start: int, stop: int, out_dir: str | None, options: ReadOptions,
                  quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
-    """Parse the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``."""
+    """Parse the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``
+    (kept in memory, in ``RangeResult.table``, when ``out_dir`` is None)."""
     result = RangeResult(path, start, start)
     tables = []
+
+    def take(data: bytes, offset: int) -> None:
+        parsed = parse_block(data, result.lines + 1, offset, options, quota, max_per_step)
+        result.lines += parsed.lines
+        result.errors.extend(parsed.errors)
+        result.skipped += parsed.skipped
+        if parsed.table.num_rows:
+            tables.append(parsed.table)
+            result.rows += parsed.table.num_rows
+
     with open(path, "rb") as fh:
         fh.seek(start)
         position = start
@@ -75,19 +91,24 @@ def ingest_range(path: str, start: int, stop: int, out_dir: str, options: ReadOp
                     complete = chunk.rfind(b"\n") + 1
                 if not complete:
                     break
-            parsed = parse_block(chunk, result.lines + 1, position, options, quota, max_per_step)
-            result.lines += parsed.lines
-            result.errors.extend(parsed.errors)
-            result.skipped += parsed.skipped
+            take(chunk, position)
             position += complete
             fh.seek(position)
-            if parsed.table.num_rows:
-                tables.append(parsed.table)
-                result.rows += parsed.table.num_rows
+    if 0 < stop - position <= _LAST_LINE_MAX:  # bytes after the last newline: a finished line?
+        with open(path, "rb") as fh:
+            fh.seek(position)
+            tail = fh.read(stop - position)
+        if isinstance(parse_line(tail), dict):  # a whole object: the writer stopped before its newline
+            take(tail + b"\n", position)
+            position, result.unterminated = stop, True
     result.end = position
     result.pending = position < stop
     if tables:
-        result.segment = write_segment(pa.concat_tables(tables), out_dir)
+        table = pa.concat_tables(tables, promote_options="default")
+        if out_dir is None:
+            result.table = table
+        else:
+            result.segment = write_segment(table, out_dir)
     return result
 
 
@@ -137,13 +158,13 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
     return list(zip(cuts, cuts[1:] + [stop]))
 
 
-def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str, options: ReadOptions,
+def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str | None, options: ReadOptions,
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
                progress: Callable[[int], None] | None = None) -> list[RangeResult]:
     """Parse every (path, start, stop) task; results in task order. ``progress`` gets bytes finished."""
     total = sum(stop - start for _, start, stop in tasks)
     workers = min(os.cpu_count() or 1, len(tasks))
-    if max_per_step is None and total >= PARALLEL_MIN_BYTES and workers > 1:
+    if max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and workers > 1:
         try:
             return _run_in_workers(tasks, out_dir, options, workers, progress)
         except WorkerError:
@@ -230,7 +251,9 @@ def _worker_main(out_dir: str, options: ReadOptions) -> None:
     for line in sys.stdin:
         index, (path, start, stop) = json.loads(line)
         result = ingest_range(path, start, stop, out_dir, options)
-        sys.stdout.write(json.dumps([index, asdict(result)]) + "\n")
+        fields_ = asdict(result)
+        del fields_["table"]  # always None here: workers write segment files
+        sys.stdout.write(json.dumps([index, fields_]) + "\n")
         sys.stdout.flush()
 
 

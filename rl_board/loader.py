@@ -10,6 +10,7 @@ an unchanged run without parsing it. Each refresh returns a ``Run``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
@@ -23,7 +24,7 @@ import pyarrow.compute as pc
 
 from . import fields as F
 from .access import RootError, allowed_roots, check_allowed, is_allowed
-from .cache import FileEntry, RunCache, cache_dir_for
+from .cache import FileEntry, RunCache, cache_dir_for, enforce_limit
 from .ingest import write_segment
 from .readers import ReadOptions, SourceChanged, detect, known_suffixes
 from .readers.canonical import SCHEMA, has_canonical_prefix
@@ -103,6 +104,7 @@ class _FileState:
         self.entry: FileEntry | None = None
         self.pending = False
         self.error: str | None = None  # why the whole file could not be read
+        self.unterminated = False  # the last line read had no newline: skip one if it comes
 
 
 class RunSource:
@@ -132,6 +134,7 @@ class RunSource:
         self._lock = threading.Lock()
         self._notes: list[str] = []
         self._opened = False
+        self._stamp: tuple | None = None  # the cache manifest as this process last read or wrote it
         self.last_status: dict[str, str] = {}  # file -> "cached", "appended", "parsed" or "unchanged"
         self.latest: Run | None = None  # what the last refresh returned
 
@@ -161,46 +164,92 @@ class RunSource:
         with self._lock:
             if self.reader is None or not self._files:
                 self._use_reader()
-            paths, ignored = list_run_files(self.run_dir, self.reader.SUFFIX)
-            unreadable = {p.name: why for p in paths if (why := _unreadable(p))}
-            paths = [p for p in paths if p.name not in unreadable]
-            self.last_status = {}
-            if not self._opened:
-                self._open_cache(paths)
-                self._opened = True
-            names = {p.name for p in paths}
-            gone = set(self._files) - names
-            for name in gone:
-                del self._files[name]
-            appendable = self.reader.APPENDABLE
-            statuses = {name: s.entry.status(s.path, appendable)
-                        for name, s in self._files.items() if s.entry is not None}
-            if self.max_per_step is not None and "stale" in statuses.values():
-                self._files.clear()  # lines skipped for a full step may now be needed: count again from the start
+            with self._shared_cache():
+                return self._refresh(progress)
+
+    def clear_cache(self) -> None:
+        """Delete this run's cache (once no other process is using it); the next refresh parses again."""
+        with self._lock:
+            if self._cache is not None:
+                with self._cache.locked():
+                    self._cache.remove_segments(set())
+                    self._cache.manifest_path().unlink(missing_ok=True)
+            self._files.clear()
+            self._quota.clear()
+            self._opened, self._stamp, self.latest = False, None, None
+
+    @contextlib.contextmanager
+    def _shared_cache(self):
+        """Hold the run cache's lock across a refresh, so processes sharing it never delete or
+        half-read each other's segments; when another process changed the cache since this one
+        last looked, start again from its manifest."""
+        guard = None
+        if self._cache is not None:
+            try:
+                guard = self._cache.locked()
+                guard.__enter__()
+            except OSError as exc:
+                guard = None
+                self._notes.append(f"Could not use the cache in {self._cache.folder} ({exc}); not caching.")
+                self._cache = None
+        try:
+            if guard is not None and self._opened and self._cache.manifest_stamp() != self._stamp:
+                self._files.clear()
                 self._quota.clear()
-            todo = []
-            for path in paths:
-                state = self._files.get(path.name)
-                status = statuses.get(path.name, "stale") if state is not None else "stale"
-                if status == "same":
-                    self.last_status.setdefault(path.name, "unchanged")
-                    continue
-                if status == "stale":
-                    state = self._files[path.name] = _FileState(path)
-                    self.last_status[path.name] = "parsed"
-                else:
-                    self.last_status[path.name] = "appended"
-                todo.append((state, path.stat().st_size))
-            unchanged = (self.latest is not None and not todo and not gone and not unreadable
-                         and self.latest.report.files == tuple(p.name for p in paths)
-                         and self.latest.report.ignored_files == tuple(ignored))
-            if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
-                return self.latest
-            self._read(todo, progress)
-            if todo or gone:
-                self._save_manifest()
-            self.latest = self._snapshot(paths, ignored, unreadable)
+                self._opened = False
+            yield
+            if self._cache is not None:
+                self._stamp = self._cache.manifest_stamp()
+        finally:
+            if guard is not None:
+                guard.__exit__(None, None, None)
+
+    def _refresh(self, progress: Progress | None) -> Run:
+        """The refresh itself, under both locks."""
+        paths, ignored = list_run_files(self.run_dir, self.reader.SUFFIX)
+        unreadable = {p.name: why for p in paths if (why := _unreadable(p))}
+        paths = [p for p in paths if p.name not in unreadable]
+        self.last_status = {}
+        if not self._opened:
+            self._open_cache(paths)
+            self._opened = True
+        names = {p.name for p in paths}
+        gone = set(self._files) - names
+        for name in gone:
+            del self._files[name]
+        appendable = self.reader.APPENDABLE
+        statuses = {name: s.entry.status(s.path, appendable)
+                    for name, s in self._files.items() if s.entry is not None}
+        if self.max_per_step is not None and "stale" in statuses.values():
+            self._files.clear()  # lines skipped for a full step may now be needed: count again from the start
+            self._quota.clear()
+        todo, reread = [], []
+        for path in paths:
+            state = self._files.get(path.name)
+            status = statuses.get(path.name, "stale") if state is not None else "stale"
+            if status == "same":
+                self.last_status.setdefault(path.name, "unchanged")
+                continue
+            if status == "stale":
+                if state is not None and self.latest is not None:
+                    reread.append(path.name)
+                state = self._files[path.name] = _FileState(path)
+                self.last_status[path.name] = "parsed"
+            else:
+                self.last_status[path.name] = "appended"
+            todo.append((state, path.stat().st_size))
+        unchanged = (self.latest is not None and not todo and not gone and not unreadable
+                     and self.latest.report.files == tuple(p.name for p in paths)
+                     and self.latest.report.ignored_files == tuple(ignored))
+        if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
             return self.latest
+        self._read(todo, progress)
+        if todo or gone:
+            self._save_manifest()
+        notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."
+                 for name in reread]
+        self.latest = self._snapshot(paths, ignored, unreadable, notes)
+        return self.latest
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -217,6 +266,7 @@ class RunSource:
                 state.offset, state.next_line, state.entry = entry.offset, entry.next_line, entry
                 state.errors = [(int(line), str(reason)) for line, reason in entry.errors]
                 state.error = entry.file_error
+                state.unterminated = entry.unterminated
                 for name, first_line in entry.segments:
                     table = self._cache.open_segment(name)
                     if not has_canonical_prefix(table.schema):
@@ -249,6 +299,10 @@ class RunSource:
     def _read(self, todo: list[tuple[_FileState, int]], progress: Progress | None) -> None:
         """Read bytes [offset, size) of each file (up to its last newline, for JSONL) and attach
         the segments."""
+        for state, size in todo:
+            if state.unterminated and size > state.offset and _byte_at(state.path, state.offset) == b"\n":
+                state.offset += 1  # the newline of a line already read: not a line of its own
+                state.unterminated = False
         tasks = [(state.path, state.offset, size) for state, size in todo if size > state.offset]
         if not tasks:
             return
@@ -260,7 +314,12 @@ class RunSource:
             if progress is not None:
                 progress(done[0], total)
 
-        results = self.reader.read(tasks, out_dir, self.options, self._quota, self.max_per_step, advance)
+        try:
+            results = self.reader.read(tasks, out_dir, self.options, self._quota, self.max_per_step, advance)
+        except OSError as exc:  # a full disk, a size limit: read again, keeping the rows in memory
+            self._notes.append(f"Could not write parsed rows to {out_dir} ({exc}); loaded the run without a cache.")
+            self._cache, out_dir, keep, done[0] = None, None, False, 0
+            results = self.reader.read(tasks, None, self.options, self._quota, self.max_per_step, advance)
         by_path = {str(state.path): state for state, _ in todo}
         for result in results:
             state = by_path[result.path]
@@ -268,7 +327,9 @@ class RunSource:
             state.errors.extend((first_line + line - 1, reason) for line, reason in result.errors)
             state.skipped += result.skipped
             state.error = result.error
-            if result.segment is not None:
+            if result.table is not None:
+                state.segments.append(("", first_line, result.table))
+            elif result.segment is not None:
                 segment = os.path.join(out_dir, result.segment)
                 if keep:
                     table = self._cache.open_segment(result.segment)
@@ -280,11 +341,12 @@ class RunSource:
             state.next_line += result.lines
             state.offset = result.end
             state.pending = result.pending
+            state.unterminated = result.unterminated
         for state, _ in todo:
             self._compact(state, out_dir, keep)
             state.entry = FileEntry.describe(state.path, state.offset, state.next_line,
                                              [[n, first] for n, first, _ in state.segments if n], state.errors,
-                                             state.error)
+                                             state.error, state.unterminated)
 
     def _compact(self, state: _FileState, out_dir: str, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
@@ -310,15 +372,18 @@ class RunSource:
             return
         entries = {name: state.entry for name, state in self._files.items() if state.entry is not None}
         try:
-            self._cache.write_manifest(entries, self._cache_key())
+            self._cache.write_manifest(entries, self._cache_key(), self.run_dir.resolve())
             self._cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
+            for folder in enforce_limit(self._cache.folder):
+                self._notes.append(f"The cache was over its size limit: removed {folder.name}, used least recently.")
         except OSError as exc:
             self._notes.append(f"Could not write the cache in {self._cache.folder} ({exc}); not caching.")
             self._cache = None
 
     # -- the snapshot ---------------------------------------------------------------------------
 
-    def _snapshot(self, paths: list[Path], ignored: list[str], unreadable: dict[str, str]) -> Run:
+    def _snapshot(self, paths: list[Path], ignored: list[str], unreadable: dict[str, str],
+                  notes: list[str] = ()) -> Run:
         names = [p.name for p in paths]
         parts, segments = [], {}
         for file_index, name in enumerate(names):
@@ -337,7 +402,7 @@ class RunSource:
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
         failed = tuple((name, failed[name]) for name in sorted(failed, key=_natural_key))
-        notes = [f"Could not read {name} ({why}); the other files loaded." for name, why in failed]
+        notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed)]
         report = LoadReport(
             files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
@@ -345,6 +410,12 @@ class RunSource:
         )
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
                    segments, self.reader)
+
+
+def _byte_at(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(1)
 
 
 def _unreadable(path: Path) -> str | None:

@@ -155,7 +155,7 @@ def record(path: Path, offset: int, length: int, line: int) -> dict:
     with open(path, "rb") as fh:
         fh.seek(offset)
         raw = fh.read(length + 1)
-    obj = parse_line(raw[:length]) if raw[length:] == b"\n" else "moved"
+    obj = parse_line(raw[:length]) if raw[length:] in (b"\n", b"") else "moved"  # b"": a last line, unterminated
     if isinstance(obj, str):
         raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
     return obj

@@ -45,7 +45,9 @@ def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=Non
             result.error = str(exc)
         else:
             result.lines, result.rows, result.errors = rows, table.num_rows, errors
-            if table.num_rows:
+            if table.num_rows and out_dir is None:
+                result.table = table
+            elif table.num_rows:
                 result.segment = write_segment(table, out_dir)
         results.append(result)
         if progress is not None:
