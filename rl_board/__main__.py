@@ -60,6 +60,10 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     search.add_argument("--no-cache", action="store_true")
+    cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
+    cache.add_argument("action", choices=("list", "clear"))
+    cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
+    cache.add_argument("--json", action="store_true")
     generate = sub.add_parser("generate", help="write demo runs (the bundled rollout_samples/)")
     generate.add_argument("out", type=Path)
     generate.add_argument("--format", choices=FORMATS, default=None,
@@ -107,6 +111,33 @@ def _search(args) -> int:
     return 0 if run.report.lines_ok else 1
 
 
+def _cache(args) -> int:
+    from datetime import datetime, timezone
+
+    from .cache import cache_limit, clear_caches, default_cache_root, list_caches
+
+    caches = list_caches()
+    if args.run_dir is not None:
+        wanted = str(args.run_dir.expanduser().resolve())
+        caches = [c for c in caches if c.run_dir() == wanted]
+    if args.action == "clear":
+        cleared = clear_caches(caches)
+        print(f"cleared {cleared} run cache{'s' if cleared != 1 else ''} in {default_cache_root()}")
+        return 0
+    rows = [{"folder": c.folder.name, "run": c.run_dir(), "bytes": c.size(),
+             "last_used": datetime.fromtimestamp(c.last_used(), timezone.utc).isoformat(timespec="seconds")}
+            for c in caches]
+    if args.json:
+        print(json.dumps({"root": str(default_cache_root()), "limit_bytes": cache_limit(), "caches": rows}))
+    else:
+        total = sum(r["bytes"] for r in rows)
+        print(f"{default_cache_root()}: {len(rows)} run caches, {total / 2**20:,.1f} MiB "
+              f"(limit {cache_limit() / 2**20:,.0f} MiB; least recently used first)")
+        for r in rows:
+            print(f"  {r['last_used']}  {r['bytes'] / 2**20:>9,.1f} MiB  {r['run'] or '?'}  ({r['folder']})")
+    return 0
+
+
 def _summary(args) -> int:
     run = _load(args)
     if isinstance(run, int):
@@ -148,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     if args.command == "serve":
         return _serve(args)
+    if args.command == "cache":
+        return _cache(args)
     if args.command == "search":
         try:
             return _search(args)

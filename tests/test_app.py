@@ -457,3 +457,14 @@ def test_grouped_batch_puts_zero_std_groups_first(tmp_path):
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download this table (CSV)" in labels and "Download its log lines (JSONL)" in labels
     assert not at.exception
+
+
+def test_clear_this_runs_cache(tmp_path, isolated_cache):
+    """The button deletes the run's cached rows: the page parses the run again and still shows it."""
+    at = _load(_open(_kl_run(tmp_path), "kl_run"))
+    before = {p.name for p in isolated_cache.rglob("seg-*")}
+    assert before
+    at.sidebar.button(key="clear_cache").click().run()
+    after = {p.name for p in isolated_cache.rglob("seg-*")}
+    assert after and not (after & before)  # parsed again into new segments
+    assert at.dataframe[0].value["prompt"].tolist() and not at.exception

@@ -127,3 +127,35 @@ def test_pad_token_has_its_own_cache(tmp_path):
     without = source.refresh()
     assert set(source.last_status.values()) == {"parsed"}
     assert with_pad.samples["response_len"].iloc[0] == 2 and without.samples["response_len"].iloc[0] == 3
+
+
+def test_cache_stays_under_its_limit_least_recently_used_first(tmp_path, monkeypatch, isolated_cache):
+    """Past RL_BOARD_CACHE_MAX the least recently used run caches go, never the one being written;
+    `cache list` shows what is left and `cache clear RUN` removes that run's."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import REPO
+    from rl_board.cache import list_caches
+
+    runs = []
+    for name in ("old", "mid", "new"):
+        write_lines(tmp_path / name / "r.jsonl", [sample(s, 1.0, response="x" * 2000) for s in range(200)])
+        runs.append(tmp_path / name)
+    for run in runs[:2]:
+        RunSource(run).refresh()
+        time.sleep(0.05)  # distinct "last used" times
+    one = sum(c.size() for c in list_caches()) / 2
+    monkeypatch.setenv("RL_BOARD_CACHE_MAX", str(int(one * 2.5)))
+    got = RunSource(runs[2]).refresh()
+    left = {c.run_dir() for c in list_caches()}
+    assert left == {str(runs[1].resolve()), str(runs[2].resolve())}  # "old" went
+    assert any("size limit" in note for note in got.report.notes)
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(isolated_cache)}
+    listed = json.loads(subprocess.run([sys.executable, "-m", "rl_board", "cache", "list", "--json"], env=env,
+                                       capture_output=True, text=True, cwd=REPO, check=True).stdout)
+    assert {c["run"] for c in listed["caches"]} == left
+    subprocess.run([sys.executable, "-m", "rl_board", "cache", "clear", str(runs[1])], env=env, check=True,
+                   capture_output=True, cwd=REPO)
+    assert {c.run_dir() for c in list_caches()} == {str(runs[2].resolve())}

@@ -26,6 +26,10 @@ def render_page() -> None:
         return
     run_dir, fields = loaded
 
+    if st.sidebar.button("Clear this run's cache", key="clear_cache",
+                         help="Delete the parsed rows the board keeps for this run (never your logs); the "
+                              "next read parses its files again."):
+        state.clear_run_cache(run_dir, settings, fields)
     try:
         run = state.get_run(run_dir, settings, fields, refresh=settings.load)
     except RootError as exc:  # the folder went away since it was picked

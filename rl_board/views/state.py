@@ -44,6 +44,11 @@ def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -
     return source.latest
 
 
+def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
+    """Delete the cache of the loaded run; the next read parses its files again."""
+    get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token).clear_cache()
+
+
 def keep_choice(key: str, options: list, default) -> None:
     """Let widget ``key`` keep the user's choice while it is still offered, else show ``default``."""
     if st.session_state.get(key) not in options:
