@@ -67,10 +67,10 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     columns[at:at] = extras
     table = samples[columns].copy()
     table = table.rename(columns={c: F.extra_name(c) for c in extras if F.extra_name(c) not in BATCH_COLUMNS})
-    if estimator != "k3":
-        for stat in ("mean", "sum"):
-            if f"kl_{stat}" in table:
-                table[f"kl_{stat}"] = samples[f"{KL_PREFIX[estimator]}_{stat}"]
+    for stat in ("mean", "sum"):  # the KL columns show, and name, the chosen estimator
+        if f"kl_{stat}" in table:
+            table[f"kl_{stat}"] = samples[f"{KL_PREFIX[estimator]}_{stat}"]
+    table = table.rename(columns={f"kl_{stat}": kl_column(stat, estimator) for stat in ("mean", "sum")})
     if system_marker and "prompt" in table:
         table["prompt"] = [strip_system_prompt(t, system_marker) for t in table["prompt"]]
     if pad_token:
@@ -80,14 +80,20 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     return table
 
 
-def describe_samples(ordered: pd.DataFrame) -> list[str]:
-    """One line per sample for a picker: rank in the table, reward, KL, length, file:line."""
+def kl_column(stat: str, estimator: str) -> str:
+    """The batch table's header of the per-sample KL ``stat`` (mean or sum) by ``estimator``."""
+    return f"kl_{stat} ({estimator})"
+
+
+def describe_samples(ordered: pd.DataFrame, estimator: str = "k3") -> list[str]:
+    """One line per sample for a picker: rank in the table, reward, KL by ``estimator``, length, file:line."""
     out = []
     for rank, (reward, kl, length, source) in enumerate(zip(
-            ordered[F.REWARD], ordered["kl_mean"], ordered["response_len"], ordered["source"]), start=1):
+            ordered[F.REWARD], ordered[f"{KL_PREFIX[estimator]}_mean"], ordered["response_len"], ordered["source"]),
+            start=1):
         parts = [f"#{rank}", f"reward {reward:.4g}"]
         if kl == kl:  # not NaN
-            parts.append(f"KL {kl:.4g}")
+            parts.append(f"KL {estimator} {kl:.4g}")
         if length >= 0:
             parts.append(f"len {length}")
         parts.append(source)

@@ -75,7 +75,7 @@ def test_sort_by_reward_and_by_kl_puts_the_max_first(tmp_path):
     assert table["prompt"].tolist() == ["C", "A", "B"]
     at.selectbox(key=keys.SORT_BY).select("KL mean").run()
     table = at.dataframe[0].value
-    assert table["prompt"].iloc[0] == "B" and table["kl_mean"].iloc[0] == table["kl_mean"].max()
+    assert table["prompt"].iloc[0] == "B" and table["kl_mean (k3)"].iloc[0] == table["kl_mean (k3)"].max()
     assert [c.value for c in at.code][:2] == ["B", "rb"]  # the sample pair follows the sort
     at.toggle(key=keys.SORT_DESCENDING).set_value(False).run()
     assert at.dataframe[0].value["prompt"].iloc[0] == "A"
@@ -468,3 +468,36 @@ def test_clear_this_runs_cache(tmp_path, isolated_cache):
     after = {p.name for p in isolated_cache.rglob("seg-*")}
     assert after and not (after & before)  # parsed again into new segments
     assert at.dataframe[0].value["prompt"].tolist() and not at.exception
+
+
+def test_kl_estimator_is_one_setting(tmp_path):
+    """Switching the estimator renames the table's KL columns, relabels the picker, reorders a KL
+    sort, and keeps the selected sample selected."""
+    at = _load(_open(_kl_run(tmp_path), "kl_run"))
+    at.selectbox(key=keys.SORT_BY).select("KL mean").run()
+    at.selectbox(key=keys.SAMPLE).select_index(2).run()  # the last sample of the table, not its top
+    chosen = at.selectbox(key=keys.SAMPLE).value
+    at.sidebar.selectbox(key=keys.KL_ESTIMATOR).select("k1").run()
+    table = at.dataframe[0].value
+    assert "kl_mean (k1)" in table and "kl_mean (k3)" not in table
+    # k1 is the log-ratio: A -> (0.1 + 0.2) / 2, B -> (2 + 3) / 2, C -> (0 + 0.5) / 2
+    assert table["prompt"].tolist() == ["B", "C", "A"]
+    assert table["kl_mean (k1)"].tolist() == pytest.approx([2.5, 0.25, 0.15])
+    assert at.selectbox(key=keys.SAMPLE).value == chosen
+    label = at.selectbox(key=keys.SAMPLE).format_func(chosen)
+    assert label.startswith("#3 · ") and " · KL k1 0.15 · " in label  # A: now last by k1 too
+
+
+def test_the_loaded_run_stays_while_the_root_is_edited(tmp_path):
+    """Typing another root (even one that does not exist, or with spaces around it) keeps the loaded
+    run on the page until Load is pressed for another run."""
+    root = _kl_run(tmp_path)
+    write_lines(tmp_path / "other" / "second" / "r.jsonl", [sample(1, 7.0, prompt="Z")])
+    at = _load(_open(root, "kl_run"))
+    at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path / "nowhere")).run()
+    assert at.dataframe[0].value["prompt"].tolist()[0] in {"A", "B", "C"} and not at.exception
+    at.sidebar.text_input(key=keys.ROOT).input(f"  {tmp_path / 'other'}  ").run()  # a pasted path, spaces and all
+    assert at.sidebar.selectbox(key=keys.RUN).value == "second"
+    assert at.dataframe[0].value["prompt"].tolist()[0] in {"A", "B", "C"}
+    at = _load(at)
+    assert at.dataframe[0].value["prompt"].tolist() == ["Z"]

@@ -110,7 +110,7 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
         sort.click()
         page.get_by_role("option", name="KL mean", exact=True).click()
         picker = page.get_by_role("combobox", name="Sample (in table order)")
-        expect(picker).to_have_value(re.compile(rf"^#1 · reward .* · KL {re.escape(f'{top_kl:.4g}')} · "),
+        expect(picker).to_have_value(re.compile(rf"^#1 · reward .* · KL k3 {re.escape(f'{top_kl:.4g}')} · "),
                                      timeout=30_000)
         expect(page.get_by_test_id("stDataFrame").first).to_be_visible()
         expect(page.get_by_text("Per-token heatmap")).to_be_visible(timeout=30_000)

@@ -59,7 +59,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
         # a new table per step, sort and group, so a click never points into a reordered batch
         table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
         event = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
-                             key=f"batch_table-{step}-{sort_by}-{descending}-{group}")
+                             key=f"batch_table-{step}-{sort_by}-{descending}-{group}-{settings.kl_estimator}")
         rows = event.selection.rows
         clicked = rows[0] if rows else None
         name = run.path.name
@@ -71,7 +71,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     return ordered, (step, sort_by, descending, group), clicked
 
 
-def render_sample_picker(ordered: pd.DataFrame, order: tuple, clicked: int | None = None):
+def render_sample_picker(ordered: pd.DataFrame, order: tuple, clicked: int | None = None, estimator: str = "k3"):
     """Pick one sample of the sorted batch; returns its label in ``Run.samples``.
 
     A new step or sort starts at the top of the table: sorting by KL shows the highest-KL
@@ -79,5 +79,5 @@ def render_sample_picker(ordered: pd.DataFrame, order: tuple, clicked: int | Non
     """
     labels = list(ordered.index)
     state.choose_sample(labels, order, clicked)
-    names = dict(zip(labels, describe_samples(ordered)))
+    names = dict(zip(labels, describe_samples(ordered, estimator)))
     return st.selectbox("Sample (in table order)", labels, format_func=names.__getitem__, key=keys.SAMPLE)

@@ -20,11 +20,13 @@ def render_page() -> None:
     if settings.load and settings.run_dir and settings.fields is not None:
         state.set_loaded_run(settings.run_dir, settings.fields)
     loaded = state.loaded_run()
-    if loaded is None or loaded[0] != settings.run_dir:
+    if loaded is None:
         links.show_notes()
         st.info("Pick a run in the sidebar and press **Load**.")
         return
     run_dir, fields = loaded
+    if settings.run_dir != run_dir:  # the sidebar is being edited: the loaded run stays until Load
+        st.caption(f"Showing {run_dir}. Press Load to open the run picked in the sidebar.")
 
     if st.sidebar.button("Clear this run's cache", key="clear_cache",
                          help="Delete the parsed rows the board keeps for this run (never your logs); the "
@@ -52,7 +54,7 @@ def render_page() -> None:
     step = batch.render_step_picker(run)
     ordered, order, clicked = batch.render(run, step, settings)
     drivers.render(run, step, ordered, settings)
-    chosen = batch.render_sample_picker(ordered, order, clicked)
+    chosen = batch.render_sample_picker(ordered, order, clicked, settings.kl_estimator)
     record = state.get_record(run, chosen) if settings.show_pair or settings.show_heatmap else None
     if isinstance(record, Exception):
         st.warning("Can't read this sample again: its file changed or went away. Press Refresh.")
