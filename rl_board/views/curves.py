@@ -15,6 +15,10 @@ from . import keys, state
 from .sidebar import Settings
 
 
+#: Diagnostic curves drawn until the user picks others (each chart costs every rerun).
+DEFAULT_DIAGNOSTICS = ("entropy", "mismatch_kl", "explained_variance")
+
+
 def render(run: Run, settings: Settings) -> None:
     steps = curve_frame(run.steps)
 
@@ -46,7 +50,8 @@ def render(run: Run, settings: Settings) -> None:
     available = [name for name in DIAGNOSTIC_CURVES if steps.get(f"{name}_mean") is not None
                  and steps[f"{name}_mean"].notna().any()]
     if available:
-        chosen = st.multiselect("Diagnostic curves", available, default=available, key=keys.DIAGNOSTIC_CURVES,
+        default = [name for name in DEFAULT_DIAGNOSTICS if name in available] or available[:3]
+        chosen = st.multiselect("Diagnostic curves", available, default=default, key=keys.DIAGNOSTIC_CURVES,
                                 format_func=DIAGNOSTIC_CURVES.__getitem__,
                                 help="What goes wrong in RL runs, one number per step: see the README.")
         grid = st.columns(3)
