@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     search.add_argument("--no-cache", action="store_true")
+    metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
+    metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
+    metrics.add_argument("--json", action="store_true", help="print one JSON object")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
     cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
@@ -109,6 +112,27 @@ def _search(args) -> int:
         for s in result["samples"][:50]:
             print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")
     return 0 if run.report.lines_ok else 1
+
+
+def _metrics(args) -> int:
+    from .access import RootError as AccessError, check_allowed
+    from .scalars import ScalarsError, load_scalars
+
+    try:
+        check_allowed(args.path)
+        scalars = load_scalars(args.path)
+    except (ScalarsError, AccessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(scalars.to_json(), allow_nan=False))
+    else:
+        print(f"{scalars.source}: {scalars.path} · {len(scalars.series)} series · "
+              f"{scalars.non_finite} non-finite values · {scalars.skipped} records skipped")
+        for name, points in scalars.series.items():
+            last = points[-1]
+            print(f"  {name}: {len(points)} steps, {points[0][0]}..{last[0]}, last {_fmt(last[1])}")
+    return 0 if scalars.series else 1
 
 
 def _cache(args) -> int:
@@ -181,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "cache":
         return _cache(args)
+    if args.command == "metrics":
+        return _metrics(args)
     if args.command == "search":
         try:
             return _search(args)

@@ -1,0 +1,114 @@
+"""The trainer's own scalars (loss, KL, clip fraction, entropy…), one module per source format,
+all producing the same ``Scalars``: series name -> ascending (step, value), one value per step.
+
+``detect(path)`` is the one place that picks a source: a file by its name or content, a folder
+by what it holds (TRL's ``trainer_state.json`` first, the top-level one, else the newest
+``checkpoint-*``'s; then TensorBoard event files; then a JSONL of metrics: verl's file logger
+or plain ``{"step": N, name: number}`` lines).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class ScalarsError(ValueError):
+    """The path holds no metrics source the board can read; the message says what was expected."""
+
+
+EXPECTED = ("Expected a trainer_state.json (TRL / transformers), TensorBoard event files "
+            "(events.out.tfevents.*), or a JSONL of metrics (verl's file logger, or {\"step\": N, ...} lines).")
+
+
+@dataclass
+class Scalars:
+    """What one source holds. ``series``: name -> [(step, value)], steps ascending, one value each
+    (NaN for a non-finite one, kept as a gap). ``path``: the file or folder read."""
+
+    source: str  # "trl", "verl", "tensorboard" or "jsonl"
+    path: Path
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    non_finite: int = 0  # values logged as NaN or infinite
+    skipped: int = 0  # records without a step, or unreadable
+
+    def to_json(self) -> dict:
+        """The ``metrics --json`` contract."""
+        return {"source": self.source, "series": {name: [[step, value if math.isfinite(value) else None]
+                                                        for step, value in points]
+                                                 for name, points in self.series.items()}}
+
+
+class SeriesBuilder:
+    """Collects (step, value) per name; a later value for a step replaces the earlier one."""
+
+    def __init__(self):
+        self._values: dict[str, dict[int, tuple[float, float]]] = {}
+        self.non_finite = 0
+
+    def add(self, name: str, step: int, value: float, order: float = 0.0) -> None:
+        """Log ``value`` of ``name`` at ``step``; of several, the one with the highest ``order``
+        (then the latest added) wins."""
+        value = float(value)
+        if not math.isfinite(value):
+            self.non_finite += 1
+        points = self._values.setdefault(name, {})
+        if step not in points or order >= points[step][0]:
+            points[step] = (order, value)
+
+    def build(self) -> dict[str, list[tuple[int, float]]]:
+        return {name: [(step, value) for step, (_, value) in sorted(points.items())]
+                for name, points in sorted(self._values.items())}
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def as_step(value) -> int | None:
+    """An integer step (3.0 counts as 3), or None."""
+    if is_number(value) and math.isfinite(value) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def _checkpoint_number(path: Path) -> int:
+    match = re.search(r"checkpoint-(\d+)$", path.parent.name)
+    return int(match[1]) if match else -1
+
+
+def detect(path: Path | str):
+    """(the reader module, the file or folder it reads) for ``path``. Raises ``ScalarsError``."""
+    from . import jsonl, tensorboard, trl
+
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ScalarsError(f"Not found: {path}. " + EXPECTED)
+    if path.is_file():
+        if path.name == "trainer_state.json":
+            return trl, path
+        if path.name.startswith("events.out.tfevents"):
+            return tensorboard, path.parent
+        if path.suffix == ".jsonl" and jsonl.looks_like_metrics(path):
+            return jsonl, path
+        raise ScalarsError(f"{path} is not a metrics file. " + EXPECTED)
+    if (path / "trainer_state.json").is_file():
+        return trl, path / "trainer_state.json"
+    checkpoints = sorted(path.glob("checkpoint-*/trainer_state.json"), key=_checkpoint_number)
+    if checkpoints:
+        return trl, checkpoints[-1]
+    events = tensorboard.event_folder(path)
+    if events is not None:
+        return tensorboard, events
+    for candidate in sorted(path.glob("*.jsonl")):
+        if jsonl.looks_like_metrics(candidate):
+            return jsonl, candidate
+    raise ScalarsError(f"No metrics source in {path}. " + EXPECTED)
+
+
+def load_scalars(path: Path | str) -> Scalars:
+    """Detect and read the metrics source at ``path``."""
+    reader, target = detect(path)
+    return reader.read(target)

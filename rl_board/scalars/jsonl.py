@@ -1,0 +1,57 @@
+"""A JSONL of metrics, one record per line: verl's file logger (``{"step": N, "data": {name:
+number}}``; every numeric key of ``data``) or plain lines (``{"step": N, name: number}``; every
+numeric key other than ``step``). For a step logged twice, the later line wins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import Scalars, ScalarsError, SeriesBuilder, as_step, is_number
+
+ROLLOUT_KEYS = {"prompt", "response", "input", "output", "completion", "logprobs", "response_tokens"}
+
+
+def _records(path: Path):
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                yield None
+                continue
+            yield record if isinstance(record, dict) else None
+
+
+def looks_like_metrics(path: Path) -> bool:
+    """Whether ``path``'s first record is a metrics record (a step, no rollout text)."""
+    try:
+        for record in _records(path):
+            if record is None:
+                continue
+            return "step" in record and not (ROLLOUT_KEYS & set(record))
+    except OSError:
+        return False
+    return False
+
+
+def read(path: Path) -> Scalars:
+    builder, skipped, verl = SeriesBuilder(), 0, None
+    try:
+        for record in _records(path):
+            step = as_step(record.get("step")) if record is not None else None
+            if step is None:
+                skipped += 1
+                continue
+            if verl is None:
+                verl = isinstance(record.get("data"), dict)
+            values = record.get("data") if verl else record
+            if not isinstance(values, dict):
+                skipped += 1
+                continue
+            for name, value in values.items():
+                if (verl or name != "step") and is_number(value):
+                    builder.add(name, step, value)
+    except OSError as exc:
+        raise ScalarsError(f"Could not read {path} ({exc}).") from exc
+    return Scalars("verl" if verl else "jsonl", path, builder.build(), builder.non_finite, skipped)

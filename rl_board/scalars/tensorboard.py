@@ -1,0 +1,54 @@
+"""TensorBoard event files (``events.out.tfevents.*``), as verl, OpenRLHF and TRL write them, read
+with the ``tensorboard`` package's own event reader. Every scalar tag is a series; of several
+values for one step (a resumed run logs some steps again, often in a second file) the one with the
+latest wall time wins, as TensorBoard shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import Scalars, ScalarsError, SeriesBuilder
+
+PATTERN = "events.out.tfevents.*"
+
+
+def event_folder(folder: Path) -> Path | None:
+    """The folder of event files to read under ``folder``: itself when it holds some, else the
+    folder of the newest event file below it (None without any)."""
+    if any(p.is_file() for p in folder.glob(PATTERN)):
+        return folder
+    found = [p for p in folder.rglob(PATTERN) if p.is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
+
+
+def read(folder: Path) -> Scalars:
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    from tensorboard.util import tensor_util
+
+    files = sorted(p for p in folder.glob(PATTERN) if p.is_file())
+    if not files:
+        raise ScalarsError(f"No TensorBoard event files in {folder}.")
+    builder, skipped = SeriesBuilder(), 0
+    for path in files:
+        try:
+            for event in EventFileLoader(str(path)).Load():
+                if not event.HasField("summary"):
+                    continue
+                for value in event.summary.value:
+                    kind = value.WhichOneof("value")
+                    if kind == "simple_value":
+                        number = value.simple_value
+                    elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
+                        array = tensor_util.make_ndarray(value.tensor)
+                        if array.size != 1:
+                            continue
+                        number = float(array.reshape(-1)[0])
+                    else:
+                        continue
+                    builder.add(value.tag, int(event.step), number, order=event.wall_time)
+        except Exception:  # a corrupt file (the reader stops quietly at a truncated end): count it
+            skipped += 1
+    series = builder.build()
+    if not series and skipped:
+        raise ScalarsError(f"Could not read the event files in {folder}.")
+    return Scalars("tensorboard", folder, series, builder.non_finite, skipped)

@@ -1,0 +1,30 @@
+"""TRL / transformers ``trainer_state.json``: ``log_history`` is a list of dicts, each with ``step``
+and numeric metrics (``loss``, ``reward``, ``kl``, ``clip_ratio/...``). Every numeric key other
+than ``step`` is a series; for a step logged twice, the later entry wins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import Scalars, ScalarsError, SeriesBuilder, as_step, is_number
+
+
+def read(path: Path) -> Scalars:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))  # Python's json: NaN and Infinity too
+    except (OSError, ValueError) as exc:
+        raise ScalarsError(f"{path} is not readable JSON ({exc}).") from exc
+    history = state.get("log_history") if isinstance(state, dict) else None
+    if not isinstance(history, list):
+        raise ScalarsError(f"{path} has no log_history list.")
+    builder, skipped = SeriesBuilder(), 0
+    for entry in history:
+        step = as_step(entry.get("step")) if isinstance(entry, dict) else None
+        if step is None:
+            skipped += 1
+            continue
+        for name, value in entry.items():
+            if name != "step" and is_number(value):
+                builder.add(name, step, value)
+    return Scalars("trl", path, builder.build(), builder.non_finite, skipped)

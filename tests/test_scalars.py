@@ -1,0 +1,93 @@
+"""The trainer's scalars: each reader on fixtures written here, one value per step, detection, the CLI."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, sample, write_lines
+from rl_board.scalars import ScalarsError, detect, load_scalars
+
+
+def _cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "metrics", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _trl(folder, history):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 3, "log_history": history}))
+    return folder
+
+
+def test_trl_trainer_state_every_numeric_key_last_value_wins(tmp_path):
+    """Every numeric key but step is a series; a step logged twice keeps its later value; NaN is a gap."""
+    _trl(tmp_path, [{"step": 1, "loss": 0.5, "kl": 0.01, "epoch": 0.1, "note": "x", "flag": True},
+                    {"step": 2, "loss": float("nan"), "clip_ratio/region_mean": 0.2},
+                    {"step": 1, "loss": 0.4}, {"epoch": 1.0}])
+    code, out, _ = _cli(tmp_path, "--json")
+    assert code == 0
+    got = json.loads(out)
+    assert got == {"source": "trl", "series": {"clip_ratio/region_mean": [[2, 0.2]], "epoch": [[1, 0.1]],
+                                               "kl": [[1, 0.01]], "loss": [[1, 0.4], [2, None]]}}
+
+
+def test_trl_prefers_the_top_level_state_else_the_newest_checkpoint(tmp_path):
+    """A run folder's own trainer_state.json wins; without one, checkpoint-10 beats checkpoint-9."""
+    _trl(tmp_path / "out" / "checkpoint-9", [{"step": 9, "loss": 9.0}])
+    _trl(tmp_path / "out" / "checkpoint-10", [{"step": 10, "loss": 10.0}])
+    assert detect(tmp_path / "out")[1] == tmp_path / "out" / "checkpoint-10" / "trainer_state.json"
+    _trl(tmp_path / "out", [{"step": 11, "loss": 11.0}])
+    assert load_scalars(tmp_path / "out").series == {"loss": [(11, 11.0)]}
+
+
+def test_verl_file_logger_and_plain_jsonl(tmp_path):
+    """verl: every numeric key of data; plain: every numeric key but step; later lines win."""
+    verl = tmp_path / "verl.jsonl"
+    verl.write_text("\n".join(json.dumps(x) for x in [
+        {"step": 1, "elapsed_seconds": 3.0, "data": {"actor/pg_loss": 0.1, "critic/vf_loss": 2.0, "tag": "a"}},
+        {"step": 2, "data": {"actor/pg_loss": 0.3}}, {"step": 1, "data": {"actor/pg_loss": 0.2}}, "oops"]) + "\n")
+    got = load_scalars(verl)
+    assert got.source == "verl" and got.skipped == 1
+    assert got.series == {"actor/pg_loss": [(1, 0.2), (2, 0.3)], "critic/vf_loss": [(1, 2.0)]}
+    plain = tmp_path / "plain" / "metrics.jsonl"
+    write_lines(plain, [{"step": 3, "loss": 1.0, "lr": 1e-5}, {"step": 2, "loss": float("inf")}])
+    got = json.loads(_cli(plain.parent, "--json")[1])
+    assert got == {"source": "jsonl", "series": {"loss": [[2, None], [3, 1.0]], "lr": [[3, 1e-5]]}}
+
+
+def test_tensorboard_resumed_run_latest_wall_time_wins(tmp_path):
+    """Two event files (a resume logs steps 2-3 again later): each step keeps the latest wall time's value."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    def write(suffix, points):
+        writer = EventFileWriter(str(tmp_path / "tb"), filename_suffix=suffix)
+        for wall, step, tag, value in points:
+            summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+            writer.add_event(event_pb2.Event(wall_time=wall, step=step, summary=summary))
+        writer.close()
+
+    write(".first", [(100.0, 1, "train/kl", 0.1), (101.0, 2, "train/kl", 0.2), (102.0, 3, "train/kl", 0.3),
+                     (101.0, 2, "train/loss", float("nan"))])
+    write(".resumed", [(200.0, 2, "train/kl", 0.25), (201.0, 3, "train/kl", 0.35), (202.0, 4, "train/kl", 0.45)])
+    got = load_scalars(tmp_path)
+    assert got.source == "tensorboard" and got.non_finite == 1
+    assert [s for s, _ in got.series["train/kl"]] == [1, 2, 3, 4]
+    assert [v for _, v in got.series["train/kl"]] == pytest.approx([0.1, 0.25, 0.35, 0.45])
+    assert math.isnan(got.series["train/loss"][0][1])
+    assert json.loads(_cli(tmp_path / "tb", "--json")[1])["series"]["train/loss"] == [[2, None]]
+
+
+def test_missing_or_unknown_paths(tmp_path):
+    """A missing path or a folder without metrics exits 2 saying what is expected; a rollout JSONL
+    is not taken for metrics."""
+    assert _cli(tmp_path / "nope", "--json")[0] == 2
+    write_lines(tmp_path / "rollouts" / "r.jsonl", [sample(1, 1.0, prompt="p", response="r")])
+    code, _, err = _cli(tmp_path / "rollouts", "--json")
+    assert code == 2 and "trainer_state.json" in err
+    with pytest.raises(ScalarsError):
+        detect(tmp_path / "rollouts" / "r.jsonl")
