@@ -63,6 +63,12 @@ def _parser() -> argparse.ArgumentParser:
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
+    metrics.add_argument("--warnings", action="store_true", help="also list the warning signs (see the README)")
+    metrics.add_argument("--ratio-max", type=float, default=None, help="policy ratio threshold (default 10)")
+    metrics.add_argument("--clip-max", type=float, default=None, help="clip fraction threshold (default 0.3)")
+    metrics.add_argument("--spike-k", type=float, default=None, help="robust deviations for a spike (default 6)")
+    metrics.add_argument("--entropy-fraction", type=float, default=None,
+                         help="entropy collapse below this fraction of its early mean (default 0.2)")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
     cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
@@ -124,14 +130,29 @@ def _metrics(args) -> int:
     except (ScalarsError, AccessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    result = scalars.to_json()
+    signs = []
+    if args.warnings:
+        from dataclasses import replace
+
+        from .scalars.signs import Thresholds, compute_signs
+
+        given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction")
+                 if getattr(args, name) is not None}
+        signs = compute_signs(scalars.series, replace(Thresholds(), **given))
+        result["warnings"] = [{"kind": s.kind, "series": s.series, "step": s.step,
+                               "value": s.value if math.isfinite(s.value) else None, "message": s.message}
+                              for s in signs]
     if args.json:
-        print(json.dumps(scalars.to_json(), allow_nan=False))
+        print(json.dumps(result, allow_nan=False))
     else:
         print(f"{scalars.source}: {scalars.path} · {len(scalars.series)} series · "
               f"{scalars.non_finite} non-finite values · {scalars.skipped} records skipped")
         for name, points in scalars.series.items():
             last = points[-1]
             print(f"  {name}: {len(points)} steps, {points[0][0]}..{last[0]}, last {_fmt(last[1])}")
+        for sign in signs:
+            print(f"  ! {sign.kind}: {sign.series} at step {sign.step}: {sign.message}")
     return 0 if scalars.series else 1
 
 

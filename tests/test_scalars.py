@@ -91,3 +91,50 @@ def test_missing_or_unknown_paths(tmp_path):
     assert code == 2 and "trainer_state.json" in err
     with pytest.raises(ScalarsError):
         detect(tmp_path / "rollouts" / "r.jsonl")
+
+
+def _steps(values, start=1):
+    return [(start + i, float(v)) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize("name, values, kind, step", [
+    ("actor/pg_loss", [0.5, 0.4, float("nan"), 0.3], "non-finite loss", 3),
+    ("critic/vf_loss", [1.0, float("inf")], "non-finite loss", 2),
+    ("objective/kl", [0.1, 0.05, -0.01, 0.2], "negative KL", 3),
+    ("actor/ppo_kl", [0.01, -0.2], "negative KL", 2),
+    ("policy/ratio", [1.0, 1.1, 200.0], "ratio", 3),
+    ("actor/pg_clipfrac", [0.1, 0.2, 0.45], "clip fraction", 3),
+    ("loss", [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 9.0], "spike", 7),
+    ("actor/kl_coef", [0.1] * 6 + [0.5], "spike", 7),
+    ("actor/entropy", [2.0, 2.1, 1.9, 1.5, 1.0, 0.5, 0.3], "entropy collapse", 7),
+])
+def test_each_warning_sign_trips_at_its_step(name, values, kind, step):
+    """A series built to trip a sign gets it, at the first step it shows."""
+    from rl_board.scalars.signs import compute_signs
+
+    signs = compute_signs({name: _steps(values)})
+    assert [(s.kind, s.series, s.step) for s in signs if s.kind == kind] == [(kind, name, step)]
+
+
+@pytest.mark.parametrize("name, values", [
+    ("loss", [1.0, 0.9, 0.8, 0.85, 0.7, 0.75, 0.72, 0.7]),  # noisy but no spike, all finite
+    ("objective/kl", [0.0, 0.01, 0.02]),  # zero is not negative
+    ("completions/clipped_ratio", [0.9, 0.95]),  # truncated completions, not a clip fraction
+    ("policy/ratio", [1.0, 9.9]),
+    ("actor/entropy", [2.0, 2.0, 2.0, 1.0, 0.5]),  # 0.5 is not below 0.2 x 2.0
+    ("reward", [0.0, -1.0, float("nan")]),  # no sign reads rewards
+])
+def test_a_series_built_not_to_trip_gets_no_sign(name, values):
+    """Healthy series, and series no sign reads, get no sign."""
+    from rl_board.scalars.signs import compute_signs
+
+    assert compute_signs({name: _steps(values)}) == []
+
+
+def test_cli_lists_the_warnings_with_their_thresholds(tmp_path):
+    """metrics --warnings --json adds the signs; a threshold option moves one."""
+    _trl(tmp_path, [{"step": s, "clip_ratio/region_mean": v} for s, v in ((1, 0.1), (2, 0.25), (3, 0.4))])
+    got = json.loads(_cli(tmp_path, "--json", "--warnings")[1])
+    assert [(w["kind"], w["step"]) for w in got["warnings"]] == [("clip fraction", 3)]
+    got = json.loads(_cli(tmp_path, "--json", "--warnings", "--clip-max", "0.2")[1])
+    assert [(w["kind"], w["step"]) for w in got["warnings"]] == [("clip fraction", 2)]
