@@ -10,6 +10,7 @@ Same arguments, same bytes: the shipped ``rollout_samples/`` are made by
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -239,7 +240,28 @@ def write_trl_run(out: Path, steps: tuple[int, ...] = tuple(range(5, 65, 5)), pr
         path = out / f"completions_{step:05d}.parquet"
         pq.write_table(table, path)
         paths.append(path)
+    paths.append(_write_trainer_state(out / "trainer_state.json", max(steps), np.random.default_rng(seed + 100)))
     return paths
+
+
+def _write_trainer_state(path: Path, steps: int, rng: np.random.Generator) -> Path:
+    """TRL's ``trainer_state.json``: ``log_history`` with one entry per step, the metrics a GRPO run
+    logs, a loss spike at step 37 and an entropy that decays over training."""
+    history = []
+    for step in range(1, steps + 1):
+        entry = {
+            "step": step, "epoch": round(step / steps, 4),
+            "loss": round(float(0.05 + rng.normal(0, 0.005)) if step != 37 else 0.9, 6),
+            "reward": round(0.5 + 1.2 * step / steps + float(rng.normal(0, 0.05)), 6),
+            "kl": round(0.002 * step + float(abs(rng.normal(0, 0.002))), 6),
+            "entropy": round(1.5 * math.exp(-step / 15) + float(abs(rng.normal(0, 0.01))), 6),
+            "clip_ratio/region_mean": round(float(abs(rng.normal(0.02, 0.01))), 6),
+            "completions/clipped_ratio": round(float(abs(rng.normal(0.1, 0.05))), 6),
+            "learning_rate": 1e-6,
+        }
+        history.append(entry)
+    path.write_text(json.dumps({"global_step": steps, "log_history": history}, indent=2) + "\n")
+    return path
 
 
 def write_ppo_demo(out: Path) -> list[Path]:

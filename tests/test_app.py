@@ -503,3 +503,17 @@ def test_the_loaded_run_stays_while_the_root_is_edited(tmp_path):
     assert at.dataframe[0].value["prompt"].tolist()[0] in {"A", "B", "C"}
     at = _load(at)
     assert at.dataframe[0].value["prompt"].tolist() == ["Z"]
+
+
+def test_trainer_metrics_beside_the_rollouts():
+    """Loading the TRL demo shows its trainer_state.json without a typed path; a warning badge moves the
+    batch to the nearest logged rollout step (37 -> 35) and says so."""
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"))
+    assert any(t.value.startswith("trl: ") and "trainer_state.json" in t.value for t in at.text)
+    labels = [b.label for b in at.button if b.key and b.key.startswith("sign-")]
+    assert labels == ["⚠ entropy collapse: entropy at step 29", "⚠ spike: loss at step 37"]
+    spike = [b for b in at.button if b.key and b.key.startswith("sign-") and "spike" in b.label][0]
+    spike.click().run()
+    assert at.slider(key=keys.STEP).value == 35
+    assert any("No rollouts were logged at step 37; showing step 35" in i.value for i in at.info)
+    assert not at.exception

@@ -138,3 +138,14 @@ def test_cli_lists_the_warnings_with_their_thresholds(tmp_path):
     assert [(w["kind"], w["step"]) for w in got["warnings"]] == [("clip fraction", 3)]
     got = json.loads(_cli(tmp_path, "--json", "--warnings", "--clip-max", "0.2")[1])
     assert [(w["kind"], w["step"]) for w in got["warnings"]] == [("clip fraction", 2)]
+
+
+def test_discovered_near_a_trl_completions_run(tmp_path):
+    """TRL writes OUTPUT/trainer_state.json and OUTPUT/completions/*.parquet: the run finds the state."""
+    from rl_board.scalars import discover, nearest_step
+
+    _trl(tmp_path / "out", [{"step": 1, "loss": 1.0}])
+    (tmp_path / "out" / "completions").mkdir()
+    assert discover(tmp_path / "out" / "completions") == tmp_path / "out" / "trainer_state.json"
+    assert discover(tmp_path / "elsewhere") is None
+    assert nearest_step(37, [5, 10, 35, 40]) == 35 and nearest_step(7.5, [5, 10]) == 5

@@ -108,6 +108,29 @@ def detect(path: Path | str):
     raise ScalarsError(f"No metrics source in {path}. " + EXPECTED)
 
 
+def discover(run_dir: Path | str) -> Path | None:
+    """A metrics source near a rollout run: in the run folder, its parent or its grandparent (TRL's
+    ``completions/`` lies inside the output dir that holds ``trainer_state.json``); None if none."""
+    folder = Path(run_dir).expanduser().resolve()
+    for candidate in (folder, folder.parent, folder.parent.parent):
+        try:
+            return detect(candidate)[1]
+        except (ScalarsError, OSError):
+            continue
+    return None
+
+
+def signature(path: Path) -> tuple:
+    """Sizes and mtimes of what a source reads: changes when the trainer logs more."""
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
+    return tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+
+def nearest_step(target: int, steps) -> int:
+    """The logged step nearest to ``target`` (the earlier one on a tie)."""
+    return min(steps, key=lambda s: (abs(s - target), s))
+
+
 def load_scalars(path: Path | str) -> Scalars:
     """Detect and read the metrics source at ``path``."""
     reader, target = detect(path)

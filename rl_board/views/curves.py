@@ -23,8 +23,12 @@ def render(run: Run, settings: Settings) -> None:
     steps = curve_frame(run.steps)
 
     def curve(where, names, title, key, **kw):
-        where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
-                                              smoothing=settings.smoothing, **kw), key=key)
+        event = where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
+                                                      smoothing=settings.smoothing, **kw),
+                                   key=key, on_select="rerun", selection_mode="points")
+        points = event.selection.points if event and event.selection else []
+        if points:  # a clicked point opens its step's batch
+            state.go_to_step(points[0]["x"], run.steps.index)
 
     columns = st.columns(3)
     if settings.show_reward_curves:

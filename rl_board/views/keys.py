@@ -50,6 +50,9 @@ EXPLORE_TOP = "explore_top"
 SHOW_HISTORY = "show_prompt_history"
 GROUP_BATCH = "group_batch"
 COMPARE_RUNS = "compare_runs"
+METRICS_PATH = "metrics_path"
+METRICS_GROUP = "metrics_group"
+METRICS_SERIES = "metrics_series"
 
 #: session_state entry (not a widget): the run folder the user last loaded.
 LOADED_RUN = "loaded_run"

@@ -7,7 +7,8 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 import streamlit as st
 
 from rl_board.loader import RootError
-from rl_board.views import batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens
+from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
+                            trainer)
 
 
 def render_page() -> None:
@@ -48,9 +49,13 @@ def render_page() -> None:
     links.show_notes()
     if settings.show_charts:
         curves.render(run, settings)
+        st.subheader("Trainer metrics")
+        trainer.render(run, settings)
     st.subheader("Explore")
     explore.render(run, settings)
     st.subheader("Batch")
+    if note := state.step_note():
+        st.info(note)
     step = batch.render_step_picker(run)
     ordered, order, clicked = batch.render(run, step, settings)
     drivers.render(run, step, ordered, settings)

@@ -12,6 +12,7 @@ from .. import fields as F
 from ..demo import PAD_TOKEN
 from ..loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
+from ..scalars.signs import Thresholds
 from ..metrics import KL_ESTIMATORS
 from . import keys, links
 
@@ -26,6 +27,8 @@ class Settings:
     """What the user chose in the sidebar."""
 
     root: str  # the root folder as typed, surrounding whitespace removed
+    metrics_path: str  # the trainer metrics to show ("" = found near the run)
+    thresholds: object  # scalars.signs.Thresholds
     run_dir: str | None  # the folder picked (not necessarily loaded yet)
     load: bool  # Load or Refresh was pressed on this run
     max_per_step: int | None
@@ -111,9 +114,21 @@ def render() -> Settings:
     drop_system = side.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
     marker = side.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
                              disabled=not drop_system)
+    side.header("Trainer metrics")
+    metrics_path = side.text_input("Metrics file or folder (empty: found near the run)", key=keys.METRICS_PATH,
+                                   help="trainer_state.json (TRL), TensorBoard event files, verl's file logger "
+                                        "or a JSONL of metrics.").strip()
+    with side.expander("Warning thresholds"):
+        thresholds = Thresholds(
+            ratio_max=st.number_input("Policy ratio above", 1.0, 1e6, Thresholds.ratio_max, key="sign_ratio"),
+            clip_max=st.number_input("Clip fraction above", 0.0, 1.0, Thresholds.clip_max, key="sign_clip"),
+            spike_k=st.number_input("Spike: robust deviations above the median", 1.0, 100.0, Thresholds.spike_k,
+                                    key="sign_spike"),
+            entropy_fraction=st.number_input("Entropy below this fraction of its early mean", 0.0, 1.0,
+                                             Thresholds.entropy_fraction, key="sign_entropy"))
     side.header("Show")
     return Settings(
-        root=root, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
+        root=root, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,

@@ -49,6 +49,40 @@ def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
     get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token).clear_cache()
 
 
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _scalars(path: str, signature: tuple):
+    from ..scalars import load_scalars
+
+    return load_scalars(path)
+
+
+def get_scalars(path):
+    """The trainer's scalars at ``path``, read again whenever its files change (so with the run's refresh)."""
+    from ..scalars import signature
+
+    return _scalars(str(path), signature(path))
+
+
+_STEP_NOTE = "step_note"
+
+
+def go_to_step(target: int, steps) -> None:
+    """Move the batch to the logged rollout step nearest ``target`` (before the step picker is
+    drawn); say so when it is not ``target`` itself."""
+    from ..scalars import nearest_step
+
+    step = nearest_step(int(round(target)), [int(s) for s in steps])
+    st.session_state[keys.STEP] = step
+    st.session_state[_STEP_NOTE] = (None if step == int(round(target)) else
+                                    f"No rollouts were logged at step {int(round(target))}; showing step {step}, "
+                                    "the nearest one.")
+
+
+def step_note() -> str | None:
+    """The message of the last ``go_to_step`` that could not land exactly (shown once)."""
+    return st.session_state.pop(_STEP_NOTE, None)
+
+
 def keep_choice(key: str, options: list, default) -> None:
     """Let widget ``key`` keep the user's choice while it is still offered, else show ``default``."""
     if st.session_state.get(key) not in options:

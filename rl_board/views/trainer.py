@@ -1,0 +1,62 @@
+"""The trainer's own scalars beside the rollouts: found near the run (or at the sidebar's path),
+grouped by prefix, drawn on the rollout step axis, with warning badges that open their step."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from ..figures import build_curve_figure
+from ..loader import Run
+from ..scalars import ScalarsError, discover
+from ..scalars.signs import Thresholds, compute_signs
+from . import keys, state
+from .sidebar import Settings
+
+NO_PREFIX = "(no prefix)"
+
+
+def _prefix(name: str) -> str:
+    return name.split("/", 1)[0] + "/" if "/" in name else NO_PREFIX
+
+
+def render(run: Run, settings: Settings) -> None:
+    path = Path(settings.metrics_path).expanduser() if settings.metrics_path else discover(run.path)
+    if path is None:
+        st.caption("No trainer metrics found in the run folder, its parent or grandparent (trainer_state.json, "
+                   "TensorBoard event files or a metrics JSONL); type a path in the sidebar to show them.")
+        return
+    try:
+        scalars = state.get_scalars(path)
+    except (ScalarsError, OSError) as exc:
+        st.warning("Can't read these trainer metrics.")
+        st.text(str(exc))
+        return
+    st.text(f"{scalars.source}: {scalars.path} · {len(scalars.series)} series · "
+            f"{scalars.non_finite} non-finite values (gaps)")
+    thresholds = settings.thresholds
+    signs = compute_signs(scalars.series, thresholds)
+    rollout_steps = run.steps.index
+    for i, sign in enumerate(signs):
+        if st.button(f"⚠ {sign.kind}: {sign.series} at step {sign.step}", key=f"sign-{i}", help=sign.message):
+            state.go_to_step(sign.step, rollout_steps)
+    if not scalars.series:
+        return
+    groups = sorted({_prefix(name) for name in scalars.series})
+    left, right = st.columns([1, 3])
+    group = left.selectbox("Group", groups, key=keys.METRICS_GROUP)
+    names = [n for n in scalars.series if _prefix(n) == group]
+    chosen = right.multiselect("Series", names, default=names[:3], key=f"{keys.METRICS_SERIES}-{group}")
+    grid = st.columns(3)
+    for i, name in enumerate(chosen):
+        points = scalars.series[name]
+        frame = pd.DataFrame({"s_mean": [v for _, v in points]}, index=[s for s, _ in points])
+        event = grid[i % 3].plotly_chart(
+            build_curve_figure(frame, ["s"], name, 0.0, settings.zero_shift, labels={"s": name},
+                               smoothing=settings.smoothing),
+            key=f"trainer_curve-{name}", on_select="rerun", selection_mode="points")
+        picked = event.selection.points if event and event.selection else []
+        if picked:
+            state.go_to_step(picked[0]["x"], rollout_steps)
