@@ -79,8 +79,9 @@ def _checkpoint_number(path: Path) -> int:
     return int(match[1]) if match else -1
 
 
-def detect(path: Path | str):
-    """(the reader module, the file or folder it reads) for ``path``. Raises ``ScalarsError``."""
+def detect(path: Path | str, deep: bool = True):
+    """(the reader module, the file or folder it reads) for ``path``. ``deep``: event files may lie
+    anywhere below a folder (else only in it or in TRL's ``runs/*``). Raises ``ScalarsError``."""
     from . import jsonl, tensorboard, trl
 
     path = Path(path).expanduser()
@@ -99,7 +100,7 @@ def detect(path: Path | str):
     checkpoints = sorted(path.glob("checkpoint-*/trainer_state.json"), key=_checkpoint_number)
     if checkpoints:
         return trl, checkpoints[-1]
-    events = tensorboard.event_folder(path)
+    events = tensorboard.event_folder(path, deep)
     if events is not None:
         return tensorboard, events
     for candidate in sorted(path.glob("*.jsonl")):
@@ -113,8 +114,8 @@ def discover(run_dir: Path | str) -> Path | None:
     ``completions/`` lies inside the output dir that holds ``trainer_state.json``); None if none."""
     folder = Path(run_dir).expanduser().resolve()
     for candidate in (folder, folder.parent, folder.parent.parent):
-        try:
-            return detect(candidate)[1]
+        try:  # not deep: a search through the parent's subfolders would find other runs' logs
+            return detect(candidate, deep=False)[1]
         except (ScalarsError, OSError):
             continue
     return None

@@ -12,12 +12,13 @@ from . import Scalars, ScalarsError, SeriesBuilder
 PATTERN = "events.out.tfevents.*"
 
 
-def event_folder(folder: Path) -> Path | None:
+def event_folder(folder: Path, deep: bool = True) -> Path | None:
     """The folder of event files to read under ``folder``: itself when it holds some, else the
-    folder of the newest event file below it (None without any)."""
+    folder of the newest event file below it (None without any). Not ``deep``: only ``folder``
+    and TRL's ``runs/*`` below it are looked at."""
     if any(p.is_file() for p in folder.glob(PATTERN)):
         return folder
-    found = [p for p in folder.rglob(PATTERN) if p.is_file()]
+    found = [p for p in (folder.rglob(PATTERN) if deep else folder.glob(f"runs/*/{PATTERN}")) if p.is_file()]
     return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
 
 
