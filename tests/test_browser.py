@@ -69,6 +69,22 @@ def _load_in_page(page, root: Path, run: str) -> None:
     sidebar.get_by_role("button", name="Load").click()
 
 
+def _open_bundled_and_sort(page, run: str, sort_by: str, loaded_text: str | None = None) -> None:
+    """Pick a bundled run in the sidebar, press Load, and sort the batch by ``sort_by``."""
+    from playwright.sync_api import expect
+
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
+    page.get_by_role("option", name=run).click()
+    sidebar.get_by_role("button", name="Load").click()
+    if loaded_text:
+        expect(page.get_by_text(loaded_text, exact=False)).to_be_visible(timeout=60_000)
+    sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
+    expect(sort).to_be_visible(timeout=60_000)
+    sort.click()
+    page.get_by_role("option", name=sort_by, exact=True).click()
+
+
 @pytest.fixture
 def server():
     port = _free_port()
@@ -101,14 +117,7 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
     step, top_kl = _max_kl_of_last_step(REPO / "rollout_samples" / "ppo_demo")
     OUTPUT.mkdir(parents=True, exist_ok=True)
     with _page(server, 1600, 2400) as page:
-        sidebar = page.get_by_test_id("stSidebar")
-        sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
-        page.get_by_role("option", name="ppo_demo").click()
-        sidebar.get_by_role("button", name="Load").click()
-        sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
-        expect(sort).to_be_visible(timeout=60_000)
-        sort.click()
-        page.get_by_role("option", name="KL mean", exact=True).click()
+        _open_bundled_and_sort(page, "ppo_demo", "KL mean")
         picker = page.get_by_role("combobox", name="Sample (in table order)")
         expect(picker).to_have_value(re.compile(rf"^#1 · reward .* · KL k3 {re.escape(f'{top_kl:.4g}')} · "),
                                      timeout=30_000)
@@ -162,14 +171,7 @@ def test_trl_parquet_run_in_chromium(server):
                for r in rows if r["advantage"] == best}
     assert len(rewards) == 1  # ties (if any) agree, so the first row is known
     with _page(server, 1600, 2000) as page:
-        sidebar = page.get_by_test_id("stSidebar")
-        sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
-        page.get_by_role("option", name="trl_grpo_demo").click()
-        sidebar.get_by_role("button", name="Load").click()
-        expect(page.get_by_text("parquet · 12 files · 192 samples loaded", exact=False)).to_be_visible(timeout=60_000)
-        sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
-        sort.click()
-        page.get_by_role("option", name="advantage", exact=True).click()
+        _open_bundled_and_sort(page, "trl_grpo_demo", "advantage", "parquet · 12 files · 192 samples loaded")
         picker = page.get_by_role("combobox", name="Sample (in table order)")
         expect(picker).to_have_value(re.compile(rf"^#1 · reward {re.escape(f'{rewards.pop():.4g}')} · "),
                                      timeout=30_000)
