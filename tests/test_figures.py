@@ -96,8 +96,8 @@ def test_sort_puts_nan_last_both_ways():
 
 
 def test_batch_table_strips_pad_and_system_prompt():
-    """Pad tokens leave the response text; the prompt loses the system part."""
-    frame = pd.DataFrame({"prompt": ["sys<|im_end|> user asks"], "response": ["ok<pad><pad>"], "reward": [1.0],
+    """Pad tokens leave the prompt (OpenRLHF left-pads it) and the response; the prompt loses the system part."""
+    frame = pd.DataFrame({"prompt": ["<pad><pad>sys<|im_end|> user asks"], "response": ["ok<pad><pad>"], "reward": [1.0],
                           "kl_mean": [np.nan], "response_len": [-1]})
     table = build_batch_table(frame, "<|im_end|>", "<pad>")
     assert table.loc[0, "prompt"] == "user asks" and table.loc[0, "response"] == "ok"
