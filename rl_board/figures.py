@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 
 from . import fields as F
 from .colors import NONNEGATIVE, metric_scale
@@ -156,8 +157,12 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimato
     for i, metric in enumerate(metrics):
         values = shown[metric].to_numpy(dtype=float)
         scale = metric_scale(metric, values, estimator)
-        trace = dict(type="heatmap", z=[values], x=x, y=[metric], colorscale=scale.colorscale, zmin=scale.zmin,
-                     zmax=scale.zmax, hovertemplate="%{y} at %{x}: %{z:.4g}<extra></extra>",
+        # one trace per row, at a numeric position: single-row heatmaps on a shared categorical axis
+        # are drawn at the wrong heights
+        # explicit colours: plotly.js reads some scale names the other way round from plotly.py
+        trace = dict(type="heatmap", z=[values], x=x, y=[i], colorscale=get_colorscale(scale.colorscale),
+                     zmin=scale.zmin,
+                     zmax=scale.zmax, hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
                      colorbar=dict(len=0.9 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", thickness=10,
                                    outlinewidth=0, tickfont=dict(size=9)))
         if len(shown) <= 60:
@@ -165,7 +170,9 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimato
             trace["texttemplate"] = "%{text}"
         traces.append(trace)
     return _figure(traces, "Per-token heatmap (each row on its own scale)", height=120 + 40 * rows,
-                   xaxis=dict(tickangle=-60, type="category"), yaxis=dict(autorange="reversed", type="category"))
+                   xaxis=dict(tickangle=-60, type="category"),
+                   yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(rows)),
+                              ticktext=list(metrics), zeroline=False, showgrid=False))
 
 
 def build_matches_figure(per_step: pd.Series, title: str = "Matches per step") -> go.Figure:

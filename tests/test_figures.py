@@ -55,13 +55,17 @@ def test_heatmap_rows_have_their_own_scales():
                           "log_ratio": [-0.5, 0.25]})
     fig = build_token_heatmap_figure(table, ["kl", "logp", "log_ratio"])
     kl, logp, ratio = fig.data
-    assert np.asarray(kl.z).tolist() == [[0.001, 0.003]] and list(kl.y) == ["kl"]
-    assert (kl.colorscale, kl.zmin, kl.zmax) == ("YlOrRd", 0.0, 0.003)
-    assert (logp.colorscale, logp.zmin, logp.zmax) == ("YlOrRd_r", -5.0, 0.0)
-    assert (ratio.colorscale, ratio.zmin, ratio.zmax) == ("RdBu_r", -0.5, 0.5)
+    assert np.asarray(kl.z).tolist() == [[0.001, 0.003]] and [list(t.y) for t in fig.data] == [[0], [1], [2]]
+    assert list(fig.layout.yaxis.ticktext) == ["kl", "logp", "log_ratio"]
+    assert list(fig.layout.yaxis.tickvals) == [0, 1, 2] and kl.hovertemplate.startswith("kl at ")
+    light, hot, blue, red = "rgb(255,255,204)", "rgb(128,0,38)", "rgb(5,48,97)", "rgb(103,0,31)"
+    ends = lambda trace: (trace.colorscale[0][1], trace.colorscale[-1][1])  # noqa: E731
+    assert ends(kl) == (light, hot) and (kl.zmin, kl.zmax) == (0.0, 0.003)  # 0 is light, the largest hot
+    assert ends(logp) == (hot, light) and (logp.zmin, logp.zmax) == (-5.0, 0.0)  # the least likely is hot
+    assert ends(ratio) == (blue, red) and (ratio.zmin, ratio.zmax) == (-0.5, 0.5)  # diverging at 0
     assert kl.colorbar.y > logp.colorbar.y > ratio.colorbar.y and fig.layout.yaxis.autorange == "reversed"
     k1 = build_token_heatmap_figure(table, ["kl"], estimator="k1").data[0]  # k1 is signed
-    assert (k1.colorscale, k1.zmin, k1.zmax) == ("RdBu_r", -0.003, 0.003)
+    assert ends(k1) == (blue, red) and (k1.zmin, k1.zmax) == (-0.003, 0.003)
 
 
 def test_bands_of_nonnegative_series_stop_at_zero():
