@@ -254,7 +254,7 @@ def test_a_link_opens_its_view_in_a_fresh_browser(server):
         picker = page.get_by_role("combobox", name="Sample (in table order)")
         expect(picker).to_have_value(re.compile(r"rollout_data_rank1\.jsonl:18$"), timeout=60_000)
         slider = page.get_by_role("slider", name="Step")
-        expect(slider).to_have_value("5")
+        expect(slider).to_have_value("5", timeout=30_000)
         slider.focus()
         page.keyboard.press("ArrowRight")
         expect(slider).to_have_value("6", timeout=30_000)
