@@ -194,6 +194,12 @@ class RunCache:
     def clear(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
 
+    def empty(self) -> None:
+        """Delete everything in the folder but its lock. Call it holding ``locked()``."""
+        for path in self.folder.iterdir():
+            if path.name != _LOCK:
+                path.unlink(missing_ok=True)
+
     def _atomic_write(self, path: Path, data: bytes) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-")
@@ -218,10 +224,8 @@ def clear_caches(caches: list[RunCache]) -> int:
     for cache in caches:
         try:
             with cache.locked():
-                for path in cache.folder.iterdir():
-                    if path.name != _LOCK:
-                        path.unlink(missing_ok=True)
-            shutil.rmtree(cache.folder, ignore_errors=True)
+                cache.empty()
+            cache.clear()
             cleared += 1
         except OSError:
             continue
@@ -244,12 +248,10 @@ def enforce_limit(keep: Path, root: Path | None = None, limit: int | None = None
             continue
         try:
             with cache.locked(wait=False):
-                for path in cache.folder.iterdir():
-                    if path.name != _LOCK:
-                        path.unlink(missing_ok=True)
-        except (BlockingIOError, OSError):
-            continue  # in use right now: next time
-        shutil.rmtree(cache.folder, ignore_errors=True)
+                cache.empty()
+        except OSError:  # BlockingIOError among them: in use right now, next time
+            continue
+        cache.clear()
         total -= sizes[cache.folder]
         evicted.append(cache.folder)
     return evicted

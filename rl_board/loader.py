@@ -172,8 +172,7 @@ class RunSource:
         with self._lock:
             if self._cache is not None:
                 with self._cache.locked():
-                    self._cache.remove_segments(set())
-                    self._cache.manifest_path().unlink(missing_ok=True)
+                    self._cache.empty()
             self._files.clear()
             self._quota.clear()
             self._opened, self._stamp, self.latest = False, None, None
@@ -183,26 +182,20 @@ class RunSource:
         """Hold the run cache's lock across a refresh, so processes sharing it never delete or
         half-read each other's segments; when another process changed the cache since this one
         last looked, start again from its manifest."""
-        guard = None
-        if self._cache is not None:
-            try:
-                guard = self._cache.locked()
-                guard.__enter__()
-            except OSError as exc:
-                guard = None
-                self._notes.append(f"Could not use the cache in {self._cache.folder} ({exc}); not caching.")
-                self._cache = None
-        try:
-            if guard is not None and self._opened and self._cache.manifest_stamp() != self._stamp:
+        with contextlib.ExitStack() as stack:
+            if self._cache is not None:
+                try:
+                    stack.enter_context(self._cache.locked())
+                except OSError as exc:
+                    self._notes.append(f"Could not use the cache in {self._cache.folder} ({exc}); not caching.")
+                    self._cache = None
+            if self._cache is not None and self._opened and self._cache.manifest_stamp() != self._stamp:
                 self._files.clear()
                 self._quota.clear()
                 self._opened = False
             yield
             if self._cache is not None:
                 self._stamp = self._cache.manifest_stamp()
-        finally:
-            if guard is not None:
-                guard.__exit__(None, None, None)
 
     def _refresh(self, progress: Progress | None) -> Run:
         """The refresh itself, under both locks."""
