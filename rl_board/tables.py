@@ -186,6 +186,9 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
 #: Per-step diagnostics that pool a step's samples (one number per step, no spread).
 STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance")
 
+#: Step-level series (no spread) that ``curve_frame`` also offers as ``{name}_mean``.
+STEP_LEVEL_SERIES = (*STEP_DIAGNOSTICS, "zero_std_share")
+
 #: The diagnostic curves: series name (``{name}_mean`` in ``curve_frame``) -> title.
 DIAGNOSTIC_CURVES = {
     "entropy": "Entropy (mean per sample)",
@@ -199,8 +202,9 @@ DIAGNOSTIC_CURVES = {
 
 
 def curve_frame(steps: pd.DataFrame) -> pd.DataFrame:
-    """``steps`` with each step-level diagnostic also as ``{name}_mean``, so every series draws alike."""
-    present = [name for name in (*STEP_DIAGNOSTICS, "zero_std_share") if name in steps]
+    """``steps`` with each step-level series (``STEP_LEVEL_SERIES``) also as ``{name}_mean``, so every
+    series draws alike."""
+    present = [name for name in STEP_LEVEL_SERIES if name in steps]
     return steps.assign(**{f"{name}_mean": steps[name] for name in present})
 MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
 

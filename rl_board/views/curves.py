@@ -9,7 +9,7 @@ from .. import fields as F
 from pathlib import Path
 
 from ..figures import build_curve_figure, build_runs_figure
-from ..loader import ROOT_RUN, RootError, Run, list_runs
+from ..loader import ROOT_RUN, RootError, Run
 from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
 from . import keys, state
 from .sidebar import Settings
@@ -76,14 +76,11 @@ def render(run: Run, settings: Settings) -> None:
 
 
 def render_comparison(run: Run, settings: Settings) -> None:
-    """Other runs under the root, overlaid on this one's curves (the batch view stays on this run)."""
-    try:
-        runs = list_runs(settings.root)
-    except RootError:
-        return
+    """Other runs under the root (as the sidebar listed them), overlaid on this one's curves (the batch
+    view stays on this run)."""
     root = Path(settings.root).expanduser()
     here = run.path.resolve()
-    names = {name: root if name == ROOT_RUN else root / name for name in runs}
+    names = {name: root if name == ROOT_RUN else root / name for name in settings.runs}
     others = [name for name, folder in names.items() if folder.resolve() != here]
     if not others:
         return

@@ -27,6 +27,7 @@ class Settings:
     """What the user chose in the sidebar."""
 
     root: str  # the root folder as typed, surrounding whitespace removed
+    runs: list[str]  # the runs under it (empty when it can't be used)
     metrics_path: str  # the trainer metrics to show ("" = found near the run)
     thresholds: object  # scalars.signs.Thresholds
     run_dir: str | None  # the folder picked (not necessarily loaded yet)
@@ -128,7 +129,7 @@ def render() -> Settings:
                                              Thresholds.entropy_fraction, key="sign_entropy"))
     side.header("Show")
     return Settings(
-        root=root, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
+        root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
