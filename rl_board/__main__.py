@@ -266,7 +266,8 @@ def _serve(args) -> int:
             return 2
         env["RL_BOARD_ROOT"] = str(root.resolve())
     command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", args.address,
-               "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+               "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+               "--runner.postScriptGC", "false"]  # see .streamlit/config.toml
     print(f"RL Logging Board on http://{args.address}:{args.port}", file=sys.stderr, flush=True)
     os.execvpe(command[0], command, env)
 

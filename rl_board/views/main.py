@@ -54,6 +54,13 @@ def render_page() -> None:
     st.subheader("Explore")
     explore.render(run, settings)
     st.subheader("Batch")
+    _step_views(run, settings)
+
+
+@st.fragment
+def _step_views(run, settings) -> None:
+    """Everything that depends on the chosen step and sample. A fragment: moving the step, sorting or
+    picking a sample reruns only this part, so the curves above are neither rebuilt nor redrawn."""
     if note := state.step_note():
         st.info(note)
     step = batch.render_step_picker(run)
@@ -72,7 +79,6 @@ def render_page() -> None:
         st.subheader("Tokens")
         tokens.render(record[0], settings)
     links.write(settings.root, run, step, chosen)
-
 
 if __name__ == "__main__":  # run as the script of ``streamlit run``
     render_page()
