@@ -17,12 +17,26 @@ _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 MAX_HEATMAP_TOKENS = 512  # columns drawn; longer responses are shown from the first token on
 
 
-def _figure(traces: list[dict], title: str, height: int = 320, **layout) -> go.Figure:
+def _figure(traces: list[dict], title: str, height: int = 320, margin: dict | None = None, **layout) -> go.Figure:
     """A figure from plain trace dicts. Plotly's validators cost ~10 ms a figure on every
-    rerun; these dicts are built here from known names, so they are skipped."""
-    base = dict(title=dict(text=title), height=height, margin=dict(l=40, r=20, t=50, b=40),
-                legend=dict(orientation="h", y=-0.3))
-    return go.Figure(data=traces, layout={**base, **layout}, _validate=False)
+    rerun; these dicts are built here from known names, so they are skipped.
+
+    With ``margin`` (pixels) the margins are fixed, and a legend sits in the bottom one: left to
+    expand, plotly.js measures legends, colour bars and tick labels and lays the figure out again,
+    a third of the browser's drawing time on every step change. The figures a step change
+    redraws are built that way; the others let plotly fit the margins.
+    """
+    if margin is None:
+        base = dict(margin=dict(l=40, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.3))
+    else:
+        base = dict(margin={**_FIXED_MARGIN, **margin, "autoexpand": False},
+                    legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
+    return go.Figure(data=traces, layout={"title": dict(text=title), "height": height, **base, **layout},
+                     _validate=False)
+
+
+_FIXED_MARGIN = dict(l=60, r=20, t=50, b=60)
+_LEGEND_BELOW = dict(b=95)  # room for tick labels, the axis title and a one-row legend
 
 
 def smooth_ema(values, weight: float) -> np.ndarray:
@@ -95,7 +109,7 @@ def build_reward_bars_figure(samples: pd.DataFrame) -> go.Figure:
     if "ref_reward" in samples and samples["ref_reward"].notna().any():
         traces.append(dict(type="bar", x=x, y=samples["ref_reward"].to_numpy(), name="ref_reward",
                            marker=dict(color=_COLORS[1])))
-    return _figure(traces, "Reward vs ref reward", barmode="group",
+    return _figure(traces, "Reward vs ref reward", barmode="group", margin=_LEGEND_BELOW if len(traces) > 1 else {},
                    xaxis=dict(title=dict(text="sample (table order)"), type="category"))
 
 
@@ -104,7 +118,7 @@ def build_gap_figure(samples: pd.DataFrame) -> go.Figure:
     gap = samples["reward_gap"].to_numpy(dtype=float)
     colors = np.where(gap >= 0, _COLORS[2], _COLORS[3]).tolist()
     trace = dict(type="bar", x=[str(i) for i in range(len(gap))], y=gap, marker=dict(color=colors), name="gap")
-    return _figure([trace], "Reward gap (reward − ref reward)",
+    return _figure([trace], "Reward gap (reward − ref reward)", margin={},
                    xaxis=dict(title=dict(text="sample (table order)"), type="category"))
 
 
@@ -117,13 +131,13 @@ def normal_pdf(x: np.ndarray, mean: float, std: float) -> np.ndarray:
 
 def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure:
     """Histogram of reward and ref reward with the normal each one fits, scaled to counts."""
-    title = "Reward distribution"
+    title = "Reward distribution (lines: normal fits)"
     traces = []
     columns = [c for c in (F.REWARD, "ref_reward") if c in samples and samples[c].notna().any()]
     values = {c: samples[c].to_numpy(dtype=float) for c in columns}
     finite = np.concatenate([v[np.isfinite(v)] for v in values.values()]) if values else np.zeros(0)
     if not len(finite):
-        return _figure(traces, title)
+        return _figure(traces, title, margin={})
     lo, hi = float(finite.min()), float(finite.max())
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
@@ -137,8 +151,9 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
         traces.append(dict(type="bar", x=(edges[:-1] + edges[1:]) / 2, y=counts, width=width, name=column,
                            marker=dict(color=color), opacity=0.55))
         traces.append(dict(type="scatter", x=grid, y=normal_pdf(grid, v.mean(), v.std()) * len(v) * width,
-                           mode="lines", name=f"{column} normal fit", line=dict(color=color)))
-    return _figure(traces, title, barmode="overlay", xaxis=dict(title=dict(text="reward")),
+                           mode="lines", name=f"{column} normal fit", line=dict(color=color), showlegend=False))
+    return _figure(traces, title, barmode="overlay", margin=_LEGEND_BELOW if len(columns) > 1 else {},
+                   xaxis=dict(title=dict(text="reward")),
                    yaxis=dict(title=dict(text="samples")))
 
 
@@ -164,12 +179,14 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimato
                      zmin=scale.zmin,
                      zmax=scale.zmax, hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
                      colorbar=dict(len=0.9 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", thickness=10,
-                                   outlinewidth=0, tickfont=dict(size=9)))
+                                   outlinewidth=0, tickfont=dict(size=9), nticks=3))
         if len(shown) <= 60:
             trace["text"] = [[f"{v:.3g}" if np.isfinite(v) else "" for v in values]]
             trace["texttemplate"] = "%{text}"
         traces.append(trace)
-    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=120 + 40 * rows,
+    # room for the rows' names on the left, the colour bars on the right, slanted tokens below
+    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=150 + 40 * rows,
+                   margin=dict(l=110, r=90, b=110),
                    xaxis=dict(tickangle=-60, type="category"),
                    yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(rows)),
                               ticktext=list(metrics), zeroline=False, showgrid=False))

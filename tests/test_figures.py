@@ -137,3 +137,22 @@ def test_heatmap_escapes_token_markup():
     """Tokens are model output: plotly would read <b> as bold, so they are escaped."""
     fig = build_token_heatmap_figure(pd.DataFrame({"token": ["<b>"], "kl": [0.1]}), ["kl"])
     assert list(fig.data[0].x) == ["0:&lt;b&gt;"]
+
+
+def test_figures_a_step_change_redraws_have_fixed_margins():
+    """The batch charts and the heatmap are redrawn on every step change: their margins are fixed
+    (plotly.js would otherwise measure and lay them out twice); a legend of more than one entry gets
+    the taller bottom margin, and the histogram's legend names the distributions, not the fits."""
+    from rl_board.figures import build_reward_bars_figure
+
+    both = pd.DataFrame({"reward": [0.1, 0.5], "ref_reward": [0.0, 0.3], "reward_gap": [0.1, 0.2]})
+    alone = both.assign(ref_reward=np.nan)
+    tokens = pd.DataFrame({"token": ["a", "b"], "kl": [0.1, 0.2]})
+    for fig in (build_reward_bars_figure(both), build_reward_bars_figure(alone), build_gap_figure(both),
+                build_reward_hist_figure(both), build_token_heatmap_figure(tokens, ["kl"])):
+        assert fig.layout.margin.autoexpand is False
+    assert build_reward_bars_figure(both).layout.margin.b > build_reward_bars_figure(alone).layout.margin.b
+    hist = build_reward_hist_figure(both)
+    assert [t.name for t in hist.data if t.showlegend is not False] == ["reward", "ref_reward"]
+    assert len(hist.data) == 4  # the two fitted normals are still drawn
+    assert build_curve_figure(_steps(), ["reward"], "t").layout.margin.autoexpand is None  # curves: plotly fits
