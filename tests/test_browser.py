@@ -260,4 +260,9 @@ def test_a_link_opens_its_view_in_a_fresh_browser(server):
         expect(slider).to_have_value("6", timeout=30_000)
         page.wait_for_function("() => new URLSearchParams(location.search).get('step') === '6'", timeout=30_000)
         assert parse_qs(urlparse(page.url).query)["run"] == ["ppo_demo"]
+        # the step views (a fragment of the page) were redrawn for step 6: the picked sample is a line of step 6
+        expect(picker).not_to_have_value(re.compile(r"rollout_data_rank1\.jsonl:18$"), timeout=30_000)
+        name, line = re.search(r"(\S+\.jsonl):(\d+)$", picker.input_value()).groups()
+        logged = (REPO / "rollout_samples" / "ppo_demo" / name).read_text().splitlines()[int(line) - 1]
+        assert json.loads(logged)["step"] == 6
         assert page.get_by_test_id("stException").count() == 0
