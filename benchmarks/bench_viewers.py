@@ -102,8 +102,8 @@ def phase(run: Path, sessions: int) -> dict:
         answers = Path(tmp) / "answers.jsonl"
         env["RL_BOARD_BENCH_ANSWERS"] = str(answers)
         app = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(REPO / "benchmarks" / "timed_app.py"),
-                                "--server.port",
-                                str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+                                "--server.port", str(port), "--server.address", "127.0.0.1",
+                                "--server.headless", "true"],
                                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             url = f"http://127.0.0.1:{port}"
