@@ -266,3 +266,28 @@ def test_a_link_opens_its_view_in_a_fresh_browser(server):
         logged = (REPO / "rollout_samples" / "ppo_demo" / name).read_text().splitlines()[int(line) - 1]
         assert json.loads(logged)["step"] == 6
         assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_clicking_a_curve_point_opens_its_step(server):
+    """In Chromium: clicking a point of the reward curve moves the batch to that point's step (read
+    from the point plotly drew, not from the board)."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect
+
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "ppo_demo", "step": 30})
+    with _page(f"{server}/?{query}", 1500, 2000) as page:
+        slider = page.get_by_role("slider", name="Step")
+        expect(slider).to_have_value("30", timeout=60_000)
+        chart = page.get_by_test_id("stPlotlyChart").first  # the reward curves, first on the page
+        point = chart.locator("g.trace.scatter path.point").nth(4)
+        expect(point).to_be_visible(timeout=30_000)
+        step = point.evaluate("el => el.__data__.x")
+        assert step != 30
+        point.click(force=True)  # plotly's drag layer lies over the points; a click there selects the point
+        # the rerun is over when the address has the new step and no element of the last run is left
+        page.wait_for_function(f"""() => new URLSearchParams(location.search).get('step') === '{step}'
+                               && !document.querySelector('[data-stale="true"]')""", timeout=30_000)
+        expect(slider).to_have_value(str(step), timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
