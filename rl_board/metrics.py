@@ -107,11 +107,12 @@ class _Segments:
             self.seg, self.arrays = np.zeros(0, np.int64), [np.zeros(0) for _ in names]
             return
         parts = [columns.columns[name] for name in names]
-        owners = [set(np.unique(ids).tolist()) for _, ids in parts]
-        common = set.intersection(*owners)
-        if all(len(o) == len(common) for o in owners):  # every sample has all of them: aligned already
+        # a sample's lists are cut to one length, so equal owner arrays mean aligned positions
+        if all(np.array_equal(parts[0][1], ids) for _, ids in parts[1:]):
             self.seg, self.arrays = parts[0][1], [values for values, _ in parts]
             return
+        owners = [set(np.unique(ids).tolist()) for _, ids in parts]
+        common = set.intersection(*owners)
         keep = np.fromiter(sorted(common), np.int64, len(common))
         masks = [np.isin(ids, keep) for _, ids in parts]
         self.seg = parts[0][1][masks[0]]
@@ -205,8 +206,7 @@ def repeat_4gram_share(tokens: list) -> float:
     """1 - distinct / total over the 4-grams of ``tokens``; NaN with fewer than 4 tokens."""
     if len(tokens) < 4:
         return float("nan")
-    grams = list(zip(tokens, tokens[1:], tokens[2:], tokens[3:]))
-    return 1.0 - len(set(grams)) / len(grams)
+    return 1.0 - len(set(zip(tokens, tokens[1:], tokens[2:], tokens[3:]))) / (len(tokens) - 3)
 
 
 @dataclass(frozen=True)
