@@ -80,5 +80,6 @@ def _step_views(run, settings) -> None:
         tokens.render(record[0], settings)
     links.write(settings.root, run, step, chosen)
 
+
 if __name__ == "__main__":  # run as the script of ``streamlit run``
     render_page()
