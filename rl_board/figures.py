@@ -21,15 +21,17 @@ def _figure(traces: list[dict], title: str, height: int = 320, margin: dict | No
     """A figure from plain trace dicts. Plotly's validators cost ~10 ms a figure on every
     rerun; these dicts are built here from known names, so they are skipped.
 
-    With ``margin`` (pixels) the margins are fixed, and a legend sits in the bottom one: left to
-    expand, plotly.js measures legends, colour bars and tick labels and lays the figure out again,
-    a third of the browser's drawing time on every step change. The figures a step change
-    redraws are built that way; the others let plotly fit the margins.
+    With ``margin`` (pixels, over ``_FIXED_MARGIN``) the margins are fixed, and a legend (two or
+    more named traces) sits in a taller bottom one: left to expand, plotly.js measures legends,
+    colour bars and tick labels and lays the figure out again, a third of the browser's drawing
+    time on every step change. The figures a step change redraws are built that way; the others
+    let plotly fit the margins.
     """
     if margin is None:
         base = dict(margin=dict(l=40, r=20, t=50, b=40), legend=dict(orientation="h", y=-0.3))
     else:
-        base = dict(margin={**_FIXED_MARGIN, **margin, "autoexpand": False},
+        legend = sum(t.get("showlegend", t.get("type") != "heatmap") for t in traces) > 1
+        base = dict(margin={**_FIXED_MARGIN, **(_LEGEND_BELOW if legend else {}), **margin, "autoexpand": False},
                     legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
     return go.Figure(data=traces, layout={"title": dict(text=title), "height": height, **base, **layout},
                      _validate=False)
@@ -109,7 +111,7 @@ def build_reward_bars_figure(samples: pd.DataFrame) -> go.Figure:
     if "ref_reward" in samples and samples["ref_reward"].notna().any():
         traces.append(dict(type="bar", x=x, y=samples["ref_reward"].to_numpy(), name="ref_reward",
                            marker=dict(color=_COLORS[1])))
-    return _figure(traces, "Reward vs ref reward", barmode="group", margin=_LEGEND_BELOW if len(traces) > 1 else {},
+    return _figure(traces, "Reward vs ref reward", barmode="group", margin={},
                    xaxis=dict(title=dict(text="sample (table order)"), type="category"))
 
 
@@ -152,8 +154,7 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
                            marker=dict(color=color), opacity=0.55))
         traces.append(dict(type="scatter", x=grid, y=normal_pdf(grid, v.mean(), v.std()) * len(v) * width,
                            mode="lines", name=f"{column} normal fit", line=dict(color=color), showlegend=False))
-    return _figure(traces, title, barmode="overlay", margin=_LEGEND_BELOW if len(columns) > 1 else {},
-                   xaxis=dict(title=dict(text="reward")),
+    return _figure(traces, title, barmode="overlay", margin={}, xaxis=dict(title=dict(text="reward")),
                    yaxis=dict(title=dict(text="samples")))
 
 
