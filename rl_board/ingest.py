@@ -1,13 +1,15 @@
-"""Parse byte ranges of rollout files into Arrow segment files, in worker processes when it pays.
+"""Schedule the reading of a run's new bytes: readers make canonical rows, ``derive`` the segment rows.
 
-A cold open splits the new bytes of every file into ranges that end on line
-boundaries and deals them to worker processes (one per core) as they free up:
-each parses its range (with the per-sample aggregates, see ``readers.jsonl``) and writes
-an Arrow IPC segment, so the parent only maps finished files and never holds
-parsed objects. Line numbers in a segment count from the start of its range; the
-parent knows where each range starts and adds it. Small reads, and reads with a
-per-step quota (which must see lines in order), run in the calling process
-through the same function.
+``read(reader, tasks, ...)`` is the one entry. For a format whose files grow by
+lines (``reader.APPENDABLE``), a cold open splits the new bytes of every file into
+ranges that end on line boundaries and deals them to worker processes (one per
+core) as they free up: each reads its range block by block (``reader.parse_block``),
+derives the per-sample columns (``derive.derive``) and writes an Arrow IPC
+segment, so the parent only maps finished files and never holds parsed objects.
+Line numbers in a segment count from the start of its range; the parent knows
+where each range starts and adds it. Small reads, and reads with a per-step quota
+(which must see lines in order), run in the calling process through the same
+function. A format read whole (``reader.read_table``) gets one segment per file.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
 
-from .readers import ReadOptions
-from .readers.jsonl import parse_block, parse_line
+from . import fields as F
+
+from .derive import derive
+from .readers import FileError, ReadOptions, reader_for
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
@@ -61,21 +66,49 @@ class RangeResult:
     unterminated: bool = False
 
 
-def ingest_range(path: str, start: int, stop: int, out_dir: str | None, options: ReadOptions,
+def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
+         quota: dict[int, int] | None = None, max_per_step: int | None = None,
+         progress: Callable[[int], None] | None = None) -> list[RangeResult]:
+    """Read the new bytes (path, start, stop) of a run's files with ``reader`` into segments in
+    ``out_dir`` (tables in memory when None). With ``max_per_step``, keep a sample only while its
+    step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished."""
+    if reader.APPENDABLE:
+        return run_ranges(reader, tasks_for(tasks), out_dir, options, quota, max_per_step, progress)
+    results = []
+    for path, _, stop in tasks:
+        result = RangeResult(str(path), 0, stop)
+        try:
+            rows, errors, count = reader.read_table(Path(path), options)
+        except FileError as exc:
+            result.error = str(exc)
+        else:
+            result.lines, result.errors = count, errors
+            _keep(result, derive(rows, options), out_dir)
+        results.append(result)
+        if progress is not None:
+            progress(stop)
+    return results
+
+
+def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, options: ReadOptions,
                  quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
-    """Parse the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``
+    """Read the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``
     (kept in memory, in ``RangeResult.table``, when ``out_dir`` is None)."""
     result = RangeResult(path, start, start)
     tables = []
 
     def take(data: bytes, offset: int) -> None:
-        parsed = parse_block(data, result.lines + 1, offset, options, quota, max_per_step)
+        parsed = reader.parse_block(data, result.lines + 1, offset, options)
         result.lines += parsed.lines
-        result.errors.extend(parsed.errors)
-        result.skipped += parsed.skipped
-        if parsed.table.num_rows:
-            tables.append(parsed.table)
-            result.rows += parsed.table.num_rows
+        table = derive(parsed.table, options)
+        errors = parsed.errors
+        if max_per_step is not None:
+            table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
+                                                   errors, parsed.steps)
+            result.skipped += skipped
+        result.errors.extend(errors)
+        if table.num_rows:
+            tables.append(table)
 
     with open(path, "rb") as fh:
         fh.seek(start)
@@ -98,18 +131,53 @@ def ingest_range(path: str, start: int, stop: int, out_dir: str | None, options:
         with open(path, "rb") as fh:
             fh.seek(position)
             tail = fh.read(stop - position)
-        if isinstance(parse_line(tail), dict):  # a whole object: the writer stopped before its newline
+        if reader.is_whole_record(tail):  # the writer stopped before its newline
             take(tail + b"\n", position)
             position, result.unterminated = stop, True
     result.end = position
     result.pending = position < stop
     if tables:
-        table = pa.concat_tables(tables, promote_options="default")
-        if out_dir is None:
-            result.table = table
-        else:
-            result.segment = write_segment(table, out_dir)
+        _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
     return result
+
+
+def _keep(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:
+    """Put a range's segment rows where they go: a segment file in ``out_dir``, else memory."""
+    result.rows = table.num_rows
+    if not table.num_rows:
+        return
+    if out_dir is None:
+        result.table = table
+    else:
+        result.segment = write_segment(table, out_dir)
+
+
+def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, errors=(), error_steps=()
+                  ) -> tuple[pa.Table, int, list]:
+    """(the rows of ``table`` whose step had fewer than ``max_per_step`` samples, counting ``quota``
+    and the rows before them; how many lines were left out; the ``errors`` left). A rejected line
+    whose step (``error_steps``, None when unknown) was already full is left out unread, not
+    reported. ``quota`` is updated in place."""
+    steps, lines = table[F.STEP].to_numpy(), table[F.LINE].to_numpy()
+    left = [error for error, step in zip(errors, error_steps) if step is None
+            or quota.get(step, 0) + int(np.count_nonzero((steps == step) & (lines < error[0]))) < max_per_step]
+    skipped = len(errors) - len(left)
+    if not len(steps):
+        return table, skipped, left
+    distinct, which = np.unique(steps, return_inverse=True)
+    counts = np.bincount(which)
+    order = np.argsort(which, kind="stable")
+    rank = np.empty(len(steps), np.int64)
+    rank[order] = np.arange(len(steps)) - np.repeat(np.cumsum(counts) - counts, counts)
+    before = np.array([quota.get(int(step), 0) for step in distinct], np.int64)
+    keep = before[which] + rank < max_per_step
+    for step, had, count in zip(distinct.tolist(), before.tolist(), counts.tolist()):
+        quota[step] = min(max_per_step, had + count)
+    if not keep.all():  # an extra field only the left-out lines had is not the run's
+        table = table.filter(pa.array(keep))
+        table = table.drop_columns([name for name in F.extra_columns(table.column_names)
+                                    if table[name].null_count == table.num_rows])
+    return table, skipped + int((~keep).sum()), left
 
 
 def write_segment(table: pa.Table, out_dir: str) -> str:
@@ -158,20 +226,20 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
     return list(zip(cuts, cuts[1:] + [stop]))
 
 
-def run_ranges(tasks: list[tuple[str, int, int]], out_dir: str | None, options: ReadOptions,
+def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, options: ReadOptions,
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
                progress: Callable[[int], None] | None = None) -> list[RangeResult]:
-    """Parse every (path, start, stop) task; results in task order. ``progress`` gets bytes finished."""
+    """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes finished."""
     total = sum(stop - start for _, start, stop in tasks)
     workers = min(os.cpu_count() or 1, len(tasks))
     if max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and workers > 1:
         try:
-            return _run_in_workers(tasks, out_dir, options, workers, progress)
+            return _run_in_workers(reader, tasks, out_dir, options, workers, progress)
         except WorkerError:
             pass  # parse here instead: slower, same result
     results = []
     for path, start, stop in tasks:
-        results.append(ingest_range(path, start, stop, out_dir, options, quota, max_per_step))
+        results.append(ingest_range(reader, path, start, stop, out_dir, options, quota, max_per_step))
         if progress is not None:
             progress(stop - start)
     return results
@@ -181,7 +249,7 @@ class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
 
-def _run_in_workers(tasks, out_dir, options, workers, progress) -> list[RangeResult]:
+def _run_in_workers(reader, tasks, out_dir, options, workers, progress) -> list[RangeResult]:
     """Hand the tasks, one at a time as each finishes, to ``workers`` fresh
     ``python -m rl_board.ingest`` processes.
 
@@ -193,7 +261,7 @@ def _run_in_workers(tasks, out_dir, options, workers, progress) -> list[RangeRes
     queue = list(enumerate(tasks))[::-1]
     results: dict[int, RangeResult] = {}
     stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
-    procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, options.to_json()],
+    procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, reader.NAME, options.to_json()],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
              for _ in range(workers)]
     selector = selectors.DefaultSelector()
@@ -245,12 +313,12 @@ def _run_in_workers(tasks, out_dir, options, workers, progress) -> list[RangeRes
     return [results[i] for i in range(len(tasks))]
 
 
-def _worker_main(out_dir: str, options: ReadOptions) -> None:
+def _worker_main(out_dir: str, reader, options: ReadOptions) -> None:
     """Worker entry: one JSON task [index, [path, start, stop]] per stdin line; one JSON
     result line [index, result] on stdout as each finishes. Ends when stdin closes."""
     for line in sys.stdin:
         index, (path, start, stop) = json.loads(line)
-        result = ingest_range(path, start, stop, out_dir, options)
+        result = ingest_range(reader, path, start, stop, out_dir, options)
         fields_ = asdict(result)
         del fields_["table"]  # always None here: workers write segment files
         sys.stdout.write(json.dumps([index, fields_]) + "\n")
@@ -264,4 +332,4 @@ def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, in
 
 
 if __name__ == "__main__":
-    _worker_main(sys.argv[1], ReadOptions.from_json(sys.argv[2]))
+    _worker_main(sys.argv[1], reader_for(sys.argv[2]), ReadOptions.from_json(sys.argv[3]))

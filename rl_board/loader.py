@@ -25,9 +25,10 @@ import pyarrow.compute as pc
 from . import fields as F
 from .access import RootError, allowed_roots, check_allowed, is_allowed
 from .cache import FileEntry, RunCache, cache_dir_for, enforce_limit
+from . import ingest
+from .derive import SCHEMA, is_segment_schema
 from .ingest import write_segment
 from .readers import ReadOptions, SourceChanged, detect, known_suffixes
-from .readers.canonical import SCHEMA, has_canonical_prefix
 from .run import LoadReport, Run
 from .tables import compute_step_stats
 
@@ -262,7 +263,7 @@ class RunSource:
                 state.unterminated = entry.unterminated
                 for name, first_line in entry.segments:
                     table = self._cache.open_segment(name)
-                    if not has_canonical_prefix(table.schema):
+                    if not is_segment_schema(table.schema):
                         raise ValueError(f"segment {name} has an unexpected schema")
                     state.segments.append((name, first_line, table))
                 self._files[path.name] = state
@@ -308,11 +309,11 @@ class RunSource:
                 progress(done[0], total)
 
         try:
-            results = self.reader.read(tasks, out_dir, self.options, self._quota, self.max_per_step, advance)
+            results = ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance)
         except OSError as exc:  # a full disk, a size limit: read again, keeping the rows in memory
             self._notes.append(f"Could not write parsed rows to {out_dir} ({exc}); loaded the run without a cache.")
             self._cache, out_dir, keep, done[0] = None, None, False, 0
-            results = self.reader.read(tasks, None, self.options, self._quota, self.max_per_step, advance)
+            results = ingest.read(self.reader, tasks, None, self.options, self._quota, self.max_per_step, advance)
         by_path = {str(state.path): state for state, _ in todo}
         for result in results:
             state = by_path[result.path]

@@ -88,6 +88,13 @@ class TokenColumns:
             self._owners.setdefault(name, []).append((self.samples, len(values)))
         self.samples += 1
 
+    @classmethod
+    def from_arrays(cls, samples: int, columns: dict[str, tuple[np.ndarray, np.ndarray]]) -> "TokenColumns":
+        """Columns already flat: list name -> (float64 values, the sample of each value, ascending)."""
+        out = cls(samples)
+        out.columns = {name: (np.asarray(values, dtype=np.float64), ids) for name, (values, ids) in columns.items()}
+        return out
+
     def finish(self) -> "TokenColumns":
         for name, values in self._values.items():
             owners = self._owners[name]

@@ -23,7 +23,7 @@ def test_workers_match_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(ingest, "RANGE_BYTES", 2000)
     calls = []
     real = ingest._run_in_workers
-    monkeypatch.setattr(ingest, "_run_in_workers", lambda *a: calls.append(len(a[0])) or real(*a))
+    monkeypatch.setattr(ingest, "_run_in_workers", lambda *a: calls.append(len(a[1])) or real(*a))
     got = RunSource(tmp_path / "run").refresh()
     assert calls and calls[0] > 10  # it really split the files and used the workers
     where = ["row", "seg"]  # which segment holds a row depends on how the files were split

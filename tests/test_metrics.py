@@ -10,6 +10,7 @@ import pytest
 from rl_board.metrics import compute_sample_tokens, kl_per_token
 from rl_board.tables import compute_step_stats, compute_token_table
 from rl_board.readers import ReadOptions
+from rl_board.derive import derive
 from rl_board.readers.jsonl import parse_block
 
 # logprobs and ref_logprobs of two tokens; d = ref - logp = (-0.5, +1.0)
@@ -22,7 +23,8 @@ K3_WRONG_DIRECTION = [math.exp(0.5) - 1 - 0.5, math.exp(-1.0) - 1 + 1.0]  # exp(
 def _agg(lines: list[dict], pad_token=None) -> dict:
     """Per-sample columns of ``lines`` as the loader computes them: name -> numpy array."""
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    table = parse_block(data, options=ReadOptions(pad_token)).table
+    options = ReadOptions(pad_token)
+    table = derive(parse_block(data, options=options).table, options)
     return {name: table[name].to_numpy(zero_copy_only=False) for name in table.column_names}
 
 

@@ -1,11 +1,21 @@
-"""Readers: one module per source format, each producing the same canonical rows.
+"""Readers: one module per source format, each turning bytes into the same canonical rows.
 
 ``detect(run_dir)`` is the one place that picks a format: a run folder of
 ``*.jsonl`` files is read by ``jsonl`` (the board's own lines, OpenRLHF-style
 ranks and verl's ``{step}.jsonl`` dumps), a folder of ``*.parquet`` files by
-``parquet`` (TRL's ``completions_*.parquet``). Adding a format is one module with
-a ``READER`` object (name, suffix, ``read``, ``record``) and one line in
-``READERS``.
+``parquet`` (TRL's ``completions_*.parquet``). A reader module has ``NAME``,
+``SUFFIX``, ``ALIASES``, ``APPENDABLE`` and ``record(path, offset, length, line)``
+(one sample's source record, read again), and either
+
+- ``parse_block(data, first_line, base_offset, options) -> ParsedBlock`` when its
+  files grow by whole lines (``APPENDABLE``): the ingest layer hands it byte
+  ranges that start and end on line boundaries; or
+- ``read_table(path, options) -> (rows, errors, count)`` for a file read whole.
+
+Both return canonical rows (``canonical.ROWS``) and nothing derived: readers
+import nothing above them; ``rl_board.ingest`` schedules them and
+``rl_board.derive`` computes what the segments keep. Adding a format is one
+module and one line in ``READERS``.
 
 Key resolution is shared: a canonical field (``fields.CANONICAL``) comes from the
 source key the user mapped to it (``--field reward=my_score``), else from the

@@ -1,71 +1,102 @@
-"""The canonical rows every reader produces: one Arrow row per sample.
+"""The canonical rows every reader produces: one Arrow row per sample, what the source holds.
 
-The columns of ``SCHEMA`` come first, in its order; each extra field of the
-source follows as a float64 column ``fields.EXTRA_PREFIX + name`` (null where a
-sample lacks it). Segments of one run may differ in their extras; the loader
-unifies them.
+A reader turns its bytes into a table of ``ROWS`` columns, in that order, followed
+by one float64 column ``fields.EXTRA_PREFIX + name`` per extra field (null where a
+sample lacks it), in name order. Nothing here is derived: counted positions,
+aggregates and keys are computed from these rows by ``rl_board.derive``.
+
+- ``line``: 1-based line (or table row), counted from the block's first;
+  ``offset``/``length``: where the line lies in its file (the 0-based row and 0
+  for a table file).
+- each per-token list of ``fields.TOKEN_FIELDS``: ``list<double>``, null where the
+  sample has none (a null entry is NaN);
+- ``response_tokens``: ``list<string>`` (dictionary-encoded), null where none.
 """
 
 from __future__ import annotations
 
-import hashlib
+from itertools import chain, compress, repeat
+from operator import is_not
 
+import numpy as np
 import pyarrow as pa
 
 from .. import fields as F
-from ..metrics import SAMPLE_AGGREGATES
 
-SCHEMA = pa.schema(
+TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+
+ROWS = pa.schema(
     [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
     + [(name, pa.float64()) for name in F.SCALAR_FIELDS]
     + [(name, pa.string()) for name in F.TEXT_FIELDS]
-    + [
-        (F.LINE, pa.int64()),  # 1-based line (or table row), counted from the block's first
-        ("offset", pa.int64()),  # byte offset of the line in its file (the 0-based row for a table file)
-        ("length", pa.int64()),  # bytes of the line, without its newline (0 for a table file)
-        ("n_tokens", pa.int32()),  # token positions: the shortest numeric list
-        ("response_len", pa.int32()),  # counted positions (see metrics); -1 when nothing tells
-        ("lengths_differ", pa.bool_()),  # per-token lists of unequal length
-        ("response_chars", pa.float64()),  # characters of the response, pads removed
-        ("ref_response_chars", pa.float64()),
-        ("repeat_4gram", pa.float64()),  # 1 - distinct/total 4-grams of the counted tokens (or words)
-        ("prompt_key", pa.int64()),  # 64-bit key of the prompt text with pads removed; null without a prompt
-    ]
-    + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
+    + [(F.LINE, pa.int64()), ("offset", pa.int64()), ("length", pa.int64())]
+    + [(name, pa.list_(pa.float64())) for name in F.TOKEN_FIELDS]
+    + [(F.TOKENS, TOKEN_STRINGS)]
 )
 
 
-def prompt_key(prompt: str | None, pad_token: str | None) -> int | None:
-    """A 64-bit key of a prompt's text with ``pad_token`` removed (blake2b: the same in every
-    process), so samples with the same prompt group without holding texts; None without a prompt."""
-    if prompt is None:
-        return None
-    text = prompt.replace(pad_token, "") if pad_token else prompt
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-                          "little", signed=True)
+def present_mask(values) -> np.ndarray:
+    """Whether each entry of a sequence is not None; bool, shape (len(values),)."""
+    return np.fromiter(map(is_not, values, repeat(None)), bool, len(values))
 
 
-def build_table(columns: dict, extras: dict) -> pa.Table:
-    """A canonical table from ``columns`` (every ``SCHEMA`` name -> values) and ``extras``
-    (extra field name -> float values or None, one per row), extras in name order. Values
-    are Python sequences, numpy arrays or Arrow arrays."""
-    arrays = [_array(columns[f.name], f.type) for f in SCHEMA]
-    names = list(SCHEMA.names)
+def float_lists(values) -> pa.Array:
+    """A ``list<double>`` array from a sequence of lists of numbers (None entries are NaN) or None."""
+    present = present_mask(values)
+    kept = list(compress(values, present))
+    lengths = np.zeros(len(values), np.int64)
+    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    total = int(lengths.sum())
+    try:
+        flat = np.fromiter(chain.from_iterable(kept), np.float64, total)
+    except TypeError:  # None entries: numpy's array() makes them NaN
+        flat = np.array(list(chain.from_iterable(kept)), dtype=np.float64)
+    return _lists(lengths, present, pa.array(flat, pa.float64()))
+
+
+def token_lists(values) -> pa.Array:
+    """A dictionary-encoded ``list<string>`` array from a sequence of lists of strings or None."""
+    present = present_mask(values)
+    kept = list(compress(values, present))
+    lengths = np.zeros(len(values), np.int64)
+    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    flat = list(chain.from_iterable(kept))
+    vocabulary = list(dict.fromkeys(flat))
+    index = {token: i for i, token in enumerate(vocabulary)}
+    ids = np.fromiter(map(index.__getitem__, flat), np.int32, len(flat))
+    tokens = pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array(vocabulary, pa.string()))
+    return _lists(lengths, present, tokens)
+
+
+def _lists(lengths: np.ndarray, present: np.ndarray, values: pa.Array) -> pa.Array:
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~present))
+
+
+def build_rows(columns: dict, extras: dict) -> pa.Table:
+    """A canonical table from ``columns`` (every ``ROWS`` name -> values: Python sequences, numpy
+    or Arrow arrays; per-token lists as sequences of lists or Arrow list arrays) and ``extras``
+    (extra field name -> float values or None, one per row, or an Arrow array)."""
+    arrays = []
+    for f in ROWS:
+        values = columns[f.name]
+        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+            arrays.append(values if values.type == f.type else values.cast(f.type))
+        elif f.name == F.TOKENS:
+            arrays.append(token_lists(values))
+        elif f.name in F.TOKEN_FIELDS:
+            arrays.append(float_lists(values))
+        else:
+            arrays.append(pa.array(values, type=f.type))
+    names = list(ROWS.names)
     for name in sorted(extras):
-        arrays.append(_array(extras[name], pa.float64()))
+        values = extras[name]
+        arrays.append(values.cast(pa.float64()) if isinstance(values, (pa.Array, pa.ChunkedArray))
+                      else pa.array(values, pa.float64()))
         names.append(F.extra_column(name))
     return pa.Table.from_arrays(arrays, names=names)
 
 
-def _array(values, type_: pa.DataType):
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        return values.cast(type_)
-    return pa.array(values, type=type_)
-
-
-def has_canonical_prefix(schema: pa.Schema) -> bool:
-    """Whether a stored table starts with ``SCHEMA`` and has only float64 extras after it."""
-    n = len(SCHEMA)
-    head = pa.schema(list(schema)[:n])
-    return head.equals(SCHEMA) and all(
-        f.name.startswith(F.EXTRA_PREFIX) and f.type == pa.float64() for f in list(schema)[n:])
+def empty_rows() -> pa.Table:
+    return ROWS.empty_table()

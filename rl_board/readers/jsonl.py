@@ -1,19 +1,18 @@
 """JSON lines: the board's own rollout lines, OpenRLHF-style rank files and verl's ``{step}.jsonl`` dumps.
 
-Each line is one sample, decoded by the first of three paths that takes it:
+A block of lines is decoded by one msgspec call (``decode_lines``) into a struct
+built for the file's shape: every key the board reads (canonical names, aliases,
+mapped sources) typed as the board wants it, and every other key seen so far left
+unparsed (``msgspec.Raw``); a key seen for the first time is added to the shape and
+the block decoded again. Columns are then taken from the structs without Python
+work per line. A line the struct refuses (NaN and Infinity, which Python's json
+writes, a value of another type, broken JSON) is read alone by the slow path
+(orjson, then ujson, which also words the error) and costs only itself: the rows
+are the same either way, or the line becomes an entry in ``errors``.
 
-1. one msgspec call into a struct of every key the board knows (canonical names,
-   aliases, mapped sources): the log-probabilities the aggregates read as typed
-   floats, the other per-token lists left unparsed (only their length counts
-   here), unknown keys refused;
-2. a line with other keys (extra fields) is split into raw top-level values, and
-   only those a row needs are decoded;
-3. a line msgspec refuses (NaN and Infinity, which Python's json writes, or
-   anything broken) is parsed by orjson, then ujson, which also word the error. What a sample's row keeps: its
-scalars, texts, extras, where the line lies, and its per-sample aggregates
-(log-ratio and KL over the positions before the pad). The per-token lists are
-not kept: a sample's tokens are read again from its line when it is shown. A
-bad line costs only itself: it becomes an entry in ``errors``.
+The rows are canonical (``canonical.ROWS``): scalars, texts, where the line lies,
+the per-token lists and the extras, each a numeric or boolean top-level field
+that feeds no canonical field.
 """
 
 from __future__ import annotations
@@ -24,232 +23,422 @@ import json
 import re
 import typing
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import attrgetter, is_not, itemgetter
 from pathlib import Path
 
 import msgspec
+import numpy as np
 import orjson
 import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from ..metrics import TokenColumns, compute_sample_aggregates, repeat_4gram_share, token_positions
 from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value
-from .canonical import SCHEMA, build_table, prompt_key
+from .canonical import ROWS, build_rows, present_mask
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 APPENDABLE = True  # a file that grew is read from where the last read stopped
 ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
 
-#: The fields of a row tuple built while parsing, in order.
-_ROW_FIELDS = (F.LINE, "offset", "length", F.STEP, F.REWARD, *F.SCALAR_FIELDS, *F.TEXT_FIELDS,
-               "n_tokens", "response_len", "lengths_differ", "response_chars", "ref_response_chars", "repeat_4gram",
-               "prompt_key")
-_PROMPT, _RESPONSE, _REF_RESPONSE = (F.TEXT_FIELDS.index(n) for n in ("prompt", "response", "ref_response"))
 _STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
-_STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 _MAX_STEP = 2**62
-
-_RAW = msgspec.Raw
+_MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
+_MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
 _UNSET = msgspec.UNSET
-_TOP = msgspec.json.Decoder(dict[str, msgspec.Raw])  # the top level, values left unparsed
-_FLOATS = msgspec.json.Decoder(list[float | None])
-_ANY = msgspec.json.Decoder()
+_RAW = msgspec.Raw
+_BLANK_FIRST = frozenset(b" \t\r\x0b\x0c")
 _SCALAR_START = frozenset(b"-0123456789tf")  # first byte of a JSON number or boolean
+_NUMBERS = msgspec.json.Decoder(list[bool | int | float])
+_ANY = msgspec.json.Decoder()
+_UNKNOWN = re.compile(r"Object contains unknown field `(.*)` - at `\$\[(\d+)\]`$", re.S)
+_AT_LINE = re.compile(r"- at `\$\[(\d+)\]")
+_STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
+_AT_BYTE = re.compile(r"\(byte (\d+)\)$")
 
 
 @dataclass
 class ParsedBlock:
-    """Samples parsed from a block of complete lines, and the lines rejected.
+    """Samples read from a block of complete lines, and the lines rejected.
 
-    table: one row per accepted line, canonical columns (``canonical.SCHEMA`` plus extras).
+    table: one canonical row per accepted line (``canonical.ROWS`` plus extras).
     errors: ``(line_number, reason)`` for every rejected line.
     lines: complete lines in the block (blank ones included).
-    skipped: lines not parsed because their step already had enough samples.
+    steps: for each rejected line, the step it names when a cheap look finds exactly one, else None
+        (so a per-step quota can count a broken line of a full step as skipped, not as bad).
     """
 
     table: pa.Table
     errors: list[tuple[int, str]] = field(default_factory=list)
     lines: int = 0
-    skipped: int = 0
+    steps: list[int | None] = field(default_factory=list)
 
 
-def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0, options: ReadOptions = ReadOptions(),
-                step_quota: dict[int, int] | None = None, max_per_step: int | None = None) -> ParsedBlock:
-    """Parse the complete lines of ``data`` (up to its last newline).
+def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
+                options: ReadOptions = ReadOptions()) -> ParsedBlock:
+    """Read the complete lines of ``data`` (up to its last newline) into canonical rows.
 
     Args:
         data: bytes of a file starting at byte ``base_offset``, at a line start.
         first_line: the number of the first line.
-        options: the pad and EOS tokens (which positions count, see ``metrics``) and the
-            user's field mapping.
-        step_quota, max_per_step: with ``max_per_step``, keep a line only while its
-            step has fewer samples than that in ``step_quota`` (updated in place); a
-            line whose step is already full is skipped without being parsed.
+        options: the user's field mapping (which source keys feed which field).
     """
-    quota = step_quota if step_quota is not None else {}
-    resolver = KeyResolver(options.fields, ALIASES)
-    decoder = _line_decoder(options.fields)
-    rows, extras, errors, skipped, lines = [], [], [], 0, 0
-    token_columns = TokenColumns()
+    end = data.rfind(b"\n") + 1
+    data = data if end == len(data) and type(data) is bytes else bytes(data[:end])
+    buffer = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buffer == 10)
+    starts = np.r_[0, ends[:-1] + 1].astype(np.int64)
+    lengths = ends - starts
+    lines = np.flatnonzero(~_blank(data, buffer, starts, lengths))
+    shape = _shape(options.fields)
     enabled = gc.isenabled()
-    gc.disable()  # lines make no reference cycles; collecting while parsing only costs time
+    gc.disable()  # decoded lines make no reference cycles; collecting while reading only costs time
     try:
-        view, start, find = memoryview(data), 0, data.find
-        while (end := find(b"\n", start)) >= 0:
-            raw, line_start, start = view[start:end], start, end + 1
-            number = first_line + lines
-            lines += 1
-            if max_per_step is not None:
-                hits = _STEP_RE.findall(raw)  # a cheap look at the step, before any parsing
-                if len(hits) == 1 and quota.get(int(hits[0]), 0) >= max_per_step:
-                    skipped += 1
-                    continue
-            parsed = _parse_line(raw, options, resolver, decoder)
-            if parsed is None:
-                continue
-            if isinstance(parsed, str):
-                errors.append((number, parsed))
-                continue
-            row, extra, cut = parsed
-            if max_per_step is not None:
-                step = row[0]
-                if quota.get(step, 0) >= max_per_step:
-                    skipped += 1
-                    continue
-                quota[step] = quota.get(step, 0) + 1
-            rows.append((number, base_offset + line_start, len(raw), *row))
-            extras.append(extra)
-            token_columns.add(cut)
+        return _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options)
     finally:
         if enabled:
             gc.enable()
-    columns = dict(zip(_ROW_FIELDS, zip(*rows))) if rows else {name: () for name in _ROW_FIELDS}
-    columns.update(compute_sample_aggregates(token_columns.finish()))
-    names = {name for extra in extras for name in extra}
-    extra_columns = {name: [extra.get(name) for extra in extras] for name in names}
-    return ParsedBlock(build_table(columns, extra_columns), errors, lines, skipped)
 
 
-def parse_line(raw: bytes) -> dict | str:
-    """One line as a dict, or the reason it is not a JSON object."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        try:
-            text = bytes(raw).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return f"not UTF-8 (byte {exc.start + 1} of the line)"
-        try:  # NaN, Infinity and 1e400 are JSON to Python's json and ujson, not to orjson
-            obj = ujson.loads(text)
-        except ValueError:
-            return _json_error(text)
-    if not isinstance(obj, dict):
-        return f"line is a JSON {_json_type(obj)}, not an object"
-    return obj
+def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options) -> ParsedBlock:
+    objs, fast, slow = shape.decode(data, starts, ends, lines)
+    tables, errors = [], []
+    if fast:
+        table, refused = shape.rows(objs, np.asarray(fast, np.int64), first_line, base_offset, starts, lengths)
+        tables.append(table)
+        slow = sorted([*slow, *(fast[i] for i in refused)])
+    if slow:
+        resolver = KeyResolver(options.fields, ALIASES)
+        records, kept = [], []
+        for index in slow:
+            raw = data[starts[index]:ends[index]]
+            got = _slow_row(raw, resolver)
+            if isinstance(got, str):
+                errors.append((first_line + int(index), got, _step_hint(raw)))
+            else:
+                records.append(got)
+                kept.append(index)
+        if records:
+            tables.append(_slow_table(records, np.asarray(kept, np.int64), first_line, base_offset, starts, lengths))
+    if not tables:
+        table = ROWS.empty_table()
+    elif len(tables) == 1:
+        table = tables[0]
+    else:
+        table = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
+        table = table.take(np.argsort(table[F.LINE].to_numpy(), kind="stable"))
+    errors.sort()
+    return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors])
 
 
-def record(path: Path, offset: int, length: int, line: int) -> dict:
-    """The line of one sample as a dict, read again from its file; ``SourceChanged`` when it is
-    no longer there."""
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        raw = fh.read(length + 1)
-    obj = parse_line(raw[:length]) if raw[length:] in (b"\n", b"") else "moved"  # b"": a last line, unterminated
-    if isinstance(obj, str):
-        raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
-    return obj
+def _step_hint(raw: bytes) -> int | None:
+    hits = _STEP_RE.findall(raw)
+    return int(hits[0]) if len(hits) == 1 else None
 
 
-def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=None, progress=None):
-    """Parse every (path, start, stop) byte range of new lines into segments (see ``ingest``)."""
-    from ..ingest import run_ranges, tasks_for
+def _blank(data: bytes, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Blank lines: empty, or shorter than 64 bytes of nothing but white space."""
+    blank = lengths == 0
+    first = buffer[np.minimum(starts, max(len(buffer) - 1, 0))] if len(buffer) else np.zeros(0, np.uint8)
+    maybe = np.flatnonzero(~blank & (lengths < 64) & np.isin(first, list(_BLANK_FIRST)))
+    for index in maybe:
+        blank[index] = not data[starts[index]:starts[index] + lengths[index]].strip()
+    return blank
 
-    return run_ranges(tasks_for(tasks), out_dir, options, quota, max_per_step, progress)
+
+# -- the fast path --------------------------------------------------------------------------------
 
 
-class _LineDecoder:
-    """Decodes a line in one msgspec call into the keys the board knows for one field mapping.
+class _Shape:
+    """A struct for the lines of a file, and how its values become canonical columns.
 
-    Keys that feed only per-token lists are typed floats; everything else is decoded as
-    any JSON. A line with a key outside this set (an extra field) or a value of another type
-    is refused: the caller takes a slower path."""
+    Every key that can feed a canonical field is typed: ``step`` an int, rewards and scalars
+    floats, texts anything (a non-text becomes JSON text), per-token lists floats, tokens
+    strings; every other key seen is ``msgspec.Raw``. Keys are learned as they are met."""
 
     def __init__(self, fields: tuple[tuple[str, str], ...]):
         mapped = dict(fields)
         aliases = {**F.ALIASES, **ALIASES}
+        self.candidates = {name: [k for k in ((mapped[name],) if name in mapped else (name, aliases.get(name))) if k]
+                           for name in F.CANONICAL}
         feeds: dict[str, set[str]] = {}
-        for name in F.CANONICAL:
-            sources = (mapped[name],) if name in mapped else (name, aliases.get(name))
-            for key in filter(None, sources):
+        for name, keys in self.candidates.items():
+            for key in keys:
                 feeds.setdefault(key, set()).add(name)
-        for key in [*F.CANONICAL, *aliases.values()]:  # a name that feeds nothing may still be present
-            feeds.setdefault(key, set())
+        kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
+        self.usable = all(len(k) == 1 for k in kinds.values())  # a key feeding two kinds: slow path
+        self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
+        self.typed = frozenset(self.types)
+        self.ignored = frozenset(F.CANONICAL) - self.typed  # canonical names mapped elsewhere: never extras
+        self.nullable: set[str] = set()
+        self.keys: list[str] = []
+        for key in [*self.types, *F.CANONICAL]:
+            self._add(key)
+        self._build()
 
-        def kind(names, entry):
-            return list[entry] | None if names and names <= set(F.TOKEN_FIELDS) else typing.Any
+    def _add(self, key: str) -> None:
+        if key not in self.keys:
+            self.keys.append(key)
 
-        self.keys = list(feeds)
-        self.typed = frozenset(k for k in self.keys if kind(feeds[k], float) is not typing.Any)
-        rename = {f"f{i}": k for i, k in enumerate(self.keys)}
-        # a list of plain floats decodes fastest; one with nulls in it takes the second decoder
-        self._decoders = [msgspec.json.Decoder(msgspec.defstruct(
-            "Line", [(f"f{i}", kind(feeds[k], entry), _UNSET) for i, k in enumerate(self.keys)],
-            rename=rename, forbid_unknown_fields=True)) for entry in (float, float | None)]
+    def _build(self) -> None:
+        def type_of(key):
+            kind = self.types.get(key, _RAW)
+            if key in self.nullable and kind is _LIST:
+                return list[float | None] | None
+            return kind
 
-    def decode(self, raw) -> dict | None:
-        """Key -> value of the keys present, or None when this decoder can't take the line."""
-        for decoder in self._decoders:
+        shared = {k for keys in self.candidates.values() if len(keys) > 1 for k in keys}
+        self.names = {key: f"f{i}" for i, key in enumerate(self.keys)}
+        struct = msgspec.defstruct("Line", [(self.names[k], type_of(k), _UNSET if k in shared else None)
+                                            for k in self.keys],
+                                   rename={v: k for k, v in self.names.items()}, forbid_unknown_fields=True)
+        self.decoder = msgspec.json.Decoder(struct)
+
+    def learn(self, message: str) -> bool:
+        """Add what a refusal names (an unknown key; a list holding null) to the shape."""
+        unknown = _UNKNOWN.search(message)
+        if unknown and len(self.keys) < _MAX_KEYS and unknown[1] not in self.keys:
+            self._add(unknown[1])
+            self._build()
+            return True
+        if message.startswith("Expected `float`, got `null`"):
+            for key in self.keys:
+                if self.types.get(key) is _LIST and key not in self.nullable and f"].{key}[" in message:
+                    self.nullable.add(key)
+                    self._build()
+                    return True
+        return False
+
+    def decode(self, data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray):
+        """(structs, the line index of each, line indices the slow path reads) for ``lines``."""
+        if not self.usable or not len(lines):
+            return [], [], list(lines)
+        while True:
             try:
-                values = msgspec.structs.astuple(decoder.decode(raw))
-            except msgspec.ValidationError as exc:
-                if str(exc).startswith("Object contains unknown field"):
-                    return None  # an extra field: no other struct takes it either
+                return self._decode(data, starts, ends, lines)
+            except _Relearned:
                 continue
-            except (msgspec.DecodeError, UnicodeDecodeError):
-                return None
-            return {k: v for k, v in zip(self.keys, values) if v is not _UNSET}
-        return None
+
+    def _decode(self, data, starts, ends, lines):
+        objs, fast, slow = [], [], []
+        retries = [0]
+        view = memoryview(data)
+
+        def span(a: int, b: int) -> None:  # lines[a:b]
+            if a >= b:
+                return
+            if retries[0] > _MAX_RETRIES:
+                for k in range(a, b):
+                    one(k)
+                return
+            chunk = view[starts[lines[a]]:ends[lines[b - 1]]]
+            try:
+                got = self.decoder.decode_lines(chunk)
+            except UnicodeDecodeError as exc:  # bytes that are not UTF-8: name the line they are on
+                retries[0] += 1
+                at = _failed_line(f"(byte {exc.start})", chunk, starts, lines, a, b)
+                span(a, at)
+                slow.append(int(lines[at]))
+                span(at + 1, b)
+                return
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                message = str(exc)
+                if self.learn(message):
+                    raise _Relearned from None
+                retries[0] += 1
+                at = _failed_line(message, chunk, starts, lines, a, b)
+                if at is None:
+                    for k in range(a, b):
+                        one(k)
+                    return
+                span(a, at)
+                slow.append(int(lines[at]))
+                span(at + 1, b)
+                return
+            if len(got) != b - a:  # white space the decoder skipped, or two objects on a line
+                for k in range(a, b):
+                    one(k)
+                return
+            objs.extend(got)
+            fast.extend(lines[a:b].tolist())
+
+        def one(k: int) -> None:
+            index = int(lines[k])
+            try:
+                got = self.decoder.decode(view[starts[index]:ends[index]])
+            except UnicodeDecodeError:
+                slow.append(index)
+                return
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                if self.learn(str(exc)):
+                    raise _Relearned from None
+                slow.append(index)
+                return
+            objs.append(got)
+            fast.append(index)
+
+        span(0, len(lines))
+        order = np.argsort(np.asarray(fast, np.int64), kind="stable")
+        return [objs[i] for i in order], [fast[i] for i in order], sorted(slow)
+
+    def rows(self, objs: list, lines: np.ndarray, first_line: int, base_offset: int, starts: np.ndarray,
+             lengths: np.ndarray) -> tuple[pa.Table, list[int]]:
+        """(the canonical rows of decoded lines, positions in ``objs`` the slow path must read)."""
+        count = len(objs)
+        columns: dict[str, list] = {}
+        refused = np.zeros(count, bool)
+        for name, keys in self.candidates.items():
+            values = [list(map(attrgetter(self.names[k]), objs)) for k in keys]
+            if len(values) > 1:  # a field and its alias: absent is UNSET, null is None
+                here = [_is_set(col) for col in values]
+                refused |= np.sum(here, axis=0) > 1  # the alias beside its field: the slow path sorts it
+                if here[1].any():
+                    values[0] = values[1] if not here[0].any() else _take(values[0], values[1], here[0])
+                values[0] = _take(values[0], [None] * count, _is_set(values[0]))
+            columns[name] = values[0]
+        try:
+            steps = np.fromiter(columns[F.STEP], np.int64, count)
+            refused |= (steps < -_MAX_STEP) | (steps > _MAX_STEP)
+        except (TypeError, OverflowError):  # a missing or huge step: the slow path words it
+            refused |= np.fromiter(map(_bad_step, columns[F.STEP]), bool, count)
+        refused |= ~present_mask(columns[F.REWARD])
+        for name in F.TEXT_FIELDS:
+            column = columns[name]
+            kinds = set(map(type, column))
+            if kinds - {str, type(None)}:
+                for i in (i for i, v in enumerate(column) if v is not None and type(v) is not str):
+                    try:
+                        column[i] = json.dumps(column[i], ensure_ascii=False)
+                    except (RecursionError, ValueError):
+                        refused[i] = True
+                        column[i] = None
+        extras = {}
+        taken = set().union(*map(set, self.candidates.values())) | set(F.CANONICAL)
+        for key in self.keys:
+            if key in taken:
+                continue
+            got = self._extra(objs, key, count)
+            if got is None:
+                continue
+            values, present, odd = got
+            refused |= odd
+            if present.any():
+                extras[key] = pa.array(values, pa.float64(), mask=~present)
+        keep = ~refused
+        if not keep.all():
+            columns = {name: list(compress(col, keep)) for name, col in columns.items()}
+            extras = {name: col.filter(pa.array(keep)) for name, col in extras.items()}
+            lines = lines[keep]
+        if lines.size:
+            columns[F.STEP] = np.asarray(columns[F.STEP], np.int64)
+        columns[F.LINE] = first_line + lines
+        columns["offset"] = base_offset + starts[lines]
+        columns["length"] = lengths[lines]
+        extras = {name: col for name, col in extras.items() if col.null_count < len(col)}
+        return build_rows(columns, extras), np.flatnonzero(refused).tolist()
+
+    def _extra(self, objs: list, key: str, count: int):
+        """(float values, present, lines to read slowly) of an unparsed key, or None when no line
+        holds a number or boolean there."""
+        raws = list(map(attrgetter(self.names[key]), objs))
+        present = present_mask(raws)
+        kept = list(compress(raws, present))
+        first = np.frombuffer(bytes(map(itemgetter(0), map(memoryview, kept))), np.uint8)
+        scalar = np.isin(first, list(_SCALAR_START))
+        if not scalar.any():
+            return None
+        where = np.flatnonzero(present)[scalar]
+        values = np.full(count, np.nan)
+        odd = np.zeros(count, bool)
+        numbers = _NUMBERS.decode(b"[" + b",".join(compress(kept, scalar)) + b"]")
+        try:
+            values[where] = np.asarray(numbers, dtype=np.float64)
+        except OverflowError:  # an integer beyond float range: the slow path makes it infinite
+            odd[where] = True
+        out = np.zeros(count, bool)
+        out[where] = True
+        return values, out, odd
+
+
+class _Relearned(Exception):
+    """The shape learned a key: decode the block again."""
+
+
+_LIST, _TEXT = list[float] | None, typing.Any
+_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None}
+
+
+def _kind(name: str) -> str:
+    if name == F.STEP:
+        return "step"
+    if name in F.TEXT_FIELDS:
+        return "text"
+    if name in F.TOKEN_FIELDS:
+        return "list"
+    if name == F.TOKENS:
+        return "tokens"
+    return "number"
+
+
+def _bad_step(value) -> bool:
+    return type(value) is not int or not -_MAX_STEP <= value <= _MAX_STEP
+
+
+def _is_set(values: list) -> np.ndarray:
+    """Whether each value is present (not ``msgspec.UNSET``); bool, shape (len(values),)."""
+    return np.fromiter(map(is_not, values, repeat(_UNSET)), bool, len(values))
+
+
+def _take(first: list, second: list, use_first: np.ndarray) -> list:
+    """``first[i]`` where ``use_first[i]``, else ``second[i]``, without Python work per entry."""
+    if use_first.all():
+        return first
+    out = np.fromiter(second, object, len(second))
+    picked = np.fromiter(compress(first, use_first), object, int(use_first.sum()))
+    out[use_first] = picked
+    return out.tolist()
 
 
 @functools.lru_cache(maxsize=16)
-def _line_decoder(fields: tuple[tuple[str, str], ...]) -> _LineDecoder:
-    return _LineDecoder(fields)
+def _shape(fields: tuple[tuple[str, str], ...]) -> _Shape:
+    return _Shape(fields)
 
 
-def _parse_line(raw: memoryview, options: ReadOptions, resolver: KeyResolver, decoder: _LineDecoder):
-    """(row, extras, per-token lists (Python lists of floats or None) cut to the counted positions)
-    for one line, None for a blank
-    line, or the reason it is rejected. ``row`` holds the fields of ``_ROW_FIELDS`` after line,
-    offset and length."""
-    if not raw.nbytes or (raw.nbytes < 64 and not bytes(raw).strip()):
-        return None
-    top = decoder.decode(raw)
-    if top is not None:
-        return _build_row(top, decoder.typed, options, resolver)
-    try:
-        return _build_row(_TOP.decode(raw), frozenset(), options, resolver)
-    except (msgspec.DecodeError, UnicodeDecodeError):  # not strict JSON, not an object: the slow path says why
-        pass
+def _failed_line(message: str, chunk, starts, lines, a: int, b: int) -> int | None:
+    """The position in ``lines`` (within [a, b)) of the line a refusal names, if it names one."""
+    at = _AT_LINE.search(message)
+    if at:
+        k = a + int(at[1])
+        return k if k < b else None
+    at = _AT_BYTE.search(message)
+    if at:
+        offset = starts[lines[a]] + int(at[1])
+        k = a + int(np.searchsorted(starts[lines[a:b]], offset, side="right")) - 1
+        return k if a <= k < b else None
+    return None
+
+
+# -- the slow path: one line at a time ------------------------------------------------------------
+
+
+def _slow_row(raw: bytes, resolver: KeyResolver) -> dict | str:
+    """One line's canonical values (scalars, texts, lists, tokens, ``extras``), or why it is rejected."""
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
-    return _build_row(obj, frozenset(), options, resolver)
+    try:
+        return _canonical(obj, resolver)
+    except RecursionError:
+        return "a value is nested too deeply"
 
 
-def _build_row(top: dict, typed_keys: frozenset, options: ReadOptions, resolver: KeyResolver):
-    """The row of one line from its top-level values: each a ``msgspec.Raw`` (decoded here) or a
-    Python value; lists under ``typed_keys`` are already checked to hold only numbers or nulls.
-    Raises ``msgspec.DecodeError`` on a raw value msgspec can't decode (the caller then takes
-    the slow path)."""
-    sources, taken = resolver.resolve(top.keys())
+def _canonical(obj: dict, resolver: KeyResolver) -> dict | str:
+    sources, taken = resolver.resolve(obj.keys())
 
     def get(name):
         key = sources.get(name)
-        if key is None:
-            return None
-        value = top[key]
-        return _ANY.decode(value) if type(value) is _RAW else value
+        return None if key is None else obj[key]
 
     step = get(F.STEP)
     if step is None:
@@ -265,65 +454,100 @@ def _build_row(top: dict, typed_keys: frozenset, options: ReadOptions, resolver:
         return f"missing {resolver.source_of(F.REWARD)}"
     if not _is_number(reward):
         return f"'reward' must be a number, got {_short(reward)}"
-    scalars = [float(v) if _is_number(v) else None for v in map(get, F.SCALAR_FIELDS)]
-    texts = [v if v is None or type(v) is str else json.dumps(v, ensure_ascii=False)
-             for v in map(get, F.TEXT_FIELDS)]
-    arrays, lengths = {}, {}
+    row = {F.STEP: step, F.REWARD: _to_float(reward)}
+    for name in F.SCALAR_FIELDS:
+        value = get(name)
+        row[name] = _to_float(value) if _is_number(value) else None
+    for name in F.TEXT_FIELDS:
+        value = get(name)
+        row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
     for name in F.TOKEN_FIELDS:
-        key = sources.get(name)
-        if key is None:
-            continue
-        values, typed = top[key], key in typed_keys
-        if type(values) is _RAW:
-            try:
-                values, typed = _FLOATS.decode(values), True
-            except msgspec.ValidationError:  # null, or entries that are not numbers: look closer
-                values = _ANY.decode(values)
+        values = get(name)
         if values is None:
+            row[name] = None
             continue
         if type(values) is not list:
             return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
-        lengths[name] = len(values)
-        if not typed:  # the slow path: check each entry
-            if name in _STRICT:
-                if not all(v is None or _is_number(v) for v in values):
-                    return f"'{name}' must be a list of numbers or null"
-            else:  # an entry that is not a number shows as empty, and counts as NaN
-                values = [v if _is_number(v) else None for v in values]
-        arrays[name] = values
+        if name in _STRICT:
+            if not all(v is None or _is_number(v) for v in values):
+                return f"'{name}' must be a list of numbers or null"
+        row[name] = [_to_float(v) if _is_number(v) else None for v in values]
     tokens = get(F.TOKENS)
-    tokens = tokens if type(tokens) is list else None
-    extras = {}
-    for key, value in top.items():
-        if key in taken:
-            continue
-        if type(value) is _RAW:
-            if memoryview(value)[0] not in _SCALAR_START:
-                continue
-            value = _ANY.decode(value)
-        if is_extra_value(value):
-            extras[key] = _to_float(value)
-    pad_token = options.pad_token
-    n, counted = token_positions(lengths, tokens, pad_token, options.eos_token)
-    sizes = set(lengths.values())
-    if tokens is not None and lengths:
-        sizes.add(len(tokens))
-    response = texts[_RESPONSE]
-    if pad_token and response is not None:
-        response = response.replace(pad_token, "")
-    ref_response = texts[_REF_RESPONSE]
-    if pad_token and ref_response is not None:
-        ref_response = ref_response.replace(pad_token, "")
-    if tokens is not None:
-        repeat = repeat_4gram_share(tokens[:counted])
-    else:
-        repeat = repeat_4gram_share(response.split()) if response is not None else None
-    row = (step, float(reward), *scalars, *texts, n if lengths else 0,
-           counted if lengths or tokens is not None else -1, len(sizes) > 1,
-           None if response is None else float(len(response)),
-           None if ref_response is None else float(len(ref_response)), repeat,
-           prompt_key(texts[_PROMPT], pad_token))
-    return row, extras, {name: values[:counted] for name, values in arrays.items()}
+    row[F.TOKENS] = ([t if type(t) is str else json.dumps(t, ensure_ascii=False) for t in tokens]
+                     if type(tokens) is list else None)
+    row["extras"] = {key: _to_float(value) for key, value in obj.items()
+                     if key not in taken and is_extra_value(value)}
+    return row
+
+
+def _slow_table(records: list[dict], lines: np.ndarray, first_line: int, base_offset: int, starts: np.ndarray,
+                lengths: np.ndarray) -> pa.Table:
+    columns = {name: [r[name] for r in records] for name in F.CANONICAL}
+    columns[F.LINE] = first_line + lines
+    columns["offset"] = base_offset + starts[lines]
+    columns["length"] = lengths[lines]
+    names = sorted({key for r in records for key in r["extras"]})
+    extras = {name: [r["extras"].get(name) for r in records] for name in names}
+    return build_rows(columns, extras)
+
+
+def parse_line(raw: bytes) -> dict | str:
+    """One line as a dict, or the reason it is not a JSON object. Text that is not valid Unicode
+    (a lone surrogate escape) has the offending characters replaced by U+FFFD."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return f"not UTF-8 (byte {exc.start + 1} of the line)"
+        try:  # NaN, Infinity and 1e400 are JSON to Python's json and ujson, not to orjson
+            obj = ujson.loads(text)
+        except (ValueError, RecursionError):
+            return _json_error(text)
+        try:
+            obj = _valid_unicode(obj)
+        except RecursionError:
+            return "a value is nested too deeply"
+    if not isinstance(obj, dict):
+        return f"line is a JSON {_json_type(obj)}, not an object"
+    return obj
+
+
+def _valid_unicode(value):
+    """``value`` with every string (keys too) made valid Unicode."""
+    if type(value) is str:
+        return _clean(value)
+    if type(value) is list:
+        return [_valid_unicode(v) for v in value]
+    if type(value) is dict:
+        return {_clean(k): _valid_unicode(v) for k, v in value.items()}
+    return value
+
+
+def _clean(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def is_whole_record(raw: bytes) -> bool:
+    """Whether ``raw`` (bytes after a file's last newline) is one whole line: a JSON object."""
+    return isinstance(parse_line(raw), dict)
+
+
+def record(path: Path, offset: int, length: int, line: int) -> dict:
+    """The line of one sample as a dict, read again from its file; ``SourceChanged`` when it is
+    no longer there."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        raw = fh.read(length + 1)
+    obj = parse_line(raw[:length]) if raw[length:] in (b"\n", b"") else "moved"  # b"": a last line, unterminated
+    if isinstance(obj, str):
+        raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+    return obj
 
 
 def _to_float(value) -> float:
@@ -343,7 +567,10 @@ def _json_type(value) -> str:
 
 
 def _short(value) -> str:
-    text = json.dumps(value, ensure_ascii=False)
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -352,6 +579,8 @@ def _json_error(text: str) -> str:
         json.loads(text)
     except json.JSONDecodeError as exc:
         return f"invalid JSON: {exc.msg} at column {exc.colno}"
+    except RecursionError:
+        return "invalid JSON: nested too deeply"
     except ValueError as exc:  # e.g. an integer too large
         return f"invalid JSON: {exc}"
     return "invalid JSON"

@@ -20,9 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import fields as F
-from ..metrics import TokenColumns, compute_sample_aggregates, repeat_4gram_share
 from . import FileError, KeyResolver, ReadOptions, SourceChanged
-from .canonical import build_table, prompt_key
+from .canonical import TOKEN_STRINGS, build_rows
 
 NAME = "parquet"
 SUFFIX = ".parquet"
@@ -31,35 +30,10 @@ ALIASES = {"response": "completion"}
 NOT_REWARD_FUNCTIONS = ("step", "advantage")
 
 
-def read(tasks, out_dir: str, options: ReadOptions, quota=None, max_per_step=None, progress=None):
-    """Read each whole file of (path, start, stop) ``tasks`` into a segment; a file that can't be
-    read gets its reason in ``RangeResult.error``. (Max samples per step is applied by the loader.)"""
-    from ..ingest import RangeResult, write_segment
-
-    results = []
-    for path, _, stop in tasks:
-        result = RangeResult(str(path), 0, stop)
-        try:
-            table, errors, rows = read_table(Path(path), options)
-        except FileError as exc:
-            result.error = str(exc)
-        else:
-            result.lines, result.rows, result.errors = rows, table.num_rows, errors
-            if table.num_rows and out_dir is None:
-                result.table = table
-            elif table.num_rows:
-                result.segment = write_segment(table, out_dir)
-        results.append(result)
-        if progress is not None:
-            progress(stop)
-    return results
-
-
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
-    """(canonical table, (row, reason) for each rejected row, rows in the file). Raises
+    """(canonical rows, (row, reason) for each rejected row, rows in the file). Raises
     ``FileError`` when the file can't be used at all."""
-    import pyarrow.compute as pc  # here, not at import: JSONL parsing workers never need them
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # here, not at import: JSONL parsing workers never need it
 
     try:
         source = pq.read_table(path)
@@ -92,26 +66,18 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             no_step | no_reward)]
     n = source.num_rows
     missing = pa.nulls(n, pa.float64())
-    columns = {F.STEP: step, F.REWARD: reward, F.LINE: index + 1, "offset": index, "length": np.zeros(n, dtype=np.int64),
-               "n_tokens": np.zeros(n, dtype=np.int32), "response_len": np.full(n, -1, dtype=np.int32),
-               "lengths_differ": np.zeros(n, dtype=bool)}
+    columns = {F.STEP: step, F.REWARD: reward, F.LINE: index + 1, "offset": index,
+               "length": np.zeros(n, dtype=np.int64)}
     for name in F.SCALAR_FIELDS:
         columns[name] = _numbers(source[sources[name]], name) if name in sources else missing
     for name in F.TEXT_FIELDS:
         columns[name] = _texts(source[sources[name]]) if name in sources else pa.nulls(n, pa.string())
-    for name, text in (("response_chars", "response"), ("ref_response_chars", "ref_response")):
-        texts = columns[text]
-        if options.pad_token:
-            texts = pc.replace_substring(texts, options.pad_token, "")
-        columns[name] = pc.utf8_length(texts)
-    columns.update(compute_sample_aggregates(TokenColumns(n).finish()))  # no per-token lists in a table file
-    columns["repeat_4gram"] = [None if text is None else repeat_4gram_share(  # over words: no tokens here
-        (text.replace(options.pad_token, "") if options.pad_token else text).split())
-        for text in columns["response"].to_pylist()]
-    columns["prompt_key"] = [prompt_key(text, options.pad_token) for text in columns["prompt"].to_pylist()]
+    for name in F.TOKEN_FIELDS:  # TRL logs no per-token lists
+        columns[name] = pa.nulls(n, pa.list_(pa.float64()))
+    columns[F.TOKENS] = pa.nulls(n, TOKEN_STRINGS)
     extras = {name: source[name] for name in source.column_names
               if name not in taken and _is_numeric(source.schema.field(name).type, booleans=True)}
-    return build_table(columns, extras), errors, rows
+    return build_rows(columns, extras), errors, rows
 
 
 def record(path: Path, offset: int, length: int, line: int) -> dict:

@@ -1,0 +1,244 @@
+"""From canonical rows to the rows a segment keeps: counted positions, per-sample aggregates, keys.
+
+``derive(rows, options)`` takes a block of canonical rows (``readers.canonical``) and
+computes, for every sample at once (no Python per sample), what the page and the
+summary read: ``n_tokens``, ``response_len`` (the counted positions of ``metrics``),
+``lengths_differ``, the characters of the response, the 4-gram repetition, the
+prompt key and the per-sample aggregates of ``metrics.SAMPLE_AGGREGATES``. The
+per-token lists are dropped: a sample's tokens are read again from its source when
+it is shown. The result's columns are ``SCHEMA`` then the extras, as the cache
+stores them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from itertools import chain
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import fields as F
+from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
+from .readers import ReadOptions
+from .readers.canonical import ROWS
+
+SCHEMA = pa.schema(
+    [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
+    + [(name, pa.float64()) for name in F.SCALAR_FIELDS]
+    + [(name, pa.string()) for name in F.TEXT_FIELDS]
+    + [
+        (F.LINE, pa.int64()),  # 1-based line (or table row), counted from the block's first
+        ("offset", pa.int64()),  # byte offset of the line in its file (the 0-based row for a table file)
+        ("length", pa.int64()),  # bytes of the line, without its newline (0 for a table file)
+        ("n_tokens", pa.int32()),  # token positions: the shortest numeric list
+        ("response_len", pa.int32()),  # counted positions (see metrics); -1 when nothing tells
+        ("lengths_differ", pa.bool_()),  # per-token lists of unequal length
+        ("response_chars", pa.float64()),  # characters of the response, pads removed
+        ("ref_response_chars", pa.float64()),
+        ("repeat_4gram", pa.float64()),  # 1 - distinct/total 4-grams of the counted tokens (or words)
+        ("prompt_key", pa.int64()),  # 64-bit key of the prompt text with pads removed; null without a prompt
+    ]
+    + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
+)
+_KEPT = [f.name for f in ROWS if f.name not in F.TOKEN_FIELDS and f.name != F.TOKENS]
+
+
+def prompt_key(prompt: str | None, pad_token: str | None) -> int | None:
+    """A 64-bit key of a prompt's text with ``pad_token`` removed (blake2b: the same in every
+    process), so samples with the same prompt group without holding texts; None without a prompt."""
+    if prompt is None:
+        return None
+    text = prompt.replace(pad_token, "") if pad_token else prompt
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little", signed=True)
+
+
+def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
+    """The segment rows of a block of canonical rows (see the module's docstring)."""
+    rows = rows.unify_dictionaries().combine_chunks()
+    count = rows.num_rows
+    lists = {name: _FlatList(rows[name]) for name in F.TOKEN_FIELDS}
+    present = [flat for flat in lists.values() if flat.any]
+    has_lists = np.zeros(count, bool)
+    n = np.full(count, np.iinfo(np.int64).max)
+    longest = np.full(count, -1)
+    for flat in present:
+        has = flat.lengths >= 0
+        has_lists |= has
+        n = np.where(has, np.minimum(n, flat.lengths), n)
+        longest = np.maximum(longest, flat.lengths)
+    tokens = _Tokens(rows[F.TOKENS])
+    n = np.where(has_lists, n, np.maximum(tokens.lengths, 0))
+    counted = _counted(n, tokens, options)
+    with_tokens = has_lists & (tokens.lengths >= 0)
+    longest = np.where(with_tokens, np.maximum(longest, tokens.lengths), longest)
+    shortest = np.where(with_tokens, np.minimum(n, tokens.lengths), n)
+
+    columns = {name: rows[name] for name in _KEPT}
+    columns["n_tokens"] = np.where(has_lists, n, 0).astype(np.int32)
+    columns["response_len"] = np.where(has_lists | (tokens.lengths >= 0), counted, -1).astype(np.int32)
+    columns["lengths_differ"] = has_lists & (longest != shortest)
+    pad = options.pad_token
+    texts = {name: pc.replace_substring(rows[name], pad, "") if pad else rows[name]
+             for name in ("prompt", "response", "ref_response")}
+    columns["response_chars"] = pc.utf8_length(texts["response"]).cast(pa.float64())
+    columns["ref_response_chars"] = pc.utf8_length(texts["ref_response"]).cast(pa.float64())
+    columns["repeat_4gram"] = _repeat_4gram(tokens, counted, texts["response"])
+    columns["prompt_key"] = _prompt_keys(texts["prompt"])
+    cut = TokenColumns.from_arrays(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
+    columns.update(compute_sample_aggregates(cut))
+    arrays = [_array(columns[f.name], f.type) for f in SCHEMA]
+    names = list(SCHEMA.names)
+    for name in sorted(F.extra_columns(rows.column_names)):
+        arrays.append(rows[name])
+        names.append(name)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def is_segment_schema(schema: pa.Schema) -> bool:
+    """Whether a stored table starts with ``SCHEMA`` and has only float64 extras after it."""
+    n = len(SCHEMA)
+    head = pa.schema(list(schema)[:n])
+    return head.equals(SCHEMA) and all(
+        f.name.startswith(F.EXTRA_PREFIX) and f.type == pa.float64() for f in list(schema)[n:])
+
+
+def _array(values, type_: pa.DataType):
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return values if values.type == type_ else values.cast(type_)
+    return pa.array(values, type=type_)
+
+
+class _FlatList:
+    """One per-token list column, flat: ``lengths`` (-1 where a sample has none), ``values``
+    (float64, samples one after another), ``owner`` and ``position`` of each value."""
+
+    def __init__(self, column: pa.ChunkedArray):
+        array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
+        self.lengths = array.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.any = bool((self.lengths >= 0).any())
+        if self.any:
+            self.values = array.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+            self.owner, self.position = _owners(self.lengths)
+
+    def cut(self, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, owner) at each sample's counted positions."""
+        keep = self.position < counted[self.owner]
+        return self.values[keep], self.owner[keep]
+
+
+class _Tokens:
+    """The ``response_tokens`` column, flat: ``lengths`` (-1 where none), ``ids`` (int64, one per
+    token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``."""
+
+    def __init__(self, column: pa.ChunkedArray):
+        array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
+        self.lengths = array.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = array.flatten()
+        self.vocabulary = flat.dictionary.to_pylist() if len(flat) else []
+        self.ids = flat.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(flat) else np.zeros(0, np.int64)
+        if len(set(self.vocabulary)) != len(self.vocabulary):  # a dictionary may repeat a string
+            index = {}
+            remap = np.array([index.setdefault(t, len(index)) for t in self.vocabulary], np.int64)
+            self.ids = remap[self.ids]
+            self.vocabulary = list(index)
+        self.owner, self.position = _owners(self.lengths)
+
+    def id_of(self, token: str | None) -> int | None:
+        if token is None:
+            return None
+        try:
+            return self.vocabulary.index(token)
+        except ValueError:
+            return None
+
+
+def _owners(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For flat values of samples with ``lengths`` (-1 = none): each value's sample and position."""
+    sizes = np.maximum(lengths, 0)
+    owner = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.cumsum(sizes) - sizes
+    return owner, np.arange(len(owner)) - starts[owner]
+
+
+def _first(hit: np.ndarray, owner: np.ndarray, position: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(samples, the position of their first hit) for the flagged values (owners ascending)."""
+    owners = owner[hit]
+    first = np.r_[True, owners[1:] != owners[:-1]] if len(owners) else np.zeros(0, bool)
+    return owners[first], position[hit][first]
+
+
+def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> np.ndarray:
+    """Counted positions per sample (``metrics.token_positions``, for every sample at once)."""
+    counted = n.copy()
+    inside = tokens.position < n[tokens.owner]
+    eos, pad = options.eos_token, options.pad_token
+    eos_id = tokens.id_of(eos)
+    if eos_id is not None:
+        samples, at = _first(inside & (tokens.ids == eos_id), tokens.owner, tokens.position)
+        counted[samples] = at + 1
+    pad_id = tokens.id_of(pad) if pad != eos else None  # P = E: the first one is the EOS, which counts
+    if pad_id is not None:
+        samples, at = _first(inside & (tokens.ids == pad_id), tokens.owner, tokens.position)
+        counted[samples] = np.minimum(counted[samples], at)
+    return counted
+
+
+def _repeat_4gram(tokens: _Tokens, counted: np.ndarray, responses: pa.ChunkedArray) -> pa.Array:
+    """``metrics.repeat_4gram_share`` per sample: over its counted tokens when it has tokens,
+    else over the words of its response (pads removed); null with neither."""
+    count = len(counted)
+    keep = tokens.position < counted[tokens.owner]
+    out = _distinct_4gram_share(tokens.ids[keep], tokens.owner[keep], count)
+    has_tokens = tokens.lengths >= 0
+    word_rows = np.flatnonzero(~has_tokens & responses.is_valid().to_numpy(zero_copy_only=False))
+    if len(word_rows):
+        words = list(map(str.split, responses.take(pa.array(word_rows)).to_pylist()))
+        flat = list(chain.from_iterable(words))
+        vocabulary = {word: i for i, word in enumerate(dict.fromkeys(flat))}
+        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
+        owner = np.repeat(word_rows, np.fromiter(map(len, words), np.int64, len(words)))
+        out[word_rows] = _distinct_4gram_share(ids, owner, count)[word_rows]
+    mask = ~has_tokens
+    mask[word_rows] = False
+    return pa.array(out, pa.float64(), mask=mask)
+
+
+def _distinct_4gram_share(ids: np.ndarray, owner: np.ndarray, count: int) -> np.ndarray:
+    """1 - distinct/total over the 4-grams of each sample's ``ids`` (owners ascending); NaN with
+    fewer than 4; shape (count,)."""
+    grams = np.zeros(count)
+    out = np.full(count, np.nan)
+    if len(ids) < 4:
+        return out
+    start = np.flatnonzero(owner[:-3] == owner[3:])
+    who = owner[start]
+    total = np.bincount(who, minlength=count)
+    if not len(start):
+        return out
+    vocabulary = int(ids.max()) + 1
+    a, b, c, d = (ids[start + k] for k in range(4))
+    if vocabulary ** 4 * count < 2**62:  # one exact integer per (sample, 4-gram)
+        key = np.sort(who * vocabulary**4 + ((a * vocabulary + b) * vocabulary + c) * vocabulary + d)
+        new = np.r_[True, key[1:] != key[:-1]]
+        distinct = np.bincount(key[new] // vocabulary**4, minlength=count)
+    else:
+        first, second = a * vocabulary + b, c * vocabulary + d
+        order = np.lexsort((second, first, who))
+        who, first, second = who[order], first[order], second[order]
+        new = np.r_[True, (who[1:] != who[:-1]) | (first[1:] != first[:-1]) | (second[1:] != second[:-1])]
+        distinct = np.bincount(who[new], minlength=count)
+    has = total > 0
+    grams[has] = total[has]
+    out[has] = 1.0 - distinct[has] / grams[has]
+    return out
+
+
+def _prompt_keys(prompts: pa.ChunkedArray) -> pa.Array:
+    """``prompt_key`` of every prompt (pads already removed), each distinct text hashed once."""
+    distinct = pc.unique(prompts)
+    keys = [prompt_key(text, None) for text in distinct.to_pylist()]
+    where = pc.index_in(prompts, distinct)
+    return pa.array(keys, pa.int64()).take(where)
