@@ -317,3 +317,74 @@ def test_findings_command_reads_pad_and_eos_and_prints_a_table(tmp_path, capsys)
     assert "empty_responses" in out and "r.jsonl:1" in out
     assert main(["findings", str(tmp_path), "--json", "--no-cache"]) == 0  # no EOS given: it is a word
     assert json.loads(capsys.readouterr().out) == []
+
+
+# --- the page -------------------------------------------------------------------------------------
+
+
+def _page(root: Path, run: str):
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import REPO
+    from rl_board.views import keys
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
+    at.sidebar.selectbox(key=keys.RUN).select(run).run()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _hack_with_an_empty_early_response(folder: Path) -> Path:
+    early = [{"reward": r, "response": t} for r, t in zip((0.0, 1.0, 0.0, 1.0), EARLY_TEXTS[:3] + [" "])]
+    late = [{"reward": r, "response": t} for r, t in zip([0.5, 1.5, 1.5, 0.5], HACKED)]
+    return _four_steps(folder, early, late)
+
+
+def test_page_lists_findings_and_opens_their_evidence(tmp_path):
+    """The panel says what was found in words; Evidence marks the phrase in each sample, in order, and
+    moves the batch to the step of an empty response."""
+    from rl_board.views import keys
+
+    _hack_with_an_empty_early_response(tmp_path / "hack")
+    at = _page(tmp_path, "hack")
+    texts = [t.value for t in at.text]
+    assert ('reward rose from 0.5 to 1 while "copyright" spread from 0 % to 75 % of responses — possible '
+            "reward hacking") in texts
+    assert any(t.startswith("1 step with at least 5 % empty responses") for t in texts)
+    at.button(key="finding-reward_with_spreading_phrases").click().run()
+    assert not at.exception
+    texts = [t.value for t in at.text]
+    assert [t for t in texts if t.startswith("step 4 · ")] == ["step 4 · rank0.jsonl:8 · reward 1.5",
+                                                               "step 4 · rank0.jsonl:9 · reward 1.5",
+                                                               "step 4 · rank0.jsonl:7 · reward 0.5"]
+    bodies = [h.proto.body for h in at.get("html")]
+    assert "<mark>copyright</mark> so 5" in bodies[0]
+    at.button(key="finding-empty_responses").click().run()
+    assert not at.exception
+    assert at.slider(key=keys.STEP).value == 1  # the newest step (4) was shown before
+
+
+def test_page_says_quietly_which_checks_ran(tmp_path):
+    """Nothing found: one caption naming the checks that ran and those that could not."""
+    write_lines(tmp_path / "flat" / "r.jsonl", [sample(s, 0.5, response="same words", prompt=f"p{s}")
+                                                for s in range(1, 5)])
+    at = _page(tmp_path, "flat")
+    assert [c.value for c in at.caption if c.value.startswith("Findings")] == [
+        "Findings: none. Checked reward hacking phrases, length growth, dead GRPO groups, empty responses. "
+        "Not checked: entropy collapse (no entropy logged); sampler mismatch (no sampler log-probs "
+        "(rollout_logprobs) logged)."]
+
+
+def test_ngram_finder_offers_late_vs_early_steps(tmp_path):
+    """The n-gram finder's second choice ranks the phrase that spread between the windows first."""
+    from rl_board.views import keys
+
+    _hack(tmp_path / "hack", HACKED, [0.5, 1.5, 1.5, 0.5])
+    at = _page(tmp_path, "hack")
+    at.toggle(key=keys.SHOW_DRIVERS).set_value(True).run()
+    at.radio(key=keys.DRIVERS_NGRAMS).set_value("late vs early steps").run()
+    assert not at.exception
+    ngrams = [d.value for d in at.dataframe if "ngram" in d.value.columns][0]
+    assert ngrams.iloc[0]["ngram"] == "copyright"
