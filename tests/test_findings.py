@@ -388,3 +388,15 @@ def test_ngram_finder_offers_late_vs_early_steps(tmp_path):
     assert not at.exception
     ngrams = [d.value for d in at.dataframe if "ngram" in d.value.columns][0]
     assert ngrams.iloc[0]["ngram"] == "copyright"
+
+
+def test_findings_core_imports_no_streamlit():
+    """Importing the findings core (and running it on nothing) leaves streamlit out of sys.modules."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = "import sys, rl_board.findings; print('streamlit' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False"
