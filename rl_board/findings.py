@@ -31,6 +31,7 @@ The six checks, in this order (thresholds below as named constants):
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ import pandas as pd
 from . import fields as F
 from .analysis import compute_ngram_log_odds
 from .colors import display_token
-from .metrics import compute_sample_tokens
+from .metrics import token_positions
 from .run import Run
 
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
@@ -133,10 +134,12 @@ def _token_words(canonical: dict, pad_token: str | None, eos_token: str | None) 
     tokens = canonical.get(F.TOKENS)
     if not isinstance(tokens, list):
         return None
-    sample = compute_sample_tokens(canonical, pad_token, eos_token)
-    real = min(len(tokens), len(sample.tokens))  # positions past the token list are padding, not tokens
+    lengths = {name: len(v) for name in F.TOKEN_FIELDS if isinstance(v := canonical.get(name), list)}
+    _, counted = token_positions(lengths, tokens, pad_token, eos_token)
     drop = {t for t in (pad_token, eos_token) if t is not None}
-    return [t for t, pad in zip(sample.tokens[:real], sample.is_pad[:real]) if not pad and t not in drop]
+    # as ``metrics.compute_sample_tokens`` shows them; positions past the token list are no tokens
+    shown = (t if isinstance(t, str) else json.dumps(t) for t in tokens[:counted])
+    return [t for t in shown if t not in drop]
 
 
 def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
@@ -223,7 +226,8 @@ def compute_phrases(early_words: list[list[str]], late_words: list[list[str]], l
         return []
     late_sets = [_grams(w) for w in late_words]
     late_counts = Counter(g for grams in late_sets for g in grams)
-    candidates = {g: c for g, c in late_counts.items() if Fraction(c, n_late) >= PHRASE_MIN_SHARE}
+    need = math.ceil(PHRASE_MIN_SHARE * n_late)  # share_L >= 1/2 as a whole count
+    candidates = {g: c for g, c in late_counts.items() if c >= need}
     if not candidates:
         return []
     early_counts = Counter(g for w in early_words for g in _grams(w) if g in candidates)
