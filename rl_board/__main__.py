@@ -1,4 +1,4 @@
-"""Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary`` and ``generate``.
+"""Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary``, ``findings`` and ``generate``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
 other tools rely on; see the README). Exit status: 0 when at least one line
@@ -60,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     search.add_argument("--no-cache", action="store_true")
+    findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
+                                               "collapse, sampler mismatch, dead GRPO groups, empty responses")
+    findings.add_argument("run_dir", type=Path)
+    findings.add_argument("--json", action="store_true", help="print one JSON list (empty when nothing was found)")
+    findings.add_argument("--pad-token", default=None, help="positions from this token on are not counted")
+    findings.add_argument("--eos-token", default=None,
+                          help="positions after this token are not counted; it is (may equal --pad-token)")
+    findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
+    findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
@@ -206,6 +216,30 @@ def _summary(args) -> int:
     return 0 if summary["lines_ok"] else 1
 
 
+def _findings(args) -> int:
+    from .findings import compute_findings
+
+    run = _load(args)
+    if isinstance(run, int):
+        return run
+    found = compute_findings(run)
+    if args.json:
+        print(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
+    else:
+        print(f"{len(found.findings)} finding{'s' if len(found.findings) != 1 else ''} in {run.path} "
+              f"({run.report.lines_ok} samples loaded)")
+        for finding in found.findings:
+            steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
+                     else f"steps {finding.first_step}..{finding.last_step}")
+            print(f"  {finding.kind:<30} {steps:<16} {finding.message}")
+            for sample_id in finding.samples:
+                print(f"  {'':<30} {'':<16} {sample_id}")
+        skipped = [c for c in found.checks if not c.ran]
+        for check in skipped:
+            print(f"  not checked: {check.kind} ({check.note})")
+    return 0 if run.report.lines_ok else 1
+
+
 def _fmt(value) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
@@ -220,6 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return _summary(args)
         except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+    if args.command == "findings":
+        try:
+            return _findings(args)
+        except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
     if args.command == "serve":

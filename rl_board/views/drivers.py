@@ -9,10 +9,12 @@ import streamlit as st
 from ..analysis import compute_ngram_log_odds, compute_token_kl_ranking, response_words, reward_quartiles
 from ..loader import Run
 from ..metrics import compute_sample_tokens
-from . import keys
+from . import keys, state
 from .sidebar import Settings
 
 SHOWN = 25  # rows of each ranking
+TOP_VS_BOTTOM = "top vs bottom of this step"
+LATE_VS_EARLY = "late vs early steps"
 
 
 def render(run: Run, step: int, samples: pd.DataFrame, settings: Settings) -> None:
@@ -32,11 +34,17 @@ def render(run: Run, step: int, samples: pd.DataFrame, settings: Settings) -> No
         else:
             st.dataframe(ranking.head(SHOWN), hide_index=True, key="kl_tokens")
     with right:
-        st.caption("n-grams over-represented in the top-reward quarter vs the bottom quarter "
-                   "(log-odds with the step as prior; z > 2 stands out)")
-        words = [response_words(t, text, settings.pad_token) for t, text in zip(tokens, samples["response"])]
-        top, bottom = reward_quartiles(samples["reward"].to_numpy())
-        odds = compute_ngram_log_odds([words[i] for i in top], [words[i] for i in bottom], words)
+        across = st.radio("n-grams of", [TOP_VS_BOTTOM, LATE_VS_EARLY], horizontal=True, key=keys.DRIVERS_NGRAMS)
+        if across == LATE_VS_EARLY:
+            st.caption("n-grams over-represented in the last quarter of the steps vs the first quarter "
+                       "(log-odds with both as prior; z > 2 stands out)")
+            odds = state.get_window_ngrams(run)
+        else:
+            st.caption("n-grams over-represented in the top-reward quarter vs the bottom quarter "
+                       "(log-odds with the step as prior; z > 2 stands out)")
+            words = [response_words(t, text, settings.pad_token) for t, text in zip(tokens, samples["response"])]
+            top, bottom = reward_quartiles(samples["reward"].to_numpy())
+            odds = compute_ngram_log_odds([words[i] for i in top], [words[i] for i in bottom], words)
         if odds.empty:
             st.info("Not enough responses with text in this step.")
         else:

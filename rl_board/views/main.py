@@ -9,6 +9,7 @@ import streamlit as st
 from rl_board.loader import RootError
 from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
                             trainer)
+from rl_board.views import findings
 
 
 def render_page() -> None:
@@ -47,6 +48,7 @@ def render_page() -> None:
 
     links.apply(run)
     links.show_notes()
+    findings.render(run)
     if settings.show_charts:
         curves.render(run, settings)
         st.subheader("Trainer metrics")

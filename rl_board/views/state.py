@@ -131,6 +131,37 @@ def get_record(run: Run, label):
         return exc
 
 
+def _run_key(run: Run) -> tuple:
+    """A cheap key of one snapshot of a run: where it is, how it was read, and what the load read."""
+    options = run.options
+    return (str(run.path), options.pad_token, options.eos_token, options.fields, hash(run.report), id(run),
+            len(run.samples))
+
+
+@st.cache_data(max_entries=8, show_spinner="Looking for findings…")
+def _findings(key: tuple, _run: Run):
+    from ..findings import compute_findings
+
+    return compute_findings(_run)
+
+
+def get_findings(run: Run):
+    """``findings.compute_findings`` of the run, computed once per snapshot."""
+    return _findings(_run_key(run), run)
+
+
+@st.cache_data(max_entries=8, show_spinner="Reading the early and late steps…")
+def _window_ngrams(key: tuple, _run: Run):
+    from ..findings import compute_window_ngrams
+
+    return compute_window_ngrams(_run)
+
+
+def get_window_ngrams(run: Run):
+    """``findings.compute_window_ngrams`` of the run (late vs early steps), computed once per snapshot."""
+    return _window_ngrams(_run_key(run), run)
+
+
 def follow(run_dir: str, settings, fields: tuple) -> None:
     """Re-read the run every ``settings.auto_refresh_seconds`` and rerun the page when new lines arrived."""
 

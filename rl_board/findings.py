@@ -1,0 +1,487 @@
+"""Findings: what went wrong in a run, found without a human looking (issue 16). Pure functions
+over a ``Run``; the page, ``rl-board findings`` and the tests all use ``compute_findings``.
+
+Definitions (the README repeats them for users):
+
+- Windows: S = the steps that have samples, ascending; the *early* window is the first
+  ceil(S/4) of them, the *late* window the last ceil(S/4); E and L are their samples.
+- Words of a response: its counted tokens (``metrics.token_positions``, as the diagnostics count)
+  without pad and EOS tokens; a sample without ``response_tokens`` uses its whitespace-separated
+  words with pads removed. An n-gram is *in* a response when it occurs at least once in its words.
+- Means ignore NaN; std is the population std.
+
+The six checks, in this order (thresholds below as named constants):
+
+1. ``reward_with_spreading_phrases``: the reward rose (mean L - mean E >= std E, and > 0) and a
+   1-3-gram spread: share_L >= 1/2 and share_L >= 3 * max(share_E, 1/|E|), share_X = responses of X
+   containing it / |X|; dropped when the L responses containing it have a mean reward <= that of
+   the L responses without it (kept when every L response contains it). Top 5 by
+   share_L / max(share_E, 1/|E|), then share_L, then the token lists ascending.
+2. ``length_growth_with_reward``: the reward rose and mean length L / mean length E >= 1.5; length
+   is ``response_len`` (counted positions), or characters without pads when no sample of the run
+   has a per-token list.
+3. ``entropy_collapse``: mean ``entropy_mean`` over L <= 1/2 * the same over E.
+4. ``training_inference_mismatch``: steps whose ``mismatch_kl_mean`` > 1e-3.
+5. ``dead_groups``: a step is GRPO-shaped when at least half its samples are in prompt groups of >= 2
+   samples, dead when at least half of those groups have all rewards equal; raised when dead steps
+   are at least 10 % of the GRPO-shaped steps.
+6. ``empty_responses``: steps in which at least 5 % of the samples have no words.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from . import fields as F
+from .analysis import compute_ngram_log_odds
+from .colors import display_token
+from .metrics import token_positions
+from .run import Run
+
+KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
+         "training_inference_mismatch", "dead_groups", "empty_responses")
+WINDOW_FRACTION = 4  # each window holds ceil(S / 4) of the S steps with samples
+MAX_N = 3  # phrases are 1- to 3-grams
+PHRASE_MIN_SHARE = Fraction(1, 2)  # of the late responses
+PHRASE_SPREAD = 3  # share_L >= this * max(share_E, 1/|E|)
+MAX_PHRASES = 5
+SAMPLES_PER_PHRASE = 3
+LENGTH_GROWTH = 1.5  # mean length L / mean length E
+ENTROPY_FRACTION = 0.5  # mean entropy L <= this * mean entropy E
+MISMATCH_KL_MAX = 1e-3  # a step's mean mismatch KL above this is flagged
+MISMATCH_SAMPLES = 3
+GROUPED_SHARE = Fraction(1, 2)  # of a step's samples in groups of >= 2: GRPO-shaped
+DEAD_GROUP_SHARE = Fraction(1, 2)  # of those groups with all rewards equal: a dead step
+DEAD_STEP_SHARE = Fraction(1, 10)  # of the GRPO-shaped steps dead: raised
+EMPTY_SHARE = Fraction(1, 20)  # of a step's samples with no words
+EMPTY_SAMPLES = 3
+
+#: Every character ``str.split()`` splits on (Python's whitespace), as an RE2 class: a text that is
+#: only these has no words.
+_BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding. ``to_json`` is the contract of ``findings --json``; ``message`` is one line for
+    people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
+    evidence centres on; ``phrases`` the phrases' tokens (finding 1) and ``joiner`` how words join
+    into text ("" for tokens, " " for words)."""
+
+    kind: str
+    first_step: int
+    last_step: int
+    evidence: dict
+    samples: tuple[str, ...]
+    message: str = ""
+    labels: tuple = ()
+    focus_step: int | None = None
+    phrases: tuple[tuple[str, ...], ...] = ()
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "first_step": self.first_step, "last_step": self.last_step,
+                "evidence": self.evidence, "samples": list(self.samples)}
+
+
+@dataclass(frozen=True)
+class Check:
+    """Whether one check could run on this run, and why not (``note``)."""
+
+    kind: str
+    ran: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What ``compute_findings`` found, in ``KINDS`` order, and which checks ran."""
+
+    findings: tuple[Finding, ...]
+    checks: tuple[Check, ...]
+    words_from_tokens: bool = False  # some words came from token lists (phrases join without spaces)
+
+    def to_json(self) -> list[dict]:
+        return [f.to_json() for f in self.findings]
+
+
+# --- windows and words ---------------------------------------------------------------------------
+
+
+def compute_windows(run: Run) -> tuple[list[int], list[int]]:
+    """(the early window's steps, the late window's), each the first / last ceil(S/4) of the S
+    steps with samples, ascending; both empty for a run without samples."""
+    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP]))
+    k = math.ceil(len(steps) / WINDOW_FRACTION)
+    return steps[:k], steps[len(steps) - k:]
+
+
+def _text_words(text, pad_token: str | None) -> list[str]:
+    if not isinstance(text, str):
+        return []
+    return (text.replace(pad_token, "") if pad_token else text).split()
+
+
+def _token_words(canonical: dict, pad_token: str | None, eos_token: str | None) -> list[str] | None:
+    """The counted tokens without pad and EOS, or None when the record has no ``response_tokens``."""
+    tokens = canonical.get(F.TOKENS)
+    if not isinstance(tokens, list):
+        return None
+    lengths = {name: len(v) for name in F.TOKEN_FIELDS if isinstance(v := canonical.get(name), list)}
+    _, counted = token_positions(lengths, tokens, pad_token, eos_token)
+    drop = {t for t in (pad_token, eos_token) if t is not None}
+    # as ``metrics.compute_sample_tokens`` shows them; positions past the token list are no tokens
+    shown = (t if isinstance(t, str) else json.dumps(t) for t in tokens[:counted])
+    return [t for t in shown if t not in drop]
+
+
+def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
+    """(each response's words, whether they came from its tokens) for ``frame`` (rows of
+    ``run.samples``, in their order). A sample with a per-token list is read again from its file
+    (``Run.records``); one that can no longer be read falls back to its text's words."""
+    pad, eos = run.options.pad_token, run.options.eos_token
+    texts = run.with_text(frame)["response"].tolist()
+    words = [_text_words(t, pad) for t in texts]
+    from_tokens = [False] * len(frame)
+    places = np.flatnonzero(frame["response_len"].to_numpy() >= 0)  # -1: neither tokens nor lists
+    for place, record in zip(places, run.records(frame.index[places])):
+        if record is not None and (got := _token_words(record[0], pad, eos)) is not None:
+            words[place], from_tokens[place] = got, True
+    return words, from_tokens
+
+
+def compute_empty(run: Run) -> np.ndarray:
+    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Texts are
+    checked in the memory-mapped columns; a sample's record is read only when its counted positions
+    or its token lists could make the answer differ from its text's (at most one counted position,
+    or lists of unequal length)."""
+    samples = run.samples
+    if samples.empty:
+        return np.zeros(0, dtype=bool)
+    pad = run.options.pad_token
+    blank = run.text_matches("response", _BLANK, pad) | samples["response_chars"].isna().to_numpy()
+    counted = samples["response_len"].to_numpy()
+    differ = samples["lengths_differ"].to_numpy(dtype=bool)
+    empty = blank.copy()  # right for samples without token lists (counted -1)
+    # With a token list of the counted length >= 2, at most its last counted token is the EOS (or a
+    # pad equal to it), so it has words; otherwise, or when the text is blank, read the tokens.
+    unsure = (counted >= 0) & (blank | (counted <= 1) | differ)
+    places = np.flatnonzero(unsure)
+    if len(places):
+        words, _ = compute_words(run, samples.iloc[places])
+        empty[places] = [not w for w in words]
+    return empty
+
+
+def _grams(words: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + n]) for n in range(1, MAX_N + 1) for i in range(len(words) - n + 1)}
+
+
+# --- the checks ----------------------------------------------------------------------------------
+
+
+def _mean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if len(values) else math.nan
+
+
+def _std(values) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    return float(values.std()) if len(values) else math.nan
+
+
+def _json_number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _ids(run: Run, frame: pd.DataFrame) -> tuple[str, ...]:
+    return tuple(f"{run.files[int(f)]}:{int(line)}" for f, line in zip(frame[F.FILE], frame[F.LINE]))
+
+
+def _log_order(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values([F.STEP, F.FILE, F.LINE], kind="stable")
+
+
+def _reward_rose(early: pd.DataFrame, late: pd.DataFrame) -> tuple[bool, float, float]:
+    r_early, r_late = _mean(early[F.REWARD]), _mean(late[F.REWARD])
+    rise = r_late - r_early
+    return bool(rise > 0 and rise >= _std(early[F.REWARD])), r_early, r_late
+
+
+def compute_phrases(early_words: list[list[str]], late_words: list[list[str]], late_rewards
+                    ) -> list[tuple[tuple[str, ...], Fraction, Fraction]]:
+    """The spreading phrases of definition 1, best first, at most ``MAX_PHRASES``: (tokens,
+    share_E, share_L) as exact fractions."""
+    n_early, n_late = len(early_words), len(late_words)
+    if not n_early or not n_late:
+        return []
+    late_sets = [_grams(w) for w in late_words]
+    late_counts = Counter(g for grams in late_sets for g in grams)
+    need = math.ceil(PHRASE_MIN_SHARE * n_late)  # share_L >= 1/2 as a whole count
+    candidates = {g: c for g, c in late_counts.items() if c >= need}
+    if not candidates:
+        return []
+    early_counts = Counter(g for w in early_words for g in _grams(w) if g in candidates)
+    rewards = np.asarray(late_rewards, dtype=float)
+    floor = Fraction(1, n_early)
+    kept = []
+    for gram, count in candidates.items():
+        share_late, share_early = Fraction(count, n_late), Fraction(early_counts[gram], n_early)
+        base = max(share_early, floor)
+        if share_late < PHRASE_SPREAD * base:
+            continue
+        if count < n_late:
+            has = np.fromiter((gram in grams for grams in late_sets), bool, n_late)
+            if _mean(rewards[has]) <= _mean(rewards[~has]):  # a NaN mean compares False: kept
+                continue
+        kept.append((gram, share_early, share_late, share_late / base))
+    kept.sort(key=lambda k: (-k[3], -k[2], list(k[0])))
+    return [(gram, early, late) for gram, early, late, _ in kept[:MAX_PHRASES]]
+
+
+def _phrase_text(tokens: tuple[str, ...], joiner: str) -> str:
+    return joiner.join(display_token(t) for t in tokens) if joiner == "" else joiner.join(tokens)
+
+
+def _percent(share) -> str:
+    return f"{float(share) * 100:.0f} %"
+
+
+def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens):
+    phrases = compute_phrases(early_words, late_words, late[F.REWARD].to_numpy(dtype=float)) if rose else []
+    if not phrases:
+        return None
+    late_sets = [_grams(w) for w in late_words]
+    chosen = []
+    for gram, _, _ in phrases:
+        having = late.iloc[[i for i, grams in enumerate(late_sets) if gram in grams]]
+        having = having.assign(_r=having[F.REWARD].astype(float)).sort_values(
+            ["_r", F.FILE, F.LINE], ascending=[False, True, True], na_position="last", kind="stable")
+        chosen += list(having.index[:SAMPLES_PER_PHRASE])
+    labels = list(dict.fromkeys(chosen))
+    joiner = "" if any(from_tokens) else " "
+    top, early_share, late_share = phrases[0]
+    more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
+    message = (f"reward rose from {r_early:.3g} to {r_late:.3g} while \"{_phrase_text(top, joiner)}\" spread from "
+               f"{_percent(early_share)} to {_percent(late_share)} of responses{more} — possible reward hacking")
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    return Finding(
+        "reward_with_spreading_phrases", steps[0], steps[-1],
+        {"reward_early": _json_number(r_early), "reward_late": _json_number(r_late),
+         "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)} for g, e, lt in phrases]},
+        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(g for g, _, _ in phrases))
+
+
+def _lengths(run: Run) -> tuple[pd.Series, str] | None:
+    """Each sample's length as ``response_len_mean`` counts it, and its unit; None without any."""
+    samples = run.samples
+    tokens = samples["response_len"].astype(float)
+    if (tokens >= 0).any():
+        return tokens.where(tokens >= 0), "tokens"
+    chars = samples["response_chars"].astype(float)
+    return (chars, "characters") if chars.notna().any() else None
+
+
+def _length_growth(run, early, late, rose, r_early, r_late):
+    lengths = _lengths(run)
+    if not rose or lengths is None:
+        return None
+    values, unit = lengths
+    l_early, l_late = _mean(values[early.index]), _mean(values[late.index])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.float64(l_late) / np.float64(l_early)
+    if not ratio >= LENGTH_GROWTH:
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    message = (f"responses grew {ratio:.2g}× longer ({l_early:.3g} → {l_late:.3g} {unit}) while reward rose from "
+               f"{r_early:.3g} to {r_late:.3g} — the policy may be lengthening answers for reward")
+    return Finding("length_growth_with_reward", steps[0], steps[-1],
+                   {"length_early": _json_number(l_early), "length_late": _json_number(l_late)}, (), message,
+                   focus_step=steps[-1])
+
+
+def _entropy_collapse(run, early, late):
+    e_early, e_late = _mean(early["entropy_mean"]), _mean(late["entropy_mean"])
+    if not e_late <= ENTROPY_FRACTION * e_early:
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    message = (f"entropy fell from {e_early:.3g} to {e_late:.3g} per token between the first and last quarter "
+               "of the steps — the policy is collapsing onto few tokens (less exploration)")
+    return Finding("entropy_collapse", steps[0], steps[-1],
+                   {"entropy_early": _json_number(e_early), "entropy_late": _json_number(e_late)}, (), message,
+                   focus_step=steps[-1])
+
+
+def _mismatch(run):
+    if "mismatch_kl_mean" not in run.steps:
+        return None
+    per_step = run.steps["mismatch_kl_mean"].astype(float)
+    flagged = per_step[per_step > MISMATCH_KL_MAX]  # NaN is not above it
+    if flagged.empty:
+        return None
+    top = float(flagged.max())
+    focus = int(flagged.index[flagged.to_numpy() == top][0])
+    samples = run.samples[(run.samples[F.STEP] == focus) & run.samples["mismatch_kl"].notna()]
+    ordered = samples.sort_values(["mismatch_kl", F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
+    labels = tuple(ordered.index[:MISMATCH_SAMPLES])
+    steps = [int(s) for s in flagged.index]
+    message = (f"sampler and trainer disagree: mismatch KL above {MISMATCH_KL_MAX:g} at {len(steps)} "
+               f"step{'s' if len(steps) != 1 else ''} (largest {top:.3g} at step {focus}) — check the inference "
+               "engine's precision and weight sync, or correct for it (importance sampling)")
+    return Finding("training_inference_mismatch", steps[0], steps[-1], {"steps": steps, "max": top},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus)
+
+
+def compute_dead_steps(samples: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """(the GRPO-shaped steps, the dead ones) of definition 5, ascending."""
+    have = samples[samples["prompt_key"].notna()]
+    sizes = samples.groupby(F.STEP, sort=True).size()
+    if have.empty:
+        return [], []
+    grouped = have.groupby([F.STEP, "prompt_key"], sort=False)[F.REWARD]
+    groups = pd.DataFrame({"size": grouped.size(), "distinct": grouped.nunique(dropna=False)})
+    groups = groups[groups["size"] >= 2]
+    shaped, dead = [], []
+    for step, per_step in groups.groupby(level=0, sort=True):
+        if Fraction(int(per_step["size"].sum()), int(sizes[step])) < GROUPED_SHARE:
+            continue
+        shaped.append(int(step))
+        if Fraction(int((per_step["distinct"] == 1).sum()), len(per_step)) >= DEAD_GROUP_SHARE:
+            dead.append(int(step))
+    return shaped, dead
+
+
+def _dead_groups(run):
+    shaped, dead = compute_dead_steps(run.samples)
+    if not dead or Fraction(len(dead), len(shaped)) < DEAD_STEP_SHARE:
+        return None
+    message = (f"{len(dead)} of {len(shaped)} GRPO-shaped steps have at least half of their prompt groups with all "
+               "rewards equal — those groups give no learning signal (too easy or too hard)")
+    return Finding("dead_groups", dead[0], dead[-1], {"steps": dead}, (), message, focus_step=dead[0])
+
+
+def _empty_responses(run, empty: np.ndarray):
+    samples = run.samples
+    per_step = pd.DataFrame({"empty": empty, F.STEP: samples[F.STEP].to_numpy()}).groupby(F.STEP, sort=True)["empty"]
+    counts, sizes = per_step.sum(), per_step.size()
+    steps = [int(s) for s in counts.index if Fraction(int(counts[s]), int(sizes[s])) >= EMPTY_SHARE]
+    if not steps:
+        return None
+    hits = _log_order(samples[empty & samples[F.STEP].isin(steps).to_numpy()])
+    labels = tuple(hits.index[:EMPTY_SAMPLES])
+    message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} with at least {_percent(EMPTY_SHARE)} empty "
+               f"responses (no words besides pad and EOS), first at step {steps[0]}")
+    return Finding("empty_responses", steps[0], steps[-1], {"steps": steps}, _ids(run, samples.loc[list(labels)]),
+                   message, labels, steps[0])
+
+
+def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
+    samples = run.samples
+    responses = bool(samples["response_chars"].notna().any() or (samples["response_len"] >= 0).any())
+    few = "" if windows_ok else "needs at least 2 steps with samples"
+    reasons = {
+        "reward_with_spreading_phrases": few or ("" if responses else "no responses logged"),
+        "length_growth_with_reward": few or ("" if _lengths(run) is not None else "no response lengths logged"),
+        "entropy_collapse": few or ("" if samples["entropy_mean"].notna().any() else "no entropy logged"),
+        "training_inference_mismatch": "" if samples["mismatch_kl"].notna().any()
+        else "no sampler log-probs (rollout_logprobs) logged",
+        "dead_groups": "" if samples["prompt_key"].notna().any() else "no prompts logged",
+        "empty_responses": "" if responses else "no responses logged",
+    }
+    return tuple(Check(kind, not note, note) for kind, note in reasons.items())
+
+
+def compute_findings(run: Run) -> Findings:
+    """Every finding of the six checks on ``run``, in ``KINDS`` order (see the module's definitions).
+    Reads again from disk the token lists of the early and late windows' samples when the reward
+    rose, and of the few samples whose emptiness their columns leave open."""
+    samples = run.samples
+    if samples.empty:
+        return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
+    early_steps, late_steps = compute_windows(run)
+    early = _log_order(samples[samples[F.STEP].isin(early_steps)])
+    late = _log_order(samples[samples[F.STEP].isin(late_steps)])
+    rose, r_early, r_late = _reward_rose(early, late)
+    from_tokens: list[bool] = []
+    early_words = late_words = []
+    if rose:
+        early_words, early_tokens = compute_words(run, early)
+        late_words, late_tokens = compute_words(run, late)
+        from_tokens = early_tokens + late_tokens
+    found = [
+        _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens),
+        _length_growth(run, early, late, rose, r_early, r_late),
+        _entropy_collapse(run, early, late),
+        _mismatch(run),
+        _dead_groups(run),
+        _empty_responses(run, compute_empty(run)),
+    ]
+    return Findings(tuple(f for f in found if f is not None), _checks(run, len(early_steps) + len(late_steps) > 0
+                                                                      and early_steps != late_steps),
+                    any(from_tokens))
+
+
+# --- evidence and the n-gram finder's windows ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EvidenceSample:
+    """One sample of a finding's evidence: where it is, its step and reward, and its response as
+    HTML (escaped) with the finding's phrases marked."""
+
+    label: object
+    sample_id: str
+    step: int
+    reward: float
+    html: str = field(repr=False, default="")
+
+
+def build_marked_html(words: list[str], phrases, joiner: str) -> str:
+    """``words`` as running text (tokens joined as they read, words with spaces), every word inside
+    an occurrence of one of ``phrases`` (token tuples) in a ``<mark>``; every word is escaped."""
+    marked = [False] * len(words)
+    for phrase in phrases:
+        n = len(phrase)
+        for i in range(len(words) - n + 1):
+            if tuple(words[i:i + n]) == tuple(phrase):
+                marked[i:i + n] = [True] * n
+    parts = []
+    for word, mark in zip(words, marked):
+        text = html.escape(display_token(word) if joiner == "" else word)
+        parts.append(f"<mark>{text}</mark>" if mark else text)
+    return ('<div class="rlb-finding-text" style="white-space:pre-wrap;font-family:monospace">'
+            + joiner.join(parts) + "</div>")
+
+
+def compute_evidence(run: Run, finding: Finding) -> list[EvidenceSample]:
+    """The samples of ``finding`` in its order, each with its response marked (``build_marked_html``)."""
+    labels = [label for label in finding.labels if label in run.samples.index]
+    if not labels:
+        return []
+    frame = run.samples.loc[labels]
+    words, from_tokens = compute_words(run, frame)
+    out = []
+    for label, ws, tok in zip(labels, words, from_tokens):
+        row = run.samples.loc[label]
+        out.append(EvidenceSample(label, f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", int(row[F.STEP]),
+                                  float(row[F.REWARD]), build_marked_html(ws, finding.phrases, "" if tok else " ")))
+    return out
+
+
+def compute_window_ngrams(run: Run) -> pd.DataFrame:
+    """The n-gram finder across time: n-grams over-represented in the late window's responses vs the
+    early window's (``analysis.compute_ngram_log_odds``, both windows as the prior)."""
+    early_steps, late_steps = compute_windows(run)
+    samples = run.samples
+    early_words, _ = compute_words(run, _log_order(samples[samples[F.STEP].isin(early_steps)]))
+    late_words, _ = compute_words(run, _log_order(samples[samples[F.STEP].isin(late_steps)]))
+    return compute_ngram_log_odds(late_words, early_words, late_words + early_words)

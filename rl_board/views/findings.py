@@ -1,0 +1,64 @@
+"""The Findings panel at the top of the page: one line per finding (``findings.compute_findings``),
+each with a button that opens its evidence (its step, its samples, the phrases marked) and moves the
+batch below to that step. Messages hold phrases from the logs: they are shown as plain text."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from ..findings import compute_evidence
+from ..loader import Run
+from . import keys, state
+
+#: How each check reads in the quiet line.
+CHECK_NAMES = {
+    "reward_with_spreading_phrases": "reward hacking phrases",
+    "length_growth_with_reward": "length growth",
+    "entropy_collapse": "entropy collapse",
+    "training_inference_mismatch": "sampler mismatch",
+    "dead_groups": "dead GRPO groups",
+    "empty_responses": "empty responses",
+}
+
+
+def render(run: Run) -> None:
+    found = state.get_findings(run)
+    if not found.findings:
+        ran = ", ".join(CHECK_NAMES[c.kind] for c in found.checks if c.ran) or "none"
+        skipped = "; ".join(f"{CHECK_NAMES[c.kind]} ({c.note})" for c in found.checks if not c.ran)
+        st.caption(f"Findings: none. Checked {ran}." + (f" Not checked: {skipped}." if skipped else ""))
+        return
+    st.subheader("Findings")
+    for finding in found.findings:
+        left, right = st.columns([6, 1])
+        left.text(finding.message)
+        if right.button("Evidence", key=f"finding-{finding.kind}"):
+            opened = st.session_state.get(keys.FINDING_OPEN) != finding.kind
+            st.session_state[keys.FINDING_OPEN] = finding.kind if opened else None
+            if opened and finding.focus_step is not None:
+                if finding.labels:
+                    first = finding.labels[0]
+                    state.open_sample(int(run.samples.at[first, "step"]), first)
+                else:
+                    state.go_to_step(finding.focus_step, run.steps.index)
+    chosen = [f for f in found.findings if f.kind == st.session_state.get(keys.FINDING_OPEN)]
+    if chosen:
+        _evidence(run, chosen[0])
+
+
+def _evidence(run: Run, finding) -> None:
+    with st.container(border=True):
+        steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
+                 else f"steps {finding.first_step} to {finding.last_step}")
+        st.text(f"{finding.kind} · {steps} · evidence: {finding.evidence}")
+        if not finding.labels:
+            if st.button(f"Show step {finding.focus_step} in the batch", key=f"finding-step-{finding.kind}"):
+                state.go_to_step(finding.focus_step, run.steps.index)
+            return
+        for i, item in enumerate(compute_evidence(run, finding)):
+            left, right = st.columns([6, 1])
+            left.text(f"step {item.step} · {item.sample_id} · reward {item.reward:.4g}")
+            if right.button("Open", key=f"finding-sample-{finding.kind}-{i}"):
+                state.open_sample(item.step, item.label)
+            st.html(item.html)
+
