@@ -276,28 +276,39 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
       positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0.
     """
     has = set(samples.columns).issuperset
-    rows = {}
-    for step, group in samples.groupby(F.STEP, sort=True):
-        row = rows[step] = dict.fromkeys(STEP_DIAGNOSTICS, np.nan)
-        if has(("lr_pairs", "lr_negative")) and (pairs := group["lr_pairs"].sum()):
-            row["neg_log_ratio_share"] = group["lr_negative"].sum() / pairs
-        if has((F.REWARD, "response_len", "response_chars")):
-            row["reward_len_corr"] = _reward_length_correlation(group)
-        if has(_EV_COLUMNS):
-            row["explained_variance"] = pool_explained_variance(*(group[c].to_numpy(dtype=float)
-                                                                  for c in _EV_COLUMNS))
-    return pd.DataFrame.from_dict(rows, orient="index", columns=list(STEP_DIAGNOSTICS))
+    order = np.argsort(samples[F.STEP].to_numpy(), kind="stable")
+    steps = samples[F.STEP].to_numpy()[order]
+    starts = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]]) if len(steps) else np.zeros(0, np.int64)
+    bounds = list(zip(starts.tolist(), np.r_[starts[1:], len(steps)].tolist()))
+
+    def column(name):  # the column in step order, as float64: each step is then one slice
+        return samples[name].to_numpy(dtype=float)[order]
+
+    out = pd.DataFrame(np.nan, index=pd.Index(steps[starts]), columns=list(STEP_DIAGNOSTICS))
+    if has(("lr_pairs", "lr_negative")):
+        pairs, negative = column("lr_pairs"), column("lr_negative")
+        out["neg_log_ratio_share"] = [negative[a:b].sum() / total if (total := pairs[a:b].sum()) else np.nan
+                                      for a, b in bounds]
+    if has((F.REWARD, "response_len", "response_chars")):
+        reward, tokens, chars = column(F.REWARD), column("response_len"), column("response_chars")
+        tokens[tokens < 0] = np.nan
+        out["reward_len_corr"] = [_reward_length_correlation(reward[a:b], tokens[a:b], chars[a:b])
+                                  for a, b in bounds]
+    if has(_EV_COLUMNS):
+        parts = [column(c) for c in _EV_COLUMNS]
+        out["explained_variance"] = [pool_explained_variance(*(p[a:b] for p in parts)) for a, b in bounds]
+    return out
 
 
 _EV_COLUMNS = ("ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
 
 
-def _reward_length_correlation(group: pd.DataFrame) -> float:
-    tokens = group["response_len"].astype(float).where(group["response_len"] >= 0)
-    length = tokens if tokens.notna().any() else group["response_chars"].astype(float)
-    reward = group[F.REWARD].astype(float)
-    keep = length.notna().to_numpy() & np.isfinite(reward.to_numpy())
-    x, y = reward.to_numpy()[keep], length.to_numpy()[keep]
+def _reward_length_correlation(reward: np.ndarray, tokens: np.ndarray, chars: np.ndarray) -> float:
+    """Pearson correlation of one step's rewards and lengths (tokens, NaN where unknown, when any
+    sample has them, else characters); see ``compute_step_diagnostics``."""
+    length = tokens if not np.isnan(tokens).all() else chars
+    keep = ~np.isnan(length) & np.isfinite(reward)
+    x, y = reward[keep], length[keep]
     if len(x) < MIN_CORR_SAMPLES or np.ptp(x) == 0 or np.ptp(y) == 0:
         return np.nan
     x, y = x - x.mean(), y - y.mean()
