@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from .readers import ReadOptions
 from .readers.jsonl import parse_block, parse_line
+from .segments import write_segment  # noqa: F401 (readers import it from here)
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
@@ -110,21 +111,6 @@ def ingest_range(path: str, start: int, stop: int, out_dir: str | None, options:
         else:
             result.segment = write_segment(table, out_dir)
     return result
-
-
-def write_segment(table: pa.Table, out_dir: str) -> str:
-    """Write ``table`` as a new segment file in ``out_dir``; returns its name."""
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
-    os.close(fd)
-    try:
-        with pa.ipc.new_file(tmp, table.schema) as writer:
-            writer.write_table(table)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    name = "seg-" + Path(tmp).name[len(".tmp-"):]
-    os.replace(tmp, Path(out_dir) / name)
-    return name
 
 
 def _read_to_newline(fh, limit: int) -> bytes:
