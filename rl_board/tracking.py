@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .access import RootError, allowed_roots, check_allowed, is_allowed
+from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
 from .cache import FileEntry
 from .readers import known_suffixes
 
@@ -49,8 +49,8 @@ def _allowed_entries(folder: Path) -> list[Path]:
 
 def list_runs(root: Path | str) -> list[str]:
     """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
-    root = Path(root).expanduser()
     check_allowed(root)  # before anything under it is looked at
+    root = usable_path(root)
     if not root.exists():
         raise RootError(f"Folder not found: {root}. " + EXPECTED_LAYOUT)
     if not root.is_dir():
@@ -67,6 +67,7 @@ def list_runs(root: Path | str) -> list[str]:
 def list_run_files(run_dir: Path, suffix: str = ".jsonl") -> tuple[list[Path], list[str]]:
     """(the run's files ending in ``suffix``, in natural name order; names of other files ignored)."""
     check_allowed(run_dir)
+    run_dir = usable_path(run_dir)
     if not run_dir.is_dir():
         raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
     entries = [p for p in _allowed_entries(run_dir) if p.is_file() and not p.name.startswith(".")]

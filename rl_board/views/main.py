@@ -6,6 +6,7 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 
 import streamlit as st
 
+from rl_board.access import check_roots
 from rl_board.loader import RootError
 from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
                             trainer)
@@ -14,6 +15,12 @@ from rl_board.views import (batch, curves, drivers, explore, links, report, samp
 def render_page() -> None:
     st.set_page_config(page_title="RL Logging Board", layout="wide")
     st.title("RL Logging Board")
+    try:
+        check_roots()
+    except RootError as exc:  # a blank or unusable RL_BOARD_ROOTS: refuse everything, never allow all
+        st.error("The board is misconfigured: no folder can be opened.")
+        st.text(str(exc))
+        return
 
     links.read()
     settings = sidebar.render()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from ..access import RootError, check_allowed
 from ..figures import build_curve_figure
 from ..loader import Run
 from ..scalars import ScalarsError, discover
@@ -23,6 +24,13 @@ def _prefix(name: str) -> str:
 
 
 def render(run: Run, settings: Settings) -> None:
+    if settings.metrics_path:
+        try:
+            check_allowed(settings.metrics_path)  # before anything is looked at: no existence oracle
+        except RootError as exc:
+            st.warning("Can't use this metrics path.")
+            st.text(str(exc))
+            return
     path = Path(settings.metrics_path).expanduser() if settings.metrics_path else discover(run.path)
     if path is None:
         st.caption("No trainer metrics found in the run folder, its parent or grandparent (trainer_state.json, "
@@ -30,7 +38,7 @@ def render(run: Run, settings: Settings) -> None:
         return
     try:
         scalars = state.get_scalars(path)
-    except (ScalarsError, OSError) as exc:
+    except (ScalarsError, RootError, OSError) as exc:
         st.warning("Can't read these trainer metrics.")
         st.text(str(exc))
         return
