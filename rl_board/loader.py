@@ -171,7 +171,7 @@ class RunSource:
         try:
             results = parse(out_dir)
         except OSError as exc:  # a full disk, a size limit: read again, keeping the rows in memory
-            self._store.write_failed(out_dir, exc)
+            self._store.write_failed(out_dir, exc, self._cache_key())
             out_dir, keep, done[0] = None, False, 0
             results = parse(None)
         by_path = {str(state.path): state for state, _ in todo}

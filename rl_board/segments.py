@@ -127,10 +127,17 @@ class SegmentStore:
             self._scratch = tempfile.TemporaryDirectory(prefix="rl_board-")
         return self._scratch.name, False
 
-    def write_failed(self, out_dir: str, exc: OSError) -> None:
-        """Writing segments to ``out_dir`` failed (a full disk, a size limit): stop caching; the
-        caller reads again keeping rows in memory."""
+    def write_failed(self, out_dir: str, exc: OSError, key: str) -> None:
+        """Writing segments to ``out_dir`` failed (a full disk, a size limit): remove the segments
+        the manifest of ``key`` doesn't name and stop caching; the caller reads again keeping rows
+        in memory."""
         self.notes.append(f"Could not write parsed rows to {out_dir} ({exc}); loaded the run without a cache.")
+        if self.cache is not None:  # segments other workers finished before the failure: orphans now
+            try:
+                named = self.cache.read_manifest(key)
+                self.cache.remove_segments({seg for e in named.values() for seg, _ in e.segments})
+            except OSError:
+                pass
         self.cache = None
 
     def open(self, name: str, out_dir: str, keep: bool) -> tuple[str, pa.Table]:

@@ -185,6 +185,12 @@ class FileTracker:
             del self.files[name]
         statuses = {name: s.entry.status(s.path, appendable)
                     for name, s in self.files.items() if s.entry is not None}
+        for name, status in statuses.items():
+            state = self.files[name]
+            if status == "grown" and state.unterminated and _byte_at(state.path, state.offset) != b"\n":
+                # the line read without its newline went on (a dead writer's object, then a new
+                # line): it is one line now, and a fresh load reads it so; so do we, from the start
+                statuses[name] = "stale"
         if max_per_step is not None and "stale" in statuses.values():
             self.forget()  # lines skipped for a full step may now be needed: count again from the start
         plan = Plan([], [], gone, {})
