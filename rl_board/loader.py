@@ -117,7 +117,7 @@ class RunSource:
 
     def _refresh(self, progress: Progress | None) -> Run:
         """The refresh itself, under both locks."""
-        listing = self._tracker.list(self.run_dir, self.reader.SUFFIX)
+        listing = self._tracker.list(self.run_dir, self.reader.SUFFIX, self.reader.APPENDABLE)
         paths, ignored, unreadable = listing.paths, listing.ignored, listing.unreadable
         self.last_status = {}
         if not self._opened:

@@ -75,11 +75,13 @@ def list_run_files(run_dir: Path, suffix: str = ".jsonl") -> tuple[list[Path], l
     return kept, sorted(p.name for p in entries if p.suffix != suffix)
 
 
-def unreadable(path: Path) -> str | None:
-    """Why ``path`` can't be read, or None when it can."""
+def unreadable(path: Path, appendable: bool = True) -> str | None:
+    """Why ``path`` can't be read, or None when it can. An empty file of a format that appends
+    is a run that has not started; of a table format, it is no table."""
     try:
         with open(path, "rb") as fh:
-            fh.read(1)
+            if not fh.read(1) and not appendable:
+                return "an empty file (0 bytes), not a table"
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
@@ -171,9 +173,9 @@ class FileTracker:
         self.quota.clear()
 
     @staticmethod
-    def list(run_dir: Path, suffix: str) -> Listing:
+    def list(run_dir: Path, suffix: str, appendable: bool = True) -> Listing:
         paths, ignored = list_run_files(run_dir, suffix)
-        failed = {p.name: why for p in paths if (why := unreadable(p))}
+        failed = {p.name: why for p in paths if (why := unreadable(p, appendable))}
         return Listing([p for p in paths if p.name not in failed], ignored, failed)
 
     def plan(self, paths: list[Path], appendable: bool, max_per_step: int | None, read_before: bool) -> Plan:
