@@ -8,6 +8,7 @@ import streamlit as st
 
 from rl_board.access import check_roots
 from rl_board.loader import RootError
+from rl_board.text import escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
                             trainer)
 
@@ -34,7 +35,7 @@ def render_page() -> None:
         return
     run_dir, fields = loaded
     if settings.run_dir != run_dir:  # the sidebar is being edited: the loaded run stays until Load
-        st.caption(f"Showing {run_dir}. Press Load to open the run picked in the sidebar.")
+        st.caption(f"Showing {escape_markdown(run_dir)}. Press Load to open the run picked in the sidebar.")
 
     if st.sidebar.button("Clear this run's cache", key="clear_cache",
                          help="Delete the parsed rows the board keeps for this run (never your logs); the "

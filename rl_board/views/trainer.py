@@ -13,6 +13,7 @@ from ..figures import build_curve_figure
 from ..loader import Run
 from ..scalars import ScalarsError, discover
 from ..scalars.signs import Thresholds, compute_signs
+from ..text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 
@@ -48,7 +49,8 @@ def render(run: Run, settings: Settings) -> None:
     signs = compute_signs(scalars.series, thresholds)
     rollout_steps = run.steps.index
     for i, sign in enumerate(signs):
-        if st.button(f"⚠ {sign.kind}: {sign.series} at step {sign.step}", key=f"sign-{i}", help=sign.message):
+        if st.button(f"⚠ {sign.kind}: {escape_markdown(sign.series)} at step {sign.step}", key=f"sign-{i}",
+                     help=escape_markdown(sign.message)):
             state.go_to_step(sign.step, rollout_steps)
     if not scalars.series:
         return
