@@ -20,8 +20,8 @@ def escape_markdown(text: str) -> str:
 
 def escape_plotly(text: str) -> str:
     """``text`` for a plotly title, legend or hover label: plotly reads a subset of HTML (<a>, <b>,
-    <br>, entities), so every <, >, & and quote becomes an entity."""
-    return html.escape(str(text), quote=True)
+    <br>, entities), so every <, > and & becomes an entity (with no tag, a quote is just a quote)."""
+    return html.escape(str(text), quote=False)
 
 
 def cut_text(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, bool]:
