@@ -312,7 +312,8 @@ def build_export_csv(table: pd.DataFrame, samples: pd.DataFrame, run_name: str) 
     out = table.copy()
     out.insert(0, F.STEP, samples.loc[table.index, F.STEP].to_numpy())
     out.insert(0, "run", run_name)
-    return neutralise_frame(out).to_csv(index=False, lineterminator="\r\n").encode()  # RFC 4180: a CR in a cell is quoted
+    # CRLF line ends (RFC 4180): then a cell holding a CR is quoted, not split into two rows
+    return neutralise_frame(out).to_csv(index=False, lineterminator="\r\n").encode()
 
 
 def neutralise_frame(frame: pd.DataFrame) -> pd.DataFrame:
