@@ -19,5 +19,14 @@ if [ "$ADDRESS" != "127.0.0.1" ] && [ "$ADDRESS" != "localhost" ] && [ -z "${RL_
   echo "warning: serving on $ADDRESS without RL_BOARD_ROOTS: anyone who reaches the port can read every" >&2
   echo "         log file this user can. Set RL_BOARD_ROOTS=/path/to/runs to allow only those folders." >&2
 fi
+# a blank or unusable RL_BOARD_ROOTS is an error now, never "allow everything"
+"$VENV/bin/python" - <<'PY'
+import sys
+from rl_board.access import RootError, check_roots
+try:
+    check_roots()
+except RootError as exc:
+    sys.exit(f"error: {exc}")
+PY
 exec "$VENV/bin/python" -m streamlit run app.py \
   --server.address "$ADDRESS" --server.port "${RL_BOARD_PORT:-8901}" "$@"

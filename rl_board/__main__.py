@@ -19,6 +19,21 @@ from .readers import FieldMappingError, parse_field_mapping
 from .summary import build_summary
 
 FORMATS = ("board", "verl", "trl")
+# Every server setting ``serve`` needs, passed on the command line so they hold whatever folder it
+# is started from (Streamlit reads .streamlit/config.toml only from the working folder; the
+# repository's copy says the same for ``streamlit run app.py``).
+SERVER_SETTINGS = {
+    "server.headless": "true",
+    "server.maxUploadSize": "1",
+    "browser.gatherUsageStats": "false",
+    "client.showErrorDetails": "none",  # no traceback (with server paths) ever reaches a viewer
+    "runner.postScriptGC": "false",  # a full collection after every run held each answer back
+    # Streamlit's cache of large messages lets a browser ask for one the server already
+    # dropped under fast reruns ("Cached ForwardMsg MISS"), which kills the session: send all.
+    "global.minCachedMessageSize": "1e15",
+    "theme.base": "dark",
+    "theme.primaryColor": "#4C9BE8",
+}
 
 
 def _positive_int(text: str) -> int:
@@ -100,12 +115,15 @@ def _load(args):
     """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
     try:
         fields = parse_field_mapping(args.field)
-        return load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
-                        cache_root=False if args.no_cache else None, fields=fields,
-                        eos_token=getattr(args, "eos_token", None))
+        run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
+                       cache_root=False if args.no_cache else None, fields=fields,
+                       eos_token=getattr(args, "eos_token", None))
     except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    for note in run.report.notes:  # what the page says above the run (an uncached read, say)
+        print(f"note: {note}", file=sys.stderr)
+    return run
 
 
 def _search(args) -> int:
@@ -169,10 +187,18 @@ def _metrics(args) -> int:
 def _cache(args) -> int:
     from datetime import datetime, timezone
 
+    from .access import allowed_roots, check_allowed, is_allowed
     from .cache import cache_limit, clear_caches, default_cache_root, list_caches
 
-    caches = list_caches()
+    roots = allowed_roots()
+    # only caches of runs inside the allowed folders (a cache naming no run is nobody's to show)
+    caches = [c for c in list_caches() if roots is None or (c.run_dir() and is_allowed(c.run_dir(), roots))]
     if args.run_dir is not None:
+        try:
+            check_allowed(args.run_dir)
+        except RootError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         wanted = str(args.run_dir.expanduser().resolve())
         caches = [c for c in caches if c.run_dir() == wanted]
     if args.action == "clear":
@@ -245,11 +271,20 @@ def _fmt(value) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .access import check_roots
+
     parser = _parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
         return int(exc.code or 0)
+    if getattr(args, "roots", None) is not None:
+        os.environ["RL_BOARD_ROOTS"] = args.roots
+    try:
+        check_roots()  # a blank or unusable RL_BOARD_ROOTS must stop us, never mean "allow all"
+    except RootError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.command == "summary":
         try:
             return _summary(args)
@@ -290,12 +325,19 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def serve_command(args) -> list[str]:
+    """The command that runs the page in Streamlit with every setting it needs."""
+    script = Path(__file__).resolve().parent / "views" / "main.py"
+    command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", args.address,
+               "--server.port", str(args.port)]
+    for name, value in SERVER_SETTINGS.items():
+        command += [f"--{name}", value]
+    return command
+
+
 def _serve(args) -> int:
     """Run the page in Streamlit (this process becomes the server)."""
-    script = Path(__file__).resolve().parent / "views" / "main.py"
     env = dict(os.environ)
-    if args.roots:
-        env["RL_BOARD_ROOTS"] = args.roots
     if args.address not in ("127.0.0.1", "localhost", "::1") and not env.get("RL_BOARD_ROOTS"):
         print("warning: listening beyond this machine without --roots (RL_BOARD_ROOTS): anyone who reaches "
               "the port can read every log file this process can.", file=sys.stderr)
@@ -305,9 +347,7 @@ def _serve(args) -> int:
             print(f"error: folder not found: {root}", file=sys.stderr)
             return 2
         env["RL_BOARD_ROOT"] = str(root.resolve())
-    command = [sys.executable, "-m", "streamlit", "run", str(script), "--server.address", args.address,
-               "--server.port", str(args.port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-               "--runner.postScriptGC", "false"]  # see .streamlit/config.toml
+    command = serve_command(args)
     print(f"RL Logging Board on http://{args.address}:{args.port}", file=sys.stderr, flush=True)
     os.execvpe(command[0], command, env)
 

@@ -25,11 +25,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
+_HASH_PIECE = 1 << 20  # bytes read at a time while hashing a whole parsed part
 
 
 def default_cache_root() -> Path:
@@ -55,6 +56,20 @@ def hash_span(path: Path, start: int, end: int) -> str:
         return hashlib.sha1(fh.read(end - start)).hexdigest()
 
 
+def hash_prefix(path: Path, end: int) -> str:
+    """blake2b of bytes [0, end) of ``path``, read a piece at a time (about 1 GB/s)."""
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as fh:
+        left = end
+        while left > 0:
+            piece = fh.read(min(_HASH_PIECE, left))
+            if not piece:
+                break
+            digest.update(piece)
+            left -= len(piece)
+    return digest.hexdigest()
+
+
 @dataclass
 class FileEntry:
     """What the cache knows of one source file."""
@@ -66,6 +81,7 @@ class FileEntry:
     next_line: int  # 1-based number of the first line not yet parsed
     head_hash: str
     tail_hash: str
+    prefix_hash: str = ""  # of the whole parsed part: a line rewritten in its middle changes it
     segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
@@ -79,6 +95,7 @@ class FileEntry:
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
             head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
+            prefix_hash=hash_prefix(path, offset),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
             unterminated=unterminated,
         )
@@ -100,7 +117,30 @@ class FileEntry:
             return "stale"
         if hash_span(path, max(0, self.offset - _HASH_SPAN), self.offset) != self.tail_hash:
             return "stale"
+        if hash_prefix(path, self.offset) != self.prefix_hash:  # the middle, rewritten in place
+            return "stale"
         return "grown"
+
+    @classmethod
+    def from_json(cls, raw) -> "FileEntry":
+        """An entry from its manifest JSON; ``ValueError`` when it has the wrong shape."""
+        if not isinstance(raw, dict):
+            raise ValueError("not an object")
+        entry = cls(**raw)  # TypeError for a missing or unknown key
+        numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line)
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+            raise ValueError("a size, time or offset is not an integer")
+        if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash, entry.prefix_hash)):
+            raise ValueError("a hash is not a string")
+        if not (isinstance(entry.segments, list) and all(
+                isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)
+                for s in entry.segments)):
+            raise ValueError("segments are not [name, line] pairs")
+        if not (isinstance(entry.errors, list) and all(isinstance(e, list) and len(e) == 2 for e in entry.errors)):
+            raise ValueError("errors are not [line, reason] pairs")
+        if any("/" in name or name.startswith(".") for name, _ in entry.segments):
+            raise ValueError("a segment name is not a file of this folder")
+        return entry
 
 
 def cache_limit() -> int:
@@ -149,15 +189,21 @@ class RunCache:
         return self.folder / "manifest.json"
 
     def read_manifest(self, key: str) -> dict[str, FileEntry]:
-        """File name -> entry, or {} when there is no manifest for this key (reader and options).
-        Raises ``TypeError`` for a manifest of the wrong shape."""
+        """File name -> entry, or {} when there is no manifest for this key (reader and options),
+        or one of the wrong shape (valid JSON or not): that is no cache, never an error."""
         try:
             raw = json.loads(self.manifest_path().read_text())
         except (OSError, ValueError):
             return {}
-        if raw.get("version") != CACHE_VERSION or raw.get("key") != key:
+        if not isinstance(raw, dict) or raw.get("version") != CACHE_VERSION or raw.get("key") != key:
             return {}
-        return {name: FileEntry(**entry) for name, entry in raw.get("files", {}).items()}
+        files = raw.get("files")
+        if not isinstance(files, dict):
+            return {}
+        try:
+            return {str(name): FileEntry.from_json(entry) for name, entry in files.items()}
+        except (TypeError, ValueError):
+            return {}
 
     def write_manifest(self, entries: dict[str, FileEntry], key: str, run_dir: Path | None = None) -> None:
         payload = {"version": CACHE_VERSION, "key": key, "run_dir": str(run_dir) if run_dir else None,
@@ -181,9 +227,10 @@ class RunCache:
     def run_dir(self) -> str | None:
         """The run folder this cache holds, as its manifest names it."""
         try:
-            return json.loads(self.manifest_path().read_text()).get("run_dir")
+            run_dir = json.loads(self.manifest_path().read_text()).get("run_dir")
         except (OSError, ValueError, AttributeError):
             return None
+        return run_dir if isinstance(run_dir, str) else None
 
     def last_used(self) -> float:
         try:

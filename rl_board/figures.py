@@ -12,6 +12,7 @@ from plotly.colors import get_colorscale
 
 from . import fields as F
 from .colors import NONNEGATIVE, metric_scale
+from .text import escape_plotly
 
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 MAX_HEATMAP_TOKENS = 512  # columns drawn; longer responses are shown from the first token on
@@ -33,7 +34,10 @@ def _figure(traces: list[dict], title: str, height: int = 320, margin: dict | No
         legend = sum(t.get("showlegend", t.get("type") != "heatmap") for t in traces) > 1
         base = dict(margin={**_FIXED_MARGIN, **(_LEGEND_BELOW if legend else {}), **margin, "autoexpand": False},
                     legend=dict(orientation="h", yref="container", y=0, yanchor="bottom", x=0))
-    return go.Figure(data=traces, layout={"title": dict(text=title), "height": height, **base, **layout},
+    for trace in traces:  # names come from disk (fields, runs, metrics): shown literally, never as HTML
+        if "name" in trace:
+            trace["name"] = escape_plotly(trace["name"])
+    return go.Figure(data=traces, layout={"title": dict(text=escape_plotly(title)), "height": height, **base, **layout},
                      _validate=False)
 
 

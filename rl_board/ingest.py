@@ -28,9 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 from . import fields as F
-
 from .derive import derive
 from .readers import FileError, ReadOptions, reader_for
+from .segments import write_segment
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
@@ -79,11 +79,14 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
         result = RangeResult(str(path), 0, stop)
         try:
             rows, errors, count = reader.read_table(Path(path), options)
+            table = derive(rows, options)
         except FileError as exc:
             result.error = str(exc)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
+            result.error = f"could not be read ({type(exc).__name__}: {exc})"  # costs this file only
         else:
             result.lines, result.errors = count, errors
-            _keep(result, derive(rows, options), out_dir)
+            _keep(result, table, out_dir)
         results.append(result)
         if progress is not None:
             progress(stop)
@@ -178,21 +181,6 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
         table = table.drop_columns([name for name in F.extra_columns(table.column_names)
                                     if table[name].null_count == table.num_rows])
     return table, skipped + int((~keep).sum()), left
-
-
-def write_segment(table: pa.Table, out_dir: str) -> str:
-    """Write ``table`` as a new segment file in ``out_dir``; returns its name."""
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
-    os.close(fd)
-    try:
-        with pa.ipc.new_file(tmp, table.schema) as writer:
-            writer.write_table(table)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    name = "seg-" + Path(tmp).name[len(".tmp-"):]
-    os.replace(tmp, Path(out_dir) / name)
-    return name
 
 
 def _read_to_newline(fh, limit: int) -> bytes:

@@ -7,6 +7,9 @@ import pandas as pd
 
 from . import fields as F
 from .metrics import SampleTokens, compute_gae, kl_per_token, pool_explained_variance
+from .text import neutralise_cell
+
+MAX_CELL_CHARS = 2_000  # characters of a text cell sent to the browser's table; the CSV has all
 
 #: Sort choices a user sees -> the sample column they sort by.
 SORT_KEYS = {
@@ -320,7 +323,27 @@ def build_export_csv(table: pd.DataFrame, samples: pd.DataFrame, run_name: str) 
     out = table.copy()
     out.insert(0, F.STEP, samples.loc[table.index, F.STEP].to_numpy())
     out.insert(0, "run", run_name)
-    return out.to_csv(index=False).encode()
+    # CRLF line ends (RFC 4180): then a cell holding a CR is quoted, not split into two rows
+    return neutralise_frame(out).to_csv(index=False, lineterminator="\r\n").encode()
+
+
+def neutralise_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every text cell and column name a spreadsheet would run as a formula given a
+    leading apostrophe (``text.neutralise_cell``); numbers stay numbers."""
+    out = frame.rename(columns=neutralise_cell)
+    for column in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[column]):
+            out[column] = out[column].map(neutralise_cell)
+    return out
+
+
+def cut_cells(table: pd.DataFrame, limit: int = MAX_CELL_CHARS) -> pd.DataFrame:
+    """``table`` with text cells longer than ``limit`` characters cut, marked with "…" (for display)."""
+    out = table.copy()
+    for column in out.columns:
+        if not pd.api.types.is_numeric_dtype(out[column]):
+            out[column] = out[column].map(lambda v: v[:limit] + "…" if isinstance(v, str) and len(v) > limit else v)
+    return out
 
 
 def build_group_table(samples: pd.DataFrame, system_marker: str | None = None,

@@ -517,3 +517,45 @@ def test_trainer_metrics_beside_the_rollouts():
     assert at.slider(key=keys.STEP).value == 35
     assert any("No rollouts were logged at step 37; showing step 35" in i.value for i in at.info)
     assert not at.exception
+
+
+def _markdown_sources(at) -> list[str]:
+    """The Markdown source of every element Streamlit renders as Markdown: captions, markdown, alerts,
+    button labels and tooltips."""
+    found = [e.value for kind in (at.caption, at.markdown, at.warning, at.info, at.error) for e in kind]
+    return found + [b.label for b in at.button] + [b.help or "" for b in at.button]
+
+
+def test_names_from_disk_are_shown_literally_not_as_markdown(tmp_path):
+    """A JSON key, a trainer metric and a run folder named as Markdown (an image, bold) reach every
+    Markdown element only backslash-escaped (escapes written here by hand), never raw."""
+    folder = tmp_path / "**bold**"
+    write_lines(folder / "r.jsonl", [sample(1, 1.0, prompt="p", response="r", **{"![x](http://host/x)": "v"})])
+    history = [{"step": i, "![m](http://host/m)/loss": 1.0 + 0.01 * (i % 3)} for i in range(12)]
+    (folder / "trainer_state.json").write_text(json.dumps({"log_history": history + [
+        {"step": 12, "![m](http://host/m)/loss": 100.0}]}))
+    write_lines(tmp_path / "other" / "r.jsonl", [sample(1, 1.0)])
+    at = _load(_open(tmp_path, "**bold**"))
+    at.sidebar.selectbox(key=keys.RUN).select("other").run()  # the loaded run stays: "Showing …**bold**"
+    sources = _markdown_sources(at)
+    joined = "\n".join(sources)
+    assert r"\!\[x\]\(http\://host/x\)" in joined  # the sample's other field, as its caption
+    assert r"\!\[m\]\(http\://host/m\)/loss" in joined  # the warning badge
+    assert r"\*\*bold\*\*" in joined  # "Showing …" caption
+    for raw in ("![x](http://host/x)", "![m](http://host/m)", "**bold**"):
+        assert not any(raw in s for s in sources), raw
+    assert not at.exception
+
+
+def test_long_texts_are_cut_in_the_page_and_whole_in_the_download(tmp_path):
+    """A 300,000-character response is sent cut (the sample view's first 100,000 characters, the table's
+    first 2,000 and an ellipsis) and the download button holds all of it."""
+    long = "ab" * 150_000
+    write_lines(tmp_path / "x" / "r.jsonl", [sample(1, 1.0, prompt="p", response=long)])
+    at = _load(_open(tmp_path, "x"))
+    codes = [c.value for c in at.code]
+    assert long[:100_000] in codes and long not in codes
+    assert any("first 100,000 of 300,000 characters" in c.value for c in at.caption)
+    cell = at.dataframe[0].value["response"].tolist()[0]
+    assert cell == long[:2_000] + "…"
+    assert not at.exception

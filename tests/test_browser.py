@@ -291,3 +291,40 @@ def test_clicking_a_curve_point_opens_its_step(server):
                                && !document.querySelector('[data-stale="true"]')""", timeout=30_000)
         expect(slider).to_have_value(str(step), timeout=30_000)
         assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_fast_step_changes_never_kill_a_session(server):
+    """Four sessions each press through 60 step changes as fast as the keyboard goes; afterwards every
+    one still answers: one more step change reaches its address bar and the page, with no error."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect, sync_playwright
+
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "ppo_demo", "step": 5})
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        try:
+            pages = [browser.new_context(viewport={"width": 1500, "height": 2000}).new_page() for _ in range(4)]
+            for page in pages:
+                page.goto(f"{server}/?{query}")
+            for page in pages:
+                slider = page.get_by_role("slider", name="Step")
+                expect(slider).to_have_value("5", timeout=90_000)
+                slider.focus()
+            for i in range(60):  # right, left, right…: 60 changes, ending on step 5
+                for page in pages:
+                    page.keyboard.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
+            for page in pages:
+                page.get_by_role("slider", name="Step").focus()
+                page.keyboard.press("ArrowRight")
+            for page in pages:
+                page.wait_for_function("""() => new URLSearchParams(location.search).get('step') === '6'
+                                       && !document.querySelector('[data-stale="true"]')""", timeout=60_000)
+                expect(page.get_by_role("slider", name="Step")).to_have_value("6", timeout=30_000)
+                assert page.get_by_test_id("stException").count() == 0
+                assert page.get_by_text("Connection error").count() == 0
+        finally:
+            browser.close()

@@ -1,5 +1,6 @@
 """The columnar cache: reused when the files are unchanged, never trusted when they are not."""
 
+import json
 import os
 import time
 
@@ -159,3 +160,39 @@ def test_cache_stays_under_its_limit_least_recently_used_first(tmp_path, monkeyp
     subprocess.run([sys.executable, "-m", "rl_board", "cache", "clear", str(runs[1])], env=env, check=True,
                    capture_output=True, cwd=REPO)
     assert {c.run_dir() for c in list_caches()} == {str(runs[2].resolve())}
+
+
+def test_a_line_rewritten_in_the_middle_is_never_served_stale(tmp_path):
+    """A line far from both ends rewritten in place (same length) and a line appended: the same source
+    and a new process both show the new value, as a fresh parse does."""
+    lines = [sample(1, 0.5, response="y" * 80) for _ in range(3000)]  # ~300 KB: the middle is unhashed by head/tail
+    path = write_lines(tmp_path / "r.jsonl", lines)
+    source = RunSource(tmp_path)
+    assert source.refresh().samples["reward"].sum() == 1500.0
+    data = path.read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 1
+    old = data[middle:data.index(b"\n", middle)]
+    new = old.replace(b'"reward": 0.5', b'"reward": 9.5')
+    assert len(new) == len(old) and new != old
+    path.write_bytes(data[:middle] + new + data[middle + len(old):] + b'{"step": 2, "reward": 1.0}\n')
+    expected = 1500.0 + 9.0 + 1.0
+    assert source.refresh().samples["reward"].sum() == expected
+    assert RunSource(tmp_path).refresh().samples["reward"].sum() == expected
+
+
+def test_a_manifest_of_the_wrong_shape_is_no_cache(tmp_path, isolated_cache):
+    """Valid JSON of the wrong shape in the manifest (a list, files as a list, an entry missing keys or
+    with a segment path) loads the run by parsing it, every time, without an error."""
+    write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), sample(2, 2.0)])
+    RunSource(tmp_path).refresh()
+    manifest = next(isolated_cache.rglob("manifest.json"))
+    good = json.loads(manifest.read_text())
+    entry = next(iter(good["files"].values()))
+    bad_shapes = [[1, 2], {**good, "files": []}, {**good, "files": {"r.jsonl": {"size": 1}}},
+                  {**good, "files": {"r.jsonl": {**entry, "segments": [["../../etc/passwd", 1]]}}},
+                  {**good, "files": {"r.jsonl": {**entry, "offset": "12"}}}]
+    for shape in bad_shapes:
+        for _ in range(2):
+            manifest.write_text(json.dumps(shape))
+            run = RunSource(tmp_path).refresh()
+            assert run.samples["reward"].tolist() == [1.0, 2.0], shape

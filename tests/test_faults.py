@@ -117,3 +117,43 @@ def test_truncated_and_rotated_files_are_read_again_with_a_note(tmp_path):
     notes = "\n".join(run.report.notes)
     assert "a.jsonl was truncated, rewritten or replaced" in notes and "b.jsonl was truncated" in notes
     assert load_run(tmp_path, cache_root=False).samples["reward"].tolist() == [7.0, 9.0, 8.0]
+
+
+def test_an_unterminated_object_then_a_new_line_reads_as_a_fresh_load_does(tmp_path):
+    """A dead writer's object without newline, then a new writer's line: live follow (in-process and
+    from the cache) and a fresh load both show line 1 and one bad line 2 (the two objects run together)."""
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(b'{"step": 1, "reward": 1.0}\n{"step": 1, "reward": 2.0}')
+    source = RunSource(tmp_path, cache_root=False)
+    cached = RunSource(tmp_path)
+    assert source.refresh().samples["reward"].tolist() == [1.0, 2.0]
+    assert cached.refresh().samples["reward"].tolist() == [1.0, 2.0]
+    with path.open("ab") as fh:
+        fh.write(b'{"step": 2, "reward": 3.0}\n')
+    for run in (source.refresh(), cached.refresh(), RunSource(tmp_path).refresh(),
+                load_run(tmp_path, cache_root=False)):
+        assert run.samples["reward"].tolist() == [1.0]
+        assert [(f, line) for f, line, _ in run.report.errors] == [("r.jsonl", 2)]
+
+
+def test_a_failed_cache_write_leaves_no_orphan_segment_and_the_command_says_so(tmp_path):
+    """A file size limit lets a small file's segment be written and stops a big one's: the summary
+    notes it read without a cache, and the cache folder keeps no segment."""
+    import resource
+
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [sample(1, 1.0)])
+    write_lines(run / "b.jsonl", [sample(2, float(i), response="x" * 200) for i in range(400)])  # ~100 KB of rows
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768))
+
+    cache = tmp_path / "cache"
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--json"], capture_output=True,
+                          text=True, cwd=REPO, env={**os.environ, "RL_BOARD_CACHE_DIR": str(cache)},
+                          preexec_fn=limit)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["lines_ok"] == 401
+    assert "without a cache" in proc.stderr
+    assert list(cache.rglob("seg-*")) == [] and list(cache.rglob(".tmp-*")) == []

@@ -208,3 +208,29 @@ def test_summary_cli_on_verl_folder_with_field_mapping(tmp_path):
     assert code == 0 and got["lines_ok"] == 1 and got["steps"][0]["reward_mean"] == 0.5
     assert "score" in got["steps"][0]["extras"]  # no longer the reward, so an extra
     assert _summary(tmp_path, "--json", "--field", "nonsense")[0] == 2
+
+
+@pytest.mark.parametrize("steps", [
+    pa.array([1.0, float("inf"), 3.0]),
+    pa.array([1.0, 1e300, 3.0]),
+    pa.array([1, 2**64 - 1, 3], pa.uint64()),
+])
+def test_parquet_step_out_of_range_costs_its_row_only(tmp_path, steps):
+    """A step of inf, 1e300 or 2**64-1 rejects that row (named, line 2); the other rows and files load,
+    in the page's loader and in the CLI (exit 0)."""
+    pq.write_table(pa.table({"step": steps, "reward": [1.0, 2.0, 3.0]}), tmp_path / "odd.parquet")
+    pq.write_table(pa.table({"step": [5], "reward": [5.0]}), tmp_path / "fine.parquet")
+    run = load_run(tmp_path, cache_root=False)
+    assert sorted(run.samples["reward"].tolist()) == [1.0, 3.0, 5.0]
+    assert [(f, line) for f, line, _ in run.report.errors] == [("odd.parquet", 2)]
+    code, out, _ = _summary(tmp_path, "--json", "--no-cache")
+    assert code == 0 and json.loads(out)["lines_ok"] == 3
+
+
+def test_a_zero_byte_parquet_is_named_unreadable_not_counted(tmp_path):
+    """An empty .parquet beside a good one: named among the unreadable files, not among those read."""
+    pq.write_table(pa.table({"step": [1], "reward": [1.0]}), tmp_path / "good.parquet")
+    (tmp_path / "empty.parquet").write_bytes(b"")
+    run = load_run(tmp_path, cache_root=False)
+    assert run.report.files == ("good.parquet",)
+    assert [name for name, _ in run.report.unreadable] == ["empty.parquet"]

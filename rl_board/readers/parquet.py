@@ -44,7 +44,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     rows = source.num_rows
     if F.STEP not in sources:
         raise FileError(f"no {resolver.source_of(F.STEP)} column")
-    step = _integers(source[sources[F.STEP]])
+    step, bad_step = _integers(source[sources[F.STEP]])
     if F.REWARD in sources:
         reward = _numbers(source[sources[F.REWARD]], F.REWARD)
     else:
@@ -56,7 +56,10 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         stacked = np.column_stack([_floats(source[name]) for name in functions])
         reward = pa.array(np.nansum(stacked, axis=1))
     no_step, no_reward = _mask(step.is_null()), _mask(reward.is_null())
-    errors = sorted([(int(i) + 1, f"missing {resolver.source_of(F.STEP)}") for i in np.flatnonzero(no_step)]
+    errors = sorted([(int(i) + 1, f"missing {resolver.source_of(F.STEP)}")
+                     for i in np.flatnonzero(no_step & ~bad_step)]
+                    + [(int(i) + 1, f"{resolver.source_of(F.STEP)} is not an integer step")
+                       for i in np.flatnonzero(bad_step)]
                     + [(int(i) + 1, f"missing {resolver.source_of(F.REWARD)}")
                        for i in np.flatnonzero(no_reward & ~no_step)])
     index = np.arange(rows, dtype=np.int64)
@@ -109,15 +112,27 @@ def _is_numeric(type_: pa.DataType, booleans: bool = False) -> bool:
     return pa.types.is_integer(type_) or pa.types.is_floating(type_) or (booleans and pa.types.is_boolean(type_))
 
 
-def _integers(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A step column as int64; floats only when every one is whole."""
+_STEP_LIMIT = 2**63  # steps must fit int64
+
+
+def _integers(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(a step column as int64, null where missing or unusable; bool, shape (rows,): where a value
+    was there but is no int64 integer (inf, 1e300, 2.5, 2**64-1)). Each such value costs its row."""
+    import pyarrow.compute as pc
+
     if pa.types.is_integer(column.type):
-        return column.cast(pa.int64())
+        column = column.combine_chunks()
+        if pa.types.is_unsigned_integer(column.type):  # only these can pass int64's largest
+            too_big = pc.greater(column, pa.scalar(_STEP_LIMIT - 1, pa.uint64())).fill_null(False)
+            column = pc.if_else(too_big, pa.scalar(None, column.type), column)
+            return column.cast(pa.int64()), _mask(too_big)
+        return column.cast(pa.int64()), np.zeros(len(column), dtype=bool)
     if pa.types.is_floating(column.type):
-        values = column.to_numpy()
-        finite = values[~np.isnan(values)]
-        if np.all(finite == np.floor(finite)):
-            return pa.array(values, mask=np.isnan(values)).cast(pa.int64())
+        values = column.cast(pa.float64()).to_numpy()
+        missing = np.isnan(values)
+        with np.errstate(invalid="ignore"):
+            usable = np.isfinite(values) & (np.abs(values) < _STEP_LIMIT) & (values == np.floor(values))
+        return pa.array(np.where(usable, values, 0).astype(np.int64), mask=~usable), ~missing & ~usable
     raise FileError(f"'step' must be a column of integers, is {column.type}")
 
 

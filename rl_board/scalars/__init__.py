@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..access import check_allowed, is_allowed
+
 
 class ScalarsError(ValueError):
     """The path holds no metrics source the board can read; the message says what was expected."""
@@ -84,6 +86,7 @@ def detect(path: Path | str, deep: bool = True):
     anywhere below a folder (else only in it or in TRL's ``runs/*``). Raises ``ScalarsError``."""
     from . import jsonl, tensorboard, trl
 
+    check_allowed(path)  # a path outside gets one message, whether or not it exists
     path = Path(path).expanduser()
     if not path.exists():
         raise ScalarsError(f"Not found: {path}. " + EXPECTED)
@@ -95,28 +98,33 @@ def detect(path: Path | str, deep: bool = True):
         if path.suffix == ".jsonl" and jsonl.looks_like_metrics(path):
             return jsonl, path
         raise ScalarsError(f"{path} is not a metrics file. " + EXPECTED)
-    if (path / "trainer_state.json").is_file():
+    # every candidate is checked: a symlink inside an allowed folder may point outside
+    if (path / "trainer_state.json").is_file() and is_allowed(path / "trainer_state.json"):
         return trl, path / "trainer_state.json"
-    checkpoints = sorted(path.glob("checkpoint-*/trainer_state.json"), key=_checkpoint_number)
+    checkpoints = sorted((p for p in path.glob("checkpoint-*/trainer_state.json") if is_allowed(p)),
+                         key=_checkpoint_number)
     if checkpoints:
         return trl, checkpoints[-1]
     events = tensorboard.event_folder(path, deep)
     if events is not None:
         return tensorboard, events
     for candidate in sorted(path.glob("*.jsonl")):
-        if jsonl.looks_like_metrics(candidate):
+        if is_allowed(candidate) and jsonl.looks_like_metrics(candidate):
             return jsonl, candidate
     raise ScalarsError(f"No metrics source in {path}. " + EXPECTED)
 
 
 def discover(run_dir: Path | str) -> Path | None:
     """A metrics source near a rollout run: in the run folder, its parent or its grandparent (TRL's
-    ``completions/`` lies inside the output dir that holds ``trainer_state.json``); None if none."""
+    ``completions/`` lies inside the output dir that holds ``trainer_state.json``); None if none.
+    Never looks outside the allowed folders."""
     folder = Path(run_dir).expanduser().resolve()
     for candidate in (folder, folder.parent, folder.parent.parent):
+        if not is_allowed(candidate):
+            break  # a parent outside: the grandparent is too
         try:  # not deep: a search through the parent's subfolders would find other runs' logs
             return detect(candidate, deep=False)[1]
-        except (ScalarsError, OSError):
+        except (ValueError, OSError):  # ScalarsError, or RootError for a path the board may not read
             continue
     return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..access import is_allowed
 from . import Scalars, ScalarsError, SeriesBuilder
 
 PATTERN = "events.out.tfevents.*"
@@ -16,9 +17,10 @@ def event_folder(folder: Path, deep: bool = True) -> Path | None:
     """The folder of event files to read under ``folder``: itself when it holds some, else the
     folder of the newest event file below it (None without any). Not ``deep``: only ``folder``
     and TRL's ``runs/*`` below it are looked at."""
-    if any(p.is_file() for p in folder.glob(PATTERN)):
+    if any(p.is_file() and is_allowed(p) for p in folder.glob(PATTERN)):
         return folder
-    found = [p for p in (folder.rglob(PATTERN) if deep else folder.glob(f"runs/*/{PATTERN}")) if p.is_file()]
+    found = [p for p in (folder.rglob(PATTERN) if deep else folder.glob(f"runs/*/{PATTERN}"))
+             if p.is_file() and is_allowed(p)]
     return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
 
 
@@ -26,7 +28,7 @@ def read(folder: Path) -> Scalars:
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.util import tensor_util
 
-    files = sorted(p for p in folder.glob(PATTERN) if p.is_file())
+    files = sorted(p for p in folder.glob(PATTERN) if p.is_file() and is_allowed(p))  # no symlink out
     if not files:
         raise ScalarsError(f"No TensorBoard event files in {folder}.")
     builder, skipped = SeriesBuilder(), 0

@@ -9,8 +9,8 @@ import streamlit as st
 
 from ..figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
 from ..loader import Run
-from ..tables import (build_batch_table, build_export_csv, build_group_table, describe_samples, sort_choices,
-                      sort_samples, step_grid)
+from ..tables import (build_batch_table, build_export_csv, build_group_table, cut_cells, describe_samples,
+                      sort_choices, sort_samples, step_grid)
 from . import keys, state
 from .sidebar import Settings
 
@@ -50,7 +50,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
                      help="One row per prompt; groups whose rewards are all equal carry no learning signal in "
                           "GRPO and come first. Pick a group to see its samples."):
             groups = build_group_table(ordered, settings.system_marker, settings.pad_token)
-            event = st.dataframe(groups, hide_index=True, on_select="rerun", selection_mode="single-row",
+            event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode="single-row",
                                  key=f"group_table-{step}")
             if event.selection.rows:
                 group = groups.index[event.selection.rows[0]]
@@ -58,7 +58,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
                 st.caption(f"The {len(ordered)} samples of the chosen group:")
         # a new table per step, sort and group, so a click never points into a reordered batch
         table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
-        event = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+        event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                              key=f"batch_table-{step}-{sort_by}-{descending}-{group}-{settings.kl_estimator}")
         rows = event.selection.rows
         clicked = rows[0] if rows else None

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from ..figures import build_curve_figure, build_runs_figure
 from ..loader import ROOT_RUN, RootError, Run
-from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
+from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
+from ..text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 
@@ -71,7 +72,7 @@ def render(run: Run, settings: Settings) -> None:
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
         table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)
-        st.download_button("Download CSV", lambda: table.to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
+        st.download_button("Download CSV", lambda: neutralise_frame(table).to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
                            mime="text/csv", key="steps_csv", on_click="ignore")
 
 
@@ -94,7 +95,7 @@ def render_comparison(run: Run, settings: Settings) -> None:
         try:
             other = state.get_run(str(names[name]), settings)
         except RootError as exc:
-            st.warning(f"Can't read {name}.")
+            st.warning(f"Can't read {escape_markdown(name)}.")
             st.text(str(exc))
             continue
         steps[name] = curve_frame(other.steps)

@@ -14,7 +14,7 @@ from .. import fields as F
 from ..figures import build_matches_figure
 from ..loader import Run
 from ..search import Query, compute_matches, compute_matches_per_step
-from ..tables import KL_PREFIX, build_batch_table, build_export_csv, sort_choices, sort_samples
+from ..tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
 from . import keys, state
 from .sidebar import Settings
 
@@ -77,7 +77,7 @@ def render(run: Run, settings: Settings) -> None:
     ordered = run.with_text(ordered.head(shown))
     table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
     table.insert(0, F.STEP, ordered[F.STEP])
-    event = st.dataframe(table, hide_index=True, on_select="rerun", selection_mode="single-row",
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                          key=f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}")
     rows = event.selection.rows
     clicked = (repr(query), order, descending, rows[0]) if rows else None

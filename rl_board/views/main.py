@@ -6,7 +6,9 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 
 import streamlit as st
 
+from rl_board.access import check_roots
 from rl_board.loader import RootError
+from rl_board.text import escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
                             trainer)
 from rl_board.views import findings
@@ -15,6 +17,12 @@ from rl_board.views import findings
 def render_page() -> None:
     st.set_page_config(page_title="RL Logging Board", layout="wide")
     st.title("RL Logging Board")
+    try:
+        check_roots()
+    except RootError as exc:  # a blank or unusable RL_BOARD_ROOTS: refuse everything, never allow all
+        st.error("The board is misconfigured: no folder can be opened.")
+        st.text(str(exc))
+        return
 
     links.read()
     settings = sidebar.render()
@@ -28,7 +36,7 @@ def render_page() -> None:
         return
     run_dir, fields = loaded
     if settings.run_dir != run_dir:  # the sidebar is being edited: the loaded run stays until Load
-        st.caption(f"Showing {run_dir}. Press Load to open the run picked in the sidebar.")
+        st.caption(f"Showing {escape_markdown(run_dir)}. Press Load to open the run picked in the sidebar.")
 
     if st.sidebar.button("Clear this run's cache", key="clear_cache",
                          help="Delete the parsed rows the board keeps for this run (never your logs); the "

@@ -13,15 +13,25 @@ import streamlit as st
 from .. import fields as F
 from ..loader import Run
 from ..figures import build_prompt_history_figure
-from ..tables import build_batch_table, length_change, prompt_history, strip_pad, strip_system_prompt
+from ..tables import build_batch_table, cut_cells, length_change, prompt_history, strip_pad, strip_system_prompt
+from ..text import cut_text, escape_markdown
 from . import keys
 from .sidebar import Settings
 
 
 def _text(label: str, value) -> None:
-    """Model output as plain text: never Markdown, never HTML."""
-    st.caption(label)
-    st.code(value if isinstance(value, str) else "(none)", language=None, wrap_lines=True)
+    """Model output as plain text: never Markdown, never HTML; a long text is cut, the whole of it
+    one click away."""
+    st.caption(escape_markdown(label))
+    if not isinstance(value, str):
+        st.code("(none)", language=None, wrap_lines=True)
+        return
+    shown, cut = cut_text(value)
+    st.code(shown, language=None, wrap_lines=True)
+    if cut:
+        st.caption(f"Showing the first {len(shown):,} of {len(value):,} characters.")
+        st.download_button("Download the whole text", value.encode(), file_name="text.txt", mime="text/plain",
+                           key=f"whole-{label}", on_click="ignore")
 
 
 def _number(value) -> str:
@@ -52,7 +62,7 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
     extras = {F.extra_name(c): row[c] for c in F.extra_columns(row.index) if row[c] == row[c]}
     if extras:
         st.caption("Extra fields of this sample")
-        st.dataframe(pd.DataFrame([extras]), hide_index=True)
+        st.dataframe(pd.DataFrame([extras]), hide_index=True)  # column names are shown as text
     others = {k: v for k, v in (record[1] if record else {}).items() if not isinstance(v, (int, float))}
     for name, value in others.items():
         _text(name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
@@ -68,4 +78,5 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
         texts = run.with_text(history)
         table = build_batch_table(texts, settings.system_marker, settings.pad_token, settings.kl_estimator)
         table.insert(0, "step", texts["step"])
-        st.dataframe(table.drop(columns=["prompt"], errors="ignore"), hide_index=True, key="prompt_history_table")
+        st.dataframe(cut_cells(table.drop(columns=["prompt"], errors="ignore")), hide_index=True,
+                     key="prompt_history_table")

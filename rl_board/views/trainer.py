@@ -8,10 +8,12 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from ..access import RootError, check_allowed
 from ..figures import build_curve_figure
 from ..loader import Run
 from ..scalars import ScalarsError, discover
 from ..scalars.signs import Thresholds, compute_signs
+from ..text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 
@@ -23,6 +25,13 @@ def _prefix(name: str) -> str:
 
 
 def render(run: Run, settings: Settings) -> None:
+    if settings.metrics_path:
+        try:
+            check_allowed(settings.metrics_path)  # before anything is looked at: no existence oracle
+        except RootError as exc:
+            st.warning("Can't use this metrics path.")
+            st.text(str(exc))
+            return
     path = Path(settings.metrics_path).expanduser() if settings.metrics_path else discover(run.path)
     if path is None:
         st.caption("No trainer metrics found in the run folder, its parent or grandparent (trainer_state.json, "
@@ -30,7 +39,7 @@ def render(run: Run, settings: Settings) -> None:
         return
     try:
         scalars = state.get_scalars(path)
-    except (ScalarsError, OSError) as exc:
+    except (ScalarsError, RootError, OSError) as exc:
         st.warning("Can't read these trainer metrics.")
         st.text(str(exc))
         return
@@ -40,7 +49,8 @@ def render(run: Run, settings: Settings) -> None:
     signs = compute_signs(scalars.series, thresholds)
     rollout_steps = run.steps.index
     for i, sign in enumerate(signs):
-        if st.button(f"⚠ {sign.kind}: {sign.series} at step {sign.step}", key=f"sign-{i}", help=sign.message):
+        if st.button(f"⚠ {sign.kind}: {escape_markdown(sign.series)} at step {sign.step}", key=f"sign-{i}",
+                     help=escape_markdown(sign.message)):
             state.go_to_step(sign.step, rollout_steps)
     if not scalars.series:
         return

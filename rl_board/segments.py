@@ -1,0 +1,191 @@
+"""The segment store: where a run's parsed rows live, as Arrow IPC segment files.
+
+With a cache (``cache.py``) segments are written to the run's cache folder and stay
+there, memory-mapped, named by the manifest; without one (caching off, or the cache
+folder unusable) they go to a scratch folder and are read into memory at once. The
+store writes, opens and merges segments, saves the manifest, removes segments no
+manifest names, and keeps all caches under their size limit. It notes what went
+wrong (and falls back to not caching) instead of raising.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import fields as F
+from .cache import FileEntry, RunCache, enforce_limit
+from .derive import SCHEMA, is_segment_schema
+
+SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
+MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
+
+Segment = tuple[str, int, pa.Table]  # (file name in the cache or "", number of its first line, rows)
+
+
+def write_segment(table: pa.Table, out_dir: str) -> str:
+    """Write ``table`` as a new segment file in ``out_dir``; returns its name."""
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
+    os.close(fd)
+    try:
+        with pa.ipc.new_file(tmp, table.schema) as writer:
+            writer.write_table(table)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    name = "seg-" + Path(tmp).name[len(".tmp-"):]
+    os.replace(tmp, Path(out_dir) / name)
+    return name
+
+
+def _source_bytes(table: pa.Table) -> int:
+    """How many bytes of its log file a segment's rows span."""
+    offsets, lengths = table["offset"], table["length"]
+    return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
+
+
+class SegmentStore:
+    """Where one run's segments live: its cache folder, or a scratch folder when there is none.
+
+    Args:
+        cache: the run's cache, or None to keep rows in memory only.
+        notes: a list the store appends what the user should know to (a cache it could not use).
+    """
+
+    def __init__(self, cache: RunCache | None, notes: list[str]):
+        self.cache = cache
+        self.notes = notes
+        self._scratch: tempfile.TemporaryDirectory | None = None
+        self._stamp: tuple | None = None  # the manifest as this process last read or wrote it
+
+    def _give_up(self, what: str, exc: Exception) -> None:
+        self.notes.append(f"Could not {what} the cache in {self.cache.folder} ({exc}); not caching.")
+        self.cache = None
+
+    @contextlib.contextmanager
+    def shared(self):
+        """Hold the cache's lock across a refresh, so processes sharing it never delete or
+        half-read each other's segments. Yields whether another process changed the manifest
+        since this one last read or wrote it (then start again from the manifest)."""
+        with contextlib.ExitStack() as stack:
+            if self.cache is not None:
+                try:
+                    stack.enter_context(self.cache.locked())
+                except OSError as exc:
+                    self._give_up("use", exc)
+            changed = self.cache is not None and self.cache.manifest_stamp() != self._stamp
+            yield changed
+            if self.cache is not None:
+                self._stamp = self.cache.manifest_stamp()
+
+    def forget_stamp(self) -> None:
+        self._stamp = None
+
+    def load(self, key: str, paths: list[Path], appendable: bool) -> dict[str, tuple[FileEntry, list[Segment]]]:
+        """File name -> (manifest entry, opened segments) for each of ``paths`` the cache holds
+        unchanged or grown; {} without a cache, or when the cache is unreadable (then it is
+        cleared and a note says so)."""
+        if self.cache is None:
+            return {}
+        found = {}
+        try:
+            entries = self.cache.read_manifest(key)
+            for path in paths:
+                entry = entries.get(path.name)
+                if entry is None or entry.status(path, appendable) == "stale":
+                    continue
+                segments = []
+                for name, first_line in entry.segments:
+                    table = self.cache.open_segment(name)
+                    if not is_segment_schema(table.schema):
+                        raise ValueError(f"segment {name} has an unexpected schema")
+                    segments.append((name, first_line, table))
+                found[path.name] = (entry, segments)
+        except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+            self.notes.append(f"The cache was unreadable ({exc}); parsed the run again.")
+            self.cache.clear()
+            return {}
+        return found
+
+    def out_dir(self) -> tuple[str, bool]:
+        """(where new segments go, whether they stay there as the cache)."""
+        if self.cache is not None:
+            try:
+                self.cache.folder.mkdir(parents=True, exist_ok=True)
+                probe = self.cache.folder / ".write-test"
+                probe.write_bytes(b"")
+                probe.unlink()
+                return str(self.cache.folder), True
+            except OSError as exc:
+                self._give_up("write", exc)
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="rl_board-")
+        return self._scratch.name, False
+
+    def write_failed(self, out_dir: str, exc: OSError, key: str) -> None:
+        """Writing segments to ``out_dir`` failed (a full disk, a size limit): remove the segments
+        the manifest of ``key`` doesn't name and stop caching; the caller reads again keeping rows
+        in memory."""
+        self.notes.append(f"Could not write parsed rows to {out_dir} ({exc}); loaded the run without a cache.")
+        if self.cache is not None:  # segments other workers finished before the failure: orphans now
+            try:
+                named = self.cache.read_manifest(key)
+                self.cache.remove_segments({seg for e in named.values() for seg, _ in e.segments})
+            except OSError:
+                pass
+        self.cache = None
+
+    def open(self, name: str, out_dir: str, keep: bool) -> tuple[str, pa.Table]:
+        """(its name in the cache or "", its rows) of the segment ``name`` just written to
+        ``out_dir``: mapped from the cache, or read into memory (and its scratch file removed)."""
+        if keep:
+            return name, self.cache.open_segment(name)
+        segment = os.path.join(out_dir, name)
+        with pa.OSFile(segment, "rb") as fh:
+            table = pa.ipc.open_file(fh).read_all()
+        os.unlink(segment)
+        return "", table
+
+    def compact(self, segments: list[Segment], out_dir: str | None, keep: bool) -> None:
+        """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
+        tail = 0
+        while tail < len(segments) and _source_bytes(segments[-1 - tail][2]) < SMALL_SEGMENT_BYTES:
+            tail += 1
+        if tail <= MAX_SMALL_SEGMENTS:
+            return
+        merged = segments[-tail:]
+        first_line = merged[0][1]
+        line = SCHEMA.get_field_index(F.LINE)
+        table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
+            (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged),
+            promote_options="default")
+        name = ""
+        if keep:
+            name = write_segment(table, out_dir)
+            table = self.cache.open_segment(name)
+        segments[-tail:] = [(name, first_line, table)]
+
+    def save(self, entries: dict[str, FileEntry], key: str, run_dir: Path) -> None:
+        """Write the manifest, remove the segments it doesn't name, and keep all caches under the
+        size limit."""
+        if self.cache is None:
+            return
+        try:
+            self.cache.write_manifest(entries, key, run_dir.resolve())
+            self.cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
+            for folder in enforce_limit(self.cache.folder):
+                self.notes.append(f"The cache was over its size limit: removed {folder.name}, used least recently.")
+        except OSError as exc:
+            self._give_up("write", exc)
+
+    def empty(self) -> None:
+        """Delete the cache's contents (once no other process is using it)."""
+        if self.cache is not None:
+            with self.cache.locked():
+                self.cache.empty()
+        self._stamp = None

@@ -1,0 +1,221 @@
+"""File tracking: which files a run has, how far each was read, and whether each changed since.
+
+A run is a folder of files of one format. ``FileTracker`` remembers, per file, the
+byte offset read up to, the next line number, the rejected lines and the segments
+parsed so far (``FileState``), and on each refresh sorts the files into those to
+skip ("same"), to read on from their offset ("grown") and to read from the start
+("stale": new, shrunk, rewritten or replaced). Where the parsed rows are kept is
+the segment store's business (``segments.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
+from .cache import FileEntry
+from .readers import known_suffixes
+
+ROOT_RUN = "."  # the run name of files lying directly in the root
+EXPECTED_LAYOUT = (
+    "Expected layout: ROOT/RUN_NAME/*.jsonl or ROOT/RUN_NAME/*.parquet, one folder per run: JSON lines, one "
+    "object per line (e.g. rollout_data_rank0.jsonl per rank, or verl's {step}.jsonl), or TRL's "
+    "completions_*.parquet."
+)
+
+
+def natural_key(name: str):
+    """Sort key putting "rank2" before "rank10"."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _holds_run(folder: Path) -> bool:
+    suffixes = known_suffixes()
+    try:
+        return any(p.suffix in suffixes and p.is_file() for p in folder.iterdir())
+    except OSError:
+        return False
+
+
+def _allowed_entries(folder: Path) -> list[Path]:
+    """The entries of ``folder`` that resolve inside the allowed folders (all when unrestricted)."""
+    roots = allowed_roots()
+    return [p for p in folder.iterdir() if roots is None or is_allowed(p, roots)]
+
+
+def list_runs(root: Path | str) -> list[str]:
+    """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
+    check_allowed(root)  # before anything under it is looked at
+    root = usable_path(root)
+    if not root.exists():
+        raise RootError(f"Folder not found: {root}. " + EXPECTED_LAYOUT)
+    if not root.is_dir():
+        raise RootError(f"{root} is a file, not a folder. " + EXPECTED_LAYOUT)
+    runs = sorted((d.name for d in _allowed_entries(root)
+                   if d.is_dir() and not d.name.startswith(".") and _holds_run(d)), key=natural_key)
+    if _holds_run(root):
+        runs.insert(0, ROOT_RUN)
+    if not runs:
+        raise RootError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
+    return runs
+
+
+def list_run_files(run_dir: Path, suffix: str = ".jsonl") -> tuple[list[Path], list[str]]:
+    """(the run's files ending in ``suffix``, in natural name order; names of other files ignored)."""
+    check_allowed(run_dir)
+    run_dir = usable_path(run_dir)
+    if not run_dir.is_dir():
+        raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
+    entries = [p for p in _allowed_entries(run_dir) if p.is_file() and not p.name.startswith(".")]
+    kept = sorted((p for p in entries if p.suffix == suffix), key=lambda p: natural_key(p.name))
+    return kept, sorted(p.name for p in entries if p.suffix != suffix)
+
+
+def unreadable(path: Path, appendable: bool = True) -> str | None:
+    """Why ``path`` can't be read, or None when it can. An empty file of a format that appends
+    is a run that has not started; of a table format, it is no table."""
+    try:
+        with open(path, "rb") as fh:
+            if not fh.read(1) and not appendable:
+                return "an empty file (0 bytes), not a table"
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _byte_at(path: Path, offset: int) -> bytes:
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        return fh.read(1)
+
+
+class FileState:
+    """How far one file was read, and the segments parsed from it: (file name in the cache or "",
+    number of its first line, table)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.offset = 0
+        self.next_line = 1
+        self.errors: list[tuple[int, str]] = []
+        self.skipped = 0
+        self.segments: list[tuple[str, int, pa.Table]] = []
+        self.entry: FileEntry | None = None
+        self.pending = False
+        self.error: str | None = None  # why the whole file could not be read
+        self.unterminated = False  # the last line read had no newline: skip one if it comes
+
+    @classmethod
+    def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
+        """The state a cache manifest entry describes, with its segments opened."""
+        state = cls(path)
+        state.offset, state.next_line, state.entry = entry.offset, entry.next_line, entry
+        state.errors = [(int(line), str(reason)) for line, reason in entry.errors]
+        state.error = entry.file_error
+        state.unterminated = entry.unterminated
+        state.segments = list(segments)
+        return state
+
+    def take(self, result, table: pa.Table | None, segment_name: str = "") -> None:
+        """Account for one ``ingest.RangeResult`` read from this file at its offset, whose rows
+        are ``table`` (stored as ``segment_name`` in the cache, "" when not cached)."""
+        first_line = self.next_line
+        self.errors.extend((first_line + line - 1, reason) for line, reason in result.errors)
+        self.skipped += result.skipped
+        self.error = result.error
+        if table is not None:
+            self.segments.append((segment_name, first_line, table))
+        self.next_line += result.lines
+        self.offset = result.end
+        self.pending = result.pending
+        self.unterminated = result.unterminated
+
+    def describe(self) -> None:
+        """Record what was read as the manifest entry of this file."""
+        self.entry = FileEntry.describe(self.path, self.offset, self.next_line,
+                                        [[n, first] for n, first, _ in self.segments if n], self.errors,
+                                        self.error, self.unterminated)
+
+
+@dataclass
+class Listing:
+    """A run folder's files as listed now."""
+
+    paths: list[Path]  # readable files of the run's format, in natural order
+    ignored: list[str]  # names of other files
+    unreadable: dict[str, str]  # name -> why it can't be read
+
+
+@dataclass
+class Plan:
+    """What a refresh must read: (state, size to read up to) per file, and what changed."""
+
+    todo: list[tuple[FileState, int]]
+    reread: list[str]  # files read before and now read again from the start
+    gone: set[str]  # files that disappeared
+    status: dict[str, str]  # name -> "unchanged", "appended" or "parsed"
+
+
+class FileTracker:
+    """The files of one run and how far each was read."""
+
+    def __init__(self):
+        self.files: dict[str, FileState] = {}
+        self.quota: dict[int, int] = {}  # step -> samples kept so far (max samples per step)
+
+    def forget(self) -> None:
+        """Forget every file: the next plan reads them all from the start."""
+        self.files.clear()
+        self.quota.clear()
+
+    @staticmethod
+    def list(run_dir: Path, suffix: str, appendable: bool = True) -> Listing:
+        paths, ignored = list_run_files(run_dir, suffix)
+        failed = {p.name: why for p in paths if (why := unreadable(p, appendable))}
+        return Listing([p for p in paths if p.name not in failed], ignored, failed)
+
+    def plan(self, paths: list[Path], appendable: bool, max_per_step: int | None, read_before: bool) -> Plan:
+        """Sort ``paths`` into unchanged, grown and stale files; forget files that went.
+        ``read_before``: a snapshot was taken, so a stale known file is worth a note."""
+        names = {p.name for p in paths}
+        gone = set(self.files) - names
+        for name in gone:
+            del self.files[name]
+        statuses = {name: s.entry.status(s.path, appendable)
+                    for name, s in self.files.items() if s.entry is not None}
+        for name, status in statuses.items():
+            state = self.files[name]
+            if status == "grown" and state.unterminated and _byte_at(state.path, state.offset) != b"\n":
+                # the line read without its newline went on (a dead writer's object, then a new
+                # line): it is one line now, and a fresh load reads it so; so do we, from the start
+                statuses[name] = "stale"
+        if max_per_step is not None and "stale" in statuses.values():
+            self.forget()  # lines skipped for a full step may now be needed: count again from the start
+        plan = Plan([], [], gone, {})
+        for path in paths:
+            state = self.files.get(path.name)
+            status = statuses.get(path.name, "stale") if state is not None else "stale"
+            if status == "same":
+                plan.status.setdefault(path.name, "unchanged")
+                continue
+            if status == "stale":
+                if state is not None and read_before:
+                    plan.reread.append(path.name)
+                state = self.files[path.name] = FileState(path)
+                plan.status[path.name] = "parsed"
+            else:
+                plan.status[path.name] = "appended"
+            plan.todo.append((state, path.stat().st_size))
+        return plan
+
+    @staticmethod
+    def skip_late_newlines(todo: list[tuple[FileState, int]]) -> None:
+        """A line read without its newline may get it later: that newline is not a line of its own."""
+        for state, size in todo:
+            if state.unterminated and size > state.offset and _byte_at(state.path, state.offset) == b"\n":
+                state.offset += 1
+                state.unterminated = False
