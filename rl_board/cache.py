@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import mmap
 import os
 import re
 import shutil
@@ -24,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import xxhash
 
-CACHE_VERSION = 7
+CACHE_VERSION = 8
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
-_HASH_PIECE = 1 << 20  # bytes read at a time while hashing a whole parsed part
 
 
 def default_cache_root() -> Path:
@@ -57,17 +58,12 @@ def hash_span(path: Path, start: int, end: int) -> str:
 
 
 def hash_prefix(path: Path, end: int) -> str:
-    """blake2b of bytes [0, end) of ``path``, read a piece at a time (about 1 GB/s)."""
-    digest = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as fh:
-        left = end
-        while left > 0:
-            piece = fh.read(min(_HASH_PIECE, left))
-            if not piece:
-                break
-            digest.update(piece)
-            left -= len(piece)
-    return digest.hexdigest()
+    """xxh3-128 of bytes [0, end) of ``path``, hashed from a memory map (several GB/s: the whole
+    parsed part of a 540 MB log costs well under a tenth of a second once it is in the page cache)."""
+    if end <= 0:
+        return xxhash.xxh3_128(b"").hexdigest()
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        return xxhash.xxh3_128(memoryview(mapped)[:min(end, len(mapped))]).hexdigest()
 
 
 @dataclass
