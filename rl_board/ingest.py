@@ -29,14 +29,13 @@ import pyarrow as pa
 
 from . import fields as F
 from .derive import derive
-from .readers import FileError, ReadOptions, reader_for
+from .readers import FileError, ReadOptions, line_too_long, reader_for
 from .segments import write_segment
 
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
-_SCAN_PIECE = 1 << 16  # bytes read at a time while looking for a line's end
+_SCAN_PIECE = 1 << 20  # bytes read at a time while looking for a line's end
 PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
-_LAST_LINE_MAX = 64 << 20  # a longer unterminated tail is taken to be still being written
 
 
 @dataclass
@@ -64,6 +63,7 @@ class RangeResult:
     error: str | None = None
     table: object = field(default=None, repr=False)
     unterminated: bool = False
+    long_tail: int = 0  # bytes after the last newline, already over the line limit: never read
 
 
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
@@ -113,6 +113,7 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
         if table.num_rows:
             tables.append(table)
 
+    limit = options.max_line
     with open(path, "rb") as fh:
         fh.seek(start)
         position = start
@@ -122,21 +123,33 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
                 break
             complete = chunk.rfind(b"\n") + 1
             if not complete:
-                if len(chunk) == READ_CHUNK and position + len(chunk) < stop:  # one line longer than a chunk
-                    chunk += _read_to_newline(fh, stop - position - len(chunk))
-                    complete = chunk.rfind(b"\n") + 1
-                if not complete:
+                if len(chunk) < READ_CHUNK or position + len(chunk) >= stop:
+                    break  # the tail: no newline before the range's end
+                rest = _find_newline(fh, stop - position - len(chunk))  # one line longer than a chunk
+                if rest is None:
                     break
+                size = len(chunk) + rest  # with its newline
+                if size - 1 > limit:  # named and passed over, never held in memory
+                    result.errors.append((result.lines + 1, line_too_long(size - 1, limit)))
+                    result.lines += 1
+                    position += size
+                    fh.seek(position)
+                    continue
+                fh.seek(position)
+                chunk = fh.read(size)
+                complete = size
             take(chunk, position)
             position += complete
             fh.seek(position)
-    if 0 < stop - position <= _LAST_LINE_MAX:  # bytes after the last newline: a finished line?
+    if 0 < stop - position <= limit:  # bytes after the last newline: a finished line?
         with open(path, "rb") as fh:
             fh.seek(position)
             tail = fh.read(stop - position)
         if reader.is_whole_record(tail):  # the writer stopped before its newline
             take(tail + b"\n", position)
             position, result.unterminated = stop, True
+    elif stop - position > limit:
+        result.long_tail = stop - position
     result.end = position
     result.pending = position < stop
     if tables:
@@ -183,20 +196,19 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
     return table, skipped + int((~keep).sum()), left
 
 
-def _read_to_newline(fh, limit: int) -> bytes:
-    """Bytes up to and including the next newline (or ``limit`` bytes, or EOF)."""
-    parts, total = [], 0
+def _find_newline(fh, limit: int) -> int | None:
+    """How many bytes from ``fh``'s position up to and including the next newline (within
+    ``limit`` bytes), reading a piece at a time and keeping none; None when there is none."""
+    total = 0
     while total < limit:
         piece = fh.read(min(_SCAN_PIECE, limit - total))
         if not piece:
-            break
+            return None
         cut = piece.find(b"\n")
         if cut >= 0:
-            parts.append(piece[:cut + 1])
-            break
-        parts.append(piece)
+            return total + cut + 1
         total += len(piece)
-    return b"".join(parts)
+    return None
 
 
 def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> list[tuple[int, int]]:
@@ -207,7 +219,10 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
     with open(path, "rb") as fh:
         while stop - cuts[-1] > size * 1.5:
             fh.seek(cuts[-1] + size)
-            boundary = cuts[-1] + size + len(_read_to_newline(fh, stop - cuts[-1] - size))
+            rest = _find_newline(fh, stop - cuts[-1] - size)
+            if rest is None:
+                break
+            boundary = cuts[-1] + size + rest
             if boundary >= stop:
                 break
             cuts.append(boundary)

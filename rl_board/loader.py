@@ -24,7 +24,7 @@ from . import fields as F
 from . import ingest
 from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
-from .readers import ReadOptions, SourceChanged, detect
+from .readers import ReadOptions, SourceChanged, describe_size, detect, max_line_bytes
 from .derive import SCHEMA
 from .run import LoadReport, Run
 from .segments import SegmentStore
@@ -57,7 +57,7 @@ class RunSource:
                  cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
                  eos_token: str | None = None):
         self.run_dir = Path(run_dir)
-        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None)
+        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes())
         self.max_per_step = max_per_step
         self._cache_root = cache_root
         self.reader = None
@@ -207,7 +207,10 @@ class RunSource:
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
         failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
-        notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed)]
+        notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
+                 *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
+                   f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
+                   for name in names if self._files[name].long_tail)]
         report = LoadReport(
             files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),

@@ -108,6 +108,7 @@ class FileState:
         self.pending = False
         self.error: str | None = None  # why the whole file could not be read
         self.unterminated = False  # the last line read had no newline: skip one if it comes
+        self.long_tail = 0  # bytes after the last newline, over the line limit already: never read
 
     @classmethod
     def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
@@ -133,6 +134,7 @@ class FileState:
         self.offset = result.end
         self.pending = result.pending
         self.unterminated = result.unterminated
+        self.long_tail = result.long_tail
 
     def describe(self) -> None:
         """Record what was read as the manifest entry of this file."""

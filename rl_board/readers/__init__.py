@@ -26,6 +26,7 @@ own). Every other top-level numeric or boolean field is an *extra*.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,19 @@ class FieldMappingError(ValueError):
     """A ``CANONICAL=SOURCE`` mapping that can't be used; the message says why."""
 
 
+MAX_LINE_ENV = "RL_BOARD_MAX_LINE_MB"
+DEFAULT_MAX_LINE = 64 << 20  # bytes: a longer line is named and skipped, never held in memory
+
+
+def max_line_bytes() -> int:
+    """``$RL_BOARD_MAX_LINE_MB`` in bytes (MiB; a positive number), else 64 MiB."""
+    try:
+        value = float(os.environ.get(MAX_LINE_ENV, ""))
+    except ValueError:
+        return DEFAULT_MAX_LINE
+    return int(value * (1 << 20)) if value > 0 else DEFAULT_MAX_LINE
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     """How a run is read; everything here changes the parsed rows, so it keys the cache.
@@ -51,20 +65,37 @@ class ReadOptions:
     pad_token: positions at and after its first occurrence are not counted (nor shown in texts).
     fields: ``(canonical, source)`` pairs from the user's field mapping.
     eos_token: positions after its first occurrence are not counted; it is (see ``metrics``).
+    max_line: bytes; a longer line is rejected (named, not read).
     """
 
     pad_token: str | None = None
     fields: tuple[tuple[str, str], ...] = ()
     eos_token: str | None = None
+    max_line: int = DEFAULT_MAX_LINE
 
     def to_json(self) -> str:
         return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
-                           "eos_token": self.eos_token})
+                           "eos_token": self.eos_token, "max_line": self.max_line})
 
     @classmethod
     def from_json(cls, text: str) -> "ReadOptions":
         raw = json.loads(text)
-        return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"])
+        return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
+                   raw.get("max_line", DEFAULT_MAX_LINE))
+
+
+def describe_size(size: int) -> str:
+    """Bytes as a person reads them: ``3.0 GB``, ``65 MB``, ``512 bytes``."""
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size / scale:.0f} {unit}"
+    return f"{size} bytes"
+
+
+def line_too_long(size: int, limit: int) -> str:
+    """The reason a line of ``size`` bytes is rejected."""
+    return (f"line of {describe_size(size)} is longer than the limit of {describe_size(limit)} "
+            f"(set {MAX_LINE_ENV}); not read")
 
 
 def parse_field_mapping(items) -> tuple[tuple[str, str], ...]:

@@ -34,7 +34,7 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value
+from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, line_too_long
 from .canonical import ROWS, build_rows, present_mask
 
 NAME = "jsonl"
@@ -65,6 +65,7 @@ class ParsedBlock:
     table: one canonical row per accepted line (``canonical.ROWS`` plus extras).
     errors: ``(line_number, reason)`` for every rejected line.
     lines: complete lines in the block (blank ones included).
+    slow: lines read one at a time by the slow path (refused by the block's struct).
     steps: for each rejected line, the step it names when a cheap look finds exactly one, else None
         (so a per-step quota can count a broken line of a full step as skipped, not as bad).
     """
@@ -73,16 +74,18 @@ class ParsedBlock:
     errors: list[tuple[int, str]] = field(default_factory=list)
     lines: int = 0
     steps: list[int | None] = field(default_factory=list)
+    slow: int = 0
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
-                options: ReadOptions = ReadOptions()) -> ParsedBlock:
+                options: ReadOptions = ReadOptions(), fast: bool = True) -> ParsedBlock:
     """Read the complete lines of ``data`` (up to its last newline) into canonical rows.
 
     Args:
         data: bytes of a file starting at byte ``base_offset``, at a line start.
         first_line: the number of the first line.
-        options: the user's field mapping (which source keys feed which field).
+        options: the user's field mapping (which source keys feed which field) and the line limit.
+        fast: False reads every line by the slow path (what a refused line gets), for checks.
     """
     end = data.rfind(b"\n") + 1
     data = data if end == len(data) and type(data) is bytes else bytes(data[:end])
@@ -90,19 +93,27 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     ends = np.flatnonzero(buffer == 10)
     starts = np.r_[0, ends[:-1] + 1].astype(np.int64)
     lengths = ends - starts
-    lines = np.flatnonzero(~_blank(data, buffer, starts, lengths))
-    shape = _shape(options.fields)
+    blank = _blank(data, buffer, starts, lengths)
+    too_long = np.flatnonzero(lengths > options.max_line)
+    blank[too_long] = True  # not read: each is an error of its own
+    lines = np.flatnonzero(~blank)
+    shape = _shape(options.fields) if fast else None
     enabled = gc.isenabled()
     gc.disable()  # decoded lines make no reference cycles; collecting while reading only costs time
     try:
-        return _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options)
+        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options)
     finally:
         if enabled:
             gc.enable()
+    if len(too_long):
+        long = [(first_line + int(i), line_too_long(int(lengths[i]), options.max_line)) for i in too_long]
+        merged = sorted([*zip(parsed.errors, parsed.steps), *((e, None) for e in long)], key=lambda e: e[0][0])
+        parsed.errors, parsed.steps = [e for e, _ in merged], [s for _, s in merged]
+    return parsed
 
 
 def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options) -> ParsedBlock:
-    objs, fast, slow = shape.decode(data, starts, ends, lines)
+    objs, fast, slow = shape.decode(data, starts, ends, lines) if shape is not None else ([], [], list(lines))
     tables, errors = [], []
     if fast:
         table, refused = shape.rows(objs, np.asarray(fast, np.int64), first_line, base_offset, starts, lengths)
@@ -129,7 +140,8 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         table = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
         table = table.take(np.argsort(table[F.LINE].to_numpy(), kind="stable"))
     errors.sort()
-    return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors])
+    return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
+                       len(slow))
 
 
 def _step_hint(raw: bytes) -> int | None:
@@ -235,6 +247,11 @@ class _Shape:
             chunk = view[starts[lines[a]]:ends[lines[b - 1]]]
             try:
                 got = self.decoder.decode_lines(chunk)
+            except RecursionError:  # nested too deeply somewhere: read the lines one by one
+                retries[0] += 1
+                for k in range(a, b):
+                    one(k)
+                return
             except UnicodeDecodeError as exc:  # bytes that are not UTF-8: name the line they are on
                 retries[0] += 1
                 at = _failed_line(f"(byte {exc.start})", chunk, starts, lines, a, b)
@@ -267,7 +284,7 @@ class _Shape:
             index = int(lines[k])
             try:
                 got = self.decoder.decode(view[starts[index]:ends[index]])
-            except UnicodeDecodeError:
+            except (UnicodeDecodeError, RecursionError):
                 slow.append(index)
                 return
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
@@ -580,7 +597,7 @@ def _json_error(text: str) -> str:
     except json.JSONDecodeError as exc:
         return f"invalid JSON: {exc.msg} at column {exc.colno}"
     except RecursionError:
-        return "invalid JSON: nested too deeply"
+        return "invalid JSON: a value is nested too deeply to read"
     except ValueError as exc:  # e.g. an integer too large
         return f"invalid JSON: {exc}"
     return "invalid JSON"
