@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from . import fields as F
-from .access import RootError, check_allowed, open_allowed, usable_path
+from .access import RootError, open_allowed
 from .metrics import SampleTokens, compute_sample_tokens
 from .readers import ReadOptions, SourceChanged, canonical_record
 
@@ -123,8 +123,9 @@ class Run:
                         fh.seek(offset)
                         out.append(fh.read(length))
                 else:
-                    out.append(json.dumps(self._reader.record(self._checked(path), offset, length, int(row[F.LINE])),
-                                          ensure_ascii=False, default=str).encode())
+                    with open_allowed(path) as fh:
+                        got = self._reader.record(fh, path.name, offset, length, int(row[F.LINE]))
+                    out.append(json.dumps(got, ensure_ascii=False, default=str).encode())
             except (OSError, SourceChanged, RootError):
                 continue
         return b"".join(line + b"\n" for line in out)
@@ -133,9 +134,13 @@ class Run:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical
         field -> value, every other field -> value). ``SourceChanged`` when it moved."""
         row = self.samples.loc[label]
-        path = self._checked(self.path / self.files[int(row[F.FILE])])
+        path = self.path / self.files[int(row[F.FILE])]
         line = int(row[F.LINE])
-        obj = self._reader.record(path, int(row["offset"]), int(row["length"]), line)
+        try:
+            with open_allowed(path) as fh:  # checked again, no symlink followed: it may point out by now
+                obj = self._reader.record(fh, path.name, int(row["offset"]), int(row["length"]), line)
+        except RootError as exc:
+            raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
         canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
         step = canonical.get(F.STEP)
         if not isinstance(step, (int, float)) or step != row[F.STEP]:
@@ -151,16 +156,6 @@ class Run:
             except (OSError, SourceChanged, RootError):
                 out.append(None)
         return out
-
-    @staticmethod
-    def _checked(path: Path) -> Path:
-        """``path`` resolved and checked again before a re-read (it may have become a symlink
-        pointing outside the allowed folders since it was listed); ``SourceChanged`` if so."""
-        try:
-            check_allowed(path)
-            return usable_path(path).resolve()
-        except RootError as exc:
-            raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
 
     def sample_tokens(self, label) -> SampleTokens:
         """One sample's token lists (``label`` in ``samples``), read again from its source."""

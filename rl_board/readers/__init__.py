@@ -4,7 +4,7 @@
 ``*.jsonl`` files is read by ``jsonl`` (the board's own lines, OpenRLHF-style
 ranks and verl's ``{step}.jsonl`` dumps), a folder of ``*.parquet`` files by
 ``parquet`` (TRL's ``completions_*.parquet``). A reader module has ``NAME``,
-``SUFFIX``, ``ALIASES``, ``APPENDABLE`` and ``record(path, offset, length, line)``
+``SUFFIX``, ``ALIASES``, ``APPENDABLE`` and ``record(fh, name, offset, length, line)``
 (one sample's source record, read again), and either
 
 - ``parse_block(data, first_line, base_offset, options) -> ParsedBlock`` when its

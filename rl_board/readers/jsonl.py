@@ -555,15 +555,14 @@ def is_whole_record(raw: bytes) -> bool:
     return isinstance(parse_line(raw), dict)
 
 
-def record(path: Path, offset: int, length: int, line: int) -> dict:
-    """The line of one sample as a dict, read again from its file; ``SourceChanged`` when it is
-    no longer there."""
-    with open(path, "rb") as fh:
-        fh.seek(offset)
-        raw = fh.read(length + 1)
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """The line of one sample as a dict, read again from ``fh`` (its file, open for reading, called
+    ``name``); ``SourceChanged`` when it is no longer there."""
+    fh.seek(offset)
+    raw = fh.read(length + 1)
     obj = parse_line(raw[:length]) if raw[length:] in (b"\n", b"") else "moved"  # b"": a last line, unterminated
     if isinstance(obj, str):
-        raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     return obj
 
 

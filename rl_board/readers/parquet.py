@@ -12,8 +12,8 @@ and ``advantage`` are). A table file can't grow by appending: any change re-read
 
 from __future__ import annotations
 
-import functools
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -83,24 +83,26 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     return build_rows(columns, extras), errors, rows
 
 
-def record(path: Path, offset: int, length: int, line: int) -> dict:
-    """Row ``offset`` (0-based) of a table file as a dict."""
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """Row ``offset`` (0-based) of a table file (``fh``, open for reading, called ``name``) as a dict."""
+    import pyarrow.parquet as pq
+
     try:
-        st = path.stat()
-        table = _table(str(path), st.st_size, st.st_mtime_ns)
+        st = os.fstat(fh.fileno())
+        key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        table = _TABLES.get(key)
+        if table is None:
+            table = _TABLES[key] = pq.read_table(fh)
+            while len(_TABLES) > 4:  # a step's samples are shown row by row: keep the last few files
+                _TABLES.pop(next(iter(_TABLES)))
     except (pa.ArrowException, OSError) as exc:
-        raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
+        raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
     if offset >= table.num_rows:
-        raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     return table.slice(offset, 1).to_pylist()[0]
 
 
-@functools.lru_cache(maxsize=4)
-def _table(path: str, size: int, mtime_ns: int) -> pa.Table:
-    """A table file, read once while it is unchanged (a step's samples are shown row by row)."""
-    import pyarrow.parquet as pq
-
-    return pq.read_table(path)
+_TABLES: dict[tuple, pa.Table] = {}  # table files read for ``record``, while unchanged
 
 
 def _mask(flags) -> np.ndarray:
