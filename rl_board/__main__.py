@@ -14,9 +14,12 @@ import os
 import sys
 from pathlib import Path
 
-from .loader import RootError, load_run
-from .readers import FieldMappingError, parse_field_mapping
-from .summary import build_summary
+from . import workers
+from .access import RootError
+
+# Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
+# starts its parsing workers first, so their start overlaps this process's own imports.
+READS_A_RUN = ("summary", "search", "findings")
 
 FORMATS = ("board", "verl", "trl")
 # Every server setting ``serve`` needs, passed on the command line so they hold whatever folder it
@@ -113,6 +116,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(args):
     """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
+    from .loader import load_run
+    from .readers import FieldMappingError, parse_field_mapping
+
     try:
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
@@ -223,6 +229,8 @@ def _summary(args) -> int:
     run = _load(args)
     if isinstance(run, int):
         return run
+    from .summary import build_summary
+
     summary = build_summary(run)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
@@ -285,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     except RootError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.command in READS_A_RUN and args.max_samples_per_step is None:
+        workers.warm_up_for(args.run_dir)
     if args.command == "summary":
         try:
             return _summary(args)

@@ -24,7 +24,6 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
 import xxhash
 
 CACHE_VERSION = 8
@@ -208,6 +207,8 @@ class RunCache:
 
     def open_segment(self, name: str) -> pa.Table:
         """A segment as a table whose buffers map the file: pages load when read."""
+        import pyarrow as pa  # here: the command line's first look at a cache needs none of it
+
         source = pa.memory_map(str(self.folder / name), "r")
         return pa.ipc.open_file(source).read_all()
 

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import selectors
-import subprocess
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -28,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from . import fields as F
+from . import workers
 from .derive import derive
 from .readers import FileError, ReadOptions, line_too_long, reader_for
 from .segments import write_segment
@@ -35,7 +35,7 @@ from .segments import write_segment
 READ_CHUNK = 32 << 20  # bytes parsed at a time inside a range: bounds a worker's memory
 RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
 _SCAN_PIECE = 1 << 20  # bytes read at a time while looking for a line's end
-PARALLEL_MIN_BYTES = 64 << 20  # below this, starting workers costs more than it saves
+PARALLEL_MIN_BYTES = workers.MIN_BYTES  # below this, handing bytes to workers costs more than it saves
 
 
 @dataclass
@@ -234,10 +234,10 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
                progress: Callable[[int], None] | None = None) -> list[RangeResult]:
     """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes finished."""
     total = sum(stop - start for _, start, stop in tasks)
-    workers = min(os.cpu_count() or 1, len(tasks))
-    if max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and workers > 1:
+    count = min(workers.count(), len(tasks))
+    if max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1:
         try:
-            return _run_in_workers(reader, tasks, out_dir, options, workers, progress)
+            return _run_in_workers(reader, tasks, out_dir, options, count, progress)
         except WorkerError:
             pass  # parse here instead: slower, same result
     results = []
@@ -252,76 +252,73 @@ class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
 
-def _run_in_workers(reader, tasks, out_dir, options, workers, progress) -> list[RangeResult]:
-    """Hand the tasks, one at a time as each finishes, to ``workers`` fresh
-    ``python -m rl_board.ingest`` processes.
-
-    Plain subprocesses, not multiprocessing: nothing of the caller's main module
-    is re-imported, so this works from Streamlit, notebooks and scripts alike.
-    """
-    package_parent = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+def _run_in_workers(reader, tasks, out_dir, options, count, progress) -> list[RangeResult]:
+    """Hand the tasks, one at a time as each finishes, to ``count`` worker processes (the warm
+    pool of ``workers``, see there); results in task order."""
     queue = list(enumerate(tasks))[::-1]
     results: dict[int, RangeResult] = {}
-    stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
-    procs = [subprocess.Popen([sys.executable, "-m", "rl_board.ingest", out_dir, reader.NAME, options.to_json()],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
-             for _ in range(workers)]
-    selector = selectors.DefaultSelector()
+    with workers.borrow(count) as procs:
+        selector = selectors.DefaultSelector()
+        busy = set()
 
-    def dispatch(proc) -> None:
-        if queue:
-            proc.stdin.write((json.dumps(queue.pop()) + "\n").encode())
-            proc.stdin.flush()
-        else:
-            proc.stdin.close()
+        def dispatch(proc) -> None:
+            if queue:
+                index, (path, start, stop) = queue.pop()
+                task = [index, path, start, stop, out_dir, reader.NAME, options.to_json()]
+                proc.stdin.write((json.dumps(task) + "\n").encode())
+                proc.stdin.flush()
+                busy.add(proc)
+            else:
+                busy.discard(proc)
 
-    try:
-        for proc in procs:
-            selector.register(proc.stdout, selectors.EVENT_READ, proc)
-            dispatch(proc)
-        busy = len(procs)
-        while busy:
-            for key, _ in selector.select():
-                line = key.fileobj.readline()
-                if not line:
-                    selector.unregister(key.fileobj)
-                    busy -= 1
-                    continue
-                index, fields_ = json.loads(line)
-                result = RangeResult(**fields_)
-                result.errors = [tuple(e) for e in result.errors]
-                results[index] = result
-                if progress is not None:
-                    progress(tasks[index][2] - tasks[index][1])
-                dispatch(key.data)
-        failed = [p for p in procs if p.wait() != 0]
-        if failed or len(results) != len(tasks):
-            stderr.seek(0)
-            raise WorkerError(stderr.read().decode(errors="replace")[-2000:] or "results missing")
-    except (OSError, ValueError) as exc:
-        raise WorkerError(str(exc)) from exc
-    finally:
-        selector.close()
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-            for pipe in (proc.stdin, proc.stdout):
-                try:
-                    pipe.close()
-                except OSError:  # a dead worker's stdin can't take the rest of its buffer
-                    pass
-        stderr.close()
+        try:
+            for proc in procs:
+                selector.register(proc.stdout, selectors.EVENT_READ, proc)
+                dispatch(proc)
+            while busy:
+                for key, _ in selector.select():
+                    line = key.fileobj.readline()
+                    if not line:  # the worker died
+                        raise WorkerError(workers.stop(key.data) or "a worker ended")
+                    index, fields_ = json.loads(line)
+                    result = RangeResult(**fields_)
+                    result.errors = [tuple(e) for e in result.errors]
+                    results[index] = result
+                    if progress is not None:
+                        progress(tasks[index][2] - tasks[index][1])
+                    dispatch(key.data)
+        except (OSError, ValueError, TypeError) as exc:
+            raise WorkerError(str(exc)) from exc
+        finally:
+            selector.close()
     return [results[i] for i in range(len(tasks))]
 
 
-def _worker_main(out_dir: str, reader, options: ReadOptions) -> None:
-    """Worker entry: one JSON task [index, [path, start, stop]] per stdin line; one JSON
-    result line [index, result] on stdout as each finishes. Ends when stdin closes."""
-    for line in sys.stdin:
-        index, (path, start, stop) = json.loads(line)
-        result = ingest_range(reader, path, start, stop, out_dir, options)
+def _warm() -> None:
+    """Read a two-line block and write its segment to memory, so what a first read imports and
+    sets up lazily (pyarrow's pandas check, IPC, compute kernels) is done before a task arrives."""
+    line = (b'{"step": 0, "reward": 0.0, "prompt": "p", "response": "a b", "response_tokens": ["a", "b"], '
+            b'"logprobs": [-1.0, -1.0], "ref_logprobs": [-1.0, -2.0], "x": 1}\n')
+    table = derive(reader_for("jsonl").parse_block(line * 2).table)
+    with pa.ipc.new_file(pa.BufferOutputStream(), table.schema) as writer:
+        writer.write_table(table)
+
+
+def _serve(idle_seconds: float) -> None:
+    """Worker entry: one JSON task [index, path, start, stop, out_dir, reader, options] per stdin
+    line; one JSON result line [index, result] on stdout as each finishes. Ends when stdin
+    closes, or after ``idle_seconds`` without a task."""
+    _warm()
+    stdin = sys.stdin.buffer
+    while True:
+        ready, _, _ = select.select([stdin], [], [], idle_seconds)
+        if not ready:
+            return
+        line = stdin.readline()
+        if not line:
+            return
+        index, path, start, stop, out_dir, name, options = json.loads(line)
+        result = ingest_range(reader_for(name), path, start, stop, out_dir, ReadOptions.from_json(options))
         fields_ = asdict(result)
         del fields_["table"]  # always None here: workers write segment files
         sys.stdout.write(json.dumps([index, fields_]) + "\n")
@@ -334,5 +331,5 @@ def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, in
             for a, b in split_ranges(path, start, stop)]
 
 
-if __name__ == "__main__":
-    _worker_main(sys.argv[1], reader_for(sys.argv[2]), ReadOptions.from_json(sys.argv[3]))
+if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
+    _serve(float(sys.argv[2]))

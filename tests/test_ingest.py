@@ -3,7 +3,7 @@
 import pandas as pd
 
 from conftest import sample, write_lines
-from rl_board import ingest
+from rl_board import ingest, workers
 from rl_board.loader import RunSource
 
 
@@ -49,6 +49,7 @@ def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch):
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "RANGE_BYTES", 1000)
+    workers.shutdown()  # no warm worker from an earlier test
     monkeypatch.setattr(ingest.sys, "executable", "/bin/false")  # every worker exits at once
     got = RunSource(tmp_path / "run").refresh()
     assert got.samples["reward"].tolist() == expected.samples["reward"].tolist()

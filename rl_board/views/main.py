@@ -6,6 +6,7 @@ calls ``render_page`` so ``streamlit run app.py`` draws the same page.
 
 import streamlit as st
 
+from rl_board import workers
 from rl_board.access import check_roots
 from rl_board.loader import RootError
 from rl_board.text import escape_markdown
@@ -24,6 +25,7 @@ def render_page() -> None:
         st.text(str(exc))
         return
 
+    workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
     links.read()
     settings = sidebar.render()
     links.autoload(settings.run_dir, settings.fields)

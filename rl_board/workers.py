@@ -1,0 +1,149 @@
+"""Parsing worker processes kept warm, so a cold open does not wait for interpreters to start.
+
+A worker is a plain ``python -m rl_board.ingest --serve`` subprocess (not
+multiprocessing: nothing of the caller's main module is re-imported, so this works
+from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
+waiting: the page calls it as it first draws, a command as its first line, so the
+workers' imports run while the caller imports its own. ``borrow()`` lends the pool
+to one read at a time; a second read at the same moment gets fresh workers. A
+worker left idle for ``IDLE_SECONDS`` exits (freeing what its last parse used), and
+is started again the next time it is needed.
+
+This module imports nothing heavy: calling it costs a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+IDLE_SECONDS = 300  # a worker with nothing to do for this long exits
+MIN_BYTES = 16 << 20  # a read of fewer new bytes is done in the calling process (``ingest``)
+NICENESS = 5  # workers yield the cores to the page's server (and a command's own start) when both want them
+
+_lock = threading.Lock()
+_pool: list[subprocess.Popen] = []
+
+
+def count() -> int:
+    """How many workers a read uses: one per core."""
+    return os.cpu_count() or 1
+
+
+def spawn() -> subprocess.Popen:
+    """Start one worker (it reads tasks from its stdin, one JSON line each; see ``ingest``)."""
+    package_parent = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ,
+           "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
+    proc = subprocess.Popen([sys.executable, "-m", "rl_board.ingest", "--serve", str(IDLE_SECONDS)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
+                            preexec_fn=_lower_priority)
+    proc.stderr_file = stderr  # what ``stop`` and error messages read
+    return proc
+
+
+def stop(proc: subprocess.Popen) -> str:
+    """End a worker; returns the end of what it wrote to stderr."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pipe in (proc.stdin, proc.stdout):
+        try:
+            pipe.close()
+        except OSError:  # a dead worker's stdin can't take the rest of its buffer
+            pass
+    stderr = getattr(proc, "stderr_file", None)
+    if stderr is None:
+        return ""
+    try:
+        stderr.seek(0)
+        return stderr.read().decode(errors="replace")[-2000:]
+    finally:
+        stderr.close()
+
+
+def _lower_priority() -> None:
+    try:
+        os.nice(NICENESS)
+    except OSError:
+        pass
+
+
+def _top_up(wanted: int) -> None:
+    """Keep ``wanted`` live workers in the pool (holding ``_lock``)."""
+    for proc in [p for p in _pool if p.poll() is not None]:
+        _pool.remove(proc)
+        stop(proc)
+    while len(_pool) < wanted:
+        _pool.append(spawn())
+
+
+def warm_up_for(run_dir, cache_root: Path | None = None) -> None:
+    """``warm_up`` when a cold read of ``run_dir`` would use workers: its JSON lines add up to
+    ``MIN_BYTES`` or more and no cache of a folder of that name is as new as its newest file (a
+    look at sizes and times only; the exact cache is known only once the loader runs)."""
+    try:
+        files = [entry.stat() for entry in os.scandir(run_dir) if entry.name.endswith(".jsonl") and entry.is_file()]
+    except OSError:
+        return
+    if sum(st.st_size for st in files) < MIN_BYTES:
+        return
+    newest = max(st.st_mtime_ns for st in files)
+    if cache_root is None:
+        from .cache import default_cache_root
+
+        cache_root = default_cache_root()
+    prefix = Path(run_dir).resolve().name + "-"
+    try:
+        for entry in os.scandir(cache_root):
+            if entry.name.startswith(prefix) and os.stat(Path(entry.path) / "manifest.json").st_mtime_ns >= newest:
+                return  # a cache likely holds it: workers would only slow the read down
+    except OSError:
+        pass
+    warm_up()
+
+
+def warm_up(wanted: int | None = None) -> None:
+    """Start the pool's workers now, without waiting for them; nothing when a read holds it."""
+    if _lock.acquire(blocking=False):
+        try:
+            _top_up(wanted or count())
+        finally:
+            _lock.release()
+
+
+@contextlib.contextmanager
+def borrow(wanted: int):
+    """``wanted`` live workers of the pool for one read, or fresh ones (ended afterwards) when
+    another read holds the pool. If the read fails, the pool's workers are ended: the next read
+    starts afresh."""
+    if not _lock.acquire(blocking=False):
+        procs = [spawn() for _ in range(wanted)]
+        try:
+            yield procs
+        finally:
+            for proc in procs:
+                stop(proc)
+        return
+    try:
+        _top_up(wanted)
+        yield _pool[:wanted]
+    except BaseException:
+        while _pool:
+            stop(_pool.pop())
+        raise
+    finally:
+        _lock.release()
+
+
+def shutdown() -> None:
+    """End every pooled worker (tests, and a process about to exit, may call it)."""
+    with _lock:
+        while _pool:
+            stop(_pool.pop())
