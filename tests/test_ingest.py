@@ -54,3 +54,36 @@ def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch):
     got = RunSource(tmp_path / "run").refresh()
     assert got.samples["reward"].tolist() == expected.samples["reward"].tolist()
     assert got.report.errors == expected.report.errors == (("r.jsonl", 201, got.report.errors[0][2]),)
+
+
+def test_warm_workers_are_reused_across_reads(tmp_path, monkeypatch):
+    """A second read is handed to the same worker processes the first one used (no new start)."""
+    lines = [sample(i % 5, float(i), prompt=f"p{i}", logprobs=[-1.0, -0.5]) for i in range(400)]
+    write_lines(tmp_path / "a" / "r.jsonl", lines)
+    write_lines(tmp_path / "b" / "r.jsonl", lines[::-1])
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
+    workers.shutdown()
+    workers.warm_up(2)
+    started = {p.pid for p in workers._pool}
+    first = RunSource(tmp_path / "a").refresh()
+    second = RunSource(tmp_path / "b").refresh()
+    assert {p.pid for p in workers._pool} == started and len(started) == 2
+    assert sorted(first.samples["reward"]) == sorted(second.samples["reward"]) == [float(i) for i in range(400)]
+
+
+def test_warm_up_for_a_run_skips_small_or_cached_runs(tmp_path, monkeypatch):
+    """Workers are started only for a run large enough, and not when a cache newer than it exists."""
+    calls = []
+    monkeypatch.setattr(workers, "warm_up", lambda *a: calls.append(a))
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0)])
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert calls == []  # too small
+    monkeypatch.setattr(workers, "MIN_BYTES", 1)
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert len(calls) == 1
+    cached = tmp_path / "cache" / "run-0123456789abcdef"
+    cached.mkdir(parents=True)
+    (cached / "manifest.json").write_text("{}")
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert len(calls) == 1  # a cache as new as the run: no workers
