@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-CACHE_VERSION = 6
+CACHE_VERSION = 7
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
