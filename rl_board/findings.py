@@ -31,7 +31,6 @@ The six checks, in this order (thresholds below as named constants):
 from __future__ import annotations
 
 import html
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ import pandas as pd
 from . import fields as F
 from .analysis import compute_ngram_log_odds
 from .colors import display_token
-from .metrics import token_positions
 from .run import Run
 
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
@@ -65,7 +63,7 @@ EMPTY_SHARE = Fraction(1, 20)  # of a step's samples with no words
 EMPTY_SAMPLES = 3
 
 #: Every character ``str.split()`` splits on (Python's whitespace), as an RE2 class: a text that is
-#: only these has no words.
+#: only these has no words. (``derive`` splits the words with pyarrow, on the same characters.)
 _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 
 
@@ -123,61 +121,18 @@ def compute_windows(run: Run) -> tuple[list[int], list[int]]:
     return steps[:k], steps[len(steps) - k:]
 
 
-def _text_words(text, pad_token: str | None) -> list[str]:
-    if not isinstance(text, str):
-        return []
-    return (text.replace(pad_token, "") if pad_token else text).split()
-
-
-def _token_words(canonical: dict, pad_token: str | None, eos_token: str | None) -> list[str] | None:
-    """The counted tokens without pad and EOS, or None when the record has no ``response_tokens``."""
-    tokens = canonical.get(F.TOKENS)
-    if not isinstance(tokens, list):
-        return None
-    lengths = {name: len(v) for name in F.TOKEN_FIELDS if isinstance(v := canonical.get(name), list)}
-    _, counted = token_positions(lengths, tokens, pad_token, eos_token)
-    drop = {t for t in (pad_token, eos_token) if t is not None}
-    # as ``metrics.compute_sample_tokens`` shows them; positions past the token list are no tokens
-    shown = (t if isinstance(t, str) else json.dumps(t) for t in tokens[:counted])
-    return [t for t in shown if t not in drop]
-
-
 def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
     """(each response's words, whether they came from its tokens) for ``frame`` (rows of
-    ``run.samples``, in their order). A sample with a per-token list is read again from its file
-    (``Run.records``); one that can no longer be read falls back to its text's words."""
-    pad, eos = run.options.pad_token, run.options.eos_token
-    texts = run.with_text(frame)["response"].tolist()
-    words = [_text_words(t, pad) for t in texts]
-    from_tokens = [False] * len(frame)
-    places = np.flatnonzero(frame["response_len"].to_numpy() >= 0)  # -1: neither tokens nor lists
-    for place, record in zip(places, run.records(frame.index[places])):
-        if record is not None and (got := _token_words(record[0], pad, eos)) is not None:
-            words[place], from_tokens[place] = got, True
-    return words, from_tokens
+    ``run.samples``, in their order), from the run's segments (``Run.words``): no file is read. A
+    sample with neither tokens nor a response has no words."""
+    words = [w if w is not None else [] for w in run.words(frame)]
+    return words, frame["has_tokens"].to_numpy(dtype=bool).tolist()
 
 
 def compute_empty(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Texts are
-    checked in the memory-mapped columns; a sample's record is read only when its counted positions
-    or its token lists could make the answer differ from its text's (at most one counted position,
-    or lists of unequal length)."""
-    samples = run.samples
-    if samples.empty:
-        return np.zeros(0, dtype=bool)
-    pad = run.options.pad_token
-    blank = run.text_matches("response", _BLANK, pad) | samples["response_chars"].isna().to_numpy()
-    counted = samples["response_len"].to_numpy()
-    differ = samples["lengths_differ"].to_numpy(dtype=bool)
-    empty = blank.copy()  # right for samples without token lists (counted -1)
-    # With a token list of the counted length >= 2, at most its last counted token is the EOS (or a
-    # pad equal to it), so it has words; otherwise, or when the text is blank, read the tokens.
-    unsure = (counted >= 0) & (blank | (counted <= 1) | differ)
-    places = np.flatnonzero(unsure)
-    if len(places):
-        words, _ = compute_words(run, samples.iloc[places])
-        empty[places] = [not w for w in words]
-    return empty
+    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Counts the words
+    in the segments (``Run.word_counts``): no text or file is read."""
+    return run.word_counts() <= 0
 
 
 def _grams(words: list[str]) -> set[tuple[str, ...]]:
@@ -402,8 +357,8 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 
 def compute_findings(run: Run) -> Findings:
     """Every finding of the six checks on ``run``, in ``KINDS`` order (see the module's definitions).
-    Reads again from disk the token lists of the early and late windows' samples when the reward
-    rose, and of the few samples whose emptiness their columns leave open."""
+    Reads the words of the early and late windows' samples (when the reward rose) from the run's
+    segments: no log file is opened."""
     samples = run.samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
