@@ -26,7 +26,7 @@ from pathlib import Path
 
 import xxhash
 
-CACHE_VERSION = 8
+CACHE_VERSION = 9
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"

@@ -4,16 +4,15 @@
 computes, for every sample at once (no Python per sample), what the page and the
 summary read: ``n_tokens``, ``response_len`` (the counted positions of ``metrics``),
 ``lengths_differ``, the characters of the response, the 4-gram repetition, the
-prompt key and the per-sample aggregates of ``metrics.SAMPLE_AGGREGATES``. The
-per-token lists are dropped: a sample's tokens are read again from its source when
-it is shown. The result's columns are ``SCHEMA`` then the extras, as the cache
+prompt key, the response's *words* (see ``SCHEMA``) and the per-sample aggregates of
+``metrics.SAMPLE_AGGREGATES``. The per-token lists are dropped: a sample's tokens are
+read again from its source when it is shown. The result's columns are ``SCHEMA`` then the extras, as the cache
 stores them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +21,9 @@ import pyarrow.compute as pc
 from . import fields as F
 from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
 from .readers import ReadOptions
-from .readers.canonical import ROWS
+from .readers.canonical import ROWS, TOKEN_STRINGS
+
+WORDS = TOKEN_STRINGS  # list<dictionary<int32, string>>: each sample's words, strings stored once a block
 
 SCHEMA = pa.schema(
     [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
@@ -39,6 +40,10 @@ SCHEMA = pa.schema(
         ("ref_response_chars", pa.float64()),
         ("repeat_4gram", pa.float64()),  # 1 - distinct/total 4-grams of the counted tokens (or words)
         ("prompt_key", pa.int64()),  # 64-bit key of the prompt text with pads removed; null without a prompt
+        # The response's words (issue 16): its counted tokens without pad and EOS tokens, or, without
+        # ``response_tokens``, the words ``str.split()`` finds in it with pads removed; null with neither.
+        ("words", WORDS),
+        ("has_tokens", pa.bool_()),  # the sample has ``response_tokens``: its words are tokens
     ]
     + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
 )
@@ -85,7 +90,10 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
              for name in ("prompt", "response", "ref_response")}
     columns["response_chars"] = pc.utf8_length(texts["response"]).cast(pa.float64())
     columns["ref_response_chars"] = pc.utf8_length(texts["ref_response"]).cast(pa.float64())
-    columns["repeat_4gram"] = _repeat_4gram(tokens, counted, texts["response"])
+    words = _TextWords(tokens.lengths < 0, texts["response"])
+    columns["repeat_4gram"] = _repeat_4gram(tokens, counted, words)
+    columns["words"] = _words(tokens, counted, words, options)
+    columns["has_tokens"] = tokens.lengths >= 0
     columns["prompt_key"] = _prompt_keys(texts["prompt"])
     cut = TokenColumns.from_arrays(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
     columns.update(compute_sample_aggregates(cut))
@@ -186,24 +194,61 @@ def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> np.ndarray
     return counted
 
 
-def _repeat_4gram(tokens: _Tokens, counted: np.ndarray, responses: pa.ChunkedArray) -> pa.Array:
+class _TextWords:
+    """The words of the responses of samples without tokens (``has_text``: bool, shape (samples,)),
+    as ``str.split()`` finds them (pyarrow splits on exactly the same characters): ``rows`` (the
+    samples with a response), ``ids`` (int64, one per word, samples one after another; equal words,
+    equal ids), ``owner`` (the sample of each word) and ``vocabulary`` (the strings of the ids)."""
+
+    def __init__(self, without_tokens: np.ndarray, responses: pa.ChunkedArray):
+        responses = responses.combine_chunks() if isinstance(responses, pa.ChunkedArray) else responses
+        present = responses.is_valid().to_numpy(zero_copy_only=False)
+        self.rows = np.flatnonzero(without_tokens & present)
+        split = pc.utf8_split_whitespace(responses.take(pa.array(self.rows, pa.int64())))
+        flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
+        word = pc.not_equal(flat, "")  # the split gives an empty word at each end that is whitespace
+        encoded = pc.dictionary_encode(flat.filter(word))
+        self.ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        self.owner = self.rows[parent.filter(word).to_numpy(zero_copy_only=False)]
+        self.vocabulary = encoded.dictionary
+
+
+def _repeat_4gram(tokens: _Tokens, counted: np.ndarray, words: _TextWords) -> pa.Array:
     """``metrics.repeat_4gram_share`` per sample: over its counted tokens when it has tokens,
     else over the words of its response (pads removed); null with neither."""
     count = len(counted)
     keep = tokens.position < counted[tokens.owner]
     out = _distinct_4gram_share(tokens.ids[keep], tokens.owner[keep], count)
-    has_tokens = tokens.lengths >= 0
-    word_rows = np.flatnonzero(~has_tokens & responses.is_valid().to_numpy(zero_copy_only=False))
-    if len(word_rows):
-        words = list(map(str.split, responses.take(pa.array(word_rows)).to_pylist()))
-        flat = list(chain.from_iterable(words))
-        vocabulary = {word: i for i, word in enumerate(dict.fromkeys(flat))}
-        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
-        owner = np.repeat(word_rows, np.fromiter(map(len, words), np.int64, len(words)))
-        out[word_rows] = _distinct_4gram_share(ids, owner, count)[word_rows]
-    mask = ~has_tokens
-    mask[word_rows] = False
+    if len(words.rows):
+        out[words.rows] = _distinct_4gram_share(words.ids, words.owner, count)[words.rows]
+    mask = tokens.lengths < 0
+    mask[words.rows] = False
     return pa.array(out, pa.float64(), mask=mask)
+
+
+def _words(tokens: _Tokens, counted: np.ndarray, words: _TextWords, options: ReadOptions) -> pa.Array:
+    """The ``words`` column: each sample's counted tokens without pad and EOS (a token list shorter
+    than the counted positions gives the tokens it has), or its text's ``words``; null with neither."""
+    keep = tokens.position < counted[tokens.owner]
+    for token in {options.pad_token, options.eos_token}:
+        token_id = tokens.id_of(token)
+        if token_id is not None:
+            keep &= tokens.ids != token_id
+    # one dictionary for both kinds of words: the tokens' strings, then the text words'
+    strings = pa.concat_arrays([pa.array(tokens.vocabulary, pa.string()), words.vocabulary])
+    unified = pc.dictionary_encode(strings)
+    remap = unified.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = np.concatenate([remap[tokens.ids[keep]], remap[len(tokens.vocabulary) + words.ids]])
+    owner = np.concatenate([tokens.owner[keep], words.owner])
+    if len(words.ids) and keep.any():  # each part's owners ascend; a sample's words are in one part
+        order = np.argsort(owner, kind="stable")
+        ids, owner = ids[order], owner[order]
+    offsets = np.zeros(len(counted) + 1, np.int32)
+    np.cumsum(np.bincount(owner, minlength=len(counted)), out=offsets[1:])
+    neither = tokens.lengths < 0
+    neither[words.rows] = False
+    values = pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), unified.dictionary)
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(neither))
 
 
 def _distinct_4gram_share(ids: np.ndarray, owner: np.ndarray, count: int) -> np.ndarray:

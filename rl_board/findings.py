@@ -31,11 +31,10 @@ The six checks, in this order (thresholds below as named constants):
 from __future__ import annotations
 
 import html
-import json
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
+from itertools import chain
 
 import numpy as np
 import pandas as pd
@@ -43,7 +42,6 @@ import pandas as pd
 from . import fields as F
 from .analysis import compute_ngram_log_odds
 from .colors import display_token
-from .metrics import token_positions
 from .run import Run
 
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
@@ -65,7 +63,7 @@ EMPTY_SHARE = Fraction(1, 20)  # of a step's samples with no words
 EMPTY_SAMPLES = 3
 
 #: Every character ``str.split()`` splits on (Python's whitespace), as an RE2 class: a text that is
-#: only these has no words.
+#: only these has no words. (``derive`` splits the words with pyarrow, on the same characters.)
 _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 
 
@@ -123,65 +121,69 @@ def compute_windows(run: Run) -> tuple[list[int], list[int]]:
     return steps[:k], steps[len(steps) - k:]
 
 
-def _text_words(text, pad_token: str | None) -> list[str]:
-    if not isinstance(text, str):
-        return []
-    return (text.replace(pad_token, "") if pad_token else text).split()
-
-
-def _token_words(canonical: dict, pad_token: str | None, eos_token: str | None) -> list[str] | None:
-    """The counted tokens without pad and EOS, or None when the record has no ``response_tokens``."""
-    tokens = canonical.get(F.TOKENS)
-    if not isinstance(tokens, list):
-        return None
-    lengths = {name: len(v) for name in F.TOKEN_FIELDS if isinstance(v := canonical.get(name), list)}
-    _, counted = token_positions(lengths, tokens, pad_token, eos_token)
-    drop = {t for t in (pad_token, eos_token) if t is not None}
-    # as ``metrics.compute_sample_tokens`` shows them; positions past the token list are no tokens
-    shown = (t if isinstance(t, str) else json.dumps(t) for t in tokens[:counted])
-    return [t for t in shown if t not in drop]
-
-
 def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
     """(each response's words, whether they came from its tokens) for ``frame`` (rows of
-    ``run.samples``, in their order). A sample with a per-token list is read again from its file
-    (``Run.records``); one that can no longer be read falls back to its text's words."""
-    pad, eos = run.options.pad_token, run.options.eos_token
-    texts = run.with_text(frame)["response"].tolist()
-    words = [_text_words(t, pad) for t in texts]
-    from_tokens = [False] * len(frame)
-    places = np.flatnonzero(frame["response_len"].to_numpy() >= 0)  # -1: neither tokens nor lists
-    for place, record in zip(places, run.records(frame.index[places])):
-        if record is not None and (got := _token_words(record[0], pad, eos)) is not None:
-            words[place], from_tokens[place] = got, True
-    return words, from_tokens
+    ``run.samples``, in their order), from the run's segments (``Run.words``): no file is read. A
+    sample with neither tokens nor a response has no words."""
+    words = [w if w is not None else [] for w in run.words(frame)]
+    return words, frame["has_tokens"].to_numpy(dtype=bool).tolist()
 
 
 def compute_empty(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Texts are
-    checked in the memory-mapped columns; a sample's record is read only when its counted positions
-    or its token lists could make the answer differ from its text's (at most one counted position,
-    or lists of unequal length)."""
-    samples = run.samples
-    if samples.empty:
-        return np.zeros(0, dtype=bool)
-    pad = run.options.pad_token
-    blank = run.text_matches("response", _BLANK, pad) | samples["response_chars"].isna().to_numpy()
-    counted = samples["response_len"].to_numpy()
-    differ = samples["lengths_differ"].to_numpy(dtype=bool)
-    empty = blank.copy()  # right for samples without token lists (counted -1)
-    # With a token list of the counted length >= 2, at most its last counted token is the EOS (or a
-    # pad equal to it), so it has words; otherwise, or when the text is blank, read the tokens.
-    unsure = (counted >= 0) & (blank | (counted <= 1) | differ)
-    places = np.flatnonzero(unsure)
-    if len(places):
-        words, _ = compute_words(run, samples.iloc[places])
-        empty[places] = [not w for w in words]
-    return empty
+    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Counts the words
+    in the segments (``Run.word_counts``): no text or file is read."""
+    return run.word_counts() <= 0
 
 
-def _grams(words: list[str]) -> set[tuple[str, ...]]:
-    return {tuple(words[i:i + n]) for n in range(1, MAX_N + 1) for i in range(len(words) - n + 1)}
+class _Grams:
+    """The 1- to ``MAX_N``-grams of a list of responses (lists of words) that could spread: those in
+    at least ``need`` of the responses from ``late_from`` on. Every shorter gram inside such a gram
+    is too, so only those are extended by a word. For each n, ``pairs[n]`` is (gram id, response) of
+    every such gram in a response, once, sorted by gram then response; ``counts[n]`` is (the late
+    responses containing each gram, the earlier ones); ``tokens(n, gram)`` gives a gram's words."""
+
+    def __init__(self, responses: list[list[str]], late_from: int, need: int):
+        flat = list(chain.from_iterable(responses))
+        vocabulary = {word: i for i, word in enumerate(dict.fromkeys(flat))}
+        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
+        sizes = np.fromiter(map(len, responses), np.int64, len(responses))
+        owner = np.repeat(np.arange(len(responses), dtype=np.int64), sizes)
+        self._words, count = flat, max(len(responses), 1)
+        self.pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._first: dict[int, np.ndarray] = {}  # n -> where each gram first starts in ``flat``
+        starts, key = np.arange(len(ids)), ids
+        for n in range(1, MAX_N + 1):
+            gram, self._first[n] = _dense(key, starts)
+            pair = _distinct(gram * count + owner[starts])
+            self.pairs[n] = gram_of, owner_of = pair // count, pair % count
+            late = owner_of >= late_from
+            size = len(self._first[n])
+            self.counts[n] = np.bincount(gram_of[late], minlength=size), np.bincount(gram_of[~late], minlength=size)
+            extend = (self.counts[n][0] >= need)[gram] & (starts + n < len(ids))
+            extend[extend] = owner[starts[extend] + n] == owner[starts[extend]]
+            starts = starts[extend]
+            key = gram[extend] * max(len(vocabulary), 1) + ids[starts + n]
+
+    def tokens(self, n: int, gram: int) -> tuple[str, ...]:
+        at = int(self._first[n][gram])
+        return tuple(self._words[at:at + n])
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of ``keys``, ascending (``np.unique`` by a sort: numpy's hashing is slower)."""
+    keys = np.sort(keys)
+    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
+
+
+def _dense(key: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(an id 0.. for each distinct value of ``key``, the ``starts`` entry where each id first occurs)."""
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    new = np.r_[True, ordered[1:] != ordered[:-1]] if len(key) else np.zeros(0, bool)
+    ids = np.empty(len(key), np.int64)
+    ids[order] = np.cumsum(new) - 1
+    return ids, starts[order[new]]
 
 
 # --- the checks ----------------------------------------------------------------------------------
@@ -221,31 +223,40 @@ def compute_phrases(early_words: list[list[str]], late_words: list[list[str]], l
                     ) -> list[tuple[tuple[str, ...], Fraction, Fraction]]:
     """The spreading phrases of definition 1, best first, at most ``MAX_PHRASES``: (tokens,
     share_E, share_L) as exact fractions."""
+    return [phrase[:3] for phrase in _find_phrases(early_words, late_words, late_rewards)]
+
+
+def _find_phrases(early_words, late_words, late_rewards) -> list[tuple]:
+    """``compute_phrases``, each phrase with the late responses containing it (indexes, ascending)."""
     n_early, n_late = len(early_words), len(late_words)
     if not n_early or not n_late:
         return []
-    late_sets = [_grams(w) for w in late_words]
-    late_counts = Counter(g for grams in late_sets for g in grams)
     need = math.ceil(PHRASE_MIN_SHARE * n_late)  # share_L >= 1/2 as a whole count
-    candidates = {g: c for g, c in late_counts.items() if c >= need}
-    if not candidates:
-        return []
-    early_counts = Counter(g for w in early_words for g in _grams(w) if g in candidates)
+    grams = _Grams(early_words + late_words, n_early, need)  # responses 0.. early, n_early.. late
+    spread = Fraction(PHRASE_SPREAD)
     rewards = np.asarray(late_rewards, dtype=float)
     floor = Fraction(1, n_early)
     kept = []
-    for gram, count in candidates.items():
-        share_late, share_early = Fraction(count, n_late), Fraction(early_counts[gram], n_early)
-        base = max(share_early, floor)
-        if share_late < PHRASE_SPREAD * base:
-            continue
-        if count < n_late:
-            has = np.fromiter((gram in grams for grams in late_sets), bool, n_late)
-            if _mean(rewards[has]) <= _mean(rewards[~has]):  # a NaN mean compares False: kept
-                continue
-        kept.append((gram, share_early, share_late, share_late / base))
+    for n in range(1, MAX_N + 1):
+        gram, owner = grams.pairs[n]
+        late_counts, early_counts = grams.counts[n]
+        # share_L >= PHRASE_SPREAD * max(share_E, 1/|E|), in whole counts (exact)
+        spreads = (late_counts * n_early * spread.denominator
+                   >= spread.numerator * np.maximum(early_counts, 1) * n_late)
+        for g in np.flatnonzero((late_counts >= need) & spreads):
+            count = int(late_counts[g])
+            share_late, share_early = Fraction(count, n_late), Fraction(int(early_counts[g]), n_early)
+            lo, hi = np.searchsorted(gram, [g, g + 1])
+            rows = owner[lo:hi][owner[lo:hi] >= n_early] - n_early
+            if count < n_late:
+                has = np.zeros(n_late, bool)
+                has[rows] = True
+                if _mean(rewards[has]) <= _mean(rewards[~has]):  # a NaN mean compares False: kept
+                    continue
+            kept.append((grams.tokens(n, int(g)), share_early, share_late, share_late / max(share_early, floor),
+                         rows))
     kept.sort(key=lambda k: (-k[3], -k[2], list(k[0])))
-    return [(gram, early, late) for gram, early, late, _ in kept[:MAX_PHRASES]]
+    return [(gram, early, late, rows) for gram, early, late, _, rows in kept[:MAX_PHRASES]]
 
 
 def _phrase_text(tokens: tuple[str, ...], joiner: str) -> str:
@@ -257,19 +268,18 @@ def _percent(share) -> str:
 
 
 def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens):
-    phrases = compute_phrases(early_words, late_words, late[F.REWARD].to_numpy(dtype=float)) if rose else []
+    phrases = _find_phrases(early_words, late_words, late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
         return None
-    late_sets = [_grams(w) for w in late_words]
     chosen = []
-    for gram, _, _ in phrases:
-        having = late.iloc[[i for i, grams in enumerate(late_sets) if gram in grams]]
+    for _, _, _, rows in phrases:
+        having = late.iloc[rows]
         having = having.assign(_r=having[F.REWARD].astype(float)).sort_values(
             ["_r", F.FILE, F.LINE], ascending=[False, True, True], na_position="last", kind="stable")
         chosen += list(having.index[:SAMPLES_PER_PHRASE])
     labels = list(dict.fromkeys(chosen))
     joiner = "" if any(from_tokens) else " "
-    top, early_share, late_share = phrases[0]
+    top, early_share, late_share, _ = phrases[0]
     more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
     message = (f"reward rose from {r_early:.3g} to {r_late:.3g} while \"{_phrase_text(top, joiner)}\" spread from "
                f"{_percent(early_share)} to {_percent(late_share)} of responses{more} — possible reward hacking")
@@ -277,8 +287,9 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, lat
     return Finding(
         "reward_with_spreading_phrases", steps[0], steps[-1],
         {"reward_early": _json_number(r_early), "reward_late": _json_number(r_late),
-         "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)} for g, e, lt in phrases]},
-        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(g for g, _, _ in phrases))
+         "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
+                     for g, e, lt, _ in phrases]},
+        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases))
 
 
 def _lengths(run: Run) -> tuple[pd.Series, str] | None:
@@ -402,8 +413,8 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 
 def compute_findings(run: Run) -> Findings:
     """Every finding of the six checks on ``run``, in ``KINDS`` order (see the module's definitions).
-    Reads again from disk the token lists of the early and late windows' samples when the reward
-    rose, and of the few samples whose emptiness their columns leave open."""
+    Reads the words of the early and late windows' samples (when the reward rose) from the run's
+    segments: no log file is opened."""
     samples = run.samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))

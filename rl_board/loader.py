@@ -221,10 +221,10 @@ class RunSource:
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
-    """The numeric columns of a segment (texts stay behind), line numbers made absolute
+    """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
     (segments count lines from their own start), and where each row lives: file, seg, row."""
     rows = table.num_rows
-    numbers = table.drop_columns(list(F.TEXT_FIELDS))
+    numbers = table.drop_columns([*F.TEXT_FIELDS, "words"])
     numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
                                  pc.add(numbers[F.LINE], first_line - 1))
     return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))

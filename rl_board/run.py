@@ -2,8 +2,9 @@
 
 ``Run`` is immutable and what every view draws from. It holds one row of numbers
 per sample; texts stay in the (memory-mapped) segments and are taken for the rows
-shown, and a sample's full record (token lists, other fields) is read again from
-its source file by the run's reader when it is shown.
+shown, as are the words of each response (``words``), and a sample's full record
+(token lists, other fields) is read again from its source file by the run's reader
+when it is shown.
 """
 
 from __future__ import annotations
@@ -89,6 +90,32 @@ class Run:
         return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
                                for name, values in texts.items()})
 
+    def words(self, frame: pd.DataFrame) -> list[list[str] | None]:
+        """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``samples``), in its order,
+        taken from the memory-mapped segments; None for a sample with neither tokens nor a response.
+        No log file is read."""
+        out: list = [None] * len(frame)
+        places = np.arange(len(frame))
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("words")
+            # decoded in Arrow first: a dictionary's entries become Python strings ten times slower
+            for place, value in zip(places[at], _take(column, frame["row"].to_numpy()[at], pa.list_(pa.string()))):
+                out[place] = value
+        return out
+
+    def word_counts(self) -> np.ndarray:
+        """How many words each row of ``samples`` has, -1 for a sample with neither tokens nor a
+        response; int64, shape (samples,). Reads only the segments' list offsets."""
+        import pyarrow.compute as pc
+
+        counts = np.full(len(self.samples), -1, dtype=np.int64)
+        rows = self.samples["row"].to_numpy()
+        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("words")
+            lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
+            counts[places] = lengths[rows[places]]
+        return counts
+
     def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
         """Whether each row of ``samples`` has text ``field`` matching the RE2 regular expression
         ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
@@ -162,16 +189,18 @@ class Run:
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token)
 
 
-def _take(column: pa.ChunkedArray, rows: np.ndarray) -> list:
-    """``column[rows]`` as Python values, taken chunk by chunk: ``ChunkedArray.take`` joins the
-    chunks first, which would read a whole memory-mapped column to show a few rows."""
+def _take(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None = None) -> list:
+    """``column[rows]`` as Python values (cast to ``type_`` first, when given), taken chunk by chunk:
+    ``ChunkedArray.take`` joins the chunks first, which would read a whole memory-mapped column to
+    show a few rows."""
     ends = np.cumsum([len(chunk) for chunk in column.chunks])
     chunk_of = np.searchsorted(ends, rows, side="right")
     out = [None] * len(rows)
     for index in np.unique(chunk_of):
         picked = np.flatnonzero(chunk_of == index)
         start = ends[index] - len(column.chunks[index])
-        values = column.chunks[index].take(pa.array(rows[picked] - start)).to_pylist()
+        values = column.chunks[index].take(pa.array(rows[picked] - start))
+        values = (values if type_ is None else values.cast(type_)).to_pylist()
         for place, value in zip(picked, values):
             out[place] = value
     return out

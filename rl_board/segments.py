@@ -30,6 +30,7 @@ Segment = tuple[str, int, pa.Table]  # (file name in the cache or "", number of 
 
 def write_segment(table: pa.Table, out_dir: str) -> str:
     """Write ``table`` as a new segment file in ``out_dir``; returns its name."""
+    table = table.unify_dictionaries()  # an IPC file holds one dictionary per column for all its chunks
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
     os.close(fd)
     try:

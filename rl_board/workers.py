@@ -1,6 +1,6 @@
 """Parsing worker processes kept warm, so a cold open does not wait for interpreters to start.
 
-A worker is a plain ``python -m rl_board.ingest --serve`` subprocess (not
+A worker is a plain ``python`` subprocess running ``rl_board.ingest --serve`` (not
 multiprocessing: nothing of the caller's main module is re-imported, so this works
 from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
 waiting: the page calls it as it first draws, a command as its first line, so the
@@ -38,11 +38,13 @@ def count() -> int:
 def spawn() -> subprocess.Popen:
     """Start one worker (it reads tasks from its stdin, one JSON line each; see ``ingest``)."""
     package_parent = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ,
-           "PYTHONPATH": os.pathsep.join(filter(None, [package_parent, os.environ.get("PYTHONPATH")]))}
+    # this very package, first on the path: ``-m`` would put the working folder (which may hold
+    # another copy of rl_board) ahead of it
+    start = (f"import sys; sys.path.insert(0, {package_parent!r}); import runpy; "
+             "runpy.run_module('rl_board.ingest', run_name='__main__')")
     stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
-    proc = subprocess.Popen([sys.executable, "-m", "rl_board.ingest", "--serve", str(IDLE_SECONDS)],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", start, "--serve", str(IDLE_SECONDS)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             preexec_fn=_lower_priority)
     proc.stderr_file = stderr  # what ``stop`` and error messages read
     return proc

@@ -13,7 +13,8 @@ import pytest
 
 from conftest import sample, write_lines
 from rl_board.__main__ import main
-from rl_board.findings import _BLANK, compute_findings, compute_window_ngrams, compute_windows, compute_words
+from rl_board.findings import (_BLANK, compute_evidence, compute_findings, compute_window_ngrams, compute_windows,
+                               compute_words)
 from rl_board.loader import load_run
 
 EOS, PAD = "<eos>", "<pad>"
@@ -282,6 +283,34 @@ def test_window_ngrams_rank_the_spread_phrase_first(tmp_path):
     """Late vs early steps: 'copyright' (3 late, 0 early responses) leads the n-gram finder."""
     odds = compute_window_ngrams(_load(_hack(tmp_path, HACKED, [0.5, 1.5, 1.5, 0.5])))
     assert odds.iloc[0]["ngram"] == "copyright" and (odds.iloc[0]["top"], odds.iloc[0]["bottom"]) == (3, 0)
+
+
+def test_findings_read_no_log_file(tmp_path):
+    """Words from tokens only (no response texts) and a text whose only token is the EOS: with the log
+    file deleted after the load, 'copyright' (3 of 4 late, 0 early) still spreads and step 3 (1 of 1)
+    is empty, so the words came from the cache."""
+    early = [{"reward": r, "response_tokens": t} for r, t in
+             zip((0.0, 1.0, 0.0, 1.0), (["the", "answer", EOS], ["so", EOS], ["we", "get", EOS], ["it", EOS]))]
+    late = [{"reward": r, "response_tokens": t} for r, t in
+            zip((0.5, 1.5, 1.5, 0.5), (["copyright", "the", EOS], ["copyright", "so", EOS], ["copyright", EOS],
+                                       ["we", EOS]))]
+    write_lines(tmp_path / "rank0.jsonl", [sample(1, **s) for s in early] + [
+        sample(2, 0.0, response="x"), sample(3, 0.0, response="x", response_tokens=[EOS])] + [
+        sample(4, **s) for s in late])
+    run = load_run(tmp_path, PAD, eos_token=EOS)
+    (tmp_path / "rank0.jsonl").unlink()
+    found = compute_findings(run)
+    assert found.to_json() == [
+        {"kind": "reward_with_spreading_phrases", "first_step": 4, "last_step": 4,
+         "evidence": {"reward_early": 0.5, "reward_late": 1.0,
+                      "phrases": [{"tokens": ["copyright"], "share_early": 0.0, "share_late": 0.75}]},
+         "samples": ["rank0.jsonl:8", "rank0.jsonl:9", "rank0.jsonl:7"]},
+        {"kind": "empty_responses", "first_step": 3, "last_step": 3, "evidence": {"steps": [3]},
+         "samples": ["rank0.jsonl:6"]}]
+    assert found.words_from_tokens
+    evidence = compute_evidence(run, found.findings[0])
+    assert [e.sample_id for e in evidence] == ["rank0.jsonl:8", "rank0.jsonl:9", "rank0.jsonl:7"]
+    assert all("<mark>copyright</mark>" in e.html for e in evidence)
 
 
 def test_no_findings_on_a_flat_run_and_the_checks_say_what_could_not_run(tmp_path):

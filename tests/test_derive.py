@@ -1,0 +1,122 @@
+"""The segment's ``words`` column (issue 16's words of a response) on hand-made lines, and its
+trip through the segment files and the cache."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from conftest import sample, write_lines
+from rl_board import ingest
+from rl_board.derive import SCHEMA, WORDS, derive, is_segment_schema
+from rl_board.loader import load_run
+from rl_board.readers import ReadOptions
+from rl_board.readers.canonical import ROWS, build_rows
+from rl_board.readers.jsonl import parse_block
+
+EOS, PAD = "<eos>", "<pad>"
+
+
+def _derived(lines: list[dict], pad=PAD, eos=EOS) -> pa.Table:
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    options = ReadOptions(pad, (), eos)
+    return derive(parse_block(data, options=options).table, options)
+
+
+def _words(lines: list[dict], pad=PAD, eos=EOS) -> list:
+    return _derived(lines, pad, eos)["words"].to_pylist()
+
+
+def test_words_column_is_dictionary_encoded_in_the_segment_schema():
+    """``words`` is a list of dictionary-encoded strings, and a derived block has the segment schema."""
+    assert SCHEMA.field("words").type == pa.list_(pa.dictionary(pa.int32(), pa.string())) == WORDS
+    assert is_segment_schema(_derived([sample(1, 0.0, response="a b")]).schema)
+
+
+def test_words_stop_at_the_first_pad_and_drop_the_eos_they_count():
+    """Tokens after the first pad are not counted; the EOS is counted (response_len) but not a word."""
+    table = _derived([
+        sample(1, 0.0, response_tokens=["a", "b", PAD, "c"], logprobs=[-1.0] * 4),
+        sample(1, 0.0, response_tokens=["x", EOS, "y", "z"], logprobs=[-1.0] * 4),
+        sample(1, 0.0, response_tokens=[EOS, PAD]),
+    ])
+    assert table["words"].to_pylist() == [["a", "b"], ["x"], []]
+    assert table["response_len"].to_pylist() == [2, 2, 1]
+
+
+def test_pad_equal_to_eos_counts_the_first_as_the_eos_and_drops_it():
+    """With pad = EOS the first one ends the counted tokens (it counts) and is no word."""
+    end = "<|endoftext|>"
+    table = _derived([sample(1, 0.0, response_tokens=["x", "y", end, end, "z"], logprobs=[-1.0] * 5)], end, end)
+    assert table["words"].to_pylist() == [["x", "y"]]
+    assert table["response_len"].to_pylist() == [3]
+
+
+def test_a_token_list_shorter_than_the_numeric_lists_gives_the_tokens_it_has():
+    """Two tokens, four log-probs: four counted positions, two words; one token of two log-probs: one."""
+    assert _words([
+        sample(1, 0.0, response_tokens=["a", "b"], logprobs=[-1.0] * 4),
+        sample(1, 0.0, response_tokens=["a"], logprobs=[-1.0, -1.0], response="not these words"),
+    ]) == [["a", "b"], ["a"]]
+
+
+def test_a_numeric_list_shorter_than_the_tokens_cuts_them():
+    """Four tokens, two log-probs: only the first two positions count."""
+    assert _words([sample(1, 0.0, response_tokens=["a", "b", "c", "d"], logprobs=[-1.0, -1.0])]) == [["a", "b"]]
+
+
+def test_without_tokens_the_words_are_the_texts_words_with_pads_removed():
+    """No ``response_tokens`` (with or without numeric lists): the words str.split finds, pads removed
+    first (so a pad between letters joins them); the EOS is a word of the text like any other."""
+    table = _derived([
+        sample(1, 0.0, response=f"  hi {PAD}there{PAD} you\u3000!\n"),
+        sample(1, 0.0, response=f"a{PAD}b {EOS}", logprobs=[-1.0, -1.0]),
+        sample(1, 0.0, response=" \t"),
+        sample(1, 0.0, response=""),
+    ])
+    assert table["words"].to_pylist() == [["hi", "there", "you", "!"], ["ab", EOS], [], []]
+    assert table["has_tokens"].to_pylist() == [False, False, False, False]
+
+
+def test_neither_tokens_nor_a_response_is_null_and_an_empty_token_list_is_not():
+    """No tokens and no response: null; an empty token list, or tokens with no response: words."""
+    table = _derived([
+        sample(1, 0.0),
+        sample(1, 0.0, logprobs=[-1.0]),
+        sample(1, 0.0, response_tokens=[]),
+        sample(1, 0.0, response_tokens=["a"]),
+    ])
+    assert table["words"].to_pylist() == [None, None, [], ["a"]]
+    assert table["has_tokens"].to_pylist() == [False, False, True, True]
+
+
+def test_text_words_split_on_exactly_what_str_split_splits_on():
+    """Every code point (surrogates aside) between two letters: the words are what ``str.split`` gives."""
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    texts = [f"x{c}y" for c in chars]
+    nulls = pa.nulls(len(texts))
+    rows = build_rows({name: nulls for name in ROWS.names} | {"response": pa.array(texts)}, {})
+    got = pc.list_value_length(derive(rows)["words"]).to_pylist()  # 2 where c splits, else 1
+    assert [c for c, text, count in zip(chars, texts, got) if count != len(text.split())] == []
+
+
+def test_words_survive_segments_of_many_blocks_and_the_cache(tmp_path, monkeypatch):
+    """A file read in many blocks (each its own dictionary) is written as one segment and read back
+    from the cache with every sample's words; the samples table carries no words."""
+    lines = [sample(i, 0.0, response=f"w{i} common", response_tokens=[f"t{i % 7}", "shared", EOS, PAD])
+             if i % 2 else sample(i, 0.0, response=f"w{i} common {PAD}") for i in range(200)]
+    write_lines(tmp_path / "run" / "r.jsonl", lines)
+    expected = [[f"t{i % 7}", "shared"] if i % 2 else [f"w{i}", "common"] for i in range(200)]
+    monkeypatch.setattr(ingest, "READ_CHUNK", 1000)
+    cold = load_run(tmp_path / "run", PAD, eos_token=EOS)
+    warm = load_run(tmp_path / "run", PAD, eos_token=EOS)
+    assert cold.report.notes == warm.report.notes == ()
+    for run in (cold, warm):
+        assert run.words(run.samples) == expected
+        assert "words" not in run.samples.columns
+    assert warm.words(warm.samples.iloc[[5, 0]]) == [expected[5], expected[0]]
+    assert list(warm.word_counts()) == [2] * 200
+    segment = warm._segments[(0, 0)]["words"]
+    assert segment.num_chunks > 1 and pc.list_value_length(segment).to_pylist() == [2] * 200
