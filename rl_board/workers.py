@@ -40,14 +40,29 @@ def spawn() -> subprocess.Popen:
     package_parent = str(Path(__file__).resolve().parent.parent)
     # this very package, first on the path: ``-m`` would put the working folder (which may hold
     # another copy of rl_board) ahead of it
-    start = (f"import sys; sys.path.insert(0, {package_parent!r}); import runpy; "
-             "runpy.run_module('rl_board.ingest', run_name='__main__')")
+    start = (f"import sys; sys.path.insert(0, {package_parent!r}); from rl_board import workers; "
+             "workers.keep_out_pandas(); import runpy; runpy.run_module('rl_board.ingest', run_name='__main__')")
     stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
     proc = subprocess.Popen([sys.executable, "-c", start, "--serve", str(IDLE_SECONDS)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                             preexec_fn=_lower_priority)
     proc.stderr_file = stderr  # what ``stop`` and error messages read
     return proc
+
+
+class _NoPandas:
+    """An import hook that says pandas is not there (a worker never needs it, and pyarrow would
+    import it, ~0.2 s, on its first use)."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError("pandas is not used in a parsing worker")
+        return None
+
+
+def keep_out_pandas() -> None:
+    sys.meta_path.insert(0, _NoPandas)
 
 
 def stop(proc: subprocess.Popen) -> str:
