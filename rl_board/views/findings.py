@@ -32,18 +32,23 @@ def render(run: Run) -> None:
     for finding in found.findings:
         left, right = st.columns([6, 1])
         left.text(finding.message)
-        if right.button("Evidence", key=f"finding-{finding.kind}"):
-            opened = st.session_state.get(keys.FINDING_OPEN) != finding.kind
-            st.session_state[keys.FINDING_OPEN] = finding.kind if opened else None
-            if opened and finding.focus_step is not None:
-                if finding.labels:
-                    first = finding.labels[0]
-                    state.open_sample(int(run.samples.at[first, "step"]), first)
-                else:
-                    state.go_to_step(finding.focus_step, run.steps.index)
+        # callbacks: they run before the batch's step picker is drawn (this panel is drawn last)
+        right.button("Evidence", key=f"finding-{finding.kind}", on_click=_toggle, args=(run, finding))
     chosen = [f for f in found.findings if f.kind == st.session_state.get(keys.FINDING_OPEN)]
     if chosen:
         _evidence(run, chosen[0])
+
+
+def _toggle(run: Run, finding) -> None:
+    """Open (or close) a finding's evidence; opening moves the batch to its first sample or step."""
+    opened = st.session_state.get(keys.FINDING_OPEN) != finding.kind
+    st.session_state[keys.FINDING_OPEN] = finding.kind if opened else None
+    if opened and finding.focus_step is not None:
+        if finding.labels:
+            first = finding.labels[0]
+            state.open_sample(int(run.samples.at[first, "step"]), first)
+        else:
+            state.go_to_step(finding.focus_step, run.steps.index)
 
 
 def _evidence(run: Run, finding) -> None:
@@ -52,13 +57,13 @@ def _evidence(run: Run, finding) -> None:
                  else f"steps {finding.first_step} to {finding.last_step}")
         st.text(f"{finding.kind} · {steps} · evidence: {finding.evidence}")
         if not finding.labels:
-            if st.button(f"Show step {finding.focus_step} in the batch", key=f"finding-step-{finding.kind}"):
-                state.go_to_step(finding.focus_step, run.steps.index)
+            st.button(f"Show step {finding.focus_step} in the batch", key=f"finding-step-{finding.kind}",
+                      on_click=state.go_to_step, args=(finding.focus_step, run.steps.index))
             return
         for i, item in enumerate(compute_evidence(run, finding)):
             left, right = st.columns([6, 1])
             left.text(f"step {item.step} · {item.sample_id} · reward {item.reward:.4g}")
-            if right.button("Open", key=f"finding-sample-{finding.kind}-{i}"):
-                state.open_sample(item.step, item.label)
+            right.button("Open", key=f"finding-sample-{finding.kind}-{i}", on_click=state.open_sample,
+                         args=(item.step, item.label))
             st.html(item.html)
 

@@ -58,7 +58,8 @@ def render_page() -> None:
 
     links.apply(run)
     links.show_notes()
-    findings.render(run)
+    findings_panel = st.container()  # at the top, filled last: the checks run while the rest draws
+    state.start_findings(run)
     if settings.show_charts:
         curves.render(run, settings)
         st.subheader("Trainer metrics")
@@ -67,6 +68,8 @@ def render_page() -> None:
     explore.render(run, settings)
     st.subheader("Batch")
     _step_views(run, settings)
+    with findings_panel:
+        findings.render(run)
 
 
 @st.fragment

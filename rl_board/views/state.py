@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import streamlit as st
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..loader import Run, RunSource, SourceChanged
 from . import keys
@@ -138,16 +139,25 @@ def _run_key(run: Run) -> tuple:
             len(run.samples))
 
 
-@st.cache_data(max_entries=8, show_spinner="Looking for findings…")
-def _findings(key: tuple, _run: Run):
+_FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _findings(key: tuple, _run: Run) -> Future:
     from ..findings import compute_findings
 
-    return compute_findings(_run)
+    return _FINDINGS_THREAD.submit(compute_findings, _run)
+
+
+def start_findings(run: Run) -> None:
+    """Start ``findings.compute_findings`` of the run in a thread of its own (once per snapshot), so
+    the checks run while the rest of the page draws."""
+    _findings(_run_key(run), run)
 
 
 def get_findings(run: Run):
-    """``findings.compute_findings`` of the run, computed once per snapshot."""
-    return _findings(_run_key(run), run)
+    """``findings.compute_findings`` of the run (started by ``start_findings``, or now), once done."""
+    return _findings(_run_key(run), run).result()
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the early and late steps…")
