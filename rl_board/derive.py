@@ -95,7 +95,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["words"] = _words(tokens, counted, words, options)
     columns["has_tokens"] = tokens.lengths >= 0
     columns["prompt_key"] = _prompt_keys(texts["prompt"])
-    cut = TokenColumns.from_arrays(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
+    cut = TokenColumns(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
     columns.update(compute_sample_aggregates(cut))
     arrays = [_array(columns[f.name], f.type) for f in SCHEMA]
     names = list(SCHEMA.names)
@@ -214,8 +214,9 @@ class _TextWords:
 
 
 def _repeat_4gram(tokens: _Tokens, counted: np.ndarray, words: _TextWords) -> pa.Array:
-    """``metrics.repeat_4gram_share`` per sample: over its counted tokens when it has tokens,
-    else over the words of its response (pads removed); null with neither."""
+    """The 4-gram repetition of each sample, 1 - distinct / total over its 4-grams (NaN with fewer
+    than 4): of its counted tokens when it has tokens, else of its response's words (pads
+    removed); null with neither."""
     count = len(counted)
     keep = tokens.position < counted[tokens.owner]
     out = _distinct_4gram_share(tokens.ids[keep], tokens.owner[keep], count)

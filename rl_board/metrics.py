@@ -70,39 +70,14 @@ SAMPLE_AGGREGATES = ("log_ratio_mean", "log_ratio_sum", "kl_mean", "kl_sum", "k2
                      "ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
 
 
+@dataclass
 class TokenColumns:
-    """Every sample's per-token lists of a block, flattened: for each list name, its values
-    (float64, samples one after another, each cut to its counted positions) and the sample each
-    value belongs to (ascending). Built by appending lists sample by sample, then ``finish``."""
+    """Every sample's per-token lists of a block, flat: ``samples`` (how many), and for each list
+    name its values (float64, samples one after another, each cut to its counted positions) and
+    the sample each value belongs to (ascending)."""
 
-    def __init__(self, samples: int = 0):
-        self.samples = samples
-        self._values: dict[str, list] = {}
-        self._owners: dict[str, list] = {}
-        self.columns: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-
-    def add(self, cut: dict) -> None:
-        """Append the next sample's lists (name -> values cut to its counted positions)."""
-        for name, values in cut.items():
-            self._values.setdefault(name, []).extend(values)
-            self._owners.setdefault(name, []).append((self.samples, len(values)))
-        self.samples += 1
-
-    @classmethod
-    def from_arrays(cls, samples: int, columns: dict[str, tuple[np.ndarray, np.ndarray]]) -> "TokenColumns":
-        """Columns already flat: list name -> (float64 values, the sample of each value, ascending)."""
-        out = cls(samples)
-        out.columns = {name: (np.asarray(values, dtype=np.float64), ids) for name, (values, ids) in columns.items()}
-        return out
-
-    def finish(self) -> "TokenColumns":
-        for name, values in self._values.items():
-            owners = self._owners[name]
-            ids = np.repeat(np.fromiter((i for i, _ in owners), np.int64, len(owners)),
-                            np.fromiter((n for _, n in owners), np.int64, len(owners)))
-            self.columns[name] = (np.array(values, dtype=np.float64), ids)
-        self._values, self._owners = {}, {}
-        return self
+    samples: int
+    columns: dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 class _Segments:
@@ -207,13 +182,6 @@ def pool_explained_variance(n: np.ndarray, ret_sum: np.ndarray, ret_m2: np.ndarr
     if var_ret == 0:
         return float("nan")
     return float(1.0 - (m2(res_sum, res_m2) / total) / var_ret)
-
-
-def repeat_4gram_share(tokens: list) -> float:
-    """1 - distinct / total over the 4-grams of ``tokens``; NaN with fewer than 4 tokens."""
-    if len(tokens) < 4:
-        return float("nan")
-    return 1.0 - len(set(zip(tokens, tokens[1:], tokens[2:], tokens[3:]))) / (len(tokens) - 3)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,6 @@ _RAW = msgspec.Raw
 _BLANK_FIRST = frozenset(b" \t\r\x0b\x0c")
 _SCALAR_START = frozenset(b"-0123456789tf")  # first byte of a JSON number or boolean
 _NUMBERS = msgspec.json.Decoder(list[bool | int | float])
-_ANY = msgspec.json.Decoder()
 _UNKNOWN = re.compile(r"Object contains unknown field `(.*)` - at `\$\[(\d+)\]`$", re.S)
 _AT_LINE = re.compile(r"- at `\$\[(\d+)\]")
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
