@@ -128,6 +128,33 @@ def test_pad_equal_to_eos_counts_the_first_as_eos(tmp_path):
     assert compute_words(run, run.samples)[0] == [["x", "y"]]
 
 
+def test_word_ids_are_the_words_as_ids_across_files_and_segments(tmp_path):
+    """``Run.word_ids`` gives each row's words (``Run.words``) through one vocabulary, in the frame's
+    order, across two files of two segments each (appended lines have a dictionary of their own);
+    -1 words for a sample with neither tokens nor a response, 0 for a response that is only pads."""
+    from rl_board.loader import RunSource
+
+    write_lines(tmp_path / "a.jsonl", [sample(1, 0.0, response="x y x"), sample(2, 0.0, response_tokens=["p", EOS])])
+    write_lines(tmp_path / "b.jsonl", [sample(1, 0.0, response="y z"), sample(2, 0.0)])
+    source = RunSource(tmp_path, PAD, cache_root=False, eos_token=EOS)
+    source.refresh()
+    with open(tmp_path / "a.jsonl", "a") as fh:
+        fh.write(json.dumps(sample(3, 0.0, response="w x w")) + "\n" + json.dumps(sample(3, 0.0, response=f" {PAD} ")) + "\n")
+    with open(tmp_path / "b.jsonl", "a") as fh:
+        fh.write(json.dumps(sample(3, 0.0, response_tokens=["z", "q", PAD])) + "\n")
+    run = source.refresh()
+    assert set(map(tuple, run.samples[["file", "seg"]].drop_duplicates().to_numpy())) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    frame = run.samples.iloc[[6, 0, 3, 4, 2, 1, 5]]  # segments interleaved
+    ids, lengths, vocabulary = run.word_ids(frame)
+    got, at = [], 0
+    for n in lengths:
+        got.append(None if n < 0 else [vocabulary[i] for i in ids[at:at + n]])
+        at += max(n, 0)
+    assert at == len(ids) and len(set(vocabulary)) == len(vocabulary)
+    assert got == run.words(frame)
+    assert got == [["z", "q"], ["x", "y", "x"], None, ["w", "x", "w"], ["p"], ["y", "z"], []]
+
+
 def _lengths_run(folder, early_texts, late_texts):
     early = [{"reward": r, "response": t} for r, t in zip((0.0, 1.0), early_texts)]
     late = [{"reward": 2.0, "response": t} for t in late_texts]  # the rise 1.5 > the early std 0.5
