@@ -135,20 +135,36 @@ def compute_empty(run: Run) -> np.ndarray:
     return run.word_counts() <= 0
 
 
-class _Grams:
-    """The 1- to ``MAX_N``-grams of a list of responses (lists of words) that could spread: those in
-    at least ``need`` of the responses from ``late_from`` on. Every shorter gram inside such a gram
-    is too, so only those are extended by a word. For each n, ``pairs[n]`` is (gram id, response) of
-    every such gram in a response, once, sorted by gram then response; ``counts[n]`` is (the late
-    responses containing each gram, the earlier ones); ``tokens(n, gram)`` gives a gram's words."""
+@dataclass(frozen=True)
+class _WordIds:
+    """Responses' words as ids (``Run.word_ids``): ``ids`` int64, shape (words,), the responses'
+    words one response after another; ``lengths`` int64, shape (responses,), each one's word count
+    (-1: no words); ``vocabulary`` each id's word."""
 
-    def __init__(self, responses: list[list[str]], late_from: int, need: int):
+    ids: np.ndarray
+    lengths: np.ndarray
+    vocabulary: list[str]
+
+    @classmethod
+    def from_lists(cls, responses: list[list[str]]) -> _WordIds:
         flat = list(chain.from_iterable(responses))
         vocabulary = {word: i for i, word in enumerate(dict.fromkeys(flat))}
-        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
-        sizes = np.fromiter(map(len, responses), np.int64, len(responses))
-        owner = np.repeat(np.arange(len(responses), dtype=np.int64), sizes)
-        self._words, count = flat, max(len(responses), 1)
+        return cls(np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat)),
+                   np.fromiter(map(len, responses), np.int64, len(responses)), list(vocabulary))
+
+
+class _Grams:
+    """The 1- to ``MAX_N``-grams of responses (``_WordIds``) that could spread: those in at least
+    ``need`` of the responses from ``late_from`` on. Every shorter gram inside such a gram is too,
+    so only those are extended by a word. For each n, ``pairs[n]`` is (gram id, response) of every
+    such gram in a response, once, sorted by gram then response; ``counts[n]`` is (the late
+    responses containing each gram, the earlier ones); ``tokens(n, gram)`` gives a gram's words."""
+
+    def __init__(self, words: _WordIds, late_from: int, need: int):
+        ids, vocabulary = words.ids, words.vocabulary
+        sizes = np.maximum(words.lengths, 0)
+        owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        self._ids, self._vocabulary, count = ids, vocabulary, max(len(sizes), 1)
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._first: dict[int, np.ndarray] = {}  # n -> where each gram first starts in ``flat``
@@ -167,7 +183,7 @@ class _Grams:
 
     def tokens(self, n: int, gram: int) -> tuple[str, ...]:
         at = int(self._first[n][gram])
-        return tuple(self._words[at:at + n])
+        return tuple(self._vocabulary[i] for i in self._ids[at:at + n].tolist())
 
 
 def _distinct(keys: np.ndarray) -> np.ndarray:
@@ -223,16 +239,18 @@ def compute_phrases(early_words: list[list[str]], late_words: list[list[str]], l
                     ) -> list[tuple[tuple[str, ...], Fraction, Fraction]]:
     """The spreading phrases of definition 1, best first, at most ``MAX_PHRASES``: (tokens,
     share_E, share_L) as exact fractions."""
-    return [phrase[:3] for phrase in _find_phrases(early_words, late_words, late_rewards)]
+    words = _WordIds.from_lists(early_words + late_words)
+    return [phrase[:3] for phrase in _find_phrases(words, len(early_words), late_rewards)]
 
 
-def _find_phrases(early_words, late_words, late_rewards) -> list[tuple]:
-    """``compute_phrases``, each phrase with the late responses containing it (indexes, ascending)."""
-    n_early, n_late = len(early_words), len(late_words)
+def _find_phrases(words: _WordIds, n_early: int, late_rewards) -> list[tuple]:
+    """``compute_phrases`` of ``words``, responses 0.. early and ``n_early``.. late, each phrase with
+    the late responses containing it (indexes, ascending)."""
+    n_late = len(words.lengths) - n_early
     if not n_early or not n_late:
         return []
     need = math.ceil(PHRASE_MIN_SHARE * n_late)  # share_L >= 1/2 as a whole count
-    grams = _Grams(early_words + late_words, n_early, need)  # responses 0.. early, n_early.. late
+    grams = _Grams(words, n_early, need)
     spread = Fraction(PHRASE_SPREAD)
     rewards = np.asarray(late_rewards, dtype=float)
     floor = Fraction(1, n_early)
@@ -253,8 +271,12 @@ def _find_phrases(early_words, late_words, late_rewards) -> list[tuple]:
                 has[rows] = True
                 if _mean(rewards[has]) <= _mean(rewards[~has]):  # a NaN mean compares False: kept
                     continue
-            kept.append((grams.tokens(n, int(g)), share_early, share_late, share_late / max(share_early, floor),
-                         rows))
+            kept.append(((n, int(g)), share_early, share_late, share_late / max(share_early, floor), rows))
+    kept.sort(key=lambda k: (-k[3], -k[2]))
+    if len(kept) > MAX_PHRASES:  # the tokens break ties: only those tied with the last one shown need them
+        last = (kept[MAX_PHRASES - 1][3], kept[MAX_PHRASES - 1][2])
+        kept = [k for k in kept if (k[3], k[2]) >= last]
+    kept = [(grams.tokens(*gram), *rest) for gram, *rest in kept]
     kept.sort(key=lambda k: (-k[3], -k[2], list(k[0])))
     return [(gram, early, late, rows) for gram, early, late, _, rows in kept[:MAX_PHRASES]]
 
@@ -267,8 +289,8 @@ def _percent(share) -> str:
     return f"{float(share) * 100:.0f} %"
 
 
-def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens):
-    phrases = _find_phrases(early_words, late_words, late[F.REWARD].to_numpy(dtype=float)) if rose else []
+def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
+    phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
         return None
     chosen = []
@@ -278,7 +300,7 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, lat
             ["_r", F.FILE, F.LINE], ascending=[False, True, True], na_position="last", kind="stable")
         chosen += list(having.index[:SAMPLES_PER_PHRASE])
     labels = list(dict.fromkeys(chosen))
-    joiner = "" if any(from_tokens) else " "
+    joiner = "" if from_tokens else " "
     top, early_share, late_share, _ = phrases[0]
     more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
     message = (f"reward rose from {r_early:.3g} to {r_late:.3g} while \"{_phrase_text(top, joiner)}\" spread from "
@@ -422,14 +444,13 @@ def compute_findings(run: Run) -> Findings:
     early = _log_order(samples[samples[F.STEP].isin(early_steps)])
     late = _log_order(samples[samples[F.STEP].isin(late_steps)])
     rose, r_early, r_late = _reward_rose(early, late)
-    from_tokens: list[bool] = []
-    early_words = late_words = []
+    from_tokens, words = False, None
     if rose:
-        early_words, early_tokens = compute_words(run, early)
-        late_words, late_tokens = compute_words(run, late)
-        from_tokens = early_tokens + late_tokens
+        both = pd.concat([early, late])  # responses 0.. early, len(early).. late
+        words = _WordIds(*run.word_ids(both))
+        from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
     found = [
-        _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens),
+        _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens),
         _length_growth(run, early, late, rose, r_early, r_late),
         _entropy_collapse(run, early, late),
         _mismatch(run),
@@ -438,7 +459,7 @@ def compute_findings(run: Run) -> Findings:
     ]
     return Findings(tuple(f for f in found if f is not None), _checks(run, len(early_steps) + len(late_steps) > 0
                                                                       and early_steps != late_steps),
-                    any(from_tokens))
+                    from_tokens)
 
 
 # --- evidence and the n-gram finder's windows ----------------------------------------------------
