@@ -156,50 +156,64 @@ class _WordIds:
 class _Grams:
     """The 1- to ``MAX_N``-grams of responses (``_WordIds``) that could spread: those in at least
     ``need`` of the responses from ``late_from`` on. Every shorter gram inside such a gram is too,
-    so only those are extended by a word. For each n, ``pairs[n]`` is (gram id, response) of every
-    such gram in a response, once, sorted by gram then response; ``counts[n]`` is (the late
-    responses containing each gram, the earlier ones); ``tokens(n, gram)`` gives a gram's words."""
+    so only those are extended by a word. For each n, ``counts[n]`` is (the late responses
+    containing each gram, the earlier ones), by gram id; ``pairs[n]`` is (gram id, response) of
+    every gram in ``need`` or more late responses in each response containing it, once, sorted by
+    gram then response; ``tokens(n, gram)`` gives a gram's words."""
 
     def __init__(self, words: _WordIds, late_from: int, need: int):
         ids, vocabulary = words.ids, words.vocabulary
         sizes = np.maximum(words.lengths, 0)
         owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-        self._ids, self._vocabulary, count = ids, vocabulary, max(len(sizes), 1)
+        self._ids, self._vocabulary = ids, vocabulary
+        count, width = max(len(sizes), 1), max(len(vocabulary), 1)
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._first: dict[int, np.ndarray] = {}  # n -> where each gram first starts in ``flat``
-        starts, key = np.arange(len(ids)), ids
+        self._first: dict[int, np.ndarray] = {}  # n -> where one occurrence of each gram starts in ``ids``
+        starts, key, bound = np.arange(len(ids)), ids.astype(np.int64), width  # key < bound
         for n in range(1, MAX_N + 1):
-            gram, self._first[n] = _dense(key, starts)
-            pair = _distinct(gram * count + owner[starts])
-            self.pairs[n] = gram_of, owner_of = pair // count, pair % count
+            # one sort by (gram, response): a gram's occurrences, each response's once, side by side
+            who = owner[starts]
+            order = _sort_pairs(key, who, bound, count)
+            key, who = key[order], who[order]
+            new_gram = np.ones(len(key), bool)
+            np.not_equal(key[1:], key[:-1], out=new_gram[1:])
+            new_pair = np.ones(len(key), bool)
+            np.not_equal(who[1:], who[:-1], out=new_pair[1:])
+            new_pair |= new_gram
+            gram = np.cumsum(new_gram) - 1  # each sorted occurrence's gram id
+            self._first[n] = starts[order[new_gram]]
+            gram_of, owner_of = gram[new_pair], who[new_pair]
+            del key, who, new_gram, new_pair
             late = owner_of >= late_from
             size = len(self._first[n])
-            self.counts[n] = np.bincount(gram_of[late], minlength=size), np.bincount(gram_of[~late], minlength=size)
-            extend = (self.counts[n][0] >= need)[gram] & (starts + n < len(ids))
-            extend[extend] = owner[starts[extend] + n] == owner[starts[extend]]
-            starts = starts[extend]
-            key = gram[extend] * max(len(vocabulary), 1) + ids[starts + n]
+            late_counts = np.bincount(gram_of[late], minlength=size)
+            self.counts[n] = late_counts, np.bincount(gram_of[~late], minlength=size)
+            candidate = late_counts >= need
+            keep = candidate[gram_of]
+            self.pairs[n] = gram_of[keep], owner_of[keep]
+            del gram_of, owner_of, late, keep
+            # extend the candidates' occurrences by the next word of their response
+            picked = candidate[gram]
+            at, rank = starts[order[picked]], (np.cumsum(candidate) - 1)[gram[picked]]
+            del order, gram, picked
+            ok = at + n < len(ids)
+            at, rank = at[ok], rank[ok]
+            ok = owner[at + n] == owner[at]
+            starts, bound = at[ok], int(candidate.sum()) * width
+            key = rank[ok] * width + ids[starts + n]
 
     def tokens(self, n: int, gram: int) -> tuple[str, ...]:
         at = int(self._first[n][gram])
         return tuple(self._vocabulary[i] for i in self._ids[at:at + n].tolist())
 
 
-def _distinct(keys: np.ndarray) -> np.ndarray:
-    """The distinct values of ``keys``, ascending (``np.unique`` by a sort: numpy's hashing is slower)."""
-    keys = np.sort(keys)
-    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
-
-
-def _dense(key: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(an id 0.. for each distinct value of ``key``, the ``starts`` entry where each id first occurs)."""
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    new = np.r_[True, ordered[1:] != ordered[:-1]] if len(key) else np.zeros(0, bool)
-    ids = np.empty(len(key), np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids, starts[order[new]]
+def _sort_pairs(key: np.ndarray, owner: np.ndarray, bound: int, count: int) -> np.ndarray:
+    """The order that sorts by ``key`` then ``owner`` (ties in any order), for ``key`` < ``bound`` and
+    ``owner`` < ``count``: one sort of one int64 key when both fit in it (a lexsort is slower)."""
+    if bound * count < 2 ** 63:
+        return np.argsort(key * count + owner)
+    return np.lexsort((owner, key))
 
 
 # --- the checks ----------------------------------------------------------------------------------
