@@ -137,7 +137,7 @@ def compute_empty(run: Run) -> np.ndarray:
 
 @dataclass(frozen=True)
 class _WordIds:
-    """Responses' words as ids (``Run.word_ids``): ``ids`` int64, shape (words,), the responses'
+    """Responses' words as ids (``Run.word_ids``): ``ids`` int32, shape (words,), the responses'
     words one response after another; ``lengths`` int64, shape (responses,), each one's word count
     (-1: no words); ``vocabulary`` each id's word."""
 
@@ -149,58 +149,55 @@ class _WordIds:
     def from_lists(cls, responses: list[list[str]]) -> _WordIds:
         flat = list(chain.from_iterable(responses))
         vocabulary = {word: i for i, word in enumerate(dict.fromkeys(flat))}
-        return cls(np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat)),
+        return cls(np.fromiter(map(vocabulary.__getitem__, flat), np.int32, len(flat)),
                    np.fromiter(map(len, responses), np.int64, len(responses)), list(vocabulary))
 
 
 class _Grams:
     """The 1- to ``MAX_N``-grams of responses (``_WordIds``) that could spread: those in at least
-    ``need`` of the responses from ``late_from`` on. Every shorter gram inside such a gram is too,
-    so only those are extended by a word. For each n, ``counts[n]`` is (the late responses
-    containing each gram, the earlier ones), by gram id; ``pairs[n]`` is (gram id, response) of
-    every gram in ``need`` or more late responses in each response containing it, once, sorted by
-    gram then response; ``tokens(n, gram)`` gives a gram's words."""
+    ``need`` of the responses from ``late_from`` on (the *candidates*). Every shorter gram inside a
+    candidate is one too, so only candidates are extended by a word. For each n, ``counts[n]`` is
+    (the late responses containing each gram, the earlier ones), by gram id; ``pairs[n]`` is (gram
+    id, response) of every candidate in each response containing it, once, sorted by gram then
+    response; ``tokens(n, gram)`` gives a candidate's words."""
 
     def __init__(self, words: _WordIds, late_from: int, need: int):
         ids, vocabulary = words.ids, words.vocabulary
         sizes = np.maximum(words.lengths, 0)
-        owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        owner = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
         self._ids, self._vocabulary = ids, vocabulary
         count, width = max(len(sizes), 1), max(len(vocabulary), 1)
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._first: dict[int, np.ndarray] = {}  # n -> where one occurrence of each gram starts in ``ids``
-        starts, key, bound = np.arange(len(ids)), ids.astype(np.int64), width  # key < bound
+        self._first: dict[int, np.ndarray] = {}  # n -> where one occurrence of each candidate starts in ``ids``
+        # key: each occurrence's gram as an int (its candidate prefix's rank * width + its last word)
+        starts, key, bound = np.arange(len(ids)), ids, width  # key < bound
         for n in range(1, MAX_N + 1):
-            # one sort by (gram, response): a gram's occurrences, each response's once, side by side
-            who = owner[starts]
-            order = _sort_pairs(key, who, bound, count)
-            key, who = key[order], who[order]
-            new_gram = np.ones(len(key), bool)
-            np.not_equal(key[1:], key[:-1], out=new_gram[1:])
-            new_pair = np.ones(len(key), bool)
-            np.not_equal(who[1:], who[:-1], out=new_pair[1:])
-            new_pair |= new_gram
-            gram = np.cumsum(new_gram) - 1  # each sorted occurrence's gram id
-            self._first[n] = starts[order[new_gram]]
-            gram_of, owner_of = gram[new_pair], who[new_pair]
-            del key, who, new_gram, new_pair
+            gram_key, owner_of = _distinct_pairs(key, owner[starts], bound, count)
+            new = np.ones(len(gram_key), bool)
+            np.not_equal(gram_key[1:], gram_key[:-1], out=new[1:])
+            grams = gram_key[new]  # each gram's key, ascending: gram id = its place here
+            gram_of = np.cumsum(new) - 1
+            del gram_key, new
             late = owner_of >= late_from
-            size = len(self._first[n])
-            late_counts = np.bincount(gram_of[late], minlength=size)
-            self.counts[n] = late_counts, np.bincount(gram_of[~late], minlength=size)
+            late_counts = np.bincount(gram_of[late], minlength=len(grams))
+            self.counts[n] = late_counts, np.bincount(gram_of[~late], minlength=len(grams))
             candidate = late_counts >= need
             keep = candidate[gram_of]
             self.pairs[n] = gram_of[keep], owner_of[keep]
             del gram_of, owner_of, late, keep
-            # extend the candidates' occurrences by the next word of their response
-            picked = candidate[gram]
-            at, rank = starts[order[picked]], (np.cumsum(candidate) - 1)[gram[picked]]
-            del order, gram, picked
+            # the candidates' occurrences (few distinct keys: a binary search each), extended by a word
+            chosen, keys = np.flatnonzero(candidate), grams[candidate]
+            rank = np.searchsorted(keys, key)
+            found = rank < len(keys)
+            found[found] = keys[rank[found]] == key[found]
+            at, rank = starts[found], rank[found]
+            self._first[n] = np.full(len(grams), -1, dtype=np.int64)
+            self._first[n][chosen[rank]] = at
             ok = at + n < len(ids)
             at, rank = at[ok], rank[ok]
             ok = owner[at + n] == owner[at]
-            starts, bound = at[ok], int(candidate.sum()) * width
+            starts, bound = at[ok], len(keys) * width
             key = rank[ok] * width + ids[starts + n]
 
     def tokens(self, n: int, gram: int) -> tuple[str, ...]:
@@ -208,12 +205,20 @@ class _Grams:
         return tuple(self._vocabulary[i] for i in self._ids[at:at + n].tolist())
 
 
-def _sort_pairs(key: np.ndarray, owner: np.ndarray, bound: int, count: int) -> np.ndarray:
-    """The order that sorts by ``key`` then ``owner`` (ties in any order), for ``key`` < ``bound`` and
-    ``owner`` < ``count``: one sort of one int64 key when both fit in it (a lexsort is slower)."""
+def _distinct_pairs(key: np.ndarray, owner: np.ndarray, bound: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (``key``, ``owner``) pairs, sorted by key then owner, as two int64 arrays, for
+    ``key`` < ``bound`` and ``owner`` < ``count``: one sort of one int64 per pair when it fits."""
     if bound * count < 2 ** 63:
-        return np.argsort(key * count + owner)
-    return np.lexsort((owner, key))
+        pair = key.astype(np.int64)
+        pair *= count
+        pair += owner
+        pair.sort()
+        pair = pair[np.r_[True, pair[1:] != pair[:-1]]] if len(pair) else pair
+        return pair // count, pair % count
+    order = np.lexsort((owner, key))
+    key, owner = key[order].astype(np.int64), owner[order].astype(np.int64)
+    new = np.r_[True, (key[1:] != key[:-1]) | (owner[1:] != owner[:-1])] if len(key) else np.zeros(0, bool)
+    return key[new], owner[new]
 
 
 # --- the checks ----------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ class Run:
 
     def word_ids(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """The words of ``frame``'s rows (rows of ``samples``), in its order, as ids into one vocabulary:
-        (``ids``: int64, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
+        (``ids``: int32, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
         (rows,), each row's word count, -1 for a sample with neither tokens nor a response;
         ``vocabulary``: each id's word). ``words`` gives the same words as strings. Each segment's
         dictionary is mapped to the vocabulary once; no word becomes a Python string."""
@@ -122,12 +122,12 @@ class Run:
                 lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
                 flat = values.flatten()  # the taken rows' words, a dictionary array
                 strings = flat.dictionary.to_pylist()  # small: each distinct word of the chunk once
-                remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int64,
+                remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int32,
                                     len(strings))
                 parts.append((places, np.take(remap, flat.indices.to_numpy(zero_copy_only=False))))
         sizes = np.maximum(lengths, 0)
         starts = np.cumsum(sizes) - sizes
-        ids = np.empty(int(sizes.sum()), dtype=np.int64)
+        ids = np.empty(int(sizes.sum()), dtype=np.int32)
         for places, part in parts:
             own = sizes[places]
             # each taken row's words go to its row's place in frame order

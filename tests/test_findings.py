@@ -138,12 +138,14 @@ def test_word_ids_are_the_words_as_ids_across_files_and_segments(tmp_path):
     write_lines(tmp_path / "b.jsonl", [sample(1, 0.0, response="y z"), sample(2, 0.0)])
     source = RunSource(tmp_path, PAD, cache_root=False, eos_token=EOS)
     source.refresh()
-    with open(tmp_path / "a.jsonl", "a") as fh:
-        fh.write(json.dumps(sample(3, 0.0, response="w x w")) + "\n" + json.dumps(sample(3, 0.0, response=f" {PAD} ")) + "\n")
-    with open(tmp_path / "b.jsonl", "a") as fh:
-        fh.write(json.dumps(sample(3, 0.0, response_tokens=["z", "q", PAD])) + "\n")
+    appended = {"a.jsonl": [sample(3, 0.0, response="w x w"), sample(3, 0.0, response=f" {PAD} ")],
+                "b.jsonl": [sample(3, 0.0, response_tokens=["z", "q", PAD])]}
+    for name, lines in appended.items():
+        with open(tmp_path / name, "a") as fh:
+            fh.writelines(json.dumps(line) + "\n" for line in lines)
     run = source.refresh()
-    assert set(map(tuple, run.samples[["file", "seg"]].drop_duplicates().to_numpy())) == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    segments = set(map(tuple, run.samples[["file", "seg"]].drop_duplicates().to_numpy()))
+    assert segments == {(0, 0), (0, 1), (1, 0), (1, 1)}
     frame = run.samples.iloc[[6, 0, 3, 4, 2, 1, 5]]  # segments interleaved
     ids, lengths, vocabulary = run.word_ids(frame)
     got, at = [], 0
