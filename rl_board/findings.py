@@ -171,13 +171,14 @@ class _Grams:
         self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._first: dict[int, np.ndarray] = {}  # n -> where one occurrence of each candidate starts in ``ids``
         # key: each occurrence's gram as an int (its candidate prefix's rank * width + its last word)
-        starts, key, bound = np.arange(len(ids)), ids, width  # key < bound
+        index = np.int32 if len(ids) < 2 ** 31 else np.int64  # positions, gram ids
+        starts, key, bound = np.arange(len(ids), dtype=index), ids, width  # key < bound
         for n in range(1, MAX_N + 1):
             gram_key, owner_of = _distinct_pairs(key, owner[starts], bound, count)
             new = np.ones(len(gram_key), bool)
             np.not_equal(gram_key[1:], gram_key[:-1], out=new[1:])
             grams = gram_key[new]  # each gram's key, ascending: gram id = its place here
-            gram_of = np.cumsum(new) - 1
+            gram_of = np.cumsum(new, dtype=index) - 1
             del gram_key, new
             late = owner_of >= late_from
             late_counts = np.bincount(gram_of[late], minlength=len(grams))
@@ -206,17 +207,19 @@ class _Grams:
 
 
 def _distinct_pairs(key: np.ndarray, owner: np.ndarray, bound: int, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct (``key``, ``owner``) pairs, sorted by key then owner, as two int64 arrays, for
+    """The distinct (``key``, ``owner``) pairs, sorted by key then owner (int64, int32), for
     ``key`` < ``bound`` and ``owner`` < ``count``: one sort of one int64 per pair when it fits."""
     if bound * count < 2 ** 63:
         pair = key.astype(np.int64)
         pair *= count
         pair += owner
         pair.sort()
-        pair = pair[np.r_[True, pair[1:] != pair[:-1]]] if len(pair) else pair
-        return pair // count, pair % count
+        new = np.ones(len(pair), bool)
+        np.not_equal(pair[1:], pair[:-1], out=new[1:])
+        key, owner = np.divmod(pair[new], count)
+        return key, owner.astype(np.int32)
     order = np.lexsort((owner, key))
-    key, owner = key[order].astype(np.int64), owner[order].astype(np.int64)
+    key, owner = key[order].astype(np.int64), owner[order]
     new = np.r_[True, (key[1:] != key[:-1]) | (owner[1:] != owner[:-1])] if len(key) else np.zeros(0, bool)
     return key[new], owner[new]
 
