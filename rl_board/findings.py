@@ -153,13 +153,19 @@ class _WordIds:
                    np.fromiter(map(len, responses), np.int64, len(responses)), list(vocabulary))
 
 
+GRAM_BLOCK = 1 << 18  # occurrences sorted at a time (whole responses): bounds the sorts' memory
+
+
 class _Grams:
     """The 1- to ``MAX_N``-grams of responses (``_WordIds``) that could spread: those in at least
     ``need`` of the responses from ``late_from`` on (the *candidates*). Every shorter gram inside a
     candidate is one too, so only candidates are extended by a word. For each n, ``counts[n]`` is
     (the late responses containing each gram, the earlier ones), by gram id; ``pairs[n]`` is (gram
     id, response) of every candidate in each response containing it, once, sorted by gram then
-    response; ``tokens(n, gram)`` gives a candidate's words."""
+    response; ``tokens(n, gram)`` gives a candidate's words.
+
+    Occurrences are counted in blocks of whole responses (``GRAM_BLOCK``), so besides the words
+    only each n's occurrences (position, int64 key) and the candidates' pairs are held at once."""
 
     def __init__(self, words: _WordIds, late_from: int, need: int):
         ids, vocabulary = words.ids, words.vocabulary
@@ -170,40 +176,72 @@ class _Grams:
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self._first: dict[int, np.ndarray] = {}  # n -> where one occurrence of each candidate starts in ``ids``
-        # key: each occurrence's gram as an int (its candidate prefix's rank * width + its last word)
         index = np.int32 if len(ids) < 2 ** 31 else np.int64  # positions, gram ids
+        # each occurrence of an n-gram: where it starts (ascending) and its key (its candidate
+        # prefix's rank * width + its last word; for n = 1 the word)
         starts, key, bound = np.arange(len(ids), dtype=index), ids, width  # key < bound
         for n in range(1, MAX_N + 1):
-            gram_key, owner_of = _distinct_pairs(key, owner[starts], bound, count)
-            new = np.ones(len(gram_key), bool)
-            np.not_equal(gram_key[1:], gram_key[:-1], out=new[1:])
-            grams = gram_key[new]  # each gram's key, ascending: gram id = its place here
-            gram_of = np.cumsum(new, dtype=index) - 1
-            del gram_key, new
-            late = owner_of >= late_from
-            late_counts = np.bincount(gram_of[late], minlength=len(grams))
-            self.counts[n] = late_counts, np.bincount(gram_of[~late], minlength=len(grams))
+            who = owner[starts]
+            blocks = _blocks(who)
+            # the grams' keys and how many late / earlier responses contain them, block by block
+            parts = [_count_grams(key[lo:hi], who[lo:hi], bound, count, late_from) for lo, hi in blocks]
+            grams, where = np.unique(np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]),
+                                     return_inverse=True)
+            late_counts, early_counts = (
+                np.bincount(where, np.concatenate([p[i] for p in parts] or [np.zeros(0)]), len(grams))
+                .astype(np.int64) for i in (1, 2))
+            self.counts[n] = late_counts, early_counts
+            del parts, where
             candidate = late_counts >= need
-            keep = candidate[gram_of]
-            self.pairs[n] = gram_of[keep], owner_of[keep]
-            del gram_of, owner_of, late, keep
-            # the candidates' occurrences (few distinct keys: a binary search each), extended by a word
-            chosen, keys = np.flatnonzero(candidate), grams[candidate]
-            rank = np.searchsorted(keys, key)
-            found = rank < len(keys)
-            found[found] = keys[rank[found]] == key[found]
-            at, rank = starts[found], rank[found]
+            chosen, keys = np.flatnonzero(candidate).astype(index), grams[candidate]
             self._first[n] = np.full(len(grams), -1, dtype=np.int64)
-            self._first[n][chosen[rank]] = at
-            ok = at + n < len(ids)
-            at, rank = at[ok], rank[ok]
-            ok = owner[at + n] == owner[at]
-            starts, bound = at[ok], len(keys) * width
-            key = rank[ok] * width + ids[starts + n]
+            # the candidates' occurrences (few keys: a binary search each): their pairs, and extended by a word
+            pairs, longer = [], []
+            for lo, hi in blocks:
+                rank = np.searchsorted(keys, key[lo:hi])
+                found = rank < len(keys)
+                found[found] = keys[rank[found]] == key[lo:hi][found]
+                at, rank = starts[lo:hi][found], rank[found]
+                gram_of, owner_of = _distinct_pairs(rank, who[lo:hi][found], max(len(keys), 1), count)
+                pairs.append((chosen[gram_of], owner_of))
+                self._first[n][chosen[rank]] = at
+                ok = at + n < len(ids)
+                at, rank = at[ok], rank[ok]
+                ok = owner[at + n] == owner[at]
+                at = at[ok]
+                longer.append((at, rank[ok] * width + ids[at + n]))
+            gram_of = np.concatenate([p[0] for p in pairs] or [np.zeros(0, index)])
+            owner_of = np.concatenate([p[1] for p in pairs] or [np.zeros(0, np.int32)])
+            order = np.argsort(gram_of, kind="stable")  # blocks hold ascending responses: by gram, then response
+            self.pairs[n] = gram_of[order], owner_of[order]
+            del pairs, gram_of, owner_of, order, who, starts, key
+            starts = np.concatenate([p[0] for p in longer] or [np.zeros(0, index)])
+            key = np.concatenate([p[1] for p in longer] or [np.zeros(0, np.int64)])
+            bound = len(keys) * width
+            del longer
 
     def tokens(self, n: int, gram: int) -> tuple[str, ...]:
         at = int(self._first[n][gram])
         return tuple(self._vocabulary[i] for i in self._ids[at:at + n].tolist())
+
+
+def _blocks(owner: np.ndarray) -> list[tuple[int, int]]:
+    """``owner`` (ascending) cut into (start, end) ranges of about ``GRAM_BLOCK``, at changes of owner."""
+    cuts = np.arange(GRAM_BLOCK, len(owner), GRAM_BLOCK)
+    cuts = np.unique(np.r_[0, np.searchsorted(owner, owner[cuts]), len(owner)])
+    return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
+
+
+def _count_grams(key, owner, bound, count, late_from) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct ``key`` values, ascending; how many distinct owners >= ``late_from`` each has;
+    how many owners below it), for one block of occurrences."""
+    gram_key, owner_of = _distinct_pairs(key, owner, bound, count)
+    new = np.ones(len(gram_key), bool)
+    np.not_equal(gram_key[1:], gram_key[:-1], out=new[1:])
+    gram_of = np.cumsum(new) - 1
+    late = owner_of >= late_from
+    size = int(new.sum())
+    return gram_key[new], np.bincount(gram_of[late], minlength=size), np.bincount(gram_of[~late], minlength=size)
 
 
 def _distinct_pairs(key: np.ndarray, owner: np.ndarray, bound: int, count: int) -> tuple[np.ndarray, np.ndarray]:
