@@ -104,6 +104,20 @@ def test_top_five_phrases_by_ratio_then_tokens(tmp_path):
     assert got["samples"] == ["rank0.jsonl:11", "rank0.jsonl:12", "rank0.jsonl:13"]
 
 
+def test_phrases_counted_one_response_at_a_time_are_the_same(tmp_path, monkeypatch):
+    """With every block of n-gram occurrences a single response, the top five of the test above are
+    unchanged: a gram's responses are summed across blocks."""
+    from rl_board import findings
+
+    monkeypatch.setattr(findings, "GRAM_BLOCK", 1)
+    early = [{"reward": 0.0, "response": t} for t in ["b", "b", "e1", "e2", "e3", "e4", "e5", "e6"]]
+    late = [{"reward": 1.0, "response": "a b c d"} for _ in range(4)]
+    got = _found(_four_steps(tmp_path, early, late))["reward_with_spreading_phrases"]["evidence"]["phrases"]
+    assert [(p["tokens"], p["share_early"], p["share_late"]) for p in got] == [
+        (["a"], 0.0, 1.0), (["a", "b"], 0.0, 1.0), (["a", "b", "c"], 0.0, 1.0), (["b", "c"], 0.0, 1.0),
+        (["b", "c", "d"], 0.0, 1.0)]
+
+
 def test_words_are_counted_tokens_without_pad_and_eos(tmp_path):
     """EOS ends the counted tokens and is dropped; a token list shorter than the numeric lists adds no
     words; without tokens, the text's words with pads removed."""
