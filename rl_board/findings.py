@@ -135,55 +135,131 @@ def compute_empty(run: Run) -> np.ndarray:
     return run.word_counts() <= 0
 
 
-class _Grams:
-    """The 1- to ``MAX_N``-grams of a list of responses (lists of words) that could spread: those in
-    at least ``need`` of the responses from ``late_from`` on. Every shorter gram inside such a gram
-    is too, so only those are extended by a word. For each n, ``pairs[n]`` is (gram id, response) of
-    every such gram in a response, once, sorted by gram then response; ``counts[n]`` is (the late
-    responses containing each gram, the earlier ones); ``tokens(n, gram)`` gives a gram's words."""
+@dataclass(frozen=True)
+class _WordIds:
+    """Responses' words as ids (``Run.word_ids``): ``ids`` int32, shape (words,), the responses'
+    words one response after another; ``lengths`` int64, shape (responses,), each one's word count
+    (-1: no words); ``vocabulary`` each id's word."""
 
-    def __init__(self, responses: list[list[str]], late_from: int, need: int):
+    ids: np.ndarray
+    lengths: np.ndarray
+    vocabulary: list[str]
+
+    @classmethod
+    def from_lists(cls, responses: list[list[str]]) -> _WordIds:
         flat = list(chain.from_iterable(responses))
         vocabulary = {word: i for i, word in enumerate(dict.fromkeys(flat))}
-        ids = np.fromiter(map(vocabulary.__getitem__, flat), np.int64, len(flat))
-        sizes = np.fromiter(map(len, responses), np.int64, len(responses))
-        owner = np.repeat(np.arange(len(responses), dtype=np.int64), sizes)
-        self._words, count = flat, max(len(responses), 1)
+        return cls(np.fromiter(map(vocabulary.__getitem__, flat), np.int32, len(flat)),
+                   np.fromiter(map(len, responses), np.int64, len(responses)), list(vocabulary))
+
+
+GRAM_BLOCK = 1 << 18  # occurrences sorted at a time (whole responses): bounds the sorts' memory
+
+
+class _Grams:
+    """The 1- to ``MAX_N``-grams of responses (``_WordIds``) that could spread: those in at least
+    ``need`` of the responses from ``late_from`` on (the *candidates*). Every shorter gram inside a
+    candidate is one too, so only candidates are extended by a word. For each n, ``counts[n]`` is
+    (the late responses containing each gram, the earlier ones), by gram id; ``pairs[n]`` is (gram
+    id, response) of every candidate in each response containing it, once, sorted by gram then
+    response; ``tokens(n, gram)`` gives a candidate's words.
+
+    Occurrences are counted in blocks of whole responses (``GRAM_BLOCK``), so besides the words
+    only each n's occurrences (position, int64 key) and the candidates' pairs are held at once."""
+
+    def __init__(self, words: _WordIds, late_from: int, need: int):
+        ids, vocabulary = words.ids, words.vocabulary
+        sizes = np.maximum(words.lengths, 0)
+        owner = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+        self._ids, self._vocabulary = ids, vocabulary
+        count, width = max(len(sizes), 1), max(len(vocabulary), 1)
         self.pairs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.counts: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._first: dict[int, np.ndarray] = {}  # n -> where each gram first starts in ``flat``
-        starts, key = np.arange(len(ids)), ids
+        self._first: dict[int, np.ndarray] = {}  # n -> where one occurrence of each candidate starts in ``ids``
+        index = np.int32 if len(ids) < 2 ** 31 else np.int64  # positions, gram ids
+        # each occurrence of an n-gram: where it starts (ascending) and its key (its candidate
+        # prefix's rank * width + its last word; for n = 1 the word)
+        starts, key, bound = np.arange(len(ids), dtype=index), ids, width  # key < bound
         for n in range(1, MAX_N + 1):
-            gram, self._first[n] = _dense(key, starts)
-            pair = _distinct(gram * count + owner[starts])
-            self.pairs[n] = gram_of, owner_of = pair // count, pair % count
-            late = owner_of >= late_from
-            size = len(self._first[n])
-            self.counts[n] = np.bincount(gram_of[late], minlength=size), np.bincount(gram_of[~late], minlength=size)
-            extend = (self.counts[n][0] >= need)[gram] & (starts + n < len(ids))
-            extend[extend] = owner[starts[extend] + n] == owner[starts[extend]]
-            starts = starts[extend]
-            key = gram[extend] * max(len(vocabulary), 1) + ids[starts + n]
+            who = owner[starts]
+            blocks = _blocks(who)
+            # the grams' keys and how many late / earlier responses contain them, block by block
+            parts = [_count_grams(key[lo:hi], who[lo:hi], bound, count, late_from) for lo, hi in blocks]
+            grams, where = np.unique(np.concatenate([p[0] for p in parts] or [np.zeros(0, np.int64)]),
+                                     return_inverse=True)
+            late_counts, early_counts = (
+                np.bincount(where, np.concatenate([p[i] for p in parts] or [np.zeros(0)]), len(grams))
+                .astype(np.int64) for i in (1, 2))
+            self.counts[n] = late_counts, early_counts
+            del parts, where
+            candidate = late_counts >= need
+            chosen, keys = np.flatnonzero(candidate).astype(index), grams[candidate]
+            self._first[n] = np.full(len(grams), -1, dtype=np.int64)
+            # the candidates' occurrences (few keys: a binary search each): their pairs, and extended by a word
+            pairs, longer = [], []
+            for lo, hi in blocks:
+                rank = np.searchsorted(keys, key[lo:hi])
+                found = rank < len(keys)
+                found[found] = keys[rank[found]] == key[lo:hi][found]
+                at, rank = starts[lo:hi][found], rank[found]
+                gram_of, owner_of = _distinct_pairs(rank, who[lo:hi][found], max(len(keys), 1), count)
+                pairs.append((chosen[gram_of], owner_of))
+                self._first[n][chosen[rank]] = at
+                ok = at + n < len(ids)
+                at, rank = at[ok], rank[ok]
+                ok = owner[at + n] == owner[at]
+                at = at[ok]
+                longer.append((at, rank[ok] * width + ids[at + n]))
+            gram_of = np.concatenate([p[0] for p in pairs] or [np.zeros(0, index)])
+            owner_of = np.concatenate([p[1] for p in pairs] or [np.zeros(0, np.int32)])
+            order = np.argsort(gram_of, kind="stable")  # blocks hold ascending responses: by gram, then response
+            self.pairs[n] = gram_of[order], owner_of[order]
+            del pairs, gram_of, owner_of, order, who, starts, key
+            starts = np.concatenate([p[0] for p in longer] or [np.zeros(0, index)])
+            key = np.concatenate([p[1] for p in longer] or [np.zeros(0, np.int64)])
+            bound = len(keys) * width
+            del longer
 
     def tokens(self, n: int, gram: int) -> tuple[str, ...]:
         at = int(self._first[n][gram])
-        return tuple(self._words[at:at + n])
+        return tuple(self._vocabulary[i] for i in self._ids[at:at + n].tolist())
 
 
-def _distinct(keys: np.ndarray) -> np.ndarray:
-    """The distinct values of ``keys``, ascending (``np.unique`` by a sort: numpy's hashing is slower)."""
-    keys = np.sort(keys)
-    return keys[np.r_[True, keys[1:] != keys[:-1]]] if len(keys) else keys
+def _blocks(owner: np.ndarray) -> list[tuple[int, int]]:
+    """``owner`` (ascending) cut into (start, end) ranges of about ``GRAM_BLOCK``, at changes of owner."""
+    cuts = np.arange(GRAM_BLOCK, len(owner), GRAM_BLOCK)
+    cuts = np.unique(np.r_[0, np.searchsorted(owner, owner[cuts]), len(owner)])
+    return list(zip(cuts[:-1].tolist(), cuts[1:].tolist()))
 
 
-def _dense(key: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(an id 0.. for each distinct value of ``key``, the ``starts`` entry where each id first occurs)."""
-    order = np.argsort(key, kind="stable")
-    ordered = key[order]
-    new = np.r_[True, ordered[1:] != ordered[:-1]] if len(key) else np.zeros(0, bool)
-    ids = np.empty(len(key), np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids, starts[order[new]]
+def _count_grams(key, owner, bound, count, late_from) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct ``key`` values, ascending; how many distinct owners >= ``late_from`` each has;
+    how many owners below it), for one block of occurrences."""
+    gram_key, owner_of = _distinct_pairs(key, owner, bound, count)
+    new = np.ones(len(gram_key), bool)
+    np.not_equal(gram_key[1:], gram_key[:-1], out=new[1:])
+    gram_of = np.cumsum(new) - 1
+    late = owner_of >= late_from
+    size = int(new.sum())
+    return gram_key[new], np.bincount(gram_of[late], minlength=size), np.bincount(gram_of[~late], minlength=size)
+
+
+def _distinct_pairs(key: np.ndarray, owner: np.ndarray, bound: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (``key``, ``owner``) pairs, sorted by key then owner (int64, int32), for
+    ``key`` < ``bound`` and ``owner`` < ``count``: one sort of one int64 per pair when it fits."""
+    if bound * count < 2 ** 63:
+        pair = key.astype(np.int64)
+        pair *= count
+        pair += owner
+        pair.sort()
+        new = np.ones(len(pair), bool)
+        np.not_equal(pair[1:], pair[:-1], out=new[1:])
+        key, owner = np.divmod(pair[new], count)
+        return key, owner.astype(np.int32)
+    order = np.lexsort((owner, key))
+    key, owner = key[order].astype(np.int64), owner[order]
+    new = np.r_[True, (key[1:] != key[:-1]) | (owner[1:] != owner[:-1])] if len(key) else np.zeros(0, bool)
+    return key[new], owner[new]
 
 
 # --- the checks ----------------------------------------------------------------------------------
@@ -223,16 +299,18 @@ def compute_phrases(early_words: list[list[str]], late_words: list[list[str]], l
                     ) -> list[tuple[tuple[str, ...], Fraction, Fraction]]:
     """The spreading phrases of definition 1, best first, at most ``MAX_PHRASES``: (tokens,
     share_E, share_L) as exact fractions."""
-    return [phrase[:3] for phrase in _find_phrases(early_words, late_words, late_rewards)]
+    words = _WordIds.from_lists(early_words + late_words)
+    return [phrase[:3] for phrase in _find_phrases(words, len(early_words), late_rewards)]
 
 
-def _find_phrases(early_words, late_words, late_rewards) -> list[tuple]:
-    """``compute_phrases``, each phrase with the late responses containing it (indexes, ascending)."""
-    n_early, n_late = len(early_words), len(late_words)
+def _find_phrases(words: _WordIds, n_early: int, late_rewards) -> list[tuple]:
+    """``compute_phrases`` of ``words``, responses 0.. early and ``n_early``.. late, each phrase with
+    the late responses containing it (indexes, ascending)."""
+    n_late = len(words.lengths) - n_early
     if not n_early or not n_late:
         return []
     need = math.ceil(PHRASE_MIN_SHARE * n_late)  # share_L >= 1/2 as a whole count
-    grams = _Grams(early_words + late_words, n_early, need)  # responses 0.. early, n_early.. late
+    grams = _Grams(words, n_early, need)
     spread = Fraction(PHRASE_SPREAD)
     rewards = np.asarray(late_rewards, dtype=float)
     floor = Fraction(1, n_early)
@@ -253,8 +331,12 @@ def _find_phrases(early_words, late_words, late_rewards) -> list[tuple]:
                 has[rows] = True
                 if _mean(rewards[has]) <= _mean(rewards[~has]):  # a NaN mean compares False: kept
                     continue
-            kept.append((grams.tokens(n, int(g)), share_early, share_late, share_late / max(share_early, floor),
-                         rows))
+            kept.append(((n, int(g)), share_early, share_late, share_late / max(share_early, floor), rows))
+    kept.sort(key=lambda k: (-k[3], -k[2]))
+    if len(kept) > MAX_PHRASES:  # the tokens break ties: only those tied with the last one shown need them
+        last = (kept[MAX_PHRASES - 1][3], kept[MAX_PHRASES - 1][2])
+        kept = [k for k in kept if (k[3], k[2]) >= last]
+    kept = [(grams.tokens(*gram), *rest) for gram, *rest in kept]
     kept.sort(key=lambda k: (-k[3], -k[2], list(k[0])))
     return [(gram, early, late, rows) for gram, early, late, _, rows in kept[:MAX_PHRASES]]
 
@@ -267,8 +349,8 @@ def _percent(share) -> str:
     return f"{float(share) * 100:.0f} %"
 
 
-def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens):
-    phrases = _find_phrases(early_words, late_words, late[F.REWARD].to_numpy(dtype=float)) if rose else []
+def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
+    phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
         return None
     chosen = []
@@ -278,7 +360,7 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, lat
             ["_r", F.FILE, F.LINE], ascending=[False, True, True], na_position="last", kind="stable")
         chosen += list(having.index[:SAMPLES_PER_PHRASE])
     labels = list(dict.fromkeys(chosen))
-    joiner = "" if any(from_tokens) else " "
+    joiner = "" if from_tokens else " "
     top, early_share, late_share, _ = phrases[0]
     more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
     message = (f"reward rose from {r_early:.3g} to {r_late:.3g} while \"{_phrase_text(top, joiner)}\" spread from "
@@ -422,14 +504,13 @@ def compute_findings(run: Run) -> Findings:
     early = _log_order(samples[samples[F.STEP].isin(early_steps)])
     late = _log_order(samples[samples[F.STEP].isin(late_steps)])
     rose, r_early, r_late = _reward_rose(early, late)
-    from_tokens: list[bool] = []
-    early_words = late_words = []
+    from_tokens, words = False, None
     if rose:
-        early_words, early_tokens = compute_words(run, early)
-        late_words, late_tokens = compute_words(run, late)
-        from_tokens = early_tokens + late_tokens
+        both = pd.concat([early, late])  # responses 0.. early, len(early).. late
+        words = _WordIds(*run.word_ids(both))
+        from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
     found = [
-        _spreading_phrases(run, early, late, rose, r_early, r_late, early_words, late_words, from_tokens),
+        _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens),
         _length_growth(run, early, late, rose, r_early, r_late),
         _entropy_collapse(run, early, late),
         _mismatch(run),
@@ -438,7 +519,7 @@ def compute_findings(run: Run) -> Findings:
     ]
     return Findings(tuple(f for f in found if f is not None), _checks(run, len(early_steps) + len(late_steps) > 0
                                                                       and early_steps != late_steps),
-                    any(from_tokens))
+                    from_tokens)
 
 
 # --- evidence and the n-gram finder's windows ----------------------------------------------------

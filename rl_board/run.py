@@ -103,6 +103,37 @@ class Run:
                 out[place] = value
         return out
 
+    def word_ids(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """The words of ``frame``'s rows (rows of ``samples``), in its order, as ids into one vocabulary:
+        (``ids``: int32, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
+        (rows,), each row's word count, -1 for a sample with neither tokens nor a response;
+        ``vocabulary``: each id's word). ``words`` gives the same words as strings. Each segment's
+        dictionary is mapped to the vocabulary once; no word becomes a Python string."""
+        import pyarrow.compute as pc
+
+        vocabulary: dict[str, int] = {}
+        lengths = np.full(len(frame), -1, dtype=np.int64)
+        parts = []  # (places in frame, their lengths, their ids)
+        rows = frame["row"].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("words")
+            for picked, values in _take_chunks(column, rows[at]):
+                places = at[picked]
+                lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
+                flat = values.flatten()  # the taken rows' words, a dictionary array
+                strings = flat.dictionary.to_pylist()  # small: each distinct word of the chunk once
+                remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int32,
+                                    len(strings))
+                parts.append((places, np.take(remap, flat.indices.to_numpy(zero_copy_only=False))))
+        sizes = np.maximum(lengths, 0)
+        starts = np.cumsum(sizes) - sizes
+        ids = np.empty(int(sizes.sum()), dtype=np.int32)
+        for places, part in parts:
+            own = sizes[places]
+            # each taken row's words go to its row's place in frame order
+            ids[np.repeat(starts[places] - (np.cumsum(own) - own), own) + np.arange(len(part))] = part
+        return ids, lengths, list(vocabulary)
+
     def word_counts(self) -> np.ndarray:
         """How many words each row of ``samples`` has, -1 for a sample with neither tokens nor a
         response; int64, shape (samples,). Reads only the segments' list offsets."""
@@ -189,20 +220,23 @@ class Run:
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token)
 
 
-def _take(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None = None) -> list:
-    """``column[rows]`` as Python values (cast to ``type_`` first, when given), taken chunk by chunk:
-    ``ChunkedArray.take`` joins the chunks first, which would read a whole memory-mapped column to
-    show a few rows."""
+def _take_chunks(column: pa.ChunkedArray, rows: np.ndarray):
+    """``column[rows]`` chunk by chunk: yields (the places in ``rows`` taken, those rows of one chunk as an
+    Arrow array). ``ChunkedArray.take`` joins the chunks first, which would read a whole memory-mapped
+    column to show a few rows."""
     ends = np.cumsum([len(chunk) for chunk in column.chunks])
     chunk_of = np.searchsorted(ends, rows, side="right")
-    out = [None] * len(rows)
     for index in np.unique(chunk_of):
         picked = np.flatnonzero(chunk_of == index)
         start = ends[index] - len(column.chunks[index])
-        values = column.chunks[index].take(pa.array(rows[picked] - start))
+        yield picked, column.chunks[index].take(pa.array(rows[picked] - start))
+
+
+def _take(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None = None) -> list:
+    """``column[rows]`` as Python values (cast to ``type_`` first, when given), taken chunk by chunk."""
+    out = [None] * len(rows)
+    for picked, values in _take_chunks(column, rows):
         values = (values if type_ is None else values.cast(type_)).to_pylist()
         for place, value in zip(picked, values):
             out[place] = value
     return out
-
-

@@ -104,6 +104,20 @@ def test_top_five_phrases_by_ratio_then_tokens(tmp_path):
     assert got["samples"] == ["rank0.jsonl:11", "rank0.jsonl:12", "rank0.jsonl:13"]
 
 
+def test_phrases_counted_one_response_at_a_time_are_the_same(tmp_path, monkeypatch):
+    """With every block of n-gram occurrences a single response, the top five of the test above are
+    unchanged: a gram's responses are summed across blocks."""
+    from rl_board import findings
+
+    monkeypatch.setattr(findings, "GRAM_BLOCK", 1)
+    early = [{"reward": 0.0, "response": t} for t in ["b", "b", "e1", "e2", "e3", "e4", "e5", "e6"]]
+    late = [{"reward": 1.0, "response": "a b c d"} for _ in range(4)]
+    got = _found(_four_steps(tmp_path, early, late))["reward_with_spreading_phrases"]["evidence"]["phrases"]
+    assert [(p["tokens"], p["share_early"], p["share_late"]) for p in got] == [
+        (["a"], 0.0, 1.0), (["a", "b"], 0.0, 1.0), (["a", "b", "c"], 0.0, 1.0), (["b", "c"], 0.0, 1.0),
+        (["b", "c", "d"], 0.0, 1.0)]
+
+
 def test_words_are_counted_tokens_without_pad_and_eos(tmp_path):
     """EOS ends the counted tokens and is dropped; a token list shorter than the numeric lists adds no
     words; without tokens, the text's words with pads removed."""
@@ -126,6 +140,35 @@ def test_pad_equal_to_eos_counts_the_first_as_eos(tmp_path):
     write_lines(tmp_path / "r.jsonl", [sample(1, 0.0, response_tokens=["x", "y", end, end, "z"])])
     run = _load(tmp_path, end, end)
     assert compute_words(run, run.samples)[0] == [["x", "y"]]
+
+
+def test_word_ids_are_the_words_as_ids_across_files_and_segments(tmp_path):
+    """``Run.word_ids`` gives each row's words (``Run.words``) through one vocabulary, in the frame's
+    order, across two files of two segments each (appended lines have a dictionary of their own);
+    -1 words for a sample with neither tokens nor a response, 0 for a response that is only pads."""
+    from rl_board.loader import RunSource
+
+    write_lines(tmp_path / "a.jsonl", [sample(1, 0.0, response="x y x"), sample(2, 0.0, response_tokens=["p", EOS])])
+    write_lines(tmp_path / "b.jsonl", [sample(1, 0.0, response="y z"), sample(2, 0.0)])
+    source = RunSource(tmp_path, PAD, cache_root=False, eos_token=EOS)
+    source.refresh()
+    appended = {"a.jsonl": [sample(3, 0.0, response="w x w"), sample(3, 0.0, response=f" {PAD} ")],
+                "b.jsonl": [sample(3, 0.0, response_tokens=["z", "q", PAD])]}
+    for name, lines in appended.items():
+        with open(tmp_path / name, "a") as fh:
+            fh.writelines(json.dumps(line) + "\n" for line in lines)
+    run = source.refresh()
+    segments = set(map(tuple, run.samples[["file", "seg"]].drop_duplicates().to_numpy()))
+    assert segments == {(0, 0), (0, 1), (1, 0), (1, 1)}
+    frame = run.samples.iloc[[6, 0, 3, 4, 2, 1, 5]]  # segments interleaved
+    ids, lengths, vocabulary = run.word_ids(frame)
+    got, at = [], 0
+    for n in lengths:
+        got.append(None if n < 0 else [vocabulary[i] for i in ids[at:at + n]])
+        at += max(n, 0)
+    assert at == len(ids) and len(set(vocabulary)) == len(vocabulary)
+    assert got == run.words(frame)
+    assert got == [["z", "q"], ["x", "y", "x"], None, ["w", "x", "w"], ["p"], ["y", "z"], []]
 
 
 def _lengths_run(folder, early_texts, late_texts):
