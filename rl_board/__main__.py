@@ -251,12 +251,12 @@ def _summary(args) -> int:
 
 
 def _findings(args) -> int:
-    from .findings import compute_findings
+    from .findings import get_findings
 
     run = _load(args)
     if isinstance(run, int):
         return run
-    found = compute_findings(run)
+    found = get_findings(run)
     if args.json:
         print(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
     else:

@@ -31,7 +31,9 @@ The six checks, in this order (thresholds below as named constants):
 from __future__ import annotations
 
 import html
+import json
 import math
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import chain
@@ -491,6 +493,52 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "empty_responses": "" if responses else "no responses logged",
     }
     return tuple(Check(kind, not note, note) for kind, note in reasons.items())
+
+
+FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
+FINDINGS_VERSION = 1  # bump when a definition changes: kept findings of an older one are not used
+
+
+def get_findings(run: Run) -> Findings:
+    """``compute_findings`` of ``run``, kept in its cache folder for the snapshot it was computed on
+    (the manifest's version), so re-opening an unchanged run does not check it again."""
+    if run.cache is None:
+        return compute_findings(run)
+    folder, stamp = run.cache
+    path = folder / FINDINGS_FILE
+    try:
+        kept = json.loads(path.read_text())
+        if kept["version"] == FINDINGS_VERSION and tuple(kept["stamp"]) == tuple(stamp) \
+                and kept["samples"] == len(run.samples):
+            return _findings_from_json(kept["findings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = compute_findings(run)
+    try:
+        tmp = path.with_name(f".tmp-{os.getpid()}-{FINDINGS_FILE}")
+        tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run.samples),
+                                   "findings": _findings_to_json(found)}))
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):  # a cache that can't be written only means checking again next time
+        pass
+    return found
+
+
+def _findings_to_json(found: Findings) -> dict:
+    return {"findings": [{"kind": f.kind, "first_step": f.first_step, "last_step": f.last_step,
+                          "evidence": f.evidence, "samples": list(f.samples), "message": f.message,
+                          "labels": [int(label) for label in f.labels], "focus_step": f.focus_step,
+                          "phrases": [list(p) for p in f.phrases]} for f in found.findings],
+            "checks": [[c.kind, c.ran, c.note] for c in found.checks],
+            "words_from_tokens": found.words_from_tokens}
+
+
+def _findings_from_json(raw: dict) -> Findings:
+    findings = tuple(Finding(f["kind"], f["first_step"], f["last_step"], f["evidence"], tuple(f["samples"]),
+                             f["message"], tuple(f["labels"]), f["focus_step"], tuple(map(tuple, f["phrases"])))
+                     for f in raw["findings"])
+    return Findings(findings, tuple(Check(kind, ran, note) for kind, ran, note in raw["checks"]),
+                    raw["words_from_tokens"])
 
 
 def compute_findings(run: Run) -> Findings:

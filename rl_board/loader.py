@@ -216,8 +216,10 @@ class RunSource:
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
             notes=tuple(self._notes + notes), unreadable=failed, reader=self.reader.NAME,
         )
+        cache = self._store.cache
+        stamp = cache.manifest_stamp() if cache is not None else None
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
-                   segments, self.reader)
+                   segments, self.reader, (cache.folder, stamp) if stamp is not None else None)
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:

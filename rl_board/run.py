@@ -58,6 +58,9 @@ class Run:
     options: ReadOptions
     _segments: dict[tuple[int, int], pa.Table] = field(repr=False)
     _reader: object = field(repr=False, default=None)  # the reader module (``readers``)
+    #: the run's cache folder and its manifest's version when this snapshot was taken (None without
+    #: a cache): what is derived from the whole snapshot (the findings) can be kept there
+    cache: tuple[Path, tuple] | None = field(repr=False, default=None)
 
     @property
     def pad_token(self) -> str | None:

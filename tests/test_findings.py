@@ -472,3 +472,26 @@ def test_findings_core_imports_no_streamlit():
     code = "import sys, rl_board.findings; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_findings_are_kept_with_the_cache_until_the_run_changes(tmp_path, monkeypatch):
+    """A second look at an unchanged run reads its findings from the cache folder (no check runs);
+    once lines are appended the run is checked again, and both give what a fresh check gives."""
+    from rl_board import findings as FND
+    from rl_board.loader import RunSource
+
+    folder = _hack(tmp_path / "hack", HACKED, [0.5, 1.5, 1.5, 0.5])
+    source = RunSource(folder)
+    run = source.refresh()
+    first = FND.get_findings(run)
+    assert first.to_json() == FND.compute_findings(run).to_json() and first.findings
+    calls = []
+    real = FND.compute_findings
+    monkeypatch.setattr(FND, "compute_findings", lambda r: calls.append(1) or real(r))
+    again = FND.get_findings(RunSource(folder).refresh())  # a new process would see the same
+    assert calls == [] and again.to_json() == first.to_json()
+    assert [f.labels for f in again.findings] == [f.labels for f in first.findings]
+    with open(next(folder.glob("*.jsonl")), "a") as fh:
+        fh.write(json.dumps({"step": 5, "reward": 0.0, "response": "plain words here"}) + "\n")
+    changed = source.refresh()
+    assert FND.get_findings(changed).to_json() == real(changed).to_json() and calls == [1]

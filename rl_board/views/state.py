@@ -144,9 +144,9 @@ _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-boar
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _findings(key: tuple, _run: Run) -> Future:
-    from ..findings import compute_findings
+    from ..findings import get_findings as kept_or_computed
 
-    return _FINDINGS_THREAD.submit(compute_findings, _run)
+    return _FINDINGS_THREAD.submit(kept_or_computed, _run)
 
 
 def start_findings(run: Run) -> None:
