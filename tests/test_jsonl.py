@@ -182,3 +182,25 @@ def test_reader_interface_has_no_upward_imports():
         source = inspect.getsource(reader_for(name))
         for above in ("ingest", "loader", "derive", "metrics", "tables", "segments"):
             assert f"from ..{above}" not in source and f"import {above}" not in source
+
+
+def test_threads_learning_keys_at_once_read_the_same_rows():
+    """Two threads reading blocks whose lines bring new keys at once (the page's sessions share one
+    shape per field mapping) each get the rows the fallback gives."""
+    import threading
+
+    blocks = [_lines([sample(1, float(i), **{f"k{t}_{i}": i}) for i in range(40)]) for t in range(8)]
+    expected = [derive(parse_block(b, fast=False).table) for b in blocks]
+    got = [None] * len(blocks)
+
+    def read(indices):
+        for i in indices:
+            got[i] = derive(parse_block(blocks[i]).table)
+
+    threads = [threading.Thread(target=read, args=(range(t, len(blocks), 2),)) for t in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for a, b in zip(got, expected):
+        _assert_same(a, b)

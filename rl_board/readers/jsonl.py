@@ -21,6 +21,7 @@ import functools
 import gc
 import json
 import re
+import threading
 import typing
 from dataclasses import dataclass, field
 from itertools import compress, repeat
@@ -112,10 +113,14 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
 
 
 def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options) -> ParsedBlock:
-    objs, fast, slow = shape.decode(data, starts, ends, lines) if shape is not None else ([], [], list(lines))
+    if shape is None:
+        objs, fast, slow, version = [], [], list(lines), None
+    else:
+        objs, fast, slow, version = shape.decode(data, starts, ends, lines)
     tables, errors = [], []
     if fast:
-        table, refused = shape.rows(objs, np.asarray(fast, np.int64), first_line, base_offset, starts, lengths)
+        table, refused = shape.rows(version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
+                                    lengths)
         tables.append(table)
         slow = sorted([*slow, *(fast[i] for i in refused)])
     if slow:
@@ -180,9 +185,8 @@ class _Shape:
         kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
         self.usable = all(len(k) == 1 for k in kinds.values())  # a key feeding two kinds: slow path
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
-        self.typed = frozenset(self.types)
-        self.ignored = frozenset(F.CANONICAL) - self.typed  # canonical names mapped elsewhere: never extras
         self.nullable: set[str] = set()
+        self._lock = threading.Lock()  # one shape serves every thread of a process (the page's sessions)
         self.keys: list[str] = []
         for key in [*self.types, *F.CANONICAL]:
             self._add(key)
@@ -200,14 +204,19 @@ class _Shape:
             return kind
 
         shared = {k for keys in self.candidates.values() if len(keys) > 1 for k in keys}
-        self.names = {key: f"f{i}" for i, key in enumerate(self.keys)}
-        struct = msgspec.defstruct("Line", [(self.names[k], type_of(k), _UNSET if k in shared else None)
+        names = {key: f"f{i}" for i, key in enumerate(self.keys)}
+        struct = msgspec.defstruct("Line", [(names[k], type_of(k), _UNSET if k in shared else None)
                                             for k in self.keys],
-                                   rename={v: k for k, v in self.names.items()}, forbid_unknown_fields=True)
-        self.decoder = msgspec.json.Decoder(struct)
+                                   rename={v: k for k, v in names.items()}, forbid_unknown_fields=True)
+        # replaced whole, never changed: a block decoded with one version is read with that version
+        self.version = _Version(tuple(self.keys), names, msgspec.json.Decoder(struct))
 
     def learn(self, message: str) -> bool:
         """Add what a refusal names (an unknown key; a list holding null) to the shape."""
+        with self._lock:
+            return self._learn(message)
+
+    def _learn(self, message: str) -> bool:
         unknown = _UNKNOWN.search(message)
         if unknown and len(self.keys) < _MAX_KEYS and unknown[1] not in self.keys:
             self._add(unknown[1])
@@ -222,16 +231,18 @@ class _Shape:
         return False
 
     def decode(self, data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray):
-        """(structs, the line index of each, line indices the slow path reads) for ``lines``."""
+        """(structs, the line index of each, line indices the slow path reads, the shape's version
+        that decoded them) for ``lines``."""
         if not self.usable or not len(lines):
-            return [], [], list(lines)
+            return [], [], list(lines), self.version
         while True:
+            version = self.version
             try:
-                return self._decode(data, starts, ends, lines)
+                return (*self._decode(data, starts, ends, lines, version.decoder), version)
             except _Relearned:
                 continue
 
-    def _decode(self, data, starts, ends, lines):
+    def _decode(self, data, starts, ends, lines, decoder):
         objs, fast, slow = [], [], []
         retries = [0]
         view = memoryview(data)
@@ -245,7 +256,7 @@ class _Shape:
                 return
             chunk = view[starts[lines[a]]:ends[lines[b - 1]]]
             try:
-                got = self.decoder.decode_lines(chunk)
+                got = decoder.decode_lines(chunk)
             except RecursionError:  # nested too deeply somewhere: read the lines one by one
                 retries[0] += 1
                 for k in range(a, b):
@@ -282,7 +293,7 @@ class _Shape:
         def one(k: int) -> None:
             index = int(lines[k])
             try:
-                got = self.decoder.decode(view[starts[index]:ends[index]])
+                got = decoder.decode(view[starts[index]:ends[index]])
             except (UnicodeDecodeError, RecursionError):
                 slow.append(index)
                 return
@@ -298,14 +309,14 @@ class _Shape:
         order = np.argsort(np.asarray(fast, np.int64), kind="stable")
         return [objs[i] for i in order], [fast[i] for i in order], sorted(slow)
 
-    def rows(self, objs: list, lines: np.ndarray, first_line: int, base_offset: int, starts: np.ndarray,
-             lengths: np.ndarray) -> tuple[pa.Table, list[int]]:
+    def rows(self, version: _Version, objs: list, lines: np.ndarray, first_line: int, base_offset: int,
+             starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Table, list[int]]:
         """(the canonical rows of decoded lines, positions in ``objs`` the slow path must read)."""
         count = len(objs)
         columns: dict[str, list] = {}
         refused = np.zeros(count, bool)
         for name, keys in self.candidates.items():
-            values = [list(map(attrgetter(self.names[k]), objs)) for k in keys]
+            values = [list(map(attrgetter(version.names[k]), objs)) for k in keys]
             if len(values) > 1:  # a field and its alias: absent is UNSET, null is None
                 here = [_is_set(col) for col in values]
                 refused |= np.sum(here, axis=0) > 1  # the alias beside its field: the slow path sorts it
@@ -331,10 +342,10 @@ class _Shape:
                         column[i] = None
         extras = {}
         taken = set().union(*map(set, self.candidates.values())) | set(F.CANONICAL)
-        for key in self.keys:
+        for key in version.keys:
             if key in taken:
                 continue
-            got = self._extra(objs, key, count)
+            got = self._extra(version, objs, key, count)
             if got is None:
                 continue
             values, present, odd = got
@@ -354,10 +365,10 @@ class _Shape:
         extras = {name: col for name, col in extras.items() if col.null_count < len(col)}
         return build_rows(columns, extras), np.flatnonzero(refused).tolist()
 
-    def _extra(self, objs: list, key: str, count: int):
+    def _extra(self, version: _Version, objs: list, key: str, count: int):
         """(float values, present, lines to read slowly) of an unparsed key, or None when no line
         holds a number or boolean there."""
-        raws = list(map(attrgetter(self.names[key]), objs))
+        raws = list(map(attrgetter(version.names[key]), objs))
         present = present_mask(raws)
         kept = list(compress(raws, present))
         first = np.frombuffer(bytes(map(itemgetter(0), map(memoryview, kept))), np.uint8)
@@ -375,6 +386,15 @@ class _Shape:
         out = np.zeros(count, bool)
         out[where] = True
         return values, out, odd
+
+
+@dataclass(frozen=True)
+class _Version:
+    """One version of a shape: its keys, their struct field names, and the decoder of that struct."""
+
+    keys: tuple[str, ...]
+    names: dict[str, str]
+    decoder: msgspec.json.Decoder
 
 
 class _Relearned(Exception):
