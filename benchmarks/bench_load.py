@@ -108,8 +108,12 @@ def phase_app(run: Path, timeout: float) -> dict:
     sys.path.insert(0, str(REPO))
     from streamlit.testing.v1 import AppTest
 
-    from rl_board import workers
     from rl_board.views import keys
+
+    try:
+        from rl_board import workers
+    except ImportError:  # a release before the warm pool: its workers are waited for, getrusage sees them
+        workers = None
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=timeout).run()
     at.sidebar.text_input(key=keys.ROOT).input(str(run.parent)).run()
@@ -136,7 +140,7 @@ def phase_app(run: Path, timeout: float) -> dict:
     if at.exception:
         raise RuntimeError(at.exception[0].message)
     rss, child_rss = _peak_rss_mb()
-    child_rss = max([child_rss, *map(_worker_peak_mb, workers._pool)])
+    child_rss = max([child_rss, *map(_worker_peak_mb, workers._pool if workers else [])])
     return {"load": load, "step": statistics.median(redraws), "sort": sort, "sample": sample,
             "rss_mb": rss, "worker_rss_mb": child_rss,
             "samples": int(at.dataframe[0].value.shape[0])}
