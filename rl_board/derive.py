@@ -64,7 +64,10 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     """The segment rows of a block of canonical rows (see the module's docstring)."""
     rows = rows.unify_dictionaries().combine_chunks()
     count = rows.num_rows
-    lists = {name: _FlatList(rows[name]) for name in F.TOKEN_FIELDS}
+    lists, last = {}, None
+    for name in F.TOKEN_FIELDS:
+        lists[name] = _FlatList(rows[name], last)
+        last = lists[name] if lists[name].any else last
     present = [flat for flat in lists.values() if flat.any]
     has_lists = np.zeros(count, bool)
     n = np.full(count, np.iinfo(np.int64).max)
@@ -123,18 +126,27 @@ class _FlatList:
     """One per-token list column, flat: ``lengths`` (-1 where a sample has none), ``values``
     (float64, samples one after another), ``owner`` and ``position`` of each value."""
 
-    def __init__(self, column: pa.ChunkedArray):
+    def __init__(self, column: pa.ChunkedArray, like: "_FlatList | None" = None):
         array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
         self.lengths = array.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         self.any = bool((self.lengths >= 0).any())
+        self._kept = None
         if self.any:
             self.values = array.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-            self.owner, self.position = _owners(self.lengths)
+            if like is not None and np.array_equal(like.lengths, self.lengths):  # lists of one length: shared
+                self.owner, self.position, self._like = like.owner, like.position, like
+            else:
+                self.owner, self.position, self._like = *_owners(self.lengths), None
 
     def cut(self, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, owner) at each sample's counted positions."""
-        keep = self.position < counted[self.owner]
-        return self.values[keep], self.owner[keep]
+        if self._like is not None and self._like._kept is not None:
+            self._kept = self._like._kept
+        else:
+            keep = self.position < counted[self.owner]
+            self._kept = keep, self.owner[keep]
+        keep, owner = self._kept
+        return self.values[keep], owner
 
 
 class _Tokens:

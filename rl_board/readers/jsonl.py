@@ -88,7 +88,7 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
         fast: False reads every line by the slow path (what a refused line gets), for checks.
     """
     end = data.rfind(b"\n") + 1
-    data = data if end == len(data) and type(data) is bytes else bytes(data[:end])
+    data = memoryview(data)[:end]  # the complete lines, not copied
     buffer = np.frombuffer(data, np.uint8)
     ends = np.flatnonzero(buffer == 10)
     starts = np.r_[0, ends[:-1] + 1].astype(np.int64)
@@ -127,7 +127,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         resolver = KeyResolver(options.fields, ALIASES)
         records, kept = [], []
         for index in slow:
-            raw = data[starts[index]:ends[index]]
+            raw = bytes(data[starts[index]:ends[index]])
             got = _slow_row(raw, resolver)
             if isinstance(got, str):
                 errors.append((first_line + int(index), got, _step_hint(raw)))
@@ -159,7 +159,7 @@ def _blank(data: bytes, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndar
     first = buffer[np.minimum(starts, max(len(buffer) - 1, 0))] if len(buffer) else np.zeros(0, np.uint8)
     maybe = np.flatnonzero(~blank & (lengths < 64) & np.isin(first, list(_BLANK_FIRST)))
     for index in maybe:
-        blank[index] = not data[starts[index]:starts[index] + lengths[index]].strip()
+        blank[index] = not bytes(data[starts[index]:starts[index] + lengths[index]]).strip()
     return blank
 
 
