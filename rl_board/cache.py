@@ -29,6 +29,7 @@ import xxhash
 CACHE_VERSION = 9
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
+MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
 
@@ -46,7 +47,24 @@ def cache_dir_for(run_dir: Path, key: str, root: Path | None = None) -> Path:
     path and key, named so a person can tell which run it holds."""
     resolved = str(Path(run_dir).resolve())
     digest = hashlib.sha1(repr((resolved, key)).encode()).hexdigest()[:16]
-    return (root or default_cache_root()) / f"{Path(resolved).name}-{digest}"
+    return (root or default_cache_root()) / f"{_name_prefix(resolved)}{digest}"
+
+
+def cached_since(run_dir: Path, since_ns: int, root: Path | None = None) -> bool:
+    """Whether a cache of a run folder of ``run_dir``'s name (with any read options) has a manifest
+    written at or after ``since_ns``: a cheap guess that a read will not parse, which the loader
+    then checks."""
+    prefix = _name_prefix(str(Path(run_dir).resolve()))
+    try:
+        return any(entry.name.startswith(prefix)
+                   and os.stat(Path(entry.path) / MANIFEST).st_mtime_ns >= since_ns
+                   for entry in os.scandir(root or default_cache_root()))
+    except OSError:
+        return False
+
+
+def _name_prefix(resolved: str) -> str:
+    return f"{Path(resolved).name}-"
 
 
 def hash_span(path: Path, start: int, end: int) -> str:
@@ -181,7 +199,7 @@ class RunCache:
         return sum(p.stat().st_size for p in self.folder.iterdir() if p.is_file()) if self.folder.is_dir() else 0
 
     def manifest_path(self) -> Path:
-        return self.folder / "manifest.json"
+        return self.folder / MANIFEST
 
     def read_manifest(self, key: str) -> dict[str, FileEntry]:
         """File name -> entry, or {} when there is no manifest for this key (reader and options),
@@ -258,7 +276,7 @@ def list_caches(root: Path | None = None) -> list[RunCache]:
     if not root.is_dir():
         return []
     caches = [RunCache(d) for d in root.iterdir()
-              if d.is_dir() and ((d / "manifest.json").exists() or (d / _LOCK).exists())]
+              if d.is_dir() and ((d / MANIFEST).exists() or (d / _LOCK).exists())]
     return sorted(caches, key=RunCache.last_used)
 
 

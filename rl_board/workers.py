@@ -111,19 +111,10 @@ def warm_up_for(run_dir, cache_root: Path | None = None) -> None:
         return
     if sum(st.st_size for st in files) < MIN_BYTES:
         return
-    newest = max(st.st_mtime_ns for st in files)
-    if cache_root is None:
-        from .cache import default_cache_root
+    from .cache import cached_since
 
-        cache_root = default_cache_root()
-    prefix = Path(run_dir).resolve().name + "-"
-    try:
-        for entry in os.scandir(cache_root):
-            if entry.name.startswith(prefix) and os.stat(Path(entry.path) / "manifest.json").st_mtime_ns >= newest:
-                return  # a cache likely holds it: workers would only slow the read down
-    except OSError:
-        pass
-    warm_up()
+    if not cached_since(run_dir, max(st.st_mtime_ns for st in files), cache_root):
+        warm_up()  # a cache that looks current would make workers only slow the read down
 
 
 def warm_up(wanted: int | None = None) -> None:
