@@ -185,6 +185,8 @@ class _Shape:
         kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
         self.usable = all(len(k) == 1 for k in kinds.values())  # a key feeding two kinds: slow path
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
+        # keys that are never extras: the canonical names and every key that can feed one
+        self.taken = frozenset(F.CANONICAL).union(*self.candidates.values())
         self.nullable: set[str] = set()
         self._lock = threading.Lock()  # one shape serves every thread of a process (the page's sessions)
         self.keys: list[str] = []
@@ -341,9 +343,8 @@ class _Shape:
                         refused[i] = True
                         column[i] = None
         extras = {}
-        taken = set().union(*map(set, self.candidates.values())) | set(F.CANONICAL)
         for key in version.keys:
-            if key in taken:
+            if key in self.taken:
                 continue
             got = self._extra(version, objs, key, count)
             if got is None:
