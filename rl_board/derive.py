@@ -127,8 +127,7 @@ class _FlatList:
     (float64, samples one after another), ``owner`` and ``position`` of each value."""
 
     def __init__(self, column: pa.ChunkedArray, like: "_FlatList | None" = None):
-        array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
-        self.lengths = array.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        array, self.lengths = _list_column(column)
         self.any = bool((self.lengths >= 0).any())
         self._kept = None
         if self.any:
@@ -154,8 +153,7 @@ class _Tokens:
     token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``."""
 
     def __init__(self, column: pa.ChunkedArray):
-        array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
-        self.lengths = array.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        array, self.lengths = _list_column(column)
         flat = array.flatten()
         self.vocabulary = flat.dictionary.to_pylist() if len(flat) else []
         self.ids = flat.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(flat) else np.zeros(0, np.int64)
@@ -173,6 +171,12 @@ class _Tokens:
             return self.vocabulary.index(token)
         except ValueError:
             return None
+
+
+def _list_column(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """(a list column as one array, each sample's list length: int64, -1 where it has none)."""
+    array = column.chunk(0) if column.num_chunks == 1 else pa.concat_arrays(column.chunks)
+    return array, array.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _owners(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
