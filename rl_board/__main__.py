@@ -1,4 +1,5 @@
-"""Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary``, ``findings`` and ``generate``.
+"""Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary``, ``search``, ``findings``,
+``metrics``, ``tags``, ``cache`` and ``generate``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
 other tools rely on; see the README). Exit status: 0 when at least one line
@@ -19,7 +20,7 @@ from .access import RootError
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
-READS_A_RUN = ("summary", "search", "findings")
+READS_A_RUN = ("summary", "search", "findings", "tags")
 
 FORMATS = ("board", "verl", "trl")
 # Every server setting ``serve`` needs, passed on the command line so they hold whatever folder it
@@ -70,7 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
     search.add_argument("run_dir", type=Path)
-    search.add_argument("--regex", required=True, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--regex", default=None, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--tag", default=None,
+                        help="only samples carrying this tag ('*': every tagged sample); see the tags command")
     search.add_argument("--in", dest="text_field", default="response",
                         choices=("prompt", "response", "ref_response", "ground_truth"))
     search.add_argument("--json", action="store_true", help="print one JSON object")
@@ -88,6 +91,22 @@ def _parser() -> argparse.ArgumentParser:
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    tags = sub.add_parser("tags", help="the tags and notes put on a run's samples: list them, export them as a "
+                                       "JSONL eval set, or tag a sample")
+    tags.add_argument("run_dir", type=Path)
+    tags.add_argument("--tag", default=None, help="only the samples carrying this tag (listing and export)")
+    tags.add_argument("--export", action="store_true",
+                      help="print the tagged samples as a JSONL eval set (prompt, response, reward, tags, note…)")
+    tags.add_argument("--json", action="store_true", help="print one JSON object")
+    tags.add_argument("--sample", default=None, metavar="FILE:LINE", help="the sample to tag (with --add, --remove, "
+                                                                          "--note)")
+    tags.add_argument("--add", action="append", default=[], metavar="TAG", help="add this tag (repeatable)")
+    tags.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
+    tags.add_argument("--note", default=None, help="replace the sample's note ('' removes it)")
+    tags.add_argument("--pad-token", default=None, help="removed from the exported prompts and responses")
+    tags.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
+    tags.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    tags.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
@@ -134,13 +153,17 @@ def _load(args):
 
 def _search(args) -> int:
     from .search import Query, build_search_json, compute_matches
+    from .tags import TagsError
 
+    if args.regex is None and args.tag is None:
+        print("error: give --regex, --tag or both", file=sys.stderr)
+        return 2
     run = _load(args)
     if isinstance(run, int):
         return run
     try:
-        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token))
-    except ValueError as exc:
+        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token, tag=args.tag))
+    except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = build_search_json(run, matches)
@@ -152,6 +175,81 @@ def _search(args) -> int:
         for s in result["samples"][:50]:
             print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")
     return 0 if run.report.lines_ok else 1
+
+
+def _tags(args) -> int:
+    from . import tags as T
+
+    changing = bool(args.add or args.remove or args.note is not None)
+    if changing != (args.sample is not None):
+        print("error: --sample goes with --add, --remove or --note, and they with it", file=sys.stderr)
+        return 2
+    if args.export and (args.json or changing):
+        print("error: --export prints JSONL; it goes with neither --json nor a change", file=sys.stderr)
+        return 2
+    run = _load(args)
+    if isinstance(run, int):
+        return run
+    try:
+        if changing:
+            return _tag_sample(args, run)
+        tagged = T.compute_tagged(run, T.load_tags(run.path))
+    except T.TagsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    tag = args.tag or T.ANY_TAG
+    for entry, reason in tagged.missing:
+        print(f"note: {entry.key} ({', '.join(entry.tags) or 'a note'}) is shown on no sample: {reason}",
+              file=sys.stderr)
+    if args.export:
+        sys.stdout.buffer.write(T.build_eval_set(run, tagged, args.pad_token, tag))
+    elif args.json:
+        print(json.dumps({"tags_file": str(T.tags_path(run.path)), **T.build_tags_json(run, tagged, tag)},
+                         ensure_ascii=False, allow_nan=False))
+    else:
+        result = T.build_tags_json(run, tagged, tag)
+        print(f"{len(result['samples'])} tagged samples in {run.path} (kept in {T.tags_path(run.path)})")
+        for name, count in result["tags"].items():
+            print(f"  {count:>6}  {name}")
+        for s in result["samples"]:
+            note = s["note"].replace("\n", " ")
+            print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}  "
+                  f"[{', '.join(s['tags'])}]" + (f"  {note[:80]}" if note else ""))
+    return 0 if run.report.lines_ok else 1
+
+
+def _tag_sample(args, run) -> int:
+    """``tags RUN --sample FILE:LINE --add/--remove/--note``: change one sample's entry."""
+    from . import fields as F
+    from . import tags as T
+
+    name, _, line = args.sample.rpartition(":")
+    samples = run.samples
+    hit = samples.index[(samples[F.FILE] == (run.files.index(name) if name in run.files else -1))
+                        & (samples[F.LINE] == (int(line) if line.isdigit() else -1))]
+    if not len(hit):
+        print(f"error: no sample {args.sample} in {run.path} (FILE:LINE, FILE as the run names it)", file=sys.stderr)
+        return 2
+    label = hit[0]
+    added, removed = T.clean_tags(args.add), set(T.clean_tags(args.remove))
+
+    digest = T.sample_digest(run, label)
+
+    def change(current):
+        if current is not None and current.digest in (None, digest):  # the tags of this very sample
+            tags, note = current.tags, current.note
+        else:  # none, or an old entry of a line that changed since: start afresh
+            tags, note = (), ""
+        tags = [t for t in (*tags, *added) if t not in removed]
+        return T.new_entry(run, label, tags, note if args.note is None else args.note)
+
+    entry = T.update_tags(run.path, T.sample_key(run, label), change)
+    shown = entry.to_json() if entry is not None else {"file": name, "line": int(line), "tags": [], "note": ""}
+    if args.json:
+        print(json.dumps(shown, ensure_ascii=False))
+    else:
+        print(f"{args.sample}: [{', '.join(shown['tags'])}]" + (f" {shown['note']}" if shown["note"] else ""))
+    return 0
 
 
 def _metrics(args) -> int:
@@ -313,6 +411,12 @@ def main(argv: list[str] | None = None) -> int:
         return _cache(args)
     if args.command == "metrics":
         return _metrics(args)
+    if args.command == "tags":
+        try:
+            return _tags(args)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     if args.command == "search":
         try:
             return _search(args)

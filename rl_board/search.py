@@ -24,12 +24,21 @@ class Query:
     pad_token: str | None = None
     ranges: dict = field(default_factory=dict)
     steps: tuple[int | None, int | None] = (None, None)
+    tag: str | None = None  # only samples carrying this tag (``tags.ANY_TAG``: every tagged sample)
 
 
-def compute_matches(run: Run, query: Query) -> pd.DataFrame:
-    """The rows of ``run.samples`` that match ``query``, in step, file, line order."""
+def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
+    """The rows of ``run.samples`` that match ``query``, in step, file, line order. ``tagged``
+    (``tags.compute_tagged``) is the run's tags; read from its tags file when the query names a tag
+    and it is not given (``tags.TagsError`` when that file can't be read)."""
     samples = run.samples
     keep = np.ones(len(samples), dtype=bool)
+    if query.tag:
+        if tagged is None:
+            from .tags import compute_tagged, load_tags
+
+            tagged = compute_tagged(run, load_tags(run.path))
+        keep &= samples.index.isin(tagged.labels_with(query.tag))
     first, last = query.steps
     if first is not None:
         keep &= samples[F.STEP].to_numpy() >= first

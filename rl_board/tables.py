@@ -28,7 +28,7 @@ SORT_KEYS = {
 
 #: Batch table columns in display order (those a run lacks are left out).
 BATCH_COLUMNS = (
-    "prompt", "response", F.REWARD, "ground_truth", "valid_reward", "kl_mean", "kl_sum",
+    "prompt", "response", F.REWARD, "tags", "note", "ground_truth", "valid_reward", "kl_mean", "kl_sum",
     "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len",
     "mismatch_kl", "entropy_mean", "repeat_4gram", "source",
 )

@@ -12,6 +12,7 @@ from ..loader import Run
 from ..tables import (build_batch_table, build_export_csv, build_group_table, cut_cells, describe_samples,
                       sort_choices, sort_samples, step_grid)
 from . import keys, state
+from .tags import with_tags
 from .sidebar import Settings
 
 
@@ -57,7 +58,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
                 ordered = ordered[ordered["prompt_key"] == group]
                 st.caption(f"The {len(ordered)} samples of the chosen group:")
         # a new table per step, sort and group, so a click never points into a reordered batch
-        table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
+        table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
         event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                              key=f"batch_table-{step}-{sort_by}-{descending}-{group}-{settings.kl_estimator}")
         rows = event.selection.rows

@@ -15,8 +15,10 @@ from ..figures import build_matches_figure
 from ..loader import Run
 from ..search import Query, compute_matches, compute_matches_per_step
 from ..tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
+from ..tags import ANY_TAG
 from . import keys, state
 from .sidebar import Settings
+from .tags import tagged as get_tagged, with_tags
 
 NO_FILTER = "(no numeric filter)"
 SHOWN_DEFAULT = 200  # matches listed; the count and the curve cover all
@@ -54,9 +56,15 @@ def render(run: Run, settings: Settings) -> None:
     first, last = (d.select_slider("Steps", steps, value=(steps[0], steps[-1]), key=keys.EXPLORE_STEPS)
                    if len(steps) > 1 else (steps[0], steps[0]))
     ranges = {numeric[column]: (low, high)} if column != NO_FILTER and (low is not None or high is not None) else {}
-    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last))
+    book = get_tagged(run)
+    tag = None
+    if book is not None and book.entries:
+        tag = st.selectbox("Tagged", [None, ANY_TAG, *book.names()], key=keys.EXPLORE_TAG,
+                           format_func=lambda t: "(tagged or not)" if t is None else "(any tag or note)" if t == ANY_TAG
+                           else t)
+    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), tag)
     try:
-        matches = compute_matches(run, query)
+        matches = compute_matches(run, query, book)
     except ValueError as exc:
         st.error("Can't search with this pattern.")
         st.text(str(exc))
@@ -75,7 +83,7 @@ def render(run: Run, settings: Settings) -> None:
     else:
         ordered = sort_samples(matches, order, descending, settings.kl_estimator)
     ordered = run.with_text(ordered.head(shown))
-    table = build_batch_table(ordered, settings.system_marker, settings.pad_token, settings.kl_estimator)
+    table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
     table.insert(0, F.STEP, ordered[F.STEP])
     event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                          key=f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}")

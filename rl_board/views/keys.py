@@ -58,3 +58,20 @@ METRICS_SERIES = "metrics_series"
 
 #: session_state entry (not a widget): the run folder the user last loaded.
 LOADED_RUN = "loaded_run"
+
+# The same prompt across steps and runs (views/prompts.py)
+SHOW_PROMPT_COMPARE = "show_prompt_compare"
+PROMPT_FIND = "prompt_find"  # a regular expression that finds another prompt
+PROMPT_PICK = "prompt_pick"  # the prompt found (its prompt key)
+PROMPT_RUNS = "prompt_runs"  # other runs searched for it
+PROMPT_REFERENCE = "prompt_reference"  # the response the others are compared with
+PROMPT_STEPS = "prompt_steps"
+PROMPT_SHOWN = "prompt_shown"  # responses drawn per run
+
+# Tags and notes (views/tags.py); the tag and note widgets of a sample are TAGS/NOTE + ":" + FILE:LINE
+TAGS = "tags"
+NOTE = "note"
+SHOW_TAGGED = "show_tagged"
+TAGGED_FILTER = "tagged_filter"
+EXPLORE_TAG = "explore_tag"
+SAVE_TAGS = "save_tags"

@@ -12,7 +12,7 @@ from rl_board.loader import RootError
 from rl_board.text import escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
                             trainer)
-from rl_board.views import findings
+from rl_board.views import findings, prompts, tags
 
 
 def render_page() -> None:
@@ -66,6 +66,7 @@ def render_page() -> None:
         trainer.render(run, settings)
     st.subheader("Explore")
     explore.render(run, settings)
+    tags.render_list(run, settings)
     st.subheader("Batch")
     _step_views(run, settings)
     with findings_panel:
@@ -90,6 +91,8 @@ def _step_views(run, settings) -> None:
     if settings.show_pair:
         st.subheader("Sample")
         sample.render(run, ordered.loc[chosen], step, settings, record)
+        tags.render_editor(run, chosen)
+        prompts.render(run, chosen, settings)
     if settings.show_heatmap and record is not None:
         st.subheader("Tokens")
         tokens.render(record[0], settings)

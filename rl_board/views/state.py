@@ -184,3 +184,21 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
             st.rerun(scope="app")
 
     _poll()
+
+
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _tagged(key: tuple, stamp: tuple | None, _run: Run):
+    from ..tags import TagsError, compute_tagged, load_tags
+
+    try:
+        return compute_tagged(_run, load_tags(_run.path))
+    except TagsError as exc:
+        return exc
+
+
+def get_tagged(run: Run):
+    """``tags.compute_tagged`` of the run's tags file as it is now (read again whenever it changes, in
+    any session), or the ``TagsError`` that says why it can't be read. Don't mutate it."""
+    from ..tags import stamp
+
+    return _tagged(_run_key(run), stamp(run.path), run)

@@ -1,0 +1,396 @@
+"""Tags and notes on samples ("reward hack", "good", free text), kept in a file beside the cache.
+
+**Where.** One JSON file per run folder under ``tags_root()`` (``$RL_BOARD_TAGS_DIR``, else the
+folder ``tags`` in the cache root, ``cache.default_cache_root()``): never in the log folder, and
+never removed by the cache's size limit or ``rl-board cache clear``, which only delete run caches.
+
+**Key.** A sample is named by its file (its name in the run, ``Run.files``) and its 1-based line
+(row, for a table file): ``FILE:LINE``, as links and findings name samples. That name does not
+depend on how the run is read (pad and EOS tokens, field mapping, max samples per step) nor on the
+cache, and the lines of a log keep their numbers as it grows, so tags survive re-opening, refreshes,
+other settings and a cleared cache. A content hash alone would not do: two identical lines would share
+tags, and showing tags in the batch table would mean hashing every line of the run. So each entry also
+keeps a hash of its line as it was when tagged (``digest``): when the file was rewritten and that line
+is now another sample, the tag is listed as *changed* and not shown on the new sample.
+
+**Writes.** Every change is a read-modify-write of the file under an exclusive ``flock`` of a lock file
+beside it (threads of one page server and separate processes alike wait for each other, so no
+session's change is lost), written to a temporary file and renamed into place (a reader sees the old
+file or the new one, never half of one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+
+from . import fields as F
+from .cache import default_cache_root
+
+TAGS_DIR_ENV = "RL_BOARD_TAGS_DIR"
+TAGS_VERSION = 1
+#: Offered on every sample; tags typed before are offered too.
+SUGGESTED_TAGS = ("reward hack", "good", "bad", "wrong answer", "format error", "repetition")
+MAX_TAG_CHARS = 100  # characters of one tag
+MAX_NOTE_CHARS = 10_000  # characters of one note
+ANY_TAG = "*"  # a search for this tag finds every tagged sample
+
+
+class TagsError(Exception):
+    """A tags file that can't be read or written, or a tag that is not allowed; the message says which."""
+
+
+class TagConflict(TagsError):
+    """The sample's tags changed in another session since they were shown (``current`` holds them now)."""
+
+    def __init__(self, current: "Entry | None"):
+        super().__init__("Another session changed this sample's tags or note since they were shown.")
+        self.current = current
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One sample's tags and note. ``file``/``line``: where the sample is (``FILE:LINE``); ``step``: its
+    step; ``digest``: sha1 of its line when tagged (None when it could not be read); ``updated``: UTC."""
+
+    file: str
+    line: int
+    step: int
+    tags: tuple[str, ...] = ()
+    note: str = ""
+    digest: str | None = None
+    updated: str = ""
+
+    @property
+    def key(self) -> str:
+        return sample_name(self.file, self.line)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "line": self.line, "step": self.step, "tags": list(self.tags),
+                "note": self.note, "digest": self.digest, "updated": self.updated}
+
+    @classmethod
+    def from_json(cls, raw) -> "Entry":
+        """An entry from its JSON; ``ValueError`` when it has the wrong shape."""
+        if not isinstance(raw, dict):
+            raise ValueError("an entry is not an object")
+        file, line, step = raw.get("file"), raw.get("line"), raw.get("step")
+        tags, note, digest = raw.get("tags", []), raw.get("note", ""), raw.get("digest")
+        if not isinstance(file, str) or not _is_int(line) or not _is_int(step):
+            raise ValueError("an entry's file, line or step has the wrong type")
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags) or not isinstance(note, str):
+            raise ValueError("an entry's tags or note have the wrong type")
+        if digest is not None and not isinstance(digest, str):
+            raise ValueError("an entry's digest is not a string")
+        return cls(file, line, step, tuple(tags), note, digest, str(raw.get("updated", "")))
+
+
+def _content(entry: Entry | None) -> tuple:
+    """(tags, note) of ``entry``; no entry is no tags and no note."""
+    return (entry.tags, entry.note) if entry is not None else ((), "")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def sample_name(file: str, line: int) -> str:
+    """``FILE:LINE``, the name of a sample in links, findings and tags."""
+    return f"{file}:{line}"
+
+
+def tags_root() -> Path:
+    """``$RL_BOARD_TAGS_DIR``, else ``tags`` in the cache root."""
+    if os.environ.get(TAGS_DIR_ENV):
+        return Path(os.environ[TAGS_DIR_ENV]).expanduser()
+    return default_cache_root() / "tags"
+
+
+def tags_path(run_dir: Path | str, root: Path | None = None) -> Path:
+    """The tags file of ``run_dir``: one per absolute run folder (symlinks resolved), named so a person
+    can tell whose it is."""
+    resolved = str(Path(run_dir).expanduser().resolve())
+    digest = hashlib.sha1(resolved.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return (root or tags_root()) / f"{Path(resolved).name}-{digest}.json"
+
+
+def clean_tags(tags) -> tuple[str, ...]:
+    """``tags`` stripped, without empties or repeats, in their order; ``TagsError`` for a tag that is too
+    long or holds a comma or a line break (the table and the command line separate tags by commas)."""
+    out: list[str] = []
+    for tag in tags:
+        tag = str(tag).strip()
+        if not tag or tag in out:
+            continue
+        if len(tag) > MAX_TAG_CHARS:
+            raise TagsError(f"A tag is at most {MAX_TAG_CHARS} characters: {tag[:40]!r}… is {len(tag)}.")
+        if "," in tag or "\n" in tag or "\r" in tag:
+            raise TagsError(f"A tag can't hold a comma or a line break: {tag!r}.")
+        if tag == ANY_TAG:
+            raise TagsError(f"{ANY_TAG!r} is not a tag: searching for it finds every tagged sample.")
+        out.append(tag)
+    return tuple(out)
+
+
+def clean_note(note: str | None) -> str:
+    note = (note or "").strip()
+    if len(note) > MAX_NOTE_CHARS:
+        raise TagsError(f"A note is at most {MAX_NOTE_CHARS:,} characters; this one has {len(note):,}.")
+    return note
+
+
+def _read(path: Path) -> dict[str, Entry]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TagsError(f"Can't read the tags file {path}: {exc}") from exc
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict) or raw.get("version") != TAGS_VERSION or not isinstance(raw.get("samples"), dict):
+            raise ValueError(f"not a tags file of version {TAGS_VERSION}")
+        entries = [Entry.from_json(value) for value in raw["samples"].values()]
+    except ValueError as exc:  # JSONDecodeError is one
+        # never "no tags": the next write would replace a file someone may want back
+        raise TagsError(f"The tags file {path} is damaged ({exc}); it is left as it is. Move it away to start "
+                        "a new one.") from exc
+    return {entry.key: entry for entry in entries}
+
+
+def load_tags(run_dir: Path | str, root: Path | None = None) -> dict[str, Entry]:
+    """Every tagged sample of ``run_dir``: ``FILE:LINE`` -> entry ({} when none was tagged). Reads
+    without the lock: the file is only ever replaced whole. ``TagsError`` when it can't be read."""
+    return _read(tags_path(run_dir, root))
+
+
+def stamp(run_dir: Path | str, root: Path | None = None) -> tuple | None:
+    """What identifies the tags file's current version (it is replaced, never edited): a cache key."""
+    try:
+        st = tags_path(run_dir, root).stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise TagsError(f"Can't write tags in {path.parent}: {exc}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _write(path: Path, run_dir: Path | str, entries: dict[str, Entry]) -> None:
+    payload = {"version": TAGS_VERSION, "run_dir": str(Path(run_dir).expanduser().resolve()),
+               "samples": {key: entries[key].to_json() for key in sorted(entries)}}
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(payload, fh, ensure_ascii=False, indent=1)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise TagsError(f"Can't write the tags file {path}: {exc}") from exc
+
+
+def update_tags(run_dir: Path | str, key: str, change: Callable[["Entry | None"], "Entry | None"],
+                root: Path | None = None) -> Entry | None:
+    """Change one sample's entry: ``change`` gets its entry as stored now (None when untagged) and
+    returns the new one (None, or one without tags and note, removes it). Runs under the file's lock,
+    on what is stored at that moment, so concurrent sessions' changes are all kept. Returns what was
+    stored. ``change`` may raise (``TagConflict``) to leave the file as it is."""
+    path = tags_path(run_dir, root)
+    with _locked(path):
+        entries = _read(path)
+        new = change(entries.get(key))
+        if new is None or (not new.tags and not new.note):
+            if key not in entries:
+                return None
+            del entries[key]
+            new = None
+        else:
+            if new.key != key:
+                raise ValueError(f"the entry of {key} names {new.key}")
+            entries[key] = replace(new, updated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            new = entries[key]
+        _write(path, run_dir, entries)
+        return new
+
+
+def set_tags(run_dir: Path | str, entry: Entry, shown: "Entry | None | object" = ..., root: Path | None = None
+             ) -> Entry | None:
+    """Store ``entry`` (its tags and note replace the sample's). With ``shown`` (the entry the user saw,
+    None for none), raise ``TagConflict`` when another session changed the sample since."""
+    def change(current: Entry | None) -> Entry:
+        if shown is not ... and _content(current) != _content(shown):
+            raise TagConflict(current)
+        return entry
+
+    return update_tags(run_dir, entry.key, change, root)
+
+
+# -- samples of a run -------------------------------------------------------------------------------
+
+
+def sample_key(run, label) -> str:
+    """``FILE:LINE`` of sample ``label`` (in ``run.samples``)."""
+    row = run.samples.loc[label]
+    return sample_name(run.files[int(row[F.FILE])], int(row[F.LINE]))
+
+
+def sample_digest(run, label) -> str | None:
+    """sha1 of sample ``label``'s line as it is in its file now (a table file's row as JSON), or None
+    when it can't be read."""
+    line = run.source_lines([label])
+    return hashlib.sha1(line).hexdigest() if line else None
+
+
+def new_entry(run, label, tags, note: str | None = "") -> Entry:
+    """The entry that gives sample ``label`` of ``run`` these ``tags`` and ``note`` (checked by
+    ``clean_tags`` and ``clean_note``)."""
+    row = run.samples.loc[label]
+    return Entry(run.files[int(row[F.FILE])], int(row[F.LINE]), int(row[F.STEP]), clean_tags(tags),
+                 clean_note(note), sample_digest(run, label))
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """The tags of one run snapshot. ``frame``: one row per tagged sample present in the run, indexed by
+    its label in ``run.samples`` (step, file, line order), columns ``key`` (``FILE:LINE``), ``tags``
+    (tuple), ``note``; ``missing``: (entry, reason) for each entry shown on no sample: its line is not
+    among the loaded samples, or it changed since it was tagged."""
+
+    frame: pd.DataFrame
+    missing: tuple[tuple[Entry, str], ...] = ()
+    entries: dict = field(default_factory=dict, repr=False)
+
+    def labels_with(self, tag: str) -> pd.Index:
+        """Labels of the samples carrying ``tag`` (every tagged one for ``ANY_TAG``)."""
+        if tag == ANY_TAG:
+            return self.frame.index
+        return self.frame.index[[tag in tags for tags in self.frame["tags"]]]
+
+    def names(self) -> list[str]:
+        """Every tag of the run's entries, most used first, then by name."""
+        counts: dict[str, int] = {}
+        for entry in self.entries.values():
+            for tag in entry.tags:
+                counts[tag] = counts.get(tag, 0) + 1
+        return sorted(counts, key=lambda t: (-counts[t], t))
+
+
+NOT_LOADED = "not among the loaded samples (the file or line is gone, or max samples per step left it out)"
+CHANGED = "its line changed since it was tagged (the file was rewritten)"
+
+
+def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged:
+    """Which samples of ``run`` the ``entries`` (``load_tags``) are on. With ``check``, each tagged line
+    is read again and compared with its ``digest`` (one short read per tagged sample)."""
+    samples = run.samples
+    index = {name: i for i, name in enumerate(run.files)}
+    wanted = [(index.get(e.file, -1), e.line) for e in entries.values()]
+    files = np.array([f for f, _ in wanted], dtype=np.int64)
+    lines = np.array([line for _, line in wanted], dtype=np.int64)
+    near = samples[samples[F.FILE].isin(files) & samples[F.LINE].isin(lines)]  # a superset, found vectorised
+    where = {(int(f), int(line)): label for label, f, line in zip(near.index, near[F.FILE], near[F.LINE])}
+    rows, missing = [], []
+    for entry, spot in zip(entries.values(), wanted):
+        label = where.get(spot)
+        if label is None:
+            missing.append((entry, NOT_LOADED))
+        elif check and entry.digest is not None and sample_digest(run, label) != entry.digest:
+            missing.append((entry, CHANGED))
+        else:
+            rows.append((label, entry.key, entry.tags, entry.note))
+    frame = pd.DataFrame(rows, columns=["label", "key", "tags", "note"]).set_index("label")
+    frame = frame.iloc[np.argsort(samples.index.get_indexer(frame.index), kind="stable")]  # the run's order
+    frame.index.name = None
+    return Tagged(frame, tuple(missing), dict(entries))
+
+
+def add_tag_columns(frame: pd.DataFrame, tagged: Tagged | None) -> pd.DataFrame:
+    """``frame`` (rows of ``run.samples``) with columns ``tags`` (comma-separated) and ``note`` for its
+    tagged rows (None elsewhere); unchanged when none of its rows is tagged."""
+    if tagged is None or tagged.frame.empty:
+        return frame
+    shown = tagged.frame.loc[tagged.frame.index.intersection(frame.index)]
+    if shown.empty:
+        return frame
+    tags = pd.Series([", ".join(t) or None for t in shown["tags"]], index=shown.index, dtype=object)
+    notes = pd.Series([n or None for n in shown["note"]], index=shown.index, dtype=object)
+    return frame.assign(tags=tags.reindex(frame.index), note=notes.reindex(frame.index))
+
+
+def _finite(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str = ANY_TAG) -> bytes:
+    """The tagged samples (those carrying ``tag``) as a JSONL eval set, one line per sample in step,
+    file, line order: ``prompt`` and ``response`` (pad tokens removed), ``reward`` (null when not
+    finite), ``tags``, ``note``, and where it came from (``run``, ``step``, ``file``, ``line``,
+    ``ground_truth``)."""
+    labels = tagged.labels_with(tag)
+    if not len(labels):
+        return b""
+    rows = run.with_text(run.samples.loc[labels])
+    out = []
+    for label in labels:
+        row, entry = rows.loc[label], tagged.frame.loc[label]
+        file, _, line = entry["key"].rpartition(":")
+
+        def text(name):
+            value = row[name]
+            return value.replace(pad_token, "") if isinstance(value, str) and pad_token else value
+
+        out.append(json.dumps({
+            "prompt": text("prompt"), "response": text("response"), "reward": _finite(row[F.REWARD]),
+            "tags": list(entry["tags"]), "note": entry["note"], "run": run.path.name, "step": int(row[F.STEP]),
+            "file": file, "line": int(line), "ground_truth": text("ground_truth"),
+        }, ensure_ascii=False, allow_nan=False))
+    return "".join(line + "\n" for line in out).encode()
+
+
+def build_tags_json(run, tagged: Tagged, tag: str = ANY_TAG) -> dict:
+    """The ``tags --json`` output: ``tags`` (each tag's count of shown samples), ``samples`` (the tagged
+    samples carrying ``tag``, step, file, line order: step, file, line, reward, tags, note) and
+    ``missing`` (entries on no sample: file, line, step, tags, note, reason)."""
+    labels = tagged.labels_with(tag)
+    counts: dict[str, int] = {}
+    for tags in tagged.frame["tags"]:
+        for name in tags:
+            counts[name] = counts.get(name, 0) + 1
+    samples = []
+    for label in labels:
+        entry, row = tagged.frame.loc[label], run.samples.loc[label]
+        samples.append({"step": int(row[F.STEP]), "file": run.files[int(row[F.FILE])], "line": int(row[F.LINE]),
+                        "reward": _finite(row[F.REWARD]), "tags": list(entry["tags"]), "note": entry["note"]})
+    missing = [{"file": e.file, "line": e.line, "step": e.step, "tags": list(e.tags), "note": e.note,
+                "reason": reason} for e, reason in tagged.missing]
+    return {"tags": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))), "samples": samples,
+            "missing": missing}

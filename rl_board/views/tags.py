@@ -1,0 +1,126 @@
+"""Tags and notes on samples: the editor under the open sample, and the list of every tagged sample
+(filter by tag, click one to open it, download them as a JSONL eval set). Kept by ``rl_board.tags``."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import streamlit as st
+
+from .. import fields as F
+from ..loader import Run
+from ..tables import build_batch_table, cut_cells
+from ..tags import (ANY_TAG, CHANGED, SUGGESTED_TAGS, TagConflict, Tagged, TagsError, add_tag_columns,
+                    build_eval_set, new_entry, sample_key, set_tags, tags_path)
+from ..text import escape_markdown
+from . import keys, state
+from .sidebar import Settings
+
+_FLASH = "tags_flash"  # (kind, message) shown once, after the rerun a save causes
+_SHOWN = "tags_shown:"  # + FILE:LINE: the entry the editor was filled from (what a save may replace)
+_LAST_OPENED = "tagged_last_opened"
+
+
+def tagged(run: Run) -> Tagged | None:
+    """The run's tags, or None (with the reason shown) when its tags file can't be read."""
+    got = state.get_tagged(run)
+    if isinstance(got, TagsError):
+        st.warning("Can't show this run's tags.")
+        st.text(str(got))
+        return None
+    return got
+
+
+def with_tags(run: Run, frame):
+    """``frame`` (rows of ``run.samples``) with ``tags`` and ``note`` columns where any row is tagged."""
+    got = state.get_tagged(run)
+    return add_tag_columns(frame, None if isinstance(got, TagsError) else got)
+
+
+def render_editor(run: Run, label) -> None:
+    """Tags and a note for sample ``label``; saved for everyone who opens this run."""
+    if flash := st.session_state.pop(_FLASH, None):
+        (st.success if flash[0] == "success" else st.warning)(flash[1])
+        if len(flash) > 2:
+            st.text(flash[2])
+    book = tagged(run)
+    if book is None:
+        return
+    key = sample_key(run, label)
+    stored = entry = book.entries.get(key)
+    if stored is not None and any(e.key == key and why == CHANGED for e, why in book.missing):
+        st.caption("This line had tags for another sample before its file was rewritten (shown empty here; saving "
+                   "replaces them): " + escape_markdown(", ".join(stored.tags) or "a note"))
+        entry = None
+    tags_key, note_key, shown_key = f"{keys.TAGS}:{key}", f"{keys.NOTE}:{key}", _SHOWN + key
+    if shown_key not in st.session_state or tags_key not in st.session_state:  # fill the editor from the file
+        st.session_state[shown_key] = stored
+        st.session_state[tags_key] = list(entry.tags) if entry else []
+        st.session_state[note_key] = entry.note if entry else ""
+    offered = list(dict.fromkeys([*SUGGESTED_TAGS, *book.names(), *st.session_state[tags_key]]))
+    with st.form(key="tag_form", border=False):
+        left, right = st.columns([1, 2])
+        chosen = left.multiselect("Tags", offered, key=tags_key, accept_new_options=True,
+                                  help="Pick or type tags (no commas); kept beside the cache, never in your logs, "
+                                       "for everyone who opens this run.")
+        note = right.text_area("Note", key=note_key, height=68, max_chars=10_000)
+        saved = st.form_submit_button("Save tags and note", key=keys.SAVE_TAGS)
+    if not saved:
+        return
+    shown = st.session_state.pop(shown_key, None)  # the next run fills the editor from the file again
+    try:
+        set_tags(run.path, new_entry(run, label, chosen, note), shown=shown)
+    except TagConflict as exc:
+        now = exc.current
+        st.session_state[_FLASH] = ("warning", "Not saved: another session changed this sample's tags or note since "
+                                               "they were shown. The editor now shows theirs; yours were:",
+                                    f"tags: {', '.join(chosen)}\nnote: {note}\n\nnow: "
+                                    f"{', '.join(now.tags) if now else '(none)'}; {now.note if now else ''}")
+    except TagsError as exc:  # a tag with a comma, a tags file that can't be written: the editor keeps them
+        st.session_state[shown_key] = shown
+        st.error("Can't save these tags.")
+        st.text(str(exc))
+        return
+    else:
+        st.session_state[_FLASH] = ("success", "Saved.")
+    st.rerun()  # the whole page: the tables show the new tags
+
+
+def render_list(run: Run, settings: Settings) -> None:
+    """Every tagged sample of the run: filter by tag, click one to open it, download them."""
+    if not st.toggle("Tagged samples", key=keys.SHOW_TAGGED,
+                     help="The samples you and others tagged (reward hack, good, …) or wrote a note on."):
+        return
+    book = tagged(run)
+    if book is None:
+        return
+    st.caption("Kept in " + escape_markdown(str(tags_path(run.path))) + " (beside the cache, never in your logs).")
+    if book.missing:
+        st.caption(f"{len(book.missing)} tagged lines are shown on no sample:")
+        st.dataframe([{"sample": e.key, "step": e.step, "tags": ", ".join(e.tags), "note": e.note, "why": why}
+                      for e, why in book.missing], hide_index=True, key="tags_missing")
+    if book.frame.empty:
+        st.info("No sample of this run is tagged yet: tag one under its sample view.")
+        return
+    names = book.names()
+    tag = st.selectbox("With tag", [ANY_TAG, *names], key=keys.TAGGED_FILTER,
+                       format_func=lambda t: "(any tag or note)" if t == ANY_TAG else t)
+    labels = book.labels_with(tag)
+    rows = run.with_text(run.samples.loc[labels])
+    table = build_batch_table(add_tag_columns(rows, book), settings.system_marker, settings.pad_token,
+                              settings.kl_estimator)
+    table.insert(0, F.STEP, rows[F.STEP])
+    st.caption(f"{len(labels):,} tagged samples" + ("" if tag == ANY_TAG else " with this tag") + ". Click one to "
+               "open it below.")
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
+                         key=f"tagged_table-{tag}-{len(labels)}")
+    picked = event.selection.rows
+    clicked = (tag, len(labels), picked[0]) if picked else None
+    if clicked is not None and clicked != st.session_state.get(_LAST_OPENED):
+        label = labels[picked[0]]
+        state.open_sample(int(run.samples.at[label, F.STEP]), label)
+    st.session_state[_LAST_OPENED] = clicked
+    st.download_button("Download as a JSONL eval set", partial(build_eval_set, run, book, settings.pad_token, tag),
+                       file_name=f"{run.path.name}-tagged.jsonl", mime="application/jsonl", key="tagged_jsonl",
+                       on_click="ignore", help="One line per sample: prompt, response, reward, tags, note, and "
+                                               "where it came from (run, step, file, line, ground truth).")
