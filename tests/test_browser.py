@@ -328,3 +328,50 @@ def test_fast_step_changes_never_kill_a_session(server):
                 assert page.get_by_text("Connection error").count() == 0
         finally:
             browser.close()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_same_prompt_word_diff_is_drawn_as_text(server, tmp_path):
+    """In Chromium: the same prompt in two runs, responses full of markup and Markdown: each response is
+    one diff block; words only in the chosen response are struck through (del), words only in the other
+    are marked (ins), exactly as written; no img, script or bold element is created, no dialog opens."""
+    from playwright.sync_api import expect
+
+    chosen = "Answer: <b>4</b> &amp; **done** <img src=x onerror=alert(1)>"
+    earlier = "Answer: <b>5</b> &amp; **done**"
+    other = "Answer: <script>alert(2)</script> **done**"
+    (tmp_path / "base").mkdir()
+    (tmp_path / "base" / "rank0.jsonl").write_text(
+        json.dumps({"step": 1, "reward": 0.25, "prompt": "Q", "response": earlier}) + "\n"
+        + json.dumps({"step": 2, "reward": 0.5, "prompt": "Q", "response": chosen}) + "\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "rank0.jsonl").write_text(
+        json.dumps({"step": 3, "reward": 0.75, "prompt": "Q", "response": other}) + "\n")
+    with _page(server, 1500, 2400) as page:
+        dialogs = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        _load_in_page(page, tmp_path, "base")
+        page.get_by_text("Same prompt across steps and runs (word diff)").click()
+        page.get_by_test_id("stMultiSelect").filter(has_text="Also in runs").click()
+        page.get_by_role("option", name="other").click()
+        blocks = page.locator(".rlb-diff-block")
+        expect(blocks).to_have_count(3, timeout=30_000)
+        expect(blocks.nth(0).locator(".rlb-diff-head")).to_contain_text("base · step 1 · rank0.jsonl:1 · reward 0.25")
+        expect(blocks.nth(1).locator(".rlb-diff-head")).to_contain_text("the chosen response")
+        expect(blocks.nth(2).locator(".rlb-diff-head")).to_contain_text("other · step 3 · rank0.jsonl:1 · reward 0.75")
+        # by hand: earlier vs chosen replaces <b>4</b> by <b>5</b> and drops the image text
+        assert blocks.nth(0).locator("ins").all_inner_texts() == ["<b>5</b>"]
+        assert [t.strip() for t in blocks.nth(0).locator("del").all_inner_texts()] == [
+            "<b>4</b>", "<img src=x onerror=alert(1)>"]
+        assert blocks.nth(1).locator(".rlb-diff").inner_text() == chosen
+        assert blocks.nth(1).locator("del, ins").count() == 0
+        assert " ".join(blocks.nth(2).locator("ins").all_inner_texts()).split() == ["<script>alert(2)</script>"]
+        diffs = page.locator(".rlb-diff")
+        for tag in ("img", "script", "b", "strong", "em"):
+            assert diffs.locator(tag).count() == 0, tag
+        assert page.locator("img[src='x']").count() == 0
+        decoration = blocks.nth(0).locator("del").first.evaluate("e => getComputedStyle(e).textDecorationLine")
+        assert "line-through" in decoration
+        time.sleep(1)  # a dialog, if any, would open right away
+        assert dialogs == [] and page.get_by_test_id("stException").count() == 0
+        page.screenshot(path=str(OUTPUT / "prompt_diff.png"), full_page=True)

@@ -22,6 +22,10 @@ MAX_OTHER_RUNS = 3  # runs beside the loaded one: each is a column
 SHOWN_PER_RUN = 8  # responses drawn per run until the user asks for more
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def _other_runs(run: Run, settings: Settings) -> dict[str, Path]:
     """The runs under the root (as the sidebar lists them) other than ``run``: name -> folder."""
     root = Path(settings.root).expanduser()
@@ -93,9 +97,9 @@ def render(run: Run, label, settings: Settings) -> None:
     samples.index = ids
     here = run.path.name
     opened = f"{here} · {run.files[int(run.samples.at[label, F.FILE])]}:{int(run.samples.at[label, F.LINE])}"
-    per_run = samples.groupby("run", sort=False).size()
-    st.caption(", ".join(f"{escape_markdown(name)}: {count} responses in {samples.loc[samples['run'] == name, 'step'].nunique()} "
-                         "steps" for name, count in per_run.items()))
+    per_run = samples.groupby("run", sort=False)["step"].agg(["size", "nunique"])
+    st.caption(", ".join(f"{escape_markdown(name)}: {_count(size, 'response')} in {_count(steps, 'step')}"
+                         for name, (size, steps) in per_run.iterrows()))
     st.plotly_chart(build_prompt_runs_figure(samples), key="prompt_runs_curve")
 
     state.keep_choice(keys.PROMPT_REFERENCE, ids, opened if opened in ids else ids[0])
@@ -121,7 +125,8 @@ def render(run: Run, label, settings: Settings) -> None:
     for column, name in zip(columns, present):
         rows = within[within["run"] == name]
         with column:
-            st.caption(f"**{escape_markdown(name)}**: {min(shown, len(rows))} of {len(rows)} responses, in step order")
+            st.caption(f"**{escape_markdown(name)}**: {min(shown, len(rows))} of {_count(len(rows), 'response')}, in "
+                       "step order")
             for i, row in rows.head(shown).iterrows():
                 diff = compute_word_diff(base, row["response"])
                 head = names[i] + (" · the chosen response" if i == reference else
