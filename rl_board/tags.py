@@ -45,6 +45,7 @@ TAGS_VERSION = 1
 SUGGESTED_TAGS = ("reward hack", "good", "bad", "wrong answer", "format error", "repetition")
 MAX_TAG_CHARS = 100  # characters of one tag
 MAX_NOTE_CHARS = 10_000  # characters of one note
+MAX_FILE_BYTES = 64 * 2**20  # a run's tags file grows no further (viewers of a shared board can all write)
 ANY_TAG = "*"  # a search for this tag finds every tagged sample
 
 
@@ -203,10 +204,16 @@ def _write(path: Path, run_dir: Path | str, entries: dict[str, Entry]) -> None:
     payload = {"version": TAGS_VERSION, "run_dir": str(Path(run_dir).expanduser().resolve()),
                "samples": {key: entries[key].to_json() for key in sorted(entries)}}
     try:
+        data = json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (from a command-line argument): not text
+        raise TagsError(f"A tag or note is not valid text ({exc.reason}); not saved.") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise TagsError(f"The tags of this run would take more than {MAX_FILE_BYTES // 2**20} MiB; not saved.")
+    try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(payload, fh, ensure_ascii=False, indent=1)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
