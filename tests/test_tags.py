@@ -2,6 +2,7 @@
 the ``tags`` command and the page's editor, table column and list."""
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -69,7 +70,7 @@ def test_tags_live_beside_the_cache_never_in_the_log_folder(run_dir, isolated_ca
     assert stored["samples"]["rank0.jsonl:2"]["note"] == "loops"
     assert all(c.folder.name != "tags" for c in list_caches(isolated_cache))
     enforce_limit(isolated_cache / "none", isolated_cache, limit=0)  # every run cache goes
-    assert _cli("cache", "clear", env={**__import__("os").environ, "RL_BOARD_CACHE_DIR": str(isolated_cache)})[0] == 0
+    assert _cli("cache", "clear", env={**os.environ, "RL_BOARD_CACHE_DIR": str(isolated_cache)})[0] == 0
     assert files[0].exists() and T.load_tags(run_dir)["rank0.jsonl:2"].tags == ("reward hack",)
 
 
