@@ -306,3 +306,15 @@ def test_the_tagged_samples_list_and_the_explore_filter(run_dir):
     at.selectbox(key=keys.EXPLORE_TAG).select("good").run()
     assert any("1 of 4 samples match" in c.value for c in at.caption)
     assert not at.exception
+
+
+def test_the_tags_command_refuses_a_run_outside_the_allowed_folders(run_dir, tmp_path, monkeypatch):
+    """With RL_BOARD_ROOTS naming another folder, listing or tagging a run outside it is exit status 2,
+    names the reason, prints nothing from it and writes no tags file."""
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
+    for args in (["--json"], ["--export"], ["--sample", "rank0.jsonl:1", "--add", "x"]):
+        code, out, err = _cli("tags", run_dir, *args)
+        assert code == 2 and "outside the allowed folders" in err and out == ""
+    assert not T.tags_path(run_dir).exists()
