@@ -29,12 +29,16 @@ _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 
 def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
                            limit: int = MAX_PROMPT_CHOICES) -> pd.DataFrame:
-    """The distinct prompts of ``run`` whose text (pads removed) matches the RE2 ``pattern``, most
-    sampled first (then in the run's order), at most ``limit``: indexed by ``prompt_key``, columns
-    ``prompt`` (its text), ``samples`` and ``steps`` (how many of each it has in the run). Raises
-    ``ValueError`` for a pattern RE2 refuses."""
+    """The distinct prompts of ``run`` whose text (pads removed) matches the RE2 ``pattern``, or whose
+    prompt key it is (a whole number), most sampled first (then in the run's order), at most ``limit``:
+    indexed by ``prompt_key``, columns ``prompt`` (its text), ``samples`` and ``steps`` (how many of each
+    it has in the run). Raises ``ValueError`` for a pattern RE2 refuses."""
     samples = run.samples
-    found = samples[run.text_matches("prompt", pattern, pad_token) & samples["prompt_key"].notna().to_numpy()]
+    keys = samples["prompt_key"]
+    hit = run.text_matches("prompt", pattern, pad_token)
+    if re.fullmatch(r"\s*-?\d{1,19}\s*", pattern):
+        hit |= (keys == int(pattern)).to_numpy()
+    found = samples[hit & keys.notna().to_numpy()]
     if found.empty:
         return pd.DataFrame(columns=["prompt", "samples", "steps"])
     first = found.drop_duplicates("prompt_key")  # each prompt's first sample, in the run's order

@@ -64,6 +64,7 @@ def test_prompt_choices_by_regular_expression(root):
     assert list(choices.index) == [prompt_key("Q", None), prompt_key("other", None)]
     assert compute_prompt_choices(run, "^oth", PAD)["prompt"].tolist() == ["other"]
     assert compute_prompt_choices(run, "nope", PAD).empty
+    assert compute_prompt_choices(run, str(prompt_key("other", None)), PAD)["prompt"].tolist() == ["other"]
     with pytest.raises(ValueError):
         compute_prompt_choices(run, "(", PAD)
 

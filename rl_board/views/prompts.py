@@ -37,8 +37,8 @@ def _other_runs(run: Run, settings: Settings) -> dict[str, Path]:
 def _pick_prompt(run: Run, label, settings: Settings):
     """(the prompt key, its text) the user wants: the open sample's, or one found by a regular
     expression; None when there is none (the reason shown)."""
-    pattern = st.text_input("Another prompt: a regular expression over this run's prompts (empty: the open "
-                            "sample's prompt)", key=keys.PROMPT_FIND, placeholder="(?i)colour")
+    pattern = st.text_input("Another prompt: a regular expression over this run's prompts, or a prompt key "
+                            "(empty: the open sample's prompt)", key=keys.PROMPT_FIND, placeholder="(?i)colour")
     if not pattern:
         key = run.samples.at[label, "prompt_key"]
         if pd.isna(key):
