@@ -36,7 +36,7 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
     samples = run.samples
     keys = samples["prompt_key"]
     hit = run.text_matches("prompt", pattern, pad_token)
-    if re.fullmatch(r"\s*-?\d{1,19}\s*", pattern):
+    if re.fullmatch(r"\s*-?\d{1,19}\s*", pattern) and -2**63 <= int(pattern) < 2**63:
         hit |= (keys == int(pattern)).to_numpy()
     found = samples[hit & keys.notna().to_numpy()]
     if found.empty:
