@@ -318,3 +318,14 @@ def test_the_tags_command_refuses_a_run_outside_the_allowed_folders(run_dir, tmp
         code, out, err = _cli("tags", run_dir, *args)
         assert code == 2 and "outside the allowed folders" in err and out == ""
     assert not T.tags_path(run_dir).exists()
+
+
+def test_the_editor_follows_another_sessions_save_until_edited(run_dir):
+    """An editor nobody has touched shows what another session saved once the page reruns."""
+    at = _open(run_dir.parent, "r")
+    run = load_run(run_dir)
+    T.set_tags(run_dir, T.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
+    at.toggle(key=keys.SHOW_TAGGED).set_value(True).run()  # any rerun
+    assert at.multiselect(key=f"{keys.TAGS}:rank0.jsonl:2").value == ["good"]
+    assert at.text_area(key=f"{keys.NOTE}:rank0.jsonl:2").value == "theirs"
+    assert not at.exception

@@ -37,6 +37,16 @@ def with_tags(run: Run, frame):
     return add_tag_columns(frame, None if isinstance(got, TagsError) else got)
 
 
+def _content(entry) -> tuple:
+    return (tuple(entry.tags), entry.note) if entry is not None else ((), "")
+
+
+def _untouched_but_stale(shown, stored, tags: list, note: str) -> bool:
+    """Whether the editor still holds what it was filled with (``shown``) while the file now holds
+    something else (``stored``, saved by another session): then it is filled again."""
+    return _content(shown) != _content(stored) and (tuple(tags), note) == _content(shown)
+
+
 def render_editor(run: Run, label) -> None:
     """Tags and a note for sample ``label``; saved for everyone who opens this run."""
     if flash := st.session_state.pop(_FLASH, None):
@@ -53,7 +63,9 @@ def render_editor(run: Run, label) -> None:
                    "replaces them): " + escape_markdown(", ".join(stored.tags) or "a note"))
         entry = None
     tags_key, note_key, shown_key = f"{keys.TAGS}:{key}", f"{keys.NOTE}:{key}", _SHOWN + key
-    if shown_key not in st.session_state or tags_key not in st.session_state:  # fill the editor from the file
+    if (shown_key not in st.session_state or tags_key not in st.session_state
+            or _untouched_but_stale(st.session_state[shown_key], stored, st.session_state[tags_key],
+                                    st.session_state.get(note_key, ""))):  # fill the editor from the file
         st.session_state[shown_key] = stored
         st.session_state[tags_key] = list(entry.tags) if entry else []
         st.session_state[note_key] = entry.note if entry else ""
