@@ -52,12 +52,14 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
     return table.drop(columns="first")
 
 
-def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: str | None = None) -> pd.DataFrame:
+def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: str | None = None,
+                           tagged: dict | None = None) -> pd.DataFrame:
     """Every sample whose prompt is ``key`` (a ``prompt_key``) in each of ``runs`` (name -> ``Run``, read
     with the same pad token), in the order of ``runs``, then step, file, line. One row each: ``run``,
     ``label`` (in that run's ``samples``), ``step``, ``source`` (``FILE:LINE``), ``reward``, ``kl`` (the
     per-sample mean by ``estimator``, NaN without log-probabilities), ``response_len`` (counted tokens,
-    NaN without tokens) and ``response`` (pads removed)."""
+    NaN without tokens), ``response`` (pads removed) and, with ``tagged`` (name -> ``tags.Tagged``),
+    ``tags`` (comma-separated, None for an untagged sample)."""
     parts = []
     kl = f"{KL_PREFIX[estimator]}_mean"
     for name, run in runs.items():
@@ -72,8 +74,13 @@ def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: st
             "response_len": rows["response_len"].where(rows["response_len"] >= 0).to_numpy(dtype=float),
             "response": [strip_pad(t, pad_token) for t in texts["response"]],
         }))
+        if tagged is not None:
+            book = tagged.get(name)
+            on = book.frame["tags"] if book is not None else pd.Series(dtype=object)
+            parts[-1]["tags"] = [", ".join(on[label]) or None if label in on.index else None for label in rows.index]
     if not parts:
-        return pd.DataFrame(columns=["run", "label", "step", "source", F.REWARD, "kl", "response_len", "response"])
+        return pd.DataFrame(columns=["run", "label", "step", "source", F.REWARD, "kl", "response_len", "response",
+                                     *(["tags"] if tagged is not None else [])])
     return pd.concat(parts, ignore_index=True)
 
 
@@ -164,6 +171,8 @@ def describe_prompt_sample(row, estimator: str = "k3") -> str:
         parts.append(f"KL {estimator} {_number(row['kl'])}")
     if row["response_len"] == row["response_len"]:
         parts.append(f"len {int(row['response_len'])}")
+    if isinstance(row.get("tags"), str):
+        parts.append(f"tags: {row['tags']}")
     return " · ".join(parts)
 
 

@@ -89,7 +89,9 @@ def render(run: Run, label, settings: Settings) -> None:
             except RootError as exc:
                 st.warning(f"Can't read {escape_markdown(name)}.")
                 st.text(str(exc))
-    samples = compute_prompt_samples(runs, key, settings.kl_estimator, settings.pad_token)
+    books = {name: state.get_tagged(r) for name, r in runs.items()}
+    samples = compute_prompt_samples(runs, key, settings.kl_estimator, settings.pad_token,
+                                     {name: book for name, book in books.items() if not isinstance(book, Exception)})
     if samples.empty:
         st.info("No sample has this prompt.")
         return
