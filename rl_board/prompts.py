@@ -21,9 +21,10 @@ import plotly.graph_objects as go
 from . import fields as F
 from .tables import KL_PREFIX, strip_pad
 
-MAX_DIFF_TOKENS = 3_000  # words and runs of spaces of each text compared; the rest is left out, said so
+MAX_DIFF_WORDS = 2_000  # words of each text compared; the rest is left out, and the diff says so
+DISSOLVE_RATIO = 4  # same words between two changes each at least this many times longer join them
 MAX_PROMPT_CHOICES = 100  # prompts a search offers
-_TOKENS = re.compile(r"\s+|\S+")  # a text as words and the runs of whitespace between them
+_WORDS = re.compile(r"(\s*)(\S+)")  # each word with the whitespace before it
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 
 
@@ -87,9 +88,10 @@ def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: st
 @dataclass(frozen=True)
 class WordDiff:
     """A text compared word by word with a reference. ``ops``: (kind, text) in order, kind "same",
-    "removed" (only in the reference) or "added" (only in this text); the "same" and "added" texts
-    joined give this text, the "same" and "removed" ones the reference (both cut at ``MAX_DIFF_TOKENS``
-    when ``cut``). Counts are of words (runs of non-whitespace)."""
+    "removed" (only in the reference) or "added" (only in this text); each word comes with the
+    whitespace before it (this text's for "same" and "added", the reference's for "removed"), so the
+    "same" and "added" texts joined give this text. Counts are of words (runs of non-whitespace); both
+    texts are compared up to their first ``MAX_DIFF_WORDS`` words (``cut`` when either had more)."""
 
     ops: tuple[tuple[str, str], ...]
     same_words: int
@@ -104,38 +106,75 @@ class WordDiff:
         return 1.0 if total == 0 else 2 * self.same_words / total
 
 
-def _words(tokens) -> int:
-    return sum(1 for t in tokens if not t.isspace())
+def _split(text: str, limit: int) -> tuple[list[str], list[str], str, bool]:
+    """(each word's leading whitespace, the words, the whitespace after the last, whether cut at ``limit``)."""
+    found = _WORDS.findall(text)
+    cut = len(found) > limit
+    found = found[:limit]
+    tail = "" if cut else text[len(text.rstrip()):] if found else text
+    return [space for space, _ in found], [word for _, word in found], tail, cut
 
 
-def compute_word_diff(reference: str | None, text: str | None, max_tokens: int = MAX_DIFF_TOKENS) -> WordDiff:
-    """``text`` against ``reference`` word by word (a missing text is empty): the longest matching runs of
-    words and whitespace (``difflib.SequenceMatcher``, no junk heuristic), each replaced run as the
-    reference's words removed, then this text's added."""
-    a, b = _TOKENS.findall(reference or ""), _TOKENS.findall(text or "")
-    cut = len(a) > max_tokens or len(b) > max_tokens
-    a, b = a[:max_tokens], b[:max_tokens]
+def _blocks(a: list[str], b: list[str]) -> list[list]:
+    """``difflib.SequenceMatcher``'s matching of two word lists (no junk heuristic) as blocks [kind, i1,
+    i2, j1, j2], kind "same" or "change" (a run of removed and added words), then cleaned up in the
+    manner of diff-match-patch's semantic cleanup: a run of same words at most ``1 / DISSOLVE_RATIO`` as
+    long as the change on each side of it (in words, the longer of removed and added) joins them into one
+    change, until none does (a lone "the" or "=" matched inside a rewrite is no anchor)."""
+    blocks: list[list] = []
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        kind = "same" if tag == "equal" else "change"
+        if blocks and blocks[-1][0] == kind == "change":
+            blocks[-1][2], blocks[-1][4] = i2, j2
+        else:
+            blocks.append([kind, i1, i2, j1, j2])
+    merged = True
+    while merged:
+        merged = False
+        for k in range(1, len(blocks) - 1):
+            left, same, right = blocks[k - 1], blocks[k], blocks[k + 1]
+            size = same[2] - same[1]
+            if (same[0] == "same" and left[0] == right[0] == "change"
+                    and size * DISSOLVE_RATIO <= max(left[2] - left[1], left[4] - left[3])
+                    and size * DISSOLVE_RATIO <= max(right[2] - right[1], right[4] - right[3])):
+                blocks[k - 1:k + 2] = [["change", left[1], right[2], left[3], right[4]]]
+                merged = True
+                break
+    return blocks
+
+
+def compute_word_diff(reference: str | None, text: str | None, max_words: int = MAX_DIFF_WORDS) -> WordDiff:
+    """``text`` against ``reference`` word by word (whitespace separates words and is never compared; a
+    missing text is empty): see ``_blocks``. Each change shows the reference's words removed, then this
+    text's added."""
+    a_space, a, _, a_cut = _split(reference or "", max_words)
+    b_space, b, tail, b_cut = _split(text or "", max_words)
     ops: list[list[str]] = []
 
-    def push(kind: str, tokens) -> None:
-        if not tokens:
+    def push(kind: str, part: str) -> None:
+        if not part:
             return
         if ops and ops[-1][0] == kind:
-            ops[-1][1] += "".join(tokens)
+            ops[-1][1] += part
         else:
-            ops.append([kind, "".join(tokens)])
+            ops.append([kind, part])
 
     same = added = removed = 0
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            push("same", b[j1:j2])
-            same += _words(b[j1:j2])
-        else:
-            push("removed", a[i1:i2])
-            push("added", b[j1:j2])
-            removed += _words(a[i1:i2])
-            added += _words(b[j1:j2])
-    return WordDiff(tuple((kind, text) for kind, text in ops), same, added, removed, cut)
+    for kind, i1, i2, j1, j2 in _blocks(a, b):
+        if kind == "same":
+            push("same", "".join(b_space[j] + b[j] for j in range(j1, j2)))
+            same += j2 - j1
+            continue
+        if j2 > j1:  # the space before this text's words stays outside the change
+            push("same", b_space[j1])
+            push("removed", "".join((a_space[i] if i > i1 else "") + a[i] for i in range(i1, i2)))
+        else:  # words removed only: they keep the reference's space before them
+            push("removed", "".join(a_space[i] + a[i] for i in range(i1, i2)))
+        push("added", "".join((b_space[j] if j > j1 else "") + b[j] for j in range(j1, j2)))
+        removed += i2 - i1
+        added += j2 - j1
+    push("same", tail)
+    return WordDiff(tuple((kind, part) for kind, part in ops), same, added, removed, a_cut or b_cut)
 
 
 _OP_HTML = {
@@ -149,14 +188,17 @@ def build_word_diff_html(diff: WordDiff, head: str = "") -> str:
     """The diff as HTML: words only in the reference struck through on red (``<del>``), words only in
     this text on green (``<ins>``), whitespace kept; ``head`` a line above it. Every text is escaped:
     model output and names from disk are text, never HTML."""
-    parts = []
+    parts, last = [], None
     for kind, text in diff.ops:
         tag, style = _OP_HTML[kind]
+        if last == "removed" and not text[:1].isspace():  # a gap after removed words, drawn only
+            style += ";margin-left:0.3em"
+        last = kind
         attrs = f' class="rlb-{kind}"' + (f' style="{style}"' if style else "")
         parts.append(f"<{tag}{attrs}>{html.escape(text)}</{tag}>")
     if diff.cut:
-        parts.append(f'<span class="rlb-cut" style="opacity:0.6"> … (compared up to {MAX_DIFF_TOKENS:,} words and '
-                     "spaces of each text)</span>")
+        parts.append(f'<span class="rlb-cut" style="opacity:0.6"> … (compared up to the first {MAX_DIFF_WORDS:,} '
+                     "words of each text)</span>")
     title = (f'<div class="rlb-diff-head" style="font-size:0.85em;opacity:0.8;margin-bottom:2px">{html.escape(head)}'
              "</div>") if head else ""
     return (f'<div class="rlb-diff-block" style="margin-bottom:10px">{title}<div class="rlb-diff" style="white-space:'

@@ -76,20 +76,32 @@ def test_prompt_choices_by_regular_expression(root):
 
 
 def test_word_diff_by_hand():
-    """"the cat sat" -> "the dog sat down": cat removed, dog and down added, the and sat the same."""
+    """"the cat sat" -> "the dog sat down": cat removed, dog and down added, the and sat the same; spaces
+    are never compared and come from the text shown."""
     diff = compute_word_diff("the cat sat", "the dog sat down")
-    assert diff.ops == (("same", "the "), ("removed", "cat"), ("added", "dog"), ("same", " sat"), ("added", " down"))
+    assert diff.ops == (("same", "the "), ("removed", "cat"), ("added", "dog"), ("same", " sat "), ("added", "down"))
     assert (diff.same_words, diff.added_words, diff.removed_words) == (2, 2, 1)
     assert diff.similarity == pytest.approx(2 * 2 / (3 + 4))
-    same = compute_word_diff("a  b\n c", "a  b\n c")
-    assert same.ops == (("same", "a  b\n c"),) and same.similarity == 1.0
+    same = compute_word_diff("a b c", "a  b\n c ")
+    assert same.ops == (("same", "a  b\n c "),) and same.similarity == 1.0
     assert compute_word_diff(None, "").ops == () and compute_word_diff(None, None).similarity == 1.0
     assert compute_word_diff("", "new words").ops == (("added", "new words"),)
+    assert compute_word_diff("a b c d", "a c d").ops == (("same", "a"), ("removed", " b"), ("same", " c d"))
+
+
+def test_a_lone_common_word_inside_a_rewrite_is_no_anchor():
+    """A run of same words between two changes each at least four times longer joins them into one
+    change; a shorter change on either side keeps it."""
+    diff = compute_word_diff("w1 w2 w3 w4 the x1 x2 x3 x4", "v1 v2 v3 v4 the y1 y2 y3 y4")
+    assert diff.ops == (("removed", "w1 w2 w3 w4 the x1 x2 x3 x4"), ("added", "v1 v2 v3 v4 the y1 y2 y3 y4"))
+    assert (diff.same_words, diff.added_words, diff.removed_words) == (0, 9, 9)
+    kept = compute_word_diff("w1 w2 w3 the x1 x2 x3 x4", "v1 v2 v3 the y1 y2 y3 y4")
+    assert ("same", " the ") in kept.ops and kept.same_words == 1
 
 
 def test_word_diff_rebuilds_both_texts():
-    """On random texts, the same and added parts give the text and the same and removed parts the
-    reference; the word counts add up to each text's words."""
+    """On random texts, the same and added parts give the text; the same and removed parts give the
+    reference's words; the word counts add up to each text's words."""
     rng = random.Random(7)
     vocabulary = ["a", "b", "cat", "4.", "<b>", "&amp;", "\n", "  "]
     for _ in range(200):
@@ -97,15 +109,15 @@ def test_word_diff_rebuilds_both_texts():
         text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 12)))
         diff = compute_word_diff(ref, text)
         assert "".join(t for k, t in diff.ops if k != "removed") == text
-        assert "".join(t for k, t in diff.ops if k != "added") == ref
+        assert [w for k, t in diff.ops if k != "added" for w in t.split()] == ref.split()  # ops end at words
         assert diff.same_words + diff.added_words == len(text.split())
         assert diff.same_words + diff.removed_words == len(ref.split())
 
 
 def test_word_diff_of_long_texts_is_cut_and_says_so():
-    """Past max_tokens (words and spaces) each text is compared up to there, and the diff says so."""
-    diff = compute_word_diff("w " * 10, "w " * 10 + "extra", max_tokens=6)
-    assert diff.cut and "".join(t for k, t in diff.ops if k != "removed") == "w w w "
+    """Past max_words each text is compared up to there, and the diff says so."""
+    diff = compute_word_diff("w " * 10, "w " * 10 + "extra", max_words=3)
+    assert diff.cut and "".join(t for k, t in diff.ops if k != "removed") == "w w w"
     assert "compared up to" in build_word_diff_html(diff)
 
 

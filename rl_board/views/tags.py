@@ -108,7 +108,8 @@ def render_list(run: Run, settings: Settings) -> None:
         return
     st.caption("Kept in " + escape_markdown(str(tags_path(run.path))) + " (beside the cache, never in your logs).")
     if book.missing:
-        st.caption(f"{len(book.missing)} tagged lines are shown on no sample:")
+        st.caption(f"{len(book.missing)} tagged line{' is' if len(book.missing) == 1 else 's are'} shown on no "
+                   "sample:")
         st.dataframe([{"sample": e.key, "step": e.step, "tags": ", ".join(e.tags), "note": e.note, "why": why}
                       for e, why in book.missing], hide_index=True, key="tags_missing")
     if book.frame.empty:
@@ -122,8 +123,8 @@ def render_list(run: Run, settings: Settings) -> None:
     table = build_batch_table(add_tag_columns(rows, book), settings.system_marker, settings.pad_token,
                               settings.kl_estimator)
     table.insert(0, F.STEP, rows[F.STEP])
-    st.caption(f"{len(labels):,} tagged samples" + ("" if tag == ANY_TAG else " with this tag") + ". Click one to "
-               "open it below.")
+    st.caption(f"{len(labels):,} tagged sample{'' if len(labels) == 1 else 's'}"
+               + ("" if tag == ANY_TAG else " with this tag") + ". Click one to open it below.")
     event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                          key=f"tagged_table-{tag}-{len(labels)}")
     picked = event.selection.rows
