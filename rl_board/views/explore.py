@@ -62,7 +62,7 @@ def render(run: Run, settings: Settings) -> None:
         tag = st.selectbox("Tagged", [None, ANY_TAG, *book.names()], key=keys.EXPLORE_TAG,
                            format_func=lambda t: "(tagged or not)" if t is None else "(any tag or note)" if t == ANY_TAG
                            else t)
-    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), tag)
+    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), tag=tag)
     try:
         matches = compute_matches(run, query, book)
     except ValueError as exc:
