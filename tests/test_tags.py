@@ -329,3 +329,12 @@ def test_the_editor_follows_another_sessions_save_until_edited(run_dir):
     assert at.multiselect(key=f"{keys.TAGS}:rank0.jsonl:2").value == ["good"]
     assert at.text_area(key=f"{keys.NOTE}:rank0.jsonl:2").value == "theirs"
     assert not at.exception
+
+
+def test_rl_board_tags_dir_moves_the_tags(run_dir, tmp_path, monkeypatch):
+    """With RL_BOARD_TAGS_DIR set, tags are kept there (one file per run folder, named after it)."""
+    monkeypatch.setenv("RL_BOARD_TAGS_DIR", str(tmp_path / "shared-tags"))
+    run = load_run(run_dir)
+    _tag(run, "rank0.jsonl", 1, ["good"])
+    assert [p.name.split("-")[0] for p in (tmp_path / "shared-tags").glob("*.json")] == ["r"]
+    assert T.load_tags(run_dir)["rank0.jsonl:1"].tags == ("good",)
