@@ -375,3 +375,54 @@ def test_same_prompt_word_diff_is_drawn_as_text(server, tmp_path):
         time.sleep(1)  # a dialog, if any, would open right away
         assert dialogs == [] and page.get_by_test_id("stException").count() == 0
         page.screenshot(path=str(OUTPUT / "prompt_diff.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
+    """In Chromium: type a new tag on the open sample and save it (the table shows it); then in the list
+    of tagged samples click one of an earlier step: the step follows and that sample opens."""
+    from playwright.sync_api import expect
+
+    lines = [{"step": step, "reward": float(i), "prompt": f"q{step}{i}", "response": f"answer {step}{i}"}
+             for step in (1, 2) for i in range(2)]
+    log = tmp_path / "tagme" / "rank0.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with _page(server, 1500, 2400) as page:
+        _load_in_page(page, tmp_path, "tagme")
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r"rank0\.jsonl:4$"), timeout=30_000)  # step 2, reward 1 first
+        tags = page.get_by_test_id("stMultiSelect").filter(has=page.get_by_text("Tags", exact=True))
+        tags.click()
+        page.keyboard.type("<b>odd</b> one")
+        page.keyboard.press("Enter")
+        page.keyboard.press("Escape")
+        page.get_by_label("Note").fill("looks **fine**")
+        page.get_by_role("button", name="Save tags and note").click()
+        expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
+        expect(page.get_by_test_id("stDataFrame").first).to_contain_text("<b>odd</b> one", timeout=30_000)
+        store = next((Path(os.environ["RL_BOARD_CACHE_DIR"]) / "tags").glob("tagme-*.json"))  # the server's too
+        saved = json.loads(store.read_text())["samples"]["rank0.jsonl:4"]
+        assert saved["tags"] == ["<b>odd</b> one"] and saved["note"] == "looks **fine**"
+        # tag a step-1 sample the same way, then open it from the list
+        step = page.get_by_role("slider", name="Step")
+        step.focus()
+        page.keyboard.press("ArrowLeft")
+        expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
+        tags.click()
+        page.get_by_role("option", name="good", exact=True).click()
+        page.keyboard.press("Escape")
+        page.get_by_role("button", name="Save tags and note").click()
+        expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
+        step.focus()
+        page.keyboard.press("ArrowRight")
+        expect(picker).to_have_value(re.compile(r"rank0\.jsonl:4$"), timeout=30_000)
+        page.get_by_text("Tagged samples", exact=True).click()
+        expect(page.get_by_text("2 tagged samples")).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").filter(has_text="looks").first
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first row: step 1
+        expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
+        assert page.locator("b", has_text="odd").count() == 0  # the tag is text, never bold
