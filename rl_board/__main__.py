@@ -72,7 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("run_dir", type=Path)
     search.add_argument("--regex", required=True, help="an RE2 regular expression; (?i) for case-insensitive")
     search.add_argument("--in", dest="text_field", default="response",
-                        choices=("prompt", "response", "ref_response", "ground_truth"))
+                        choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
+                        help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
