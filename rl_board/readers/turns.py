@@ -79,7 +79,10 @@ def tool_call(call) -> dict:
 
 
 def turn(message, trainable: bool | None = None) -> dict:
-    """One chat message (a dict in any of the shapes above) as a canonical turn."""
+    """One chat message (a dict in any of the shapes above) as a canonical turn; ``trainable`` None
+    keeps the message's own ``trainable`` when it has a boolean one."""
+    if trainable is None and isinstance(message, dict) and isinstance(message.get("trainable"), bool):
+        trainable = message["trainable"]
     if not isinstance(message, dict):
         return {"role": None, "content": content_text(message), "reasoning": None, "tool_calls": [],
                 "tool_call_id": None, "trainable": trainable}
