@@ -67,6 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
                               "e.g. --field reward=my_score")
+    summary.add_argument("--split", default=None, metavar="NAME",
+                            help="the split to read (train, eval, train/all…), for a format that has them")
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
     search.add_argument("run_dir", type=Path)
@@ -78,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    search.add_argument("--split", default=None, metavar="NAME",
+                           help="the split to read (train, eval, train/all…), for a format that has them")
     search.add_argument("--no-cache", action="store_true")
     findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
                                                "collapse, sampler mismatch, dead GRPO groups, empty responses")
@@ -88,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
                           help="positions after this token are not counted; it is (may equal --pad-token)")
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
+    findings.add_argument("--split", default=None, metavar="NAME",
+                             help="the split to read (train, eval, train/all…), for a format that has them")
     findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
@@ -124,12 +130,17 @@ def _load(args):
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=getattr(args, "eos_token", None))
+                       eos_token=getattr(args, "eos_token", None), split=args.split)
     except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
+    if args.split and args.split not in run.splits:
+        print(f"error: {args.run_dir} has no split {args.split!r}"
+              + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
+              file=sys.stderr)
+        return 2
     return run
 
 

@@ -242,7 +242,8 @@ def holds_run(folder: Path) -> bool:
 
 from . import layout  # noqa: E402
 from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
+from . import art, prime_rl, rllm, trackio, verifiers_v0  # noqa: E402
 
 #: Every reader, in detection order: formats recognised by their layout or content first, then the
 #: flat folders of lines or tables.
-READERS = (jsonl, parquet)
+READERS = (prime_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)

@@ -8,7 +8,8 @@ OpenAI-style chat messages) and ``metadata`` (JSON: TRL writes ``reward``, ``rew
 ``rewards/<func>``, ``advantage``, ``group_id``, ``model_version``, token counts). One sample
 per row: its turns are the messages (``trainable`` null), its reward ``metadata.reward``
 (none when the metadata has no reward), its extras every other number or boolean of the
-metadata. The database is opened read-only (``file:...?mode=ro``) and never written.
+metadata. The database is opened read-only (``file:...?mode=ro``; immutable when no writer has
+its write-ahead log open, so not even SQLite's side files are created) and never written.
 """
 
 from __future__ import annotations
@@ -47,19 +48,18 @@ def matches(run_dir: Path) -> bool:
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """The database at ``path`` opened read-only; when its write-ahead log can't be shared
-    read-only, as immutable (the log's newest rows are then not seen). Never writes."""
-    uri = "file:" + quote(str(Path(path).resolve()))
-    for query in ("?mode=ro", "?mode=ro&immutable=1"):
-        conn = sqlite3.connect(uri + query, uri=True)
-        try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return conn
-        except sqlite3.DatabaseError:
-            conn.close()
-            if query.endswith("immutable=1"):
-                raise
-    raise AssertionError("unreachable")
+    """The database at ``path`` opened read-only, never written. Without a write-ahead log beside it
+    (no writer has it open), as immutable: SQLite then creates no ``-wal``/``-shm`` files either.
+    With one (trackio is writing), read-only through the writer's log, so its newest rows count."""
+    path = Path(path).resolve()
+    live = path.with_name(path.name + "-wal").exists()
+    conn = sqlite3.connect("file:" + quote(str(path)) + ("?mode=ro" if live else "?mode=ro&immutable=1"), uri=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError:
+        conn.close()
+        raise
+    return conn
 
 
 def _json(value):

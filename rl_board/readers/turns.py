@@ -146,14 +146,14 @@ def sample_rows(samples: list[dict]) -> object:
     """Canonical rows from per-sample dicts: ``step`` (int), ``reward`` (float or None),
     ``messages`` (canonical turns or None), optional ``prompt``/``response``/``ground_truth``
     texts, ``extras`` (name -> float), ``line`` (1-based record number in the file) and
-    ``offset`` (what ``record`` needs to find the sample again)."""
+    ``offset`` and optional ``length`` (what ``record`` needs to find the sample again)."""
     count = len(samples)
     columns = {
         F.STEP: [s[F.STEP] for s in samples],
         F.REWARD: [s.get(F.REWARD) for s in samples],
         F.LINE: [s["line"] for s in samples],
         "offset": [s["offset"] for s in samples],
-        "length": [0] * count,
+        "length": [s.get("length", 0) for s in samples],
         F.MESSAGES: [s.get(F.MESSAGES) for s in samples],
     }
     for name in F.SCALAR_FIELDS:
