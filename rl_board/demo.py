@@ -445,4 +445,4 @@ def write_demo_samples(root: Path) -> None:
     write_eval_run(root / "eval_demo")
     write_verl_run(root / "verl_grpo_demo")
     write_trl_run(root / "trl_grpo_demo")
-    write_prime_rl_run(root / "agent_demo")
+    write_prime_rl_run(root / "prime_rl_agent_demo")

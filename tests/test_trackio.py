@@ -19,15 +19,18 @@ def _messages(answer):
 
 def test_trackio_database(tmp_path):
     """Rows of two steps; reward from the metadata (a trace without one has none), the other
-    numbers as extras; the file and its folder are left exactly as they were."""
+    numbers as extras; each database is a split; the files and their folder are left exactly as
+    they were."""
     db = tmp_path / "runs" / "traces" / "my-project.db"
     write_trackio(db, "run-a", 0, "rollouts", [
         (_messages("A page."), {"reward": 1.0, "rewards/accuracy": 1.0, "advantage": 0.5, "group_id": 7}),
         (_messages(""), {"reward": 0.0, "rewards/accuracy": 0.0, "advantage": float("nan"), "group_id": 7})])
     write_trackio(db, "run-a", 8, "rollouts", [(_messages("B"), {"model_version": 8})])
+    write_trackio(db.with_name("other.db"), "run-b", 0, "rollouts", [(_messages("C"), {"reward": 0.5})])
     before = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in db.parent.iterdir()}
     assert detect(db.parent) is trackio
-    run = load_run(db.parent, cache_root=False)
+    run = load_run(db.parent, cache_root=False, split="my-project")
+    assert run.splits == ("my-project", "other")
     assert run.samples["step"].tolist() == [0, 0, 8]
     rewards = run.samples["reward"].tolist()
     assert rewards[:2] == [1.0, 0.0] and rewards[2] != rewards[2]  # none: NaN

@@ -8,14 +8,14 @@ OpenAI-style chat messages) and ``metadata`` (JSON: TRL writes ``reward``, ``rew
 ``rewards/<func>``, ``advantage``, ``group_id``, ``model_version``, token counts). One sample
 per row: its turns are the messages (``trainable`` null), its reward ``metadata.reward``
 (none when the metadata has no reward), its extras every other number or boolean of the
-metadata. The database is opened read-only (``file:...?mode=ro``; immutable when no writer has
+metadata. Each database (project) of the folder is a split. The database is opened read-only (``file:...?mode=ro``; immutable when no writer has
 its write-ahead log open, so not even SQLite's side files are created) and never written.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
 import orjson
@@ -33,6 +33,11 @@ GLOBS = ("*.db",)
 _QUERY = ("SELECT rowid, step, key, trace_index, run_name, messages, metadata FROM traces")
 _SQLITE_HEADER = b"SQLite format 3\x00"
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}  # as serialize_values writes them
+
+
+def split_of(name: str) -> str | None:
+    """Each database (a trackio project) is a split of its own, so projects never mix."""
+    return PurePosixPath(name).name[: -len(SUFFIX)] if name.endswith(SUFFIX) else None
 
 
 def matches(run_dir: Path) -> bool:
