@@ -351,8 +351,8 @@ def test_turn_view_shows_a_tool_result_that_looks_like_html_as_text(server, tmp_
         _load_in_page(page, tmp_path, "agent")
         result = page.locator(".st-key-turn-3")
         expect(result).to_be_visible(timeout=60_000)
-        expect(result).to_contain_text(hostile)
-        expect(page.locator(".st-key-turn-4")).to_contain_text("done")
+        expect(result).to_contain_text(hostile, timeout=60_000)  # code blocks draw once their highlighter loads
+        expect(page.locator(".st-key-turn-4")).to_contain_text("done", timeout=60_000)
         assert result.locator("img").count() == 0 and result.locator("script").count() == 0
         assert result.locator("b").count() == 0 and page.locator("img[src='x']").count() == 0
         time.sleep(1)  # a dialog, if any, would open right away
