@@ -29,13 +29,16 @@ NAME = "art"
 SUFFIX = ".parquet"
 APPENDABLE = False
 ALIASES: dict[str, str] = {}
-GLOBS = ("trajectories/*/*.parquet",)
+GLOBS = ("trajectories/*/*.parquet", "*/*.parquet")  # the model folder, or its trajectories/
 DEFAULT_SPLIT = "train"
 
 
 def matches(run_dir: Path) -> bool:
-    found = first_match(Path(run_dir), GLOBS[0])
-    return found is not None and found.name.split(".", 1)[0].isdigit()
+    for pattern in GLOBS:
+        found = first_match(Path(run_dir), pattern)
+        if found is not None:
+            return found.name.split(".", 1)[0].isdigit()
+    return False
 
 
 def split_of(name: str) -> str | None:

@@ -38,19 +38,19 @@ NAME = "prime-rl"
 SUFFIX = ".jsonl"
 APPENDABLE = False
 ALIASES: dict[str, str] = {}
-GLOBS = ("rollouts/step_*/*/*/traces.jsonl",)
+GLOBS = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
 DEFAULT_SPLIT = "train/all"
 TRAINED = "trained"
 
 
 def matches(run_dir: Path) -> bool:
-    return first_match(Path(run_dir), GLOBS[0]) is not None
+    return any(first_match(Path(run_dir), pattern) is not None for pattern in GLOBS)
 
 
 def split_of(name: str) -> str | None:
     """``{train|eval}/{all|effective}`` from ``rollouts/step_N/KIND/SUBSET/traces.jsonl``."""
     parts = PurePosixPath(name).parts
-    return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 4 else None
+    return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 3 else None
 
 
 def branch(nodes: list) -> list:

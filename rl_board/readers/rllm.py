@@ -29,12 +29,12 @@ NAME = "rllm"
 SUFFIX = ".json"
 APPENDABLE = False
 ALIASES: dict[str, str] = {}
-GLOBS = ("*_step_*_epoch_*/episode_*.json",)
+GLOBS = ("episodes/*_step_*_epoch_*/episode_*.json", "*_step_*_epoch_*/episode_*.json")  # the log folder, or its episodes/
 DEFAULT_SPLIT = "train"
 
 
 def matches(run_dir: Path) -> bool:
-    return first_match(Path(run_dir), GLOBS[0]) is not None
+    return any(first_match(Path(run_dir), pattern) is not None for pattern in GLOBS)
 
 
 def split_of(name: str) -> str | None:
