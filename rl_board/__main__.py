@@ -223,7 +223,8 @@ def _tags(args) -> int:
                          ensure_ascii=False, allow_nan=False))
     else:
         result = T.build_tags_json(run, tagged, tag)
-        print(f"{len(result['samples'])} tagged samples in {run.path} (kept in {T.tags_path(run.path)})")
+        count = len(result["samples"])
+        print(f"{count} tagged sample{'' if count == 1 else 's'} in {run.path} (kept in {T.tags_path(run.path)})")
         for name, count in result["tags"].items():
             print(f"  {count:>6}  {name}")
         for s in result["samples"]:
