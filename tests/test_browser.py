@@ -330,6 +330,21 @@ def test_fast_step_changes_never_kill_a_session(server):
             browser.close()
 
 
+def _pick_option(page, widget, name: str, tries: int = 6) -> None:
+    """Open ``widget``'s list and pick option ``name``; a list a rerun closed before it drew is opened again."""
+    option = page.get_by_role("option", name=name, exact=True)
+    for _ in range(tries - 1):
+        widget.click()
+        try:
+            option.wait_for(timeout=5_000)
+        except Exception:  # playwright's TimeoutError: the list closed under a rerun
+            continue
+        option.click()
+        return
+    widget.click()
+    option.click()
+
+
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_same_prompt_word_diff_is_drawn_as_text(server, tmp_path):
     """In Chromium: the same prompt in two runs, responses full of markup and Markdown: each response is
@@ -352,8 +367,8 @@ def test_same_prompt_word_diff_is_drawn_as_text(server, tmp_path):
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
         _load_in_page(page, tmp_path, "base")
         page.get_by_text("Same prompt across steps and runs (word diff)").click()
-        page.get_by_test_id("stMultiSelect").filter(has_text="Also in runs").click()
-        page.get_by_role("option", name="other").click()
+        expect(page.locator(".rlb-diff-block")).to_have_count(2, timeout=30_000)  # the loaded run's, drawn
+        _pick_option(page, page.get_by_test_id("stMultiSelect").filter(has_text="Also in runs"), "other")
         blocks = page.locator(".rlb-diff-block")
         expect(blocks).to_have_count(3, timeout=30_000)
         expect(blocks.nth(0).locator(".rlb-diff-head")).to_contain_text("base · step 1 · rank0.jsonl:1 · reward 0.25")
@@ -409,8 +424,7 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         step.focus()
         page.keyboard.press("ArrowLeft")
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
-        tags.click()
-        page.get_by_role("option", name="good", exact=True).click()
+        _pick_option(page, tags, "good")
         page.keyboard.press("Escape")
         page.get_by_role("button", name="Save tags and note").click()
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
