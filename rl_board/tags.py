@@ -37,7 +37,9 @@ import numpy as np
 import pandas as pd
 
 from . import fields as F
+from .access import RootError
 from .cache import default_cache_root
+from .readers import SourceChanged
 
 TAGS_DIR_ENV = "RL_BOARD_TAGS_DIR"
 TAGS_VERSION = 1
@@ -357,15 +359,24 @@ def _finite(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _messages(run, label):
+    """Sample ``label``'s turns as its reader gives them, None when it has none or can't be read again."""
+    try:
+        return run.record(label)[0].get(F.MESSAGES)
+    except (OSError, SourceChanged, RootError):  # the file moved on: the rest of the line stays
+        return None
+
+
 def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str = ANY_TAG) -> bytes:
     """The tagged samples (those carrying ``tag``) as a JSONL eval set, one line per sample in step,
     file, line order: ``prompt`` and ``response`` (pad tokens removed), ``reward`` (null when not
-    finite), ``tags``, ``note``, and where it came from (``run``, ``step``, ``file``, ``line``,
-    ``ground_truth``)."""
+    finite), ``tags``, ``note``, where it came from (``run``, ``step``, ``file``, ``line``), its
+    ``ground_truth`` and, for an agent trajectory, its ``messages`` (the turns as read, from its file)."""
     labels = tagged.labels_with(tag)
     if not len(labels):
         return b""
     rows = run.with_text(run.samples.loc[labels])
+    has_turns = F.extra_column(F.NUM_TURNS) in run.samples  # agent trajectories (``fields.MESSAGES``)
     out = []
     for label in labels:
         row, entry = rows.loc[label], tagged.frame.loc[label]
@@ -375,11 +386,14 @@ def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str =
             value = row[name]
             return value.replace(pad_token, "") if isinstance(value, str) and pad_token else value
 
-        out.append(json.dumps({
+        item = {
             "prompt": text("prompt"), "response": text("response"), "reward": _finite(row[F.REWARD]),
             "tags": list(entry["tags"]), "note": entry["note"], "run": run.path.name, "step": int(row[F.STEP]),
             "file": file, "line": int(line), "ground_truth": text("ground_truth"),
-        }, ensure_ascii=False, allow_nan=False))
+        }
+        if has_turns and (messages := _messages(run, label)) is not None:
+            item["messages"] = messages
+        out.append(json.dumps(item, ensure_ascii=False, allow_nan=False, default=str))
     return "".join(line + "\n" for line in out).encode()
 
 

@@ -338,3 +338,17 @@ def test_rl_board_tags_dir_moves_the_tags(run_dir, tmp_path, monkeypatch):
     _tag(run, "rank0.jsonl", 1, ["good"])
     assert [p.name.split("-")[0] for p in (tmp_path / "shared-tags").glob("*.json")] == ["r"]
     assert T.load_tags(run_dir)["rank0.jsonl:1"].tags == ("good",)
+
+
+def test_the_eval_set_of_an_agent_run_carries_its_turns():
+    """A tagged agent trajectory (prime-rl's traces) is exported with its turns: the user turn asks the
+    task's question as the log line holds it."""
+    run = load_run(REPO / "rollout_samples" / "prime_rl_agent_demo")
+    label = run.samples.index[3]
+    T.set_tags(run.path, T.new_entry(run, label, ["good"]))
+    exported = json.loads(T.build_eval_set(run, T.compute_tagged(run, T.load_tags(run.path))))
+    assert exported["file"].startswith("rollouts/step_") and exported["tags"] == ["good"]
+    raw = json.loads((run.path / exported["file"]).read_text().splitlines()[exported["line"] - 1])  # the episode
+    user = [m["content"] for m in exported["messages"] if m["role"] == "user"]
+    assert user[0] == raw["task"]["data"]["question"]
+    assert not T.tags_path(run.path).is_relative_to(REPO)  # beside the cache, not in the shipped demo
