@@ -35,15 +35,19 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, line_too_long
+from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, line_too_long,
+               merged_aliases)
 from .canonical import ROWS, build_rows, present_mask
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 APPENDABLE = True  # a file that grew is read from where the last read stopped
-ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
+ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES
 
 _STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
+# Fields a line may hold as something else than a list (a per-sample ``advantages`` number, say): such
+# a value is not the field, and a number there is an extra as before.
+_LENIENT = frozenset((*F.LOGGED_TOKEN_FIELDS, F.TOKEN_IDS, F.LOSS_MASK))
 _MAX_STEP = 2**62
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
 _MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
@@ -174,10 +178,8 @@ class _Shape:
     strings; every other key seen is ``msgspec.Raw``. Keys are learned as they are met."""
 
     def __init__(self, fields: tuple[tuple[str, str], ...]):
-        mapped = dict(fields)
-        aliases = {**F.ALIASES, **ALIASES}
-        self.candidates = {name: [k for k in ((mapped[name],) if name in mapped else (name, aliases.get(name))) if k]
-                           for name in F.CANONICAL}
+        mapped, aliases = dict(fields), merged_aliases(ALIASES)
+        self.candidates = {name: list(candidate_keys(name, mapped, aliases)) for name in F.CANONICAL}
         feeds: dict[str, set[str]] = {}
         for name, keys in self.candidates.items():
             for key in keys:
@@ -319,12 +321,16 @@ class _Shape:
         refused = np.zeros(count, bool)
         for name, keys in self.candidates.items():
             values = [list(map(attrgetter(version.names[k]), objs)) for k in keys]
-            if len(values) > 1:  # a field and its alias: absent is UNSET, null is None
-                here = [_is_set(col) for col in values]
-                refused |= np.sum(here, axis=0) > 1  # the alias beside its field: the slow path sorts it
-                if here[1].any():
-                    values[0] = values[1] if not here[0].any() else _take(values[0], values[1], here[0])
-                values[0] = _take(values[0], [None] * count, _is_set(values[0]))
+            if len(values) > 1:  # a field and its aliases: absent is UNSET, null is None; the first present wins
+                here = [_is_set(column) for column in values]
+                refused |= np.sum(here, axis=0) > 1  # an alias beside its field: the slow path sorts it
+                chosen, have = values[0], here[0]
+                for column, present in zip(values[1:], here[1:]):
+                    take = present & ~have
+                    if take.any():
+                        chosen = column if not have.any() else _take(column, chosen, take)
+                        have |= take
+                values[0] = _take(chosen, [None] * count, have)
             columns[name] = values[0]
         try:
             steps = np.fromiter(columns[F.STEP], np.int64, count)
@@ -403,7 +409,8 @@ class _Relearned(Exception):
 
 
 _LIST, _TEXT = list[float] | None, typing.Any
-_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None}
+_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None,
+          "ids": list[int] | None, "mask": list[bool | int | float] | None}
 
 
 def _kind(name: str) -> str:
@@ -415,6 +422,10 @@ def _kind(name: str) -> str:
         return "list"
     if name == F.TOKENS:
         return "tokens"
+    if name == F.TOKEN_IDS:
+        return "ids"
+    if name == F.LOSS_MASK:
+        return "mask"
     return "number"
 
 
@@ -498,12 +509,17 @@ def _canonical(obj: dict, resolver: KeyResolver) -> dict | str:
     for name in F.TEXT_FIELDS:
         value = get(name)
         row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
+    lenient = {}  # a lenient field's key whose value is no list: an extra when it is a number
     for name in F.TOKEN_FIELDS:
         values = get(name)
         if values is None:
             row[name] = None
             continue
         if type(values) is not list:
+            if name in _LENIENT:
+                row[name] = None
+                lenient[sources[name]] = values
+                continue
             return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
         if name in _STRICT:
             if not all(v is None or _is_number(v) for v in values):
@@ -512,8 +528,22 @@ def _canonical(obj: dict, resolver: KeyResolver) -> dict | str:
     tokens = get(F.TOKENS)
     row[F.TOKENS] = ([t if type(t) is str else json.dumps(t, ensure_ascii=False) for t in tokens]
                      if type(tokens) is list else None)
+    ids = get(F.TOKEN_IDS)
+    if type(ids) is list and all(type(i) is int for i in ids):
+        row[F.TOKEN_IDS] = ids
+    else:  # ids that are not integers are no token ids
+        row[F.TOKEN_IDS] = None
+        if ids is not None:
+            lenient[sources[F.TOKEN_IDS]] = ids
+    mask = get(F.LOSS_MASK)
+    if type(mask) is list and all(v is None or type(v) is bool or _is_number(v) for v in mask):
+        row[F.LOSS_MASK] = mask
+    else:
+        row[F.LOSS_MASK] = None
+        if mask is not None:
+            lenient[sources[F.LOSS_MASK]] = mask
     row["extras"] = {key: _to_float(value) for key, value in obj.items()
-                     if key not in taken and is_extra_value(value)}
+                     if (key not in taken or key in lenient) and is_extra_value(value)}
     return row
 
 
