@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--eos-token", default=None,
                          help="positions after this token are not counted; it is (may equal --pad-token)")
     summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    summary.add_argument("--tokenizer", default=None, metavar="PATH",
+                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                              "default: one found in the run folder or up to two folders above")
     summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
                               "e.g. --field reward=my_score")
@@ -75,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
                         choices=("prompt", "response", "ref_response", "ground_truth"))
     search.add_argument("--json", action="store_true", help="print one JSON object")
     search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
+    search.add_argument("--tokenizer", default=None, metavar="PATH",
+                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                              "default: one found in the run folder or up to two folders above")
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     search.add_argument("--no-cache", action="store_true")
@@ -86,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
     findings.add_argument("--eos-token", default=None,
                           help="positions after this token are not counted; it is (may equal --pad-token)")
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    findings.add_argument("--tokenizer", default=None, metavar="PATH",
+                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                              "default: one found in the run folder or up to two folders above")
     findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
@@ -116,15 +125,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(args):
     """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
-    from .loader import load_run
+    from .loader import TokenizerError, load_run
     from .readers import FieldMappingError, parse_field_mapping
 
     try:
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=getattr(args, "eos_token", None))
-    except (RootError, FieldMappingError) as exc:
+                       eos_token=getattr(args, "eos_token", None), tokenizer=args.tokenizer)
+    except (RootError, FieldMappingError, TokenizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
