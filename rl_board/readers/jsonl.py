@@ -35,20 +35,18 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, line_too_long,
-               merged_aliases)
+from . import KeyResolver, ReadOptions, SourceChanged, candidate_keys, line_too_long, merged_aliases
 from .canonical import ROWS, build_rows, present_mask
+from .records import MAX_STEP as _MAX_STEP
+from .records import canonical_row as _canonical
+from .records import json_type as _json_type
+from .records import rows_table
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 APPENDABLE = True  # a file that grew is read from where the last read stopped
 ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES
 
-_STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
-# Fields a line may hold as something else than a list (a per-sample ``advantages`` number, say): such
-# a value is not the field, and a number there is an extra as before.
-_LENIENT = frozenset((*F.LOGGED_TOKEN_FIELDS, F.TOKEN_IDS, F.LOSS_MASK))
-_MAX_STEP = 2**62
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
 _MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
 _UNSET = msgspec.UNSET
@@ -139,7 +137,8 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
                 records.append(got)
                 kept.append(index)
         if records:
-            tables.append(_slow_table(records, np.asarray(kept, np.int64), first_line, base_offset, starts, lengths))
+            kept = np.asarray(kept, np.int64)
+            tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept]))
     if not tables:
         table = ROWS.empty_table()
     elif len(tables) == 1:
@@ -481,83 +480,6 @@ def _slow_row(raw: bytes, resolver: KeyResolver) -> dict | str:
         return "a value is nested too deeply"
 
 
-def _canonical(obj: dict, resolver: KeyResolver) -> dict | str:
-    sources, taken = resolver.resolve(obj.keys())
-
-    def get(name):
-        key = sources.get(name)
-        return None if key is None else obj[key]
-
-    step = get(F.STEP)
-    if step is None:
-        return f"missing {resolver.source_of(F.STEP)}"
-    if type(step) is not int:
-        if not _is_number(step) or not float(step).is_integer():
-            return f"'step' must be an integer, got {_short(step)}"
-        step = int(step)
-    if abs(step) > _MAX_STEP:
-        return f"'step' out of range: {_short(step)}"
-    reward = get(F.REWARD)
-    if reward is None:
-        return f"missing {resolver.source_of(F.REWARD)}"
-    if not _is_number(reward):
-        return f"'reward' must be a number, got {_short(reward)}"
-    row = {F.STEP: step, F.REWARD: _to_float(reward)}
-    for name in F.SCALAR_FIELDS:
-        value = get(name)
-        row[name] = _to_float(value) if _is_number(value) else None
-    for name in F.TEXT_FIELDS:
-        value = get(name)
-        row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
-    lenient = {}  # a lenient field's key whose value is no list: an extra when it is a number
-    for name in F.TOKEN_FIELDS:
-        values = get(name)
-        if values is None:
-            row[name] = None
-            continue
-        if type(values) is not list:
-            if name in _LENIENT:
-                row[name] = None
-                lenient[sources[name]] = values
-                continue
-            return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
-        if name in _STRICT:
-            if not all(v is None or _is_number(v) for v in values):
-                return f"'{name}' must be a list of numbers or null"
-        row[name] = [_to_float(v) if _is_number(v) else None for v in values]
-    tokens = get(F.TOKENS)
-    row[F.TOKENS] = ([t if type(t) is str else json.dumps(t, ensure_ascii=False) for t in tokens]
-                     if type(tokens) is list else None)
-    ids = get(F.TOKEN_IDS)
-    if type(ids) is list and all(type(i) is int for i in ids):
-        row[F.TOKEN_IDS] = ids
-    else:  # ids that are not integers are no token ids
-        row[F.TOKEN_IDS] = None
-        if ids is not None:
-            lenient[sources[F.TOKEN_IDS]] = ids
-    mask = get(F.LOSS_MASK)
-    if type(mask) is list and all(v is None or type(v) is bool or _is_number(v) for v in mask):
-        row[F.LOSS_MASK] = mask
-    else:
-        row[F.LOSS_MASK] = None
-        if mask is not None:
-            lenient[sources[F.LOSS_MASK]] = mask
-    row["extras"] = {key: _to_float(value) for key, value in obj.items()
-                     if (key not in taken or key in lenient) and is_extra_value(value)}
-    return row
-
-
-def _slow_table(records: list[dict], lines: np.ndarray, first_line: int, base_offset: int, starts: np.ndarray,
-                lengths: np.ndarray) -> pa.Table:
-    columns = {name: [r[name] for r in records] for name in F.CANONICAL}
-    columns[F.LINE] = first_line + lines
-    columns["offset"] = base_offset + starts[lines]
-    columns["length"] = lengths[lines]
-    names = sorted({key for r in records for key in r["extras"]})
-    extras = {name: [r["extras"].get(name) for r in records] for name in names}
-    return build_rows(columns, extras)
-
-
 def parse_line(raw: bytes) -> dict | str:
     """One line as a dict, or the reason it is not a JSON object. Text that is not valid Unicode
     (a lone surrogate escape) has the offending characters replaced by U+FFFD."""
@@ -614,30 +536,6 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     if isinstance(obj, str):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     return obj
-
-
-def _to_float(value) -> float:
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond float range
-        return float("inf") if value > 0 else float("-inf")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _json_type(value) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number")
-
-
-def _short(value) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _json_error(text: str) -> str:
