@@ -223,8 +223,9 @@ def holds_run(folder: Path) -> bool:
 
 
 from . import layout  # noqa: E402
-from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
+# the registry needs the modules above defined first
+from . import jsonl, nemo_rl, parquet, prime_rl_tokens  # noqa: E402
 
 #: Every reader, in detection order: formats recognised by their layout or content first, then the
 #: flat folders of lines or tables.
-READERS = (jsonl, parquet)
+READERS = (prime_rl_tokens, nemo_rl, jsonl, parquet)

@@ -80,7 +80,7 @@ class ParsedBlock:
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
-                options: ReadOptions = ReadOptions(), fast: bool = True) -> ParsedBlock:
+                options: ReadOptions = ReadOptions(), fast: bool = True, reward_required: bool = True) -> ParsedBlock:
     """Read the complete lines of ``data`` (up to its last newline) into canonical rows.
 
     Args:
@@ -88,6 +88,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
         first_line: the number of the first line.
         options: the user's field mapping (which source keys feed which field) and the line limit.
         fast: False reads every line by the slow path (what a refused line gets), for checks.
+        reward_required: False for a format that logs no reward: a line without one is a sample
+            without a reward, not an error.
     """
     end = data.rfind(b"\n") + 1
     data = memoryview(data)[:end]  # the complete lines, not copied
@@ -103,7 +105,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     enabled = gc.isenabled()
     gc.disable()  # decoded lines make no reference cycles; collecting while reading only costs time
     try:
-        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options)
+        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                             reward_required)
     finally:
         if enabled:
             gc.enable()
@@ -114,7 +117,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     return parsed
 
 
-def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options) -> ParsedBlock:
+def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                reward_required=True) -> ParsedBlock:
     if shape is None:
         objs, fast, slow, version = [], [], list(lines), None
     else:
@@ -122,7 +126,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     tables, errors = [], []
     if fast:
         table, refused = shape.rows(version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
-                                    lengths)
+                                    lengths, reward_required)
         tables.append(table)
         slow = sorted([*slow, *(fast[i] for i in refused)])
     if slow:
@@ -130,7 +134,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         records, kept = [], []
         for index in slow:
             raw = bytes(data[starts[index]:ends[index]])
-            got = _slow_row(raw, resolver)
+            got = _slow_row(raw, resolver, reward_required)
             if isinstance(got, str):
                 errors.append((first_line + int(index), got, _step_hint(raw)))
             else:
@@ -313,7 +317,7 @@ class _Shape:
         return [objs[i] for i in order], [fast[i] for i in order], sorted(slow)
 
     def rows(self, version: _Version, objs: list, lines: np.ndarray, first_line: int, base_offset: int,
-             starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Table, list[int]]:
+             starts: np.ndarray, lengths: np.ndarray, reward_required: bool = True) -> tuple[pa.Table, list[int]]:
         """(the canonical rows of decoded lines, positions in ``objs`` the slow path must read)."""
         count = len(objs)
         columns: dict[str, list] = {}
@@ -336,7 +340,8 @@ class _Shape:
             refused |= (steps < -_MAX_STEP) | (steps > _MAX_STEP)
         except (TypeError, OverflowError):  # a missing or huge step: the slow path words it
             refused |= np.fromiter(map(_bad_step, columns[F.STEP]), bool, count)
-        refused |= ~present_mask(columns[F.REWARD])
+        if reward_required:
+            refused |= ~present_mask(columns[F.REWARD])
         for name in F.TEXT_FIELDS:
             column = columns[name]
             kinds = set(map(type, column))
@@ -469,13 +474,13 @@ def _failed_line(message: str, chunk, starts, lines, a: int, b: int) -> int | No
 # -- the slow path: one line at a time ------------------------------------------------------------
 
 
-def _slow_row(raw: bytes, resolver: KeyResolver) -> dict | str:
+def _slow_row(raw: bytes, resolver: KeyResolver, reward_required: bool = True) -> dict | str:
     """One line's canonical values (scalars, texts, lists, tokens, ``extras``), or why it is rejected."""
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
     try:
-        return _canonical(obj, resolver)
+        return _canonical(obj, resolver, reward_required=reward_required)
     except RecursionError:
         return "a value is nested too deeply"
 
