@@ -89,12 +89,14 @@ def kl_column(stat: str, estimator: str) -> str:
 
 
 def describe_samples(ordered: pd.DataFrame, estimator: str = "k3") -> list[str]:
-    """One line per sample for a picker: rank in the table, reward, KL by ``estimator``, length, file:line."""
+    """One line per sample for a picker: rank in the table, reward ("no reward" for a sample of a
+    format that logs none), KL by ``estimator``, length, file:line."""
     out = []
-    for rank, (reward, kl, length, source) in enumerate(zip(
-            ordered[F.REWARD], ordered[f"{KL_PREFIX[estimator]}_mean"], ordered["response_len"], ordered["source"]),
-            start=1):
-        parts = [f"#{rank}", f"reward {reward:.4g}"]
+    rewarded = _rewarded(ordered)
+    for rank, (reward, has, kl, length, source) in enumerate(zip(
+            ordered[F.REWARD], rewarded, ordered[f"{KL_PREFIX[estimator]}_mean"], ordered["response_len"],
+            ordered["source"]), start=1):
+        parts = [f"#{rank}", f"reward {reward:.4g}" if has else "no reward"]
         if kl == kl:  # not NaN
             parts.append(f"KL {estimator} {kl:.4g}")
         if length >= 0:

@@ -50,7 +50,8 @@ def resolve_tokenizer(path: Path | str) -> Path:
 def find_tokenizer(run_dir: Path | str) -> Path | None:
     """The ``tokenizer.json`` next to a run: in the run folder, its parent or its grandparent, the
     nearest first; in each, the folder's own file, else that of its first subfolder (by name) that
-    holds one. Folders outside the allowed ones are never looked in. None when there is none."""
+    holds one and is no run itself (a model folder, not another run's folder). Folders outside the
+    allowed ones are never looked in. None when there is none."""
     roots = allowed_roots()
     try:
         folder = usable_path(run_dir).resolve()
@@ -76,9 +77,11 @@ def _tokenizer_in(folder: Path, roots) -> Path | None:
         subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return None
+    from .readers import holds_run
+
     for sub in subfolders:
         candidate = sub / TOKENIZER_FILE
-        if candidate.is_file() and (roots is None or is_allowed(candidate, roots)):
+        if candidate.is_file() and (roots is None or is_allowed(candidate, roots)) and not holds_run(sub):
             return candidate
     return None
 

@@ -188,3 +188,36 @@ def test_a_line_still_being_written_waits_and_a_broken_line_costs_only_itself(ex
     path.write_bytes(b"".join(lines) + b"{not json\n" + lines[0][:50])
     rows, errors, count = prime_rl_tokens.read_table(path)
     assert rows.num_rows == len(lines) and [e[0] for e in errors] == [len(lines) + 1] and count == len(lines) + 1
+
+
+def test_the_page_opens_a_token_export_decoded_dimmed_and_without_reward_views(export_run, tmp_path):
+    """In the real Streamlit runtime: the run loads, the batch says no reward is logged, the token text
+    dims the untrained positions; without a tokenizer the page says how to give one, and the sidebar's
+    Tokenizer box gives it."""
+    from streamlit.testing.v1 import AppTest
+
+    from rl_board.views import keys
+    from rl_board.views.batch import NO_REWARD
+
+    out, tokenizer_path = export_run
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(out.parent)).run()
+    at.sidebar.selectbox(key=keys.RUN).select("run").run()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    assert NO_REWARD in [info.value for info in at.info]
+    body = at.get("html")[0].proto.body
+    assert "rlb-untrained" in body and "44" in body  # " 44" decoded, trained
+    moved = tmp_path / "far" / "away"
+    moved.parent.mkdir()
+    tokenizer_path.parent.rename(moved)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(out.parent)).run()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception and NO_TOKENIZER in [info.value for info in at.info]
+    assert "#" in at.get("html")[0].proto.body
+    at.sidebar.text_input(key=keys.TOKENIZER).input(str(tmp_path / "far")).run()  # no tokenizer.json there
+    assert not at.exception and any("Can't use this tokenizer" in e.value for e in at.error)
+    at.sidebar.text_input(key=keys.TOKENIZER).input(str(moved)).run()
+    assert not at.exception and not at.error and NO_TOKENIZER not in [info.value for info in at.info]
+    assert "rlb-untrained" in at.get("html")[0].proto.body
