@@ -21,7 +21,7 @@ from .access import RootError
 # starts its parsing workers first, so their start overlaps this process's own imports.
 READS_A_RUN = ("summary", "search", "findings")
 
-FORMATS = ("board", "verl", "trl")
+FORMATS = ("board", "verl", "trl", "prime-rl-tokens")
 # Every server setting ``serve`` needs, passed on the command line so they hold whatever folder it
 # is started from (Streamlit reads .streamlit/config.toml only from the working folder; the
 # repository's copy says the same for ``streamlit run app.py``).
@@ -114,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("out", type=Path)
     generate.add_argument("--format", choices=FORMATS, default=None,
                           help="write one small run in this trainer's shape (board: OpenRLHF-style ranks, "
-                               "verl: {step}.jsonl dumps, trl: completions_*.parquet)")
+                               "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl-tokens: "
+                               "token_exports/step_N/rank_R.jsonl with its tokenizer.json)")
     generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
@@ -328,9 +329,12 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
-    from .demo import write_demo_samples, write_ppo_demo, write_train_run, write_trl_run, write_verl_run
+    from .demo import (write_demo_samples, write_ppo_demo, write_prime_rl_tokens_run, write_train_run, write_trl_run,
+                       write_verl_run)
 
-    if args.format == "verl":
+    if args.format == "prime-rl-tokens":
+        write_prime_rl_tokens_run(args.out)
+    elif args.format == "verl":
         write_verl_run(args.out)
     elif args.format == "trl":
         write_trl_run(args.out)
