@@ -194,13 +194,15 @@ class _Ids:
 class _Tokens:
     """Each sample's tokens, flat: its ``response_tokens``, else its ``token_ids`` (``_Ids.used``)
     as token strings (``tokenizer.decode_ids``). ``lengths`` (-1 where none), ``ids`` (int64, one
-    per token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``."""
+    per token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``; ``raw``
+    (int64, one per token): the token id for a sample whose tokens are ids, else -1."""
 
     def __init__(self, column: pa.ChunkedArray, token_ids: "_Ids | None" = None, tokenizer=None):
         array, self.lengths = _list_column(column)
         flat = array.flatten()
         self.vocabulary = flat.dictionary.to_pylist() if len(flat) else []
         self.ids = flat.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(flat) else np.zeros(0, np.int64)
+        self.raw = np.full(len(self.ids), -1, np.int64)
         if token_ids is not None and token_ids.used.any():
             self._add_ids(token_ids, tokenizer)
         if len(set(self.vocabulary)) != len(self.vocabulary):  # a dictionary may repeat a string
@@ -210,6 +212,11 @@ class _Tokens:
             self.vocabulary = list(index)
         self.owner, self.position = _owners(self.lengths)
 
+    def gram_ids(self) -> np.ndarray:
+        """One id per token for counting 4-grams: the token id itself where the tokens are ids (two
+        ids that decode alike are still two tokens), else the string's id; int64."""
+        return np.where(self.raw >= 0, self.raw + len(self.vocabulary), self.ids)
+
     def _add_ids(self, token_ids: "_Ids", tokenizer) -> None:
         """Take the decoded ids of the samples whose tokens are their ids (each distinct id decoded once)."""
         owner, _ = _owners(token_ids.lengths)
@@ -217,8 +224,10 @@ class _Tokens:
         strings, where = decode_ids(tokenizer, token_ids.values[taken])
         own, _ = _owners(self.lengths)
         ids = np.concatenate([self.ids, where.astype(np.int64) + len(self.vocabulary)])
+        raw = np.concatenate([self.raw, token_ids.values[taken]])
         owners = np.concatenate([own, owner[taken]])
-        self.ids = ids[np.argsort(owners, kind="stable")]  # each part's owners ascend: merge them
+        order = np.argsort(owners, kind="stable")  # each part's owners ascend: merge them
+        self.ids, self.raw = ids[order], raw[order]
         self.vocabulary = self.vocabulary + strings
         self.lengths = np.where(token_ids.used, token_ids.lengths, self.lengths)
 
@@ -374,11 +383,12 @@ class _TextWords:
 
 def _repeat_4gram(tokens: _Tokens, counted: _Counted, words: _TextWords) -> pa.Array:
     """The 4-gram repetition of each sample, 1 - distinct / total over its 4-grams (NaN with fewer
-    than 4): of its counted tokens (in order, skipping positions not counted) when it has tokens,
-    else of its response's words (pads removed); null with neither."""
+    than 4): of its counted tokens (in order, skipping positions not counted; token ids for a sample
+    whose tokens are ids) when it has tokens, else of its response's words (pads removed); null with
+    neither."""
     count = len(counted.count)
     keep = counted.at(tokens.owner, tokens.position)
-    out = _distinct_4gram_share(tokens.ids[keep], tokens.owner[keep], count)
+    out = _distinct_4gram_share(tokens.gram_ids()[keep], tokens.owner[keep], count)
     if len(words.rows):
         out[words.rows] = _distinct_4gram_share(words.ids, words.owner, count)[words.rows]
     mask = tokens.lengths < 0

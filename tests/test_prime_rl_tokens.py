@@ -89,7 +89,7 @@ def _independent(out: Path, tokenizer_path: Path) -> dict[int, dict]:
             if k3:
                 mismatch.append(sum(k3) / len(k3))
             entropy.append(sum(line["entropy"][i] for i in trained) / len(trained))
-            tokens = [tok.decode([line["token_ids"][i]], skip_special_tokens=False) for i in trained]
+            tokens = [line["token_ids"][i] for i in trained]  # a token is its id
             grams = [tuple(tokens[i:i + 4]) for i in range(len(tokens) - 3)]
             if grams:
                 repeats.append(1 - len(set(grams)) / len(grams))
