@@ -33,6 +33,14 @@ LOSS_MASK = "loss_mask"
 #: Every canonical name a source field can be mapped to.
 CANONICAL = (STEP, *REWARD_FIELDS, *TEXT_FIELDS, *TOKEN_FIELDS, TOKENS, TOKEN_IDS, LOSS_MASK)
 
+#: Optional conversation of an agent sample: an ordered list of turns, each {role, content, reasoning,
+#: tool_calls [{id, name, arguments}], tool_call_id, trainable} (see ``readers.turns``). Readers of
+#: agent formats fill it; it is not a field mapping target.
+MESSAGES = "messages"
+#: Extras derived from ``messages`` (``derive``): the assistant turns, and the tool calls of all of them.
+NUM_TURNS = "num_turns"
+NUM_TOOL_CALLS = "num_tool_calls"
+
 #: canonical name <- the source keys used, the first present, when the canonical key is absent
 #: (verl's dumps, prime-rl's token exports, NeMo-RL's step files and others).
 ALIASES: dict[str, tuple[str, ...]] = {

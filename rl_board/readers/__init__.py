@@ -161,7 +161,7 @@ class KeyResolver:
         sources = {}
         for name in F.CANONICAL:
             for key in candidate_keys(name, self.mapped, self.aliases):
-                if key in present:
+                if key in present or is_path(key) and key.split(".", 1)[0] in present:
                     sources[name] = key
                     break
         taken = frozenset(F.CANONICAL) | frozenset(sources.values())
@@ -177,12 +177,43 @@ class KeyResolver:
         return " or ".join(f"'{key}'" for key in (name, *self.aliases.get(name, ())))
 
 
+MISSING = object()  # ``value_at`` found nothing at the path
+
+
+def is_path(source: str) -> bool:
+    """Whether a mapped source names a nested value (``run.work.step``): it has a dot."""
+    return "." in source
+
+
+def value_at(obj, source: str, default=None):
+    """``obj[source]`` when ``obj`` has that key, else the value at the dot-separated path ``source``
+    (dict keys, and list indices as integers: ``traces.0.rewards.correct.score``), else ``default``."""
+    if isinstance(obj, dict) and source in obj:
+        return obj[source]
+    value = obj
+    for part in source.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return default
+    return value
+
+
 def canonical_record(obj: dict, fields: tuple[tuple[str, str], ...] = (),
                      aliases: dict | None = None) -> tuple[dict, dict]:
-    """One source record as (canonical name -> value, every other field -> value)."""
+    """One source record as (canonical name -> value, every other field -> value). A record's
+    ``messages`` (a list of chat messages) is canonical too, as ``turns.turns`` makes them."""
+    from .turns import turns
+
     sources, taken = KeyResolver(fields, aliases).resolve(obj.keys())
-    return ({name: obj[key] for name, key in sources.items()},
-            {key: value for key, value in obj.items() if key not in taken})
+    canonical = {name: value for name, key in sources.items()
+                 if (value := value_at(obj, key, MISSING)) is not MISSING}
+    others = {key: value for key, value in obj.items() if key not in taken}
+    if isinstance(others.get(F.MESSAGES), list):
+        canonical[F.MESSAGES] = turns(others.pop(F.MESSAGES))
+    return canonical, others
 
 
 def is_extra_value(value) -> bool:
@@ -225,7 +256,9 @@ def holds_run(folder: Path) -> bool:
 from . import layout  # noqa: E402
 # the registry needs the modules above defined first
 from . import jsonl, nemo_rl, parquet, prime_rl_tokens  # noqa: E402
+from . import art, prime_rl, rllm, trackio, verifiers_v0  # noqa: E402
 
 #: Every reader, in detection order: formats recognised by their layout or content first, then the
-#: flat folders of lines or tables.
-READERS = (prime_rl_tokens, nemo_rl, jsonl, parquet)
+#: flat folders of lines or tables. prime-rl's episodes come before its token exports: an output
+#: folder holding both opens as episodes, and its token_exports/ folder as the token export.
+READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)

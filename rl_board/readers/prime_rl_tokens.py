@@ -15,7 +15,8 @@ trained positions. No reward and no text are logged: a sample has no reward, its
 tokens are its ``token_ids`` decoded with the run's tokenizer, and its prompt and
 response are decoded from them (``derive``). ``inference_logprobs`` is the sampler's
 (-> ``rollout_logprobs``), ``trainer_logprobs`` the trainer's (-> ``logprobs``); both
-are aliases of ``fields.ALIASES``. The run folder is ``OUT``. A file is read whole
+are aliases of ``fields.ALIASES``. The run folder is ``OUT``, or ``OUT/token_exports`` (when ``OUT``
+also holds prime-rl's episodes, ``rollouts/``, it opens as those). A file is read whole
 (with the JSON-lines reader's decoder), block by block; a last line without its
 newline is read when it is a whole JSON object, else left for the next read.
 """
@@ -34,7 +35,7 @@ NAME = "prime-rl-tokens"
 SUFFIX = ".jsonl"
 APPENDABLE = False  # read whole: a file is appended to while its step runs, then left alone
 ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES (inference_logprobs, trainer_logprobs)
-GLOBS = ("token_exports/step_*/rank_*.jsonl",)
+GLOBS = ("token_exports/step_*/rank_*.jsonl", "step_*/rank_*.jsonl")  # the output folder, or its token_exports/
 #: Bookkeeping numbers of each line: where the sequence sat in the trainer's batch, not extras.
 BOOKKEEPING = ("schema_version", "rank", "micro_step", "micro_sequence_idx", "export_sequence_idx")
 BLOCK_BYTES = 4 << 20  # bytes decoded at once (a longer line is one block of its own)
