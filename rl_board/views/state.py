@@ -62,7 +62,7 @@ def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | Non
 def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
     """Delete the cache of the loaded run; the next read parses its files again."""
     get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
-                            st.session_state.get(keys.SPLIT), settings.tokenizer)
+               st.session_state.get(keys.SPLIT), settings.tokenizer).clear_cache()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
