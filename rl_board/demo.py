@@ -312,6 +312,106 @@ def _write_trainer_state(path: Path, steps: int, rng: np.random.Generator) -> Pa
     return path
 
 
+_TOOL_RESULTS = ("sunny, 21 degrees", "rain, 12 degrees", "the sum is {s}")
+
+
+def write_tokenizer(path: Path) -> Path:
+    """Train a small byte-level BPE tokenizer on the demo's words and prompts with the ``tokenizers``
+    library (no download; the same bytes every time) and save it as ``path`` (a tokenizer.json)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=512, show_progress=False,
+                                  special_tokens=[PAD_TOKEN, "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [" ".join(_WORDS), *(p.format(a=17, b=25) for p in _PROMPTS), "".join(_HACK).replace("▁", " "),
+              "user assistant tool weather: " + " ".join(r.format(s=42) for r in _TOOL_RESULTS)]
+    tokenizer.train_from_iterator(corpus, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(path))
+    return path
+
+
+def write_prime_rl_tokens_run(out: Path, steps: int = 10, ranks: int = 2, samples_per_rank: int = 6,
+                              seed: int = 5) -> list[Path]:
+    """A prime-rl token export (``trainer.enable_token_export``) with its tokenizer: ``out/tokenizer.json``
+    and ``out/token_exports/step_{N}/rank_{R}.jsonl`` (+ ``STABLE``), one line per sequence as prime-rl's
+    ``TokenExporter`` writes it (float32 values, non-finite ones as null, no reward, no text). A third of
+    the samples call a tool: its result sits between two trained turns, untrained. Entropy falls, the
+    sampler drifts from the trainer and a repeated phrase spreads as training goes on."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(write_tokenizer(out / "tokenizer.json")))
+    vocab = tokenizer.get_vocab_size()
+    rng = np.random.default_rng(seed)
+    paths = [out / "tokenizer.json"]
+
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text).ids
+
+    def f32(values) -> list:
+        return [None if not math.isfinite(v) else v for v in np.asarray(values, np.float32).tolist()]
+
+    for step in range(1, steps + 1):
+        progress = (step - 1) / max(steps - 1, 1)
+        folder = out / "token_exports" / f"step_{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for rank in range(ranks):
+            lines = []
+            for index in range(samples_per_rank):
+                a, b = (int(x) for x in rng.integers(1, 100, size=2))
+                prompt = _PROMPTS[int(rng.integers(0, len(_PROMPTS)))].format(a=a, b=b)
+                turns = [(f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n", False)]
+                hack = rng.random() < 0.4 * progress
+                words = " ".join(t.lstrip("▁") for t in (_HACK * 3 if hack else _tokens(rng, int(rng.integers(6, 18)))))
+                if index % 3 == 2:  # a tool call, its result (context, not trained), then the answer
+                    result = _TOOL_RESULTS[int(rng.integers(0, 3))].format(s=a + b)
+                    turns += [("weather tool<|im_end|>\n", True),
+                              (f"<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n", False)]
+                turns.append((words + "<|im_end|>", True))
+                ids, mask = [], []
+                for text, trained in turns:
+                    got = encode(text)
+                    ids += got
+                    mask += [trained] * len(got)
+                n = len(ids)
+                trained = np.array(mask)
+                trainer = -np.abs(rng.normal(0.0, 0.7 * (1.0 - 0.5 * progress), n)) - 0.01
+                trainer[0] = math.log(1.0 / vocab)  # the trainer shifts its log-probs right, padding the first
+                inference = np.where(trained, trainer + rng.normal(0.0, 0.01 + 0.06 * progress, n), 0.0)
+                if rng.random() < 0.2:
+                    inference[int(rng.integers(0, n))] = np.nan  # written as null
+                entropy = np.abs(rng.normal(1.4 * (1.0 - 0.6 * progress), 0.3, n))
+                entropy[0] = math.log(vocab)
+                advantage = float(np.round(rng.normal(0.0, 1.0), 4))
+                advantages = np.where(trained, advantage, 0.0)
+                t32, i32 = np.float32(trainer), np.float32(inference)
+                with np.errstate(invalid="ignore"):
+                    log_ratio = t32 - i32
+                    ratio = np.exp(log_ratio)
+                    mismatch = ratio - log_ratio - 1
+                lines.append({
+                    "schema_version": 1, "step": step, "rank": rank, "micro_step": index // 2,
+                    "micro_sequence_idx": index % 2, "export_sequence_idx": index,
+                    "env_name": "tools" if index % 3 == 2 else "math",
+                    "token_ids": ids, "position_ids": list(range(n)), "loss_mask": [bool(m) for m in mask],
+                    "advantages": f32(advantages), "inference_logprobs": f32(i32), "trainer_logprobs": f32(t32),
+                    "entropy": f32(entropy), "mismatch_kl": f32(mismatch), "log_importance_ratio": f32(log_ratio),
+                    "importance_ratio": f32(ratio), "prob_delta": f32(np.exp(t32) - np.exp(i32)),
+                    "is_masked": [False] * n, "is_masked_high": [False] * n, "is_masked_low": [False] * n,
+                    "rl_weights": [None] * n, "ce_weights": [None] * n, "ref_kl_weights": [None] * n,
+                })
+            path = folder / f"rank_{rank}.jsonl"
+            path.write_text("".join(json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n"
+                                    for line in lines))
+            paths.append(path)
+        (folder / "STABLE").touch()
+        paths.append(folder / "STABLE")
+    return paths
+
+
 def _agent_rollout(rng: np.random.Generator, skill: float) -> dict:
     """One tool-using rollout of a calculator agent: (turns as chat messages with ``sampled``,
     reward components {name: (score, weight)})."""
@@ -440,9 +540,11 @@ def write_ppo_demo(out: Path) -> list[Path]:
 
 
 def write_demo_samples(root: Path) -> None:
-    """Write the bundled ``rollout_samples/``: a PPO run, an eval run, a verl dump and TRL completions."""
+    """Write the bundled ``rollout_samples/``: a PPO run, an eval run, a verl dump, TRL completions, a
+    prime-rl agent run and a prime-rl token export with its tokenizer."""
     write_ppo_demo(root / "ppo_demo")
     write_eval_run(root / "eval_demo")
     write_verl_run(root / "verl_grpo_demo")
     write_trl_run(root / "trl_grpo_demo")
     write_prime_rl_run(root / "prime_rl_agent_demo")
+    write_prime_rl_tokens_run(root / "prime_rl_tokens_demo")

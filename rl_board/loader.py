@@ -13,6 +13,7 @@ snapshot the views draw from.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -29,11 +30,17 @@ from .derive import SCHEMA, TURN_COLUMNS
 from .run import LoadReport, Run
 from .segments import SegmentStore
 from .tables import compute_step_stats
+from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
                        natural_key)
 
 __all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "Run", "LoadReport", "RunSource", "SourceChanged",
-           "list_runs", "list_run_files", "load_run"]
+           "TokenizerError", "list_runs", "list_run_files", "load_run"]
+
+#: What the page and the commands say when a run's token ids can't be decoded.
+NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
+                "the model folder holding one) in the run folder or up to two folders above it, or give it: the "
+                "sidebar's Tokenizer box, or --tokenizer PATH on the command line.")
 
 Progress = Callable[[int, int], None]
 
@@ -54,16 +61,22 @@ class RunSource:
         eos_token: positions after its first occurrence are not counted; it is.
         split: the split to read, for a format that has them (``readers.layout``); None: the
             format's default split when the run has it, else the first.
+        tokenizer: the tokenizer that decodes token ids (a ``tokenizer.json`` or a folder holding one);
+            None: the one found next to the run (``tokenizer.find_tokenizer``), if any. A given one
+            that can't be used raises ``TokenizerError`` (or ``RootError``) on refresh.
     """
 
     def __init__(self, run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
                  cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
-                 eos_token: str | None = None, split: str | None = None):
+                 eos_token: str | None = None, split: str | None = None, tokenizer: Path | str | None = None):
         self.run_dir = Path(run_dir)
         self.wanted_split = split or None
         self.split: str | None = None  # the split read (chosen when the format is detected)
         self.splits: tuple[str, ...] = ()
         self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes())
+        self._tokenizer_given = str(tokenizer) if tokenizer else None
+        self._tokenizer_notes: list[str] = []
+        self._tokenizer_chosen = False
         self.max_per_step = max_per_step
         self._cache_root = cache_root
         self.reader = None
@@ -90,6 +103,8 @@ class RunSource:
     def _use_reader(self) -> None:
         """Detect the run's format (again while no file was read: the folder may have been empty)."""
         check_allowed(self.run_dir)
+        if not self._tokenizer_chosen:
+            self._choose_tokenizer()
         reader = detect(self.run_dir)
         if reader is self.reader:
             return
@@ -103,9 +118,31 @@ class RunSource:
                          ) if use_cache else None
         self._store = SegmentStore(cache, self._notes)
 
+    def _choose_tokenizer(self) -> None:
+        """Put the given tokenizer, else the one found next to the run, in the read options."""
+        if self._tokenizer_given is not None:
+            path = resolve_tokenizer(self._tokenizer_given)
+            load_tokenizer(str(path))  # a file that is no tokenizer: TokenizerError now, not per block
+        else:
+            path = find_tokenizer(self.run_dir)
+            if path is not None:
+                try:
+                    load_tokenizer(str(path))
+                except TokenizerError as exc:
+                    self._tokenizer_notes = [f"{exc}: token ids are shown as #ID."]
+                    path = None
+        self.options = replace(self.options, tokenizer=str(path) if path is not None else None)
+        self._tokenizer_chosen = True
+
+    @property
+    def tokenizer(self) -> str | None:
+        """The tokenizer file the run's token ids are decoded with, once chosen (see ``__init__``)."""
+        return self.options.tokenizer
+
     def _cache_key(self) -> str:
         split = f":split={self.split}" if self.split is not None else ""
-        return f"{self.reader.NAME}{split}:{self.options.to_json()}"
+        key = f"{self.reader.NAME}{split}:{self.options.to_json()}"
+        return key + f":{stamp(self.options.tokenizer)}" if self.options.tokenizer else key
 
     def refresh(self, progress: Progress | None = None) -> Run:
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
@@ -216,6 +253,9 @@ class RunSource:
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
         failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
+        if "from_ids" in samples and samples["from_ids"].any():
+            notes = [*notes, *self._tokenizer_notes,
+                     f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
         notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
@@ -247,6 +287,7 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
              cache_root: Path | None | bool = None, progress: Progress | None = None,
              fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
-             split: str | None = None) -> Run:
+             split: str | None = None, tokenizer: Path | str | None = None) -> Run:
     """Read a run folder once and return it (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split).refresh(progress)
+    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split,
+                     tokenizer).refresh(progress)

@@ -249,8 +249,12 @@ class Run:
         return out
 
     def sample_tokens(self, label) -> SampleTokens:
-        """One sample's token lists (``label`` in ``samples``), read again from its source."""
-        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token)
+        """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
+        decoded with the run's tokenizer."""
+        from .tokenizer import load_tokenizer
+
+        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
+                                     load_tokenizer(self.options.tokenizer))
 
 
 def _take_chunks(column: pa.ChunkedArray, rows: np.ndarray):

@@ -467,3 +467,36 @@ def test_turn_view_shows_a_tool_result_that_looks_like_html_as_text(server, tmp_
         time.sleep(1)  # a dialog, if any, would open right away
         assert dialogs == []
         page.screenshot(path=str(OUTPUT / "turn_view.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_token_export_shows_decoded_tokens_with_untrained_positions_dimmed(server):
+    """In Chromium: a prime-rl token export opened by a link draws its tokens decoded with the tokenizer
+    beside it, the untrained positions (prompt, tool result) faint and uncoloured, the trained ones coloured."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect
+    from tokenizers import Tokenizer
+
+    demo = REPO / "rollout_samples" / "prime_rl_tokens_demo"
+    name = "token_exports/step_10/rank_0.jsonl"
+    line = json.loads((demo / name).read_text().splitlines()[2])  # the third sequence calls a tool
+    tok = Tokenizer.from_file(str(demo / "tokenizer.json"))
+    untrained = line["loss_mask"].count(False)
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "prime_rl_tokens_demo", "step": 10,
+                       "sample": f"{name}:3"})
+    with _page(f"{server}/?{query}", 1500, 2400) as page:
+        spans = page.locator(".rlb-token-text .rlb-tok")
+        expect(spans).to_have_count(len(line["token_ids"]), timeout=60_000)
+        faint = page.locator(".rlb-token-text .rlb-untrained")
+        expect(faint).to_have_count(untrained)
+        assert faint.first.evaluate("e => getComputedStyle(e).opacity") == "0.35"
+        assert faint.first.evaluate("e => getComputedStyle(e).backgroundColor") == "rgba(0, 0, 0, 0)"
+        first_trained = line["loss_mask"].index(True)
+        trained = spans.nth(first_trained)
+        assert trained.evaluate("e => getComputedStyle(e).opacity") == "1"
+        assert trained.evaluate("e => getComputedStyle(e).backgroundColor") != "rgba(0, 0, 0, 0)"
+        texts = spans.evaluate_all("els => els.map(e => e.textContent)")
+        want = [tok.decode([i], skip_special_tokens=False) for i in line["token_ids"]]
+        assert texts == [t.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n") for t in want]
+        assert page.get_by_test_id("stException").count() == 0

@@ -66,22 +66,25 @@ class ReadOptions:
     fields: ``(canonical, source)`` pairs from the user's field mapping.
     eos_token: positions after its first occurrence are not counted; it is (see ``metrics``).
     max_line: bytes; a longer line is rejected (named, not read).
+    tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
+        are shown as ``#ID`` (see ``rl_board.tokenizer``).
     """
 
     pad_token: str | None = None
     fields: tuple[tuple[str, str], ...] = ()
     eos_token: str | None = None
     max_line: int = DEFAULT_MAX_LINE
+    tokenizer: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
-                           "eos_token": self.eos_token, "max_line": self.max_line})
+                           "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer})
 
     @classmethod
     def from_json(cls, text: str) -> "ReadOptions":
         raw = json.loads(text)
         return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
-                   raw.get("max_line", DEFAULT_MAX_LINE))
+                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"))
 
 
 def describe_size(size: int) -> str:
@@ -125,12 +128,27 @@ def format_field_mapping(fields: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{c}={s}" for c, s in fields)
 
 
+def merged_aliases(aliases: dict | None = None) -> dict[str, tuple[str, ...]]:
+    """``fields.ALIASES`` with a reader's own aliases (canonical name -> a key or a tuple of keys) first."""
+    merged = dict(F.ALIASES)
+    for name, keys in (aliases or {}).items():
+        keys = (keys,) if isinstance(keys, str) else tuple(keys)
+        merged[name] = tuple(dict.fromkeys((*keys, *merged.get(name, ()))))
+    return merged
+
+
+def candidate_keys(name: str, mapped: dict[str, str], aliases: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The source keys that can feed canonical field ``name``, in the order they are tried: the mapped
+    key alone, else the field's own name and then its aliases."""
+    return (mapped[name],) if name in mapped else (name, *aliases.get(name, ()))
+
+
 class KeyResolver:
     """Which source key feeds each canonical field, for one key set (cached: lines of a run share keys)."""
 
-    def __init__(self, fields: tuple[tuple[str, str], ...] = (), aliases: dict[str, str] | None = None):
+    def __init__(self, fields: tuple[tuple[str, str], ...] = (), aliases: dict | None = None):
         self.mapped = dict(fields)
-        self.aliases = {**F.ALIASES, **(aliases or {})}
+        self.aliases = merged_aliases(aliases)
         self._cache: dict[tuple, tuple[dict[str, str], frozenset]] = {}
 
     def resolve(self, keys) -> tuple[dict[str, str], frozenset]:
@@ -142,12 +160,8 @@ class KeyResolver:
         present = set(keys)
         sources = {}
         for name in F.CANONICAL:
-            if name in self.mapped:
-                candidates = (self.mapped[name],)
-            else:
-                candidates = (name, self.aliases.get(name))
-            for key in candidates:
-                if key is not None and (key in present or is_path(key) and key.split(".", 1)[0] in present):
+            for key in candidate_keys(name, self.mapped, self.aliases):
+                if key in present or is_path(key) and key.split(".", 1)[0] in present:
                     sources[name] = key
                     break
         taken = frozenset(F.CANONICAL) | frozenset(sources.values())
@@ -160,8 +174,7 @@ class KeyResolver:
         ``'reward' (mapped from 'my_score')``."""
         if name in self.mapped:
             return f"'{name}' (mapped from '{self.mapped[name]}')"
-        alias = self.aliases.get(name)
-        return f"'{name}'" + (f" or '{alias}'" if alias else "")
+        return " or ".join(f"'{key}'" for key in (name, *self.aliases.get(name, ())))
 
 
 MISSING = object()  # ``value_at`` found nothing at the path
@@ -189,7 +202,7 @@ def value_at(obj, source: str, default=None):
 
 
 def canonical_record(obj: dict, fields: tuple[tuple[str, str], ...] = (),
-                     aliases: dict[str, str] | None = None) -> tuple[dict, dict]:
+                     aliases: dict | None = None) -> tuple[dict, dict]:
     """One source record as (canonical name -> value, every other field -> value). A record's
     ``messages`` (a list of chat messages) is canonical too, as ``turns.turns`` makes them."""
     from .turns import turns
@@ -241,9 +254,11 @@ def holds_run(folder: Path) -> bool:
 
 
 from . import layout  # noqa: E402
-from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
+# the registry needs the modules above defined first
+from . import jsonl, nemo_rl, parquet, prime_rl_tokens  # noqa: E402
 from . import art, prime_rl, rllm, trackio, verifiers_v0  # noqa: E402
 
 #: Every reader, in detection order: formats recognised by their layout or content first, then the
-#: flat folders of lines or tables.
-READERS = (prime_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)
+#: flat folders of lines or tables. prime-rl's episodes come before its token exports: an output
+#: folder holding both opens as episodes, and its token_exports/ folder as the token export.
+READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)

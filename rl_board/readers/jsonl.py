@@ -35,7 +35,8 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, is_path, line_too_long
+from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, is_path, line_too_long,
+               merged_aliases)
 from .canonical import ROWS, build_rows, present_mask
 from .records import MAX_STEP as _MAX_STEP
 from .records import canonical_row as _canonical
@@ -45,7 +46,7 @@ from .records import rows_table
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 APPENDABLE = True  # a file that grew is read from where the last read stopped
-ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
+ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES
 
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
 _MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
@@ -80,7 +81,7 @@ class ParsedBlock:
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
-                options: ReadOptions = ReadOptions(), fast: bool = True) -> ParsedBlock:
+                options: ReadOptions = ReadOptions(), fast: bool = True, reward_required: bool = True) -> ParsedBlock:
     """Read the complete lines of ``data`` (up to its last newline) into canonical rows.
 
     Args:
@@ -88,6 +89,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
         first_line: the number of the first line.
         options: the user's field mapping (which source keys feed which field) and the line limit.
         fast: False reads every line by the slow path (what a refused line gets), for checks.
+        reward_required: False for a format that logs no reward: a line without one is a sample
+            without a reward, not an error.
     """
     end = data.rfind(b"\n") + 1
     data = memoryview(data)[:end]  # the complete lines, not copied
@@ -103,7 +106,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     enabled = gc.isenabled()
     gc.disable()  # decoded lines make no reference cycles; collecting while reading only costs time
     try:
-        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options)
+        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                             reward_required)
     finally:
         if enabled:
             gc.enable()
@@ -114,7 +118,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     return parsed
 
 
-def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options) -> ParsedBlock:
+def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                reward_required=True) -> ParsedBlock:
     if shape is None:
         objs, fast, slow, version = [], [], list(lines), None
     else:
@@ -122,7 +127,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     tables, errors = [], []
     if fast:
         table, refused = shape.rows(version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
-                                    lengths)
+                                    lengths, reward_required)
         tables.append(table)
         slow = sorted([*slow, *(fast[i] for i in refused)])
     if slow:
@@ -130,7 +135,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         records, kept = [], []
         for index in slow:
             raw = bytes(data[starts[index]:ends[index]])
-            got = _slow_row(raw, resolver)
+            got = _slow_row(raw, resolver, reward_required)
             if isinstance(got, str):
                 errors.append((first_line + int(index), got, _step_hint(raw)))
             else:
@@ -177,10 +182,8 @@ class _Shape:
     strings; every other key seen is ``msgspec.Raw``. Keys are learned as they are met."""
 
     def __init__(self, fields: tuple[tuple[str, str], ...]):
-        mapped = dict(fields)
-        aliases = {**F.ALIASES, **ALIASES}
-        self.candidates = {name: [k for k in ((mapped[name],) if name in mapped else (name, aliases.get(name))) if k]
-                           for name in F.CANONICAL}
+        mapped, aliases = dict(fields), merged_aliases(ALIASES)
+        self.candidates = {name: list(candidate_keys(name, mapped, aliases)) for name in F.CANONICAL}
         feeds: dict[str, set[str]] = {}
         for name, keys in self.candidates.items():
             for key in keys:
@@ -316,26 +319,31 @@ class _Shape:
         return [objs[i] for i in order], [fast[i] for i in order], sorted(slow)
 
     def rows(self, version: _Version, objs: list, lines: np.ndarray, first_line: int, base_offset: int,
-             starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Table, list[int]]:
+             starts: np.ndarray, lengths: np.ndarray, reward_required: bool = True) -> tuple[pa.Table, list[int]]:
         """(the canonical rows of decoded lines, positions in ``objs`` the slow path must read)."""
         count = len(objs)
         columns: dict[str, list] = {}
         refused = np.zeros(count, bool)
         for name, keys in self.candidates.items():
             values = [list(map(attrgetter(version.names[k]), objs)) for k in keys]
-            if len(values) > 1:  # a field and its alias: absent is UNSET, null is None
-                here = [_is_set(col) for col in values]
-                refused |= np.sum(here, axis=0) > 1  # the alias beside its field: the slow path sorts it
-                if here[1].any():
-                    values[0] = values[1] if not here[0].any() else _take(values[0], values[1], here[0])
-                values[0] = _take(values[0], [None] * count, _is_set(values[0]))
+            if len(values) > 1:  # a field and its aliases: absent is UNSET, null is None; the first present wins
+                here = [_is_set(column) for column in values]
+                refused |= np.sum(here, axis=0) > 1  # an alias beside its field: the slow path sorts it
+                chosen, have = values[0], here[0]
+                for column, present in zip(values[1:], here[1:]):
+                    take = present & ~have
+                    if take.any():
+                        chosen = column if not have.any() else _take(column, chosen, take)
+                        have |= take
+                values[0] = _take(chosen, [None] * count, have)
             columns[name] = values[0]
         try:
             steps = np.fromiter(columns[F.STEP], np.int64, count)
             refused |= (steps < -_MAX_STEP) | (steps > _MAX_STEP)
         except (TypeError, OverflowError):  # a missing or huge step: the slow path words it
             refused |= np.fromiter(map(_bad_step, columns[F.STEP]), bool, count)
-        refused |= ~present_mask(columns[F.REWARD])
+        if reward_required:
+            refused |= ~present_mask(columns[F.REWARD])
         for name in F.TEXT_FIELDS:
             column = columns[name]
             kinds = set(map(type, column))
@@ -407,7 +415,8 @@ class _Relearned(Exception):
 
 
 _LIST, _TEXT = list[float] | None, typing.Any
-_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None}
+_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None,
+          "ids": list[int] | None, "mask": list[bool | int | float] | None}
 
 
 def _kind(name: str) -> str:
@@ -419,6 +428,10 @@ def _kind(name: str) -> str:
         return "list"
     if name == F.TOKENS:
         return "tokens"
+    if name == F.TOKEN_IDS:
+        return "ids"
+    if name == F.LOSS_MASK:
+        return "mask"
     return "number"
 
 
@@ -463,13 +476,13 @@ def _failed_line(message: str, chunk, starts, lines, a: int, b: int) -> int | No
 # -- the slow path: one line at a time ------------------------------------------------------------
 
 
-def _slow_row(raw: bytes, resolver: KeyResolver) -> dict | str:
+def _slow_row(raw: bytes, resolver: KeyResolver, reward_required: bool = True) -> dict | str:
     """One line's canonical values (scalars, texts, lists, tokens, ``extras``), or why it is rejected."""
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
     try:
-        return _canonical(obj, resolver)
+        return _canonical(obj, resolver, reward_required=reward_required)
     except RecursionError:
         return "a value is nested too deeply"
 

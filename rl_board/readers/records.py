@@ -19,13 +19,19 @@ from . import KeyResolver, is_extra_value, value_at
 from .canonical import build_rows
 
 STRICT = ("logprobs", "ref_logprobs")  # a record whose list here holds a non-number is rejected
+# Fields a record may hold as something else than a list (a per-sample ``advantages`` number, say): such
+# a value is not the field, and a number there is an extra as before.
+LENIENT = frozenset((*F.LOGGED_TOKEN_FIELDS, F.TOKEN_IDS, F.LOSS_MASK))
 MAX_STEP = 2**62
 
 
-def canonical_row(obj: dict, resolver: KeyResolver, default_step: int | None = None) -> dict | str:
-    """One record's canonical values (scalars, texts, lists, tokens, ``extras``: other numeric or
-    boolean fields), or why it is rejected. ``default_step``: the step of a record without one
-    (a format that keeps it in its file names); None: a record needs its own."""
+def canonical_row(obj: dict, resolver: KeyResolver, default_step: int | None = None,
+                  reward_required: bool = True) -> dict | str:
+    """One record's canonical values (scalars, texts, lists, tokens, token ids, loss mask, ``extras``:
+    other numeric or boolean fields), or why it is rejected. ``default_step``: the step of a record
+    without one (a format that keeps it in its file names); None: a record needs its own.
+    ``reward_required`` False: a record without a reward is a sample without one (a format that
+    logs none), its reward None."""
     sources, taken = resolver.resolve(obj.keys())
 
     def get(name):
@@ -44,23 +50,28 @@ def canonical_row(obj: dict, resolver: KeyResolver, default_step: int | None = N
     if abs(step) > MAX_STEP:
         return f"'step' out of range: {short(step)}"
     reward = get(F.REWARD)
-    if reward is None:
+    if reward is None and reward_required:
         return f"missing {resolver.source_of(F.REWARD)}"
-    if not is_number(reward):
+    if reward is not None and not is_number(reward):
         return f"'reward' must be a number, got {short(reward)}"
-    row = {F.STEP: step, F.REWARD: to_float(reward)}
+    row = {F.STEP: step, F.REWARD: to_float(reward) if reward is not None else None}
     for name in F.SCALAR_FIELDS:
         value = get(name)
         row[name] = to_float(value) if is_number(value) else None
     for name in F.TEXT_FIELDS:
         value = get(name)
         row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
+    lenient = set()  # keys of lenient fields whose value is no list: extras when numbers
     for name in F.TOKEN_FIELDS:
         values = get(name)
         if values is None:
             row[name] = None
             continue
         if type(values) is not list:
+            if name in LENIENT:
+                row[name] = None
+                lenient.add(sources[name])
+                continue
             return f"'{name}' must be a list of numbers or null, got {json_type(values)}"
         if name in STRICT:
             if not all(v is None or is_number(v) for v in values):
@@ -69,8 +80,17 @@ def canonical_row(obj: dict, resolver: KeyResolver, default_step: int | None = N
     tokens = get(F.TOKENS)
     row[F.TOKENS] = ([t if type(t) is str else json.dumps(t, ensure_ascii=False) for t in tokens]
                      if type(tokens) is list else None)
+    ids = get(F.TOKEN_IDS)
+    row[F.TOKEN_IDS] = ids if type(ids) is list and all(type(i) is int for i in ids) else None
+    if ids is not None and row[F.TOKEN_IDS] is None:  # ids that are not integers are no token ids
+        lenient.add(sources[F.TOKEN_IDS])
+    mask = get(F.LOSS_MASK)
+    row[F.LOSS_MASK] = (mask if type(mask) is list and all(v is None or type(v) is bool or is_number(v) for v in mask)
+                        else None)
+    if mask is not None and row[F.LOSS_MASK] is None:
+        lenient.add(sources[F.LOSS_MASK])
     row["extras"] = {key: to_float(value) for key, value in obj.items()
-                     if key not in taken and is_extra_value(value)}
+                     if (key not in taken or key in lenient) and is_extra_value(value)}
     return row
 
 

@@ -25,6 +25,11 @@ def render_step_picker(run: Run) -> int:
     return st.selectbox("Step", steps, key=keys.STEP)
 
 
+#: What the reward views say for samples of a format that logs no reward.
+NO_REWARD = ("No reward is logged for these samples (prime-rl's token exports log none): they are counted and "
+             "shown, and left out of the reward statistics.")
+
+
 def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple, int | None]:
     """Draw the batch of ``step``. Returns its samples in the order the user sorted them, what
     that order is (step, sort key, descending), and the position of the table row clicked, if any."""
@@ -35,7 +40,10 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     descending = right.toggle("Highest first", value=True, key=keys.SORT_DESCENDING)
     ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
 
-    if settings.show_charts:
+    rewarded = "has_reward" not in ordered or bool(ordered["has_reward"].any())
+    if settings.show_charts and not rewarded:
+        st.info(NO_REWARD)
+    if settings.show_charts and rewarded:
         compare = settings.show_comparison and bool(ordered["ref_reward"].notna().any())
         charts = st.columns(3 if compare else 1)
         if compare:

@@ -8,7 +8,7 @@ import streamlit as st
 
 from rl_board import workers
 from rl_board.access import check_roots
-from rl_board.loader import RootError
+from rl_board.loader import RootError, TokenizerError
 from rl_board.text import escape_markdown
 from rl_board import fields as F
 from rl_board.views import (batch, curves, drivers, explore, keys, links, report, sample, sidebar, state, tokens,
@@ -49,6 +49,10 @@ def render_page() -> None:
         run = state.get_run(run_dir, settings, fields, refresh=settings.load)
     except RootError as exc:  # the folder went away since it was picked
         st.error("Can't read this run.")
+        st.text(str(exc))
+        return
+    except TokenizerError as exc:  # the tokenizer typed in the sidebar can't be used
+        st.error("Can't use this tokenizer.")
         st.text(str(exc))
         return
     if settings.auto_refresh_seconds:
@@ -102,7 +106,7 @@ def _step_views(run, settings) -> None:
         prompts.render(run, chosen, settings)
     if settings.show_heatmap and record is not None:
         st.subheader("Tokens")
-        tokens.render(record[0], settings)
+        tokens.render(record[0], settings, run.options.tokenizer)
     links.write(settings.root, run, step, chosen)
 
 

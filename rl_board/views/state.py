@@ -21,9 +21,11 @@ _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
                fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
-               split: str | None = None) -> RunSource:
-    """The reader of one run folder for these load settings (and split)."""
-    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token, split=split)
+               split: str | None = None, tokenizer: str | None = None) -> RunSource:
+    """The reader of one run folder for these load settings (and split; ``tokenizer`` None: the one
+    found near the run)."""
+    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token, split=split,
+                     tokenizer=tokenizer)
 
 
 def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -> Run:
@@ -39,7 +41,8 @@ def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -
 
 
 def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | None) -> Run:
-    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token, split)
+    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token, split,
+                        settings.tokenizer)
     if refresh or source.latest is None:
         bar = st.progress(0.0, text="Reading rollout files…")
         last = [0.0]
@@ -59,7 +62,7 @@ def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | Non
 def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
     """Delete the cache of the loaded run; the next read parses its files again."""
     get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
-               st.session_state.get(keys.SPLIT)).clear_cache()
+               st.session_state.get(keys.SPLIT), settings.tokenizer).clear_cache()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -147,8 +150,8 @@ def get_record(run: Run, label):
 def _run_key(run: Run) -> tuple:
     """A cheap key of one snapshot of a run: where it is, how it was read, and what the load read."""
     options = run.options
-    return (str(run.path), options.pad_token, options.eos_token, options.fields, hash(run.report), id(run),
-            len(run.samples))
+    return (str(run.path), options.pad_token, options.eos_token, options.fields, options.tokenizer, hash(run.report),
+            id(run), len(run.samples))
 
 
 _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
@@ -190,7 +193,7 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
     @st.fragment(run_every=settings.auto_refresh_seconds)
     def _poll() -> None:
         source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
-                            st.session_state.get(keys.SPLIT))
+                            st.session_state.get(keys.SPLIT), settings.tokenizer)
         before = source.latest
         source.refresh()
         if before is None or source.latest.report != before.report:
