@@ -124,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
     tags.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     tags.add_argument("--split", default=None, metavar="NAME",
                       help="the split to read (train, eval, train/all…), for a format that has them")
+    tags.add_argument("--tokenizer", default=None, metavar="PATH",
+                      help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                           "default: one found in the run folder or up to two folders above")
     tags.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
