@@ -2,7 +2,6 @@
 (escaped), and the page's view."""
 
 import html
-import json
 import math
 import random
 import re
@@ -165,7 +164,8 @@ def _blocks(at) -> list[str]:
 
 
 def _words_in(block: str, tag: str) -> set[str]:
-    return {word for part in re.findall(rf"<{tag}[^>]*>(.*?)</{tag}>", block, re.S) for word in html.unescape(part).split()}
+    parts = re.findall(rf"<{tag}[^>]*>(.*?)</{tag}>", block, re.S)
+    return {word for part in parts for word in html.unescape(part).split()}
 
 
 def test_same_prompt_view_across_steps_and_runs(root):

@@ -191,7 +191,8 @@ def test_search_by_tag_in_the_core_and_the_command(run_dir):
     _tag(run, "rank0.jsonl", 3, [], "a note only")
 
     def found(query):
-        return [(run.files[int(f)], int(line)) for f, line in zip(*(compute_matches(run, query)[c] for c in ("file", "line")))]
+        matches = compute_matches(run, query)
+        return [(run.files[int(f)], int(line)) for f, line in zip(matches["file"], matches["line"])]
 
     assert found(Query(tag="reward hack")) == [("rank0.jsonl", 2), ("rank1.jsonl", 1)]
     assert found(Query(tag="good")) == [("rank0.jsonl", 2)]
