@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import workers
 from .access import RootError
+from .defaults import EOS_TOKEN, PAD_TOKEN, read_settings, token_option
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
@@ -46,6 +47,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions from this token on are not "
+                                                                             "counted") -> None:
+    """``--pad-token`` and ``--eos-token``, with the page's defaults (``defaults``); ``none`` turns either off."""
+    parser.add_argument("--pad-token", default=PAD_TOKEN, type=token_option,
+                        help=f"{pad_help} (default {PAD_TOKEN}; 'none': no pad token)")
+    parser.add_argument("--eos-token", default=EOS_TOKEN, type=token_option,
+                        help=f"positions after this token are not counted; it is (may equal --pad-token; "
+                             f"default {EOS_TOKEN}; 'none': no EOS)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -60,9 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="per-step statistics of one run folder")
     summary.add_argument("run_dir", type=Path)
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    summary.add_argument("--pad-token", default=None, help="positions from this token on are not counted")
-    summary.add_argument("--eos-token", default=None,
-                         help="positions after this token are not counted; it is (may equal --pad-token)")
+    _token_arguments(summary)
     summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
@@ -74,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--in", dest="text_field", default="response",
                         choices=("prompt", "response", "ref_response", "ground_truth"))
     search.add_argument("--json", action="store_true", help="print one JSON object")
-    search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
+    _token_arguments(search, pad_help="removed from the texts before matching; positions from it on are not "
+                                      "counted")
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     search.add_argument("--no-cache", action="store_true")
@@ -82,9 +92,7 @@ def _parser() -> argparse.ArgumentParser:
                                                "collapse, sampler mismatch, dead GRPO groups, empty responses")
     findings.add_argument("run_dir", type=Path)
     findings.add_argument("--json", action="store_true", help="print one JSON list (empty when nothing was found)")
-    findings.add_argument("--pad-token", default=None, help="positions from this token on are not counted")
-    findings.add_argument("--eos-token", default=None,
-                          help="positions after this token are not counted; it is (may equal --pad-token)")
+    _token_arguments(findings)
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
@@ -123,7 +131,7 @@ def _load(args):
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=getattr(args, "eos_token", None))
+                       eos_token=args.eos_token)
     except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -143,7 +151,7 @@ def _search(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = build_search_json(run, matches)
+    result = {"settings": read_settings(run.options, args.max_samples_per_step), **build_search_json(run, matches)}
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
     else:
@@ -231,12 +239,13 @@ def _summary(args) -> int:
         return run
     from .summary import build_summary
 
-    summary = build_summary(run)
+    summary = {"settings": {**read_settings(run.options, args.max_samples_per_step), "kl_estimator": "k3"},
+               **build_summary(run)}
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
         print(f"{summary['format']}: {summary['files']} files, {summary['lines_ok']} lines loaded, "
-              f"{summary['lines_bad']} rejected")
+              f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
         for error in summary["errors"][:10]:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
         for error in summary["files_unreadable"]:
@@ -258,10 +267,12 @@ def _findings(args) -> int:
         return run
     found = get_findings(run)
     if args.json:
-        print(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
+        print(json.dumps({"settings": read_settings(run.options, args.max_samples_per_step),
+                          "findings": found.to_json()}, ensure_ascii=False, allow_nan=False))
     else:
         print(f"{len(found.findings)} finding{'s' if len(found.findings) != 1 else ''} in {run.path} "
-              f"({run.report.lines_ok} samples loaded)")
+              f"({run.report.lines_ok} samples loaded; "
+              f"{_describe_settings(read_settings(run.options, args.max_samples_per_step))})")
         for finding in found.findings:
             steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
                      else f"steps {finding.first_step}..{finding.last_step}")
@@ -272,6 +283,12 @@ def _findings(args) -> int:
         for check in skipped:
             print(f"  not checked: {check.kind} ({check.note})")
     return 0 if run.report.lines_ok else 1
+
+
+def _describe_settings(settings: dict) -> str:
+    """The counting settings in a few words, for the text output."""
+    return (f"pad token {settings['pad_token'] or 'none'}, EOS token {settings['eos_token'] or 'none'}"
+            + (f", fields {', '.join(f'{c}={s}' for c, s in settings['fields'].items())}" if settings["fields"] else ""))
 
 
 def _fmt(value) -> str:

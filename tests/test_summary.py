@@ -73,3 +73,64 @@ def test_summary_is_strict_json_with_infinity(tmp_path):
     assert code == 0
     assert json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))["steps"][0][
         "reward_mean"] is None
+
+
+EOT = "<|endoftext|>"
+
+
+def _openrlhf_run(folder):
+    """Two OpenRLHF-style samples (pad = EOS = <|endoftext|>, lists padded to 5 positions)."""
+    write_lines(folder / "rank0.jsonl", [
+        sample(1, 1.0, prompt="p", response="a b" + EOT * 3, response_tokens=["a", "b", EOT, EOT, EOT],
+               logprobs=[-1.0, -2.0, -0.5, -0.01, -0.01], ref_logprobs=[-1.5, -1.0, -0.5, -0.3, -0.3]),
+        sample(1, 0.0, prompt="p", response="c" + EOT * 4, response_tokens=["c", EOT, EOT, EOT, EOT],
+               logprobs=[-0.2, -0.3, -0.01, -0.01, -0.01], ref_logprobs=[-0.1, -0.3, -0.4, -0.4, -0.4]),
+    ])
+    return folder
+
+
+def _k3(logp, ref):
+    d = ref - logp
+    return math.exp(d) - 1 - d
+
+
+def test_summary_counts_with_the_pages_defaults_without_flags(tmp_path):
+    """No flags: pad and EOS are <|endoftext|> as on the page: the first one counts, nothing after it;
+    ``--pad-token none --eos-token none`` counts every position. The JSON says which it used."""
+    run = _openrlhf_run(tmp_path)
+    code, out, _ = _summary(run, "--json", "--no-cache")
+    assert code == 0
+    got = json.loads(out)
+    assert got["settings"] == {"pad_token": EOT, "eos_token": EOT, "fields": {}, "max_samples_per_step": None,
+                               "kl_estimator": "k3"}
+    step = got["steps"][0]
+    assert step["response_len_mean"] == pytest.approx((3 + 2) / 2)  # a b EOS, c EOS
+    first = (_k3(-1.0, -1.5) + _k3(-2.0, -1.0) + _k3(-0.5, -0.5)) / 3
+    second = (_k3(-0.2, -0.1) + _k3(-0.3, -0.3)) / 2
+    assert step["kl_mean"] == pytest.approx((first + second) / 2)
+    code, out, _ = _summary(run, "--json", "--no-cache", "--pad-token", "none", "--eos-token", "NONE")
+    got = json.loads(out)
+    assert got["settings"]["pad_token"] is None and got["settings"]["eos_token"] is None
+    assert got["steps"][0]["response_len_mean"] == 5.0  # every position counts
+    code, out, _ = _summary(run, "--json", "--no-cache", "--eos-token", "none")
+    step = json.loads(out)["steps"][0]
+    assert step["response_len_mean"] == pytest.approx((2 + 1) / 2)  # the first <|endoftext|> is a pad
+
+
+def test_search_and_findings_json_carry_their_settings(tmp_path):
+    """``search --json`` and ``findings --json`` say the pad, EOS, mapping and sample limit they used."""
+    run = _openrlhf_run(tmp_path)
+    for command in (["search", run, "--regex", "a"], ["findings", run]):
+        proc = subprocess.run([sys.executable, "-m", "rl_board", *map(str, command), "--json", "--no-cache",
+                               "--field", "ground_truth=prompt", "--max-samples-per-step", "7"],
+                              capture_output=True, text=True, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["settings"] == {"pad_token": EOT, "eos_token": EOT,
+                                                       "fields": {"ground_truth": "prompt"},
+                                                       "max_samples_per_step": 7}
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
+                           "--no-cache"], capture_output=True, text=True, cwd=REPO)
+    assert json.loads(proc.stdout)["matches"] == 1  # pads removed from the text by default
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
+                           "--no-cache", "--pad-token", "none"], capture_output=True, text=True, cwd=REPO)
+    assert json.loads(proc.stdout)["matches"] == 0

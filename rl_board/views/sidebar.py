@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from .. import fields as F
-from ..demo import PAD_TOKEN
+from ..defaults import EOS_TOKEN, PAD_TOKEN
 from ..loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
@@ -17,8 +17,8 @@ from ..metrics import KL_ESTIMATORS
 from . import keys, links
 
 DEFAULT_ROOT = "./rollout_samples"
-DEFAULT_PAD = PAD_TOKEN  # OpenRLHF pads with the EOS token: both default to <|endoftext|>
-DEFAULT_EOS = PAD_TOKEN
+DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
+DEFAULT_EOS = EOS_TOKEN
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
 
 
