@@ -44,7 +44,13 @@ SCHEMA = pa.schema(
         # ``response_tokens``, the words ``str.split()`` finds in it with pads removed; null with neither.
         ("words", WORDS),
         ("has_tokens", pa.bool_()),  # the sample has ``response_tokens``: its words are tokens
+        # 1 when no EOS is among the counted positions while they fill the lists (the response ran out
+        # of room), 0 when it ended, NaN when nothing tells (no EOS token set, or no response_tokens)
+        ("truncated", pa.float64()),
     ]
+    # checks on load: per log-prob list, its values above 0 (a probability above 1) and the largest
+    + [(name, type_) for field in F.LOGPROB_FIELDS
+       for name, type_ in ((f"{field}_above_0", pa.int32()), (f"{field}_max", pa.float64()))]
     + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
 )
 _KEPT = [f.name for f in ROWS if f.name not in F.TOKEN_FIELDS and f.name != F.TOKENS]
@@ -79,7 +85,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
         longest = np.maximum(longest, flat.lengths)
     tokens = _Tokens(rows[F.TOKENS])
     n = np.where(has_lists, n, np.maximum(tokens.lengths, 0))
-    counted = _counted(n, tokens, options)
+    counted, ended = _counted(n, tokens, options)
     with_tokens = has_lists & (tokens.lengths >= 0)
     longest = np.where(with_tokens, np.maximum(longest, tokens.lengths), longest)
     shortest = np.where(with_tokens, np.minimum(n, tokens.lengths), n)
@@ -97,6 +103,9 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["repeat_4gram"] = _repeat_4gram(tokens, counted, words)
     columns["words"] = _words(tokens, counted, words, options)
     columns["has_tokens"] = tokens.lengths >= 0
+    columns["truncated"] = _truncated(n, counted, ended, tokens, options)
+    for name in F.LOGPROB_FIELDS:
+        columns[f"{name}_above_0"], columns[f"{name}_max"] = _above_zero(lists[name], count)
     columns["prompt_key"] = _prompt_keys(texts["prompt"])
     cut = TokenColumns(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
     columns.update(compute_sample_aggregates(cut))
@@ -194,20 +203,48 @@ def _first(hit: np.ndarray, owner: np.ndarray, position: np.ndarray) -> tuple[np
     return owners[first], position[hit][first]
 
 
-def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> np.ndarray:
-    """Counted positions per sample (``metrics.token_positions``, for every sample at once)."""
+def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(counted positions per sample (``metrics.token_positions``, for every sample at once), whether an
+    EOS is among them)."""
     counted = n.copy()
+    eos_at = np.full(len(n), np.iinfo(np.int64).max)  # the first EOS's position (none: beyond any)
     inside = tokens.position < n[tokens.owner]
     eos, pad = options.eos_token, options.pad_token
     eos_id = tokens.id_of(eos)
     if eos_id is not None:
         samples, at = _first(inside & (tokens.ids == eos_id), tokens.owner, tokens.position)
         counted[samples] = at + 1
+        eos_at[samples] = at
     pad_id = tokens.id_of(pad) if pad != eos else None  # P = E: the first one is the EOS, which counts
     if pad_id is not None:
         samples, at = _first(inside & (tokens.ids == pad_id), tokens.owner, tokens.position)
         counted[samples] = np.minimum(counted[samples], at)
-    return counted
+    return counted, eos_at < counted  # a pad before the EOS leaves it out
+
+
+def _truncated(n: np.ndarray, counted: np.ndarray, ended: np.ndarray, tokens: _Tokens,
+               options: ReadOptions) -> np.ndarray:
+    """Per sample: 1.0 when no EOS is among its counted positions and they fill its lists (counted = n),
+    0.0 otherwise, NaN without an EOS token or without ``response_tokens``."""
+    out = np.where(~ended & (counted == n), 1.0, 0.0)
+    if options.eos_token is None:
+        out[:] = np.nan
+    out[tokens.lengths < 0] = np.nan
+    return out
+
+
+def _above_zero(flat: _FlatList, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(how many of each sample's values are above 0, the largest of them; NaN without any)."""
+    above = np.zeros(count, np.int32)
+    largest = np.full(count, np.nan)
+    if flat.any:
+        hit = flat.values > 0  # NaN is not
+        owners = flat.owner[hit]
+        above = np.bincount(owners, minlength=count).astype(np.int32)
+        peak = np.full(count, -np.inf)
+        np.maximum.at(peak, owners, flat.values[hit])
+        largest = np.where(above > 0, peak, np.nan)
+    return above, largest
 
 
 class _TextWords:

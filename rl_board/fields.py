@@ -20,6 +20,8 @@ TEXT_FIELDS = ("prompt", "response", "ref_response", "ground_truth")
 #: Optional per-token numbers, one per response token. A sample's positions are the
 #: first n, n = the length of the shortest of these lists present.
 TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards", "rollout_logprobs", "entropy")
+#: The per-token lists that hold log-probabilities (never above 0: a load check counts those that are).
+LOGPROB_FIELDS = ("logprobs", "ref_logprobs", "rollout_logprobs")
 #: Optional per-token strings.
 TOKENS = "response_tokens"
 

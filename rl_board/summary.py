@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from . import fields as F
+from .checks import count_checks
 from .loader import Run
 
 #: Per-step keys of the summary and the ``Run.steps`` column each comes from.
@@ -57,5 +58,6 @@ def build_summary(run: Run) -> dict:
         "lines_skipped": report.skipped,
         "errors": [{"file": f, "line": line, "error": reason} for f, line, reason in report.errors],
         "files_unreadable": [{"file": f, "error": reason} for f, reason in report.unreadable],
+        "checks": count_checks(run.samples),
         "steps": steps,
     }
