@@ -79,7 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
     search.add_argument("run_dir", type=Path)
-    search.add_argument("--regex", required=True, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--regex", default=None, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--truncated", action="store_true",
+                        help="only truncated responses (no EOS among the counted positions, which fill the lists)")
     search.add_argument("--in", dest="text_field", default="response",
                         choices=("prompt", "response", "ref_response", "ground_truth"))
     search.add_argument("--json", action="store_true", help="print one JSON object")
@@ -143,11 +145,15 @@ def _load(args):
 def _search(args) -> int:
     from .search import Query, build_search_json, compute_matches
 
+    if args.regex is None and not args.truncated:
+        print("error: give --regex PATTERN, --truncated, or both", file=sys.stderr)
+        return 2
     run = _load(args)
     if isinstance(run, int):
         return run
     try:
-        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token))
+        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token,
+                                             truncated=True if args.truncated else None))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

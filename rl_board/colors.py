@@ -20,7 +20,8 @@ from plotly.colors import sample_colorscale
 SEQUENTIAL = "YlOrRd"
 DIVERGING = "RdBu_r"
 NONNEGATIVE = frozenset({"kl", "k2", "prob", "ref_prob", "entropy", "neg_logp", "mismatch_k3", "mismatch_kl",
-                         "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share"})
+                         "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share",
+                         "truncated_share", "zero_std_share"})
 NONPOSITIVE = frozenset({"logp", "ref_logp"})
 RATIOS = frozenset({"rollout_ratio"})
 

@@ -22,6 +22,7 @@ STEP_KEYS = {
     "explained_variance": "explained_variance",
     "mismatch_kl": "mismatch_kl_mean",
     "entropy_mean": "entropy_mean",
+    "truncated_share": "truncated_share",
 }
 #: Per-step counts (integers).
 COUNT_KEYS = ("prompt_groups", "zero_std_groups")

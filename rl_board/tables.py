@@ -29,7 +29,7 @@ SORT_KEYS = {
 #: Batch table columns in display order (those a run lacks are left out).
 BATCH_COLUMNS = (
     "prompt", "response", F.REWARD, "ground_truth", "valid_reward", "kl_mean", "kl_sum",
-    "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len",
+    "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len", "truncated",
     "mismatch_kl", "entropy_mean", "repeat_4gram", "source",
 )
 
@@ -69,6 +69,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     at = columns.index("source") if "source" in columns else len(columns)
     columns[at:at] = extras
     table = samples[columns].copy()
+    if "truncated" in table:  # a flag: yes, no, or empty where nothing tells
+        table["truncated"] = table["truncated"].map({1.0: True, 0.0: False}).astype("boolean")
     table = table.rename(columns={c: F.extra_name(c) for c in extras if F.extra_name(c) not in BATCH_COLUMNS})
     for stat in ("mean", "sum"):  # the KL columns show, and name, the chosen estimator
         if f"kl_{stat}" in table:
@@ -187,7 +189,7 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
                "entropy": "entropy_mean", "repeat_4gram": "repeat_4gram"}
 
 #: Per-step diagnostics that pool a step's samples (one number per step, no spread).
-STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance")
+STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance", "truncated_share")
 
 #: Step-level series (no spread) that ``curve_frame`` also offers as ``{name}_mean``.
 STEP_LEVEL_SERIES = (*STEP_DIAGNOSTICS, "zero_std_share")
@@ -201,6 +203,7 @@ DIAGNOSTIC_CURVES = {
     "reward_len_corr": "Reward–length correlation (Pearson)",
     "repeat_4gram": "4-gram repetition (mean per sample)",
     "zero_std_share": "GRPO groups with all rewards equal (share)",
+    "truncated_share": "Truncated responses (share: no EOS, lists full)",
 }
 
 
@@ -276,7 +279,9 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
       ``response_chars`` (pads removed); samples without a length or with a non-finite reward
       are left out; NaN with fewer than ``MIN_CORR_SAMPLES`` samples or a constant side;
     - ``explained_variance``: 1 - Var(returns - values) / Var(returns) over the step's pooled
-      positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0.
+      positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0;
+    - ``truncated_share``: of the step's samples whose ``truncated`` flag is known, the share that
+      are truncated (no EOS among the counted positions, which fill the lists); NaN with none known.
     """
     has = set(samples.columns).issuperset
     order = np.argsort(samples[F.STEP].to_numpy(), kind="stable")
@@ -300,6 +305,10 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
     if has(_EV_COLUMNS):
         parts = [column(c) for c in _EV_COLUMNS]
         out["explained_variance"] = [pool_explained_variance(*(p[a:b] for p in parts)) for a, b in bounds]
+    if has(("truncated",)):
+        flags = column("truncated")
+        out["truncated_share"] = [np.nanmean(part) if (part := flags[a:b])[~np.isnan(part)].size else np.nan
+                                  for a, b in bounds]
     return out
 
 

@@ -559,3 +559,23 @@ def test_long_texts_are_cut_in_the_page_and_whole_in_the_download(tmp_path):
     cell = at.dataframe[0].value["response"].tolist()[0]
     assert cell == long[:2_000] + "…"
     assert not at.exception
+
+
+def test_truncated_flag_column_filter_and_curve(tmp_path):
+    """The batch table flags the response that fills its lists without an EOS; Explore's filter keeps
+    only it; the diagnostic curves offer the per-step share (1 of the 2 samples of step 1)."""
+    eot = "<|endoftext|>"
+    write_lines(tmp_path / "tr" / "r.jsonl", [
+        sample(1, 1.0, prompt="ended", response="a", response_tokens=["a", eot, eot], logprobs=[-1.0] * 3,
+               ref_logprobs=[-1.0] * 3),
+        sample(1, 0.0, prompt="cut", response="a b c", response_tokens=["a", "b", "c"], logprobs=[-1.0] * 3,
+               ref_logprobs=[-1.0] * 3),
+    ])
+    at = _load(_open(tmp_path, "tr"))
+    table = at.dataframe[0].value
+    assert dict(zip(table["prompt"], table["truncated"])) == {"ended": False, "cut": True}
+    assert "truncated_share" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options or \
+        "Truncated responses (share: no EOS, lists full)" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options
+    at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
+    at.checkbox(key=keys.EXPLORE_TRUNCATED).check().run()
+    assert at.dataframe[0].value["prompt"].tolist() == ["cut"]

@@ -39,6 +39,7 @@ def test_summary_numbers_match_hand_computation(tmp_path):
                      # one sample, no tokens, no text: every diagnostic is null by its definition
                      "neg_log_ratio_share": None, "reward_len_corr": None, "repeat_4gram_share": None,
                      "explained_variance": None, "mismatch_kl": None, "entropy_mean": None,
+                     "truncated_share": None,  # no response_tokens: nothing tells
                      "prompt_groups": 0, "zero_std_groups": 0}  # no prompt: in no group
     k3 = ((math.exp(-0.5) - 0.5) + (math.exp(1.0) - 2.0)) / 2  # sample 1: two tokens before the pad
     assert second["samples"] == 2
@@ -134,3 +135,33 @@ def test_search_and_findings_json_carry_their_settings(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
                            "--no-cache", "--pad-token", "none"], capture_output=True, text=True, cwd=REPO)
     assert json.loads(proc.stdout)["matches"] == 0
+
+
+def _truncation_run(folder):
+    """Step 1: a response that ends with its EOS, one that fills its 4 positions without one
+    (truncated), one cut by a pad before any EOS (ended by padding: not truncated), one with lists
+    shorter than its tokens that hold no EOS (truncated), and a response-level one (unknown)."""
+    write_lines(folder / "r.jsonl", [
+        sample(1, 1.0, response_tokens=["a", "b", EOT, EOT], logprobs=[-1.0] * 4, ref_logprobs=[-1.0] * 4),
+        sample(1, 0.0, response_tokens=["a", "b", "c", "d"], logprobs=[-1.0] * 4, ref_logprobs=[-1.0] * 4),
+        sample(1, 0.5, response_tokens=["a", "<pad>", "<pad>"], logprobs=[-1.0] * 3, ref_logprobs=[-1.0] * 3),
+        sample(1, 0.5, response_tokens=["a", "b", "c", EOT], logprobs=[-1.0] * 3, ref_logprobs=[-1.0] * 3),
+        sample(1, 0.2, response="no tokens"),
+        sample(2, 0.2, response_tokens=["x", EOT], logprobs=[-1.0] * 2, ref_logprobs=[-1.0] * 2),
+    ])
+    return folder
+
+
+def test_truncated_share_and_search(tmp_path):
+    """truncated_share = truncated ÷ samples whose flag is known: 2 of 4 at step 1, 0 of 1 at step 2;
+    ``search --truncated`` lists exactly the two; without an EOS token nothing tells (null)."""
+    run = _truncation_run(tmp_path)
+    got = json.loads(_summary(run, "--json", "--no-cache", "--pad-token", "<pad>")[1])
+    assert [s["truncated_share"] for s in got["steps"]] == [0.5, 0.0]
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--truncated", "--json",
+                           "--no-cache", "--pad-token", "<pad>"], capture_output=True, text=True, cwd=REPO)
+    assert [(s["step"], s["line"]) for s in json.loads(proc.stdout)["samples"]] == [(1, 2), (1, 4)]
+    got = json.loads(_summary(run, "--json", "--no-cache", "--pad-token", "<pad>", "--eos-token", "none")[1])
+    assert [s["truncated_share"] for s in got["steps"]] == [None, None]
+    assert subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--json"],
+                          capture_output=True, cwd=REPO).returncode == 2  # neither --regex nor --truncated
