@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from . import fields as F
-from .metrics import SampleTokens, compute_gae, kl_per_token, pool_explained_variance
+from .metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token, pool_explained_variance
 from .text import neutralise_cell
 
 MAX_CELL_CHARS = 2_000  # characters of a text cell sent to the browser's table; the CSV has all
@@ -136,11 +136,12 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
 
 
 #: Rows of the token table and heatmap, in display order.
-TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "return", "value_error", "logp",
-                 "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp")
+TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "value_error", "return_to_go", "return",
+                 "logp", "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp")
 #: What each token metric is, for labels and the README.
 TOKEN_METRIC_LABELS = {
-    "advantage": "GAE advantage", "return": "return (advantage + value)", "value_error": "value error (return − value)",
+    "advantage": "GAE advantage", "value_error": "value error (return-to-go − value)",
+    "return_to_go": "return-to-go Σ γ^(k−t)·r_k", "return": "GAE return (advantage + value)",
     "rollout_ratio": "rollout ratio exp(logp − rollout logp)", "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
     "neg_logp": "−logp (no entropy logged)",
 }
@@ -149,16 +150,20 @@ TOKEN_METRIC_LABELS = {
 def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: bool = False, gamma: float = 1.0,
                         lam: float = 0.95) -> pd.DataFrame:
     """One row per token position, one column per metric of ``TOKEN_METRICS`` (NaN where the
-    sample lacks what a metric needs). GAE advantage, return and value error use ``gamma`` and
-    ``lam`` over the counted positions; ``neg_logp`` stands in for entropy only when none is logged."""
+    sample lacks what a metric needs). Over the counted positions: GAE advantage and return
+    (advantage + value) with ``gamma`` and ``lam``; the empirical return-to-go
+    G_t = sum_{k >= t} gamma^(k - t) r_k and the value error G_t - V_t, which shows a critic that can't
+    fit (the GAE return minus the value is the advantage itself). ``neg_logp`` stands in for entropy
+    only when none is logged."""
     n = len(sample.tokens)
     rollout = sample.rollout_logprobs if sample.rollout_logprobs is not None else np.full(n, np.nan)
     entropy = sample.entropy if sample.entropy is not None else np.full(n, np.nan)
     mismatch = sample.logprobs - rollout
     counted = int((~sample.is_pad).sum())
-    advantage, returns = np.full(n, np.nan), np.full(n, np.nan)
+    advantage, returns, to_go = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     advantage[:counted], returns[:counted] = compute_gae(sample.token_rewards[:counted], sample.values[:counted],
                                                          gamma, lam)
+    to_go[:counted] = compute_return_to_go(sample.token_rewards[:counted], gamma)
     frame = pd.DataFrame({
         "token": sample.tokens,
         "token_reward": sample.token_rewards,
@@ -171,7 +176,8 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
         "ref_prob": np.exp(sample.ref_logprobs),
         "advantage": advantage,
         "return": returns,
-        "value_error": returns - sample.values,
+        "return_to_go": to_go,
+        "value_error": to_go - sample.values,
         "rollout_ratio": np.exp(mismatch),
         "mismatch_k3": np.expm1(mismatch) - mismatch,
         "entropy": entropy,

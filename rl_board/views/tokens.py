@@ -29,7 +29,8 @@ def render(record: dict, settings: Settings) -> None:
     gamma, lam = 1.0, 0.95
     if (sample.values == sample.values).any():  # a critic: GAE controls
         left, right = st.columns(2)
-        gamma = left.number_input("GAE γ", 0.0, 1.0, 1.0, 0.01, key=keys.GAMMA)
+        gamma = left.number_input("γ (discount of GAE and of the return-to-go)", 0.0, 1.0, 1.0, 0.01,
+                                  key=keys.GAMMA)
         lam = right.number_input("GAE λ", 0.0, 1.0, 0.95, 0.01, key=keys.LAMBDA)
     table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None,
                                 gamma=gamma, lam=lam)
