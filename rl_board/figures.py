@@ -11,11 +11,15 @@ import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from . import fields as F
-from .colors import NONNEGATIVE, metric_scale
+from .colors import NONNEGATIVE, is_constant, metric_scale, visible_token
 from .text import escape_plotly
 
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
-MAX_HEATMAP_TOKENS = 512  # columns drawn; longer responses are shown from the first token on
+MAX_HEATMAP_TOKENS = 512  # columns drawn at most; the view draws a range of a longer response
+HEATMAP_ROW_PX = 44  # pixels a heatmap row gets: room for its colour bar's labels
+HEATMAP_PLOT_PX = 640  # pixels across the heatmap's cells on a narrow page: cell numbers must fit in them
+CELL_CHAR_PX = 6  # pixels a character of a cell's number takes (10 px font)
+CELL_PAD_PX = 6  # pixels between two cells' numbers
 
 
 def _figure(traces: list[dict], title: str, height: int = 320, margin: dict | None = None, **layout) -> go.Figure:
@@ -162,35 +166,60 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
                    yaxis=dict(title=dict(text="samples")))
 
 
+def heatmap_cell_text(values: np.ndarray) -> list[str]:
+    """The numbers a heatmap cell shows: 2 significant digits ("" for NaN); the hover has 4."""
+    return [f"{v:.2g}" if np.isfinite(v) else "" for v in values]
+
+
+def cell_numbers_fit(columns: int, texts: list[list[str]], plot_px: int = HEATMAP_PLOT_PX) -> bool:
+    """Whether the cells' numbers fit side by side: ``columns`` cells across ``plot_px`` pixels, each
+    wide enough for the longest text at ``CELL_CHAR_PX`` a character plus ``CELL_PAD_PX``."""
+    longest = max((len(t) for row in texts for t in row), default=0)
+    return columns * (longest * CELL_CHAR_PX + CELL_PAD_PX) <= plot_px
+
+
 def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimator: str = "k3") -> go.Figure:
     """Token positions across, ``metrics`` down (first on top), each row on its own colour scale
-    (``colors.metric_scale``: light to hot for non-negative metrics, diverging at 0 for signed
-    ones) with its own colour bar, so small KLs show beside large log-probs.
+    (``colors.metric_scale``: light to hot for non-negative metrics, diverging only for a row that
+    holds both signs) with its own colour bar, labelled at its ends (and its centre when diverging).
 
-    Hover and cell text give the real values. At most ``MAX_HEATMAP_TOKENS`` columns.
+    ``table`` holds the positions to draw (its index; at most ``MAX_HEATMAP_TOKENS``: the view picks
+    a range of a long response). Hover gives every value; the cells show theirs only when the numbers
+    fit side by side (``cell_numbers_fit``). Tokens are labelled with their whitespace visible.
     """
     shown = table.iloc[:MAX_HEATMAP_TOKENS]
     # plotly reads a few HTML tags in labels; tokens are model output, so escape them
-    x = [f"{pos}:{html.escape(str(tok))}" for pos, tok in zip(shown.index, shown["token"])]
+    x = [f"{pos}:{html.escape(visible_token(tok))}" for pos, tok in zip(shown.index, shown["token"])]
     rows = len(metrics)
+    values = {metric: shown[metric].to_numpy(dtype=float) for metric in metrics}
+    texts = {metric: heatmap_cell_text(v) for metric, v in values.items()}
+    numbers = cell_numbers_fit(len(shown), list(texts.values()))
     traces = []
     for i, metric in enumerate(metrics):
-        values = shown[metric].to_numpy(dtype=float)
-        scale = metric_scale(metric, values, estimator)
+        scale = metric_scale(metric, values[metric], estimator)
+        finite = values[metric][np.isfinite(values[metric])]
+        if len(finite) and is_constant(finite.min(), finite.max()):  # one value: one label, where it sits
+            ticks = [float(finite.mean())]
+        elif scale.kind == "diverging":
+            ticks = [scale.zmin, (scale.zmin + scale.zmax) / 2, scale.zmax]
+        else:
+            ticks = [scale.zmin, scale.zmax]
         # one trace per row, at a numeric position: single-row heatmaps on a shared categorical axis
         # are drawn at the wrong heights
         # explicit colours: plotly.js reads some scale names the other way round from plotly.py
-        trace = dict(type="heatmap", z=[values], x=x, y=[i], colorscale=get_colorscale(scale.colorscale),
-                     zmin=scale.zmin,
-                     zmax=scale.zmax, hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
-                     colorbar=dict(len=0.9 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", thickness=10,
-                                   outlinewidth=0, tickfont=dict(size=9), nticks=3))
-        if len(shown) <= 60:
-            trace["text"] = [[f"{v:.3g}" if np.isfinite(v) else "" for v in values]]
+        trace = dict(type="heatmap", z=[values[metric]], x=x, y=[i], colorscale=get_colorscale(scale.colorscale),
+                     zmin=scale.zmin, zmax=scale.zmax,
+                     hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
+                     colorbar=dict(len=0.84 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", ypad=0, thickness=12,
+                                   outlinewidth=0, tickfont=dict(size=10), tickmode="array", tickvals=ticks,
+                                   ticktext=[f"{t:.3g}" for t in ticks], ticks="outside", ticklen=3))
+        if numbers:
+            trace["text"] = [texts[metric]]
             trace["texttemplate"] = "%{text}"
+            trace["textfont"] = dict(size=10)
         traces.append(trace)
     # room for the rows' names on the left, the colour bars on the right, slanted tokens below
-    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=150 + 40 * rows,
+    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=160 + HEATMAP_ROW_PX * rows,
                    margin=dict(l=110, r=90, b=110),
                    xaxis=dict(tickangle=-60, type="category"),
                    yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(rows)),

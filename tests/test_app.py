@@ -579,3 +579,25 @@ def test_truncated_flag_column_filter_and_curve(tmp_path):
     at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
     at.checkbox(key=keys.EXPLORE_TRUNCATED).check().run()
     assert at.dataframe[0].value["prompt"].tolist() == ["cut"]
+
+
+def test_long_response_heatmap_draws_a_position_range_and_tokens_show_their_whitespace(tmp_path):
+    """A 200-token response: the heatmap draws positions 0-63 first and the range the slider picks
+    then; the token table shows Ġ and leading spaces as ␣ and a newline as ↵."""
+    tokens = ["Ġthe", "Ċ", " x"] + [f"t{i}" for i in range(197)]
+    write_lines(tmp_path / "long" / "r.jsonl", [
+        sample(1, 1.0, response="".join(tokens), response_tokens=tokens, logprobs=[-1.0] * 200,
+               ref_logprobs=[-1.5] * 200)])
+    at = _load(_open(tmp_path, "long"))
+
+    def heatmap_x():
+        spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if "heatmap" in json.loads(c.proto.spec)["layout"]["title"]["text"].lower()][0]
+        return spec["data"][0]["x"]
+
+    x = heatmap_x()
+    assert len(x) == 64 and x[:3] == ["0:␣the", "1:↵", "2:␣x"] and x[-1] == "63:t60"
+    assert at.dataframe[1].value["token"].tolist()[:3] == ["␣the", "↵", "␣x"]
+    at.slider(key=keys.TOKEN_RANGE).set_value((100, 149)).run()
+    x = heatmap_x()
+    assert len(x) == 50 and x[0] == "100:t97" and x[-1] == "149:t146"

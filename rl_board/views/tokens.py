@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..colors import build_token_text_html, metric_scale
+from ..colors import build_token_text_html, metric_scale, visible_token
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
 from . import keys
+
+HEATMAP_RANGE = 64  # positions the heatmap draws at first; a longer response gets a range slider
 from .sidebar import Settings
 
 
@@ -43,8 +45,19 @@ def render(record: dict, settings: Settings) -> None:
     chosen = st.multiselect("Token metrics", TOKEN_METRICS, default=available, key=keys.TOKEN_METRICS,
                             format_func=_label)
     shown = [m for m in chosen if m in available]
-    st.dataframe(table[["token", *shown]], key="token_table")
+    st.dataframe(table[["token", *shown]].assign(token=table["token"].map(visible_token)), key="token_table")
     if shown:
-        if len(table) > MAX_HEATMAP_TOKENS:
-            st.caption(f"The heatmap shows the first {MAX_HEATMAP_TOKENS} of {len(table)} tokens; the table has all.")
-        st.plotly_chart(build_token_heatmap_figure(table, shown, settings.kl_estimator), key="token_heatmap")
+        drawn = table
+        if len(table) > HEATMAP_RANGE:  # a long response: the heatmap draws a range of positions
+            last = len(table) - 1
+            kept = st.session_state.get(keys.TOKEN_RANGE)
+            if not (isinstance(kept, (tuple, list)) and len(kept) == 2 and 0 <= kept[0] <= kept[1] <= last):
+                st.session_state[keys.TOKEN_RANGE] = (0, HEATMAP_RANGE - 1)  # a new, shorter sample: start over
+            first, end = st.slider("Heatmap positions", 0, last, key=keys.TOKEN_RANGE,
+                                   help=f"Token positions drawn (at most {MAX_HEATMAP_TOKENS}); the table above "
+                                        "has them all.")
+            end = min(end, first + MAX_HEATMAP_TOKENS - 1)
+            drawn = table.iloc[first:end + 1]
+            st.caption(f"The heatmap shows positions {table.index[first]}–{table.index[end]} of "
+                       f"{len(table)}; move the range to see others.")
+        st.plotly_chart(build_token_heatmap_figure(drawn, shown, settings.kl_estimator), key="token_heatmap")
