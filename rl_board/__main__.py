@@ -107,6 +107,8 @@ def _parser() -> argparse.ArgumentParser:
     metrics.add_argument("--spike-k", type=float, default=None, help="robust deviations for a spike (default 6)")
     metrics.add_argument("--entropy-fraction", type=float, default=None,
                          help="entropy collapse below this fraction of its early mean (default 0.2)")
+    metrics.add_argument("--kl-noise-k", type=float, default=None,
+                         help="negative KL below 0 by more than this many noise scales of the series (default 3)")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
     cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
@@ -185,7 +187,7 @@ def _metrics(args) -> int:
 
         from .scalars.signs import Thresholds, compute_signs
 
-        given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction")
+        given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction", "kl_noise_k")
                  if getattr(args, name) is not None}
         signs = compute_signs(scalars.series, replace(Thresholds(), **given))
         result["warnings"] = [{"kind": s.kind, "series": s.series, "step": s.step,

@@ -262,3 +262,21 @@ def build_runs_figure(steps_by_run: dict[str, pd.DataFrame], name: str, title: s
                 trace["line"] = {**trace.get("line", {}), "color": color}
             traces.append(trace)
     return _figure(traces, title, xaxis=dict(title=dict(text="step")))
+
+
+def build_overlay_figure(steps: pd.DataFrame, name: str, label: str, series: pd.DataFrame, series_label: str,
+                         smoothing: float = 0.0) -> go.Figure:
+    """A rollout curve (``{name}_mean`` of ``steps``, left axis) and a trainer series (``s_mean`` of
+    ``series``, right axis) on one step axis, each smoothed like the page's curves."""
+    traces = []
+    for i, (frame, column, text, axis) in enumerate(((steps, f"{name}_mean", label, "y"),
+                                                     (series, "s_mean", series_label, "y2"))):
+        x = frame.index.to_numpy()
+        y = frame[column].to_numpy(dtype=float)
+        shown = smooth_ema(y, smoothing) if 0 < smoothing < 1 else y
+        traces.append(dict(type="scatter", x=x, y=shown, mode="lines+markers" if axis == "y" else "lines",
+                           name=text, yaxis=axis, line=dict(color=_COLORS[i])))
+    return _figure(traces, f"{label} and {series_label}", height=360, xaxis=dict(title=dict(text="step")),
+                   yaxis=dict(title=dict(text=escape_plotly(label), font=dict(color=_COLORS[0]))),
+                   yaxis2=dict(title=dict(text=escape_plotly(series_label), font=dict(color=_COLORS[1])),
+                               overlaying="y", side="right", showgrid=False))

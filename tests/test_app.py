@@ -534,7 +534,7 @@ def test_names_from_disk_are_shown_literally_not_as_markdown(tmp_path):
     write_lines(folder / "r.jsonl", [sample(1, 1.0, prompt="p", response="r", **{"![x](http://host/x)": "v"})])
     history = [{"step": i, "![m](http://host/m)/loss": 1.0 + 0.01 * (i % 3)} for i in range(12)]
     (folder / "trainer_state.json").write_text(json.dumps({"log_history": history + [
-        {"step": 12, "![m](http://host/m)/loss": 100.0}]}))
+        {"step": 12, "![m](http://host/m)/loss": 100.0}, {"step": 13, "![m](http://host/m)/loss": 1.0}]}))
     write_lines(tmp_path / "other" / "r.jsonl", [sample(1, 1.0)])
     at = _load(_open(tmp_path, "**bold**"))
     at.sidebar.selectbox(key=keys.RUN).select("other").run()  # the loaded run stays: "Showing …**bold**"
@@ -602,3 +602,27 @@ def test_long_response_heatmap_draws_a_position_range_and_tokens_show_their_whit
     at.slider(key=keys.TOKEN_RANGE).set_value((100, 149)).run()
     x = heatmap_x()
     assert len(x) == 50 and x[0] == "100:t97" and x[-1] == "149:t146"
+
+
+def test_trainer_metrics_defaults_by_meaning_several_groups_and_an_overlay():
+    """The TRL demo's trainer_state.json logs epoch, learning_rate, completions/clipped_ratio… by name;
+    the series shown first are its reward, KL, entropy, loss and clip fraction. Two prefix groups can
+    be shown at once, and a trainer series drawn over the rollout reward curve carries the values of
+    trainer_state.json on its own axis."""
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"))
+    assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl", "entropy", "loss",
+                                                             "clip_ratio/region_mean"]
+    at.multiselect(key=keys.METRICS_GROUP).set_value(["(no prefix)", "completions/"]).run()
+    assert "completions/clipped_ratio" in at.multiselect(key=keys.METRICS_SERIES).options
+    assert "learning_rate" in at.multiselect(key=keys.METRICS_SERIES).options
+    assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl", "entropy", "loss"]  # still offered
+    at.selectbox(key=keys.METRICS_OVERLAY).select("reward (mean per step)").run()
+    at.selectbox(key=keys.METRICS_OVERLAY_SERIES).select("kl").run()
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "reward (mean per step) and kl"][0]
+    history = json.loads((REPO / "rollout_samples" / "trl_grpo_demo" / "trainer_state.json").read_text())["log_history"]
+    rollout, trainer = spec["data"]
+    assert trainer["yaxis"] == "y2" and spec["layout"]["yaxis2"]["overlaying"] == "y"
+    assert _values(trainer["y"]) == pytest.approx([e["kl"] for e in history])
+    assert _values(rollout["x"]) == list(range(5, 65, 5))
+    assert not at.exception

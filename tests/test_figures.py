@@ -146,6 +146,9 @@ def test_every_figure_passes_plotly_validation():
     figures.append(build_reward_bars_figure(samples))
     figures.append(build_runs_figure({"a": _steps(), "b": _steps()}, "reward", "t", smoothing=0.5))
     figures.append(build_matches_figure(pd.Series([0, 2], index=[1, 2])))
+    from rl_board.figures import build_overlay_figure
+    figures.append(build_overlay_figure(_steps(), "reward", "reward", pd.DataFrame({"s_mean": [1.0, 2.0]}, index=[1, 2]),
+                                        "<b>kl</b>", smoothing=0.5))
     for fig in figures:
         go.Figure(fig.to_dict())  # raises ValueError on any invalid property
 

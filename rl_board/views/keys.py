@@ -57,6 +57,8 @@ COMPARE_RUNS = "compare_runs"
 METRICS_PATH = "metrics_path"
 METRICS_GROUP = "metrics_group"
 METRICS_SERIES = "metrics_series"
+METRICS_OVERLAY = "metrics_overlay"  # the rollout curve a trainer series is drawn over
+METRICS_OVERLAY_SERIES = "metrics_overlay_series"
 
 #: session_state entry (not a widget): the run folder the user last loaded.
 LOADED_RUN = "loaded_run"

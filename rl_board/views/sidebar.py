@@ -126,7 +126,9 @@ def render() -> Settings:
             spike_k=st.number_input("Spike: robust deviations above the median", 1.0, 100.0, Thresholds.spike_k,
                                     key="sign_spike"),
             entropy_fraction=st.number_input("Entropy below this fraction of its early mean", 0.0, 1.0,
-                                             Thresholds.entropy_fraction, key="sign_entropy"))
+                                             Thresholds.entropy_fraction, key="sign_entropy"),
+            kl_noise_k=st.number_input("Negative KL: below 0 by this many noise scales", 0.0, 100.0,
+                                       Thresholds.kl_noise_k, key="sign_kl_noise"))
     side.header("Show")
     return Settings(
         root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
