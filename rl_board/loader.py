@@ -24,12 +24,13 @@ from . import fields as F
 from . import ingest
 from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
-from .readers import ReadOptions, SourceChanged, describe_size, detect, max_line_bytes
+from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
 from .derive import SCHEMA
 from .run import LoadReport, Run
 from .segments import SegmentStore
 from .tables import compute_step_stats
-from .tracking import EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, natural_key
+from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
+                       natural_key)
 
 __all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "Run", "LoadReport", "RunSource", "SourceChanged",
            "list_runs", "list_run_files", "load_run"]
@@ -51,12 +52,17 @@ class RunSource:
         cache_root: where caches live (default ``cache.default_cache_root()``); False turns caching off.
         fields: ``(canonical, source)`` pairs of the user's field mapping.
         eos_token: positions after its first occurrence are not counted; it is.
+        split: the split to read, for a format that has them (``readers.layout``); None: the
+            format's default split when the run has it, else the first.
     """
 
     def __init__(self, run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
                  cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
-                 eos_token: str | None = None):
+                 eos_token: str | None = None, split: str | None = None):
         self.run_dir = Path(run_dir)
+        self.wanted_split = split or None
+        self.split: str | None = None  # the split read (chosen when the format is detected)
+        self.splits: tuple[str, ...] = ()
         self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes())
         self.max_per_step = max_per_step
         self._cache_root = cache_root
@@ -89,6 +95,8 @@ class RunSource:
             return
         self.reader, self._opened = reader, False
         self._tracker.forget()
+        self.splits = tuple(list_splits(self.run_dir, reader))
+        self.split = layout.choose_split(reader, list(self.splits), self.wanted_split)
         use_cache = self._cache_root is not False and self.max_per_step is None
         cache = RunCache(cache_dir_for(self.run_dir, self._cache_key(),
                                        None if self._cache_root in (None, True) else self._cache_root)
@@ -96,7 +104,8 @@ class RunSource:
         self._store = SegmentStore(cache, self._notes)
 
     def _cache_key(self) -> str:
-        return f"{self.reader.NAME}:{self.options.to_json()}"
+        split = f":split={self.split}" if self.split is not None else ""
+        return f"{self.reader.NAME}{split}:{self.options.to_json()}"
 
     def refresh(self, progress: Progress | None = None) -> Run:
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
@@ -118,20 +127,20 @@ class RunSource:
 
     def _refresh(self, progress: Progress | None) -> Run:
         """The refresh itself, under both locks."""
-        listing = self._tracker.list(self.run_dir, self.reader.SUFFIX, self.reader.APPENDABLE)
-        paths, ignored, unreadable = listing.paths, listing.ignored, listing.unreadable
+        listing = self._tracker.list(self.run_dir, self.reader, self.split)
+        names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
         if not self._opened:
-            self._open_cache(paths)
+            self._open_cache(listing)
             self._opened = True
-        plan = self._tracker.plan(paths, self.reader.APPENDABLE, self.max_per_step, self.latest is not None)
+        plan = self._tracker.plan(listing, self.reader.APPENDABLE, self.max_per_step, self.latest is not None)
         for name, status in plan.status.items():
             if status == "unchanged":
                 self.last_status.setdefault(name, status)
             else:
                 self.last_status[name] = status
         unchanged = (self.latest is not None and not plan.todo and not plan.gone and not unreadable
-                     and self.latest.report.files == tuple(p.name for p in paths)
+                     and self.latest.report.files == tuple(names)
                      and self.latest.report.ignored_files == tuple(ignored))
         if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
             return self.latest
@@ -141,13 +150,14 @@ class RunSource:
             self._store.save(entries, self._cache_key(), self.run_dir)
         notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."
                  for name in plan.reread]
-        self.latest = self._snapshot(paths, ignored, unreadable, notes)
+        self.latest = self._snapshot(names, ignored, unreadable, notes)
         return self.latest
 
-    def _open_cache(self, paths: list[Path]) -> None:
+    def _open_cache(self, listing) -> None:
         """Start every file the cache holds from where the cache says it was read."""
-        by_name = {p.name: p for p in paths}
-        for name, (entry, segments) in self._store.load(self._cache_key(), paths, self.reader.APPENDABLE).items():
+        by_name = dict(zip(listing.names, listing.paths))
+        for name, (entry, segments) in self._store.load(self._cache_key(), list(by_name.items()),
+                                                        self.reader.APPENDABLE).items():
             self._files[name] = FileState.from_entry(by_name[name], entry, segments)
             self.last_status[name] = "cached"
 
@@ -187,9 +197,8 @@ class RunSource:
 
     # -- the snapshot ---------------------------------------------------------------------------
 
-    def _snapshot(self, paths: list[Path], ignored: list[str], unreadable: dict[str, str],
+    def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str],
                   notes: list[str] = ()) -> Run:
-        names = [p.name for p in paths]
         parts, segments = [], {}
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
@@ -219,7 +228,8 @@ class RunSource:
         cache = self._store.cache
         stamp = cache.manifest_stamp() if cache is not None else None
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
-                   segments, self.reader, (cache.folder, stamp) if stamp is not None else None)
+                   segments, self.reader, (cache.folder, stamp) if stamp is not None else None,
+                   self.split, self.splits)
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
@@ -236,6 +246,7 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
              cache_root: Path | None | bool = None, progress: Progress | None = None,
-             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None) -> Run:
+             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
+             split: str | None = None) -> Run:
     """Read a run folder once and return it (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token).refresh(progress)
+    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split).refresh(progress)

@@ -61,6 +61,8 @@ class Run:
     #: the run's cache folder and its manifest's version when this snapshot was taken (None without
     #: a cache): what is derived from the whole snapshot (the findings) can be kept there
     cache: tuple[Path, tuple] | None = field(repr=False, default=None)
+    split: str | None = None  # the split read, for a format that has them (``readers.layout``)
+    splits: tuple[str, ...] = ()  # every split the run has
 
     @property
     def pad_token(self) -> str | None:
@@ -176,7 +178,8 @@ class Run:
         out = []
         for label in labels:
             row = self.samples.loc[label]
-            path = self.path / self.files[int(row[F.FILE])]
+            name = self.files[int(row[F.FILE])]
+            path = self.path / name
             offset, length = int(row["offset"]), int(row["length"])
             try:
                 if self._reader.APPENDABLE:
@@ -185,7 +188,7 @@ class Run:
                         out.append(fh.read(length))
                 else:
                     with open_allowed(path) as fh:
-                        got = self._reader.record(fh, path.name, offset, length, int(row[F.LINE]))
+                        got = self._reader.record(fh, name, offset, length, int(row[F.LINE]))
                     out.append(json.dumps(got, ensure_ascii=False, default=str).encode())
             except (OSError, SourceChanged, RootError):
                 continue
@@ -195,17 +198,18 @@ class Run:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical
         field -> value, every other field -> value). ``SourceChanged`` when it moved."""
         row = self.samples.loc[label]
-        path = self.path / self.files[int(row[F.FILE])]
+        name = self.files[int(row[F.FILE])]
+        path = self.path / name
         line = int(row[F.LINE])
         try:
             with open_allowed(path) as fh:  # checked again, no symlink followed: it may point out by now
-                obj = self._reader.record(fh, path.name, int(row["offset"]), int(row["length"]), line)
+                obj = self._reader.record(fh, name, int(row["offset"]), int(row["length"]), line)
         except RootError as exc:
-            raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
+            raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
         canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
         step = canonical.get(F.STEP)
         if not isinstance(step, (int, float)) or step != row[F.STEP]:
-            raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+            raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
         return canonical, others
 
     def records(self, labels) -> list[tuple[dict, dict] | None]:

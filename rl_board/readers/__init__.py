@@ -186,23 +186,32 @@ def reader_for(name: str):
 
 
 def detect(run_dir: Path):
-    """The reader for a run folder: the first of ``READERS`` whose files it holds (jsonl when none)."""
+    """The reader for a run folder: the first of ``READERS`` whose files it holds (jsonl when none).
+
+    A reader with a tree layout or its own check (``layout.GLOBS``, ``matches``) is asked with
+    ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
     run_dir = Path(run_dir)
     try:
         suffixes = {p.suffix for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
     except OSError:
         suffixes = set()
     for reader in READERS:
-        if reader.SUFFIX in suffixes:
+        if hasattr(reader, "GLOBS") or hasattr(reader, "matches"):
+            if layout.holds(reader, run_dir):
+                return reader
+        elif reader.SUFFIX in suffixes:
             return reader
-    return READERS[0]
+    return reader_for("jsonl")
 
 
-def known_suffixes() -> tuple[str, ...]:
-    return tuple(reader.SUFFIX for reader in READERS)
+def holds_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run of any format."""
+    return any(layout.holds(reader, folder) for reader in READERS)
 
 
+from . import layout  # noqa: E402
 from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
 
-#: Every reader, in detection order.
+#: Every reader, in detection order: formats recognised by their layout or content first, then the
+#: flat folders of lines or tables.
 READERS = (jsonl, parquet)

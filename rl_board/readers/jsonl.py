@@ -37,14 +37,16 @@ import ujson
 from .. import fields as F
 from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, line_too_long
 from .canonical import ROWS, build_rows, present_mask
+from .records import MAX_STEP as _MAX_STEP
+from .records import canonical_row as _canonical
+from .records import json_type as _json_type
+from .records import rows_table
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 APPENDABLE = True  # a file that grew is read from where the last read stopped
 ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
 
-_STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
-_MAX_STEP = 2**62
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
 _MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
 _UNSET = msgspec.UNSET
@@ -135,7 +137,8 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
                 records.append(got)
                 kept.append(index)
         if records:
-            tables.append(_slow_table(records, np.asarray(kept, np.int64), first_line, base_offset, starts, lengths))
+            kept = np.asarray(kept, np.int64)
+            tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept]))
     if not tables:
         table = ROWS.empty_table()
     elif len(tables) == 1:
@@ -470,64 +473,6 @@ def _slow_row(raw: bytes, resolver: KeyResolver) -> dict | str:
         return "a value is nested too deeply"
 
 
-def _canonical(obj: dict, resolver: KeyResolver) -> dict | str:
-    sources, taken = resolver.resolve(obj.keys())
-
-    def get(name):
-        key = sources.get(name)
-        return None if key is None else obj[key]
-
-    step = get(F.STEP)
-    if step is None:
-        return f"missing {resolver.source_of(F.STEP)}"
-    if type(step) is not int:
-        if not _is_number(step) or not float(step).is_integer():
-            return f"'step' must be an integer, got {_short(step)}"
-        step = int(step)
-    if abs(step) > _MAX_STEP:
-        return f"'step' out of range: {_short(step)}"
-    reward = get(F.REWARD)
-    if reward is None:
-        return f"missing {resolver.source_of(F.REWARD)}"
-    if not _is_number(reward):
-        return f"'reward' must be a number, got {_short(reward)}"
-    row = {F.STEP: step, F.REWARD: _to_float(reward)}
-    for name in F.SCALAR_FIELDS:
-        value = get(name)
-        row[name] = _to_float(value) if _is_number(value) else None
-    for name in F.TEXT_FIELDS:
-        value = get(name)
-        row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
-    for name in F.TOKEN_FIELDS:
-        values = get(name)
-        if values is None:
-            row[name] = None
-            continue
-        if type(values) is not list:
-            return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
-        if name in _STRICT:
-            if not all(v is None or _is_number(v) for v in values):
-                return f"'{name}' must be a list of numbers or null"
-        row[name] = [_to_float(v) if _is_number(v) else None for v in values]
-    tokens = get(F.TOKENS)
-    row[F.TOKENS] = ([t if type(t) is str else json.dumps(t, ensure_ascii=False) for t in tokens]
-                     if type(tokens) is list else None)
-    row["extras"] = {key: _to_float(value) for key, value in obj.items()
-                     if key not in taken and is_extra_value(value)}
-    return row
-
-
-def _slow_table(records: list[dict], lines: np.ndarray, first_line: int, base_offset: int, starts: np.ndarray,
-                lengths: np.ndarray) -> pa.Table:
-    columns = {name: [r[name] for r in records] for name in F.CANONICAL}
-    columns[F.LINE] = first_line + lines
-    columns["offset"] = base_offset + starts[lines]
-    columns["length"] = lengths[lines]
-    names = sorted({key for r in records for key in r["extras"]})
-    extras = {name: [r["extras"].get(name) for r in records] for name in names}
-    return build_rows(columns, extras)
-
-
 def parse_line(raw: bytes) -> dict | str:
     """One line as a dict, or the reason it is not a JSON object. Text that is not valid Unicode
     (a lone surrogate escape) has the offending characters replaced by U+FFFD."""
@@ -584,30 +529,6 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     if isinstance(obj, str):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     return obj
-
-
-def _to_float(value) -> float:
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond float range
-        return float("inf") if value > 0 else float("-inf")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _json_type(value) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number")
-
-
-def _short(value) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _json_error(text: str) -> str:
