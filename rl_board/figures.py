@@ -245,23 +245,59 @@ def build_prompt_history_figure(history: pd.DataFrame) -> go.Figure:
                    yaxis=dict(title=dict(text="reward")))
 
 
+ALIGN_STEP = "step"
+ALIGN_PROGRESS = "progress"  # percent of each run's own step range
+MAX_SPAN_RATIO = 4.0  # step ranges this many times apart are compared by progress at first
+
+
+def align_runs_by(steps_by_run: dict[str, pd.DataFrame]) -> str:
+    """How to align runs at first: by progress when the longest step range (last − first step) is
+    more than ``MAX_SPAN_RATIO`` times the shortest (a 2300-step run would squeeze a 30-step one into a
+    sliver), else by step."""
+    spans = [float(frame.index.max() - frame.index.min()) for frame in steps_by_run.values() if len(frame)]
+    if len(spans) < 2:
+        return ALIGN_STEP
+    return ALIGN_PROGRESS if max(spans) > MAX_SPAN_RATIO * max(min(spans), 1.0) else ALIGN_STEP
+
+
+def run_progress(steps) -> np.ndarray:
+    """Each step as a percent of its run's step range: 100 · (step − first) ÷ (last − first); 0 for a
+    run of one step."""
+    steps = np.asarray(steps, dtype=float)
+    if not len(steps):
+        return steps
+    span = steps.max() - steps.min()
+    return np.zeros(len(steps)) if span == 0 else 100.0 * (steps - steps.min()) / span
+
+
 def build_runs_figure(steps_by_run: dict[str, pd.DataFrame], name: str, title: str, std_scale: float = 1.0,
-                      zero_shift: bool = False, smoothing: float = 0.0) -> go.Figure:
-    """Series ``name`` of several runs overlaid, one colour per run, aligned by step, each with its
-    band (``build_curve_figure``'s rules: clipped at 0 for non-negative series, smoothing, shift)."""
+                      zero_shift: bool = False, smoothing: float = 0.0, align: str = ALIGN_STEP) -> go.Figure:
+    """Series ``name`` of several runs overlaid, one colour per run, each with its band
+    (``build_curve_figure``'s rules: clipped at 0 for non-negative series, smoothing, shift), aligned by
+    step or (``align`` = ``ALIGN_PROGRESS``) by the percent of each run's own step range, the step
+    shown on hover."""
     traces = []
     for i, (run_name, steps) in enumerate(steps_by_run.items()):
         single = build_curve_figure(steps, [name], "", std_scale, zero_shift, labels={name: run_name},
                                     smoothing=smoothing)
         color = _COLORS[i % len(_COLORS)]
+        x = steps.index.to_numpy()
         for trace in single.data:
             trace = trace.to_plotly_json()
             if trace.get("fill"):
                 trace["fillcolor"] = color
             else:
                 trace["line"] = {**trace.get("line", {}), "color": color}
+            if align == ALIGN_PROGRESS:
+                raw = np.asarray(trace["x"], dtype=float)
+                trace["x"] = run_progress(raw) if not trace.get("fill") else np.concatenate(
+                    [run_progress(x), run_progress(x)[::-1]])
+                if not trace.get("fill"):
+                    trace["customdata"] = raw
+                    trace["hovertemplate"] = "step %{customdata}: %{y:.4g}<extra>%{fullData.name}</extra>"
             traces.append(trace)
-    return _figure(traces, title, xaxis=dict(title=dict(text="step")))
+    axis = "step" if align == ALIGN_STEP else "progress (% of each run's steps)"
+    return _figure(traces, title, xaxis=dict(title=dict(text=axis)))
 
 
 def build_overlay_figure(steps: pd.DataFrame, name: str, label: str, series: pd.DataFrame, series_label: str,

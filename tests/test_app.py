@@ -626,3 +626,25 @@ def test_trainer_metrics_defaults_by_meaning_several_groups_and_an_overlay():
     assert _values(trainer["y"]) == pytest.approx([e["kl"] for e in history])
     assert _values(rollout["x"]) == list(range(5, 65, 5))
     assert not at.exception
+
+
+def test_compare_runs_of_very_different_step_ranges_by_progress():
+    """The eval demo (steps 0-2300) beside the PPO demo (steps 1-30): the ranges differ more than 4 ×, so
+    runs are aligned by progress at first: each run's curve runs from 0 % to 100 % of its own steps
+    (PPO's step 15 at 100 · 14 / 29 %), the step on hover; switching to step puts the steps back."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    at.multiselect(key=keys.COMPARE_RUNS).select("eval_demo").run()
+    assert at.radio(key=keys.COMPARE_ALIGN).value == "progress"
+
+    def lines():
+        spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+        return {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
+
+    ppo, evals = lines()["ppo_demo"], lines()["eval_demo"]
+    assert _values(ppo["x"])[0] == 0 and _values(ppo["x"])[-1] == 100 and _values(evals["x"])[-1] == 100
+    assert _values(ppo["x"])[14] == pytest.approx(100 * 14 / 29) and _values(ppo["customdata"])[14] == 15
+    assert _values(evals["x"])[1] == pytest.approx(100 * 100 / 2300)  # eval's second step is 100
+    at.radio(key=keys.COMPARE_ALIGN).set_value("step").run()
+    assert _values(lines()["eval_demo"]["x"])[-1] == 2300
+    assert not at.exception

@@ -54,6 +54,7 @@ EXPLORE_TRUNCATED = "explore_truncated"
 SHOW_HISTORY = "show_prompt_history"
 GROUP_BATCH = "group_batch"
 COMPARE_RUNS = "compare_runs"
+COMPARE_ALIGN = "compare_align"  # align compared runs by step or by progress
 METRICS_PATH = "metrics_path"
 METRICS_GROUP = "metrics_group"
 METRICS_SERIES = "metrics_series"
