@@ -316,3 +316,24 @@ def build_overlay_figure(steps: pd.DataFrame, name: str, label: str, series: pd.
                    yaxis=dict(title=dict(text=escape_plotly(label), font=dict(color=_COLORS[0]))),
                    yaxis2=dict(title=dict(text=escape_plotly(series_label), font=dict(color=_COLORS[1])),
                                overlaying="y", side="right", showgrid=False))
+
+
+def build_position_figure(profile: pd.DataFrame, column: str, title: str) -> go.Figure:
+    """One column of ``positions.compute_position_profile`` over token positions; hover gives how many
+    samples reach each position."""
+    trace = dict(type="scatter", x=profile.index.to_numpy(), y=profile[column].to_numpy(dtype=float),
+                 mode="lines", name=title, line=dict(color=_COLORS[0]), customdata=profile["samples"].to_numpy(),
+                 hovertemplate="position %{x}: %{y:.4g} (%{customdata} samples)<extra></extra>")
+    return _figure([trace], title, height=280, xaxis=dict(title=dict(text="token position")))
+
+
+def build_length_bucket_figure(buckets: pd.DataFrame, unit: str) -> go.Figure:
+    """Mean reward per response-length bucket (``positions.compute_reward_by_length``), ± its std,
+    with each bucket's sample count on its bar."""
+    labels = [f"{lo}–{hi}" if hi > lo else f"{lo}" for lo, hi in zip(buckets["low"], buckets["high"])]
+    trace = dict(type="bar", x=labels, y=buckets["reward_mean"].to_numpy(dtype=float), name="reward",
+                 marker=dict(color=_COLORS[0]), text=[f"n={n}" for n in buckets["samples"]], textposition="outside",
+                 error_y=dict(type="data", array=buckets["reward_std"].to_numpy(dtype=float), visible=True))
+    return _figure([trace], f"Reward by response length ({unit})", height=280,
+                   xaxis=dict(title=dict(text=f"response length ({unit})"), type="category"),
+                   yaxis=dict(title=dict(text="reward (mean ± std)")))

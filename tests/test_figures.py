@@ -146,7 +146,11 @@ def test_every_figure_passes_plotly_validation():
     figures.append(build_reward_bars_figure(samples))
     figures.append(build_runs_figure({"a": _steps(), "b": _steps()}, "reward", "t", smoothing=0.5))
     figures.append(build_matches_figure(pd.Series([0, 2], index=[1, 2])))
-    from rl_board.figures import build_overlay_figure
+    from rl_board.figures import build_length_bucket_figure, build_overlay_figure, build_position_figure
+    figures.append(build_position_figure(pd.DataFrame({"samples": [2, 1], "kl_mean": [0.1, 0.2]}), "kl_mean", "KL"))
+    figures.append(build_length_bucket_figure(pd.DataFrame({"low": [2, 4], "high": [3, 4], "samples": [2, 1],
+                                                            "reward_mean": [0.5, 1.0], "reward_std": [0.5, 0.0]}),
+                                              "tokens"))
     figures.append(build_overlay_figure(_steps(), "reward", "reward", pd.DataFrame({"s_mean": [1.0, 2.0]}, index=[1, 2]),
                                         "<b>kl</b>", smoothing=0.5))
     for fig in figures:

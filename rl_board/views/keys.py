@@ -40,6 +40,7 @@ LAMBDA = "gae_lambda"
 COLOR_BY = "color_tokens_by"
 TOKEN_RANGE = "token_range"  # the positions the heatmap draws (a long response)
 SHOW_DRIVERS = "show_drivers"
+SHOW_POSITIONS = "show_positions"
 DRIVERS_NGRAMS = "drivers_ngrams"  # the n-gram finder compares: top vs bottom of the step, or late vs early steps
 FINDING_OPEN = "finding_open"  # the finding whose evidence is shown (its kind)
 SHOW_EXPLORE = "show_explore"
