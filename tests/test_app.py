@@ -575,8 +575,7 @@ def test_truncated_flag_column_filter_and_curve(tmp_path):
     at = _load(_open(tmp_path, "tr"))
     table = at.dataframe[0].value
     assert dict(zip(table["prompt"], table["truncated"])) == {"ended": False, "cut": True}
-    assert "truncated_share" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options or \
-        "Truncated responses (share: no EOS, lists full)" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options
+    assert "Truncated responses (share: no EOS, lists full)" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options
     at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
     at.checkbox(key=keys.EXPLORE_TRUNCATED).check().run()
     assert at.dataframe[0].value["prompt"].tolist() == ["cut"]
