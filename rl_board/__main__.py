@@ -22,7 +22,7 @@ from .defaults import EOS_TOKEN, PAD_TOKEN, read_settings, token_option
 # starts its parsing workers first, so their start overlaps this process's own imports.
 READS_A_RUN = ("summary", "search", "findings")
 
-FORMATS = ("board", "verl", "trl")
+FORMATS = ("board", "verl", "trl", "prime-rl", "art")
 # Every server setting ``serve`` needs, passed on the command line so they hold whatever folder it
 # is started from (Streamlit reads .streamlit/config.toml only from the working folder; the
 # repository's copy says the same for ``streamlit run app.py``).
@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
                               "e.g. --field reward=my_score")
+    summary.add_argument("--split", default=None, metavar="NAME",
+                            help="the split to read (train, eval, train/all…), for a format that has them")
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
     search.add_argument("run_dir", type=Path)
@@ -83,12 +85,15 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--truncated", action="store_true",
                         help="only truncated responses (no EOS among the counted positions, which fill the lists)")
     search.add_argument("--in", dest="text_field", default="response",
-                        choices=("prompt", "response", "ref_response", "ground_truth"))
+                        choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
+                        help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     _token_arguments(search, pad_help="removed from the texts before matching; positions from it on are not "
                                       "counted")
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    search.add_argument("--split", default=None, metavar="NAME",
+                           help="the split to read (train, eval, train/all…), for a format that has them")
     search.add_argument("--no-cache", action="store_true")
     findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
                                                "collapse, sampler mismatch, dead GRPO groups, empty responses")
@@ -97,6 +102,8 @@ def _parser() -> argparse.ArgumentParser:
     _token_arguments(findings)
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
+    findings.add_argument("--split", default=None, metavar="NAME",
+                             help="the split to read (train, eval, train/all…), for a format that has them")
     findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
@@ -117,7 +124,8 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("out", type=Path)
     generate.add_argument("--format", choices=FORMATS, default=None,
                           help="write one small run in this trainer's shape (board: OpenRLHF-style ranks, "
-                               "verl: {step}.jsonl dumps, trl: completions_*.parquet)")
+                               "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl: agent episodes "
+                               "in rollouts/step_N/, art: agent trajectories in trajectories/train/)")
     generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
@@ -135,12 +143,17 @@ def _load(args):
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=args.eos_token)
+                       eos_token=args.eos_token, split=args.split)
     except (RootError, FieldMappingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
+    if args.split and args.split not in run.splits:
+        print(f"error: {args.run_dir} has no split {args.split!r}"
+              + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
+              file=sys.stderr)
+        return 2
     return run
 
 
@@ -159,7 +172,7 @@ def _search(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = {"settings": read_settings(run.options, args.max_samples_per_step), **build_search_json(run, matches)}
+    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
     else:
@@ -247,7 +260,7 @@ def _summary(args) -> int:
         return run
     from .summary import build_summary
 
-    summary = {"settings": {**read_settings(run.options, args.max_samples_per_step), "kl_estimator": "k3"},
+    summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
                **build_summary(run)}
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
@@ -275,12 +288,12 @@ def _findings(args) -> int:
         return run
     found = get_findings(run)
     if args.json:
-        print(json.dumps({"settings": read_settings(run.options, args.max_samples_per_step),
+        print(json.dumps({"settings": read_settings(run, args.max_samples_per_step),
                           "findings": found.to_json()}, ensure_ascii=False, allow_nan=False))
     else:
         print(f"{len(found.findings)} finding{'s' if len(found.findings) != 1 else ''} in {run.path} "
               f"({run.report.lines_ok} samples loaded; "
-              f"{_describe_settings(read_settings(run.options, args.max_samples_per_step))})")
+              f"{_describe_settings(read_settings(run, args.max_samples_per_step))})")
         for finding in found.findings:
             steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
                      else f"steps {finding.first_step}..{finding.last_step}")
@@ -344,9 +357,14 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
-    from .demo import write_demo_samples, write_ppo_demo, write_train_run, write_trl_run, write_verl_run
+    from .demo import (write_art_run, write_demo_samples, write_ppo_demo, write_prime_rl_run, write_train_run,
+                       write_trl_run, write_verl_run)
 
-    if args.format == "verl":
+    if args.format == "prime-rl":
+        write_prime_rl_run(args.out)
+    elif args.format == "art":
+        write_art_run(args.out)
+    elif args.format == "verl":
         write_verl_run(args.out)
     elif args.format == "trl":
         write_trl_run(args.out)

@@ -3,7 +3,9 @@
 It writes what a PPO trainer with a critic would log (every token-level field,
 OpenRLHF-style padding, several ranks), a response-level evaluation log with
 irregular steps, a verl rollout dump (``{step}.jsonl``: input/output/gts/score
-plus reward extra info) and TRL GRPO completions (``completions_{step:05d}.parquet``).
+plus reward extra info), TRL GRPO completions (``completions_{step:05d}.parquet``) and
+agent runs with tool calls in prime-rl's (``rollouts/step_N/train/all/traces.jsonl``) and
+OpenPipe ART's (``trajectories/train/{step:04d}.parquet``) shapes.
 Same arguments, same bytes: the shipped ``rollout_samples/`` are made by
 ``python -m rl_board generate``.
 """
@@ -311,6 +313,128 @@ def _write_trainer_state(path: Path, steps: int, rng: np.random.Generator) -> Pa
     return path
 
 
+def _agent_rollout(rng: np.random.Generator, skill: float) -> dict:
+    """One tool-using rollout of a calculator agent: (turns as chat messages with ``sampled``,
+    reward components {name: (score, weight)})."""
+    a, b, c = (int(x) for x in rng.integers(2, 30, size=3))
+    truth = a + b * c
+    turns = [({"role": "system", "content": "You are a careful assistant. Use the calc tool for arithmetic."}, False),
+             ({"role": "user", "content": f"What is {a} + {b} × {c}? Answer with the number only."}, False)]
+    calls = int(rng.integers(0, 3)) + (rng.random() > skill)
+    for i in range(calls):
+        right = rng.random() < 0.5 + 0.5 * skill  # else the precedence slip
+        expr, value = (f"{a}+{b}*{c}", truth) if right else (f"({a}+{b})*{c}", (a + b) * c)
+        turns.append(({"role": "assistant", "content": "Let me compute that." if i == 0 else "Checking again.",
+                       "tool_calls": [{"id": f"call_{i}", "name": "calc", "arguments": json.dumps({"expr": expr})}]},
+                      True))
+        broken = rng.random() < 0.1
+        result = "Error: <SyntaxError> unexpected token '<'" if broken else str(value)
+        turns.append(({"role": "tool", "tool_call_id": f"call_{i}", "content": result}, False))
+    correct = bool(rng.random() < skill)
+    answer = str(truth if correct else truth + int(rng.integers(1, 9)))
+    if rng.random() < 0.05:
+        answer = ""  # an empty final answer
+    turns.append(({"role": "assistant", "content": answer}, True))
+    formatted = answer.isdigit()
+    return {"turns": turns, "rewards": {"correct": (float(answer == str(truth)), 1.0),
+                                        "format": (float(formatted), 0.2)}}
+
+
+def write_prime_rl_run(out: Path, steps: int = 8, prompts: int = 3, group: int = 4, seed: int = 5) -> list[Path]:
+    """Write what prime-rl's file monitor leaves in ``OUT/rollouts/``: per step,
+    ``train/all/traces.jsonl`` (every rollout: one verifiers v1 episode a line, as
+    ``Episode.to_record()`` dumps it) and ``train/effective/traces.jsonl`` (the trained batch: the
+    groups whose rewards differ), plus an ``eval/all`` file every 4 steps."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for step in range(1, steps + 1):
+        skill = 0.3 + 0.6 * (step - 1) / max(steps - 1, 1)
+        files: dict[tuple[str, str], list[bytes]] = {}
+        kinds = [("train", prompts)] + ([("eval", 1)] if step % 4 == 0 else [])
+        for kind, count in kinds:
+            for p in range(count):
+                episodes = []
+                for g in range(group):
+                    rollout = _agent_rollout(rng, skill)
+                    episodes.append(_v1_episode(f"{kind}-{step}-{p}-{g}", f"{kind}-{step}-{p}", step, rollout))
+                lines = [orjson.dumps(e) + b"\n" for e in episodes]
+                files.setdefault((kind, "all"), []).extend(lines)
+                rewards = {json.dumps(e["traces"][0]["rewards"], sort_keys=True) for e in episodes}
+                if kind == "train" and len(rewards) > 1:
+                    files.setdefault((kind, "effective"), []).extend(lines)
+        for (kind, subset), lines in files.items():
+            path = out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"".join(lines))
+            paths.append(path)
+    return paths
+
+
+def _v1_episode(episode_id: str, group_id: str, step: int, rollout: dict) -> dict:
+    nodes = []
+    for i, (message, sampled) in enumerate(rollout["turns"]):
+        node = {} if i == 0 else {"parent": i - 1}
+        tokens = 4 + len(str(message.get("content", ""))) // 4
+        node.update({"message": message, "sampled": sampled, "timestamp": 1760000000.0 + step,
+                     "token_ids": list(range(tokens)), "mask": [sampled] * tokens, "is_content": [],
+                     "logprobs": [-0.25] * tokens if sampled else []})
+        nodes.append(node)
+    trace = {"version": 1, "id": f"trace-{episode_id}", "verifiers": {"version": "demo"},
+             "task": {"type": "Task", "data": {"question": rollout["turns"][1][0]["content"]}},
+             "agent": {"config": {"id": "demo"}, "name": "agent", "trainable": True}, "tools": [
+                 {"name": "calc", "description": "Evaluate an arithmetic expression.",
+                  "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}],
+             "nodes": nodes, "calls": [], "request_rewrites": [], "response_rewrites": [],
+             "rewards": {name: {"score": score, "weight": weight} for name, (score, weight) in rollout["rewards"].items()},
+             "metrics": {"tool_errors": float(sum("Error" in m.get("content", "") for m, _ in rollout["turns"]
+                                                  if m["role"] == "tool"))},
+             "info": {}, "extra_usage": [], "is_completed": True, "ok": True, "stop_condition": "completed",
+             "errors": [], "timing": {"start": 1760000000.0}}
+    return {"id": episode_id, "env": {"id": "calc-demo"}, "task": trace["task"], "group": {"id": group_id},
+            "run": {"type": "train", "id": "demo", "work": {"type": "train", "step": step}},
+            "ok": True, "errors": [], "traces": [trace]}
+
+
+def write_art_run(out: Path, steps: int = 8, prompts: int = 3, group: int = 4, seed: int = 6) -> list[Path]:
+    """Write what OpenPipe ART's backend leaves in ``.art/{project}/models/{model}/``:
+    ``trajectories/train/{step:04d}.parquet`` per step (``write_trajectory_groups_parquet``: one row
+    per trajectory, the model's choices trainable, tool calls as JSON text, metrics as JSON)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    message = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.string()),
+                         ("tool_call_id", pa.string()), ("trainable", pa.bool_())])
+    schema = pa.schema([("format_version", pa.int16()), ("group_index", pa.int64()), ("trajectory_index", pa.int64()),
+                        ("reward", pa.float64()), ("metrics", pa.string()), ("metadata", pa.string()),
+                        ("messages", pa.list_(message))])
+    rng = np.random.default_rng(seed)
+    paths = []
+    for step in range(1, steps + 1):
+        skill = 0.3 + 0.6 * (step - 1) / max(steps - 1, 1)
+        rows = []
+        for g in range(prompts):
+            for t in range(group):
+                rollout = _agent_rollout(rng, skill)
+                messages = []
+                for turn, sampled in rollout["turns"]:
+                    calls = [{"id": c["id"], "type": "function",
+                              "function": {"name": c["name"], "arguments": c["arguments"]}}
+                             for c in turn.get("tool_calls", [])]
+                    messages.append({"role": turn["role"], "content": turn.get("content"),
+                                     "tool_calls": json.dumps(calls) if calls else None,
+                                     "tool_call_id": turn.get("tool_call_id"), "trainable": sampled})
+                reward = sum(score * weight for score, weight in rollout["rewards"].values())
+                metrics = {name: score for name, (score, _) in rollout["rewards"].items()}
+                rows.append({"format_version": 2, "group_index": g, "trajectory_index": t, "reward": reward,
+                             "metrics": json.dumps(metrics, separators=(",", ":")), "metadata": None,
+                             "messages": messages})
+        path = out / "trajectories" / "train" / f"{step:04d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="zstd")
+        paths.append(path)
+    return paths
+
+
 def write_ppo_demo(out: Path) -> list[Path]:
     """The bundled PPO run: 30 steps of 16 samples over 4 rank files."""
     return write_train_run(out, steps=30, samples_per_step=16, max_tokens=32, ranks=4, sampler=True)
@@ -322,3 +446,4 @@ def write_demo_samples(root: Path) -> None:
     write_eval_run(root / "eval_demo")
     write_verl_run(root / "verl_grpo_demo")
     write_trl_run(root / "trl_grpo_demo")
+    write_prime_rl_run(root / "prime_rl_agent_demo")

@@ -52,8 +52,15 @@ SCHEMA = pa.schema(
     + [(name, type_) for field in F.LOGPROB_FIELDS
        for name, type_ in ((f"{field}_above_0", pa.int32()), (f"{field}_max", pa.float64()))]
     + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
+    + [
+        ("has_messages", pa.bool_()),  # the sample has a conversation (``messages``)
+        ("turn_texts", pa.list_(pa.string())),  # every turn's content, then every tool call's arguments
+        ("tool_names", pa.list_(pa.string())),  # the tool name of each tool call of its assistant turns
+    ]
 )
-_KEPT = [f.name for f in ROWS if f.name not in F.TOKEN_FIELDS and f.name != F.TOKENS]
+#: The segment's list columns of a sample's turns (kept in the segment, read where needed).
+TURN_COLUMNS = ("turn_texts", "tool_names")
+_KEPT = [f.name for f in ROWS if f.name not in F.TOKEN_FIELDS and f.name not in (F.TOKENS, F.MESSAGES)]
 
 
 def prompt_key(prompt: str | None, pad_token: str | None) -> int | None:
@@ -70,6 +77,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     """The segment rows of a block of canonical rows (see the module's docstring)."""
     rows = rows.unify_dictionaries().combine_chunks()
     count = rows.num_rows
+    rows, turned = _from_messages(rows)
     lists, last = {}, None
     for name in F.TOKEN_FIELDS:
         lists[name] = _FlatList(rows[name], last)
@@ -109,12 +117,61 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["prompt_key"] = _prompt_keys(texts["prompt"])
     cut = TokenColumns(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
     columns.update(compute_sample_aggregates(cut))
+    columns.update(turned)
     arrays = [_array(columns[f.name], f.type) for f in SCHEMA]
     names = list(SCHEMA.names)
     for name in sorted(F.extra_columns(rows.column_names)):
         arrays.append(rows[name])
         names.append(name)
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def _from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
+    """(``rows`` with the prompt and response of each sample that has ``messages`` and none of its
+    own, and the extras ``num_turns`` and ``num_tool_calls``; the segment's turn columns).
+
+    The prompt is the contents of the turns before the first assistant turn joined by a blank line
+    (null when there are none), the response the content of the last assistant turn (null without
+    one); ``num_turns`` counts the assistant turns, ``num_tool_calls`` the tool calls of all of them.
+    A sample without messages keeps what its source gave (an extra of the same name included)."""
+    count = rows.num_rows
+    column = rows[F.MESSAGES]
+    empty = {"has_messages": np.zeros(count, bool), "turn_texts": pa.nulls(count, pa.list_(pa.string())),
+             "tool_names": pa.nulls(count, pa.list_(pa.string()))}
+    if column.null_count == count:
+        return rows, empty
+    prompts, responses = rows["prompt"].to_pylist(), rows["response"].to_pylist()
+    turns_count, calls_count = [None] * count, [None] * count
+    texts, names = [None] * count, [None] * count
+    has = np.zeros(count, bool)
+    for i, conversation in enumerate(column.to_pylist()):
+        if conversation is None:
+            continue
+        has[i] = True
+        assistant = [t for t in conversation if t["role"] == "assistant"]
+        first = next((k for k, t in enumerate(conversation) if t["role"] == "assistant"), len(conversation))
+        if prompts[i] is None and first:
+            prompts[i] = "\n\n".join(t["content"] or "" for t in conversation[:first])
+        if responses[i] is None and assistant:
+            responses[i] = assistant[-1]["content"] or ""
+        turns_count[i] = len(assistant)
+        calls = [call for t in assistant for call in t["tool_calls"] or ()]
+        calls_count[i] = len(calls)
+        texts[i] = ([t["content"] or "" for t in conversation]
+                    + [call["arguments"] or "" for t in conversation for call in t["tool_calls"] or ()])
+        names[i] = [call["name"] or "" for call in calls]
+    rows = rows.set_column(rows.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
+    rows = rows.set_column(rows.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
+    for name, values in ((F.NUM_TURNS, turns_count), (F.NUM_TOOL_CALLS, calls_count)):
+        derived = pa.array(values, pa.float64())
+        extra = F.extra_column(name)
+        if extra in rows.column_names:  # the source's own, where the sample has no messages
+            rows = rows.set_column(rows.schema.get_field_index(extra), extra,
+                                   pc.if_else(pa.array(has), derived, rows[extra].combine_chunks()))
+        else:
+            rows = rows.append_column(extra, derived)
+    return rows, {"has_messages": has, "turn_texts": pa.array(texts, pa.list_(pa.string())),
+                  "tool_names": pa.array(names, pa.list_(pa.string()))}
 
 
 def is_segment_schema(schema: pa.Schema) -> bool:

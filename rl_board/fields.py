@@ -28,6 +28,14 @@ TOKENS = "response_tokens"
 #: Every canonical name a source field can be mapped to.
 CANONICAL = (STEP, *REWARD_FIELDS, *TEXT_FIELDS, *TOKEN_FIELDS, TOKENS)
 
+#: Optional conversation of an agent sample: an ordered list of turns, each {role, content, reasoning,
+#: tool_calls [{id, name, arguments}], tool_call_id, trainable} (see ``readers.turns``). Readers of
+#: agent formats fill it; it is not a field mapping target.
+MESSAGES = "messages"
+#: Extras derived from ``messages`` (``derive``): the assistant turns, and the tool calls of all of them.
+NUM_TURNS = "num_turns"
+NUM_TOOL_CALLS = "num_tool_calls"
+
 #: canonical name <- the source key used when the canonical key is absent (verl's dumps and others).
 ALIASES = {
     "prompt": "input",

@@ -25,7 +25,7 @@ from . import ingest
 from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
 from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
-from .derive import SCHEMA
+from .derive import SCHEMA, TURN_COLUMNS
 from .run import LoadReport, Run
 from .segments import SegmentStore
 from .tables import compute_step_stats
@@ -236,7 +236,7 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
     """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
     (segments count lines from their own start), and where each row lives: file, seg, row."""
     rows = table.num_rows
-    numbers = table.drop_columns([*F.TEXT_FIELDS, "words"])
+    numbers = table.drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
     numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
                                  pc.add(numbers[F.LINE], first_line - 1))
     return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))

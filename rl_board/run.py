@@ -153,7 +153,8 @@ class Run:
         return counts
 
     def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
-        """Whether each row of ``samples`` has text ``field`` matching the RE2 regular expression
+        """Whether each row of ``samples`` has text ``field`` (or, for ``messages``, any turn's content or
+        tool-call arguments) matching the RE2 regular expression
         ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
         (samples,). Runs pyarrow's RE2 over the memory-mapped text columns, segment by segment:
         no text becomes a Python string. Raises ``ValueError`` for a pattern RE2 refuses."""
@@ -162,15 +163,40 @@ class Run:
         found = np.zeros(len(self.samples), dtype=bool)
         rows = self.samples["row"].to_numpy()
         for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column(field)
+            table = self._segments[(int(file), int(seg))]
+            if field == F.MESSAGES:  # any turn's content or tool-call arguments
+                lists = table.column("turn_texts").combine_chunks()
+                column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
+            else:
+                column, owner = table.column(field), None
             if pad_token:
                 column = pc.replace_substring(column, pad_token, "")
             try:
-                hits = pc.match_substring_regex(column, pattern)
+                hits = np.asarray(pc.match_substring_regex(column, pattern).fill_null(False), dtype=bool)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
-            found[places] = np.asarray(hits.fill_null(False), dtype=bool)[rows[places]]
+            if owner is not None:
+                hits = np.bincount(owner[hits], minlength=table.num_rows) > 0
+            found[places] = hits[rows[places]]
         return found
+
+    def tool_calls(self, frame: pd.DataFrame) -> dict[int, dict[str, int]]:
+        """For each step of ``frame`` (rows of ``samples``) whose samples have any tool call: tool name ->
+        how many tool calls of its samples' assistant turns name it. Read from the segments."""
+        import pyarrow.compute as pc
+
+        out: dict[int, dict[str, int]] = {}
+        rows = frame["row"].to_numpy()
+        steps = frame[F.STEP].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("tool_names")
+            for picked, values in _take_chunks(column, rows[at]):
+                owner = pc.list_parent_indices(values).to_numpy()
+                names = pc.list_flatten(values).to_pylist()
+                for step, name in zip(steps[at][picked][owner].tolist(), names):
+                    counts = out.setdefault(int(step), {})
+                    counts[name] = counts.get(name, 0) + 1
+        return out
 
     def source_lines(self, labels) -> bytes:
         """The samples' lines as they are in the log files, one per line, byte for byte (a table

@@ -384,3 +384,33 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
         assert newline.evaluate("el => getComputedStyle(el, '::before').content") == '"↵"'
         assert page.get_by_test_id("stException").count() == 0
         page.screenshot(path=str(OUTPUT / "token_heatmap.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_turn_view_shows_a_tool_result_that_looks_like_html_as_text(server, tmp_path):
+    """In Chromium: an agent sample's turns are drawn, and a tool result that looks like HTML reads as
+    written: no img, script or b element is created and no dialog opens."""
+    from playwright.sync_api import expect
+
+    from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
+
+    hostile = "<img src=x onerror=alert(1)></code><script>alert(2)</script><b>bold</b>"
+    nodes = v1_chain([({"role": "user", "content": "fetch it"}, False),
+                      ({"role": "assistant", "tool_calls": [{"id": "c1", "name": "fetch", "arguments": "{}"}]}, True),
+                      ({"role": "tool", "tool_call_id": "c1", "content": hostile}, False),
+                      ({"role": "assistant", "content": "done"}, True)])
+    write_prime_rl(tmp_path / "agent", 1, "train", "all",
+                   [v1_episode("e", 1, [v1_trace(nodes, {"ok": {"score": 1.0, "weight": 1.0}}, {})])])
+    with _page(server, 1400, 2400) as page:
+        dialogs = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        _load_in_page(page, tmp_path, "agent")
+        result = page.locator(".st-key-turn-3")
+        expect(result).to_be_visible(timeout=60_000)
+        expect(result).to_contain_text(hostile, timeout=60_000)  # code blocks draw once their highlighter loads
+        expect(page.locator(".st-key-turn-4")).to_contain_text("done", timeout=60_000)
+        assert result.locator("img").count() == 0 and result.locator("script").count() == 0
+        assert result.locator("b").count() == 0 and page.locator("img[src='x']").count() == 0
+        time.sleep(1)  # a dialog, if any, would open right away
+        assert dialogs == []
+        page.screenshot(path=str(OUTPUT / "turn_view.png"), full_page=True)

@@ -119,3 +119,31 @@ def test_flat_runs_are_listed_and_named_as_before(tmp_path, tree):
     loaded = load_run(run, cache_root=False)
     assert loaded.report.reader == "jsonl" and loaded.files == ("rank0.jsonl",)
     assert loaded.report.ignored_files == ("notes.txt",) and loaded.split is None and loaded.splits == ()
+
+
+def test_a_trainer_run_opens_from_its_output_folder_or_the_folder_of_its_files(tmp_path):
+    """prime-rl's output folder or its rollouts/, rLLM's log folder or its episodes/, ART's model folder
+    or its trajectories/: each opens as the same run (the writers' layouts, tests/agent_writers.py)."""
+    from agent_writers import (v1_chain, v1_episode, v1_trace, write_art, write_prime_rl, write_rllm)
+
+    out = tmp_path / "prime"
+    trace = v1_trace(v1_chain([({"role": "user", "content": "q"}, False),
+                               ({"role": "assistant", "content": "a"}, True)]),
+                     {"correct": {"score": 1.0, "weight": 0.5}}, {})
+    write_prime_rl(out, 4, "train", "all", [v1_episode("e1", 4, [trace])])
+    logs = tmp_path / "rllm"
+    chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    write_rllm(logs / "episodes", 2, "train", "ep:1",
+               [{"reward": 0.25, "steps": [{"observation": "q", "model_response": "a", "chat_completions": chat,
+                                            "reward": 0.25}]}], True, {})
+    model = tmp_path / "art"
+    write_art(model, "train", 3, [[{"messages_and_choices": [
+        {"role": "user", "content": "q"},
+        {"finish_reason": "stop", "index": 0, "message": {"role": "assistant", "content": "a"}}],
+        "reward": 0.75, "metrics": {}, "metadata": {}}]])
+    for outer, inner, step, reward in ((out, out / "rollouts", 4, 0.5), (logs, logs / "episodes", 2, 0.25),
+                                       (model, model / "trajectories", 3, 0.75)):
+        for folder in (outer, inner):
+            run = load_run(folder, cache_root=False)
+            assert list(run.steps.index) == [step], folder
+            assert run.steps.loc[step, "reward_mean"] == pytest.approx(reward), folder

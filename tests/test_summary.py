@@ -102,8 +102,8 @@ def test_summary_counts_with_the_pages_defaults_without_flags(tmp_path):
     code, out, _ = _summary(run, "--json", "--no-cache")
     assert code == 0
     got = json.loads(out)
-    assert got["settings"] == {"pad_token": EOT, "eos_token": EOT, "fields": {}, "max_samples_per_step": None,
-                               "kl_estimator": "k3"}
+    assert got["settings"] == {"pad_token": EOT, "eos_token": EOT, "fields": {}, "split": None,
+                               "max_samples_per_step": None, "kl_estimator": "k3"}
     step = got["steps"][0]
     assert step["response_len_mean"] == pytest.approx((3 + 2) / 2)  # a b EOS, c EOS
     first = (_k3(-1.0, -1.5) + _k3(-2.0, -1.0) + _k3(-0.5, -0.5)) / 3
@@ -127,7 +127,7 @@ def test_search_and_findings_json_carry_their_settings(tmp_path):
                               capture_output=True, text=True, cwd=REPO)
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["settings"] == {"pad_token": EOT, "eos_token": EOT,
-                                                       "fields": {"ground_truth": "prompt"},
+                                                       "fields": {"ground_truth": "prompt"}, "split": None,
                                                        "max_samples_per_step": 7}
     proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
                            "--no-cache"], capture_output=True, text=True, cwd=REPO)

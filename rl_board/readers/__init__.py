@@ -147,7 +147,7 @@ class KeyResolver:
             else:
                 candidates = (name, self.aliases.get(name))
             for key in candidates:
-                if key is not None and key in present:
+                if key is not None and (key in present or is_path(key) and key.split(".", 1)[0] in present):
                     sources[name] = key
                     break
         taken = frozenset(F.CANONICAL) | frozenset(sources.values())
@@ -164,12 +164,43 @@ class KeyResolver:
         return f"'{name}'" + (f" or '{alias}'" if alias else "")
 
 
+MISSING = object()  # ``value_at`` found nothing at the path
+
+
+def is_path(source: str) -> bool:
+    """Whether a mapped source names a nested value (``run.work.step``): it has a dot."""
+    return "." in source
+
+
+def value_at(obj, source: str, default=None):
+    """``obj[source]`` when ``obj`` has that key, else the value at the dot-separated path ``source``
+    (dict keys, and list indices as integers: ``traces.0.rewards.correct.score``), else ``default``."""
+    if isinstance(obj, dict) and source in obj:
+        return obj[source]
+    value = obj
+    for part in source.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return default
+    return value
+
+
 def canonical_record(obj: dict, fields: tuple[tuple[str, str], ...] = (),
                      aliases: dict[str, str] | None = None) -> tuple[dict, dict]:
-    """One source record as (canonical name -> value, every other field -> value)."""
+    """One source record as (canonical name -> value, every other field -> value). A record's
+    ``messages`` (a list of chat messages) is canonical too, as ``turns.turns`` makes them."""
+    from .turns import turns
+
     sources, taken = KeyResolver(fields, aliases).resolve(obj.keys())
-    return ({name: obj[key] for name, key in sources.items()},
-            {key: value for key, value in obj.items() if key not in taken})
+    canonical = {name: value for name, key in sources.items()
+                 if (value := value_at(obj, key, MISSING)) is not MISSING}
+    others = {key: value for key, value in obj.items() if key not in taken}
+    if isinstance(others.get(F.MESSAGES), list):
+        canonical[F.MESSAGES] = turns(others.pop(F.MESSAGES))
+    return canonical, others
 
 
 def is_extra_value(value) -> bool:
@@ -211,7 +242,8 @@ def holds_run(folder: Path) -> bool:
 
 from . import layout  # noqa: E402
 from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
+from . import art, prime_rl, rllm, trackio, verifiers_v0  # noqa: E402
 
 #: Every reader, in detection order: formats recognised by their layout or content first, then the
 #: flat folders of lines or tables.
-READERS = (jsonl, parquet)
+READERS = (prime_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)

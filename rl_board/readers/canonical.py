@@ -11,6 +11,8 @@ aggregates and keys are computed from these rows by ``rl_board.derive``.
 - each per-token list of ``fields.TOKEN_FIELDS``: ``list<double>``, null where the
   sample has none (a null entry is NaN);
 - ``response_tokens``: ``list<string>`` (dictionary-encoded), null where none.
+- ``messages``: ``list<struct>`` of ``TURN`` (an agent sample's conversation, see
+  ``readers.turns``), null where the sample has none.
 """
 
 from __future__ import annotations
@@ -24,6 +26,12 @@ import pyarrow as pa
 from .. import fields as F
 
 TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+#: One tool call of an assistant turn: its id, the tool's name and the arguments as text (JSON as written).
+TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
+#: One turn of a conversation. ``trainable`` is null when the format doesn't say.
+TURN = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
+                  ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_())])
+MESSAGES = pa.list_(TURN)
 
 ROWS = pa.schema(
     [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
@@ -32,6 +40,7 @@ ROWS = pa.schema(
     + [(F.LINE, pa.int64()), ("offset", pa.int64()), ("length", pa.int64())]
     + [(name, pa.list_(pa.float64())) for name in F.TOKEN_FIELDS]
     + [(F.TOKENS, TOKEN_STRINGS)]
+    + [(F.MESSAGES, MESSAGES)]
 )
 
 
@@ -75,13 +84,17 @@ def _lists(lengths: np.ndarray, present: np.ndarray, values: pa.Array) -> pa.Arr
 
 
 def build_rows(columns: dict, extras: dict) -> pa.Table:
-    """A canonical table from ``columns`` (every ``ROWS`` name -> values: Python sequences, numpy
-    or Arrow arrays; per-token lists as sequences of lists or Arrow list arrays) and ``extras``
-    (extra field name -> float values or None, one per row, or an Arrow array)."""
+    """A canonical table from ``columns`` (``ROWS`` name -> values: Python sequences, numpy
+    or Arrow arrays; per-token lists as sequences of lists or Arrow list arrays; turns as lists of
+    ``readers.turns`` dicts; a name left out is null in every row) and ``extras`` (extra field
+    name -> float values or None, one per row, or an Arrow array)."""
     arrays = []
+    count = len(columns[F.STEP])
     for f in ROWS:
-        values = columns[f.name]
-        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = columns.get(f.name)
+        if values is None:
+            arrays.append(pa.nulls(count, f.type))
+        elif isinstance(values, (pa.Array, pa.ChunkedArray)):
             arrays.append(values if values.type == f.type else values.cast(f.type))
         elif f.name == F.TOKENS:
             arrays.append(token_lists(values))

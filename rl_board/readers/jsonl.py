@@ -35,7 +35,7 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, line_too_long
+from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, is_path, line_too_long
 from .canonical import ROWS, build_rows, present_mask
 from .records import MAX_STEP as _MAX_STEP
 from .records import canonical_row as _canonical
@@ -186,7 +186,8 @@ class _Shape:
             for key in keys:
                 feeds.setdefault(key, set()).add(name)
         kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
-        self.usable = all(len(k) == 1 for k in kinds.values())  # a key feeding two kinds: slow path
+        # a key feeding two kinds, or a nested source (``run.work.step``): every line by the slow path
+        self.usable = all(len(k) == 1 for k in kinds.values()) and not any(is_path(s) for s in mapped.values())
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
         # keys that are never extras: the canonical names and every key that can feed one
         self.taken = frozenset(F.CANONICAL).union(*self.candidates.values())

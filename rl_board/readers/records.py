@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import fields as F
-from . import KeyResolver, is_extra_value
+from . import KeyResolver, is_extra_value, value_at
 from .canonical import build_rows
 
 STRICT = ("logprobs", "ref_logprobs")  # a record whose list here holds a non-number is rejected
@@ -30,7 +30,7 @@ def canonical_row(obj: dict, resolver: KeyResolver, default_step: int | None = N
 
     def get(name):
         key = sources.get(name)
-        return None if key is None else obj[key]
+        return None if key is None else value_at(obj, key)
 
     step = get(F.STEP)
     if step is None:

@@ -30,6 +30,7 @@ SHOW_PAIR = "show_pair"
 SHOW_HEATMAP = "show_heatmap"
 
 STEP = "step"
+SPLIT = "split"  # the split read, for a format that has them (train, eval, train/all…)
 SORT_BY = "sort_by"
 SORT_DESCENDING = "sort_descending"
 SAMPLE = "sample"

@@ -10,8 +10,9 @@ from rl_board import workers
 from rl_board.access import check_roots
 from rl_board.loader import RootError
 from rl_board.text import escape_markdown
-from rl_board.views import (batch, curves, drivers, explore, links, positions, report, sample, sidebar, state,
-                            tokens, trainer)
+from rl_board import fields as F
+from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
+                            tokens, trainer, turns)
 from rl_board.views import findings
 
 
@@ -52,6 +53,9 @@ def render_page() -> None:
         return
     if settings.auto_refresh_seconds:
         state.follow(run_dir, settings, fields)
+    if run.splits:
+        st.selectbox("Split", run.splits, index=run.splits.index(run.split), key=keys.SPLIT,
+                     help="The part of the run to read: its format keeps train and eval rollouts apart.")
     report.render(run)
     if not run.report.lines_ok:
         return
@@ -90,7 +94,10 @@ def _step_views(run, settings) -> None:
         record = None
     if settings.show_pair:
         st.subheader("Sample")
-        sample.render(run, ordered.loc[chosen], step, settings, record)
+        if record is not None and record[0].get(F.MESSAGES):
+            turns.render(ordered.loc[chosen], record)
+        else:
+            sample.render(run, ordered.loc[chosen], step, settings, record)
     if settings.show_heatmap and record is not None:
         st.subheader("Tokens")
         tokens.render(record[0], settings)

@@ -20,15 +20,26 @@ _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
-               fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None) -> RunSource:
-    """The reader of one run folder for these load settings."""
-    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token)
+               fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
+               split: str | None = None) -> RunSource:
+    """The reader of one run folder for these load settings (and split)."""
+    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token, split=split)
 
 
 def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -> Run:
-    """The run as last read with the sidebar's load settings; read (what is new in) its files first
-    when ``refresh`` or never read."""
-    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token)
+    """The run as last read with the sidebar's load settings and the split picked on the page; read
+    (what is new in) its files first when ``refresh`` or never read. A picked split the run doesn't
+    have (one of another run) gives way to the run's default split."""
+    split = st.session_state.get(keys.SPLIT)
+    run = _read(run_dir, settings, fields, refresh, split)
+    if split is not None and split not in run.splits:
+        st.session_state.pop(keys.SPLIT, None)
+        run = _read(run_dir, settings, fields, refresh, None)
+    return run
+
+
+def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | None) -> Run:
+    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token, split)
     if refresh or source.latest is None:
         bar = st.progress(0.0, text="Reading rollout files…")
         last = [0.0]
@@ -47,7 +58,8 @@ def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -
 
 def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
     """Delete the cache of the loaded run; the next read parses its files again."""
-    get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token).clear_cache()
+    get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
+               st.session_state.get(keys.SPLIT)).clear_cache()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -177,7 +189,8 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
 
     @st.fragment(run_every=settings.auto_refresh_seconds)
     def _poll() -> None:
-        source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token)
+        source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
+                            st.session_state.get(keys.SPLIT))
         before = source.latest
         source.refresh()
         if before is None or source.latest.report != before.report:
