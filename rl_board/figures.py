@@ -16,7 +16,8 @@ from .text import escape_plotly
 
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 MAX_HEATMAP_TOKENS = 512  # columns drawn at most; the view draws a range of a longer response
-HEATMAP_ROW_PX = 44  # pixels a heatmap row gets: room for its colour bar's labels
+HEATMAP_ROW_PX = 52  # pixels a heatmap row gets: room for its colour bar's labels and the gap to the next
+COLORBAR_LEN = 0.62  # of a row's height: end labels (13 px) stay clear of the next bar's
 HEATMAP_PLOT_PX = 640  # pixels across the heatmap's cells on a narrow page: cell numbers must fit in them
 CELL_CHAR_PX = 6  # pixels a character of a cell's number takes (10 px font)
 CELL_PAD_PX = 6  # pixels between two cells' numbers
@@ -210,7 +211,7 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimato
         trace = dict(type="heatmap", z=[values[metric]], x=x, y=[i], colorscale=get_colorscale(scale.colorscale),
                      zmin=scale.zmin, zmax=scale.zmax,
                      hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
-                     colorbar=dict(len=0.84 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", ypad=0, thickness=12,
+                     colorbar=dict(len=COLORBAR_LEN / rows, y=1 - (i + 0.5) / rows, yanchor="middle", ypad=0, thickness=12,
                                    outlinewidth=0, tickfont=dict(size=10), tickmode="array", tickvals=ticks,
                                    ticktext=[f"{t:.3g}" for t in ticks], ticks="outside", ticklen=3))
         if numbers:
