@@ -59,13 +59,16 @@ def render(run: Run, settings: Settings) -> None:
     first, last = (d.select_slider("Steps", steps, value=(steps[0], steps[-1]), key=keys.EXPLORE_STEPS)
                    if len(steps) > 1 else (steps[0], steps[0]))
     ranges = {numeric[column]: (low, high)} if column != NO_FILTER and (low is not None or high is not None) else {}
+    truncated = st.checkbox("Only truncated responses", key=keys.EXPLORE_TRUNCATED,
+                            help="No EOS token among the counted positions, which fill the per-token lists: "
+                                 "the response ran out of room.") or None
     book = get_tagged(run)
     tag = None
     if book is not None and book.entries:
         tag = st.selectbox("Tagged", [None, ANY_TAG, *book.names()], key=keys.EXPLORE_TAG,
                            format_func=lambda t: "(tagged or not)" if t is None else "(any tag or note)" if t == ANY_TAG
                            else t)
-    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), tag=tag)
+    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated, tag=tag)
     try:
         matches = compute_matches(run, query, book)
     except ValueError as exc:

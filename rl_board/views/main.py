@@ -11,8 +11,8 @@ from rl_board.access import check_roots
 from rl_board.loader import RootError, TokenizerError
 from rl_board.text import escape_markdown
 from rl_board import fields as F
-from rl_board.views import (batch, curves, drivers, explore, keys, links, report, sample, sidebar, state, tokens,
-                            trainer, turns)
+from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
+                            tokens, trainer, turns)
 from rl_board.views import findings, prompts, tags
 
 
@@ -90,6 +90,7 @@ def _step_views(run, settings) -> None:
     step = batch.render_step_picker(run)
     ordered, order, clicked = batch.render(run, step, settings)
     drivers.render(run, step, ordered, settings)
+    positions.render(run, step, ordered, settings)
     chosen = batch.render_sample_picker(ordered, order, clicked, settings.kl_estimator)
     record = state.get_record(run, chosen) if settings.show_pair or settings.show_heatmap else None
     if isinstance(record, Exception):

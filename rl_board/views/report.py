@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from ..checks import compute_data_checks
 from ..loader import Run
 from ..readers import format_field_mapping
 
@@ -38,6 +39,10 @@ def render(run: Run) -> None:
         with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),
                          hide_index=True)
+    checks = compute_data_checks(run.samples, run.files)
+    if checks:
+        st.warning("Numbers a log should not hold:")
+        st.text("\n".join(check.message for check in checks))
     if not report.lines_ok:
         st.error("No usable lines in this run: every line was rejected or the files are empty. Each line must be "
                  'a JSON object with an integer "step" and a numeric "reward".')
