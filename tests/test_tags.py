@@ -236,11 +236,18 @@ def test_the_tags_command(run_dir):
         (2, "rank0.jsonl", 2, ["good"], ""), (2, "rank1.jsonl", 1, ["reward hack"], "html in output")]
     code, out, _ = _cli("tags", run_dir, "--export", "--tag", "reward hack", "--pad-token", PAD)
     assert code == 0 and [json.loads(line)["prompt"] for line in out.splitlines()] == ["What is 2+2?"]
+    assert _cli("tags", run_dir, "--sample", "rank0.jsonl:1", "--add", "padded")[0] == 0
+    code, out, _ = _cli("tags", run_dir, "--export", "--tag", "padded")  # the page's default pad goes
+    assert [(e["prompt"], e["response"]) for e in map(json.loads, out.splitlines())] == [("What is 2+2?", "4")]
+    code, out, _ = _cli("tags", run_dir, "--export", "--tag", "padded", "--pad-token", "none", "--eos-token", "none")
+    assert [json.loads(line)["prompt"] for line in out.splitlines()] == ["What is 2+2?" + PAD]
+    settings = json.loads(_cli("tags", run_dir, "--json")[1])["settings"]
+    assert (settings["pad_token"], settings["eos_token"]) == (PAD, PAD)
     assert _cli("tags", run_dir, "--sample", "rank9.jsonl:1", "--add", "x")[0] == 2
     assert _cli("tags", run_dir, "--add", "x")[0] == 2
     assert _cli("tags", run_dir, "--sample", "rank0.jsonl:1", "--add", "a,b")[0] == 2
     code, out, _ = _cli("tags", run_dir)
-    assert code == 0 and "2 tagged samples" in out
+    assert code == 0 and "3 tagged samples" in out
 
 
 # -- the page ----------------------------------------------------------------------------------------
