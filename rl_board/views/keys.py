@@ -40,6 +40,7 @@ EXTRA_CURVES = "extra_curves"
 GAMMA = "gae_gamma"
 LAMBDA = "gae_lambda"
 COLOR_BY = "color_tokens_by"
+TURN_COLOR_BY = "color_turn_tokens_by"  # the turn view's own choice (the token view below has COLOR_BY)
 SHOW_DRIVERS = "show_drivers"
 DRIVERS_NGRAMS = "drivers_ngrams"  # the n-gram finder compares: top vs bottom of the step, or late vs early steps
 FINDING_OPEN = "finding_open"  # the finding whose evidence is shown (its kind)
