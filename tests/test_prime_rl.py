@@ -243,3 +243,19 @@ def test_a_trace_without_token_ids_has_turns_and_no_lists(run_dir, tmp_path):
     assert run.samples["response_len"].tolist() == [-1]
     canonical, _ = run.record(0)
     assert "token_ids" not in canonical and "num_tokens" not in canonical["messages"][0]
+
+
+def test_the_readme_example_reads_as_the_readme_says(tmp_path):
+    """The README's prime-rl episode, written as the file monitor writes it: 8 positions, the 3 sampled
+    ones counted, the sampler's log-probs on them, turns of 2, 3, 1 and 2 positions."""
+    readme = (REPO / "README.md").read_text()
+    block = next(b for b in readme.split("```json")[1:] if '"traces": [{"nodes"' in b).split("```")[0]
+    episode = json.loads(" ".join(line.strip() for line in block.strip().splitlines()))
+    write_prime_rl(tmp_path / "readme", 3, "train", "all", [episode])
+    run = load_run(tmp_path / "readme", cache_root=False)
+    assert run.samples["response_len"].tolist() == [3]
+    canonical, _ = run.record(0)
+    assert canonical["token_ids"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [i for i, m in enumerate(canonical["loss_mask"]) if m] == [3, 4, 7]
+    assert canonical["rollout_logprobs"] == [None, None, None, -0.1, -0.4, None, None, -0.02]
+    assert [t["num_tokens"] for t in canonical["messages"]] == [2, 3, 1, 2]
