@@ -142,7 +142,8 @@ TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "retur
 #: What each token metric is, for labels and the README.
 TOKEN_METRIC_LABELS = {
     "advantage": "GAE advantage", "return": "return (advantage + value)", "value_error": "value error (return − value)",
-    "rollout_logp": "rollout logp (the sampler's)", "rollout_ratio": "rollout ratio exp(logp − rollout logp)", "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
+    "rollout_logp": "rollout logp (the sampler's)", "rollout_ratio": "rollout ratio exp(logp − rollout logp)",
+    "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
     "neg_logp": "−logp (no entropy logged)", "advantages": "advantage (logged)",
     "mismatch_kl": "mismatch KL (logged)", "importance_ratio": "importance ratio (logged)",
 }

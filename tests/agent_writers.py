@@ -75,7 +75,8 @@ def v1_rendered_chain(encode, turns: list[tuple[dict, bool]], logprob: float = -
                                          [logprob] * len(completion),
                                          **{k: [v] * len(completion) for k, v in stamped.items()}))
         else:
-            text = ("\n" if after_assistant else "") + f"<|im_start|>{message['role']}\n{message.get('content') or ''}<|im_end|>\n"
+            text = (("\n" if after_assistant else "")
+                    + f"<|im_start|>{message['role']}\n{message.get('content') or ''}<|im_end|>\n")
             nodes.append(v1_input_node(message, parent, encode(text)))
         after_assistant = sampled
     return nodes

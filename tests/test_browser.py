@@ -412,7 +412,8 @@ def test_turn_view_colours_the_trained_turns_tokens_as_text(server):
     turn = next(i for i, node in enumerate(nodes) if node["sampled"] and node["message"].get("tool_calls"))
     node = nodes[turn]
     tok = Tokenizer.from_file(str(demo / "tokenizer.json"))
-    want = [tok.decode([i], skip_special_tokens=False).replace("Ġ", " ").replace("Ċ", "\n") for i in node["token_ids"]]
+    want = [tok.decode([i], skip_special_tokens=False).replace("Ġ", " ").replace("Ċ", "\n")
+            for i in node["token_ids"]]
     assert "<tool_call>" in "".join(want)
     query = urlencode({"root": str(REPO / "rollout_samples"), "run": "prime_rl_agent_demo", "step": 8,
                        "sample": f"{name}:{number}"})

@@ -144,7 +144,8 @@ def _tokenized_agent_run(root, hostile: str = "<img src=x onerror=alert(1)>"):
              ({"role": "tool", "tool_call_id": "c1", "content": "44"}, False),
              ({"role": "assistant", "content": f"The answer is 44. {hostile}"}, True)]
     rewards = {"correct": {"score": 1.0, "weight": 1.0}}
-    write_prime_rl(out, 1, "train", "all", [v1_episode("a", 1, [v1_trace(v1_rendered_chain(encode, turns), rewards, {})])])
+    write_prime_rl(out, 1, "train", "all",
+                   [v1_episode("a", 1, [v1_trace(v1_rendered_chain(encode, turns), rewards, {})])])
     write_prime_rl(out, 1, "train", "effective", [
         v1_episode("a", 1, [v1_trace(v1_rendered_chain(encode, turns, advantages=0.5), rewards, {})])])
     return out, tokenizer
