@@ -160,7 +160,7 @@ def _short_trace() -> dict:
     return v1_trace(nodes, {"correct": {"score": 0.0, "weight": 1.0}}, {})
 
 
-NAN = None  # an untrained position has no sampler log-prob
+EMPTY = None  # an untrained position has no sampler log-prob
 
 
 def test_branch_tokens_concatenate_the_nodes_and_spread_compact_lists():
@@ -170,8 +170,8 @@ def test_branch_tokens_concatenate_the_nodes_and_spread_compact_lists():
     lists, counts = prime_rl.branch_tokens(nodes)
     assert lists["token_ids"] == list(range(1, 15))
     assert lists["loss_mask"] == [False] * 6 + [True] * 3 + [False] * 3 + [True] * 2
-    assert lists["rollout_logprobs"] == [NAN] * 6 + [-0.1, -0.2, -0.3] + [NAN] * 3 + [-1.0, -2.0]
-    assert lists["advantages"] == [NAN] * 6 + [0.5] * 3 + [NAN] * 3 + [-1.0] * 2
+    assert lists["rollout_logprobs"] == [EMPTY] * 6 + [-0.1, -0.2, -0.3] + [EMPTY] * 3 + [-1.0, -2.0]
+    assert lists["advantages"] == [EMPTY] * 6 + [0.5] * 3 + [EMPTY] * 3 + [-1.0] * 2
     assert counts == [3, 2, 4, 2, 3]
     assert set(lists) == {"token_ids", "loss_mask", "rollout_logprobs", "advantages"}
 
@@ -185,9 +185,9 @@ def test_branch_tokens_map_the_trainer_reference_and_entropy_lists():
     node.update({"trainer_logprobs": [0.0, -0.5, -0.5], "entropies": [1.0]})  # entropies: neither layout
     other = v1_sampled_node({"role": "assistant", "content": "more"}, 0, [], [4], [-3.0], entropies=[0.25])
     lists, counts = prime_rl.branch_tokens([node, other])
-    assert lists["ref_logprobs"] == [NAN, -0.75, -1.5, NAN]
-    assert lists["logprobs"] == [0.0, -0.5, -0.5, NAN]
-    assert lists["entropy"] == [NAN, NAN, NAN, 0.25]
+    assert lists["ref_logprobs"] == [EMPTY, -0.75, -1.5, EMPTY]
+    assert lists["logprobs"] == [0.0, -0.5, -0.5, EMPTY]
+    assert lists["entropy"] == [EMPTY, EMPTY, EMPTY, 0.25]
     assert counts == [3, 1]
     broken = dict(node, mask=[False, True])
     assert prime_rl.branch_tokens([broken, other]) is None
