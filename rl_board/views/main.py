@@ -100,7 +100,7 @@ def _step_views(run, settings) -> None:
     if settings.show_pair:
         st.subheader("Sample")
         if record is not None and record[0].get(F.MESSAGES):
-            turns.render(ordered.loc[chosen], record)
+            turns.render(ordered.loc[chosen], record, settings, run.options.tokenizer)
         else:
             sample.render(run, ordered.loc[chosen], step, settings, record)
         tags.render_editor(run, chosen)
