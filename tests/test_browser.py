@@ -370,7 +370,7 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
                         labels: Array.from(g.querySelectorAll('text')).filter(t => t.textContent).map(box),
                         fill: box(g.querySelector('.cbfills') || g)}))};
         }""")
-        assert len(drawn["bars"]) == 15  # every metric but −logp (entropy is logged)
+        assert len(drawn["bars"]) == 16  # every metric but −logp (entropy is logged) and the logged-only rows
         assert _overlaps(drawn["cells"]) == []
         for bar in drawn["bars"]:
             assert bar["fill"][3] >= 30 and bar["labels"]
