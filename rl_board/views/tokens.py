@@ -8,7 +8,7 @@ from ..colors import build_token_text_html, metric_scale
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
-from . import keys
+from . import keys, state
 from .sidebar import Settings
 
 
@@ -34,13 +34,13 @@ def render(record: dict, settings: Settings) -> None:
     table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None,
                                 gamma=gamma, lam=lam)
     available = [m for m in TOKEN_METRICS if table[m].notna().any()]
-    color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label,
-                            index=available.index("kl") if "kl" in available else 0)
+    state.run_choice(keys.COLOR_BY, available, "kl" if "kl" in available else available[0])
+    color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label)
     values = table[color_by].to_numpy(dtype=float)
     st.html(build_token_text_html(table["token"].tolist(), values, color_by,
                                   metric_scale(color_by, values, settings.kl_estimator)))
-    chosen = st.multiselect("Token metrics", TOKEN_METRICS, default=available, key=keys.TOKEN_METRICS,
-                            format_func=_label)
+    state.run_choice(keys.TOKEN_METRICS, list(TOKEN_METRICS), available)
+    chosen = st.multiselect("Token metrics", TOKEN_METRICS, key=keys.TOKEN_METRICS, format_func=_label)
     shown = [m for m in chosen if m in available]
     st.dataframe(table[["token", *shown]], key="token_table")
     if shown:

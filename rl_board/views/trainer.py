@@ -3,6 +3,7 @@ grouped by prefix, drawn on the rollout step axis, with warning badges that open
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -49,24 +50,23 @@ def render(run: Run, settings: Settings) -> None:
     signs = compute_signs(scalars.series, thresholds)
     rollout_steps = run.steps.index
     for i, sign in enumerate(signs):
-        if st.button(f"⚠ {sign.kind}: {escape_markdown(sign.series)} at step {sign.step}", key=f"sign-{i}",
-                     help=escape_markdown(sign.message)):
-            state.go_to_step(sign.step, rollout_steps)
+        st.button(f"⚠ {sign.kind}: {escape_markdown(sign.series)} at step {sign.step}", key=f"sign-{i}",
+                  help=escape_markdown(sign.message), on_click=state.go_to_step, args=(sign.step, rollout_steps))
     if not scalars.series:
         return
     groups = sorted({_prefix(name) for name in scalars.series})
     left, right = st.columns([1, 3])
+    state.run_choice(keys.METRICS_GROUP, groups, groups[0])
     group = left.selectbox("Group", groups, key=keys.METRICS_GROUP)
     names = [n for n in scalars.series if _prefix(n) == group]
-    chosen = right.multiselect("Series", names, default=names[:3], key=f"{keys.METRICS_SERIES}-{group}")
+    state.run_choice(f"{keys.METRICS_SERIES}-{group}", names, names[:3])
+    chosen = right.multiselect("Series", names, key=f"{keys.METRICS_SERIES}-{group}")
     grid = st.columns(3)
     for i, name in enumerate(chosen):
         points = scalars.series[name]
         frame = pd.DataFrame({"s_mean": [v for _, v in points]}, index=[s for s, _ in points])
-        event = grid[i % 3].plotly_chart(
+        grid[i % 3].plotly_chart(
             build_curve_figure(frame, ["s"], name, 0.0, settings.zero_shift, labels={"s": name},
                                smoothing=settings.smoothing),
-            key=f"trainer_curve-{name}", on_select="rerun", selection_mode="points")
-        picked = event.selection.points if event and event.selection else []
-        if picked:
-            state.go_to_step(picked[0]["x"], rollout_steps)
+            key=f"trainer_curve-{name}", selection_mode="points",
+            on_select=partial(state.step_clicked, f"trainer_curve-{name}", rollout_steps))
