@@ -21,7 +21,7 @@ from .access import RootError
 # starts its parsing workers first, so their start overlaps this process's own imports.
 READS_A_RUN = ("summary", "search", "findings")
 
-FORMATS = ("board", "verl", "trl")
+FORMATS = ("board", "verl", "trl", "prime-rl", "art", "prime-rl-tokens")
 # Every server setting ``serve`` needs, passed on the command line so they hold whatever folder it
 # is started from (Streamlit reads .streamlit/config.toml only from the working folder; the
 # repository's copy says the same for ``streamlit run app.py``).
@@ -64,19 +64,30 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--eos-token", default=None,
                          help="positions after this token are not counted; it is (may equal --pad-token)")
     summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    summary.add_argument("--tokenizer", default=None, metavar="PATH",
+                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                              "default: one found in the run folder or up to two folders above")
     summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
                          help="read the board's field CANONICAL from your key SOURCE (repeatable), "
                               "e.g. --field reward=my_score")
+    summary.add_argument("--split", default=None, metavar="NAME",
+                            help="the split to read (train, eval, train/all…), for a format that has them")
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
     search.add_argument("run_dir", type=Path)
     search.add_argument("--regex", required=True, help="an RE2 regular expression; (?i) for case-insensitive")
     search.add_argument("--in", dest="text_field", default="response",
-                        choices=("prompt", "response", "ref_response", "ground_truth"))
+                        choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
+                        help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
+    search.add_argument("--tokenizer", default=None, metavar="PATH",
+                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                              "default: one found in the run folder or up to two folders above")
     search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
     search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    search.add_argument("--split", default=None, metavar="NAME",
+                           help="the split to read (train, eval, train/all…), for a format that has them")
     search.add_argument("--no-cache", action="store_true")
     findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
                                                "collapse, sampler mismatch, dead GRPO groups, empty responses")
@@ -86,7 +97,12 @@ def _parser() -> argparse.ArgumentParser:
     findings.add_argument("--eos-token", default=None,
                           help="positions after this token are not counted; it is (may equal --pad-token)")
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    findings.add_argument("--tokenizer", default=None, metavar="PATH",
+                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                              "default: one found in the run folder or up to two folders above")
     findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
+    findings.add_argument("--split", default=None, metavar="NAME",
+                             help="the split to read (train, eval, train/all…), for a format that has them")
     findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
@@ -105,7 +121,9 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("out", type=Path)
     generate.add_argument("--format", choices=FORMATS, default=None,
                           help="write one small run in this trainer's shape (board: OpenRLHF-style ranks, "
-                               "verl: {step}.jsonl dumps, trl: completions_*.parquet)")
+                               "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl: agent episodes "
+                               "in rollouts/step_N/, art: agent trajectories in trajectories/train/, "
+                               "prime-rl-tokens: token_exports/step_N/rank_R.jsonl with its tokenizer.json)")
     generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
@@ -116,19 +134,24 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load(args):
     """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
-    from .loader import load_run
+    from .loader import TokenizerError, load_run
     from .readers import FieldMappingError, parse_field_mapping
 
     try:
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=getattr(args, "eos_token", None))
-    except (RootError, FieldMappingError) as exc:
+                       eos_token=getattr(args, "eos_token", None), split=args.split, tokenizer=args.tokenizer)
+    except (RootError, FieldMappingError, TokenizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
+    if args.split and args.split not in run.splits:
+        print(f"error: {args.run_dir} has no split {args.split!r}"
+              + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
+              file=sys.stderr)
+        return 2
     return run
 
 
@@ -319,9 +342,16 @@ def main(argv: list[str] | None = None) -> int:
         except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
-    from .demo import write_demo_samples, write_ppo_demo, write_train_run, write_trl_run, write_verl_run
+    from .demo import (write_art_run, write_demo_samples, write_ppo_demo, write_prime_rl_run,
+                       write_prime_rl_tokens_run, write_train_run, write_trl_run, write_verl_run)
 
-    if args.format == "verl":
+    if args.format == "prime-rl":
+        write_prime_rl_run(args.out)
+    elif args.format == "art":
+        write_art_run(args.out)
+    elif args.format == "prime-rl-tokens":
+        write_prime_rl_tokens_run(args.out)
+    elif args.format == "verl":
         write_verl_run(args.out)
     elif args.format == "trl":
         write_trl_run(args.out)

@@ -20,9 +20,10 @@ from plotly.colors import sample_colorscale
 SEQUENTIAL = "YlOrRd"
 DIVERGING = "RdBu_r"
 NONNEGATIVE = frozenset({"kl", "k2", "prob", "ref_prob", "entropy", "neg_logp", "mismatch_k3", "mismatch_kl",
-                         "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share"})
+                         "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share",
+                         "masked_share"})
 NONPOSITIVE = frozenset({"logp", "ref_logp"})
-RATIOS = frozenset({"rollout_ratio"})
+RATIOS = frozenset({"rollout_ratio", "importance_ratio"})
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,23 @@ def display_token(token: str) -> str:
     return token.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n")
 
 
-def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale) -> str:
+DIMMED_OPACITY = 0.35  # of a position the loss mask leaves out (not trained): shown, faint
+
+
+def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, dimmed=None) -> str:
     """The response as running text, each token's background coloured by ``metric`` (value on
-    hover), followed by a colour bar. Every token is escaped."""
+    hover), followed by a colour bar. Every token is escaped. ``dimmed`` (bool per token) marks
+    untrained positions: drawn faint and uncoloured, "not trained" on hover."""
+    dimmed = np.zeros(len(tokens), bool) if dimmed is None else np.asarray(dimmed, bool)
     spans = []
-    for token, value, color in zip(tokens, values, colors_for(values, scale)):
+    for token, value, color, faint in zip(tokens, values, colors_for(values, scale), dimmed):
         text = html.escape(display_token(str(token)))
+        if faint:
+            title = html.escape(f"not trained · {metric} = {value:.4g}" if value == value
+                                else f"not trained · {metric}: no value")
+            spans.append(f'<span class="rlb-tok rlb-untrained" style="opacity:{DIMMED_OPACITY}" '
+                         f'title="{title}">{text}</span>')
+            continue
         if color is None:
             spans.append(f'<span class="rlb-tok" title="{html.escape(metric)}: no value">{text}</span>')
             continue

@@ -3,7 +3,9 @@
 It writes what a PPO trainer with a critic would log (every token-level field,
 OpenRLHF-style padding, several ranks), a response-level evaluation log with
 irregular steps, a verl rollout dump (``{step}.jsonl``: input/output/gts/score
-plus reward extra info) and TRL GRPO completions (``completions_{step:05d}.parquet``).
+plus reward extra info), TRL GRPO completions (``completions_{step:05d}.parquet``) and
+agent runs with tool calls in prime-rl's (``rollouts/step_N/train/all/traces.jsonl``) and
+OpenPipe ART's (``trajectories/train/{step:04d}.parquet``) shapes.
 Same arguments, same bytes: the shipped ``rollout_samples/`` are made by
 ``python -m rl_board generate``.
 """
@@ -310,14 +312,239 @@ def _write_trainer_state(path: Path, steps: int, rng: np.random.Generator) -> Pa
     return path
 
 
+_TOOL_RESULTS = ("sunny, 21 degrees", "rain, 12 degrees", "the sum is {s}")
+
+
+def write_tokenizer(path: Path) -> Path:
+    """Train a small byte-level BPE tokenizer on the demo's words and prompts with the ``tokenizers``
+    library (no download; the same bytes every time) and save it as ``path`` (a tokenizer.json)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=512, show_progress=False,
+                                  special_tokens=[PAD_TOKEN, "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    corpus = [" ".join(_WORDS), *(p.format(a=17, b=25) for p in _PROMPTS), "".join(_HACK).replace("▁", " "),
+              "user assistant tool weather: " + " ".join(r.format(s=42) for r in _TOOL_RESULTS)]
+    tokenizer.train_from_iterator(corpus, trainer)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(path))
+    return path
+
+
+def write_prime_rl_tokens_run(out: Path, steps: int = 10, ranks: int = 2, samples_per_rank: int = 6,
+                              seed: int = 5) -> list[Path]:
+    """A prime-rl token export (``trainer.enable_token_export``) with its tokenizer: ``out/tokenizer.json``
+    and ``out/token_exports/step_{N}/rank_{R}.jsonl`` (+ ``STABLE``), one line per sequence as prime-rl's
+    ``TokenExporter`` writes it (float32 values, non-finite ones as null, no reward, no text). A third of
+    the samples call a tool: its result sits between two trained turns, untrained. Entropy falls, the
+    sampler drifts from the trainer and a repeated phrase spreads as training goes on."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(write_tokenizer(out / "tokenizer.json")))
+    vocab = tokenizer.get_vocab_size()
+    rng = np.random.default_rng(seed)
+    paths = [out / "tokenizer.json"]
+
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text).ids
+
+    def f32(values) -> list:
+        return [None if not math.isfinite(v) else v for v in np.asarray(values, np.float32).tolist()]
+
+    for step in range(1, steps + 1):
+        progress = (step - 1) / max(steps - 1, 1)
+        folder = out / "token_exports" / f"step_{step}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for rank in range(ranks):
+            lines = []
+            for index in range(samples_per_rank):
+                a, b = (int(x) for x in rng.integers(1, 100, size=2))
+                prompt = _PROMPTS[int(rng.integers(0, len(_PROMPTS)))].format(a=a, b=b)
+                turns = [(f"<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n", False)]
+                hack = rng.random() < 0.4 * progress
+                words = " ".join(t.lstrip("▁") for t in (_HACK * 3 if hack else _tokens(rng, int(rng.integers(6, 18)))))
+                if index % 3 == 2:  # a tool call, its result (context, not trained), then the answer
+                    result = _TOOL_RESULTS[int(rng.integers(0, 3))].format(s=a + b)
+                    turns += [("weather tool<|im_end|>\n", True),
+                              (f"<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n", False)]
+                turns.append((words + "<|im_end|>", True))
+                ids, mask = [], []
+                for text, trained in turns:
+                    got = encode(text)
+                    ids += got
+                    mask += [trained] * len(got)
+                n = len(ids)
+                trained = np.array(mask)
+                trainer = -np.abs(rng.normal(0.0, 0.7 * (1.0 - 0.5 * progress), n)) - 0.01
+                trainer[0] = math.log(1.0 / vocab)  # the trainer shifts its log-probs right, padding the first
+                inference = np.where(trained, trainer + rng.normal(0.0, 0.01 + 0.06 * progress, n), 0.0)
+                if rng.random() < 0.2:
+                    inference[int(rng.integers(0, n))] = np.nan  # written as null
+                entropy = np.abs(rng.normal(1.4 * (1.0 - 0.6 * progress), 0.3, n))
+                entropy[0] = math.log(vocab)
+                advantage = float(np.round(rng.normal(0.0, 1.0), 4))
+                advantages = np.where(trained, advantage, 0.0)
+                t32, i32 = np.float32(trainer), np.float32(inference)
+                with np.errstate(invalid="ignore"):
+                    log_ratio = t32 - i32
+                    ratio = np.exp(log_ratio)
+                    mismatch = ratio - log_ratio - 1
+                lines.append({
+                    "schema_version": 1, "step": step, "rank": rank, "micro_step": index // 2,
+                    "micro_sequence_idx": index % 2, "export_sequence_idx": index,
+                    "env_name": "tools" if index % 3 == 2 else "math",
+                    "token_ids": ids, "position_ids": list(range(n)), "loss_mask": [bool(m) for m in mask],
+                    "advantages": f32(advantages), "inference_logprobs": f32(i32), "trainer_logprobs": f32(t32),
+                    "entropy": f32(entropy), "mismatch_kl": f32(mismatch), "log_importance_ratio": f32(log_ratio),
+                    "importance_ratio": f32(ratio), "prob_delta": f32(np.exp(t32) - np.exp(i32)),
+                    "is_masked": [False] * n, "is_masked_high": [False] * n, "is_masked_low": [False] * n,
+                    "rl_weights": [None] * n, "ce_weights": [None] * n, "ref_kl_weights": [None] * n,
+                })
+            path = folder / f"rank_{rank}.jsonl"
+            path.write_text("".join(json.dumps(line, separators=(",", ":"), allow_nan=False) + "\n"
+                                    for line in lines))
+            paths.append(path)
+        (folder / "STABLE").touch()
+        paths.append(folder / "STABLE")
+    return paths
+
+
+def _agent_rollout(rng: np.random.Generator, skill: float) -> dict:
+    """One tool-using rollout of a calculator agent: (turns as chat messages with ``sampled``,
+    reward components {name: (score, weight)})."""
+    a, b, c = (int(x) for x in rng.integers(2, 30, size=3))
+    truth = a + b * c
+    turns = [({"role": "system", "content": "You are a careful assistant. Use the calc tool for arithmetic."}, False),
+             ({"role": "user", "content": f"What is {a} + {b} × {c}? Answer with the number only."}, False)]
+    calls = int(rng.integers(0, 3)) + (rng.random() > skill)
+    for i in range(calls):
+        right = rng.random() < 0.5 + 0.5 * skill  # else the precedence slip
+        expr, value = (f"{a}+{b}*{c}", truth) if right else (f"({a}+{b})*{c}", (a + b) * c)
+        turns.append(({"role": "assistant", "content": "Let me compute that." if i == 0 else "Checking again.",
+                       "tool_calls": [{"id": f"call_{i}", "name": "calc", "arguments": json.dumps({"expr": expr})}]},
+                      True))
+        broken = rng.random() < 0.1
+        result = "Error: <SyntaxError> unexpected token '<'" if broken else str(value)
+        turns.append(({"role": "tool", "tool_call_id": f"call_{i}", "content": result}, False))
+    correct = bool(rng.random() < skill)
+    answer = str(truth if correct else truth + int(rng.integers(1, 9)))
+    if rng.random() < 0.05:
+        answer = ""  # an empty final answer
+    turns.append(({"role": "assistant", "content": answer}, True))
+    formatted = answer.isdigit()
+    return {"turns": turns, "rewards": {"correct": (float(answer == str(truth)), 1.0),
+                                        "format": (float(formatted), 0.2)}}
+
+
+def write_prime_rl_run(out: Path, steps: int = 8, prompts: int = 3, group: int = 4, seed: int = 5) -> list[Path]:
+    """Write what prime-rl's file monitor leaves in ``OUT/rollouts/``: per step,
+    ``train/all/traces.jsonl`` (every rollout: one verifiers v1 episode a line, as
+    ``Episode.to_record()`` dumps it) and ``train/effective/traces.jsonl`` (the trained batch: the
+    groups whose rewards differ), plus an ``eval/all`` file every 4 steps."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for step in range(1, steps + 1):
+        skill = 0.3 + 0.6 * (step - 1) / max(steps - 1, 1)
+        files: dict[tuple[str, str], list[bytes]] = {}
+        kinds = [("train", prompts)] + ([("eval", 1)] if step % 4 == 0 else [])
+        for kind, count in kinds:
+            for p in range(count):
+                episodes = []
+                for g in range(group):
+                    rollout = _agent_rollout(rng, skill)
+                    episodes.append(_v1_episode(f"{kind}-{step}-{p}-{g}", f"{kind}-{step}-{p}", step, rollout))
+                lines = [orjson.dumps(e) + b"\n" for e in episodes]
+                files.setdefault((kind, "all"), []).extend(lines)
+                rewards = {json.dumps(e["traces"][0]["rewards"], sort_keys=True) for e in episodes}
+                if kind == "train" and len(rewards) > 1:
+                    files.setdefault((kind, "effective"), []).extend(lines)
+        for (kind, subset), lines in files.items():
+            path = out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"".join(lines))
+            paths.append(path)
+    return paths
+
+
+def _v1_episode(episode_id: str, group_id: str, step: int, rollout: dict) -> dict:
+    nodes = []
+    for i, (message, sampled) in enumerate(rollout["turns"]):
+        node = {} if i == 0 else {"parent": i - 1}
+        tokens = 4 + len(str(message.get("content", ""))) // 4
+        node.update({"message": message, "sampled": sampled, "timestamp": 1760000000.0 + step,
+                     "token_ids": list(range(tokens)), "mask": [sampled] * tokens, "is_content": [],
+                     "logprobs": [-0.25] * tokens if sampled else []})
+        nodes.append(node)
+    trace = {"version": 1, "id": f"trace-{episode_id}", "verifiers": {"version": "demo"},
+             "task": {"type": "Task", "data": {"question": rollout["turns"][1][0]["content"]}},
+             "agent": {"config": {"id": "demo"}, "name": "agent", "trainable": True}, "tools": [
+                 {"name": "calc", "description": "Evaluate an arithmetic expression.",
+                  "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}}}],
+             "nodes": nodes, "calls": [], "request_rewrites": [], "response_rewrites": [],
+             "rewards": {name: {"score": score, "weight": weight} for name, (score, weight) in rollout["rewards"].items()},
+             "metrics": {"tool_errors": float(sum("Error" in m.get("content", "") for m, _ in rollout["turns"]
+                                                  if m["role"] == "tool"))},
+             "info": {}, "extra_usage": [], "is_completed": True, "ok": True, "stop_condition": "completed",
+             "errors": [], "timing": {"start": 1760000000.0}}
+    return {"id": episode_id, "env": {"id": "calc-demo"}, "task": trace["task"], "group": {"id": group_id},
+            "run": {"type": "train", "id": "demo", "work": {"type": "train", "step": step}},
+            "ok": True, "errors": [], "traces": [trace]}
+
+
+def write_art_run(out: Path, steps: int = 8, prompts: int = 3, group: int = 4, seed: int = 6) -> list[Path]:
+    """Write what OpenPipe ART's backend leaves in ``.art/{project}/models/{model}/``:
+    ``trajectories/train/{step:04d}.parquet`` per step (``write_trajectory_groups_parquet``: one row
+    per trajectory, the model's choices trainable, tool calls as JSON text, metrics as JSON)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    message = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.string()),
+                         ("tool_call_id", pa.string()), ("trainable", pa.bool_())])
+    schema = pa.schema([("format_version", pa.int16()), ("group_index", pa.int64()), ("trajectory_index", pa.int64()),
+                        ("reward", pa.float64()), ("metrics", pa.string()), ("metadata", pa.string()),
+                        ("messages", pa.list_(message))])
+    rng = np.random.default_rng(seed)
+    paths = []
+    for step in range(1, steps + 1):
+        skill = 0.3 + 0.6 * (step - 1) / max(steps - 1, 1)
+        rows = []
+        for g in range(prompts):
+            for t in range(group):
+                rollout = _agent_rollout(rng, skill)
+                messages = []
+                for turn, sampled in rollout["turns"]:
+                    calls = [{"id": c["id"], "type": "function",
+                              "function": {"name": c["name"], "arguments": c["arguments"]}}
+                             for c in turn.get("tool_calls", [])]
+                    messages.append({"role": turn["role"], "content": turn.get("content"),
+                                     "tool_calls": json.dumps(calls) if calls else None,
+                                     "tool_call_id": turn.get("tool_call_id"), "trainable": sampled})
+                reward = sum(score * weight for score, weight in rollout["rewards"].values())
+                metrics = {name: score for name, (score, _) in rollout["rewards"].items()}
+                rows.append({"format_version": 2, "group_index": g, "trajectory_index": t, "reward": reward,
+                             "metrics": json.dumps(metrics, separators=(",", ":")), "metadata": None,
+                             "messages": messages})
+        path = out / "trajectories" / "train" / f"{step:04d}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="zstd")
+        paths.append(path)
+    return paths
+
+
 def write_ppo_demo(out: Path) -> list[Path]:
     """The bundled PPO run: 30 steps of 16 samples over 4 rank files."""
     return write_train_run(out, steps=30, samples_per_step=16, max_tokens=32, ranks=4, sampler=True)
 
 
 def write_demo_samples(root: Path) -> None:
-    """Write the bundled ``rollout_samples/``: a PPO run, an eval run, a verl dump and TRL completions."""
+    """Write the bundled ``rollout_samples/``: a PPO run, an eval run, a verl dump, TRL completions, a
+    prime-rl agent run and a prime-rl token export with its tokenizer."""
     write_ppo_demo(root / "ppo_demo")
     write_eval_run(root / "eval_demo")
     write_verl_run(root / "verl_grpo_demo")
     write_trl_run(root / "trl_grpo_demo")
+    write_prime_rl_run(root / "prime_rl_agent_demo")
+    write_prime_rl_tokens_run(root / "prime_rl_tokens_demo")

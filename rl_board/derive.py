@@ -5,7 +5,9 @@ computes, for every sample at once (no Python per sample), what the page and the
 summary read: ``n_tokens``, ``response_len`` (the counted positions of ``metrics``),
 ``lengths_differ``, the characters of the response, the 4-gram repetition, the
 prompt key, the response's *words* (see ``SCHEMA``) and the per-sample aggregates of
-``metrics.SAMPLE_AGGREGATES``. The per-token lists are dropped: a sample's tokens are
+``metrics.SAMPLE_AGGREGATES``. A sample's tokens are its ``response_tokens``, else its
+``token_ids`` decoded with the run's tokenizer (``rl_board.tokenizer``; each distinct id
+once), and its counted positions come from its ``loss_mask`` when it has one. The per-token lists are dropped: a sample's tokens are
 read again from its source when it is shown. The result's columns are ``SCHEMA`` then the extras, as the cache
 stores them.
 """
@@ -22,6 +24,7 @@ from . import fields as F
 from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
 from .readers import ReadOptions
 from .readers.canonical import ROWS, TOKEN_STRINGS
+from .tokenizer import decode_ids, decode_texts, load_tokenizer
 
 WORDS = TOKEN_STRINGS  # list<dictionary<int32, string>>: each sample's words, strings stored once a block
 
@@ -43,11 +46,22 @@ SCHEMA = pa.schema(
         # The response's words (issue 16): its counted tokens without pad and EOS tokens, or, without
         # ``response_tokens``, the words ``str.split()`` finds in it with pads removed; null with neither.
         ("words", WORDS),
-        ("has_tokens", pa.bool_()),  # the sample has ``response_tokens``: its words are tokens
+        ("has_tokens", pa.bool_()),  # the sample has tokens (``response_tokens`` or ids): its words are tokens
+        ("has_reward", pa.bool_()),  # the source logged a reward (NaN included); false: left out of reward stats
+        ("from_ids", pa.bool_()),  # the sample's tokens are its ``token_ids`` (decoded, or ``#ID``)
+        ("mask_positions", pa.int32()),  # its positions when it has a loss mask, else -1
     ]
     + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
+    + [
+        ("has_messages", pa.bool_()),  # the sample has a conversation (``messages``)
+        ("turn_texts", pa.list_(pa.string())),  # every turn's content, then every tool call's arguments
+        ("tool_names", pa.list_(pa.string())),  # the tool name of each tool call of its assistant turns
+    ]
 )
-_KEPT = [f.name for f in ROWS if f.name not in F.TOKEN_FIELDS and f.name != F.TOKENS]
+#: The segment's list columns of a sample's turns (kept in the segment, read where needed).
+TURN_COLUMNS = ("turn_texts", "tool_names")
+_KEPT = [f.name for f in ROWS
+         if f.name not in F.TOKEN_FIELDS and f.name not in (F.TOKENS, F.TOKEN_IDS, F.LOSS_MASK, F.MESSAGES)]
 
 
 def prompt_key(prompt: str | None, pad_token: str | None) -> int | None:
@@ -64,10 +78,11 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     """The segment rows of a block of canonical rows (see the module's docstring)."""
     rows = rows.unify_dictionaries().combine_chunks()
     count = rows.num_rows
+    rows, turned = _from_messages(rows)
     lists, last = {}, None
     for name in F.TOKEN_FIELDS:
-        lists[name] = _FlatList(rows[name], last)
-        last = lists[name] if lists[name].any else last
+        lists[name] = _FlatList(rows[name], last, values=name not in F.LOGGED_TOKEN_FIELDS)
+        last = lists[name] if lists[name].any and lists[name].has_values else last
     present = [flat for flat in lists.values() if flat.any]
     has_lists = np.zeros(count, bool)
     n = np.full(count, np.iinfo(np.int64).max)
@@ -77,35 +92,97 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
         has_lists |= has
         n = np.where(has, np.minimum(n, flat.lengths), n)
         longest = np.maximum(longest, flat.lengths)
-    tokens = _Tokens(rows[F.TOKENS])
+    ids = _Ids(rows[F.TOKEN_IDS], rows[F.TOKENS])
+    tokenizer = load_tokenizer(options.tokenizer) if ids.used.any() else None
+    tokens = _Tokens(rows[F.TOKENS], ids, tokenizer)
     n = np.where(has_lists, n, np.maximum(tokens.lengths, 0))
-    counted = _counted(n, tokens, options)
+    mask = _Mask(rows[F.LOSS_MASK])
+    counted = _Counted(n, tokens, mask, options)
     with_tokens = has_lists & (tokens.lengths >= 0)
     longest = np.where(with_tokens, np.maximum(longest, tokens.lengths), longest)
     shortest = np.where(with_tokens, np.minimum(n, tokens.lengths), n)
+    with_mask = has_lists & (mask.lengths >= 0)
+    longest = np.where(with_mask, np.maximum(longest, mask.lengths), longest)
+    shortest = np.where(with_mask, np.minimum(shortest, mask.lengths), shortest)
 
     columns = {name: rows[name] for name in _KEPT}
+    prompts, responses = _texts_from_ids(ids, mask, tokenizer, rows["prompt"], rows["response"])
+    columns["prompt"], columns["response"] = prompts, responses
     columns["n_tokens"] = np.where(has_lists, n, 0).astype(np.int32)
-    columns["response_len"] = np.where(has_lists | (tokens.lengths >= 0), counted, -1).astype(np.int32)
+    columns["response_len"] = np.where(has_lists | (tokens.lengths >= 0), counted.count, -1).astype(np.int32)
     columns["lengths_differ"] = has_lists & (longest != shortest)
     pad = options.pad_token
-    texts = {name: pc.replace_substring(rows[name], pad, "") if pad else rows[name]
-             for name in ("prompt", "response", "ref_response")}
+    texts = {name: pc.replace_substring(columns[name], pad, "") if pad else columns[name]
+             for name in ("prompt", "response")}
+    texts["ref_response"] = pc.replace_substring(rows["ref_response"], pad, "") if pad else rows["ref_response"]
     columns["response_chars"] = pc.utf8_length(texts["response"]).cast(pa.float64())
     columns["ref_response_chars"] = pc.utf8_length(texts["ref_response"]).cast(pa.float64())
     words = _TextWords(tokens.lengths < 0, texts["response"])
     columns["repeat_4gram"] = _repeat_4gram(tokens, counted, words)
     columns["words"] = _words(tokens, counted, words, options)
     columns["has_tokens"] = tokens.lengths >= 0
+    columns["has_reward"] = rows[F.REWARD].is_valid()
+    columns["from_ids"] = ids.used
+    columns["mask_positions"] = np.where(mask.lengths >= 0, n, -1).astype(np.int32)
     columns["prompt_key"] = _prompt_keys(texts["prompt"])
-    cut = TokenColumns(count, {name: flat.cut(counted) for name, flat in lists.items() if flat.any})
+    cut = TokenColumns(count, {name: flat.cut(counted) for name, flat in lists.items()
+                               if flat.any and flat.has_values})
     columns.update(compute_sample_aggregates(cut))
+    columns.update(turned)
     arrays = [_array(columns[f.name], f.type) for f in SCHEMA]
     names = list(SCHEMA.names)
     for name in sorted(F.extra_columns(rows.column_names)):
         arrays.append(rows[name])
         names.append(name)
     return pa.Table.from_arrays(arrays, names=names)
+
+
+def _from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
+    """(``rows`` with the prompt and response of each sample that has ``messages`` and none of its
+    own, and the extras ``num_turns`` and ``num_tool_calls``; the segment's turn columns).
+
+    The prompt is the contents of the turns before the first assistant turn joined by a blank line
+    (null when there are none), the response the content of the last assistant turn (null without
+    one); ``num_turns`` counts the assistant turns, ``num_tool_calls`` the tool calls of all of them.
+    A sample without messages keeps what its source gave (an extra of the same name included)."""
+    count = rows.num_rows
+    column = rows[F.MESSAGES]
+    empty = {"has_messages": np.zeros(count, bool), "turn_texts": pa.nulls(count, pa.list_(pa.string())),
+             "tool_names": pa.nulls(count, pa.list_(pa.string()))}
+    if column.null_count == count:
+        return rows, empty
+    prompts, responses = rows["prompt"].to_pylist(), rows["response"].to_pylist()
+    turns_count, calls_count = [None] * count, [None] * count
+    texts, names = [None] * count, [None] * count
+    has = np.zeros(count, bool)
+    for i, conversation in enumerate(column.to_pylist()):
+        if conversation is None:
+            continue
+        has[i] = True
+        assistant = [t for t in conversation if t["role"] == "assistant"]
+        first = next((k for k, t in enumerate(conversation) if t["role"] == "assistant"), len(conversation))
+        if prompts[i] is None and first:
+            prompts[i] = "\n\n".join(t["content"] or "" for t in conversation[:first])
+        if responses[i] is None and assistant:
+            responses[i] = assistant[-1]["content"] or ""
+        turns_count[i] = len(assistant)
+        calls = [call for t in assistant for call in t["tool_calls"] or ()]
+        calls_count[i] = len(calls)
+        texts[i] = ([t["content"] or "" for t in conversation]
+                    + [call["arguments"] or "" for t in conversation for call in t["tool_calls"] or ()])
+        names[i] = [call["name"] or "" for call in calls]
+    rows = rows.set_column(rows.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
+    rows = rows.set_column(rows.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
+    for name, values in ((F.NUM_TURNS, turns_count), (F.NUM_TOOL_CALLS, calls_count)):
+        derived = pa.array(values, pa.float64())
+        extra = F.extra_column(name)
+        if extra in rows.column_names:  # the source's own, where the sample has no messages
+            rows = rows.set_column(rows.schema.get_field_index(extra), extra,
+                                   pc.if_else(pa.array(has), derived, rows[extra].combine_chunks()))
+        else:
+            rows = rows.append_column(extra, derived)
+    return rows, {"has_messages": has, "turn_texts": pa.array(texts, pa.list_(pa.string())),
+                  "tool_names": pa.array(names, pa.list_(pa.string()))}
 
 
 def is_segment_schema(schema: pa.Schema) -> bool:
@@ -124,45 +201,93 @@ def _array(values, type_: pa.DataType):
 
 class _FlatList:
     """One per-token list column, flat: ``lengths`` (-1 where a sample has none), ``values``
-    (float64, samples one after another), ``owner`` and ``position`` of each value."""
+    (float64, samples one after another), ``owner`` and ``position`` of each value. With
+    ``values`` False only the lengths are read (a list shown, never aggregated)."""
 
-    def __init__(self, column: pa.ChunkedArray, like: "_FlatList | None" = None):
+    def __init__(self, column: pa.ChunkedArray, like: "_FlatList | None" = None, values: bool = True):
         array, self.lengths = _list_column(column)
         self.any = bool((self.lengths >= 0).any())
+        self.has_values = values
         self._kept = None
-        if self.any:
+        if self.any and values:
             self.values = array.flatten().to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
             if like is not None and np.array_equal(like.lengths, self.lengths):  # lists of one length: shared
                 self.owner, self.position, self._like = like.owner, like.position, like
             else:
                 self.owner, self.position, self._like = *_owners(self.lengths), None
 
-    def cut(self, counted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def cut(self, counted: "_Counted") -> tuple[np.ndarray, np.ndarray]:
         """(values, owner) at each sample's counted positions."""
         if self._like is not None and self._like._kept is not None:
             self._kept = self._like._kept
         else:
-            keep = self.position < counted[self.owner]
+            keep = counted.at(self.owner, self.position)
             self._kept = keep, self.owner[keep]
         keep, owner = self._kept
         return self.values[keep], owner
 
 
-class _Tokens:
-    """The ``response_tokens`` column, flat: ``lengths`` (-1 where none), ``ids`` (int64, one per
-    token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``."""
+class _Ids:
+    """The ``token_ids`` column, flat: ``lengths`` (-1 where none), ``values`` (int64, samples one
+    after another), ``starts`` (each sample's first value) and ``used`` (bool, shape (samples,):
+    the sample's tokens are its ids, as it has no ``response_tokens``)."""
 
-    def __init__(self, column: pa.ChunkedArray):
+    def __init__(self, column: pa.ChunkedArray, strings: pa.ChunkedArray):
+        array, self.lengths = _list_column(column)
+        flat = array.flatten()
+        self.values = (flat.to_numpy(zero_copy_only=False).astype(np.int64, copy=False) if len(flat)
+                       else np.zeros(0, np.int64))
+        sizes = np.maximum(self.lengths, 0)
+        self.starts = np.cumsum(sizes) - sizes
+        self.used = (self.lengths >= 0) & strings.is_null().to_numpy(zero_copy_only=False)
+
+    def of(self, sample: int, start: int = 0, stop: int | None = None) -> list[int]:
+        """The ids of one sample, positions [start, stop)."""
+        end = self.starts[sample] + self.lengths[sample]
+        first = self.starts[sample] + start
+        last = end if stop is None else min(end, self.starts[sample] + stop)
+        return self.values[first:last].tolist()
+
+
+class _Tokens:
+    """Each sample's tokens, flat: its ``response_tokens``, else its ``token_ids`` (``_Ids.used``)
+    as token strings (``tokenizer.decode_ids``). ``lengths`` (-1 where none), ``ids`` (int64, one
+    per token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``; ``raw``
+    (int64, one per token): the token id for a sample whose tokens are ids, else -1."""
+
+    def __init__(self, column: pa.ChunkedArray, token_ids: "_Ids | None" = None, tokenizer=None):
         array, self.lengths = _list_column(column)
         flat = array.flatten()
         self.vocabulary = flat.dictionary.to_pylist() if len(flat) else []
         self.ids = flat.indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(flat) else np.zeros(0, np.int64)
+        self.raw = np.full(len(self.ids), -1, np.int64)
+        if token_ids is not None and token_ids.used.any():
+            self._add_ids(token_ids, tokenizer)
         if len(set(self.vocabulary)) != len(self.vocabulary):  # a dictionary may repeat a string
             index = {}
             remap = np.array([index.setdefault(t, len(index)) for t in self.vocabulary], np.int64)
             self.ids = remap[self.ids]
             self.vocabulary = list(index)
         self.owner, self.position = _owners(self.lengths)
+
+    def gram_ids(self) -> np.ndarray:
+        """One id per token for counting 4-grams: the token id itself where the tokens are ids (two
+        ids that decode alike are still two tokens), else the string's id; int64."""
+        return np.where(self.raw >= 0, self.raw + len(self.vocabulary), self.ids)
+
+    def _add_ids(self, token_ids: "_Ids", tokenizer) -> None:
+        """Take the decoded ids of the samples whose tokens are their ids (each distinct id decoded once)."""
+        owner, _ = _owners(token_ids.lengths)
+        taken = token_ids.used[owner]
+        strings, where = decode_ids(tokenizer, token_ids.values[taken])
+        own, _ = _owners(self.lengths)
+        ids = np.concatenate([self.ids, where.astype(np.int64) + len(self.vocabulary)])
+        raw = np.concatenate([self.raw, token_ids.values[taken]])
+        owners = np.concatenate([own, owner[taken]])
+        order = np.argsort(owners, kind="stable")  # each part's owners ascend: merge them
+        self.ids, self.raw = ids[order], raw[order]
+        self.vocabulary = self.vocabulary + strings
+        self.lengths = np.where(token_ids.used, token_ids.lengths, self.lengths)
 
     def id_of(self, token: str | None) -> int | None:
         if token is None:
@@ -171,6 +296,90 @@ class _Tokens:
             return self.vocabulary.index(token)
         except ValueError:
             return None
+
+
+class _Mask:
+    """The ``loss_mask`` column, flat: ``lengths`` (-1 where none), ``values`` (bool, samples one after
+    another; true = trained) and ``starts`` (each sample's first value)."""
+
+    def __init__(self, column: pa.ChunkedArray):
+        array, self.lengths = _list_column(column)
+        self.any = bool((self.lengths >= 0).any())
+        flat = array.flatten()
+        self.values = (flat.fill_null(False).to_numpy(zero_copy_only=False).astype(bool) if len(flat)
+                       else np.zeros(0, bool))
+        sizes = np.maximum(self.lengths, 0)
+        self.starts = np.cumsum(sizes) - sizes
+
+    def first_last(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each sample's first and last trained position; -1 where none)."""
+        owner, position = _owners(self.lengths)
+        first = np.full(len(self.lengths), -1)
+        last = np.full(len(self.lengths), -1)
+        samples, at = _first(self.values, owner, position)
+        first[samples] = at
+        hit = self.values[::-1]
+        samples, at = _first(hit, owner[::-1], position[::-1])
+        last[samples] = at
+        return first, last
+
+
+class _Counted:
+    """Each sample's counted positions (``metrics``): with a loss mask, the positions below n where
+    it is true; without one, the first ``limit`` positions (the pad/EOS rule). ``count``: how many
+    (int64, shape (samples,))."""
+
+    def __init__(self, n: np.ndarray, tokens: _Tokens, mask: _Mask, options: ReadOptions):
+        self.masked = mask.lengths >= 0
+        self.limit = np.where(self.masked, n, _counted(n, tokens, options))
+        self.mask = mask
+        self.count = self.limit
+        if mask.any:
+            owner, position = _owners(mask.lengths)
+            trained = mask.values & (position < n[owner])
+            self.count = np.where(self.masked, np.bincount(owner[trained], minlength=len(n)), self.limit)
+
+    def at(self, owner: np.ndarray, position: np.ndarray) -> np.ndarray:
+        """Whether each (sample, position) is counted; bool, shape of the inputs."""
+        keep = position < self.limit[owner]
+        if self.mask.any:
+            idx = np.flatnonzero(keep & self.masked[owner])
+            samples, places = owner[idx], position[idx]
+            inside = places < self.mask.lengths[samples]
+            trained = np.zeros(len(idx), bool)
+            trained[inside] = self.mask.values[self.mask.starts[samples[inside]] + places[inside]]
+            keep[idx] = trained
+        return keep
+
+
+def _texts_from_ids(ids: _Ids, mask: _Mask, tokenizer, prompts: pa.ChunkedArray,
+                    responses: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
+    """(prompt, response) texts, each taken from the token ids where the line has none: for a
+    sample with ``token_ids`` and a loss mask, the prompt is the decoded text of the positions before
+    its first trained position (all of them when none is trained), the response that of its first
+    to its last trained position. Other samples keep what they have."""
+    prompts, responses = prompts.combine_chunks(), responses.combine_chunks()
+    candidates = np.flatnonzero((ids.lengths >= 0) & (mask.lengths >= 0))
+    if not len(candidates):
+        return prompts, responses
+    need_prompt = prompts.is_null().to_numpy(zero_copy_only=False)
+    need_response = responses.is_null().to_numpy(zero_copy_only=False)
+    first, last = mask.first_last()
+    runs, places = [], []
+    for sample in candidates.tolist():
+        start, stop = int(first[sample]), int(last[sample])
+        if need_prompt[sample]:
+            runs.append(ids.of(sample, 0, start if start >= 0 else None))
+            places.append((0, sample))
+        if need_response[sample] and start >= 0:
+            runs.append(ids.of(sample, start, stop + 1))
+            places.append((1, sample))
+    if not runs:
+        return prompts, responses
+    filled = [prompts.to_pylist(), responses.to_pylist()]
+    for (which, sample), text in zip(places, decode_texts(tokenizer, runs)):
+        filled[which][sample] = text
+    return pa.array(filled[0], pa.string()), pa.array(filled[1], pa.string())
 
 
 def _list_column(column: pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
@@ -195,7 +404,8 @@ def _first(hit: np.ndarray, owner: np.ndarray, position: np.ndarray) -> tuple[np
 
 
 def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> np.ndarray:
-    """Counted positions per sample (``metrics.token_positions``, for every sample at once)."""
+    """Counted positions per sample by the pad/EOS rule (``metrics.token_positions``, for every
+    sample at once): each sample's first so many positions."""
     counted = n.copy()
     inside = tokens.position < n[tokens.owner]
     eos, pad = options.eos_token, options.pad_token
@@ -229,13 +439,14 @@ class _TextWords:
         self.vocabulary = encoded.dictionary
 
 
-def _repeat_4gram(tokens: _Tokens, counted: np.ndarray, words: _TextWords) -> pa.Array:
+def _repeat_4gram(tokens: _Tokens, counted: _Counted, words: _TextWords) -> pa.Array:
     """The 4-gram repetition of each sample, 1 - distinct / total over its 4-grams (NaN with fewer
-    than 4): of its counted tokens when it has tokens, else of its response's words (pads
-    removed); null with neither."""
-    count = len(counted)
-    keep = tokens.position < counted[tokens.owner]
-    out = _distinct_4gram_share(tokens.ids[keep], tokens.owner[keep], count)
+    than 4): of its counted tokens (in order, skipping positions not counted; token ids for a sample
+    whose tokens are ids) when it has tokens, else of its response's words (pads removed); null with
+    neither."""
+    count = len(counted.count)
+    keep = counted.at(tokens.owner, tokens.position)
+    out = _distinct_4gram_share(tokens.gram_ids()[keep], tokens.owner[keep], count)
     if len(words.rows):
         out[words.rows] = _distinct_4gram_share(words.ids, words.owner, count)[words.rows]
     mask = tokens.lengths < 0
@@ -243,10 +454,10 @@ def _repeat_4gram(tokens: _Tokens, counted: np.ndarray, words: _TextWords) -> pa
     return pa.array(out, pa.float64(), mask=mask)
 
 
-def _words(tokens: _Tokens, counted: np.ndarray, words: _TextWords, options: ReadOptions) -> pa.Array:
+def _words(tokens: _Tokens, counted: _Counted, words: _TextWords, options: ReadOptions) -> pa.Array:
     """The ``words`` column: each sample's counted tokens without pad and EOS (a token list shorter
     than the counted positions gives the tokens it has), or its text's ``words``; null with neither."""
-    keep = tokens.position < counted[tokens.owner]
+    keep = counted.at(tokens.owner, tokens.position)
     for token in {options.pad_token, options.eos_token}:
         token_id = tokens.id_of(token)
         if token_id is not None:
@@ -260,8 +471,8 @@ def _words(tokens: _Tokens, counted: np.ndarray, words: _TextWords, options: Rea
     if len(words.ids) and keep.any():  # each part's owners ascend; a sample's words are in one part
         order = np.argsort(owner, kind="stable")
         ids, owner = ids[order], owner[order]
-    offsets = np.zeros(len(counted) + 1, np.int32)
-    np.cumsum(np.bincount(owner, minlength=len(counted)), out=offsets[1:])
+    offsets = np.zeros(len(counted.count) + 1, np.int32)
+    np.cumsum(np.bincount(owner, minlength=len(counted.count)), out=offsets[1:])
     neither = tokens.lengths < 0
     neither[words.rows] = False
     values = pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), unified.dictionary)

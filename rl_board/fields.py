@@ -19,20 +19,39 @@ TEXT_FIELDS = ("prompt", "response", "ref_response", "ground_truth")
 
 #: Optional per-token numbers, one per response token. A sample's positions are the
 #: first n, n = the length of the shortest of these lists present.
-TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards", "rollout_logprobs", "entropy")
+TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards", "rollout_logprobs", "entropy",
+                "advantages", "mismatch_kl", "importance_ratio")
+#: Per-token numbers the trainer computed and logged: shown in the token view, never aggregated.
+LOGGED_TOKEN_FIELDS = ("advantages", "mismatch_kl", "importance_ratio")
 #: Optional per-token strings.
 TOKENS = "response_tokens"
+#: Optional per-token ids, decoded with the run's tokenizer when the sample has no ``response_tokens``.
+TOKEN_IDS = "token_ids"
+#: Optional per-token loss mask (true or 1 = trained): the sample's counted positions when present.
+LOSS_MASK = "loss_mask"
 
 #: Every canonical name a source field can be mapped to.
-CANONICAL = (STEP, *REWARD_FIELDS, *TEXT_FIELDS, *TOKEN_FIELDS, TOKENS)
+CANONICAL = (STEP, *REWARD_FIELDS, *TEXT_FIELDS, *TOKEN_FIELDS, TOKENS, TOKEN_IDS, LOSS_MASK)
 
-#: canonical name <- the source key used when the canonical key is absent (verl's dumps and others).
-ALIASES = {
-    "prompt": "input",
-    "response": "output",
-    REWARD: "score",
-    "ground_truth": "gts",
-    "rollout_logprobs": "rollout_log_probs",
+#: Optional conversation of an agent sample: an ordered list of turns, each {role, content, reasoning,
+#: tool_calls [{id, name, arguments}], tool_call_id, trainable} (see ``readers.turns``). Readers of
+#: agent formats fill it; it is not a field mapping target.
+MESSAGES = "messages"
+#: Extras derived from ``messages`` (``derive``): the assistant turns, and the tool calls of all of them.
+NUM_TURNS = "num_turns"
+NUM_TOOL_CALLS = "num_tool_calls"
+
+#: canonical name <- the source keys used, the first present, when the canonical key is absent
+#: (verl's dumps, prime-rl's token exports, NeMo-RL's step files and others).
+ALIASES: dict[str, tuple[str, ...]] = {
+    "prompt": ("input",),
+    "response": ("output",),
+    REWARD: ("score",),
+    "ground_truth": ("gts",),
+    "rollout_logprobs": ("rollout_log_probs", "inference_logprobs", "generation_logprobs"),
+    "logprobs": ("trainer_logprobs", "prev_logprobs"),
+    "ref_logprobs": ("reference_logprobs",),
+    LOSS_MASK: ("mask", "token_loss_mask", "response_mask"),
 }
 
 #: Extra fields are stored under this prefix so a user's field can never collide with a derived column.

@@ -438,7 +438,8 @@ def _mismatch(run):
 
 def compute_dead_steps(samples: pd.DataFrame) -> tuple[list[int], list[int]]:
     """(the GRPO-shaped steps, the dead ones) of definition 5, ascending."""
-    have = samples[samples["prompt_key"].notna()]
+    rewarded = samples["has_reward"].astype(bool) if "has_reward" in samples else True
+    have = samples[samples["prompt_key"].notna() & rewarded]  # a sample without a reward is in no group
     sizes = samples.groupby(F.STEP, sort=True).size()
     if have.empty:
         return [], []

@@ -13,6 +13,7 @@ snapshot the views draw from.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -24,15 +25,22 @@ from . import fields as F
 from . import ingest
 from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
-from .readers import ReadOptions, SourceChanged, describe_size, detect, max_line_bytes
-from .derive import SCHEMA
+from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
+from .derive import SCHEMA, TURN_COLUMNS
 from .run import LoadReport, Run
 from .segments import SegmentStore
 from .tables import compute_step_stats
-from .tracking import EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, natural_key
+from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
+from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
+                       natural_key)
 
 __all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "Run", "LoadReport", "RunSource", "SourceChanged",
-           "list_runs", "list_run_files", "load_run"]
+           "TokenizerError", "list_runs", "list_run_files", "load_run"]
+
+#: What the page and the commands say when a run's token ids can't be decoded.
+NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
+                "the model folder holding one) in the run folder or up to two folders above it, or give it: the "
+                "sidebar's Tokenizer box, or --tokenizer PATH on the command line.")
 
 Progress = Callable[[int, int], None]
 
@@ -51,13 +59,24 @@ class RunSource:
         cache_root: where caches live (default ``cache.default_cache_root()``); False turns caching off.
         fields: ``(canonical, source)`` pairs of the user's field mapping.
         eos_token: positions after its first occurrence are not counted; it is.
+        split: the split to read, for a format that has them (``readers.layout``); None: the
+            format's default split when the run has it, else the first.
+        tokenizer: the tokenizer that decodes token ids (a ``tokenizer.json`` or a folder holding one);
+            None: the one found next to the run (``tokenizer.find_tokenizer``), if any. A given one
+            that can't be used raises ``TokenizerError`` (or ``RootError``) on refresh.
     """
 
     def __init__(self, run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
                  cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
-                 eos_token: str | None = None):
+                 eos_token: str | None = None, split: str | None = None, tokenizer: Path | str | None = None):
         self.run_dir = Path(run_dir)
+        self.wanted_split = split or None
+        self.split: str | None = None  # the split read (chosen when the format is detected)
+        self.splits: tuple[str, ...] = ()
         self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes())
+        self._tokenizer_given = str(tokenizer) if tokenizer else None
+        self._tokenizer_notes: list[str] = []
+        self._tokenizer_chosen = False
         self.max_per_step = max_per_step
         self._cache_root = cache_root
         self.reader = None
@@ -84,19 +103,46 @@ class RunSource:
     def _use_reader(self) -> None:
         """Detect the run's format (again while no file was read: the folder may have been empty)."""
         check_allowed(self.run_dir)
+        if not self._tokenizer_chosen:
+            self._choose_tokenizer()
         reader = detect(self.run_dir)
         if reader is self.reader:
             return
         self.reader, self._opened = reader, False
         self._tracker.forget()
+        self.splits = tuple(list_splits(self.run_dir, reader))
+        self.split = layout.choose_split(reader, list(self.splits), self.wanted_split)
         use_cache = self._cache_root is not False and self.max_per_step is None
         cache = RunCache(cache_dir_for(self.run_dir, self._cache_key(),
                                        None if self._cache_root in (None, True) else self._cache_root)
                          ) if use_cache else None
         self._store = SegmentStore(cache, self._notes)
 
+    def _choose_tokenizer(self) -> None:
+        """Put the given tokenizer, else the one found next to the run, in the read options."""
+        if self._tokenizer_given is not None:
+            path = resolve_tokenizer(self._tokenizer_given)
+            load_tokenizer(str(path))  # a file that is no tokenizer: TokenizerError now, not per block
+        else:
+            path = find_tokenizer(self.run_dir)
+            if path is not None:
+                try:
+                    load_tokenizer(str(path))
+                except TokenizerError as exc:
+                    self._tokenizer_notes = [f"{exc}: token ids are shown as #ID."]
+                    path = None
+        self.options = replace(self.options, tokenizer=str(path) if path is not None else None)
+        self._tokenizer_chosen = True
+
+    @property
+    def tokenizer(self) -> str | None:
+        """The tokenizer file the run's token ids are decoded with, once chosen (see ``__init__``)."""
+        return self.options.tokenizer
+
     def _cache_key(self) -> str:
-        return f"{self.reader.NAME}:{self.options.to_json()}"
+        split = f":split={self.split}" if self.split is not None else ""
+        key = f"{self.reader.NAME}{split}:{self.options.to_json()}"
+        return key + f":{stamp(self.options.tokenizer)}" if self.options.tokenizer else key
 
     def refresh(self, progress: Progress | None = None) -> Run:
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
@@ -118,20 +164,20 @@ class RunSource:
 
     def _refresh(self, progress: Progress | None) -> Run:
         """The refresh itself, under both locks."""
-        listing = self._tracker.list(self.run_dir, self.reader.SUFFIX, self.reader.APPENDABLE)
-        paths, ignored, unreadable = listing.paths, listing.ignored, listing.unreadable
+        listing = self._tracker.list(self.run_dir, self.reader, self.split)
+        names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
         if not self._opened:
-            self._open_cache(paths)
+            self._open_cache(listing)
             self._opened = True
-        plan = self._tracker.plan(paths, self.reader.APPENDABLE, self.max_per_step, self.latest is not None)
+        plan = self._tracker.plan(listing, self.reader.APPENDABLE, self.max_per_step, self.latest is not None)
         for name, status in plan.status.items():
             if status == "unchanged":
                 self.last_status.setdefault(name, status)
             else:
                 self.last_status[name] = status
         unchanged = (self.latest is not None and not plan.todo and not plan.gone and not unreadable
-                     and self.latest.report.files == tuple(p.name for p in paths)
+                     and self.latest.report.files == tuple(names)
                      and self.latest.report.ignored_files == tuple(ignored))
         if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
             return self.latest
@@ -141,13 +187,14 @@ class RunSource:
             self._store.save(entries, self._cache_key(), self.run_dir)
         notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."
                  for name in plan.reread]
-        self.latest = self._snapshot(paths, ignored, unreadable, notes)
+        self.latest = self._snapshot(names, ignored, unreadable, notes)
         return self.latest
 
-    def _open_cache(self, paths: list[Path]) -> None:
+    def _open_cache(self, listing) -> None:
         """Start every file the cache holds from where the cache says it was read."""
-        by_name = {p.name: p for p in paths}
-        for name, (entry, segments) in self._store.load(self._cache_key(), paths, self.reader.APPENDABLE).items():
+        by_name = dict(zip(listing.names, listing.paths))
+        for name, (entry, segments) in self._store.load(self._cache_key(), list(by_name.items()),
+                                                        self.reader.APPENDABLE).items():
             self._files[name] = FileState.from_entry(by_name[name], entry, segments)
             self.last_status[name] = "cached"
 
@@ -187,9 +234,8 @@ class RunSource:
 
     # -- the snapshot ---------------------------------------------------------------------------
 
-    def _snapshot(self, paths: list[Path], ignored: list[str], unreadable: dict[str, str],
+    def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str],
                   notes: list[str] = ()) -> Run:
-        names = [p.name for p in paths]
         parts, segments = [], {}
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
@@ -207,6 +253,9 @@ class RunSource:
         errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
         failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
         failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
+        if "from_ids" in samples and samples["from_ids"].any():
+            notes = [*notes, *self._tokenizer_notes,
+                     f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
         notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
@@ -219,14 +268,15 @@ class RunSource:
         cache = self._store.cache
         stamp = cache.manifest_stamp() if cache is not None else None
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
-                   segments, self.reader, (cache.folder, stamp) if stamp is not None else None)
+                   segments, self.reader, (cache.folder, stamp) if stamp is not None else None,
+                   self.split, self.splits)
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
     """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
     (segments count lines from their own start), and where each row lives: file, seg, row."""
     rows = table.num_rows
-    numbers = table.drop_columns([*F.TEXT_FIELDS, "words"])
+    numbers = table.drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
     numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
                                  pc.add(numbers[F.LINE], first_line - 1))
     return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
@@ -236,6 +286,8 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
              cache_root: Path | None | bool = None, progress: Progress | None = None,
-             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None) -> Run:
+             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
+             split: str | None = None, tokenizer: Path | str | None = None) -> Run:
     """Read a run folder once and return it (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token).refresh(progress)
+    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split,
+                     tokenizer).refresh(progress)

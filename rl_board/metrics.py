@@ -4,10 +4,12 @@ Definitions (the README repeats them for users):
 
 - A sample's token positions are its first ``n`` positions, ``n`` the length of
   the shortest numeric per-token list present. Its *counted* positions: with a
-  pad token P, those before the first P in ``response_tokens``; with an EOS token
-  E, those up to and including the first E. When P = E the first occurrence is
-  the EOS: it counts, everything after it does not. Every aggregate reads the
-  counted positions only.
+  loss mask, the positions where it is true (and nothing else decides); else, with a
+  pad token P, those before the first P in its tokens; with an EOS token E, those
+  up to and including the first E. When P = E the first occurrence is the EOS: it
+  counts, everything after it does not. Every aggregate reads the counted positions
+  only. A sample's tokens are its ``response_tokens``, else its ``token_ids`` as
+  strings (``rl_board.tokenizer``).
 - ``log_ratio = logprob - ref_logprob`` (the k1 estimator).
 - KL(policy || ref) per token, on tokens sampled from the policy, by the k3
   estimator: with ``d = ref_logprob - logprob``, ``k3 = exp(d) - 1 - d`` (>= 0).
@@ -18,7 +20,7 @@ Definitions (the README repeats them for users):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -189,7 +191,8 @@ class SampleTokens:
     """One sample's per-token view: arrays of shape (n,), n from the definitions above.
 
     ``tokens`` is cut to n, or padded with "" when shorter. ``is_pad`` marks the
-    positions at and after the first pad token; absent lists are all-NaN.
+    positions that are not counted (after the EOS, from the pad token on, or, with a loss
+    mask, where it is false: ``has_mask``); absent lists are all-NaN.
     """
 
     tokens: list[str]
@@ -201,21 +204,42 @@ class SampleTokens:
     lengths: dict[str, int]
     rollout_logprobs: np.ndarray | None = None  # the sampler's (vLLM/SGLang) log-probs, when logged
     entropy: np.ndarray | None = None
+    has_mask: bool = False  # counted positions come from a loss mask (untrained ones are shown, dimmed)
+    logged: dict[str, np.ndarray] = field(default_factory=dict)  # ``fields.LOGGED_TOKEN_FIELDS`` present
+    from_ids: bool = False  # the tokens are token ids (decoded, or ``#ID`` without a tokenizer)
 
     @property
     def lengths_differ(self) -> bool:
         return len(set(self.lengths.values())) > 1
 
 
-def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: str | None = None) -> SampleTokens:
+def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: str | None = None,
+                          tokenizer=None) -> SampleTokens:
     """Cut one sample's lists (``row``: its canonical record) to its n positions; a
-    non-numeric entry shows as NaN. ``is_pad`` marks the positions that are not counted."""
+    non-numeric entry shows as NaN. ``is_pad`` marks the positions that are not counted. Token
+    ids (without ``response_tokens``) are decoded with ``tokenizer``, each on its own."""
+    from .tokenizer import token_strings
+
     numeric = {name: row.get(name) if isinstance(row.get(name), list) else None for name in F.TOKEN_FIELDS}
     lengths = {name: len(v) for name, v in numeric.items() if v is not None}
     tokens = row.get(F.TOKENS) if isinstance(row.get(F.TOKENS), list) else None
-    n, valid = token_positions(lengths, tokens, pad_token, eos_token)
+    ids = row.get(F.TOKEN_IDS)
+    from_ids = tokens is None and isinstance(ids, list) and all(type(i) is int for i in ids)
+    if from_ids:
+        distinct = list(dict.fromkeys(ids))
+        strings = dict(zip(distinct, token_strings(tokenizer, distinct)))
+        tokens = [strings[i] for i in ids]
+    mask = row.get(F.LOSS_MASK)
+    mask = mask if isinstance(mask, list) and all(
+        v is None or isinstance(v, (bool, int, float)) for v in mask) else None
+    if mask is not None:
+        n = min(lengths.values()) if lengths else (len(tokens) if tokens is not None else 0)
+    else:
+        n, valid = token_positions(lengths, tokens, pad_token, eos_token)
     if tokens is not None:
-        lengths[F.TOKENS] = len(tokens)
+        lengths[F.TOKENS if not from_ids else F.TOKEN_IDS] = len(tokens)
+    if mask is not None:
+        lengths[F.LOSS_MASK] = len(mask)
     cut = [t if isinstance(t, str) else json.dumps(t) for t in tokens[:n]] if tokens is not None else []
     cut += [""] * (n - len(cut))
 
@@ -223,13 +247,20 @@ def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: st
         v = numeric[name]
         if v is None:
             return np.full(n, np.nan)
-        return np.array([x if isinstance(x, (int, float)) and not isinstance(x, bool) else np.nan
-                         for x in v[:n]], dtype=np.float64)
+        out = np.array([x if isinstance(x, (int, float)) and not isinstance(x, bool) else np.nan
+                        for x in v[:n]], dtype=np.float64)
+        return np.concatenate([out, np.full(n - len(out), np.nan)]) if len(out) < n else out
 
-    is_pad = np.zeros(n, dtype=bool)
-    is_pad[valid:] = True
+    if mask is not None:
+        trained = np.array([bool(v) for v in mask[:n]] + [False] * max(0, n - len(mask)), dtype=bool)
+        is_pad = ~trained
+    else:
+        is_pad = np.zeros(n, dtype=bool)
+        is_pad[valid:] = True
+    logged = {name: arr(name) for name in F.LOGGED_TOKEN_FIELDS if numeric[name] is not None}
     return SampleTokens(cut, arr("logprobs"), arr("ref_logprobs"), arr("values"), arr("token_rewards"),
-                        is_pad, lengths, arr("rollout_logprobs"), arr("entropy"))
+                        is_pad, lengths, arr("rollout_logprobs"), arr("entropy"), mask is not None, logged,
+                        from_ids)
 
 
 def compute_gae(token_rewards: np.ndarray, values: np.ndarray, gamma: float = 1.0,

@@ -61,6 +61,8 @@ class Run:
     #: the run's cache folder and its manifest's version when this snapshot was taken (None without
     #: a cache): what is derived from the whole snapshot (the findings) can be kept there
     cache: tuple[Path, tuple] | None = field(repr=False, default=None)
+    split: str | None = None  # the split read, for a format that has them (``readers.layout``)
+    splits: tuple[str, ...] = ()  # every split the run has
 
     @property
     def pad_token(self) -> str | None:
@@ -151,7 +153,8 @@ class Run:
         return counts
 
     def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
-        """Whether each row of ``samples`` has text ``field`` matching the RE2 regular expression
+        """Whether each row of ``samples`` has text ``field`` (or, for ``messages``, any turn's content or
+        tool-call arguments) matching the RE2 regular expression
         ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
         (samples,). Runs pyarrow's RE2 over the memory-mapped text columns, segment by segment:
         no text becomes a Python string. Raises ``ValueError`` for a pattern RE2 refuses."""
@@ -160,15 +163,40 @@ class Run:
         found = np.zeros(len(self.samples), dtype=bool)
         rows = self.samples["row"].to_numpy()
         for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column(field)
+            table = self._segments[(int(file), int(seg))]
+            if field == F.MESSAGES:  # any turn's content or tool-call arguments
+                lists = table.column("turn_texts").combine_chunks()
+                column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
+            else:
+                column, owner = table.column(field), None
             if pad_token:
                 column = pc.replace_substring(column, pad_token, "")
             try:
-                hits = pc.match_substring_regex(column, pattern)
+                hits = np.asarray(pc.match_substring_regex(column, pattern).fill_null(False), dtype=bool)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
-            found[places] = np.asarray(hits.fill_null(False), dtype=bool)[rows[places]]
+            if owner is not None:
+                hits = np.bincount(owner[hits], minlength=table.num_rows) > 0
+            found[places] = hits[rows[places]]
         return found
+
+    def tool_calls(self, frame: pd.DataFrame) -> dict[int, dict[str, int]]:
+        """For each step of ``frame`` (rows of ``samples``) whose samples have any tool call: tool name ->
+        how many tool calls of its samples' assistant turns name it. Read from the segments."""
+        import pyarrow.compute as pc
+
+        out: dict[int, dict[str, int]] = {}
+        rows = frame["row"].to_numpy()
+        steps = frame[F.STEP].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("tool_names")
+            for picked, values in _take_chunks(column, rows[at]):
+                owner = pc.list_parent_indices(values).to_numpy()
+                names = pc.list_flatten(values).to_pylist()
+                for step, name in zip(steps[at][picked][owner].tolist(), names):
+                    counts = out.setdefault(int(step), {})
+                    counts[name] = counts.get(name, 0) + 1
+        return out
 
     def source_lines(self, labels) -> bytes:
         """The samples' lines as they are in the log files, one per line, byte for byte (a table
@@ -176,7 +204,8 @@ class Run:
         out = []
         for label in labels:
             row = self.samples.loc[label]
-            path = self.path / self.files[int(row[F.FILE])]
+            name = self.files[int(row[F.FILE])]
+            path = self.path / name
             offset, length = int(row["offset"]), int(row["length"])
             try:
                 if self._reader.APPENDABLE:
@@ -185,7 +214,7 @@ class Run:
                         out.append(fh.read(length))
                 else:
                     with open_allowed(path) as fh:
-                        got = self._reader.record(fh, path.name, offset, length, int(row[F.LINE]))
+                        got = self._reader.record(fh, name, offset, length, int(row[F.LINE]))
                     out.append(json.dumps(got, ensure_ascii=False, default=str).encode())
             except (OSError, SourceChanged, RootError):
                 continue
@@ -195,17 +224,18 @@ class Run:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical
         field -> value, every other field -> value). ``SourceChanged`` when it moved."""
         row = self.samples.loc[label]
-        path = self.path / self.files[int(row[F.FILE])]
+        name = self.files[int(row[F.FILE])]
+        path = self.path / name
         line = int(row[F.LINE])
         try:
             with open_allowed(path) as fh:  # checked again, no symlink followed: it may point out by now
-                obj = self._reader.record(fh, path.name, int(row["offset"]), int(row["length"]), line)
+                obj = self._reader.record(fh, name, int(row["offset"]), int(row["length"]), line)
         except RootError as exc:
-            raise SourceChanged(f"{path.name} can't be read any more ({exc}); refresh it.") from exc
+            raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
         canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
         step = canonical.get(F.STEP)
         if not isinstance(step, (int, float)) or step != row[F.STEP]:
-            raise SourceChanged(f"{path.name}:{line} changed since the run was read; refresh it.")
+            raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
         return canonical, others
 
     def records(self, labels) -> list[tuple[dict, dict] | None]:
@@ -219,8 +249,12 @@ class Run:
         return out
 
     def sample_tokens(self, label) -> SampleTokens:
-        """One sample's token lists (``label`` in ``samples``), read again from its source."""
-        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token)
+        """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
+        decoded with the run's tokenizer."""
+        from .tokenizer import load_tokenizer
+
+        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
+                                     load_tokenizer(self.options.tokenizer))
 
 
 def _take_chunks(column: pa.ChunkedArray, rows: np.ndarray):

@@ -13,9 +13,20 @@ from . import fields as F
 from .run import Run
 
 
+#: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
+SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
+
+
+def search_fields(run: Run) -> list[str]:
+    """The fields a search of ``run`` offers: the texts, and ``messages`` when a sample has turns."""
+    has = "has_messages" in run.samples and bool(run.samples["has_messages"].any())
+    return list(SEARCH_FIELDS if has else F.TEXT_FIELDS)
+
+
 @dataclass(frozen=True)
 class Query:
-    """What to find. ``pattern``: an RE2 regular expression searched in ``text_field`` (pads removed
+    """What to find. ``pattern``: an RE2 regular expression searched in ``text_field`` (one of
+    ``SEARCH_FIELDS``; pads removed
     when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
     for open (a sample without a value is left out); ``steps``: (first, last), inclusive."""
 

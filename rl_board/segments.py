@@ -87,8 +87,9 @@ class SegmentStore:
     def forget_stamp(self) -> None:
         self._stamp = None
 
-    def load(self, key: str, paths: list[Path], appendable: bool) -> dict[str, tuple[FileEntry, list[Segment]]]:
-        """File name -> (manifest entry, opened segments) for each of ``paths`` the cache holds
+    def load(self, key: str, files: list[tuple[str, Path]], appendable: bool
+             ) -> dict[str, tuple[FileEntry, list[Segment]]]:
+        """File name -> (manifest entry, opened segments) for each (name, path) of ``files`` the cache holds
         unchanged or grown; {} without a cache, or when the cache is unreadable (then it is
         cleared and a note says so)."""
         if self.cache is None:
@@ -96,8 +97,8 @@ class SegmentStore:
         found = {}
         try:
             entries = self.cache.read_manifest(key)
-            for path in paths:
-                entry = entries.get(path.name)
+            for file_name, path in files:
+                entry = entries.get(file_name)
                 if entry is None or entry.status(path, appendable) == "stale":
                     continue
                 segments = []
@@ -106,7 +107,7 @@ class SegmentStore:
                     if not is_segment_schema(table.schema):
                         raise ValueError(f"segment {name} has an unexpected schema")
                     segments.append((name, first_line, table))
-                found[path.name] = (entry, segments)
+                found[file_name] = (entry, segments)
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
             self.notes.append(f"The cache was unreadable ({exc}); parsed the run again.")
             self.cache.clear()

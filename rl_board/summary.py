@@ -21,6 +21,7 @@ STEP_KEYS = {
     "explained_variance": "explained_variance",
     "mismatch_kl": "mismatch_kl_mean",
     "entropy_mean": "entropy_mean",
+    "masked_share": "masked_share",
 }
 #: Per-step counts (integers).
 COUNT_KEYS = ("prompt_groups", "zero_std_groups")
@@ -34,12 +35,29 @@ def _number(value) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def compute_turn_stats(run: Run) -> dict[int, dict]:
+    """For each step where any sample has ``messages``: ``turns_mean`` (the mean ``num_turns``, assistant
+    turns, over those samples), ``tool_calls_mean`` (the mean ``num_tool_calls`` over them) and
+    ``tool_calls`` (tool name -> calls of that tool in the step's assistant turns, by name)."""
+    samples = run.samples
+    if "has_messages" not in samples or not samples["has_messages"].any():
+        return {}
+    agents = samples[samples["has_messages"].astype(bool)]
+    means = agents.groupby(F.STEP)[[F.extra_column(F.NUM_TURNS), F.extra_column(F.NUM_TOOL_CALLS)]].mean()
+    calls = run.tool_calls(agents)
+    return {int(step): {"turns_mean": _number(turns), "tool_calls_mean": _number(tool_calls),
+                        "tool_calls": dict(sorted(calls.get(int(step), {}).items()))}
+            for step, (turns, tool_calls) in zip(means.index, means.to_numpy())}
+
+
 def build_summary(run: Run) -> dict:
     """Files, line counts, every rejected line and unreadable file, and per-step statistics,
     steps ascending. Each step's ``extras`` holds every extra field of the run: the mean over
-    the step's samples that have it (NaN ignored), None when none has it."""
+    the step's samples that have it (NaN ignored), None when none has it. A step where any sample
+    has ``messages`` also has ``compute_turn_stats``' keys."""
     report = run.report
     extras = run.extras
+    turns = compute_turn_stats(run)
     steps = []
     for step, row in run.steps.iterrows():
         entry = {"step": int(step), "samples": int(row["samples"])}
@@ -48,6 +66,7 @@ def build_summary(run: Run) -> dict:
         for key in COUNT_KEYS:
             entry[key] = int(row[key]) if key in row.index else 0
         entry["extras"] = {name: _number(row.get(f"{F.extra_column(name)}_mean")) for name in extras}
+        entry.update(turns.get(int(step), {}))
         steps.append(entry)
     return {
         "format": report.reader,

@@ -101,12 +101,14 @@ def kl_column(stat: str, estimator: str) -> str:
 
 
 def describe_samples(ordered: pd.DataFrame, estimator: str = "k3") -> list[str]:
-    """One line per sample for a picker: rank in the table, reward, KL by ``estimator``, length, file:line."""
+    """One line per sample for a picker: rank in the table, reward ("no reward" for a sample of a
+    format that logs none), KL by ``estimator``, length, file:line."""
     out = []
-    for rank, (reward, kl, length, source) in enumerate(zip(
-            ordered[F.REWARD], ordered[f"{KL_PREFIX[estimator]}_mean"], ordered["response_len"], ordered["source"]),
-            start=1):
-        parts = [f"#{rank}", f"reward {reward:.4g}"]
+    rewarded = _rewarded(ordered)
+    for rank, (reward, has, kl, length, source) in enumerate(zip(
+            ordered[F.REWARD], rewarded, ordered[f"{KL_PREFIX[estimator]}_mean"], ordered["response_len"],
+            ordered["source"]), start=1):
+        parts = [f"#{rank}", f"reward {reward:.4g}" if has else "no reward"]
         if kl == kl:  # not NaN
             parts.append(f"KL {estimator} {kl:.4g}")
         if length >= 0:
@@ -155,28 +157,33 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
 
 #: Rows of the token table and heatmap, in display order.
 TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "return", "value_error", "logp",
-                 "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp")
+                 "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp",
+                 *F.LOGGED_TOKEN_FIELDS)
 #: What each token metric is, for labels and the README.
 TOKEN_METRIC_LABELS = {
     "advantage": "GAE advantage", "return": "return (advantage + value)", "value_error": "value error (return − value)",
     "rollout_ratio": "rollout ratio exp(logp − rollout logp)", "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
-    "neg_logp": "−logp (no entropy logged)",
+    "neg_logp": "−logp (no entropy logged)", "advantages": "advantage (logged)",
+    "mismatch_kl": "mismatch KL (logged)", "importance_ratio": "importance ratio (logged)",
 }
 
 
 def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: bool = False, gamma: float = 1.0,
                         lam: float = 0.95) -> pd.DataFrame:
     """One row per token position, one column per metric of ``TOKEN_METRICS`` (NaN where the
-    sample lacks what a metric needs). GAE advantage, return and value error use ``gamma`` and
-    ``lam`` over the counted positions; ``neg_logp`` stands in for entropy only when none is logged."""
+    sample lacks what a metric needs), and ``counted`` (the position is counted: trained, for a
+    sample with a loss mask). GAE advantage, return and value error use ``gamma`` and ``lam`` over
+    the counted positions, in order; ``neg_logp`` stands in for entropy only when none is logged.
+    ``drop_pad`` leaves out the positions that are not counted, except for a sample with a loss
+    mask, whose untrained positions (the prompt, tool results) are kept to be shown dimmed."""
     n = len(sample.tokens)
     rollout = sample.rollout_logprobs if sample.rollout_logprobs is not None else np.full(n, np.nan)
     entropy = sample.entropy if sample.entropy is not None else np.full(n, np.nan)
     mismatch = sample.logprobs - rollout
-    counted = int((~sample.is_pad).sum())
+    counted = ~sample.is_pad
     advantage, returns = np.full(n, np.nan), np.full(n, np.nan)
-    advantage[:counted], returns[:counted] = compute_gae(sample.token_rewards[:counted], sample.values[:counted],
-                                                         gamma, lam)
+    advantage[counted], returns[counted] = compute_gae(sample.token_rewards[counted], sample.values[counted],
+                                                       gamma, lam)
     frame = pd.DataFrame({
         "token": sample.tokens,
         "token_reward": sample.token_rewards,
@@ -194,9 +201,11 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
         "mismatch_k3": np.expm1(mismatch) - mismatch,
         "entropy": entropy,
         "neg_logp": -sample.logprobs if np.isnan(entropy).all() else np.full(n, np.nan),
-    })[["token", *TOKEN_METRICS]]
+        **{name: sample.logged.get(name, np.full(n, np.nan)) for name in F.LOGGED_TOKEN_FIELDS},
+        "counted": counted,
+    })[["token", *TOKEN_METRICS, "counted"]]
     frame.index.name = "position"
-    return frame[~sample.is_pad] if drop_pad else frame
+    return frame[counted] if drop_pad and not sample.has_mask else frame
 
 
 #: Per-step statistics: base name -> the per-sample column averaged.
@@ -210,7 +219,7 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
 STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance")
 
 #: Step-level series (no spread) that ``curve_frame`` also offers as ``{name}_mean``.
-STEP_LEVEL_SERIES = (*STEP_DIAGNOSTICS, "zero_std_share")
+STEP_LEVEL_SERIES = (*STEP_DIAGNOSTICS, "zero_std_share", "masked_share")
 
 #: The diagnostic curves: series name (``{name}_mean`` in ``curve_frame``) -> title.
 DIAGNOSTIC_CURVES = {
@@ -221,6 +230,7 @@ DIAGNOSTIC_CURVES = {
     "reward_len_corr": "Reward–length correlation (Pearson)",
     "repeat_4gram": "4-gram repetition (mean per sample)",
     "zero_std_share": "GRPO groups with all rewards equal (share)",
+    "masked_share": "Untrained share of positions (loss mask)",
 }
 
 
@@ -251,8 +261,23 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
         out = out.join(compute_step_diagnostics(samples))
         if "prompt_key" in samples:
             out = out.join(compute_group_stats(samples))
+        if "mask_positions" in samples and (samples["mask_positions"] >= 0).any():
+            out = out.join(compute_masked_share(samples))
     out.index.name = F.STEP
     return out
+
+
+def compute_masked_share(samples: pd.DataFrame) -> pd.Series:
+    """Per step (index), ``masked_share``: over the step's samples that have a loss mask, their
+    untrained positions (positions - counted ones) ÷ all their positions; NaN for a step where no
+    sample has one (or they have no position)."""
+    positions = samples["mask_positions"].to_numpy(dtype=float)
+    has = positions >= 0
+    frame = pd.DataFrame({"positions": np.where(has, positions, 0.0),
+                          "untrained": np.where(has, positions - samples["response_len"].to_numpy(dtype=float), 0.0)},
+                         index=samples.index)
+    totals = frame.groupby(samples[F.STEP], sort=True).sum()
+    return (totals["untrained"] / totals["positions"].where(totals["positions"] > 0)).rename("masked_share")
 
 
 def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
@@ -264,8 +289,10 @@ def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
     - ``zero_std_groups``: groups of at least 2 samples whose rewards are all equal (NaN equal to
       NaN): they carry no learning signal in GRPO;
     - ``zero_std_share``: ``zero_std_groups`` over the groups of at least 2 samples (NaN with none).
+
+    A sample without a reward (``has_reward`` false: its format logs none) is in no group.
     """
-    have = samples[samples["prompt_key"].notna()]
+    have = samples[samples["prompt_key"].notna() & _rewarded(samples)]
     steps = pd.Index(sorted(samples[F.STEP].unique()), name=F.STEP)
     if have.empty:
         return pd.DataFrame({"prompt_groups": 0, "group_size_mean": np.nan, "zero_std_groups": 0,
@@ -284,6 +311,11 @@ def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
     out["zero_std_groups"] = out["zero_std_groups"].fillna(0).astype(int)
     out["zero_std_share"] = out["zero_std_groups"] / out["multi_groups"].where(out["multi_groups"] > 0)
     return out.drop(columns="multi_groups")
+
+
+def _rewarded(samples: pd.DataFrame) -> pd.Series:
+    """Whether each sample has a reward (NaN included); every sample of a frame without ``has_reward``."""
+    return samples["has_reward"].astype(bool) if "has_reward" in samples else pd.Series(True, index=samples.index)
 
 
 def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
@@ -371,7 +403,7 @@ def build_group_table(samples: pd.DataFrame, system_marker: str | None = None,
     """One row per GRPO group of ``samples`` (one step's samples with texts; same ``prompt_key`` =
     same prompt, pads removed): prompt, size, reward mean and population std, indexed by the
     group's key; groups whose rewards are all equal (no learning signal) first."""
-    have = samples[samples["prompt_key"].notna()]
+    have = samples[samples["prompt_key"].notna() & _rewarded(samples)]
     if have.empty:
         return pd.DataFrame(columns=["prompt", "size", "reward_mean", "reward_std"])
     grouped = have.groupby("prompt_key", sort=False)

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
 from .cache import FileEntry
-from .readers import known_suffixes
+from .readers import holds_run, layout
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (
@@ -34,9 +34,8 @@ def natural_key(name: str):
 
 
 def _holds_run(folder: Path) -> bool:
-    suffixes = known_suffixes()
     try:
-        return any(p.suffix in suffixes and p.is_file() for p in folder.iterdir())
+        return holds_run(folder)
     except OSError:
         return False
 
@@ -64,15 +63,56 @@ def list_runs(root: Path | str) -> list[str]:
     return runs
 
 
-def list_run_files(run_dir: Path, suffix: str = ".jsonl") -> tuple[list[Path], list[str]]:
-    """(the run's files ending in ``suffix``, in natural name order; names of other files ignored)."""
+def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tuple[list[Path], list[str]]:
+    """(the run's files of ``reader``'s layout, in natural order of their names; names of other files
+    lying in the run folder, ignored). A file's name is its path relative to ``run_dir``
+    (``layout.relative_name``). With ``split``, only the files of that split (``layout.split_of``).
+    ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted."""
     check_allowed(run_dir)
     run_dir = usable_path(run_dir)
     if not run_dir.is_dir():
         raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
+    if reader is None or isinstance(reader, str):
+        suffix = reader or ".jsonl"
+        patterns = ("*" + suffix,)
+    else:
+        patterns = layout.globs(reader)
     entries = [p for p in _allowed_entries(run_dir) if p.is_file() and not p.name.startswith(".")]
-    kept = sorted((p for p in entries if p.suffix == suffix), key=lambda p: natural_key(p.name))
-    return kept, sorted(p.name for p in entries if p.suffix != suffix)
+    if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
+        kept = [p for p in entries if any(p.match(pattern) for pattern in patterns)]
+        ignored = sorted(p.name for p in entries if p not in kept)
+    else:
+        kept, ignored = _tree_files(run_dir, patterns), []
+    if split is not None and reader is not None and not isinstance(reader, str):
+        kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
+    kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
+    return kept, ignored
+
+
+def file_name(run_dir: Path, path: Path) -> str:
+    """The name of one of a run's files (``list_run_files``): its path relative to the run folder."""
+    return layout.relative_name(usable_path(run_dir), path)
+
+
+def _tree_files(run_dir: Path, patterns: tuple[str, ...]) -> list[Path]:
+    """The files matching the first of ``patterns`` that matches any, inside the allowed folders,
+    no hidden component."""
+    roots = allowed_roots()
+    for pattern in patterns:
+        found = [p for p in run_dir.glob(pattern)
+                 if not any(part.startswith(".") for part in p.relative_to(run_dir).parts)
+                 and (roots is None or is_allowed(p, roots)) and p.is_file()]
+        if found:
+            return found
+    return []
+
+
+def list_splits(run_dir: Path, reader) -> list[str]:
+    """The splits of a run (sorted), [] for a format or a run without them."""
+    if not hasattr(reader, "split_of"):
+        return []
+    paths, _ = list_run_files(run_dir, reader)
+    return sorted({s for p in paths if (s := layout.split_of(reader, file_name(run_dir, p)))})
 
 
 def unreadable(path: Path, appendable: bool = True) -> str | None:
@@ -148,6 +188,7 @@ class Listing:
     """A run folder's files as listed now."""
 
     paths: list[Path]  # readable files of the run's format, in natural order
+    names: list[str]  # their names: paths relative to the run folder
     ignored: list[str]  # names of other files
     unreadable: dict[str, str]  # name -> why it can't be read
 
@@ -166,7 +207,7 @@ class FileTracker:
     """The files of one run and how far each was read."""
 
     def __init__(self):
-        self.files: dict[str, FileState] = {}
+        self.files: dict[str, FileState] = {}  # file name (relative to the run folder) -> state
         self.quota: dict[int, int] = {}  # step -> samples kept so far (max samples per step)
 
     def forget(self) -> None:
@@ -175,16 +216,18 @@ class FileTracker:
         self.quota.clear()
 
     @staticmethod
-    def list(run_dir: Path, suffix: str, appendable: bool = True) -> Listing:
-        paths, ignored = list_run_files(run_dir, suffix)
-        failed = {p.name: why for p in paths if (why := unreadable(p, appendable))}
-        return Listing([p for p in paths if p.name not in failed], ignored, failed)
+    def list(run_dir: Path, reader, split: str | None = None) -> Listing:
+        """The run's files of ``reader``'s layout (of ``split`` only, when given)."""
+        paths, ignored = list_run_files(run_dir, reader, split)
+        named = [(p, file_name(run_dir, p)) for p in paths]
+        failed = {name: why for p, name in named if (why := unreadable(p, reader.APPENDABLE))}
+        kept = [(p, name) for p, name in named if name not in failed]
+        return Listing([p for p, _ in kept], [name for _, name in kept], ignored, failed)
 
-    def plan(self, paths: list[Path], appendable: bool, max_per_step: int | None, read_before: bool) -> Plan:
-        """Sort ``paths`` into unchanged, grown and stale files; forget files that went.
+    def plan(self, listing: Listing, appendable: bool, max_per_step: int | None, read_before: bool) -> Plan:
+        """Sort the listed files into unchanged, grown and stale ones; forget files that went.
         ``read_before``: a snapshot was taken, so a stale known file is worth a note."""
-        names = {p.name for p in paths}
-        gone = set(self.files) - names
+        gone = set(self.files) - set(listing.names)
         for name in gone:
             del self.files[name]
         statuses = {name: s.entry.status(s.path, appendable)
@@ -198,19 +241,19 @@ class FileTracker:
         if max_per_step is not None and "stale" in statuses.values():
             self.forget()  # lines skipped for a full step may now be needed: count again from the start
         plan = Plan([], [], gone, {})
-        for path in paths:
-            state = self.files.get(path.name)
-            status = statuses.get(path.name, "stale") if state is not None else "stale"
+        for path, name in zip(listing.paths, listing.names):
+            state = self.files.get(name)
+            status = statuses.get(name, "stale") if state is not None else "stale"
             if status == "same":
-                plan.status.setdefault(path.name, "unchanged")
+                plan.status.setdefault(name, "unchanged")
                 continue
             if status == "stale":
                 if state is not None and read_before:
-                    plan.reread.append(path.name)
-                state = self.files[path.name] = FileState(path)
-                plan.status[path.name] = "parsed"
+                    plan.reread.append(name)
+                state = self.files[name] = FileState(path)
+                plan.status[name] = "parsed"
             else:
-                plan.status[path.name] = "appended"
+                plan.status[name] = "appended"
             plan.todo.append((state, path.stat().st_size))
         return plan
 

@@ -408,3 +408,66 @@ def test_fast_step_changes_never_kill_a_session(server):
                 assert page.get_by_text("Connection error").count() == 0
         finally:
             browser.close()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_turn_view_shows_a_tool_result_that_looks_like_html_as_text(server, tmp_path):
+    """In Chromium: an agent sample's turns are drawn, and a tool result that looks like HTML reads as
+    written: no img, script or b element is created and no dialog opens."""
+    from playwright.sync_api import expect
+
+    from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
+
+    hostile = "<img src=x onerror=alert(1)></code><script>alert(2)</script><b>bold</b>"
+    nodes = v1_chain([({"role": "user", "content": "fetch it"}, False),
+                      ({"role": "assistant", "tool_calls": [{"id": "c1", "name": "fetch", "arguments": "{}"}]}, True),
+                      ({"role": "tool", "tool_call_id": "c1", "content": hostile}, False),
+                      ({"role": "assistant", "content": "done"}, True)])
+    write_prime_rl(tmp_path / "agent", 1, "train", "all",
+                   [v1_episode("e", 1, [v1_trace(nodes, {"ok": {"score": 1.0, "weight": 1.0}}, {})])])
+    with _page(server, 1400, 2400) as page:
+        dialogs = []
+        page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+        _load_in_page(page, tmp_path, "agent")
+        result = page.locator(".st-key-turn-3")
+        expect(result).to_be_visible(timeout=60_000)
+        expect(result).to_contain_text(hostile, timeout=60_000)  # code blocks draw once their highlighter loads
+        expect(page.locator(".st-key-turn-4")).to_contain_text("done", timeout=60_000)
+        assert result.locator("img").count() == 0 and result.locator("script").count() == 0
+        assert result.locator("b").count() == 0 and page.locator("img[src='x']").count() == 0
+        time.sleep(1)  # a dialog, if any, would open right away
+        assert dialogs == []
+        page.screenshot(path=str(OUTPUT / "turn_view.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_token_export_shows_decoded_tokens_with_untrained_positions_dimmed(server):
+    """In Chromium: a prime-rl token export opened by a link draws its tokens decoded with the tokenizer
+    beside it, the untrained positions (prompt, tool result) faint and uncoloured, the trained ones coloured."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect
+    from tokenizers import Tokenizer
+
+    demo = REPO / "rollout_samples" / "prime_rl_tokens_demo"
+    name = "token_exports/step_10/rank_0.jsonl"
+    line = json.loads((demo / name).read_text().splitlines()[2])  # the third sequence calls a tool
+    tok = Tokenizer.from_file(str(demo / "tokenizer.json"))
+    untrained = line["loss_mask"].count(False)
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "prime_rl_tokens_demo", "step": 10,
+                       "sample": f"{name}:3"})
+    with _page(f"{server}/?{query}", 1500, 2400) as page:
+        spans = page.locator(".rlb-token-text .rlb-tok")
+        expect(spans).to_have_count(len(line["token_ids"]), timeout=60_000)
+        faint = page.locator(".rlb-token-text .rlb-untrained")
+        expect(faint).to_have_count(untrained)
+        assert faint.first.evaluate("e => getComputedStyle(e).opacity") == "0.35"
+        assert faint.first.evaluate("e => getComputedStyle(e).backgroundColor") == "rgba(0, 0, 0, 0)"
+        first_trained = line["loss_mask"].index(True)
+        trained = spans.nth(first_trained)
+        assert trained.evaluate("e => getComputedStyle(e).opacity") == "1"
+        assert trained.evaluate("e => getComputedStyle(e).backgroundColor") != "rgba(0, 0, 0, 0)"
+        texts = spans.evaluate_all("els => els.map(e => e.textContent)")
+        want = [tok.decode([i], skip_special_tokens=False) for i in line["token_ids"]]
+        assert texts == [t.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n") for t in want]
+        assert page.get_by_test_id("stException").count() == 0

@@ -214,3 +214,22 @@ def test_a_link_opens_its_area(tmp_path):
     linked.run()
     assert linked.session_state[keys.AREA] == keys.EXPLORE
     assert linked.text_input(key=keys.EXPLORE_REGEX) is not None and not linked.exception
+
+
+def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
+    """Step, sort, sample and the open area stay as the user left them when another area was open in
+    between, and when a run stopped early (a bad tokenizer path) in between."""
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    at.slider(key=keys.STEP).set_value(2).run()
+    at.selectbox(key=keys.SORT_BY).select("log order").run()
+    at.selectbox(key=keys.SAMPLE).select_index(1).run()
+    shown = _shown_sample(at)
+    _area(at, keys.EXPLORE)
+    _area(at, keys.BATCH)
+    assert at.slider(key=keys.STEP).value == 2 and at.selectbox(key=keys.SORT_BY).value == "log order"
+    assert _shown_sample(at) == shown
+    at.sidebar.text_input(key=keys.TOKENIZER).input(str(tmp_path / "nothing here")).run()
+    assert any("Can't use this tokenizer" in e.value for e in at.error)
+    at.sidebar.text_input(key=keys.TOKENIZER).input("").run()
+    assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 2
+    assert _shown_sample(at) == shown

@@ -234,3 +234,22 @@ def test_a_zero_byte_parquet_is_named_unreadable_not_counted(tmp_path):
     run = load_run(tmp_path, cache_root=False)
     assert run.report.files == ("good.parquet",)
     assert [name for name, _ in run.report.unreadable] == ["empty.parquet"]
+
+
+def test_nested_field_paths_in_the_mapping(tmp_path):
+    """step=run.work.step and reward=traces.0.rewards.correct.score read nested values of JSON lines;
+    parquet struct fields by meta.step; a line without the path is rejected with the mapped name."""
+    lines = [{"run": {"work": {"step": 3}}, "traces": [{"rewards": {"correct": {"score": 0.5}}}], "n": 1},
+             {"run": {"work": {"step": 4}}, "traces": [{"rewards": {"correct": {"score": 1.0}}}], "n": 2},
+             {"run": {}, "traces": []}]
+    write_lines(tmp_path / "j" / "traces.jsonl", lines)
+    fields = parse_field_mapping(["step=run.work.step", "reward=traces.0.rewards.correct.score"])
+    run = load_run(tmp_path / "j", cache_root=False, fields=fields)
+    assert run.samples["step"].tolist() == [3, 4] and run.samples["reward"].tolist() == [0.5, 1.0]
+    assert run.samples["extra:n"].tolist() == [1.0, 2.0]
+    assert run.report.errors == (("traces.jsonl", 3, "missing 'step' (mapped from 'run.work.step')"),)
+    assert run.record(1)[0] == {"step": 4, "reward": 1.0}
+    pq.write_table(pa.table({"meta": [{"step": 1, "r": {"s": 0.25}}], "completion": ["a"]}),
+                   tmp_path / "p.parquet")
+    table_run = load_run(tmp_path, cache_root=False, fields=parse_field_mapping(["step=meta.step", "reward=meta.r.s"]))
+    assert table_run.samples["step"].tolist() == [1] and table_run.samples["reward"].tolist() == [0.25]

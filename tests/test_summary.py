@@ -39,6 +39,7 @@ def test_summary_numbers_match_hand_computation(tmp_path):
                      # one sample, no tokens, no text: every diagnostic is null by its definition
                      "neg_log_ratio_share": None, "reward_len_corr": None, "repeat_4gram_share": None,
                      "explained_variance": None, "mismatch_kl": None, "entropy_mean": None,
+                     "masked_share": None,  # no sample with a loss mask
                      "prompt_groups": 0, "zero_std_groups": 0}  # no prompt: in no group
     k3 = ((math.exp(-0.5) - 0.5) + (math.exp(1.0) - 2.0)) / 2  # sample 1: two tokens before the pad
     assert second["samples"] == 2

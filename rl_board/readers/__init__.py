@@ -66,22 +66,25 @@ class ReadOptions:
     fields: ``(canonical, source)`` pairs from the user's field mapping.
     eos_token: positions after its first occurrence are not counted; it is (see ``metrics``).
     max_line: bytes; a longer line is rejected (named, not read).
+    tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
+        are shown as ``#ID`` (see ``rl_board.tokenizer``).
     """
 
     pad_token: str | None = None
     fields: tuple[tuple[str, str], ...] = ()
     eos_token: str | None = None
     max_line: int = DEFAULT_MAX_LINE
+    tokenizer: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
-                           "eos_token": self.eos_token, "max_line": self.max_line})
+                           "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer})
 
     @classmethod
     def from_json(cls, text: str) -> "ReadOptions":
         raw = json.loads(text)
         return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
-                   raw.get("max_line", DEFAULT_MAX_LINE))
+                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"))
 
 
 def describe_size(size: int) -> str:
@@ -125,12 +128,27 @@ def format_field_mapping(fields: tuple[tuple[str, str], ...]) -> str:
     return ", ".join(f"{c}={s}" for c, s in fields)
 
 
+def merged_aliases(aliases: dict | None = None) -> dict[str, tuple[str, ...]]:
+    """``fields.ALIASES`` with a reader's own aliases (canonical name -> a key or a tuple of keys) first."""
+    merged = dict(F.ALIASES)
+    for name, keys in (aliases or {}).items():
+        keys = (keys,) if isinstance(keys, str) else tuple(keys)
+        merged[name] = tuple(dict.fromkeys((*keys, *merged.get(name, ()))))
+    return merged
+
+
+def candidate_keys(name: str, mapped: dict[str, str], aliases: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """The source keys that can feed canonical field ``name``, in the order they are tried: the mapped
+    key alone, else the field's own name and then its aliases."""
+    return (mapped[name],) if name in mapped else (name, *aliases.get(name, ()))
+
+
 class KeyResolver:
     """Which source key feeds each canonical field, for one key set (cached: lines of a run share keys)."""
 
-    def __init__(self, fields: tuple[tuple[str, str], ...] = (), aliases: dict[str, str] | None = None):
+    def __init__(self, fields: tuple[tuple[str, str], ...] = (), aliases: dict | None = None):
         self.mapped = dict(fields)
-        self.aliases = {**F.ALIASES, **(aliases or {})}
+        self.aliases = merged_aliases(aliases)
         self._cache: dict[tuple, tuple[dict[str, str], frozenset]] = {}
 
     def resolve(self, keys) -> tuple[dict[str, str], frozenset]:
@@ -142,12 +160,8 @@ class KeyResolver:
         present = set(keys)
         sources = {}
         for name in F.CANONICAL:
-            if name in self.mapped:
-                candidates = (self.mapped[name],)
-            else:
-                candidates = (name, self.aliases.get(name))
-            for key in candidates:
-                if key is not None and key in present:
+            for key in candidate_keys(name, self.mapped, self.aliases):
+                if key in present or is_path(key) and key.split(".", 1)[0] in present:
                     sources[name] = key
                     break
         taken = frozenset(F.CANONICAL) | frozenset(sources.values())
@@ -160,16 +174,46 @@ class KeyResolver:
         ``'reward' (mapped from 'my_score')``."""
         if name in self.mapped:
             return f"'{name}' (mapped from '{self.mapped[name]}')"
-        alias = self.aliases.get(name)
-        return f"'{name}'" + (f" or '{alias}'" if alias else "")
+        return " or ".join(f"'{key}'" for key in (name, *self.aliases.get(name, ())))
+
+
+MISSING = object()  # ``value_at`` found nothing at the path
+
+
+def is_path(source: str) -> bool:
+    """Whether a mapped source names a nested value (``run.work.step``): it has a dot."""
+    return "." in source
+
+
+def value_at(obj, source: str, default=None):
+    """``obj[source]`` when ``obj`` has that key, else the value at the dot-separated path ``source``
+    (dict keys, and list indices as integers: ``traces.0.rewards.correct.score``), else ``default``."""
+    if isinstance(obj, dict) and source in obj:
+        return obj[source]
+    value = obj
+    for part in source.split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return default
+    return value
 
 
 def canonical_record(obj: dict, fields: tuple[tuple[str, str], ...] = (),
-                     aliases: dict[str, str] | None = None) -> tuple[dict, dict]:
-    """One source record as (canonical name -> value, every other field -> value)."""
+                     aliases: dict | None = None) -> tuple[dict, dict]:
+    """One source record as (canonical name -> value, every other field -> value). A record's
+    ``messages`` (a list of chat messages) is canonical too, as ``turns.turns`` makes them."""
+    from .turns import turns
+
     sources, taken = KeyResolver(fields, aliases).resolve(obj.keys())
-    return ({name: obj[key] for name, key in sources.items()},
-            {key: value for key, value in obj.items() if key not in taken})
+    canonical = {name: value for name, key in sources.items()
+                 if (value := value_at(obj, key, MISSING)) is not MISSING}
+    others = {key: value for key, value in obj.items() if key not in taken}
+    if isinstance(others.get(F.MESSAGES), list):
+        canonical[F.MESSAGES] = turns(others.pop(F.MESSAGES))
+    return canonical, others
 
 
 def is_extra_value(value) -> bool:
@@ -186,23 +230,35 @@ def reader_for(name: str):
 
 
 def detect(run_dir: Path):
-    """The reader for a run folder: the first of ``READERS`` whose files it holds (jsonl when none)."""
+    """The reader for a run folder: the first of ``READERS`` whose files it holds (jsonl when none).
+
+    A reader with a tree layout or its own check (``layout.GLOBS``, ``matches``) is asked with
+    ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
     run_dir = Path(run_dir)
     try:
         suffixes = {p.suffix for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
     except OSError:
         suffixes = set()
     for reader in READERS:
-        if reader.SUFFIX in suffixes:
+        if hasattr(reader, "GLOBS") or hasattr(reader, "matches"):
+            if layout.holds(reader, run_dir):
+                return reader
+        elif reader.SUFFIX in suffixes:
             return reader
-    return READERS[0]
+    return reader_for("jsonl")
 
 
-def known_suffixes() -> tuple[str, ...]:
-    return tuple(reader.SUFFIX for reader in READERS)
+def holds_run(folder: Path) -> bool:
+    """Whether ``folder`` holds a run of any format."""
+    return any(layout.holds(reader, folder) for reader in READERS)
 
 
-from . import jsonl, parquet  # noqa: E402  (the registry needs the modules above defined first)
+from . import layout  # noqa: E402
+# the registry needs the modules above defined first
+from . import jsonl, nemo_rl, parquet, prime_rl_tokens  # noqa: E402
+from . import art, prime_rl, rllm, trackio, verifiers_v0  # noqa: E402
 
-#: Every reader, in detection order.
-READERS = (jsonl, parquet)
+#: Every reader, in detection order: formats recognised by their layout or content first, then the
+#: flat folders of lines or tables. prime-rl's episodes come before its token exports: an output
+#: folder holding both opens as episodes, and its token_exports/ folder as the token export.
+READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)

@@ -10,7 +10,11 @@ aggregates and keys are computed from these rows by ``rl_board.derive``.
   for a table file).
 - each per-token list of ``fields.TOKEN_FIELDS``: ``list<double>``, null where the
   sample has none (a null entry is NaN);
-- ``response_tokens``: ``list<string>`` (dictionary-encoded), null where none.
+- ``response_tokens``: ``list<string>`` (dictionary-encoded), null where none;
+- ``token_ids``: ``list<int64>``, null where none (decoded by ``rl_board.derive``, not here);
+- ``loss_mask``: ``list<bool>`` (true = trained), null where none;
+- ``messages``: ``list<struct>`` of ``TURN`` (an agent sample's conversation, see
+  ``readers.turns``), null where the sample has none.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ import pyarrow as pa
 from .. import fields as F
 
 TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
+#: One tool call of an assistant turn: its id, the tool's name and the arguments as text (JSON as written).
+TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
+#: One turn of a conversation. ``trainable`` is null when the format doesn't say.
+TURN = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
+                  ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_())])
+MESSAGES = pa.list_(TURN)
 
 ROWS = pa.schema(
     [(F.STEP, pa.int64()), (F.REWARD, pa.float64())]
@@ -31,7 +41,8 @@ ROWS = pa.schema(
     + [(name, pa.string()) for name in F.TEXT_FIELDS]
     + [(F.LINE, pa.int64()), ("offset", pa.int64()), ("length", pa.int64())]
     + [(name, pa.list_(pa.float64())) for name in F.TOKEN_FIELDS]
-    + [(F.TOKENS, TOKEN_STRINGS)]
+    + [(F.TOKENS, TOKEN_STRINGS), (F.TOKEN_IDS, pa.list_(pa.int64())), (F.LOSS_MASK, pa.list_(pa.bool_()))]
+    + [(F.MESSAGES, MESSAGES)]
 )
 
 
@@ -52,6 +63,27 @@ def float_lists(values) -> pa.Array:
     except TypeError:  # None entries: numpy's array() makes them NaN
         flat = np.array(list(chain.from_iterable(kept)), dtype=np.float64)
     return _lists(lengths, present, pa.array(flat, pa.float64()))
+
+
+def int_lists(values) -> pa.Array:
+    """A ``list<int64>`` array from a sequence of lists of integers or None."""
+    present = present_mask(values)
+    kept = list(compress(values, present))
+    lengths = np.zeros(len(values), np.int64)
+    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    flat = np.fromiter(chain.from_iterable(kept), np.int64, int(lengths.sum()))
+    return _lists(lengths, present, pa.array(flat, pa.int64()))
+
+
+def mask_lists(values) -> pa.Array:
+    """A ``list<bool>`` array from a sequence of lists of booleans or numbers (non-zero = true;
+    a None entry is false) or None."""
+    present = present_mask(values)
+    kept = list(compress(values, present))
+    lengths = np.zeros(len(values), np.int64)
+    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    flat = np.fromiter(map(bool, chain.from_iterable(kept)), bool, int(lengths.sum()))
+    return _lists(lengths, present, pa.array(flat, pa.bool_()))
 
 
 def token_lists(values) -> pa.Array:
@@ -75,16 +107,24 @@ def _lists(lengths: np.ndarray, present: np.ndarray, values: pa.Array) -> pa.Arr
 
 
 def build_rows(columns: dict, extras: dict) -> pa.Table:
-    """A canonical table from ``columns`` (every ``ROWS`` name -> values: Python sequences, numpy
-    or Arrow arrays; per-token lists as sequences of lists or Arrow list arrays) and ``extras``
-    (extra field name -> float values or None, one per row, or an Arrow array)."""
+    """A canonical table from ``columns`` (``ROWS`` name -> values: Python sequences, numpy
+    or Arrow arrays; per-token lists as sequences of lists or Arrow list arrays; turns as lists of
+    ``readers.turns`` dicts; a name left out is null in every row) and ``extras`` (extra field
+    name -> float values or None, one per row, or an Arrow array)."""
     arrays = []
+    count = len(columns[F.STEP])
     for f in ROWS:
-        values = columns[f.name]
-        if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = columns.get(f.name)
+        if values is None:
+            arrays.append(pa.nulls(count, f.type))
+        elif isinstance(values, (pa.Array, pa.ChunkedArray)):
             arrays.append(values if values.type == f.type else values.cast(f.type))
         elif f.name == F.TOKENS:
             arrays.append(token_lists(values))
+        elif f.name == F.TOKEN_IDS:
+            arrays.append(int_lists(values))
+        elif f.name == F.LOSS_MASK:
+            arrays.append(mask_lists(values))
         elif f.name in F.TOKEN_FIELDS:
             arrays.append(float_lists(values))
         else:

@@ -35,16 +35,19 @@ import pyarrow as pa
 import ujson
 
 from .. import fields as F
-from . import KeyResolver, ReadOptions, SourceChanged, is_extra_value, line_too_long
+from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, is_path, line_too_long,
+               merged_aliases)
 from .canonical import ROWS, build_rows, present_mask
+from .records import MAX_STEP as _MAX_STEP
+from .records import canonical_row as _canonical
+from .records import json_type as _json_type
+from .records import rows_table
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 APPENDABLE = True  # a file that grew is read from where the last read stopped
-ALIASES: dict[str, str] = {}  # beyond fields.ALIASES
+ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES
 
-_STRICT = ("logprobs", "ref_logprobs")  # a line whose list here holds a non-number is rejected
-_MAX_STEP = 2**62
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
 _MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
 _UNSET = msgspec.UNSET
@@ -78,7 +81,7 @@ class ParsedBlock:
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
-                options: ReadOptions = ReadOptions(), fast: bool = True) -> ParsedBlock:
+                options: ReadOptions = ReadOptions(), fast: bool = True, reward_required: bool = True) -> ParsedBlock:
     """Read the complete lines of ``data`` (up to its last newline) into canonical rows.
 
     Args:
@@ -86,6 +89,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
         first_line: the number of the first line.
         options: the user's field mapping (which source keys feed which field) and the line limit.
         fast: False reads every line by the slow path (what a refused line gets), for checks.
+        reward_required: False for a format that logs no reward: a line without one is a sample
+            without a reward, not an error.
     """
     end = data.rfind(b"\n") + 1
     data = memoryview(data)[:end]  # the complete lines, not copied
@@ -101,7 +106,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     enabled = gc.isenabled()
     gc.disable()  # decoded lines make no reference cycles; collecting while reading only costs time
     try:
-        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options)
+        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                             reward_required)
     finally:
         if enabled:
             gc.enable()
@@ -112,7 +118,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     return parsed
 
 
-def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options) -> ParsedBlock:
+def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                reward_required=True) -> ParsedBlock:
     if shape is None:
         objs, fast, slow, version = [], [], list(lines), None
     else:
@@ -120,7 +127,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     tables, errors = [], []
     if fast:
         table, refused = shape.rows(version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
-                                    lengths)
+                                    lengths, reward_required)
         tables.append(table)
         slow = sorted([*slow, *(fast[i] for i in refused)])
     if slow:
@@ -128,14 +135,15 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         records, kept = [], []
         for index in slow:
             raw = bytes(data[starts[index]:ends[index]])
-            got = _slow_row(raw, resolver)
+            got = _slow_row(raw, resolver, reward_required)
             if isinstance(got, str):
                 errors.append((first_line + int(index), got, _step_hint(raw)))
             else:
                 records.append(got)
                 kept.append(index)
         if records:
-            tables.append(_slow_table(records, np.asarray(kept, np.int64), first_line, base_offset, starts, lengths))
+            kept = np.asarray(kept, np.int64)
+            tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept]))
     if not tables:
         table = ROWS.empty_table()
     elif len(tables) == 1:
@@ -174,16 +182,15 @@ class _Shape:
     strings; every other key seen is ``msgspec.Raw``. Keys are learned as they are met."""
 
     def __init__(self, fields: tuple[tuple[str, str], ...]):
-        mapped = dict(fields)
-        aliases = {**F.ALIASES, **ALIASES}
-        self.candidates = {name: [k for k in ((mapped[name],) if name in mapped else (name, aliases.get(name))) if k]
-                           for name in F.CANONICAL}
+        mapped, aliases = dict(fields), merged_aliases(ALIASES)
+        self.candidates = {name: list(candidate_keys(name, mapped, aliases)) for name in F.CANONICAL}
         feeds: dict[str, set[str]] = {}
         for name, keys in self.candidates.items():
             for key in keys:
                 feeds.setdefault(key, set()).add(name)
         kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
-        self.usable = all(len(k) == 1 for k in kinds.values())  # a key feeding two kinds: slow path
+        # a key feeding two kinds, or a nested source (``run.work.step``): every line by the slow path
+        self.usable = all(len(k) == 1 for k in kinds.values()) and not any(is_path(s) for s in mapped.values())
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
         # keys that are never extras: the canonical names and every key that can feed one
         self.taken = frozenset(F.CANONICAL).union(*self.candidates.values())
@@ -312,26 +319,31 @@ class _Shape:
         return [objs[i] for i in order], [fast[i] for i in order], sorted(slow)
 
     def rows(self, version: _Version, objs: list, lines: np.ndarray, first_line: int, base_offset: int,
-             starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Table, list[int]]:
+             starts: np.ndarray, lengths: np.ndarray, reward_required: bool = True) -> tuple[pa.Table, list[int]]:
         """(the canonical rows of decoded lines, positions in ``objs`` the slow path must read)."""
         count = len(objs)
         columns: dict[str, list] = {}
         refused = np.zeros(count, bool)
         for name, keys in self.candidates.items():
             values = [list(map(attrgetter(version.names[k]), objs)) for k in keys]
-            if len(values) > 1:  # a field and its alias: absent is UNSET, null is None
-                here = [_is_set(col) for col in values]
-                refused |= np.sum(here, axis=0) > 1  # the alias beside its field: the slow path sorts it
-                if here[1].any():
-                    values[0] = values[1] if not here[0].any() else _take(values[0], values[1], here[0])
-                values[0] = _take(values[0], [None] * count, _is_set(values[0]))
+            if len(values) > 1:  # a field and its aliases: absent is UNSET, null is None; the first present wins
+                here = [_is_set(column) for column in values]
+                refused |= np.sum(here, axis=0) > 1  # an alias beside its field: the slow path sorts it
+                chosen, have = values[0], here[0]
+                for column, present in zip(values[1:], here[1:]):
+                    take = present & ~have
+                    if take.any():
+                        chosen = column if not have.any() else _take(column, chosen, take)
+                        have |= take
+                values[0] = _take(chosen, [None] * count, have)
             columns[name] = values[0]
         try:
             steps = np.fromiter(columns[F.STEP], np.int64, count)
             refused |= (steps < -_MAX_STEP) | (steps > _MAX_STEP)
         except (TypeError, OverflowError):  # a missing or huge step: the slow path words it
             refused |= np.fromiter(map(_bad_step, columns[F.STEP]), bool, count)
-        refused |= ~present_mask(columns[F.REWARD])
+        if reward_required:
+            refused |= ~present_mask(columns[F.REWARD])
         for name in F.TEXT_FIELDS:
             column = columns[name]
             kinds = set(map(type, column))
@@ -403,7 +415,8 @@ class _Relearned(Exception):
 
 
 _LIST, _TEXT = list[float] | None, typing.Any
-_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None}
+_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None,
+          "ids": list[int] | None, "mask": list[bool | int | float] | None}
 
 
 def _kind(name: str) -> str:
@@ -415,6 +428,10 @@ def _kind(name: str) -> str:
         return "list"
     if name == F.TOKENS:
         return "tokens"
+    if name == F.TOKEN_IDS:
+        return "ids"
+    if name == F.LOSS_MASK:
+        return "mask"
     return "number"
 
 
@@ -459,73 +476,15 @@ def _failed_line(message: str, chunk, starts, lines, a: int, b: int) -> int | No
 # -- the slow path: one line at a time ------------------------------------------------------------
 
 
-def _slow_row(raw: bytes, resolver: KeyResolver) -> dict | str:
+def _slow_row(raw: bytes, resolver: KeyResolver, reward_required: bool = True) -> dict | str:
     """One line's canonical values (scalars, texts, lists, tokens, ``extras``), or why it is rejected."""
     obj = parse_line(raw)
     if isinstance(obj, str):
         return obj
     try:
-        return _canonical(obj, resolver)
+        return _canonical(obj, resolver, reward_required=reward_required)
     except RecursionError:
         return "a value is nested too deeply"
-
-
-def _canonical(obj: dict, resolver: KeyResolver) -> dict | str:
-    sources, taken = resolver.resolve(obj.keys())
-
-    def get(name):
-        key = sources.get(name)
-        return None if key is None else obj[key]
-
-    step = get(F.STEP)
-    if step is None:
-        return f"missing {resolver.source_of(F.STEP)}"
-    if type(step) is not int:
-        if not _is_number(step) or not float(step).is_integer():
-            return f"'step' must be an integer, got {_short(step)}"
-        step = int(step)
-    if abs(step) > _MAX_STEP:
-        return f"'step' out of range: {_short(step)}"
-    reward = get(F.REWARD)
-    if reward is None:
-        return f"missing {resolver.source_of(F.REWARD)}"
-    if not _is_number(reward):
-        return f"'reward' must be a number, got {_short(reward)}"
-    row = {F.STEP: step, F.REWARD: _to_float(reward)}
-    for name in F.SCALAR_FIELDS:
-        value = get(name)
-        row[name] = _to_float(value) if _is_number(value) else None
-    for name in F.TEXT_FIELDS:
-        value = get(name)
-        row[name] = value if value is None or type(value) is str else json.dumps(value, ensure_ascii=False)
-    for name in F.TOKEN_FIELDS:
-        values = get(name)
-        if values is None:
-            row[name] = None
-            continue
-        if type(values) is not list:
-            return f"'{name}' must be a list of numbers or null, got {_json_type(values)}"
-        if name in _STRICT:
-            if not all(v is None or _is_number(v) for v in values):
-                return f"'{name}' must be a list of numbers or null"
-        row[name] = [_to_float(v) if _is_number(v) else None for v in values]
-    tokens = get(F.TOKENS)
-    row[F.TOKENS] = ([t if type(t) is str else json.dumps(t, ensure_ascii=False) for t in tokens]
-                     if type(tokens) is list else None)
-    row["extras"] = {key: _to_float(value) for key, value in obj.items()
-                     if key not in taken and is_extra_value(value)}
-    return row
-
-
-def _slow_table(records: list[dict], lines: np.ndarray, first_line: int, base_offset: int, starts: np.ndarray,
-                lengths: np.ndarray) -> pa.Table:
-    columns = {name: [r[name] for r in records] for name in F.CANONICAL}
-    columns[F.LINE] = first_line + lines
-    columns["offset"] = base_offset + starts[lines]
-    columns["length"] = lengths[lines]
-    names = sorted({key for r in records for key in r["extras"]})
-    extras = {name: [r["extras"].get(name) for r in records] for name in names}
-    return build_rows(columns, extras)
 
 
 def parse_line(raw: bytes) -> dict | str:
@@ -584,30 +543,6 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     if isinstance(obj, str):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     return obj
-
-
-def _to_float(value) -> float:
-    try:
-        return float(value)
-    except OverflowError:  # an integer beyond float range
-        return float("inf") if value > 0 else float("-inf")
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _json_type(value) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
-        type(value), "number")
-
-
-def _short(value) -> str:
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (ValueError, RecursionError):
-        text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _json_error(text: str) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import fields as F
-from . import FileError, KeyResolver, ReadOptions, SourceChanged
+from . import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
 from .canonical import TOKEN_STRINGS, build_rows
 
 NAME = "parquet"
@@ -39,6 +39,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         source = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise FileError(f"not a readable parquet file: {exc}") from exc
+    if any(is_path(s) and s not in source.column_names for _, s in options.fields):
+        source = _flattened(source)  # a nested source (``meta.step``) names a struct column's field
     resolver = KeyResolver(options.fields, ALIASES)
     sources, taken = resolver.resolve(source.column_names)
     rows = source.num_rows
@@ -103,6 +105,13 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
 
 
 _TABLES: dict[tuple, pa.Table] = {}  # table files read for ``record``, while unchanged
+
+
+def _flattened(table: pa.Table) -> pa.Table:
+    """``table`` with every struct column replaced by its fields, ``parent.child``, at every depth."""
+    while any(pa.types.is_struct(f.type) for f in table.schema):
+        table = table.flatten()
+    return table
 
 
 def _mask(flags) -> np.ndarray:

@@ -25,20 +25,28 @@ def render_step_picker(run: Run, follow_newest: bool = False) -> int:
     return st.selectbox("Step", steps, key=keys.STEP)
 
 
+#: What the reward views say for samples of a format that logs no reward.
+NO_REWARD = ("No reward is logged for these samples (prime-rl's token exports log none): they are counted and "
+             "shown, and left out of the reward statistics.")
+
+
 def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple]:
     """Draw the batch of ``step``. Returns its samples in the order the user sorted them and what that
     order is (step, sort key, descending, prompt group). Chooses the sample shown (``state.choose_sample``):
     a click on a table row picks it, and the table marks the row of the sample shown."""
     left, right = st.columns([3, 1])
     choices = sort_choices(run.extras, run.samples)
-    state.run_choice(keys.SORT_BY, choices, "reward")
+    state.run_choice(keys.SORT_BY, choices, "reward" if "reward" in choices else choices[0])
     sort_by = left.selectbox("Sort samples by", choices, key=keys.SORT_BY,
                              help="Only what this run logged is offered. Extra fields of your logs (verl's acc, "
                                   "TRL's reward functions…) are listed after the board's own.")
     descending = right.toggle("Highest first", value=True, key=keys.SORT_DESCENDING)
     ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
 
-    if settings.show_charts:
+    rewarded = "has_reward" not in ordered or bool(ordered["has_reward"].any())
+    if settings.show_charts and not rewarded:
+        st.info(NO_REWARD)
+    if settings.show_charts and rewarded:
         compare = settings.show_comparison and bool(ordered["ref_reward"].notna().any())
         charts = st.columns(3 if compare else 1)
         if compare:

@@ -35,7 +35,10 @@ def render(run: Run, settings: Settings) -> None:
         names = [n for n in settings.reward_fields if f"{n}_mean" in steps]
         if not settings.show_comparison:
             names = [n for n in names if not n.startswith("ref_")]
-        curve(columns[0], names, "Rewards", "curve_rewards")
+        if names or f"{F.REWARD}_mean" in steps:
+            curve(columns[0], names, "Rewards", "curve_rewards")
+        else:
+            columns[0].info("No reward logged in this run: no reward curve.")
     if settings.use_log_ratio:
         kl, title = "log_ratio", "Log-ratio (mean per sample)"
     else:

@@ -13,7 +13,7 @@ import streamlit as st
 from .. import fields as F
 from ..figures import build_matches_figure
 from ..loader import Run
-from ..search import Query, compute_matches, compute_matches_per_step
+from ..search import Query, compute_matches, compute_matches_per_step, search_fields
 from ..tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
 from . import keys, state
 from .sidebar import Settings
@@ -40,7 +40,10 @@ def render(run: Run, settings: Settings) -> None:
     left, right = st.columns([3, 1])
     pattern = left.text_input("Regular expression (RE2 syntax; (?i) for case-insensitive)", key=keys.EXPLORE_REGEX,
                               placeholder=r"^\W*$   finds empty or punctuation-only texts")
-    text_field = right.selectbox("in", F.TEXT_FIELDS, index=F.TEXT_FIELDS.index("response"), key=keys.EXPLORE_FIELD)
+    fields = search_fields(run)
+    state.keep_choice(keys.EXPLORE_FIELD, fields, "response")
+    text_field = right.selectbox("in", fields, key=keys.EXPLORE_FIELD,
+                                 help="messages: any turn's content or tool-call arguments")
     numeric = {"reward": F.REWARD, "KL mean": f"{KL_PREFIX[settings.kl_estimator]}_mean",
                "log-ratio mean": "log_ratio_mean", "response length": "response_len", "reward gap": "reward_gap",
                **{name: F.extra_column(name) for name in run.extras}}

@@ -1,7 +1,7 @@
 """Links that reopen a view: the address bar always holds
 ``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus how the run was
-read when that is not the default (``fields=reward=my_score,response=answer``, ``pad=TOKEN``, ``eos=TOKEN``,
-``none`` for no token, ``max=N``). Opening such a link loads that run, read that way, without a click and
+read when that is not the default (``split=SPLIT``, ``fields=reward=my_score,response=answer``, ``pad=TOKEN``,
+``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run, read that way, without a click and
 shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
 the run) gets a short message saying what is shown instead."""
 
@@ -19,7 +19,8 @@ from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded
 _NOTES = "link_notes"
-_PARAMS = ("root", "run", "area", "step", "sample", "sort", "kl", "fields", "pad", "eos", "max")
+_PARAMS = ("root", "run", "split", "area", "step", "sample", "sort", "kl", "fields", "pad", "eos", "max",
+           "tokenizer")
 NO_TOKEN = "none"  # pad=none, eos=none: no pad (or EOS) token
 
 #: The page's areas as the address names them.
@@ -57,6 +58,10 @@ def read() -> None:
             st.session_state[keys.PAD_TOKEN] = params["pad"]
     if params["eos"] is not None:
         st.session_state[keys.EOS_TOKEN] = "" if params["eos"] == NO_TOKEN else params["eos"]
+    if params["split"]:
+        st.session_state[keys.SPLIT] = params["split"]  # a split the run doesn't have gives way to its default
+    if params["tokenizer"]:
+        st.session_state[keys.TOKENIZER] = params["tokenizer"]
     if params["max"]:
         if params["max"].isdigit():
             st.session_state[keys.MAX_SAMPLES] = int(params["max"])
@@ -167,6 +172,8 @@ def write(settings, run: Run) -> None:
                         ("kl", keys.KL_ESTIMATOR)):
         if st.session_state.get(widget) is not None:
             params[key] = str(st.session_state[widget])
+    if run.splits:
+        params["split"] = run.split
     options = run.options
     if options.fields:
         params["fields"] = ",".join(f"{canonical}={source}" for canonical, source in options.fields)
@@ -176,5 +183,7 @@ def write(settings, run: Run) -> None:
         params["eos"] = options.eos_token or NO_TOKEN
     if settings.max_per_step:
         params["max"] = str(settings.max_per_step)
+    if settings.tokenizer:
+        params["tokenizer"] = settings.tokenizer
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)

@@ -18,12 +18,12 @@ import streamlit as st
 
 from rl_board import workers
 from rl_board.access import check_roots
-from rl_board.loader import RootError
+from rl_board.loader import RootError, TokenizerError
+from rl_board import fields as F
 from rl_board.text import escape_markdown
-from rl_board.views import (batch, curves, drivers, explore, links, report, sample, sidebar, state, tokens,
-                            trainer)
+from rl_board.views import (batch, curves, drivers, explore, keys, links, report, sample, sidebar, state, tokens,
+                            trainer, turns)
 from rl_board.views import findings
-from rl_board.views import keys
 
 
 class Picked(NamedTuple):
@@ -37,15 +37,19 @@ class Picked(NamedTuple):
 
 
 def _sample_pair(run, picked: Picked, settings) -> None:
+    """The sample beside its reference, or an agent sample's conversation as a transcript."""
     if settings.show_pair:
         st.subheader("Sample")
-        sample.render(run, picked.row, picked.step, settings, picked.record)
+        if picked.record is not None and picked.record[0].get(F.MESSAGES):
+            turns.render(picked.row, picked.record)
+        else:
+            sample.render(run, picked.row, picked.step, settings, picked.record)
 
 
 def _sample_tokens(run, picked: Picked, settings) -> None:
     if settings.show_heatmap and picked.record is not None:
         st.subheader("Tokens")
-        tokens.render(picked.record[0], settings)
+        tokens.render(picked.record[0], settings, run.options.tokenizer)
 
 
 #: The views of the chosen sample, in order below the sample picker: ``render(run, picked, settings)``.
@@ -131,10 +135,16 @@ def render_page() -> None:
         st.error("The board is misconfigured: no folder can be opened.")
         st.text(str(exc))
         return
+    state.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
+    try:
+        workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
+        links.read()
+        _render(sidebar.render())
+    finally:
+        state.remember_widgets()
 
-    workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
-    links.read()
-    settings = sidebar.render()
+
+def _render(settings) -> None:
     links.autoload(settings.run_dir, settings.fields)
     if settings.load and settings.run_dir and settings.fields is not None:
         state.set_loaded_run(settings.run_dir, settings.fields)
@@ -157,8 +167,15 @@ def render_page() -> None:
         st.error("Can't read this run.")
         st.text(str(exc))
         return
+    except TokenizerError as exc:  # the tokenizer typed in the sidebar can't be used
+        st.error("Can't use this tokenizer.")
+        st.text(str(exc))
+        return
     if settings.auto_refresh_seconds:
         state.follow(run_dir, settings, fields)
+    if run.splits:
+        st.selectbox("Split", run.splits, index=run.splits.index(run.split), key=keys.SPLIT,
+                     help="The part of the run to read: its format keeps train and eval rollouts apart.")
     report.render(run)
     if not run.report.lines_ok:
         return

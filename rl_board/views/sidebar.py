@@ -46,6 +46,7 @@ class Settings:
     use_log_ratio: bool
     pad_token: str | None  # None unless "drop pad token" is on
     eos_token: str | None  # None when the EOS box is empty
+    tokenizer: str | None  # the tokenizer typed (a tokenizer.json or a model folder); None: found near the run
     system_marker: str | None
     show_charts: bool
     show_table: bool
@@ -116,6 +117,12 @@ def render() -> Settings:
                           help="The model's end-of-sequence action: counted (it carries the reward), and "
                                "nothing after it is. When it equals the pad token, its first occurrence is "
                                "the EOS. Empty: no EOS.")
+    tokenizer = side.text_input("Tokenizer (empty: found next to the run)", key=keys.TOKENIZER,
+                                placeholder="/models/Qwen3-8B or …/tokenizer.json",
+                                help="Decodes runs that log token ids (prime-rl's token exports, NeMo-RL): a "
+                                     "tokenizer.json or a model folder holding one, read from disk only. Empty: "
+                                     "the one in the run folder or up to two folders above it (also in a model "
+                                     "folder there).").strip()
     drop_system = side.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
     marker = side.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
                              disabled=not drop_system)
@@ -137,7 +144,8 @@ def render() -> Settings:
         auto_refresh_seconds=int(seconds) if auto else None, follow_newest=follow_newest,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
-        pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, system_marker=(marker or None) if drop_system else None,
+        pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, tokenizer=tokenizer or None,
+        system_marker=(marker or None) if drop_system else None,
         show_charts=side.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
         show_table=side.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
         show_pair=side.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),

@@ -20,15 +20,29 @@ _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
 @st.cache_resource(max_entries=4, show_spinner=False)
 def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
-               fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None) -> RunSource:
-    """The reader of one run folder for these load settings."""
-    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token)
+               fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
+               split: str | None = None, tokenizer: str | None = None) -> RunSource:
+    """The reader of one run folder for these load settings (and split; ``tokenizer`` None: the one
+    found near the run)."""
+    return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token, split=split,
+                     tokenizer=tokenizer)
 
 
 def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -> Run:
-    """The run as last read with the sidebar's load settings; read (what is new in) its files first
-    when ``refresh`` or never read."""
-    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token)
+    """The run as last read with the sidebar's load settings and the split picked on the page; read
+    (what is new in) its files first when ``refresh`` or never read. A picked split the run doesn't
+    have (one of another run) gives way to the run's default split."""
+    split = st.session_state.get(keys.SPLIT)
+    run = _read(run_dir, settings, fields, refresh, split)
+    if split is not None and split not in run.splits:
+        st.session_state.pop(keys.SPLIT, None)
+        run = _read(run_dir, settings, fields, refresh, None)
+    return run
+
+
+def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | None) -> Run:
+    source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token, split,
+                        settings.tokenizer)
     if refresh or source.latest is None:
         bar = st.progress(0.0, text="Reading rollout files…")
         last = [0.0]
@@ -47,7 +61,8 @@ def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -
 
 def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
     """Delete the cache of the loaded run; the next read parses its files again."""
-    get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token).clear_cache()
+    get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
+               st.session_state.get(keys.SPLIT), settings.tokenizer).clear_cache()
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -265,7 +280,30 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
     if st.session_state.get(keys.LOADED_RUN) not in (None, (run_dir, fields)):
         for key in _PER_RUN:
             st.session_state.pop(key, None)
+            st.session_state.get(_KEPT, {}).pop(key, None)
     st.session_state[keys.LOADED_RUN] = (run_dir, fields)
+
+
+_KEPT = "kept_widgets"  # widget key -> its value at the end of the last full run
+_NOT_KEPT = {keys.LOAD, keys.REFRESH}  # buttons: their state can't be set
+
+
+def _widget_keys() -> list[str]:
+    return [value for name, value in vars(keys).items()
+            if name.isupper() and isinstance(value, str) and value not in _NOT_KEPT]
+
+
+def restore_widgets() -> None:
+    """At the start of a run: give back their values to the widgets (``keys``) the last run did not draw
+    (their area was closed, or the page stopped early), which Streamlit forgets."""
+    for key, value in st.session_state.get(_KEPT, {}).items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def remember_widgets() -> None:
+    """At the end of a run (however it ends): the values of the widgets (``keys``), for ``restore_widgets``."""
+    st.session_state[_KEPT] = {key: st.session_state[key] for key in _widget_keys() if key in st.session_state}
 
 
 def get_record(run: Run, label):
@@ -279,8 +317,8 @@ def get_record(run: Run, label):
 def _run_key(run: Run) -> tuple:
     """A cheap key of one snapshot of a run: where it is, how it was read, and what the load read."""
     options = run.options
-    return (str(run.path), options.pad_token, options.eos_token, options.fields, hash(run.report), id(run),
-            len(run.samples))
+    return (str(run.path), options.pad_token, options.eos_token, options.fields, options.tokenizer, hash(run.report),
+            id(run), len(run.samples))
 
 
 _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
@@ -321,7 +359,8 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
 
     @st.fragment(run_every=settings.auto_refresh_seconds)
     def _poll() -> None:
-        source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token)
+        source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token,
+                            st.session_state.get(keys.SPLIT), settings.tokenizer)
         before = source.latest
         source.refresh()
         if before is None or source.latest.report != before.report:

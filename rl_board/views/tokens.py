@@ -6,8 +6,10 @@ import streamlit as st
 
 from ..colors import build_token_text_html, metric_scale
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
+from ..loader import NO_TOKENIZER
 from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
+from ..tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
 from .sidebar import Settings
 
@@ -16,12 +18,20 @@ def _label(metric: str) -> str:
     return TOKEN_METRIC_LABELS.get(metric, metric)
 
 
-def render(record: dict, settings: Settings) -> None:
-    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``)."""
-    sample = compute_sample_tokens(record, settings.pad_token, settings.eos_token)
+def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
+    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
+    decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
+    try:
+        tokenizer = load_tokenizer(tokenizer_path)
+    except TokenizerError as exc:  # the file changed since the run was read
+        st.warning(str(exc))
+        tokenizer = None
+    sample = compute_sample_tokens(record, settings.pad_token, settings.eos_token, tokenizer)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return
+    if sample.from_ids and tokenizer is None:
+        st.info(NO_TOKENIZER)
     if sample.lengths_differ:
         st.warning("Per-token list lengths disagree: " +
                    ", ".join(f"{k} {v}" for k, v in sample.lengths.items()) +
@@ -37,12 +47,17 @@ def render(record: dict, settings: Settings) -> None:
     state.run_choice(keys.COLOR_BY, available, "kl" if "kl" in available else available[0])
     color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label)
     values = table[color_by].to_numpy(dtype=float)
+    counted = table["counted"].to_numpy(dtype=bool)
+    if sample.has_mask:
+        st.caption("Positions the loss mask leaves out (the prompt, tool results) are dimmed; the colours are "
+                   "scaled over the trained ones.")
     st.html(build_token_text_html(table["token"].tolist(), values, color_by,
-                                  metric_scale(color_by, values, settings.kl_estimator)))
+                                  metric_scale(color_by, values[counted], settings.kl_estimator),
+                                  dimmed=~counted if sample.has_mask else None))
     state.run_choice(keys.TOKEN_METRICS, list(TOKEN_METRICS), available)
     chosen = st.multiselect("Token metrics", TOKEN_METRICS, key=keys.TOKEN_METRICS, format_func=_label)
     shown = [m for m in chosen if m in available]
-    st.dataframe(table[["token", *shown]], key="token_table")
+    st.dataframe(table[["token", *shown, *(["counted"] if sample.has_mask else [])]], key="token_table")
     if shown:
         if len(table) > MAX_HEATMAP_TOKENS:
             st.caption(f"The heatmap shows the first {MAX_HEATMAP_TOKENS} of {len(table)} tokens; the table has all.")

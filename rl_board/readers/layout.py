@@ -1,0 +1,107 @@
+"""Where a format keeps its files inside a run folder, and what their paths say.
+
+A flat format (the board's JSONL, TRL's parquet) keeps its files directly in the
+run folder; a trainer that writes a tree (prime-rl's ``rollouts/step_3/train/all/
+traces.jsonl``, ART's ``trajectories/train/0003.parquet``) declares it with
+``GLOBS``, patterns relative to the run folder: the run's files are the matches of
+the first pattern that matches any file. A file's *name* is its path relative to
+the run folder in POSIX form, so the tracker, the cache manifest and the load
+report tell two ``traces.jsonl`` apart.
+
+Optional parts of a reader module, with their defaults here:
+
+- ``GLOBS``: tuple of patterns (default ``("*" + SUFFIX,)``);
+- ``matches(run_dir) -> bool``: a check beyond "some file matches" (a file name, a
+  first line); default: some file matches ``GLOBS``;
+- ``split_of(name) -> str | None``: the split (``train``, ``eval``...) a file of
+  the run belongs to; default: no splits;
+- ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+#: Path components that carry a step, tried on each component from the last.
+_STEP_PATTERNS = (
+    re.compile(r"^(?:global_)?step_(\d+)$"),
+    re.compile(r"^(?:train|val|valid|validation|test|eval)_step_(\d+)_epoch_\d+$"),
+    re.compile(r"^train_data_step(\d+)$"),
+    re.compile(r"^(\d+)$"),
+)
+
+
+def step_in(name: str | PurePosixPath) -> int | None:
+    """The step a relative file name carries, or None: the last component (file stems without
+    their suffixes) that is ``step_{N}``, ``global_step_{N}``, ``{split}_step_{N}_epoch_{E}``,
+    ``train_data_step{N}`` or only digits (``0003.parquet``).
+
+    >>> step_in("rollouts/step_12/train/all/traces.jsonl"), step_in("train/0003.parquet")
+    (12, 3)
+    """
+    parts = PurePosixPath(name).parts
+    for i, part in enumerate(reversed(parts)):
+        if i == 0:  # the file itself: without its suffixes
+            part = part.split(".", 1)[0]
+        for pattern in _STEP_PATTERNS:
+            match = pattern.match(part)
+            if match:
+                return int(match.group(1))
+    return None
+
+
+def globs(reader) -> tuple[str, ...]:
+    return getattr(reader, "GLOBS", None) or ("*" + reader.SUFFIX,)
+
+
+def is_flat(reader) -> bool:
+    """Whether the reader's files lie directly in the run folder (no tree layout)."""
+    return all("/" not in pattern for pattern in globs(reader))
+
+
+def relative_name(run_dir: Path, path: Path) -> str:
+    """A file's name in its run: its path relative to the run folder, in POSIX form."""
+    return path.relative_to(run_dir).as_posix()
+
+
+def first_match(run_dir: Path, pattern: str) -> Path | None:
+    """One file of ``run_dir`` matching ``pattern`` (hidden names skipped), or None; stops at the first."""
+    try:
+        for path in run_dir.glob(pattern):
+            if not any(part.startswith(".") for part in path.relative_to(run_dir).parts) and path.is_file():
+                return path
+    except OSError:
+        return None
+    return None
+
+
+def holds(reader, run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run of ``reader``'s format."""
+    matches = getattr(reader, "matches", None)
+    if matches is not None:
+        try:
+            return bool(matches(run_dir))
+        except OSError:
+            return False
+    return any(first_match(run_dir, pattern) is not None for pattern in globs(reader))
+
+
+def split_of(reader, name: str) -> str | None:
+    split = getattr(reader, "split_of", None)
+    return split(name) if split is not None else None
+
+
+def default_split(reader) -> str:
+    return getattr(reader, "DEFAULT_SPLIT", "train")
+
+
+def choose_split(reader, splits: list[str], wanted: str | None) -> str | None:
+    """The split to read: ``wanted`` when given, else the reader's default when the run has it,
+    else the first in sorted order; None for a run without splits."""
+    if wanted:
+        return wanted
+    if not splits:
+        return None
+    preferred = default_split(reader)
+    return preferred if preferred in splits else sorted(splits)[0]

@@ -1,0 +1,99 @@
+"""NeMo-RL's training data dumps: ``logs/exp_NNN/train_data_step{N}.jsonl``.
+
+GRPO (and PPO, distillation) write one file per step through
+``Logger.log_batched_dict_as_jsonl``: the batch is cut into microbatches of one
+sample and each is written as ``json.dumps({**sample, "idx": i}, default=str)``, so
+every value of a line is a one-element list (a tensor's row, a list's item) and
+``idx`` a plain integer::
+
+    {"content": [["<user turn>", "<assistant turn>"]], "rewards": [1.0], "input_lengths": [9],
+     "token_ids": [[...]], "token_loss_mask": [[0, ..., 1, 0]], "sample_loss_mask": [1.0],
+     "advantages": [[...]], "generation_logprobs": [[...]], "prev_logprobs": [[...]], "idx": 0}
+
+Lists are right-padded to the batch's longest sequence (``token_loss_mask`` 0 there).
+The step is the file name's (``train_data_step{N}``); the reward is ``rewards[0]``;
+``generation_logprobs`` are the sampler's (-> ``rollout_logprobs``), ``prev_logprobs``
+the trainer's (-> ``logprobs``), ``token_loss_mask`` the loss mask. NaN is written as
+Python's json writes it. The run folder is ``exp_NNN``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from .. import fields as F
+from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
+from . import jsonl
+from .layout import step_in
+from .records import canonical_row, rows_table
+
+NAME = "nemo-rl"
+SUFFIX = ".jsonl"
+APPENDABLE = False  # each step's file is written whole
+ALIASES: dict[str, tuple[str, ...]] = {F.REWARD: ("rewards",)}  # beyond fields.ALIASES
+GLOBS = ("train_data_step*.jsonl",)
+#: The line's position in its batch: bookkeeping, not an extra.
+BOOKKEEPING = ("idx",)
+
+
+def unwrap(obj: dict) -> dict:
+    """A line with each one-element list replaced by its element (``idx`` and other values as they are)."""
+    return {key: value[0] if type(value) is list and len(value) == 1 else value for key, value in obj.items()}
+
+
+def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(canonical rows, (line, reason) for each rejected line, lines read) of one step's file."""
+    path = Path(path)
+    step = step_in(path.name)
+    resolver = KeyResolver(options.fields, ALIASES)
+    rows, lines, offsets, lengths, errors = [], [], [], [], []
+    data = path.read_bytes()
+    offset, number = 0, 0
+    while offset < len(data):
+        stop = data.find(b"\n", offset)
+        if stop < 0:  # a last line without its newline: read when whole, else still being written
+            if not jsonl.is_whole_record(data[offset:]):
+                break
+            stop = len(data)
+        number += 1
+        raw = data[offset:stop]
+        if raw.strip():
+            got = _row(raw, resolver, step, options)
+            if isinstance(got, str):
+                errors.append((number, got))
+            else:
+                rows.append(got)
+                lines.append(number)
+                offsets.append(offset)
+                lengths.append(stop - offset)
+        offset = stop + 1
+    return rows_table(rows, lines, offsets, lengths), errors, number
+
+
+def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions) -> dict | str:
+    if len(raw) > options.max_line:
+        return line_too_long(len(raw), options.max_line)
+    obj = jsonl.parse_line(raw)
+    if isinstance(obj, str):
+        return obj
+    try:
+        got = canonical_row(unwrap(obj), resolver, default_step=step)
+    except RecursionError:
+        return "a value is nested too deeply"
+    if not isinstance(got, str):
+        for name in BOOKKEEPING:
+            got["extras"].pop(name, None)
+    return got
+
+
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """One sample's line, unwrapped, with the step of its file name."""
+    obj = jsonl.record(fh, name, offset, length, line)
+    out = unwrap(obj)
+    if "step" not in out:
+        out["step"] = step_in(name)
+    if not isinstance(out.get("step"), int):
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+    return out

@@ -1,0 +1,170 @@
+"""prime-rl / verifiers v1 episodes: ``OUT/rollouts/step_{N}/{train|eval}/{all|effective}/traces.jsonl``.
+
+prime-rl's file monitor (on by default) appends one episode a line (``Episode.to_record()``,
+pydantic's JSON dump without None fields): ``id``, ``run.work.step``, ``group.id``, ``ok``,
+``errors`` and ``traces[]``, each trace with ``nodes[]`` (``message`` {role, content,
+reasoning_content, tool_calls [{id, name, arguments}], tool_call_id}, ``sampled``,
+``parent``, ``token_ids``, ``mask``, ``logprobs``…), ``rewards`` {name: {score, weight} or
+null} and ``metrics`` {name: float or null}. ``all`` holds every finished rollout of the
+step, ``effective`` the batch that was trained.
+
+One sample per trace. Its turns are the nodes of the trace's final branch (the path from
+the root to its last leaf, as ``Trace.messages``), ``trainable`` = ``sampled``; its reward
+Σ score × weight over the scored rewards (``Trace.reward``); its extras the trace's numeric
+metrics and each reward component as ``reward/NAME`` = score × weight; and, for a sample of
+``all``, ``trained`` = 1 when an episode of the same id is in the step's ``effective`` file,
+else 0. The step is the ``step_{N}`` folder (a field mapping ``step=run.work.step`` takes the
+step the episode was dispatched at instead). The run's splits are ``train/all`` (the
+default), ``train/effective``, ``eval/all`` and ``eval/effective``. An episode without traces
+(it failed before any) is named with its last error.
+
+A sample's ``line`` is its episode's line, ``offset`` the line's byte offset and ``length``
+the trace's index in the episode (what ``record`` needs to find it again).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+import pyarrow as pa
+
+from .. import fields as F
+from . import FileError, ReadOptions, SourceChanged, value_at
+from .jsonl import parse_line
+from .layout import first_match, step_in
+from .turns import number, numbers, sample_rows, turn
+
+NAME = "prime-rl"
+SUFFIX = ".jsonl"
+APPENDABLE = False
+ALIASES: dict[str, str] = {}
+GLOBS = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
+DEFAULT_SPLIT = "train/all"
+TRAINED = "trained"
+
+
+def matches(run_dir: Path) -> bool:
+    return any(first_match(Path(run_dir), pattern) is not None for pattern in GLOBS)
+
+
+def split_of(name: str) -> str | None:
+    """``{train|eval}/{all|effective}`` from ``rollouts/step_N/KIND/SUBSET/traces.jsonl``."""
+    parts = PurePosixPath(name).parts
+    return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 3 else None
+
+
+def branch(nodes: list) -> list:
+    """The nodes of the final branch: the path from the root to the last leaf (``Trace.messages``)."""
+    if not nodes:
+        return []
+    parents = {n.get("parent") for n in nodes if isinstance(n, dict) and n.get("parent") is not None}
+    leaves = [i for i in range(len(nodes)) if i not in parents]
+    path, at, seen = [], leaves[-1] if leaves else len(nodes) - 1, set()
+    while isinstance(at, int) and 0 <= at < len(nodes) and at not in seen:
+        seen.add(at)
+        path.append(nodes[at])
+        at = nodes[at].get("parent") if isinstance(nodes[at], dict) else None
+    return path[::-1]
+
+
+def trace_sample(trace: dict, step: int) -> dict:
+    """One trace's sample dict (``turns.sample_rows``) without where it lies."""
+    nodes = branch(trace.get("nodes") or [])
+    messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes if isinstance(n, dict)]
+    rewards = trace.get("rewards") or {}
+    components = {}
+    for name, got in rewards.items() if isinstance(rewards, dict) else ():
+        if isinstance(got, dict) and number(got.get("score")) is not None:
+            weight = number(got.get("weight"))
+            components[f"reward/{name}"] = number(got["score"]) * (1.0 if weight is None else weight)
+    return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages,
+            "extras": {**numbers(trace.get("metrics")), **components}}
+
+
+def _step(episode: dict, path_step: int | None, options: ReadOptions) -> int | None:
+    mapped = dict(options.fields).get(F.STEP)
+    if mapped:
+        value = value_at(episode, mapped)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return path_step if path_step is not None else 0
+
+
+def _episodes(data: bytes):
+    """(line number, byte offset, raw line) of each non-blank line."""
+    offset = 0
+    for number_, raw in enumerate(data.split(b"\n"), start=1):
+        start, offset = offset, offset + len(raw) + 1
+        if raw.strip():
+            yield number_, start, raw
+
+
+def _trained_ids(path: Path) -> set[str]:
+    """The episode ids of the ``effective`` file beside an ``all`` file (none while there is none)."""
+    effective = path.parent.parent / "effective" / path.name
+    try:
+        data = effective.read_bytes()
+    except OSError:
+        return set()
+    ids = set()
+    for _, _, raw in _episodes(data):
+        obj = parse_line(raw)
+        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
+            ids.add(obj["id"])
+    return ids
+
+
+def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(canonical rows, (line, reason) for each rejected line, lines read)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FileError(f"can't be read: {exc.strerror or exc}") from exc
+    path_step = step_in(path.as_posix())
+    trained = _trained_ids(path) if path.parent.name == "all" else None
+    samples, errors, count = [], [], 0
+    for line, offset, raw in _episodes(data):
+        count = line
+        if len(raw) > options.max_line:
+            errors.append((line, "line longer than the limit; not read"))
+            continue
+        episode = parse_line(raw)
+        if isinstance(episode, str):
+            errors.append((line, episode))
+            continue
+        step = _step(episode, path_step, options)
+        if step is None:
+            errors.append((line, f"no integer step at '{dict(options.fields)[F.STEP]}'"))
+            continue
+        traces = episode.get("traces")
+        if not isinstance(traces, list) or not traces:
+            last = (episode.get("errors") or [{}])[-1]
+            why = f": {last.get('type')}: {last.get('message')}" if isinstance(last, dict) and last else ""
+            errors.append((line, "episode has no traces (it failed before any)" + why))
+            continue
+        for index, trace in enumerate(traces):
+            if not isinstance(trace, dict):
+                errors.append((line, f"trace {index} is not an object"))
+                continue
+            got = trace_sample(trace, step)
+            if trained is not None:
+                got["extras"][TRAINED] = float(episode.get("id") in trained)
+            samples.append({**got, "line": line, "offset": offset, "length": index})
+    return sample_rows(samples), errors, count
+
+
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """Trace ``length`` of the episode on the line at byte ``offset``: step, reward, ``messages`` and
+    extras, then the trace's and episode's other fields."""
+    fh.seek(offset)
+    episode = parse_line(fh.readline().rstrip(b"\r\n"))
+    traces = episode.get("traces") if isinstance(episode, dict) else None
+    if not isinstance(traces, list) or not 0 <= length < len(traces) or not isinstance(traces[length], dict):
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+    trace = traces[length]
+    step = step_in(name)
+    got = trace_sample(trace, 0 if step is None else step)
+    shown = {k: v for k, v in trace.items() if k not in ("nodes", "rewards", "metrics")}
+    context = {k: episode[k] for k in ("id", "group", "run", "ok", "errors", "env") if k in episode}
+    return {**context, "trace": shown, **got["extras"],
+            F.STEP: got[F.STEP], F.REWARD: got[F.REWARD], F.MESSAGES: got[F.MESSAGES]}

@@ -1,0 +1,137 @@
+"""trackio databases: the ``traces`` table of a project's SQLite file (``{project}.db``).
+
+trackio (``trackio.log({"rollouts": [trackio.Trace(messages, metadata)], step=N})``; TRL's
+async GRPO and verl's rollout trace log this way) keeps one database per project in
+``TRACKIO_DIR`` (``~/.cache/huggingface/trackio`` unless ``TRACKIO_DIR`` is set). Each trace
+is a row of ``traces``: ``step``, ``key``, ``trace_index``, ``run_name``, ``messages`` (JSON:
+OpenAI-style chat messages) and ``metadata`` (JSON: TRL writes ``reward``, ``reward_std``,
+``rewards/<func>``, ``advantage``, ``group_id``, ``model_version``, token counts). One sample
+per row: its turns are the messages (``trainable`` null), its reward ``metadata.reward``
+(none when the metadata has no reward), its extras every other number or boolean of the
+metadata. Each database (project) of the folder is a split. The database is opened read-only (``file:...?mode=ro``; immutable when no writer has
+its write-ahead log open, so not even SQLite's side files are created) and never written.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path, PurePosixPath
+from urllib.parse import quote
+
+import orjson
+import pyarrow as pa
+
+from .. import fields as F
+from . import FileError, ReadOptions, SourceChanged
+from .turns import number, numbers, sample_rows, turns
+
+NAME = "trackio"
+SUFFIX = ".db"
+APPENDABLE = False
+ALIASES: dict[str, str] = {}
+GLOBS = ("*.db",)
+_QUERY = ("SELECT rowid, step, key, trace_index, run_name, messages, metadata FROM traces")
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}  # as serialize_values writes them
+
+
+def split_of(name: str) -> str | None:
+    """Each database (a trackio project) is a split of its own, so projects never mix."""
+    return PurePosixPath(name).name[: -len(SUFFIX)] if name.endswith(SUFFIX) else None
+
+
+def matches(run_dir: Path) -> bool:
+    """A folder holding a ``.db`` file that starts like an SQLite database."""
+    try:
+        for path in Path(run_dir).glob("*.db"):
+            with open(path, "rb") as fh:
+                if fh.read(16) == _SQLITE_HEADER:
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """The database at ``path`` opened read-only, never written. Without a write-ahead log beside it
+    (no writer has it open), as immutable: SQLite then creates no ``-wal``/``-shm`` files either.
+    With one (trackio is writing), read-only through the writer's log, so its newest rows count."""
+    path = Path(path).resolve()
+    live = path.with_name(path.name + "-wal").exists()
+    conn = sqlite3.connect("file:" + quote(str(path)) + ("?mode=ro" if live else "?mode=ro&immutable=1"), uri=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError:
+        conn.close()
+        raise
+    return conn
+
+
+def _json(value):
+    """A JSON column's value (text or, as trackio stores orjson's bytes, a blob)."""
+    if value is None:
+        return None
+    return orjson.loads(value)
+
+
+def sample(row: tuple) -> dict | str:
+    """One ``traces`` row (rowid, step, key, trace_index, run_name, messages, metadata) as a sample
+    dict (``turns.sample_rows``), or why it is rejected."""
+    rowid, step, key, index, run_name, messages, metadata = row
+    if not isinstance(step, int):
+        return f"'step' must be an integer, got {step!r}"
+    try:
+        messages, metadata = _json(messages), _json(metadata)
+    except orjson.JSONDecodeError as exc:
+        return f"messages or metadata are not JSON ({exc})"
+    metadata = ({k: _SPECIAL.get(v, v) if isinstance(v, str) else v for k, v in metadata.items()}
+                if isinstance(metadata, dict) else {})
+    reward = number(metadata.get("reward"))
+    extras = {k: v for k, v in numbers(metadata).items() if k != "reward"}
+    return {F.STEP: step, F.REWARD: reward, F.MESSAGES: turns(messages if isinstance(messages, list) else []),
+            "extras": extras, "line": int(rowid), "offset": int(rowid),
+            "fields": {"key": key, "trace_index": index, "run_name": run_name, "metadata": metadata}}
+
+
+def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(canonical rows, (row id, reason) for each rejected row, rows of ``traces``); a sample's line
+    is its row id."""
+    try:
+        conn = _connect_read_only(path)
+    except sqlite3.Error as exc:
+        raise FileError(f"not a readable SQLite database: {exc}") from exc
+    try:
+        rows = conn.execute(_QUERY + " ORDER BY rowid").fetchall()
+    except sqlite3.Error as exc:
+        raise FileError(f"no readable traces table: {exc}") from exc
+    finally:
+        conn.close()
+    samples, errors = [], []
+    for row in rows:
+        got = sample(row)
+        if isinstance(got, str):
+            errors.append((int(row[0]), got))
+        else:
+            samples.append(got)
+    return sample_rows(samples), errors, len(rows)
+
+
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """The trace of row id ``offset``, read from a copy in memory of the database ``fh`` holds (the
+    file is never written)."""
+    data = bytearray(fh.read())
+    if data[18:20] == b"\x02\x02":  # a write-ahead-log database: read its main file as a plain one
+        data[18:20] = b"\x01\x01"
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.deserialize(bytes(data))
+        row = conn.execute(_QUERY + " WHERE rowid = ?", (offset,)).fetchone()
+    except sqlite3.Error as exc:
+        raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
+    finally:
+        conn.close()
+    got = sample(row) if row is not None else "gone"
+    if isinstance(got, str):
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+    return {**got["fields"], F.STEP: got[F.STEP], F.REWARD: got[F.REWARD], F.MESSAGES: got[F.MESSAGES],
+            **got["extras"]}

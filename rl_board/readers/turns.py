@@ -1,0 +1,172 @@
+"""The turn model: chat messages as the trainers write them, made canonical turns.
+
+Agent trainers write a rollout as a list of chat messages, each in one of a few
+OpenAI-like shapes. ``turn`` turns any of them into one canonical turn
+(``canonical.TURN``)::
+
+    {"role": "system" | "user" | "assistant" | "tool" | ..., "content": str,
+     "reasoning": str | None, "tool_calls": [{"id", "name", "arguments"}],
+     "tool_call_id": str | None, "trainable": True | False | None}
+
+- ``content``: a string as it is; a list of content parts becomes its text parts
+  joined by newlines, an image part ``[image]`` (any other typed part ``[TYPE]``);
+  no content is ``""``; anything else is its JSON text.
+- ``reasoning``: ``reasoning_content`` (verifiers, vLLM) or ``reasoning`` (rLLM).
+- ``tool_calls``: each call as OpenAI writes it (``{"id", "type": "function",
+  "function": {"name", "arguments"}}``), flat (``{"id", "name", "arguments"}``), or
+  either as JSON text (verifiers v0); arguments that are not text (TRL) become
+  their JSON text.
+- ``trainable``: what the format says, None when it says nothing.
+
+``sample_rows`` builds canonical rows from per-sample dicts, for the readers of
+agent formats (one sample per trajectory, trace or row).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+from .. import fields as F
+from .canonical import build_rows
+
+IMAGE_PARTS = frozenset({"image_url", "image", "input_image", "trackio.image"})
+
+
+def content_text(content) -> str:
+    """A message's content as text (see the module's docstring)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_part_text(part) for part in content)
+    return _json(content)
+
+
+def _part_text(part) -> str:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return _json(part)
+    kind = part.get("type") or part.get("_type")
+    if kind in IMAGE_PARTS:
+        return "[image]"
+    text = part.get("text")
+    if isinstance(text, str) and kind in (None, "text", "input_text", "output_text"):
+        return text
+    return f"[{kind}]" if isinstance(kind, str) else _json(part)
+
+
+def tool_call(call) -> dict:
+    """One tool call as ``{"id", "name", "arguments"}`` (arguments as text)."""
+    if isinstance(call, str):
+        try:
+            call = json.loads(call)
+        except ValueError:
+            return {"id": None, "name": None, "arguments": call}
+    if not isinstance(call, dict):
+        return {"id": None, "name": None, "arguments": _json(call)}
+    function = call.get("function")
+    source = function if isinstance(function, dict) else call
+    arguments = source.get("arguments")
+    if arguments is not None and not isinstance(arguments, str):
+        arguments = _json(arguments)
+    name = source.get("name")
+    ident = call.get("id")
+    return {"id": None if ident is None else str(ident), "name": None if name is None else str(name),
+            "arguments": arguments}
+
+
+def turn(message, trainable: bool | None = None) -> dict:
+    """One chat message (a dict in any of the shapes above) as a canonical turn; ``trainable`` None
+    keeps the message's own ``trainable`` when it has a boolean one."""
+    if trainable is None and isinstance(message, dict) and isinstance(message.get("trainable"), bool):
+        trainable = message["trainable"]
+    if not isinstance(message, dict):
+        return {"role": None, "content": content_text(message), "reasoning": None, "tool_calls": [],
+                "tool_call_id": None, "trainable": trainable}
+    reasoning = message.get("reasoning_content")
+    if reasoning is None:
+        reasoning = message.get("reasoning")
+    calls = message.get("tool_calls")
+    if isinstance(calls, str):  # a whole list as JSON text (ART)
+        try:
+            calls = json.loads(calls)
+        except ValueError:
+            calls = [calls]
+    call_id = message.get("tool_call_id")
+    role = message.get("role")
+    return {
+        "role": None if role is None else str(role),
+        "content": content_text(message.get("content")),
+        "reasoning": None if reasoning is None else content_text(reasoning),
+        "tool_calls": [tool_call(c) for c in calls] if isinstance(calls, list) else [],
+        "tool_call_id": None if call_id is None else str(call_id),
+        "trainable": trainable,
+    }
+
+
+def turns(messages, trainable: bool | None = None) -> list[dict]:
+    """A list of chat messages as canonical turns (a single string is one user turn)."""
+    if messages is None:
+        return []
+    if isinstance(messages, str):
+        return [turn({"role": "user", "content": messages}, trainable)]
+    if not isinstance(messages, list):
+        return [turn({"role": None, "content": messages}, trainable)]
+    return [turn(m, trainable) for m in messages]
+
+
+def number(value) -> float | None:
+    """A JSON value as an extra's float (booleans as 0/1), None when it is not a number."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    return None
+
+
+def numbers(mapping, prefix: str = "") -> dict[str, float]:
+    """The numeric (and boolean) entries of a dict as extras, names prefixed with ``prefix``."""
+    if not isinstance(mapping, dict):
+        return {}
+    out = {}
+    for key, value in mapping.items():
+        got = number(value)
+        if got is not None:
+            out[prefix + str(key)] = got
+    return out
+
+
+def sample_rows(samples: list[dict]) -> object:
+    """Canonical rows from per-sample dicts: ``step`` (int), ``reward`` (float or None),
+    ``messages`` (canonical turns or None), optional ``prompt``/``response``/``ground_truth``
+    texts, ``extras`` (name -> float), ``line`` (1-based record number in the file) and
+    ``offset`` and optional ``length`` (what ``record`` needs to find the sample again)."""
+    count = len(samples)
+    columns = {
+        F.STEP: [s[F.STEP] for s in samples],
+        F.REWARD: [s.get(F.REWARD) for s in samples],
+        F.LINE: [s["line"] for s in samples],
+        "offset": [s["offset"] for s in samples],
+        "length": [s.get("length", 0) for s in samples],
+        F.MESSAGES: [s.get(F.MESSAGES) for s in samples],
+    }
+    for name in F.SCALAR_FIELDS:
+        columns[name] = [None] * count
+    for name in F.TEXT_FIELDS:
+        columns[name] = [s.get(name) for s in samples]
+    names = sorted({name for s in samples for name in s.get("extras", {})})
+    extras = {name: [s.get("extras", {}).get(name) for s in samples] for name in names}
+    return build_rows(columns, extras)
+
+
+def _json(value) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):
+        return repr(value)

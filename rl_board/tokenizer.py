@@ -1,0 +1,155 @@
+"""The run's tokenizer: where it is, loading it from local files, and token ids as text.
+
+Trainers that log token ids (prime-rl's token exports, NeMo-RL's step files) need
+the tokenizer that made them. It is a ``tokenizer.json`` (the ``tokenizers``
+library's file, which every Hugging Face model folder holds) given by the user, or
+found next to the run: in the run folder or up to two folders above it, either
+lying there or in a model folder there (a subfolder holding one). It is read with
+``tokenizers.Tokenizer.from_file``: from the disk only, never downloaded.
+
+Each id is decoded on its own (``decode([id])``, special tokens kept), so a token
+reads as what it adds to the text; an id the tokenizer does not know, or any id
+without a tokenizer, reads ``#ID`` (``#151644``).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
+
+TOKENIZER_FILE = "tokenizer.json"
+SEARCH_UP = 2  # folders above the run folder looked in
+
+
+class TokenizerError(ValueError):
+    """A tokenizer path that can't be used; the message says why."""
+
+
+def id_text(token_id: int) -> str:
+    """How a token id reads without a tokenizer: ``#151644``."""
+    return f"#{int(token_id)}"
+
+
+def resolve_tokenizer(path: Path | str) -> Path:
+    """The ``tokenizer.json`` at ``path``: the file itself, or the one inside a folder (a model
+    folder). Raises ``TokenizerError`` (or ``RootError`` outside the allowed folders)."""
+    check_allowed(path)
+    path = usable_path(path)
+    if path.is_dir():
+        path = path / TOKENIZER_FILE
+    if not path.is_file():
+        raise TokenizerError(f"no tokenizer at {path}: give a {TOKENIZER_FILE} file or a model folder holding one")
+    return path.resolve()
+
+
+def find_tokenizer(run_dir: Path | str) -> Path | None:
+    """The ``tokenizer.json`` next to a run: in the run folder, its parent or its grandparent, the
+    nearest first; in each, the folder's own file, else that of its first subfolder (by name) that
+    holds one and is no run itself (a model folder, not another run's folder). Folders outside the
+    allowed ones are never looked in. None when there is none."""
+    roots = allowed_roots()
+    try:
+        folder = usable_path(run_dir).resolve()
+    except (RootError, OSError):
+        return None
+    for _ in range(SEARCH_UP + 1):
+        if roots is not None and not is_allowed(folder, roots):
+            return None
+        found = _tokenizer_in(folder, roots)
+        if found is not None:
+            return found
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+def _tokenizer_in(folder: Path, roots) -> Path | None:
+    own = folder / TOKENIZER_FILE
+    if own.is_file() and (roots is None or is_allowed(own, roots)):
+        return own
+    try:
+        subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return None
+    from .readers import holds_run
+
+    for sub in subfolders:
+        candidate = sub / TOKENIZER_FILE
+        if candidate.is_file() and (roots is None or is_allowed(candidate, roots)) and not holds_run(sub):
+            return candidate
+    return None
+
+
+def stamp(path: str | None) -> str:
+    """What identifies a tokenizer file's version (size and modification time), "" for None or a
+    file that is gone."""
+    if path is None:
+        return ""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ""
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def load_tokenizer(path: str | None):
+    """The ``tokenizers.Tokenizer`` in file ``path`` (kept while the file is unchanged), or None
+    for None. Raises ``TokenizerError`` when the file is no tokenizer."""
+    if path is None:
+        return None
+    return _load(str(path), stamp(str(path)))
+
+
+@functools.lru_cache(maxsize=4)
+def _load(path: str, version: str):
+    from tokenizers import Tokenizer  # here: only runs with token ids need it
+
+    try:
+        return Tokenizer.from_file(path)
+    except Exception as exc:  # the library raises its own exception types for a bad file
+        raise TokenizerError(f"{path} is not a tokenizer the tokenizers library can read ({exc})") from exc
+
+
+def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """(the distinct ids of ``ids`` as token strings, each decoded once on its own; for each id its
+    place in that list: int32, shape ids.shape). ``#ID`` without a tokenizer or for an unknown id."""
+    distinct, where = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    return token_strings(tokenizer, distinct.tolist()), where.astype(np.int32).reshape(np.shape(ids))
+
+
+def token_strings(tokenizer, ids: list[int]) -> list[str]:
+    """Each id of ``ids`` decoded on its own (special tokens kept); ``#ID`` without a tokenizer
+    or for an id it does not know."""
+    if tokenizer is None:
+        return [id_text(i) for i in ids]
+    known = [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids]
+    texts = tokenizer.decode_batch([[i] for i, ok in zip(ids, known) if ok], skip_special_tokens=False)
+    decoded = iter(texts)
+    return [next(decoded) if ok else id_text(i) for i, ok in zip(ids, known)]
+
+
+def decode_text(tokenizer, ids: list[int]) -> str:
+    """A run of ids as one text: decoded together (so characters split over several tokens come
+    out whole), or the ids as ``#ID`` separated by spaces without a tokenizer."""
+    if tokenizer is None:
+        return " ".join(id_text(i) for i in ids)
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if all(0 <= i < size for i in ids):
+        return tokenizer.decode(list(ids), skip_special_tokens=False)
+    return "".join(token_strings(tokenizer, list(ids)))
+
+
+def decode_texts(tokenizer, runs: list[list[int]]) -> list[str]:
+    """``decode_text`` of each list of ids (in one batch call when every id is known)."""
+    if tokenizer is None or not runs:
+        return [decode_text(tokenizer, ids) for ids in runs]
+    size = tokenizer.get_vocab_size(with_added_tokens=True)
+    if all(0 <= i < size for ids in runs for i in ids):
+        return tokenizer.decode_batch([list(ids) for ids in runs], skip_special_tokens=False)
+    return [decode_text(tokenizer, ids) for ids in runs]

@@ -1,0 +1,267 @@
+"""Agent runs written the way each trainer's own writer code writes them (for the reader tests).
+
+Each function follows its writer line for line where it shapes the bytes (the source is named
+in its docstring); only the objects being written are built by hand, in the shape the writer's
+models dump (pydantic's ``model_dump(mode="json", exclude_none=True)`` drops None fields but
+keeps None values inside dicts).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sqlite3
+import uuid
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+# -- prime-rl / verifiers v1 -------------------------------------------------------------------
+
+
+def v1_node(message: dict, sampled: bool = False, parent: int | None = None, tokens: int = 2) -> dict:
+    """A ``MessageNode`` as dumped (verifiers/v1/graph.py): parent omitted for a root; the excluded
+    tensor fields (multi_modal_data, routed_experts, kept_tokens) absent."""
+    node = {} if parent is None else {"parent": parent}
+    node.update({"message": message, "sampled": sampled, "timestamp": 1760000000.0,
+                 "token_ids": list(range(tokens)), "mask": [sampled] * tokens, "is_content": [],
+                 "logprobs": [-0.5] * tokens if sampled else []})
+    return node
+
+
+def v1_chain(messages: list[tuple[dict, bool]]) -> list[dict]:
+    """Nodes of a linear conversation, each the child of the one before."""
+    return [v1_node(m, sampled, None if i == 0 else i - 1) for i, (m, sampled) in enumerate(messages)]
+
+
+def v1_trace(nodes: list[dict], rewards: dict, metrics: dict) -> dict:
+    """``Trace.to_record()`` field order (verifiers/v1/trace.py), None fields dropped."""
+    return {"version": 1, "id": uuid.uuid4().hex, "verifiers": {"version": "1.0.0"},
+            "task": {"type": "Task", "data": {"question": "q"}}, "agent": {
+                "config": {"id": "agent"}, "name": "agent", "trainable": True},
+            "tools": [], "nodes": nodes, "calls": [], "request_rewrites": [], "response_rewrites": [],
+            "rewards": rewards, "metrics": metrics, "info": {}, "extra_usage": [], "is_completed": True,
+            "ok": True, "stop_condition": "completed", "errors": [],
+            "timing": {"start": 1760000000.0, "boot": {"start": 0.0, "end": 0.0}}}
+
+
+def v1_episode(episode_id: str, step: int, traces: list[dict], errors: list | None = None) -> dict:
+    """``Episode.to_record()`` (verifiers/v1/episode.py) as prime-rl stamps it: ``run`` is a
+    TrainRunInfo whose ``work`` is a TrainWorkInfo (prime_rl/orchestrator/dispatcher.py)."""
+    return {"id": episode_id, "env": {"id": "tool-math"}, "task": {"type": "Task", "data": {"question": "q"}},
+            "group": {"id": "g0"}, "run": {"type": "train", "id": "run1", "name": "demo",
+                                          "work": {"type": "train", "step": step, "policy": {"start": step, "end": step}}},
+            "ok": not errors, "errors": errors or [], "traces": traces}
+
+
+def write_prime_rl(out: Path, step: int, kind: str, subset: str, episodes: list[dict]) -> Path:
+    """prime_rl/monitors/file.py ``FileMonitor.log_episodes``: appended with orjson, one per line."""
+    path = out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+    with open(path, "ab") as f:
+        for episode in episodes:
+            f.write(orjson.dumps(episode, default=str, option=opts))
+    return path
+
+
+# -- OpenPipe ART ------------------------------------------------------------------------------
+
+
+def _art_flatten_message(message: dict) -> dict:
+    """art/utils/trajectory_parquet.py ``_flatten_message``."""
+    if "finish_reason" in message:
+        inner = message.get("message", {})
+        tool_calls = inner.get("tool_calls")
+        return {"role": inner.get("role"), "content": inner.get("content"),
+                "tool_calls": json.dumps(tool_calls) if tool_calls else None, "tool_call_id": None,
+                "trainable": True}
+    tool_calls = message.get("tool_calls")
+    return {"role": message.get("role"), "content": message.get("content"),
+            "tool_calls": json.dumps(tool_calls) if tool_calls else None,
+            "tool_call_id": message.get("tool_call_id"), "trainable": False}
+
+
+def _compact(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def write_art(out: Path, split: str, step: int, groups: list[list[dict]]) -> Path:
+    """``write_trajectory_groups_parquet`` (format 2) at ``trajectories/{split}/{step:04d}.parquet``.
+    A trajectory is {"messages_and_choices", "reward", "metrics", "metadata"}; a Choice is a dict
+    with ``finish_reason``, ``index`` and ``message``. An empty group writes its sentinel row."""
+    message_type = pa.struct([("role", pa.string()), ("content", pa.string()), ("tool_calls", pa.string()),
+                              ("tool_call_id", pa.string()), ("trainable", pa.bool_())])
+    schema = pa.schema([
+        ("format_version", pa.int16()), ("group_index", pa.int64()), ("trajectory_index", pa.int64()),
+        ("group_json", pa.large_string()), ("trajectory_json", pa.large_string()),
+        ("group_metadata", pa.string()), ("group_metrics", pa.string()), ("group_logs", pa.list_(pa.string())),
+        ("reward", pa.float64()), ("metrics", pa.string()), ("metadata", pa.string()), ("tools", pa.string()),
+        ("logs", pa.list_(pa.string())), ("messages", pa.list_(message_type))],
+        metadata={b"art.trajectory_parquet.version": b"2"})
+    rows = []
+    for group_index, group in enumerate(groups):
+        common = {"format_version": 2, "group_index": group_index,
+                  "group_json": _compact({"metadata": {}, "metrics": {}, "logs": []}),
+                  "group_metadata": None, "group_metrics": None, "group_logs": None}
+        if not group:
+            rows.append({**common, "trajectory_index": None, "trajectory_json": None, "reward": None,
+                         "metrics": None, "metadata": None, "tools": None, "logs": None, "messages": None})
+            continue
+        for trajectory_index, trajectory in enumerate(group):
+            rows.append({**common, "trajectory_index": trajectory_index,
+                         "trajectory_json": _compact(trajectory), "reward": trajectory["reward"],
+                         "metrics": _compact(trajectory["metrics"]) if trajectory.get("metrics") else None,
+                         "metadata": _compact(trajectory["metadata"]) if trajectory.get("metadata") else None,
+                         "tools": None, "logs": None,
+                         "messages": [_art_flatten_message(m) for m in trajectory["messages_and_choices"]]})
+    path = out / "trajectories" / split / f"{step:04d}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path, compression="zstd")
+    return path
+
+
+# -- rLLM --------------------------------------------------------------------------------------
+
+
+def write_rllm(log_dir: Path, step: int, mode: str, episode_id: str, trajectories: list[dict],
+               is_correct: bool, metrics: dict, epoch: int = 0) -> Path:
+    """rllm/utils/episode_logger.py ``EpisodeLogger.log_episode`` (``log_dir`` is its ``episodes``
+    folder). A trajectory is {"reward", "steps": [{"observation", "model_response", "chat_completions",
+    "reward"}]}."""
+    task = {"question": episode_id}
+    task_hash = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:8]
+    episode_data = {"training_step": step, "epoch": epoch, "episode_id": episode_id, "session_id": None,
+                    "task": task, "task_hash": task_hash, "is_correct": is_correct,
+                    "termination_reason": "ENV_DONE", "metrics": metrics, "metadata": {}, "timing": {},
+                    "trajectories": []}
+    for number, traj in enumerate(trajectories):
+        episode_data["trajectories"].append({
+            "name": "solver", "uid": f"{episode_id}-{number}", "reward": traj["reward"],
+            "num_steps": len(traj["steps"]), "timing": {},
+            "steps": [{"observation": s.get("observation"), "thought": "", "action": None,
+                       "reward": s.get("reward", 0.0), "done": False, "model_response": s.get("model_response", ""),
+                       "chat_completions": s.get("chat_completions", []), "timing": {}} for s in traj["steps"]]})
+    step_dir = log_dir / f"{mode}_step_{step}_epoch_{epoch}"
+    step_dir.mkdir(parents=True, exist_ok=True)
+    path = step_dir / f"episode_hash{task_hash}_id{episode_id.replace(':', '_').replace('/', '_')}.json"
+    with open(path, "w") as f:
+        f.write(json.dumps(episode_data, indent=2, default=str) + "\n")
+    return path
+
+
+# -- trackio -----------------------------------------------------------------------------------
+
+
+def _serialize_values(value):
+    """trackio/utils.py ``serialize_values``."""
+    if isinstance(value, dict):
+        return {str(k): _serialize_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set)):
+        return [_serialize_values(v) for v in value]
+    if isinstance(value, float):
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        if math.isnan(value):
+            return "NaN"
+    return value
+
+
+_TRACES_TABLE = """
+CREATE TABLE IF NOT EXISTS traces (
+    id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    timestamp TEXT NOT NULL,
+    run_name TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    trace_index INTEGER,
+    messages TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    search_text TEXT NOT NULL,
+    log_id TEXT,
+    space_id TEXT
+)"""
+
+
+def write_trackio(db: Path, run: str, step: int, key: str, traces: list[tuple[list, dict]]) -> Path:
+    """``trackio.log({key: [trackio.Trace(messages, metadata), ...]}, step=step)`` as sqlite_storage.py
+    stores it (``_split_trace_metrics`` then ``_insert_trace_rows``), in WAL mode as trackio opens it."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(_TRACES_TABLE)
+    log_id = uuid.uuid4().hex
+    rows = []
+    for index, (messages, metadata) in enumerate(traces):
+        trace_id = ":".join([run, log_id, key, str(index)])
+        flat = " ".join(str(v) for v in _leaves([messages, metadata]))
+        rows.append((trace_id, run, "2026-01-01T00:00:00", run, step, key, index,
+                     orjson.dumps(_serialize_values(messages)), orjson.dumps(_serialize_values(metadata)),
+                     f"{trace_id} {key} {flat}".lower(), log_id, None))
+    conn.executemany("INSERT OR IGNORE INTO traces (id, run_id, timestamp, run_name, step, key, trace_index, "
+                     "messages, metadata, search_text, log_id, space_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     rows)
+    conn.commit()
+    conn.close()
+    return db
+
+
+def _leaves(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _leaves(v)
+    elif value is not None:
+        yield value
+
+
+# -- verifiers v0 ------------------------------------------------------------------------------
+
+
+def _sanitize_tool_calls(messages):
+    """verifiers/legacy/utils/message_utils.py ``sanitize_tool_calls`` for dict messages."""
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for m in messages:
+        tool_calls = m.get("tool_calls")
+        if tool_calls:
+            new_m = {"role": m["role"], "content": m.get("content", ""),
+                     "tool_calls": [json.dumps(tc if isinstance(tc, dict) else json.loads(tc)) for tc in tool_calls]}
+            if isinstance(m.get("reasoning_content"), str):
+                new_m["reasoning_content"] = m["reasoning_content"]
+            out.append(new_m)
+        else:
+            out.append(m)
+    return out
+
+
+def v0_output(example_id: int, prompt, completion, reward: float, metrics: dict, answer: str = "") -> dict:
+    """``state_to_output`` (verifiers/legacy/utils/save_utils.py): optional empty fields dropped,
+    metrics flattened to top-level keys."""
+    output = {"example_id": example_id, "prompt": _sanitize_tool_calls(prompt),
+              "completion": _sanitize_tool_calls(completion), "answer": answer, "info": {}, "reward": reward,
+              "error": None, "timing": {"generation_ms": 1.0}, "is_completed": True, "is_truncated": False,
+              "stop_condition": None, "metrics": metrics, "tool_defs": None}
+    if not output["answer"]:
+        output.pop("answer")
+    output.pop("info")
+    for k, v in metrics.items():
+        output[k] = v
+    return output
+
+
+def write_v0(run_dir: Path, outputs: list[dict]) -> Path:
+    """``save_outputs``: ``json.dumps(output) + "\\n"`` per rollout, appended to results.jsonl."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / "results.jsonl"
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(o) + "\n" for o in outputs))
+    (run_dir / "metadata.json").write_text(json.dumps({"env_id": "tool-math", "model": "m"}))
+    return path

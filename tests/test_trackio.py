@@ -1,0 +1,62 @@
+"""trackio databases: one sample per trace row, numeric metadata as extras, opened read-only."""
+
+import os
+
+from agent_writers import write_trackio
+from rl_board.loader import load_run
+from rl_board.readers import detect, trackio
+from rl_board.summary import build_summary
+
+
+def _messages(answer):
+    return [{"role": "user", "content": [{"type": "text", "text": "Summarise this page"},
+                                         {"_type": "trackio.image", "file_path": "a.png", "caption": None}]},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "fetch", "arguments": {"url": "x"}}}]},
+            {"role": "tool", "name": "fetch", "content": "<h1>Ünïcode</h1>"},
+            {"role": "assistant", "content": answer}]
+
+
+def test_trackio_database(tmp_path):
+    """Rows of two steps; reward from the metadata (a trace without one has none), the other
+    numbers as extras; each database is a split; the files and their folder are left exactly as
+    they were."""
+    db = tmp_path / "runs" / "traces" / "my-project.db"
+    write_trackio(db, "run-a", 0, "rollouts", [
+        (_messages("A page."), {"reward": 1.0, "rewards/accuracy": 1.0, "advantage": 0.5, "group_id": 7}),
+        (_messages(""), {"reward": 0.0, "rewards/accuracy": 0.0, "advantage": float("nan"), "group_id": 7})])
+    write_trackio(db, "run-a", 8, "rollouts", [(_messages("B"), {"model_version": 8})])
+    write_trackio(db.with_name("other.db"), "run-b", 0, "rollouts", [(_messages("C"), {"reward": 0.5})])
+    before = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in db.parent.iterdir()}
+    assert detect(db.parent) is trackio
+    run = load_run(db.parent, cache_root=False, split="my-project")
+    assert run.splits == ("my-project", "other")
+    assert run.samples["step"].tolist() == [0, 0, 8]
+    rewards = run.samples["reward"].tolist()
+    assert rewards[:2] == [1.0, 0.0] and rewards[2] != rewards[2]  # none: NaN
+    assert run.samples["extra:rewards/accuracy"].tolist()[:2] == [1.0, 0.0]
+    assert run.samples["extra:group_id"].tolist()[:2] == [7.0, 7.0]
+    texts = run.with_text(run.samples)
+    assert texts["prompt"][0] == "Summarise this page\n[image]" and texts["response"].tolist() == ["A page.", "", "B"]
+    turns = run.record(0)[0]["messages"]
+    assert turns[1]["tool_calls"] == [{"id": "c", "name": "fetch", "arguments": '{"url": "x"}'}]
+    assert turns[2]["content"] == "<h1>Ünïcode</h1>"
+    steps = build_summary(run)["steps"]
+    assert [(s["step"], s["samples"], s["turns_mean"], s["tool_calls"]) for s in steps] == [
+        (0, 2, 2.0, {"fetch": 2}), (8, 1, 2.0, {"fetch": 1})]
+    after = {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in db.parent.iterdir()}
+    assert after == before
+
+
+def test_a_database_without_traces_is_named(tmp_path):
+    """A .db without a traces table is an unreadable file with the reason; nothing is written."""
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "p.db")
+    conn.execute("CREATE TABLE metrics (step INTEGER)")
+    conn.commit()
+    conn.close()
+    mtime = os.stat(tmp_path / "p.db").st_mtime_ns
+    run = load_run(tmp_path, cache_root=False)
+    assert run.report.lines_ok == 0 and "no readable traces table" in run.report.unreadable[0][1]
+    assert os.stat(tmp_path / "p.db").st_mtime_ns == mtime
