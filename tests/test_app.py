@@ -132,7 +132,7 @@ def test_a_run_with_no_usable_lines(tmp_path):
     """Every line bad: the page says so and lists the rejected lines instead of drawing."""
     write_lines(tmp_path / "bad" / "r.jsonl", ["{oops", '{"step": 1}'])
     at = _load(_open(tmp_path, "bad"))
-    assert any("No usable lines" in e.value for e in at.error)
+    assert any("Nothing loaded: every line (2) was rejected" in e.value for e in at.error)
     assert any("r.jsonl:2: missing 'reward'" in t.value for t in at.text)
 
 

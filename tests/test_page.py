@@ -233,3 +233,44 @@ def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     at.sidebar.text_input(key=keys.TOKENIZER).input("").run()
     assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 2
     assert _shown_sample(at) == shown
+
+
+def test_an_unknown_format_says_nothing_loaded_and_lists_its_keys(tmp_path):
+    """Lines the board can't read: the page says nothing loaded (not "the rest loaded"), lists the keys of
+    the first lines with their kinds, and points to the field mapping with one built from those keys."""
+    write_lines(tmp_path / "mine" / "r.jsonl", [{"step": i // 8, "my_score": 0.5, "question": "q", "answer": "a",
+                                                 "meta": {"id": i}} for i in range(80)])
+    at = _load(_open(tmp_path, "mine"), area=None)
+    assert any("Nothing loaded: every line (80) was rejected" in e.value for e in at.error)
+    assert not any("the rest loaded" in w.value for w in at.warning)
+    texts = [t.value for t in at.text]
+    assert "step (number), my_score (number), question (text), answer (text), meta (object), meta.id (number)" in texts
+    assert any("Field mapping" in i.value for i in at.info)
+    assert "reward=my_score, response=answer" in texts
+    at.sidebar.text_input(key=keys.FIELD_MAP).input("reward=my_score, response=answer").run()
+    at = _load(at)
+    assert any("80 samples loaded · 0 lines rejected" in t.value for t in at.text)
+
+
+def test_a_trainers_metrics_file_is_neither_a_run_nor_rollout_lines(tmp_path):
+    """train_metrics.jsonl (a step and numbers per line) in the root is not offered as a run, and one in a
+    run folder is not read as rollouts: no line rejected, named as the trainer's metrics."""
+    metrics = [{"step": s, "loss": 1.0 / s, "reward": 0.1 * s} for s in (1, 2, 3)]
+    write_lines(tmp_path / "train_metrics.jsonl", metrics)
+    write_lines(tmp_path / "run1" / "rollouts.jsonl", [sample(1, 0.5, prompt="p", response="r")])
+    write_lines(tmp_path / "run1" / "train_metrics.jsonl", metrics)
+    at = _open(tmp_path)
+    assert at.sidebar.selectbox(key=keys.RUN).options == ["run1"]
+    at = _load(at, area=None)
+    assert any("1 file · 1 sample loaded · 0 lines rejected" in t.value for t in at.text)
+    assert any("The trainer's own metrics, shown under Trainer metrics" in c.value for c in at.caption)
+    assert "train_metrics.jsonl" in [t.value for t in at.text]
+    assert not any("ignored" in i.value for i in at.info)
+
+
+def test_trl_trainer_state_is_named_as_used_not_ignored():
+    """The TRL demo's trainer_state.json is named as the trainer's metrics, not as an ignored file."""
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), area=None)
+    assert not any("ignored" in i.value for i in at.info)
+    assert any("The trainer's own metrics" in c.value for c in at.caption)
+    assert "trainer_state.json" in [t.value for t in at.text]
