@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import workers
 from .access import RootError
+from .defaults import EOS_TOKEN, PAD_TOKEN, read_settings, token_option
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
@@ -46,6 +47,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions from this token on are not "
+                                                                             "counted") -> None:
+    """``--pad-token`` and ``--eos-token``, with the page's defaults (``defaults``); ``none`` turns either off."""
+    parser.add_argument("--pad-token", default=PAD_TOKEN, type=token_option,
+                        help=f"{pad_help} (default {PAD_TOKEN}; 'none': no pad token)")
+    parser.add_argument("--eos-token", default=EOS_TOKEN, type=token_option,
+                        help=f"positions after this token are not counted; it is (may equal --pad-token; "
+                             f"default {EOS_TOKEN}; 'none': no EOS)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -60,9 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     summary = sub.add_parser("summary", help="per-step statistics of one run folder")
     summary.add_argument("run_dir", type=Path)
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    summary.add_argument("--pad-token", default=None, help="positions from this token on are not counted")
-    summary.add_argument("--eos-token", default=None,
-                         help="positions after this token are not counted; it is (may equal --pad-token)")
+    _token_arguments(summary)
     summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     summary.add_argument("--tokenizer", default=None, metavar="PATH",
                          help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
@@ -75,12 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
     search.add_argument("run_dir", type=Path)
-    search.add_argument("--regex", required=True, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--regex", default=None, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--truncated", action="store_true",
+                        help="only truncated responses (no EOS among the counted positions, which fill the lists)")
     search.add_argument("--in", dest="text_field", default="response",
                         choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
                         help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
-    search.add_argument("--pad-token", default=None, help="removed from the texts before matching")
+    _token_arguments(search, pad_help="removed from the texts before matching; positions from it on are not "
+                                      "counted")
     search.add_argument("--tokenizer", default=None, metavar="PATH",
                          help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
                               "default: one found in the run folder or up to two folders above")
@@ -92,10 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
                                                "collapse, sampler mismatch, dead GRPO groups, empty responses")
     findings.add_argument("run_dir", type=Path)
-    findings.add_argument("--json", action="store_true", help="print one JSON list (empty when nothing was found)")
-    findings.add_argument("--pad-token", default=None, help="positions from this token on are not counted")
-    findings.add_argument("--eos-token", default=None,
-                          help="positions after this token are not counted; it is (may equal --pad-token)")
+    findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
+    _token_arguments(findings)
     findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     findings.add_argument("--tokenizer", default=None, metavar="PATH",
                          help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
@@ -113,6 +123,8 @@ def _parser() -> argparse.ArgumentParser:
     metrics.add_argument("--spike-k", type=float, default=None, help="robust deviations for a spike (default 6)")
     metrics.add_argument("--entropy-fraction", type=float, default=None,
                          help="entropy collapse below this fraction of its early mean (default 0.2)")
+    metrics.add_argument("--kl-noise-k", type=float, default=None,
+                         help="negative KL below 0 by more than this many noise scales of the series (default 3)")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
     cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
@@ -141,7 +153,7 @@ def _load(args):
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=getattr(args, "eos_token", None), split=args.split, tokenizer=args.tokenizer)
+                       eos_token=args.eos_token, split=args.split, tokenizer=args.tokenizer)
     except (RootError, FieldMappingError, TokenizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -158,15 +170,19 @@ def _load(args):
 def _search(args) -> int:
     from .search import Query, build_search_json, compute_matches
 
+    if args.regex is None and not args.truncated:
+        print("error: give --regex PATTERN, --truncated, or both", file=sys.stderr)
+        return 2
     run = _load(args)
     if isinstance(run, int):
         return run
     try:
-        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token))
+        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token,
+                                             truncated=True if args.truncated else None))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    result = build_search_json(run, matches)
+    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
     else:
@@ -194,7 +210,7 @@ def _metrics(args) -> int:
 
         from .scalars.signs import Thresholds, compute_signs
 
-        given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction")
+        given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction", "kl_noise_k")
                  if getattr(args, name) is not None}
         signs = compute_signs(scalars.series, replace(Thresholds(), **given))
         result["warnings"] = [{"kind": s.kind, "series": s.series, "step": s.step,
@@ -254,12 +270,13 @@ def _summary(args) -> int:
         return run
     from .summary import build_summary
 
-    summary = build_summary(run)
+    summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
+               **build_summary(run)}
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
         print(f"{summary['format']}: {summary['files']} files, {summary['lines_ok']} lines loaded, "
-              f"{summary['lines_bad']} rejected")
+              f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
         for error in summary["errors"][:10]:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
         for error in summary["files_unreadable"]:
@@ -281,10 +298,12 @@ def _findings(args) -> int:
         return run
     found = get_findings(run)
     if args.json:
-        print(json.dumps(found.to_json(), ensure_ascii=False, allow_nan=False))
+        print(json.dumps({"settings": read_settings(run, args.max_samples_per_step),
+                          "findings": found.to_json()}, ensure_ascii=False, allow_nan=False))
     else:
         print(f"{len(found.findings)} finding{'s' if len(found.findings) != 1 else ''} in {run.path} "
-              f"({run.report.lines_ok} samples loaded)")
+              f"({run.report.lines_ok} samples loaded; "
+              f"{_describe_settings(read_settings(run, args.max_samples_per_step))})")
         for finding in found.findings:
             steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
                      else f"steps {finding.first_step}..{finding.last_step}")
@@ -295,6 +314,12 @@ def _findings(args) -> int:
         for check in skipped:
             print(f"  not checked: {check.kind} ({check.note})")
     return 0 if run.report.lines_ok else 1
+
+
+def _describe_settings(settings: dict) -> str:
+    """The counting settings in a few words, for the text output."""
+    return (f"pad token {settings['pad_token'] or 'none'}, EOS token {settings['eos_token'] or 'none'}"
+            + (f", fields {', '.join(f'{c}={s}' for c, s in settings['fields'].items())}" if settings["fields"] else ""))
 
 
 def _fmt(value) -> str:

@@ -2,10 +2,13 @@
 
 Non-negative metrics (KL k3/k2, probabilities, entropy, mismatch) use a sequential
 scale from light (0) to hot (the largest value); log-probabilities, never
-positive, use it the other way (hot = least likely); signed metrics (log-ratio,
-rewards, values, advantages, returns) use a diverging scale centred at 0; a ratio
-(the rollout ratio) a diverging scale centred at 1. Every token is HTML-escaped:
-model output is text, never markup.
+positive, use it the other way (hot = least likely). Signed metrics (log-ratio,
+rewards, values, advantages, returns) use a diverging scale centred at 0 only when
+the values shown hold both signs; values of one sign use the sequential scale from
+their smallest to their largest (hot at the end farthest from 0), so an
+always-positive row (a critic's values) is not one solid colour. A ratio (the
+rollout ratio) is the same around 1. Every token is HTML-escaped: model output is
+text, never markup; whitespace is made visible (``visible_token``).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ SEQUENTIAL = "YlOrRd"
 DIVERGING = "RdBu_r"
 NONNEGATIVE = frozenset({"kl", "k2", "prob", "ref_prob", "entropy", "neg_logp", "mismatch_k3", "mismatch_kl",
                          "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share",
-                         "masked_share"})
+                         "masked_share", "truncated_share", "zero_std_share"})
 NONPOSITIVE = frozenset({"logp", "ref_logp"})
 RATIOS = frozenset({"rollout_ratio", "importance_ratio"})
 
@@ -45,8 +48,25 @@ def metric_scale(metric: str, values, estimator: str = "k3") -> Scale:
     if metric in NONPOSITIVE:
         return Scale(SEQUENTIAL + "_r", -_positive(-finite.min() if len(finite) else 0.0), 0.0, "sequential")
     center = 1.0 if metric in RATIOS else 0.0
+    if len(finite) and finite.min() >= center and finite.max() > center:  # one side: hot at the far end
+        return Scale(SEQUENTIAL, *_span(finite.min(), finite.max()), "sequential")
+    if len(finite) and finite.max() <= center and finite.min() < center:
+        return Scale(SEQUENTIAL + "_r", *_span(finite.min(), finite.max()), "sequential")
     spread = _positive(np.abs(finite - center).max() if len(finite) else 0.0)
     return Scale(DIVERGING, center - spread, center + spread, "diverging")
+
+
+def _span(low: float, high: float) -> tuple[float, float]:
+    """(low, high), widened around their value when they are equal (to float precision)."""
+    if is_constant(low, high):
+        middle = (float(low) + float(high)) / 2
+        return middle - 0.5, middle + 0.5
+    return float(low), float(high)
+
+
+def is_constant(low: float, high: float) -> bool:
+    """Whether values from ``low`` to ``high`` are one value but for float rounding."""
+    return high - low <= 1e-9 * max(1.0, abs(low), abs(high))
 
 
 def _positive(value: float) -> float:
@@ -68,8 +88,37 @@ def _text_color(rgb: str) -> str:
 
 
 def display_token(token: str) -> str:
-    """A token as it reads in running text: SentencePiece's ▁ and byte-BPE's Ġ are spaces, Ċ a newline."""
-    return token.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n")
+    """A token as it reads in running text: SentencePiece's ▁ and byte-BPE's Ġ are spaces, byte-BPE's
+    Ċ a newline and ĉ a tab."""
+    return token.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n").replace("ĉ", "\t")
+
+
+#: How whitespace shows where a token stands alone (table cells, heatmap labels, hover).
+VISIBLE_WHITESPACE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+_VISIBLE = str.maketrans(VISIBLE_WHITESPACE)
+
+
+def visible_token(token: str) -> str:
+    """A token with its whitespace visible: ``display_token``, then space ␣, newline ↵, tab ⇥, CR ␍."""
+    return display_token(str(token)).translate(_VISIBLE)
+
+
+# Running text keeps the real whitespace (copying it gives the real text) and marks it: a faint mark
+# drawn over each space, and before each newline and tab.
+_WHITESPACE_STYLE = ("<style>.rlb-ws{position:relative}"
+                     ".rlb-ws::after{content:attr(data-mark);position:absolute;left:0;right:0;text-align:center;"
+                     "opacity:.45;pointer-events:none}"
+                     ".rlb-nl::before,.rlb-tab::before{content:attr(data-mark);opacity:.45}</style>")
+_RUNNING_MARKS = {" ": ('rlb-ws', "·"), "\n": ("rlb-nl", "↵"), "\t": ("rlb-tab", "⇥")}
+
+
+def _running_text(token: str) -> str:
+    """A token's running text, escaped, each space, newline and tab wrapped so CSS marks it."""
+    out = []
+    for char in display_token(str(token)):
+        mark = _RUNNING_MARKS.get(char)
+        out.append(f'<span class="{mark[0]}" data-mark="{mark[1]}">{char}</span>' if mark else html.escape(char))
+    return "".join(out)
 
 
 DIMMED_OPACITY = 0.35  # of a position the loss mask leaves out (not trained): shown, faint
@@ -82,7 +131,7 @@ def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, 
     dimmed = np.zeros(len(tokens), bool) if dimmed is None else np.asarray(dimmed, bool)
     spans = []
     for token, value, color, faint in zip(tokens, values, colors_for(values, scale), dimmed):
-        text = html.escape(display_token(str(token)))
+        text = _running_text(token)
         if faint:
             title = html.escape(f"not trained · {metric} = {value:.4g}" if value == value
                                 else f"not trained · {metric}: no value")
@@ -102,5 +151,5 @@ def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, 
               f'<span style="flex:0 0 240px;height:10px;background:linear-gradient(to right,{",".join(stops)})">'
               f'</span><span>{scale.zmax:.3g}</span><span>{html.escape(metric)} ({scale.kind}'
               + (f", centred at {middle:.3g}" if scale.kind == "diverging" else "") + ")</span></div>")
-    return ('<div class="rlb-token-text" style="white-space:pre-wrap;line-height:1.9;font-family:monospace">'
-            + "".join(spans) + "</div>" + legend)
+    return (_WHITESPACE_STYLE + '<div class="rlb-token-text" style="white-space:pre-wrap;line-height:1.9;'
+            'font-family:monospace">' + "".join(spans) + "</div>" + legend)

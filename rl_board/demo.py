@@ -71,6 +71,7 @@ def _train_line(rng: np.random.Generator, step: int, progress: float, max_tokens
     drift = rng.normal(0.0, 0.05 + 0.6 * progress, size=n)
     drift[rng.random(n) < 0.02] += 3.0  # rare tokens where KL runs away
     ref = logp - (np.abs(drift) if not sampler else drift + 0.1 * progress)
+    ref = -np.abs(ref)  # a log-probability is never above 0 (a drift past 0 is reflected back below it)
     # after eos the policy is sure of the pad, as is the reference: tiny log-probs, tiny KL
     logp[n_valid:] = -np.abs(rng.normal(0.0, 1e-3, size=n_pad))
     ref[n_valid:] = logp[n_valid:] - np.abs(rng.normal(0.0, 1e-3, size=n_pad))
@@ -164,7 +165,7 @@ def write_grpo_run(out: Path, steps: int = 160, samples_per_step: int = 128, gro
                     n_valid = int(rng.integers(positions // 2, positions + 1))
                     tokens = _tokens(rng, n_valid - 1) + [PAD_TOKEN] * (positions - n_valid + 1)
                     logp = -np.abs(rng.normal(0.0, 0.6, size=positions)) - 0.01
-                    ref = logp - rng.normal(0.0, 0.05 + 0.3 * progress, size=positions)
+                    ref = -np.abs(logp - rng.normal(0.0, 0.05 + 0.3 * progress, size=positions))
                     rollout = np.minimum(logp + rng.normal(0.0, 0.02, size=positions), 0.0)
                     entropy = np.abs(rng.normal(1.5 * (1.0 - 0.6 * progress), 0.4, size=positions))
                     line = {

@@ -50,7 +50,13 @@ SCHEMA = pa.schema(
         ("has_reward", pa.bool_()),  # the source logged a reward (NaN included); false: left out of reward stats
         ("from_ids", pa.bool_()),  # the sample's tokens are its ``token_ids`` (decoded, or ``#ID``)
         ("mask_positions", pa.int32()),  # its positions when it has a loss mask, else -1
+        # 1 when no EOS is among the counted positions while they fill the lists (the response ran out
+        # of room), 0 when it ended, NaN when nothing tells (no EOS token set, no tokens, or a loss mask)
+        ("truncated", pa.float64()),
     ]
+    # checks on load: per log-prob list, its values above 0 (a probability above 1) and the largest
+    + [(name, type_) for field in F.LOGPROB_FIELDS
+       for name, type_ in ((f"{field}_above_0", pa.int32()), (f"{field}_max", pa.float64()))]
     + [(name, pa.float64()) for name in SAMPLE_AGGREGATES]
     + [
         ("has_messages", pa.bool_()),  # the sample has a conversation (``messages``)
@@ -124,6 +130,9 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["has_reward"] = rows[F.REWARD].is_valid()
     columns["from_ids"] = ids.used
     columns["mask_positions"] = np.where(mask.lengths >= 0, n, -1).astype(np.int32)
+    columns["truncated"] = _truncated(n, counted, tokens, options)
+    for name in F.LOGPROB_FIELDS:
+        columns[f"{name}_above_0"], columns[f"{name}_max"] = _above_zero(lists[name], count)
     columns["prompt_key"] = _prompt_keys(texts["prompt"])
     cut = TokenColumns(count, {name: flat.cut(counted) for name, flat in lists.items()
                                if flat.any and flat.has_values})
@@ -331,7 +340,8 @@ class _Counted:
 
     def __init__(self, n: np.ndarray, tokens: _Tokens, mask: _Mask, options: ReadOptions):
         self.masked = mask.lengths >= 0
-        self.limit = np.where(self.masked, n, _counted(n, tokens, options))
+        by_rule, self.ended = _counted(n, tokens, options)  # ended: an EOS among the counted (pad/EOS rule)
+        self.limit = np.where(self.masked, n, by_rule)
         self.mask = mask
         self.count = self.limit
         if mask.any:
@@ -403,21 +413,49 @@ def _first(hit: np.ndarray, owner: np.ndarray, position: np.ndarray) -> tuple[np
     return owners[first], position[hit][first]
 
 
-def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> np.ndarray:
-    """Counted positions per sample by the pad/EOS rule (``metrics.token_positions``, for every
-    sample at once): each sample's first so many positions."""
+def _counted(n: np.ndarray, tokens: _Tokens, options: ReadOptions) -> tuple[np.ndarray, np.ndarray]:
+    """(counted positions per sample by the pad/EOS rule (``metrics.token_positions``, for every sample
+    at once): each sample's first so many positions; whether an EOS is among them)."""
     counted = n.copy()
+    eos_at = np.full(len(n), np.iinfo(np.int64).max)  # the first EOS's position (none: beyond any)
     inside = tokens.position < n[tokens.owner]
     eos, pad = options.eos_token, options.pad_token
     eos_id = tokens.id_of(eos)
     if eos_id is not None:
         samples, at = _first(inside & (tokens.ids == eos_id), tokens.owner, tokens.position)
         counted[samples] = at + 1
+        eos_at[samples] = at
     pad_id = tokens.id_of(pad) if pad != eos else None  # P = E: the first one is the EOS, which counts
     if pad_id is not None:
         samples, at = _first(inside & (tokens.ids == pad_id), tokens.owner, tokens.position)
         counted[samples] = np.minimum(counted[samples], at)
-    return counted
+    return counted, eos_at < counted  # a pad before the EOS leaves it out
+
+
+def _truncated(n: np.ndarray, counted: "_Counted", tokens: _Tokens, options: ReadOptions) -> np.ndarray:
+    """Per sample: 1.0 when no EOS is among its counted positions and they fill its lists (counted = n),
+    0.0 otherwise, NaN without an EOS token, without tokens, or with a loss mask (the mask, not an EOS,
+    says what was generated)."""
+    out = np.where(~counted.ended & (counted.limit == n), 1.0, 0.0)
+    if options.eos_token is None:
+        out[:] = np.nan
+    out[tokens.lengths < 0] = np.nan
+    out[counted.masked] = np.nan
+    return out
+
+
+def _above_zero(flat: _FlatList, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(how many of each sample's values are above 0, the largest of them; NaN without any)."""
+    above = np.zeros(count, np.int32)
+    largest = np.full(count, np.nan)
+    if flat.any:
+        hit = flat.values > 0  # NaN is not
+        owners = flat.owner[hit]
+        above = np.bincount(owners, minlength=count).astype(np.int32)
+        peak = np.full(count, -np.inf)
+        np.maximum.at(peak, owners, flat.values[hit])
+        largest = np.where(above > 0, peak, np.nan)
+    return above, largest
 
 
 class _TextWords:

@@ -23,6 +23,8 @@ TOKEN_FIELDS = ("logprobs", "ref_logprobs", "values", "token_rewards", "rollout_
                 "advantages", "mismatch_kl", "importance_ratio")
 #: Per-token numbers the trainer computed and logged: shown in the token view, never aggregated.
 LOGGED_TOKEN_FIELDS = ("advantages", "mismatch_kl", "importance_ratio")
+#: The per-token lists that hold log-probabilities (never above 0: a load check counts those that are).
+LOGPROB_FIELDS = ("logprobs", "ref_logprobs", "rollout_logprobs")
 #: Optional per-token strings.
 TOKENS = "response_tokens"
 #: Optional per-token ids, decoded with the run's tokenizer when the sample has no ``response_tokens``.

@@ -11,11 +11,16 @@ import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
 from . import fields as F
-from .colors import NONNEGATIVE, metric_scale
+from .colors import NONNEGATIVE, is_constant, metric_scale, visible_token
 from .text import escape_plotly
 
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
-MAX_HEATMAP_TOKENS = 512  # columns drawn; longer responses are shown from the first token on
+MAX_HEATMAP_TOKENS = 512  # columns drawn at most; the view draws a range of a longer response
+HEATMAP_ROW_PX = 52  # pixels a heatmap row gets: room for its colour bar's labels and the gap to the next
+COLORBAR_LEN = 0.62  # of a row's height: end labels (13 px) stay clear of the next bar's
+HEATMAP_PLOT_PX = 640  # pixels across the heatmap's cells on a narrow page: cell numbers must fit in them
+CELL_CHAR_PX = 6  # pixels a character of a cell's number takes (10 px font)
+CELL_PAD_PX = 6  # pixels between two cells' numbers
 
 
 def _figure(traces: list[dict], title: str, height: int = 320, margin: dict | None = None, **layout) -> go.Figure:
@@ -162,35 +167,60 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
                    yaxis=dict(title=dict(text="samples")))
 
 
+def heatmap_cell_text(values: np.ndarray) -> list[str]:
+    """The numbers a heatmap cell shows: 2 significant digits ("" for NaN); the hover has 4."""
+    return [f"{v:.2g}" if np.isfinite(v) else "" for v in values]
+
+
+def cell_numbers_fit(columns: int, texts: list[list[str]], plot_px: int = HEATMAP_PLOT_PX) -> bool:
+    """Whether the cells' numbers fit side by side: ``columns`` cells across ``plot_px`` pixels, each
+    wide enough for the longest text at ``CELL_CHAR_PX`` a character plus ``CELL_PAD_PX``."""
+    longest = max((len(t) for row in texts for t in row), default=0)
+    return columns * (longest * CELL_CHAR_PX + CELL_PAD_PX) <= plot_px
+
+
 def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimator: str = "k3") -> go.Figure:
     """Token positions across, ``metrics`` down (first on top), each row on its own colour scale
-    (``colors.metric_scale``: light to hot for non-negative metrics, diverging at 0 for signed
-    ones) with its own colour bar, so small KLs show beside large log-probs.
+    (``colors.metric_scale``: light to hot for non-negative metrics, diverging only for a row that
+    holds both signs) with its own colour bar, labelled at its ends (and its centre when diverging).
 
-    Hover and cell text give the real values. At most ``MAX_HEATMAP_TOKENS`` columns.
+    ``table`` holds the positions to draw (its index; at most ``MAX_HEATMAP_TOKENS``: the view picks
+    a range of a long response). Hover gives every value; the cells show theirs only when the numbers
+    fit side by side (``cell_numbers_fit``). Tokens are labelled with their whitespace visible.
     """
     shown = table.iloc[:MAX_HEATMAP_TOKENS]
     # plotly reads a few HTML tags in labels; tokens are model output, so escape them
-    x = [f"{pos}:{html.escape(str(tok))}" for pos, tok in zip(shown.index, shown["token"])]
+    x = [f"{pos}:{html.escape(visible_token(tok))}" for pos, tok in zip(shown.index, shown["token"])]
     rows = len(metrics)
+    values = {metric: shown[metric].to_numpy(dtype=float) for metric in metrics}
+    texts = {metric: heatmap_cell_text(v) for metric, v in values.items()}
+    numbers = cell_numbers_fit(len(shown), list(texts.values()))
     traces = []
     for i, metric in enumerate(metrics):
-        values = shown[metric].to_numpy(dtype=float)
-        scale = metric_scale(metric, values, estimator)
+        scale = metric_scale(metric, values[metric], estimator)
+        finite = values[metric][np.isfinite(values[metric])]
+        if len(finite) and is_constant(finite.min(), finite.max()):  # one value: one label, where it sits
+            ticks = [float(finite.mean())]
+        elif scale.kind == "diverging":
+            ticks = [scale.zmin, (scale.zmin + scale.zmax) / 2, scale.zmax]
+        else:
+            ticks = [scale.zmin, scale.zmax]
         # one trace per row, at a numeric position: single-row heatmaps on a shared categorical axis
         # are drawn at the wrong heights
         # explicit colours: plotly.js reads some scale names the other way round from plotly.py
-        trace = dict(type="heatmap", z=[values], x=x, y=[i], colorscale=get_colorscale(scale.colorscale),
-                     zmin=scale.zmin,
-                     zmax=scale.zmax, hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
-                     colorbar=dict(len=0.9 / rows, y=1 - (i + 0.5) / rows, yanchor="middle", thickness=10,
-                                   outlinewidth=0, tickfont=dict(size=9), nticks=3))
-        if len(shown) <= 60:
-            trace["text"] = [[f"{v:.3g}" if np.isfinite(v) else "" for v in values]]
+        trace = dict(type="heatmap", z=[values[metric]], x=x, y=[i], colorscale=get_colorscale(scale.colorscale),
+                     zmin=scale.zmin, zmax=scale.zmax,
+                     hovertemplate=f"{html.escape(metric)} at %{{x}}: %{{z:.4g}}<extra></extra>",
+                     colorbar=dict(len=COLORBAR_LEN / rows, y=1 - (i + 0.5) / rows, yanchor="middle", ypad=0, thickness=12,
+                                   outlinewidth=0, tickfont=dict(size=10), tickmode="array", tickvals=ticks,
+                                   ticktext=[f"{t:.3g}" for t in ticks], ticks="outside", ticklen=3))
+        if numbers:
+            trace["text"] = [texts[metric]]
             trace["texttemplate"] = "%{text}"
+            trace["textfont"] = dict(size=10)
         traces.append(trace)
     # room for the rows' names on the left, the colour bars on the right, slanted tokens below
-    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=150 + 40 * rows,
+    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=160 + HEATMAP_ROW_PX * rows,
                    margin=dict(l=110, r=90, b=110),
                    xaxis=dict(tickangle=-60, type="category"),
                    yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(rows)),
@@ -216,20 +246,95 @@ def build_prompt_history_figure(history: pd.DataFrame) -> go.Figure:
                    yaxis=dict(title=dict(text="reward")))
 
 
+ALIGN_STEP = "step"
+ALIGN_PROGRESS = "progress"  # percent of each run's own step range
+MAX_SPAN_RATIO = 4.0  # step ranges this many times apart are compared by progress at first
+
+
+def align_runs_by(steps_by_run: dict[str, pd.DataFrame]) -> str:
+    """How to align runs at first: by progress when the longest step range (last − first step) is
+    more than ``MAX_SPAN_RATIO`` times the shortest (a 2300-step run would squeeze a 30-step one into a
+    sliver), else by step."""
+    spans = [float(frame.index.max() - frame.index.min()) for frame in steps_by_run.values() if len(frame)]
+    if len(spans) < 2:
+        return ALIGN_STEP
+    return ALIGN_PROGRESS if max(spans) > MAX_SPAN_RATIO * max(min(spans), 1.0) else ALIGN_STEP
+
+
+def run_progress(steps) -> np.ndarray:
+    """Each step as a percent of its run's step range: 100 · (step − first) ÷ (last − first); 0 for a
+    run of one step."""
+    steps = np.asarray(steps, dtype=float)
+    if not len(steps):
+        return steps
+    span = steps.max() - steps.min()
+    return np.zeros(len(steps)) if span == 0 else 100.0 * (steps - steps.min()) / span
+
+
 def build_runs_figure(steps_by_run: dict[str, pd.DataFrame], name: str, title: str, std_scale: float = 1.0,
-                      zero_shift: bool = False, smoothing: float = 0.0) -> go.Figure:
-    """Series ``name`` of several runs overlaid, one colour per run, aligned by step, each with its
-    band (``build_curve_figure``'s rules: clipped at 0 for non-negative series, smoothing, shift)."""
+                      zero_shift: bool = False, smoothing: float = 0.0, align: str = ALIGN_STEP) -> go.Figure:
+    """Series ``name`` of several runs overlaid, one colour per run, each with its band
+    (``build_curve_figure``'s rules: clipped at 0 for non-negative series, smoothing, shift), aligned by
+    step or (``align`` = ``ALIGN_PROGRESS``) by the percent of each run's own step range, the step
+    shown on hover."""
     traces = []
     for i, (run_name, steps) in enumerate(steps_by_run.items()):
         single = build_curve_figure(steps, [name], "", std_scale, zero_shift, labels={name: run_name},
                                     smoothing=smoothing)
         color = _COLORS[i % len(_COLORS)]
+        x = steps.index.to_numpy()
         for trace in single.data:
             trace = trace.to_plotly_json()
             if trace.get("fill"):
                 trace["fillcolor"] = color
             else:
                 trace["line"] = {**trace.get("line", {}), "color": color}
+            if align == ALIGN_PROGRESS:
+                raw = np.asarray(trace["x"], dtype=float)
+                trace["x"] = run_progress(raw) if not trace.get("fill") else np.concatenate(
+                    [run_progress(x), run_progress(x)[::-1]])
+                if not trace.get("fill"):
+                    trace["customdata"] = raw
+                    trace["hovertemplate"] = "step %{customdata}: %{y:.4g}<extra>%{fullData.name}</extra>"
             traces.append(trace)
-    return _figure(traces, title, xaxis=dict(title=dict(text="step")))
+    axis = "step" if align == ALIGN_STEP else "progress (% of each run's steps)"
+    return _figure(traces, title, xaxis=dict(title=dict(text=axis)))
+
+
+def build_overlay_figure(steps: pd.DataFrame, name: str, label: str, series: pd.DataFrame, series_label: str,
+                         smoothing: float = 0.0) -> go.Figure:
+    """A rollout curve (``{name}_mean`` of ``steps``, left axis) and a trainer series (``s_mean`` of
+    ``series``, right axis) on one step axis, each smoothed like the page's curves."""
+    traces = []
+    for i, (frame, column, text, axis) in enumerate(((steps, f"{name}_mean", label, "y"),
+                                                     (series, "s_mean", series_label, "y2"))):
+        x = frame.index.to_numpy()
+        y = frame[column].to_numpy(dtype=float)
+        shown = smooth_ema(y, smoothing) if 0 < smoothing < 1 else y
+        traces.append(dict(type="scatter", x=x, y=shown, mode="lines+markers" if axis == "y" else "lines",
+                           name=text, yaxis=axis, line=dict(color=_COLORS[i])))
+    return _figure(traces, f"{label} and {series_label}", height=360, xaxis=dict(title=dict(text="step")),
+                   yaxis=dict(title=dict(text=escape_plotly(label), font=dict(color=_COLORS[0]))),
+                   yaxis2=dict(title=dict(text=escape_plotly(series_label), font=dict(color=_COLORS[1])),
+                               overlaying="y", side="right", showgrid=False))
+
+
+def build_position_figure(profile: pd.DataFrame, column: str, title: str) -> go.Figure:
+    """One column of ``positions.compute_position_profile`` over token positions; hover gives how many
+    samples reach each position."""
+    trace = dict(type="scatter", x=profile.index.to_numpy(), y=profile[column].to_numpy(dtype=float),
+                 mode="lines", name=title, line=dict(color=_COLORS[0]), customdata=profile["samples"].to_numpy(),
+                 hovertemplate="position %{x}: %{y:.4g} (%{customdata} samples)<extra></extra>")
+    return _figure([trace], title, height=280, xaxis=dict(title=dict(text="token position")))
+
+
+def build_length_bucket_figure(buckets: pd.DataFrame, unit: str) -> go.Figure:
+    """Mean reward per response-length bucket (``positions.compute_reward_by_length``), ± its std,
+    with each bucket's sample count on its bar."""
+    labels = [f"{lo}–{hi}" if hi > lo else f"{lo}" for lo, hi in zip(buckets["low"], buckets["high"])]
+    trace = dict(type="bar", x=labels, y=buckets["reward_mean"].to_numpy(dtype=float), name="reward",
+                 marker=dict(color=_COLORS[0]), text=[f"n={n}" for n in buckets["samples"]], textposition="outside",
+                 error_y=dict(type="data", array=buckets["reward_std"].to_numpy(dtype=float), visible=True))
+    return _figure([trace], f"Reward by response length ({unit})", height=280,
+                   xaxis=dict(title=dict(text=f"response length ({unit})"), type="category"),
+                   yaxis=dict(title=dict(text="reward (mean ± std)")))

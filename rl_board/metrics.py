@@ -278,3 +278,15 @@ def compute_gae(token_rewards: np.ndarray, values: np.ndarray, gamma: float = 1.
         advantages[t] = running
         next_value = values[t]
     return advantages, advantages + values
+
+
+def compute_return_to_go(token_rewards: np.ndarray, gamma: float = 1.0) -> np.ndarray:
+    """The empirical discounted return from each position to the end: G_t = sum_{k >= t} gamma^(k - t) r_k,
+    over one sample's counted positions, shape (n,). A NaN reward makes every G_t before it NaN."""
+    rewards = np.asarray(token_rewards, dtype=np.float64)
+    out = np.zeros(len(rewards))
+    running = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out

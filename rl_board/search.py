@@ -28,13 +28,15 @@ class Query:
     """What to find. ``pattern``: an RE2 regular expression searched in ``text_field`` (one of
     ``SEARCH_FIELDS``; pads removed
     when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
-    for open (a sample without a value is left out); ``steps``: (first, last), inclusive."""
+    for open (a sample without a value is left out); ``steps``: (first, last), inclusive;
+    ``truncated``: True keeps only truncated samples, False only those known to have ended."""
 
     pattern: str | None = None
     text_field: str = "response"
     pad_token: str | None = None
     ranges: dict = field(default_factory=dict)
     steps: tuple[int | None, int | None] = (None, None)
+    truncated: bool | None = None
 
 
 def compute_matches(run: Run, query: Query) -> pd.DataFrame:
@@ -52,6 +54,9 @@ def compute_matches(run: Run, query: Query) -> pd.DataFrame:
             keep &= values >= low
         if high is not None:
             keep &= values <= high
+    if query.truncated is not None:
+        flags = samples["truncated"].to_numpy(dtype=float) if "truncated" in samples else np.full(len(samples), np.nan)
+        keep &= flags == (1.0 if query.truncated else 0.0)
     if query.pattern:
         keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
     return samples[keep]

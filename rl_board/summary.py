@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from . import fields as F
+from .checks import count_checks
 from .loader import Run
 
 #: Per-step keys of the summary and the ``Run.steps`` column each comes from.
@@ -22,6 +23,7 @@ STEP_KEYS = {
     "mismatch_kl": "mismatch_kl_mean",
     "entropy_mean": "entropy_mean",
     "masked_share": "masked_share",
+    "truncated_share": "truncated_share",
 }
 #: Per-step counts (integers).
 COUNT_KEYS = ("prompt_groups", "zero_std_groups")
@@ -76,5 +78,6 @@ def build_summary(run: Run) -> dict:
         "lines_skipped": report.skipped,
         "errors": [{"file": f, "line": line, "error": reason} for f, line, reason in report.errors],
         "files_unreadable": [{"file": f, "error": reason} for f, reason in report.unreadable],
+        "checks": count_checks(run.samples),
         "steps": steps,
     }

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from . import fields as F
-from .metrics import SampleTokens, compute_gae, kl_per_token, pool_explained_variance
+from .metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token, pool_explained_variance
 from .text import neutralise_cell
 
 MAX_CELL_CHARS = 2_000  # characters of a text cell sent to the browser's table; the CSV has all
@@ -31,7 +31,7 @@ SORT_KEYS = {
 #: Batch table columns in display order (those a run lacks are left out).
 BATCH_COLUMNS = (
     "prompt", "response", F.REWARD, "ground_truth", "valid_reward", "kl_mean", "kl_sum",
-    "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len",
+    "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len", "truncated",
     "mismatch_kl", "entropy_mean", "repeat_4gram", "source",
 )
 
@@ -81,6 +81,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     at = columns.index("source") if "source" in columns else len(columns)
     columns[at:at] = extras
     table = samples[columns].copy()
+    if "truncated" in table:  # a flag: yes, no, or empty where nothing tells
+        table["truncated"] = table["truncated"].map({1.0: True, 0.0: False}).astype("boolean")
     table = table.rename(columns={c: F.extra_name(c) for c in extras if F.extra_name(c) not in BATCH_COLUMNS})
     for stat in ("mean", "sum"):  # the KL columns show, and name, the chosen estimator
         if f"kl_{stat}" in table:
@@ -156,12 +158,13 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
 
 
 #: Rows of the token table and heatmap, in display order.
-TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "return", "value_error", "logp",
-                 "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp",
+TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "value_error", "return_to_go", "return",
+                 "logp", "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp",
                  *F.LOGGED_TOKEN_FIELDS)
 #: What each token metric is, for labels and the README.
 TOKEN_METRIC_LABELS = {
-    "advantage": "GAE advantage", "return": "return (advantage + value)", "value_error": "value error (return − value)",
+    "advantage": "GAE advantage", "value_error": "value error (return-to-go − value)",
+    "return_to_go": "return-to-go Σ γ^(k−t)·r_k", "return": "GAE return (advantage + value)",
     "rollout_ratio": "rollout ratio exp(logp − rollout logp)", "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
     "neg_logp": "−logp (no entropy logged)", "advantages": "advantage (logged)",
     "mismatch_kl": "mismatch KL (logged)", "importance_ratio": "importance ratio (logged)",
@@ -172,18 +175,22 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
                         lam: float = 0.95) -> pd.DataFrame:
     """One row per token position, one column per metric of ``TOKEN_METRICS`` (NaN where the
     sample lacks what a metric needs), and ``counted`` (the position is counted: trained, for a
-    sample with a loss mask). GAE advantage, return and value error use ``gamma`` and ``lam`` over
-    the counted positions, in order; ``neg_logp`` stands in for entropy only when none is logged.
-    ``drop_pad`` leaves out the positions that are not counted, except for a sample with a loss
-    mask, whose untrained positions (the prompt, tool results) are kept to be shown dimmed."""
+    sample with a loss mask). Over the counted positions, in order: GAE advantage and return
+    (advantage + value) with ``gamma`` and ``lam``; the empirical return-to-go
+    G_t = sum_{k >= t} gamma^(k - t) r_k and the value error G_t - V_t, which shows a critic that can't
+    fit (the GAE return minus the value is the advantage itself). ``neg_logp`` stands in for entropy
+    only when none is logged. ``drop_pad`` leaves out the positions that are not counted, except for a
+    sample with a loss mask, whose untrained positions (the prompt, tool results) are kept to be shown
+    dimmed."""
     n = len(sample.tokens)
     rollout = sample.rollout_logprobs if sample.rollout_logprobs is not None else np.full(n, np.nan)
     entropy = sample.entropy if sample.entropy is not None else np.full(n, np.nan)
     mismatch = sample.logprobs - rollout
     counted = ~sample.is_pad
-    advantage, returns = np.full(n, np.nan), np.full(n, np.nan)
+    advantage, returns, to_go = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     advantage[counted], returns[counted] = compute_gae(sample.token_rewards[counted], sample.values[counted],
                                                        gamma, lam)
+    to_go[counted] = compute_return_to_go(sample.token_rewards[counted], gamma)
     frame = pd.DataFrame({
         "token": sample.tokens,
         "token_reward": sample.token_rewards,
@@ -196,7 +203,8 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
         "ref_prob": np.exp(sample.ref_logprobs),
         "advantage": advantage,
         "return": returns,
-        "value_error": returns - sample.values,
+        "return_to_go": to_go,
+        "value_error": to_go - sample.values,
         "rollout_ratio": np.exp(mismatch),
         "mismatch_k3": np.expm1(mismatch) - mismatch,
         "entropy": entropy,
@@ -216,7 +224,7 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
                "entropy": "entropy_mean", "repeat_4gram": "repeat_4gram"}
 
 #: Per-step diagnostics that pool a step's samples (one number per step, no spread).
-STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance")
+STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance", "truncated_share")
 
 #: Step-level series (no spread) that ``curve_frame`` also offers as ``{name}_mean``.
 STEP_LEVEL_SERIES = (*STEP_DIAGNOSTICS, "zero_std_share", "masked_share")
@@ -231,6 +239,7 @@ DIAGNOSTIC_CURVES = {
     "repeat_4gram": "4-gram repetition (mean per sample)",
     "zero_std_share": "GRPO groups with all rewards equal (share)",
     "masked_share": "Untrained share of positions (loss mask)",
+    "truncated_share": "Truncated responses (share: no EOS, lists full)",
 }
 
 
@@ -328,7 +337,9 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
       ``response_chars`` (pads removed); samples without a length or with a non-finite reward
       are left out; NaN with fewer than ``MIN_CORR_SAMPLES`` samples or a constant side;
     - ``explained_variance``: 1 - Var(returns - values) / Var(returns) over the step's pooled
-      positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0.
+      positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0;
+    - ``truncated_share``: of the step's samples whose ``truncated`` flag is known, the share that
+      are truncated (no EOS among the counted positions, which fill the lists); NaN with none known.
     """
     has = set(samples.columns).issuperset
     order = np.argsort(samples[F.STEP].to_numpy(), kind="stable")
@@ -352,6 +363,10 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
     if has(_EV_COLUMNS):
         parts = [column(c) for c in _EV_COLUMNS]
         out["explained_variance"] = [pool_explained_variance(*(p[a:b] for p in parts)) for a, b in bounds]
+    if has(("truncated",)):
+        flags = column("truncated")
+        out["truncated_share"] = [np.nanmean(part) if (part := flags[a:b])[~np.isnan(part)].size else np.nan
+                                  for a, b in bounds]
     return out
 
 

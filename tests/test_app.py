@@ -297,7 +297,8 @@ def test_diagnostic_curves_smoothing_and_step_table():
     assert set(at.multiselect(key=keys.DIAGNOSTIC_CURVES).options) == {
         "Entropy (mean per sample)", "Mismatch KL (sampler ‖ trainer)", "Critic explained variance (γ = λ = 1)",
         "Share of tokens with log-ratio < 0", "Reward–length correlation (Pearson)",
-        "4-gram repetition (mean per sample)", "GRPO groups with all rewards equal (share)"}
+        "4-gram repetition (mean per sample)", "GRPO groups with all rewards equal (share)",
+        "Truncated responses (share: no EOS, lists full)"}  # every demo response ends: a share of 0
     at.sidebar.slider(key=keys.SMOOTHING).set_value(0.6).run()
     spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")][0]
     assert [t.get("opacity") for t in spec["data"] if t.get("mode") == "lines"][0] == 0.3
@@ -340,7 +341,7 @@ def test_token_text_is_escaped_and_coloured(tmp_path):
                                                   logprobs=[-1.0, -2.0], ref_logprobs=[-1.5, -1.0])])
     at = _load(_open(tmp_path, "x"))
     body = at.get("html")[0].proto.body
-    assert "&lt;img src=x onerror=alert(1)&gt;" in body and "<img" not in body and "&amp;amp;" in body
+    assert "&lt;img" in body and "onerror=alert(1)&gt;" in body and "<img" not in body and "&amp;amp;" in body
     assert at.selectbox(key=keys.COLOR_BY).value == "kl"
     at.selectbox(key=keys.COLOR_BY).select("log_ratio").run()
     assert "log_ratio (diverging, centred at 0)" in at.get("html")[0].proto.body
@@ -565,7 +566,7 @@ def test_names_from_disk_are_shown_literally_not_as_markdown(tmp_path):
     write_lines(folder / "r.jsonl", [sample(1, 1.0, prompt="p", response="r", **{"![x](http://host/x)": "v"})])
     history = [{"step": i, "![m](http://host/m)/loss": 1.0 + 0.01 * (i % 3)} for i in range(12)]
     (folder / "trainer_state.json").write_text(json.dumps({"log_history": history + [
-        {"step": 12, "![m](http://host/m)/loss": 100.0}]}))
+        {"step": 12, "![m](http://host/m)/loss": 100.0}, {"step": 13, "![m](http://host/m)/loss": 1.0}]}))
     write_lines(tmp_path / "other" / "r.jsonl", [sample(1, 1.0)])
     at = _load(_open(tmp_path, "**bold**"))
     at.sidebar.selectbox(key=keys.RUN).select("other").run()  # the loaded run stays: "Showing …**bold**"
@@ -590,4 +591,92 @@ def test_long_texts_are_cut_in_the_page_and_whole_in_the_download(tmp_path):
     assert any("first 100,000 of 300,000 characters" in c.value for c in at.caption)
     cell = at.dataframe[0].value["response"].tolist()[0]
     assert cell == long[:2_000] + "…"
+    assert not at.exception
+
+
+def test_truncated_flag_column_filter_and_curve(tmp_path):
+    """The batch table flags the response that fills its lists without an EOS; Explore's filter keeps
+    only it; the diagnostic curves offer the per-step share (1 of the 2 samples of step 1)."""
+    eot = "<|endoftext|>"
+    write_lines(tmp_path / "tr" / "r.jsonl", [
+        sample(1, 1.0, prompt="ended", response="a", response_tokens=["a", eot, eot], logprobs=[-1.0] * 3,
+               ref_logprobs=[-1.0] * 3),
+        sample(1, 0.0, prompt="cut", response="a b c", response_tokens=["a", "b", "c"], logprobs=[-1.0] * 3,
+               ref_logprobs=[-1.0] * 3),
+    ])
+    at = _load(_open(tmp_path, "tr"))
+    table = at.dataframe[0].value
+    assert dict(zip(table["prompt"], table["truncated"])) == {"ended": False, "cut": True}
+    _area(at, keys.OVERVIEW)
+    assert "Truncated responses (share: no EOS, lists full)" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options
+    _area(at, keys.EXPLORE)
+    at.checkbox(key=keys.EXPLORE_TRUNCATED).check().run()
+    assert at.dataframe[0].value["prompt"].tolist() == ["cut"]
+
+
+def test_long_response_heatmap_draws_a_position_range_and_tokens_show_their_whitespace(tmp_path):
+    """A 200-token response: the heatmap draws positions 0-63 first and the range the slider picks
+    then; the token table shows Ġ and leading spaces as ␣ and a newline as ↵."""
+    tokens = ["Ġthe", "Ċ", " x"] + [f"t{i}" for i in range(197)]
+    write_lines(tmp_path / "long" / "r.jsonl", [
+        sample(1, 1.0, response="".join(tokens), response_tokens=tokens, logprobs=[-1.0] * 200,
+               ref_logprobs=[-1.5] * 200)])
+    at = _load(_open(tmp_path, "long"))
+
+    def heatmap_x():
+        spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if "heatmap" in json.loads(c.proto.spec)["layout"]["title"]["text"].lower()][0]
+        return spec["data"][0]["x"]
+
+    x = heatmap_x()
+    assert len(x) == 64 and x[:3] == ["0:␣the", "1:↵", "2:␣x"] and x[-1] == "63:t60"
+    assert at.dataframe[1].value["token"].tolist()[:3] == ["␣the", "↵", "␣x"]
+    at.slider(key=keys.TOKEN_RANGE).set_value((100, 149)).run()
+    x = heatmap_x()
+    assert len(x) == 50 and x[0] == "100:t97" and x[-1] == "149:t146"
+
+
+def test_trainer_metrics_defaults_by_meaning_several_groups_and_an_overlay():
+    """The TRL demo's trainer_state.json logs epoch, learning_rate, completions/clipped_ratio… by name;
+    the series shown first are its reward, KL, entropy, loss and clip fraction. Two prefix groups can
+    be shown at once, and a trainer series drawn over the rollout reward curve carries the values of
+    trainer_state.json on its own axis."""
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), keys.TRAINER)
+    assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl", "entropy", "loss",
+                                                             "clip_ratio/region_mean"]
+    at.multiselect(key=keys.METRICS_GROUP).set_value(["(no prefix)", "completions/"]).run()
+    assert "completions/clipped_ratio" in at.multiselect(key=keys.METRICS_SERIES).options
+    assert "learning_rate" in at.multiselect(key=keys.METRICS_SERIES).options
+    assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl", "entropy", "loss"]  # still offered
+    at.selectbox(key=keys.METRICS_OVERLAY).select("reward (mean per step)").run()
+    at.selectbox(key=keys.METRICS_OVERLAY_SERIES).select("kl").run()
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "reward (mean per step) and kl"][0]
+    history = json.loads((REPO / "rollout_samples" / "trl_grpo_demo" / "trainer_state.json").read_text())["log_history"]
+    rollout, trainer = spec["data"]
+    assert trainer["yaxis"] == "y2" and spec["layout"]["yaxis2"]["overlaying"] == "y"
+    assert _values(trainer["y"]) == pytest.approx([e["kl"] for e in history])
+    assert _values(rollout["x"]) == list(range(5, 65, 5))
+    assert not at.exception
+
+
+def test_compare_runs_of_very_different_step_ranges_by_progress():
+    """The eval demo (steps 0-2300) beside the PPO demo (steps 1-30): the ranges differ more than 4 ×, so
+    runs are aligned by progress at first: each run's curve runs from 0 % to 100 % of its own steps
+    (PPO's step 15 at 100 · 14 / 29 %), the step on hover; switching to step puts the steps back."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), keys.COMPARE)
+    at.multiselect(key=keys.COMPARE_RUNS).select("eval_demo").run()
+    assert at.radio(key=keys.COMPARE_ALIGN).value == "progress"
+
+    def lines():
+        spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+        return {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
+
+    ppo, evals = lines()["ppo_demo"], lines()["eval_demo"]
+    assert _values(ppo["x"])[0] == 0 and _values(ppo["x"])[-1] == 100 and _values(evals["x"])[-1] == 100
+    assert _values(ppo["x"])[14] == pytest.approx(100 * 14 / 29) and _values(ppo["customdata"])[14] == 15
+    assert _values(evals["x"])[1] == pytest.approx(100 * 100 / 2300)  # eval's second step is 100
+    at.radio(key=keys.COMPARE_ALIGN).set_value("step").run()
+    assert _values(lines()["eval_demo"]["x"])[-1] == 2300
     assert not at.exception

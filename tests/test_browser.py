@@ -410,6 +410,62 @@ def test_fast_step_changes_never_kill_a_session(server):
             browser.close()
 
 
+def _long_token_run(folder: Path, n: int = 40) -> None:
+    """One sample of ``n`` byte-BPE tokens (Ġ spaces, Ċ newlines) with every per-token list."""
+    tokens = ["Ġw%d" % i if i % 3 == 0 else ("Ċ" if i % 7 == 0 else "t%d" % i) for i in range(n)]
+    logp = [-0.05 - (i % 5) * 0.37 for i in range(n)]
+    ref = [-0.11 - (i % 4) * 0.41 for i in range(n)]
+    folder.mkdir(parents=True)
+    (folder / "r.jsonl").write_text(json.dumps({
+        "step": 1, "reward": 1.0, "response": "".join(tokens), "response_tokens": tokens, "logprobs": logp,
+        "ref_logprobs": ref, "rollout_logprobs": logp, "values": [0.3 + 0.01 * i for i in range(n)],
+        "token_rewards": [-0.01] * (n - 1) + [1.0], "entropy": [0.5 + (i % 3) * 0.4 for i in range(n)]}) + "\n")
+
+
+def _overlaps(boxes) -> list:
+    """Pairs of boxes (x, y, width, height) that overlap."""
+    return [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+            if a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]]
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
+    """In Chromium, a 40-token sample with 15 metric rows: no two numbers drawn in the heatmap's cells
+    overlap, each row's colour bar is at least 30 px tall and no two of the bars' labels overlap; in the running
+    text Ġ is a space and Ċ a newline, each marked (· and ↵) with the real character kept."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect
+
+    _long_token_run(tmp_path / "long")
+    with _page(f"{server}/?{urlencode({'root': str(tmp_path), 'run': 'long'})}", 1500, 2600) as page:
+        chart = page.get_by_test_id("stPlotlyChart").filter(has_text="Per-token heatmap")
+        expect(chart).to_be_visible(timeout=60_000)
+        chart.scroll_into_view_if_needed()
+        expect(chart.locator("g.colorbar").first).to_be_visible(timeout=30_000)
+        drawn = chart.evaluate("""el => {
+            const box = t => { const r = t.getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; };
+            return {cells: Array.from(el.querySelectorAll('.heatmaplayer text')).filter(t => t.textContent).map(box),
+                    bars: Array.from(el.querySelectorAll('g.colorbar')).map(g => ({
+                        labels: Array.from(g.querySelectorAll('text')).filter(t => t.textContent).map(box),
+                        fill: box(g.querySelector('.cbfills') || g)}))};
+        }""")
+        assert len(drawn["bars"]) == 15  # every metric but −logp (entropy is logged)
+        assert _overlaps(drawn["cells"]) == []
+        for bar in drawn["bars"]:
+            assert bar["fill"][3] >= 30 and bar["labels"]
+        assert _overlaps([label for bar in drawn["bars"] for label in bar["labels"]]) == []  # nor across bars
+        text = page.locator(".rlb-token-text")
+        assert "Ġ" not in text.inner_text() and "Ċ" not in text.inner_text()
+        space = text.locator(".rlb-ws").first
+        assert space.inner_text() == " "  # the real space is kept (copying the text gives the text)
+        assert space.evaluate("el => getComputedStyle(el, '::after').content") == '"·"'
+        newline = text.locator(".rlb-nl").first
+        assert newline.evaluate("el => getComputedStyle(el, '::before').content") == '"↵"'
+        assert page.get_by_test_id("stException").count() == 0
+        page.screenshot(path=str(OUTPUT / "token_heatmap.png"), full_page=True)
+
+
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_turn_view_shows_a_tool_result_that_looks_like_html_as_text(server, tmp_path):
     """In Chromium: an agent sample's turns are drawn, and a tool result that looks like HTML reads as

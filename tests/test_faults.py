@@ -89,9 +89,10 @@ def test_a_failing_cache_write_loads_the_run_uncached(tmp_path):
     code = ("import json, resource, signal, sys\n"
             "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
             "resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768))\n"
+            "from rl_board.defaults import EOS_TOKEN, PAD_TOKEN\n"
             "from rl_board.loader import load_run\n"
             "from rl_board.summary import build_summary\n"
-            "run = load_run(sys.argv[1])\n"
+            "run = load_run(sys.argv[1], PAD_TOKEN, eos_token=EOS_TOKEN)\n"
             "print(json.dumps({'notes': run.report.notes, 'summary': build_summary(run)}))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")})
@@ -99,6 +100,7 @@ def test_a_failing_cache_write_loads_the_run_uncached(tmp_path):
     got = json.loads(proc.stdout)
     assert any("without a cache" in note for note in got["notes"])
     expected = _result(_summary(run, None, "--no-cache"))
+    del expected["settings"]
     assert got["summary"] == expected
 
 

@@ -64,8 +64,25 @@ def test_heatmap_rows_have_their_own_scales():
     assert ends(logp) == (hot, light) and (logp.zmin, logp.zmax) == (-5.0, 0.0)  # the least likely is hot
     assert ends(ratio) == (blue, red) and (ratio.zmin, ratio.zmax) == (-0.5, 0.5)  # diverging at 0
     assert kl.colorbar.y > logp.colorbar.y > ratio.colorbar.y and fig.layout.yaxis.autorange == "reversed"
-    k1 = build_token_heatmap_figure(table, ["kl"], estimator="k1").data[0]  # k1 is signed
+    signed = table.assign(kl=[-0.001, 0.003])
+    k1 = build_token_heatmap_figure(signed, ["kl"], estimator="k1").data[0]  # k1 is signed: both signs diverge
     assert ends(k1) == (blue, red) and (k1.zmin, k1.zmax) == (-0.003, 0.003)
+
+
+def test_heatmap_rows_of_one_sign_are_sequential_from_their_least_to_their_largest():
+    """A signed metric whose row holds one sign (a critic's values, all positive; a k1 KL, all
+    positive; token rewards, all negative) is on the sequential scale over its own range, hot at the
+    end farthest from 0, not on a scale centred at 0 where it would be one dark colour."""
+    table = pd.DataFrame({"token": ["a", "b", "c"], "value": [0.5, 0.75, 1.0], "token_reward": [-0.2, -0.1, 0.0],
+                          "log_ratio": [-0.1, 0.0, 0.2], "rollout_ratio": [1.0, 1.5, 2.0]})
+    value, reward, ratio, rollout = build_token_heatmap_figure(
+        table, ["value", "token_reward", "log_ratio", "rollout_ratio"]).data
+    light, hot = "rgb(255,255,204)", "rgb(128,0,38)"
+    ends = lambda trace: (trace.colorscale[0][1], trace.colorscale[-1][1])  # noqa: E731
+    assert ends(value) == (light, hot) and (value.zmin, value.zmax) == (0.5, 1.0)
+    assert ends(reward) == (hot, light) and (reward.zmin, reward.zmax) == (-0.2, 0.0)  # hot at the most negative
+    assert (ratio.zmin, ratio.zmax) == (-0.2, 0.2)  # both signs: diverging at 0
+    assert ends(rollout) == (light, hot) and (rollout.zmin, rollout.zmax) == (1.0, 2.0)  # one side of 1
 
 
 def test_bands_of_nonnegative_series_stop_at_zero():
@@ -100,11 +117,14 @@ def test_sort_puts_nan_last_both_ways():
 
 
 def test_batch_table_strips_pad_and_system_prompt():
-    """Pad tokens leave the prompt (OpenRLHF left-pads it) and the response; the prompt loses the system part."""
-    frame = pd.DataFrame({"prompt": ["<pad><pad>sys<|im_end|> user asks"], "response": ["ok<pad><pad>"], "reward": [1.0],
-                          "kl_mean": [np.nan], "response_len": [-1]})
+    """Pad tokens leave the prompt (OpenRLHF left-pads it) and the response; the prompt loses its system
+    turn, and a prompt without one (a user turn first) keeps all of it."""
+    frame = pd.DataFrame({"prompt": ["<pad><pad><|im_start|>system\nBe brief.<|im_end|> user asks",
+                                     "<|im_start|>user\nasks<|im_end|>"], "response": ["ok<pad><pad>", "b"],
+                          "reward": [1.0, 0.5], "kl_mean": [np.nan, np.nan], "response_len": [-1, -1]})
     table = build_batch_table(frame, "<|im_end|>", "<pad>")
     assert table.loc[0, "prompt"] == "user asks" and table.loc[0, "response"] == "ok"
+    assert table.loc[1, "prompt"] == "<|im_start|>user\nasks<|im_end|>"
     assert "kl_mean" not in table and "response_len" not in table
     assert strip_system_prompt("no marker", "<|im_end|>") == "no marker"
 
@@ -129,6 +149,13 @@ def test_every_figure_passes_plotly_validation():
     figures.append(build_reward_bars_figure(samples))
     figures.append(build_runs_figure({"a": _steps(), "b": _steps()}, "reward", "t", smoothing=0.5))
     figures.append(build_matches_figure(pd.Series([0, 2], index=[1, 2])))
+    from rl_board.figures import build_length_bucket_figure, build_overlay_figure, build_position_figure
+    figures.append(build_position_figure(pd.DataFrame({"samples": [2, 1], "kl_mean": [0.1, 0.2]}), "kl_mean", "KL"))
+    figures.append(build_length_bucket_figure(pd.DataFrame({"low": [2, 4], "high": [3, 4], "samples": [2, 1],
+                                                            "reward_mean": [0.5, 1.0], "reward_std": [0.5, 0.0]}),
+                                              "tokens"))
+    figures.append(build_overlay_figure(_steps(), "reward", "reward", pd.DataFrame({"s_mean": [1.0, 2.0]}, index=[1, 2]),
+                                        "<b>kl</b>", smoothing=0.5))
     for fig in figures:
         go.Figure(fig.to_dict())  # raises ValueError on any invalid property
 
@@ -156,3 +183,26 @@ def test_figures_a_step_change_redraws_have_fixed_margins():
     assert [t.name for t in hist.data if t.showlegend is not False] == ["reward", "ref_reward"]
     assert len(hist.data) == 4  # the two fitted normals are still drawn
     assert build_curve_figure(_steps(), ["reward"], "t").layout.margin.autoexpand is None  # curves: plotly fits
+
+
+def test_heatmap_cells_show_numbers_only_when_they_fit():
+    """5 cells of at most 5 characters need 5 × (5 × 6 + 6) = 180 px ≤ 640: numbers shown; 40 cells of
+    4 characters need 40 × 30 = 1200 px: hover only. Each colour bar is labelled at its ends, a
+    diverging one at its centre too, a constant row once."""
+    short = pd.DataFrame({"token": list("abcde"), "kl": [0.5, 0.25, 1.5, 0.125, 0.75],
+                          "log_ratio": [-0.5, 0.5, 0.25, -0.25, 0.0], "value": [2.0] * 5})
+    fig = build_token_heatmap_figure(short, ["kl", "log_ratio", "value"])
+    assert list(fig.data[0].text[0]) == ["0.5", "0.25", "1.5", "0.12", "0.75"]
+    assert [list(t.colorbar.ticktext) for t in fig.data] == [["0", "1.5"], ["-0.5", "0", "0.5"], ["2"]]
+    long = pd.DataFrame({"token": ["x"] * 40, "kl": [0.25] * 20 + [0.5] * 20})
+    assert build_token_heatmap_figure(long, ["kl"]).data[0].text is None
+
+
+def test_strip_system_prompt_drops_only_a_system_turn():
+    """Llama 3's and Llama 2's system turns go; a user turn that mentions a system stays whole."""
+    llama3 = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+              "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
+    assert strip_system_prompt(llama3, "<|eot_id|>") == "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+    assert strip_system_prompt("<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", "<</SYS>>") == "Hi [/INST]"
+    user = "<|im_start|>user\nSolve the system x + y = 2<|im_end|>\n<|im_start|>assistant\n"
+    assert strip_system_prompt(user, "<|im_end|>") == user

@@ -365,15 +365,16 @@ def test_no_findings_on_a_flat_run_and_the_checks_say_what_could_not_run(tmp_pat
 
 
 def test_findings_command_json_and_exit_codes(tmp_path, capsys):
-    """``findings --json`` prints the list (``[]`` when none); 0 with lines, 1 without, 2 on a bad path."""
+    """``findings --json`` prints the settings and the list (``[]`` when none); 0 with lines, 1 without,
+    2 on a bad path."""
     _hack(tmp_path / "hack", HACKED, [0.5, 1.5, 1.5, 0.5])
     assert main(["findings", str(tmp_path / "hack"), "--json", "--no-cache"]) == 0
-    got = json.loads(capsys.readouterr().out)
+    got = json.loads(capsys.readouterr().out)["findings"]
     assert [f["kind"] for f in got] == ["reward_with_spreading_phrases"]
     assert got[0]["samples"] == ["rank0.jsonl:8", "rank0.jsonl:9", "rank0.jsonl:7"]
     write_lines(tmp_path / "flat" / "r.jsonl", [sample(1, 0.0, response="a"), sample(2, 0.0, response="a")])
     assert main(["findings", str(tmp_path / "flat"), "--json", "--no-cache"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert json.loads(capsys.readouterr().out)["findings"] == []
     write_lines(tmp_path / "bad" / "r.jsonl", ["{not json"])
     assert main(["findings", str(tmp_path / "bad"), "--no-cache"]) == 1
     assert main(["findings", str(tmp_path / "missing")]) == 2
@@ -388,7 +389,7 @@ def test_findings_command_reads_pad_and_eos_and_prints_a_table(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "empty_responses" in out and "r.jsonl:1" in out
     assert main(["findings", str(tmp_path), "--json", "--no-cache"]) == 0  # no EOS given: it is a word
-    assert json.loads(capsys.readouterr().out) == []
+    assert json.loads(capsys.readouterr().out)["findings"] == []
 
 
 # --- the page -------------------------------------------------------------------------------------

@@ -173,7 +173,8 @@ def test_token_text_escapes_every_token_and_colours_by_scale():
     scale = metric_scale("kl", values)
     out = build_token_text_html(tokens, values, "kl", scale)
     assert "<img" not in out and "<script" not in out and "</span><script" not in out
-    assert "&lt;img src=x onerror=alert(1)&gt;" in out and "&amp;amp;" in out and "> ok</span>" in out
+    assert "&lt;img<span" in out and "onerror=alert(1)&gt;" in out and "&amp;amp;" in out
+    assert '<span class="rlb-ws" data-mark="·"> </span>ok</span>' in out  # ▁ is a space, marked
     assert out.count('class="rlb-tok"') == 4 and 'title="kl: no value"' in out
     light, hot, _, none = colors_for(values, scale)
     assert light == "rgb(255, 255, 204)" and hot == "rgb(128, 0, 38)" and none is None
@@ -209,3 +210,21 @@ def test_ngram_log_odds_by_hand():
     assert got.loc["a", "z"] == pytest.approx(0.0)  # as frequent in both
     top_idx, bottom_idx = reward_quartiles([0.5, 2.0, float("nan"), -1.0, 1.0, 0.0])
     assert top_idx.tolist() == [1, 4] and sorted(bottom_idx.tolist()) == [3, 5]  # ceil(5 / 4) = 2 each
+
+
+def test_value_error_is_the_return_to_go_minus_the_value():
+    """gamma 0.5, lambda 0.95 on rewards [1, 0, 2] and values [0.5, 1.0, 1.5]: G = [1 + 0 + 0.25*2,
+    0 + 0.5*2, 2] = [1.5, 1.0, 2.0]; value error = G - V = [1.0, 0.0, 0.5], not the GAE advantage."""
+    from rl_board.metrics import compute_sample_tokens
+    from rl_board.tables import compute_token_table
+
+    row = {"response_tokens": ["a", "b", "c"], "logprobs": [-1.0] * 3, "ref_logprobs": [-1.0] * 3,
+           "values": [0.5, 1.0, 1.5], "token_rewards": [1.0, 0.0, 2.0]}
+    table = compute_token_table(compute_sample_tokens(row), gamma=0.5, lam=0.95)
+    assert table["return_to_go"].tolist() == pytest.approx([1.5, 1.0, 2.0])
+    assert table["value_error"].tolist() == pytest.approx([1.0, 0.0, 0.5])
+    # delta = [1 + 0.5 - 0.5, 0 + 0.75 - 1, 2 - 1.5] = [1, -0.25, 0.5]; A_2 = 0.5, A_1 = -0.25 + 0.475 * 0.5
+    a1 = -0.25 + 0.475 * 0.5
+    assert table["advantage"].tolist() == pytest.approx([1.0 + 0.475 * a1, a1, 0.5])
+    assert table["value_error"].tolist() != pytest.approx(table["advantage"].tolist())
+    assert list(table.columns).index("value_error") == list(table.columns).index("advantage") + 1

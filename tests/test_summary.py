@@ -40,6 +40,7 @@ def test_summary_numbers_match_hand_computation(tmp_path):
                      "neg_log_ratio_share": None, "reward_len_corr": None, "repeat_4gram_share": None,
                      "explained_variance": None, "mismatch_kl": None, "entropy_mean": None,
                      "masked_share": None,  # no sample with a loss mask
+                     "truncated_share": None,  # no response_tokens: nothing tells
                      "prompt_groups": 0, "zero_std_groups": 0}  # no prompt: in no group
     k3 = ((math.exp(-0.5) - 0.5) + (math.exp(1.0) - 2.0)) / 2  # sample 1: two tokens before the pad
     assert second["samples"] == 2
@@ -74,3 +75,94 @@ def test_summary_is_strict_json_with_infinity(tmp_path):
     assert code == 0
     assert json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))["steps"][0][
         "reward_mean"] is None
+
+
+EOT = "<|endoftext|>"
+
+
+def _openrlhf_run(folder):
+    """Two OpenRLHF-style samples (pad = EOS = <|endoftext|>, lists padded to 5 positions)."""
+    write_lines(folder / "rank0.jsonl", [
+        sample(1, 1.0, prompt="p", response="a b" + EOT * 3, response_tokens=["a", "b", EOT, EOT, EOT],
+               logprobs=[-1.0, -2.0, -0.5, -0.01, -0.01], ref_logprobs=[-1.5, -1.0, -0.5, -0.3, -0.3]),
+        sample(1, 0.0, prompt="p", response="c" + EOT * 4, response_tokens=["c", EOT, EOT, EOT, EOT],
+               logprobs=[-0.2, -0.3, -0.01, -0.01, -0.01], ref_logprobs=[-0.1, -0.3, -0.4, -0.4, -0.4]),
+    ])
+    return folder
+
+
+def _k3(logp, ref):
+    d = ref - logp
+    return math.exp(d) - 1 - d
+
+
+def test_summary_counts_with_the_pages_defaults_without_flags(tmp_path):
+    """No flags: pad and EOS are <|endoftext|> as on the page: the first one counts, nothing after it;
+    ``--pad-token none --eos-token none`` counts every position. The JSON says which it used."""
+    run = _openrlhf_run(tmp_path)
+    code, out, _ = _summary(run, "--json", "--no-cache")
+    assert code == 0
+    got = json.loads(out)
+    assert got["settings"] == {"pad_token": EOT, "eos_token": EOT, "fields": {}, "split": None,
+                               "max_samples_per_step": None, "kl_estimator": "k3"}
+    step = got["steps"][0]
+    assert step["response_len_mean"] == pytest.approx((3 + 2) / 2)  # a b EOS, c EOS
+    first = (_k3(-1.0, -1.5) + _k3(-2.0, -1.0) + _k3(-0.5, -0.5)) / 3
+    second = (_k3(-0.2, -0.1) + _k3(-0.3, -0.3)) / 2
+    assert step["kl_mean"] == pytest.approx((first + second) / 2)
+    code, out, _ = _summary(run, "--json", "--no-cache", "--pad-token", "none", "--eos-token", "NONE")
+    got = json.loads(out)
+    assert got["settings"]["pad_token"] is None and got["settings"]["eos_token"] is None
+    assert got["steps"][0]["response_len_mean"] == 5.0  # every position counts
+    code, out, _ = _summary(run, "--json", "--no-cache", "--eos-token", "none")
+    step = json.loads(out)["steps"][0]
+    assert step["response_len_mean"] == pytest.approx((2 + 1) / 2)  # the first <|endoftext|> is a pad
+
+
+def test_search_and_findings_json_carry_their_settings(tmp_path):
+    """``search --json`` and ``findings --json`` say the pad, EOS, mapping and sample limit they used."""
+    run = _openrlhf_run(tmp_path)
+    for command in (["search", run, "--regex", "a"], ["findings", run]):
+        proc = subprocess.run([sys.executable, "-m", "rl_board", *map(str, command), "--json", "--no-cache",
+                               "--field", "ground_truth=prompt", "--max-samples-per-step", "7"],
+                              capture_output=True, text=True, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["settings"] == {"pad_token": EOT, "eos_token": EOT,
+                                                       "fields": {"ground_truth": "prompt"}, "split": None,
+                                                       "max_samples_per_step": 7}
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
+                           "--no-cache"], capture_output=True, text=True, cwd=REPO)
+    assert json.loads(proc.stdout)["matches"] == 1  # pads removed from the text by default
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
+                           "--no-cache", "--pad-token", "none"], capture_output=True, text=True, cwd=REPO)
+    assert json.loads(proc.stdout)["matches"] == 0
+
+
+def _truncation_run(folder):
+    """Step 1: a response that ends with its EOS, one that fills its 4 positions without one
+    (truncated), one cut by a pad before any EOS (ended by padding: not truncated), one with lists
+    shorter than its tokens that hold no EOS (truncated), and a response-level one (unknown)."""
+    write_lines(folder / "r.jsonl", [
+        sample(1, 1.0, response_tokens=["a", "b", EOT, EOT], logprobs=[-1.0] * 4, ref_logprobs=[-1.0] * 4),
+        sample(1, 0.0, response_tokens=["a", "b", "c", "d"], logprobs=[-1.0] * 4, ref_logprobs=[-1.0] * 4),
+        sample(1, 0.5, response_tokens=["a", "<pad>", "<pad>"], logprobs=[-1.0] * 3, ref_logprobs=[-1.0] * 3),
+        sample(1, 0.5, response_tokens=["a", "b", "c", EOT], logprobs=[-1.0] * 3, ref_logprobs=[-1.0] * 3),
+        sample(1, 0.2, response="no tokens"),
+        sample(2, 0.2, response_tokens=["x", EOT], logprobs=[-1.0] * 2, ref_logprobs=[-1.0] * 2),
+    ])
+    return folder
+
+
+def test_truncated_share_and_search(tmp_path):
+    """truncated_share = truncated ÷ samples whose flag is known: 2 of 4 at step 1, 0 of 1 at step 2;
+    ``search --truncated`` lists exactly the two; without an EOS token nothing tells (null)."""
+    run = _truncation_run(tmp_path)
+    got = json.loads(_summary(run, "--json", "--no-cache", "--pad-token", "<pad>")[1])
+    assert [s["truncated_share"] for s in got["steps"]] == [0.5, 0.0]
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--truncated", "--json",
+                           "--no-cache", "--pad-token", "<pad>"], capture_output=True, text=True, cwd=REPO)
+    assert [(s["step"], s["line"]) for s in json.loads(proc.stdout)["samples"]] == [(1, 2), (1, 4)]
+    got = json.loads(_summary(run, "--json", "--no-cache", "--pad-token", "<pad>", "--eos-token", "none")[1])
+    assert [s["truncated_share"] for s in got["steps"]] == [None, None]
+    assert subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--json"],
+                          capture_output=True, cwd=REPO).returncode == 2  # neither --regex nor --truncated

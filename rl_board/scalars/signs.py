@@ -27,14 +27,40 @@ NAME_RULES = {
 }
 
 
+#: The series a page shows first, by what they mean, in this order (case-insensitive regular
+#: expressions over the name; a name with std, min or max is a spread, not the series itself).
+MEANING_RULES = {
+    "reward": r"reward|(^|/)score(/|$)",
+    "KL": r"(^|/)(approx_|ppo_)?kl(_mean|_loss)?($|/)|(^|/)kl/",
+    "entropy": r"entropy",
+    "loss": r"^(?!.*kl).*loss",  # the policy's loss, not a KL term of it
+    "clip fraction": NAME_RULES["clip"],
+}
+_SPREAD = re.compile(r"std|(^|[/_])(min|max)($|[/_])", re.IGNORECASE)
+
+
+def default_series(names) -> list[str]:
+    """One series per meaning of ``MEANING_RULES`` (reward, KL, entropy, loss, clip fraction), in that
+    order: of the names that match it and are not a spread or already taken, the shortest (then the
+    first by name). Meanings no series has are skipped."""
+    chosen: list[str] = []
+    for rule in MEANING_RULES.values():
+        matching = [n for n in names if re.search(rule, n, flags=re.IGNORECASE) and not _SPREAD.search(n)
+                    and n not in chosen]
+        if matching:
+            chosen.append(min(matching, key=lambda n: (len(n), n)))
+    return chosen
+
+
 @dataclass(frozen=True)
 class Thresholds:
     """The settings of the signs (the page's sidebar shows them)."""
 
     ratio_max: float = 10.0  # a policy ratio above this: the policy moved too far (TRL's bad example: 200)
     clip_max: float = 0.3  # a clip fraction above this: most updates are being clipped
-    spike_k: float = 6.0  # a spike: this many robust deviations above the trailing median
+    spike_k: float = 6.0  # a spike: this many noise scales above the trailing trend
     spike_window: int = 20  # points in the trailing window (at least 5 needed)
+    kl_noise_k: float = 3.0  # a negative KL: below 0 by more than this many of the series' noise scales
     entropy_fraction: float = 0.2  # entropy collapse: below this fraction of its early mean
 
 
@@ -69,7 +95,10 @@ def compute_signs(series: dict[str, list[tuple[int, float]]], thresholds: Thresh
         if _matches("loss", name):
             first(~finite, "non-finite loss", "{value} — the loss is no longer a number")
         if _matches("kl", name):
-            first(finite & (values < 0), "negative KL", "{value:.4g} < 0 — a KL estimate should stay positive")
+            noise = series_noise(values)
+            first(finite & (values < -thresholds.kl_noise_k * noise), "negative KL",
+                  f"{{value:.4g}} < 0 by more than {thresholds.kl_noise_k:g} × the series' noise ({noise:.2g}) — "
+                  "a KL estimate should stay positive")
         if _matches("ratio", name):
             first(finite & (values > thresholds.ratio_max), "ratio",
                   f"{{value:.4g}} > {thresholds.ratio_max:g} — the policy moved too far from the one that sampled")
@@ -77,8 +106,9 @@ def compute_signs(series: dict[str, list[tuple[int, float]]], thresholds: Thresh
             first(finite & (values > thresholds.clip_max), "clip fraction",
                   f"{{value:.3g}} > {thresholds.clip_max:g} — most updates are clipped")
         if _matches("spike", name):
-            first(spikes(values, thresholds.spike_k, thresholds.spike_window), "spike",
-                  f"{{value:.4g}} — far above its median of the {thresholds.spike_window} points before")
+            first(spikes(values, thresholds.spike_k, thresholds.spike_window, np.asarray(steps, dtype=float)),
+                  "spike", f"{{value:.4g}} — far above the trend of the {thresholds.spike_window} points before, "
+                           "and back after it")
         if _matches("entropy", name):
             early = early_mean(values)
             if early and early > 0:
@@ -87,23 +117,50 @@ def compute_signs(series: dict[str, list[tuple[int, float]]], thresholds: Thresh
     return sorted(signs, key=lambda s: (s.step, s.series, s.kind))
 
 
-def spikes(values: np.ndarray, k: float = 6.0, window: int = 20) -> np.ndarray:
-    """Where a value is a spike: with m and MAD the median and median absolute deviation of the
-    ``window`` finite values before it (at least 5), a value above m + k · 1.4826 · MAD; when
-    MAD is 0, above m + k · 0.1 · |m| (and never when m is 0 too)."""
+def series_noise(values: np.ndarray) -> float:
+    """The noise of a series around its own trend: 1.4826 × the median absolute deviation of its
+    first differences (finite values, in order) ÷ √2, a robust standard deviation that a steady
+    trend does not inflate; 0 with fewer than two differences."""
+    finite = values[np.isfinite(values)]
+    if len(finite) < 3:
+        return 0.0
+    steps = np.diff(finite)
+    return float(1.4826 * np.median(np.abs(steps - np.median(steps))) / math.sqrt(2))
+
+
+def trend_line(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """(slope, intercept) of the Theil–Sen line through (x, y): the median of the pairwise slopes,
+    then the median of y − slope·x; robust to a few outliers."""
+    i, j = np.triu_indices(len(x), 1)
+    dx = x[j] - x[i]
+    ok = dx != 0
+    slope = float(np.median((y[j] - y[i])[ok] / dx[ok])) if ok.any() else 0.0
+    return slope, float(np.median(y - slope * x))
+
+
+def spikes(values: np.ndarray, k: float = 6.0, window: int = 20, steps: np.ndarray | None = None) -> np.ndarray:
+    """Where a value is a spike: over the ``window`` finite values before it (at least 5), the
+    Theil–Sen trend predicts it; the scale is the largest of 1.4826 × the median absolute residual
+    around that trend, the noise of the window's first differences (``series_noise``) and 2 % of the
+    window's median level; the value is a spike when it lies more than ``k`` scales above the
+    prediction and the next finite value comes back below the prediction plus half that excess (so
+    the newest value waits for the next). A steady rise, or a rise that goes on, is no spike."""
+    values = np.asarray(values, dtype=float)
+    steps = np.arange(len(values), dtype=float) if steps is None else np.asarray(steps, dtype=float)
     out = np.zeros(len(values), dtype=bool)
-    history: list[float] = []
-    for i, value in enumerate(values):
-        if not math.isfinite(value):
+    finite = np.flatnonzero(np.isfinite(values))
+    for n, i in enumerate(finite[:-1]):  # the newest value has no next one yet
+        if n < 5:
             continue
-        if len(history) >= 5:
-            recent = np.array(history[-window:])
-            median = float(np.median(recent))
-            scale = 1.4826 * float(np.median(np.abs(recent - median)))
-            if scale == 0:
-                scale = 0.1 * abs(median)
-            out[i] = scale > 0 and value - median > k * scale
-        history.append(value)
+        before = finite[max(0, n - window):n]
+        x, y = steps[before], values[before]
+        slope, intercept = trend_line(x, y)
+        predicted = intercept + slope * steps[i]
+        scale = max(1.4826 * float(np.median(np.abs(y - (intercept + slope * x)))), series_noise(y),
+                    0.02 * abs(float(np.median(y))))
+        excess = values[i] - predicted
+        # a spike comes back down
+        out[i] = scale > 0 and excess > k * scale and values[finite[n + 1]] - predicted < excess / 2
     return out
 
 

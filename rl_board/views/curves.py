@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from .. import fields as F
-from ..figures import build_curve_figure, build_runs_figure
+from ..figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..loader import ROOT_RUN, RootError, Run
 from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
 from ..text import escape_markdown
@@ -79,6 +79,9 @@ def render(run: Run, settings: Settings) -> None:
                            mime="text/csv", key="steps_csv", on_click="ignore")
 
 
+_ALIGNED_FOR = "compare_aligned_for"  # (run, compared runs) the alignment was chosen for
+
+
 def render_comparison(run: Run, settings: Settings) -> None:
     """Other runs under the root (as the sidebar listed them), overlaid on this one's curves (the batch
     view stays on this run)."""
@@ -90,7 +93,7 @@ def render_comparison(run: Run, settings: Settings) -> None:
         return
     state.run_choice(keys.COMPARE_RUNS, others, [])
     chosen = st.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
-                            help="Their curves are drawn over this run's, aligned by step; the batch below "
+                            help="Their curves are drawn over this run's, aligned by step; the batch "
                                  "stays on this run.")
     if not chosen:
         return
@@ -103,6 +106,20 @@ def render_comparison(run: Run, settings: Settings) -> None:
             st.text(str(exc))
             continue
         steps[name] = curve_frame(other.steps)
+    automatic = align_runs_by(steps)
+    choices = {ALIGN_STEP: "step", ALIGN_PROGRESS: "progress (% of each run's steps)"}
+    compared = (str(run.path), tuple(chosen))  # other runs compared: start from their automatic alignment
+    if st.session_state.get(keys.COMPARE_ALIGN) not in choices or st.session_state.get(_ALIGNED_FOR) != compared:
+        st.session_state[keys.COMPARE_ALIGN] = automatic
+    st.session_state[_ALIGNED_FOR] = compared
+    align = st.radio("Align runs by", list(choices), format_func=choices.__getitem__, horizontal=True,
+                     key=keys.COMPARE_ALIGN,
+                     help="Progress puts each run's first step at 0 % and its last at 100 %, so runs of very "
+                          "different lengths read side by side; hover shows the step.")
+    if automatic == ALIGN_PROGRESS:
+        spans = ", ".join(f"{escape_markdown(name)}: steps {int(f.index.min())}–{int(f.index.max())}"
+                          for name, f in steps.items())
+        st.caption(f"The step ranges differ a lot ({spans}).")
     kl = KL_PREFIX[settings.kl_estimator]
     series = [("reward", "Reward"), (kl, f"KL ({settings.kl_estimator})"),
               ("response_len", "Response length (tokens)"), ("response_chars", "Response length (characters)")]
@@ -113,4 +130,4 @@ def render_comparison(run: Run, settings: Settings) -> None:
     grid = st.columns(3)
     for i, (name, title) in enumerate(shown):
         grid[i % 3].plotly_chart(build_runs_figure(steps, name, title, settings.std_scale, settings.zero_shift,
-                                                   settings.smoothing), key=f"compare_{name}")
+                                                   settings.smoothing, align), key=f"compare_{name}")

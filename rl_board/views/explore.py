@@ -57,7 +57,10 @@ def render(run: Run, settings: Settings) -> None:
     first, last = (d.select_slider("Steps", steps, value=(steps[0], steps[-1]), key=keys.EXPLORE_STEPS)
                    if len(steps) > 1 else (steps[0], steps[0]))
     ranges = {numeric[column]: (low, high)} if column != NO_FILTER and (low is not None or high is not None) else {}
-    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last))
+    truncated = st.checkbox("Only truncated responses", key=keys.EXPLORE_TRUNCATED,
+                            help="No EOS token among the counted positions, which fill the per-token lists: "
+                                 "the response ran out of room.") or None
+    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated)
     try:
         matches = compute_matches(run, query)
     except ValueError as exc:

@@ -41,7 +41,9 @@ EXTRA_CURVES = "extra_curves"
 GAMMA = "gae_gamma"
 LAMBDA = "gae_lambda"
 COLOR_BY = "color_tokens_by"
+TOKEN_RANGE = "token_range"  # the positions the heatmap draws (a long response)
 SHOW_DRIVERS = "show_drivers"
+SHOW_POSITIONS = "show_positions"
 DRIVERS_NGRAMS = "drivers_ngrams"  # the n-gram finder compares: top vs bottom of the step, or late vs early steps
 FINDING_OPEN = "finding_open"  # the finding whose evidence is shown (its kind)
 EXPLORE_REGEX = "explore_regex"
@@ -52,12 +54,16 @@ EXPLORE_HIGH = "explore_high"
 EXPLORE_STEPS = "explore_steps"
 EXPLORE_TOP = "explore_top"
 EXPLORE_ORDER = "explore_order"
+EXPLORE_TRUNCATED = "explore_truncated"
 SHOW_HISTORY = "show_prompt_history"
 GROUP_BATCH = "group_batch"
 COMPARE_RUNS = "compare_runs"
+COMPARE_ALIGN = "compare_align"  # align compared runs by step or by progress
 METRICS_PATH = "metrics_path"
 METRICS_GROUP = "metrics_group"
 METRICS_SERIES = "metrics_series"
+METRICS_OVERLAY = "metrics_overlay"  # the rollout curve a trainer series is drawn over
+METRICS_OVERLAY_SERIES = "metrics_overlay_series"
 
 #: The page's areas: a tab each (``main.AREAS`` says what each holds); ``AREA`` is the open one's label.
 AREA = "area"

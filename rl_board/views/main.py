@@ -21,8 +21,8 @@ from rl_board.access import check_roots
 from rl_board.loader import RootError, TokenizerError
 from rl_board import fields as F
 from rl_board.text import escape_markdown
-from rl_board.views import (batch, curves, drivers, explore, keys, links, report, sample, sidebar, state, tokens,
-                            trainer, turns)
+from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
+                            tokens, trainer, turns)
 from rl_board.views import findings
 
 
@@ -70,6 +70,7 @@ def _batch_area(run, settings) -> None:
         step = batch.render_step_picker(run, settings.follow_newest)
     ordered, order = batch.render(run, step, settings)
     drivers.render(run, step, ordered, settings)
+    positions.render(run, step, ordered, settings)
     with st.container(key=_SAMPLE_ANCHOR):
         chosen = batch.render_sample_picker(ordered, settings.kl_estimator)
         record = state.get_record(run, chosen)

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import fields as F
+from ..checks import compute_data_checks
 from ..loader import Run
 from ..readers import format_field_mapping
 
@@ -49,6 +50,10 @@ def render(run: Run) -> None:
         with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),
                          hide_index=True)
+    checks = compute_data_checks(run.samples, run.files)
+    if checks:
+        st.warning("Numbers a log should not hold:")
+        st.text("\n".join(check.message for check in checks))
 
 
 def metrics_files(run_dir: Path, names) -> list[str]:
@@ -88,7 +93,8 @@ def _nothing_loaded(run: Run) -> None:
 
 def suggest_mapping(found: list[tuple[str, str]]) -> str:
     """A field mapping to start from: the first number key that is not the step for ``reward``, the first
-    text key for ``response``; "" when there is neither."""
+    text key for ``response`` (the last of several: a question comes before its answer); "" when there is
+    neither."""
     taken = {F.STEP, F.REWARD, "score", *F.TEXT_FIELDS}
     numbers = [k for k, kind in found if kind == "number" and k not in taken]
     texts = [k for k, kind in found if kind == "text" and k not in taken]
@@ -96,5 +102,5 @@ def suggest_mapping(found: list[tuple[str, str]]) -> str:
     if not any(k in (F.REWARD, "score") and kind == "number" for k, kind in found) and numbers:
         pairs.append(f"{F.REWARD}={numbers[0]}")
     if not any(k in ("response", "output", "completion") for k, _ in found) and texts:
-        pairs.append(f"response={texts[-1] if len(texts) > 1 else texts[0]}")
+        pairs.append(f"response={texts[-1]}")
     return ", ".join(pairs)

@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from .. import fields as F
-from ..demo import PAD_TOKEN
+from ..defaults import EOS_TOKEN, PAD_TOKEN
 from ..loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
@@ -17,8 +17,8 @@ from ..metrics import KL_ESTIMATORS
 from . import keys, links
 
 DEFAULT_ROOT = "./rollout_samples"
-DEFAULT_PAD = PAD_TOKEN  # OpenRLHF pads with the EOS token: both default to <|endoftext|>
-DEFAULT_EOS = PAD_TOKEN
+DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
+DEFAULT_EOS = EOS_TOKEN
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
 
 
@@ -137,7 +137,9 @@ def render() -> Settings:
             spike_k=st.number_input("Spike: robust deviations above the median", 1.0, 100.0, Thresholds.spike_k,
                                     key="sign_spike"),
             entropy_fraction=st.number_input("Entropy below this fraction of its early mean", 0.0, 1.0,
-                                             Thresholds.entropy_fraction, key="sign_entropy"))
+                                             Thresholds.entropy_fraction, key="sign_entropy"),
+            kl_noise_k=st.number_input("Negative KL: below 0 by this many noise scales", 0.0, 100.0,
+                                       Thresholds.kl_noise_k, key="sign_kl_noise"))
     side.header("Show")
     return Settings(
         root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..colors import build_token_text_html, metric_scale
+from ..colors import build_token_text_html, metric_scale, visible_token
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..loader import NO_TOKENIZER
 from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
 from ..tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
+
+HEATMAP_RANGE = 64  # positions the heatmap draws at first; a longer response gets a range slider
 from .sidebar import Settings
 
 
@@ -39,7 +41,8 @@ def render(record: dict, settings: Settings, tokenizer_path: str | None = None) 
     gamma, lam = 1.0, 0.95
     if (sample.values == sample.values).any():  # a critic: GAE controls
         left, right = st.columns(2)
-        gamma = left.number_input("GAE γ", 0.0, 1.0, 1.0, 0.01, key=keys.GAMMA)
+        gamma = left.number_input("γ (discount of GAE and of the return-to-go)", 0.0, 1.0, 1.0, 0.01,
+                                  key=keys.GAMMA)
         lam = right.number_input("GAE λ", 0.0, 1.0, 0.95, 0.01, key=keys.LAMBDA)
     table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None,
                                 gamma=gamma, lam=lam)
@@ -57,8 +60,20 @@ def render(record: dict, settings: Settings, tokenizer_path: str | None = None) 
     state.run_choice(keys.TOKEN_METRICS, list(TOKEN_METRICS), available)
     chosen = st.multiselect("Token metrics", TOKEN_METRICS, key=keys.TOKEN_METRICS, format_func=_label)
     shown = [m for m in chosen if m in available]
-    st.dataframe(table[["token", *shown, *(["counted"] if sample.has_mask else [])]], key="token_table")
+    st.dataframe(table[["token", *shown, *(["counted"] if sample.has_mask else [])]]
+                 .assign(token=table["token"].map(visible_token)), key="token_table")
     if shown:
-        if len(table) > MAX_HEATMAP_TOKENS:
-            st.caption(f"The heatmap shows the first {MAX_HEATMAP_TOKENS} of {len(table)} tokens; the table has all.")
-        st.plotly_chart(build_token_heatmap_figure(table, shown, settings.kl_estimator), key="token_heatmap")
+        drawn = table
+        if len(table) > HEATMAP_RANGE:  # a long response: the heatmap draws a range of positions
+            last = len(table) - 1
+            kept = st.session_state.get(keys.TOKEN_RANGE)
+            if not (isinstance(kept, (tuple, list)) and len(kept) == 2 and 0 <= kept[0] <= kept[1] <= last):
+                st.session_state[keys.TOKEN_RANGE] = (0, HEATMAP_RANGE - 1)  # a new, shorter sample: start over
+            first, end = st.slider("Heatmap positions", 0, last, key=keys.TOKEN_RANGE,
+                                   help=f"Token positions drawn (at most {MAX_HEATMAP_TOKENS}); the table above "
+                                        "has them all.")
+            end = min(end, first + MAX_HEATMAP_TOKENS - 1)
+            drawn = table.iloc[first:end + 1]
+            st.caption(f"The heatmap shows positions {table.index[first]}–{table.index[end]} of "
+                       f"{len(table)}; move the range to see others.")
+        st.plotly_chart(build_token_heatmap_figure(drawn, shown, settings.kl_estimator), key="token_heatmap")

@@ -10,10 +10,11 @@ import pandas as pd
 import streamlit as st
 
 from ..access import RootError, check_allowed
-from ..figures import build_curve_figure
+from ..figures import build_curve_figure, build_overlay_figure
 from ..loader import Run
 from ..scalars import ScalarsError, discover
-from ..scalars.signs import Thresholds, compute_signs
+from ..scalars.signs import Thresholds, compute_signs, default_series
+from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
 from ..text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
@@ -54,19 +55,66 @@ def render(run: Run, settings: Settings) -> None:
                   help=escape_markdown(sign.message), on_click=state.go_to_step, args=(sign.step, rollout_steps))
     if not scalars.series:
         return
-    groups = sorted({_prefix(name) for name in scalars.series})
+    names = list(scalars.series)
+    defaults = default_series(names) or names[:3]
+    groups = sorted({_prefix(name) for name in names})
     left, right = st.columns([1, 3])
-    state.run_choice(keys.METRICS_GROUP, groups, groups[0])
-    group = left.selectbox("Group", groups, key=keys.METRICS_GROUP)
-    names = [n for n in scalars.series if _prefix(n) == group]
-    state.run_choice(f"{keys.METRICS_SERIES}-{group}", names, names[:3])
-    chosen = right.multiselect("Series", names, key=f"{keys.METRICS_SERIES}-{group}")
+    chosen_groups = _multiselect(left, "Groups", groups, sorted({_prefix(n) for n in defaults}), keys.METRICS_GROUP,
+                                 help="Series are grouped by the prefix of their name (actor/, critic/…); pick "
+                                      "any number of groups.")
+    offered = [n for n in names if _prefix(n) in chosen_groups]
+    chosen = _multiselect(right, "Series", offered, [n for n in defaults if n in offered], keys.METRICS_SERIES,
+                          help="Shown first: the reward, KL, entropy, loss and clip fraction the trainer logged.")
     grid = st.columns(3)
     for i, name in enumerate(chosen):
-        points = scalars.series[name]
-        frame = pd.DataFrame({"s_mean": [v for _, v in points]}, index=[s for s, _ in points])
-        grid[i % 3].plotly_chart(
-            build_curve_figure(frame, ["s"], name, 0.0, settings.zero_shift, labels={"s": name},
+        grid[i % 3].plotly_chart(  # a clicked point opens its step's batch
+            build_curve_figure(_frame(scalars.series[name]), ["s"], name, 0.0, settings.zero_shift, labels={"s": name},
                                smoothing=settings.smoothing),
             key=f"trainer_curve-{name}", selection_mode="points",
             on_select=partial(state.step_clicked, f"trainer_curve-{name}", rollout_steps))
+    _render_overlay(run, scalars, chosen or defaults, settings)
+
+
+def _frame(points) -> pd.DataFrame:
+    """A trainer series as a frame ``build_curve_figure`` draws (column ``s_mean``, indexed by step)."""
+    return pd.DataFrame({"s_mean": [v for _, v in points]}, index=[s for s, _ in points])
+
+
+def _multiselect(where, label: str, options: list, default: list, key: str, help: str) -> list:
+    """A multiselect that keeps the user's picks still offered, else starts at ``default``."""
+    if key in st.session_state:
+        st.session_state[key] = [o for o in st.session_state[key] if o in options]
+    else:
+        st.session_state[key] = list(default)
+    return where.multiselect(label, options, key=key, help=help)
+
+
+def _render_overlay(run: Run, scalars, suggested: list[str], settings: Settings) -> None:
+    """One trainer series drawn over one rollout curve, on the same step axis (two y axes)."""
+    curves = curve_frame(run.steps)
+    rollout = {label: name for label, name in _rollout_series(settings).items() if f"{name}_mean" in curves
+               and curves[f"{name}_mean"].notna().any()}
+    if not rollout:
+        return
+    left, right = st.columns(2)
+    over = left.selectbox("Overlay on the rollout curve", [NO_OVERLAY, *rollout], key=keys.METRICS_OVERLAY,
+                          help="Draw a trainer series over a curve of the rollouts, on one step axis.")
+    if over == NO_OVERLAY:
+        return
+    names = list(scalars.series)
+    series = right.selectbox("Trainer series", names, index=names.index(suggested[0]) if suggested else 0,
+                             key=keys.METRICS_OVERLAY_SERIES)
+    st.plotly_chart(build_overlay_figure(curves, rollout[over], over, _frame(scalars.series[series]), series,
+                                         settings.smoothing), key="trainer_overlay")
+
+
+NO_OVERLAY = "(none)"
+
+
+def _rollout_series(settings: Settings) -> dict[str, str]:
+    """The rollout curves a trainer series can be drawn over: label -> series of ``tables.curve_frame``."""
+    kl = KL_PREFIX[settings.kl_estimator]
+    return {"reward (mean per step)": "reward", f"KL ({settings.kl_estimator}, mean per sample)": kl,
+            "response length (tokens)": "response_len", "response length (characters)": "response_chars",
+            "entropy (mean per sample)": "entropy", "mismatch KL": "mismatch_kl",
+            **{f"{title}": name for name, title in DIAGNOSTIC_CURVES.items() if name not in ("entropy", "mismatch_kl")}}

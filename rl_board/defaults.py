@@ -1,0 +1,30 @@
+"""The one set of defaults the page and every command share, and the word that turns a token off.
+
+OpenRLHF, verl and TRL's Qwen-style models end a response with ``<|endoftext|>`` and pad with it, so
+both the pad and the EOS token default to it (see ``metrics`` for how they cut a response). ``none``
+(any case) or an empty value turns either off: ``--pad-token none``.
+"""
+
+from __future__ import annotations
+
+PAD_TOKEN = "<|endoftext|>"
+EOS_TOKEN = "<|endoftext|>"
+OFF = "none"  # --pad-token none / --eos-token none: no such token
+
+
+def token_option(value: str | None) -> str | None:
+    """A token as given on the command line: None for ``none`` (any case), an empty value or None."""
+    if value is None or not value or value.strip().lower() == OFF:
+        return None
+    return value
+
+
+def read_settings(run, max_per_step: int | None = None) -> dict:
+    """The settings ``run`` (a ``Run``) was read with, as the JSON of ``summary``, ``search`` and
+    ``findings`` carries them: ``pad_token`` and ``eos_token`` (null when off), ``fields`` (the field
+    mapping, canonical -> source), ``split`` (null for a format without splits) and
+    ``max_samples_per_step`` (null: all)."""
+    options = run.options
+    return {"pad_token": options.pad_token, "eos_token": options.eos_token,
+            "fields": {canonical: source for canonical, source in options.fields},
+            "split": getattr(run, "split", None), "max_samples_per_step": max_per_step}
