@@ -438,7 +438,7 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
     from playwright.sync_api import expect
 
     _long_token_run(tmp_path / "long")
-    with _page(f"{server}/?{urlencode({'root': str(tmp_path), 'run': 'long'})}", 1500, 2600) as page:
+    with _page(f"{server}/?{urlencode({'root': str(tmp_path), 'run': 'long', 'area': 'batch'})}", 1500, 2600) as page:
         chart = page.get_by_test_id("stPlotlyChart").filter(has_text="Per-token heatmap")
         expect(chart).to_be_visible(timeout=60_000)
         chart.scroll_into_view_if_needed()
