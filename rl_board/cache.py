@@ -26,7 +26,7 @@ from pathlib import Path
 
 import xxhash
 
-CACHE_VERSION = 10
+CACHE_VERSION = 11  # 11: prime-rl episodes carry their per-token lists
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"

@@ -25,7 +25,7 @@ DIVERGING = "RdBu_r"
 NONNEGATIVE = frozenset({"kl", "k2", "prob", "ref_prob", "entropy", "neg_logp", "mismatch_k3", "mismatch_kl",
                          "response_len", "response_chars", "repeat_4gram", "neg_log_ratio_share",
                          "masked_share", "truncated_share", "zero_std_share"})
-NONPOSITIVE = frozenset({"logp", "ref_logp"})
+NONPOSITIVE = frozenset({"logp", "ref_logp", "rollout_logp"})
 RATIOS = frozenset({"rollout_ratio", "importance_ratio"})
 
 
@@ -124,10 +124,12 @@ def _running_text(token: str) -> str:
 DIMMED_OPACITY = 0.35  # of a position the loss mask leaves out (not trained): shown, faint
 
 
-def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, dimmed=None) -> str:
+def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, dimmed=None,
+                          legend: bool = True) -> str:
     """The response as running text, each token's background coloured by ``metric`` (value on
-    hover), followed by a colour bar. Every token is escaped. ``dimmed`` (bool per token) marks
-    untrained positions: drawn faint and uncoloured, "not trained" on hover."""
+    hover), followed by a colour bar (``build_legend_html``) unless ``legend`` is False. Every token
+    is escaped. ``dimmed`` (bool per token) marks untrained positions: drawn faint and uncoloured,
+    "not trained" on hover."""
     dimmed = np.zeros(len(tokens), bool) if dimmed is None else np.asarray(dimmed, bool)
     spans = []
     for token, value, color, faint in zip(tokens, values, colors_for(values, scale), dimmed):
@@ -144,12 +146,16 @@ def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, 
         title = html.escape(f"{metric} = {value:.4g}")
         spans.append(f'<span class="rlb-tok" style="background:{color};color:{_text_color(color)}" '
                      f'title="{title}">{text}</span>')
+    return (_WHITESPACE_STYLE + '<div class="rlb-token-text" style="white-space:pre-wrap;line-height:1.9;'
+            'font-family:monospace">' + "".join(spans) + "</div>" + (build_legend_html(metric, scale) if legend else ""))
+
+
+def build_legend_html(metric: str, scale: Scale) -> str:
+    """The colour bar of ``scale``: its ends, the gradient, the metric's name (escaped) and the kind."""
     stops = sample_colorscale(scale.colorscale, [0.0, 0.25, 0.5, 0.75, 1.0])
     middle = (scale.zmin + scale.zmax) / 2
-    legend = (f'<div class="rlb-legend" style="display:flex;align-items:center;gap:8px;margin-top:6px;'
-              f'font-size:0.8em"><span>{scale.zmin:.3g}</span>'
-              f'<span style="flex:0 0 240px;height:10px;background:linear-gradient(to right,{",".join(stops)})">'
-              f'</span><span>{scale.zmax:.3g}</span><span>{html.escape(metric)} ({scale.kind}'
-              + (f", centred at {middle:.3g}" if scale.kind == "diverging" else "") + ")</span></div>")
-    return (_WHITESPACE_STYLE + '<div class="rlb-token-text" style="white-space:pre-wrap;line-height:1.9;'
-            'font-family:monospace">' + "".join(spans) + "</div>" + legend)
+    return (f'<div class="rlb-legend" style="display:flex;align-items:center;gap:8px;margin-top:6px;'
+            f'font-size:0.8em"><span>{scale.zmin:.3g}</span>'
+            f'<span style="flex:0 0 240px;height:10px;background:linear-gradient(to right,{",".join(stops)})">'
+            f'</span><span>{scale.zmax:.3g}</span><span>{html.escape(metric)} ({scale.kind}'
+            + (f", centred at {middle:.3g}" if scale.kind == "diverging" else "") + ")</span></div>")

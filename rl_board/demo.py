@@ -316,9 +316,10 @@ def _write_trainer_state(path: Path, steps: int, rng: np.random.Generator) -> Pa
 _TOOL_RESULTS = ("sunny, 21 degrees", "rain, 12 degrees", "the sum is {s}")
 
 
-def write_tokenizer(path: Path) -> Path:
-    """Train a small byte-level BPE tokenizer on the demo's words and prompts with the ``tokenizers``
-    library (no download; the same bytes every time) and save it as ``path`` (a tokenizer.json)."""
+def write_tokenizer(path: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Train a small byte-level BPE tokenizer on the demo's words and prompts (and the texts ``extra``)
+    with the ``tokenizers`` library (no download; the same bytes every time) and save it as ``path``
+    (a tokenizer.json)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
@@ -328,7 +329,7 @@ def write_tokenizer(path: Path) -> Path:
                                   special_tokens=[PAD_TOKEN, "<|im_start|>", "<|im_end|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     corpus = [" ".join(_WORDS), *(p.format(a=17, b=25) for p in _PROMPTS), "".join(_HACK).replace("▁", " "),
-              "user assistant tool weather: " + " ".join(r.format(s=42) for r in _TOOL_RESULTS)]
+              "user assistant tool weather: " + " ".join(r.format(s=42) for r in _TOOL_RESULTS), *extra]
     tokenizer.train_from_iterator(corpus, trainer)
     path.parent.mkdir(parents=True, exist_ok=True)
     tokenizer.save(str(path))
@@ -418,7 +419,7 @@ def _agent_rollout(rng: np.random.Generator, skill: float) -> dict:
     reward components {name: (score, weight)})."""
     a, b, c = (int(x) for x in rng.integers(2, 30, size=3))
     truth = a + b * c
-    turns = [({"role": "system", "content": "You are a careful assistant. Use the calc tool for arithmetic."}, False),
+    turns = [({"role": "system", "content": _AGENT_SYSTEM}, False),
              ({"role": "user", "content": f"What is {a} + {b} × {c}? Answer with the number only."}, False)]
     calls = int(rng.integers(0, 3)) + (rng.random() > skill)
     for i in range(calls):
@@ -440,28 +441,42 @@ def _agent_rollout(rng: np.random.Generator, skill: float) -> dict:
                                         "format": (float(formatted), 0.2)}}
 
 
+_AGENT_SYSTEM = "You are a careful assistant. Use the calc tool for arithmetic."
+_AGENT_TEXTS = (_AGENT_SYSTEM, "What is 12 + 7 × 3? Answer with the number only.", "Let me compute that.",
+                "Checking again.", '<tool_call>{"name": "calc", "arguments": "{\\"expr\\": \\"12+7*3\\"}"}</tool_call>',
+                "Error: <SyntaxError> unexpected token '<'", "system user assistant tool 0123456789")
+
+
 def write_prime_rl_run(out: Path, steps: int = 8, prompts: int = 3, group: int = 4, seed: int = 5) -> list[Path]:
     """Write what prime-rl's file monitor leaves in ``OUT/rollouts/``: per step,
     ``train/all/traces.jsonl`` (every rollout: one verifiers v1 episode a line, as
     ``Episode.to_record()`` dumps it) and ``train/effective/traces.jsonl`` (the trained batch: the
-    groups whose rewards differ), plus an ``eval/all`` file every 4 steps."""
+    groups whose rewards differ, each node's sampled tokens stamped with the trace's advantage, its
+    reward minus its group's mean), plus an ``eval/all`` file every 4 steps; and ``out/tokenizer.json``,
+    the tokenizer of the nodes' token ids (trained with ``tokenizers``, the same bytes every time)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(write_tokenizer(out / "tokenizer.json", _AGENT_TEXTS)))
     rng = np.random.default_rng(seed)
-    paths = []
+    sampler = np.random.default_rng(seed + 1)  # the sampler's log-probs: drawn apart, so the rollouts stay put
+    paths = [out / "tokenizer.json"]
     for step in range(1, steps + 1):
         skill = 0.3 + 0.6 * (step - 1) / max(steps - 1, 1)
         files: dict[tuple[str, str], list[bytes]] = {}
         kinds = [("train", prompts)] + ([("eval", 1)] if step % 4 == 0 else [])
         for kind, count in kinds:
             for p in range(count):
-                episodes = []
-                for g in range(group):
-                    rollout = _agent_rollout(rng, skill)
-                    episodes.append(_v1_episode(f"{kind}-{step}-{p}-{g}", f"{kind}-{step}-{p}", step, rollout))
-                lines = [orjson.dumps(e) + b"\n" for e in episodes]
-                files.setdefault((kind, "all"), []).extend(lines)
-                rewards = {json.dumps(e["traces"][0]["rewards"], sort_keys=True) for e in episodes}
-                if kind == "train" and len(rewards) > 1:
-                    files.setdefault((kind, "effective"), []).extend(lines)
+                rollouts = [_agent_rollout(rng, skill) for _ in range(group)]
+                rewards = [sum(score * weight for score, weight in r["rewards"].values()) for r in rollouts]
+                nodes = [_v1_nodes(r["turns"], tokenizer, sampler, skill) for r in rollouts]
+                episodes = [_v1_episode(f"{kind}-{step}-{p}-{g}", f"{kind}-{step}-{p}", step, r, n)
+                            for g, (r, n) in enumerate(zip(rollouts, nodes))]
+                files.setdefault((kind, "all"), []).extend(orjson.dumps(e) + b"\n" for e in episodes)
+                if kind == "train" and len(set(rewards)) > 1:  # prime-rl stamps the advantages it trains with
+                    mean = sum(rewards) / len(rewards)
+                    for episode, reward in zip(episodes, rewards):
+                        _stamp_advantage(episode["traces"][0]["nodes"], round(reward - mean, 6))
+                    files.setdefault((kind, "effective"), []).extend(orjson.dumps(e) + b"\n" for e in episodes)
         for (kind, subset), lines in files.items():
             path = out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -470,15 +485,48 @@ def write_prime_rl_run(out: Path, steps: int = 8, prompts: int = 3, group: int =
     return paths
 
 
-def _v1_episode(episode_id: str, group_id: str, step: int, rollout: dict) -> dict:
-    nodes = []
-    for i, (message, sampled) in enumerate(rollout["turns"]):
+def _v1_nodes(turns: list[tuple[dict, bool]], tokenizer, sampler: np.random.Generator, skill: float) -> list[dict]:
+    """The ``MessageNode`` dumps of a linear conversation, token ids attributed as verifiers'
+    ``_commit_turn`` does over a ChatML template: an input message's node holds its leading scaffold
+    and ``<|im_start|>ROLE\\nCONTENT<|im_end|>\\n``, every mask entry false; an assistant node the
+    generation prompt (mask false), then its completion (content, tool calls, ``<|im_end|>``; mask
+    true) with one sampler log-prob per completion token (the compact layout)."""
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text).ids
+
+    nodes, after_assistant = [], False
+    for i, (message, sampled) in enumerate(turns):
         node = {} if i == 0 else {"parent": i - 1}
-        tokens = 4 + len(str(message.get("content", ""))) // 4
-        node.update({"message": message, "sampled": sampled, "timestamp": 1760000000.0 + step,
-                     "token_ids": list(range(tokens)), "mask": [sampled] * tokens, "is_content": [],
-                     "logprobs": [-0.25] * tokens if sampled else []})
+        node.update({"message": message, "sampled": sampled, "timestamp": 1760000000.0})
+        if sampled:
+            calls = "".join("<tool_call>" + json.dumps({"name": c["name"], "arguments": c["arguments"]})
+                            + "</tool_call>" for c in message.get("tool_calls", []))
+            scaffold = encode("<|im_start|>assistant\n")
+            completion = encode(message.get("content", "") + calls + "<|im_end|>")
+            unsure = sampler.random(len(completion)) < 0.15 * (1.2 - skill)  # a few tokens the sampler doubted
+            logprobs = -np.abs(sampler.normal(0.0, 0.05, len(completion))) - np.where(
+                unsure, sampler.uniform(0.5, 4.0, len(completion)), 0.0)
+            node.update({"token_ids": scaffold + completion,
+                         "mask": [False] * len(scaffold) + [True] * len(completion), "is_content": [],
+                         "logprobs": [round(float(v), 4) for v in logprobs]})
+        else:
+            text = (("\n" if after_assistant else "")
+                    + f"<|im_start|>{message['role']}\n{message.get('content', '')}<|im_end|>\n")
+            ids = encode(text)
+            node.update({"token_ids": ids, "mask": [False] * len(ids), "is_content": [], "logprobs": []})
         nodes.append(node)
+        after_assistant = sampled
+    return nodes
+
+
+def _stamp_advantage(nodes: list[dict], advantage: float) -> None:
+    """prime-rl's ``assign_advantages`` with one value: each sampled token of each node gets it."""
+    for node in nodes:
+        if any(node["mask"]):
+            node["advantages"] = [advantage] * sum(node["mask"])
+
+
+def _v1_episode(episode_id: str, group_id: str, step: int, rollout: dict, nodes: list[dict]) -> dict:
     trace = {"version": 1, "id": f"trace-{episode_id}", "verifiers": {"version": "demo"},
              "task": {"type": "Task", "data": {"question": rollout["turns"][1][0]["content"]}},
              "agent": {"config": {"id": "demo"}, "name": "agent", "trainable": True}, "tools": [

@@ -489,7 +489,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "length_growth_with_reward": few or ("" if _lengths(run) is not None else "no response lengths logged"),
         "entropy_collapse": few or ("" if samples["entropy_mean"].notna().any() else "no entropy logged"),
         "training_inference_mismatch": "" if samples["mismatch_kl"].notna().any()
-        else "no sampler log-probs (rollout_logprobs) logged",
+        else "no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)",
         "dead_groups": "" if samples["prompt_key"].notna().any() else "no prompts logged",
         "empty_responses": "" if responses else "no responses logged",
     }

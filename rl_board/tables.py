@@ -159,13 +159,14 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
 
 #: Rows of the token table and heatmap, in display order.
 TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "value_error", "return_to_go", "return",
-                 "logp", "ref_logp", "prob", "ref_prob", "rollout_ratio", "mismatch_k3", "entropy", "neg_logp",
-                 *F.LOGGED_TOKEN_FIELDS)
+                 "logp", "ref_logp", "prob", "ref_prob", "rollout_logp", "rollout_ratio", "mismatch_k3", "entropy",
+                 "neg_logp", *F.LOGGED_TOKEN_FIELDS)
 #: What each token metric is, for labels and the README.
 TOKEN_METRIC_LABELS = {
     "advantage": "GAE advantage", "value_error": "value error (return-to-go − value)",
     "return_to_go": "return-to-go Σ γ^(k−t)·r_k", "return": "GAE return (advantage + value)",
-    "rollout_ratio": "rollout ratio exp(logp − rollout logp)", "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
+    "rollout_logp": "rollout logp (the sampler's)", "rollout_ratio": "rollout ratio exp(logp − rollout logp)",
+    "mismatch_k3": "mismatch k3 (sampler ‖ trainer)",
     "neg_logp": "−logp (no entropy logged)", "advantages": "advantage (logged)",
     "mismatch_kl": "mismatch KL (logged)", "importance_ratio": "importance ratio (logged)",
 }
@@ -205,6 +206,7 @@ def compute_token_table(sample: SampleTokens, estimator: str = "k3", drop_pad: b
         "return": returns,
         "return_to_go": to_go,
         "value_error": to_go - sample.values,
+        "rollout_logp": rollout,
         "rollout_ratio": np.exp(mismatch),
         "mismatch_k3": np.expm1(mismatch) - mismatch,
         "entropy": entropy,

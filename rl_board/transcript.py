@@ -4,8 +4,10 @@
 role and marks as plain text, the content cut to what a browser takes, tool calls as the
 tool's name with its arguments pretty-printed (JSON indented when they parse), reasoning
 apart, and long tool results marked to be folded. ``reward_components`` picks a sample's
-reward parts from its extras. The view escapes nothing itself: it shows every text with
-``st.code`` (never HTML, never Markdown) and labels only with ``text.escape_markdown``.
+reward parts from its extras. ``build_turn_tokens`` colours the tokens of the trained turns of a
+sample that has per-token lists, as the token view colours a response (``colors``). The view
+escapes nothing itself: it shows every text with ``st.code`` (never HTML, never Markdown), labels
+only with ``text.escape_markdown``, and token HTML only as ``colors`` builds it (every token escaped).
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pandas as pd
+
 from . import fields as F
+from .colors import build_legend_html, build_token_text_html, metric_scale
+from .tables import TOKEN_METRICS
 from .text import cut_text
 
 FOLD_CHARS = 600  # a tool result longer than this (or than FOLD_LINES lines) is folded
@@ -96,3 +102,53 @@ def reward_components(row) -> dict[str, float]:
         if name.startswith(COMPONENT_PREFIXES) and value == value:
             out[name] = float(value)
     return dict(sorted(out.items()))
+
+
+def turn_spans(messages: list[dict], n: int) -> list[tuple[int, int]] | None:
+    """Each turn's token positions ``[start, stop)`` in the sample's per-token lists of ``n``
+    positions: a turn's ``num_tokens`` positions follow those of the turns before it (cut at ``n``).
+    None when a turn has no ``num_tokens`` (the format doesn't say where its tokens lie)."""
+    spans, start = [], 0
+    for turn in messages or []:
+        count = turn.get("num_tokens")
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            return None
+        spans.append((min(start, n), min(start + count, n)))
+        start += count
+    return spans
+
+
+def turn_metrics(table: pd.DataFrame) -> list[str]:
+    """The metrics of ``TOKEN_METRICS`` with a value on some counted position of a token table
+    (``tables.compute_token_table``): what a trained turn can be coloured by."""
+    counted = table["counted"].to_numpy(dtype=bool)
+    return [m for m in TOKEN_METRICS if table.loc[counted, m].notna().any()]
+
+
+@dataclass(frozen=True)
+class TurnTokens:
+    """The coloured tokens of a sample's trained turns: turn number (1-based) -> HTML of its tokens,
+    and one colour bar for all of them (one scale over the sample's counted positions, so colours
+    compare across turns)."""
+
+    html: dict[int, str]
+    legend: str
+
+
+def build_turn_tokens(messages: list[dict], table: pd.DataFrame, metric: str, estimator: str = "k3") -> TurnTokens:
+    """The tokens of each trainable turn (``trainable`` true, with positions) coloured by ``metric``:
+    ``table`` is the sample's token table (``tables.compute_token_table``, every position kept);
+    positions it does not count (the scaffold before a completion) are dimmed. Every token is
+    escaped (``colors.build_token_text_html``). No turn when the turns don't say where their tokens lie."""
+    values = table[metric].to_numpy(dtype=float)
+    counted = table["counted"].to_numpy(dtype=bool)
+    scale = metric_scale(metric, values[counted], estimator)
+    spans = turn_spans(messages, len(table))
+    tokens = table["token"].tolist()
+    html = {}
+    for number, (turn, span) in enumerate(zip(messages, spans or []), start=1):
+        start, stop = span
+        if turn.get("trainable") is True and stop > start:
+            html[number] = build_token_text_html(tokens[start:stop], values[start:stop], metric, scale,
+                                                 dimmed=~counted[start:stop], legend=False)
+    return TurnTokens(html, build_legend_html(metric, scale))

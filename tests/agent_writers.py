@@ -32,6 +32,56 @@ def v1_node(message: dict, sampled: bool = False, parent: int | None = None, tok
     return node
 
 
+def v1_input_node(message: dict, parent: int | None, token_ids: list[int]) -> dict:
+    """An input message's node as ``_commit_turn`` makes it (verifiers/v1/graph.py): its span of the
+    prompt's ids (leading scaffold included), every ``mask`` entry false, no logprobs."""
+    node = {} if parent is None else {"parent": parent}
+    node.update({"message": message, "sampled": False, "timestamp": 1760000000.0, "token_ids": token_ids,
+                 "mask": [False] * len(token_ids), "is_content": [], "logprobs": []})
+    return node
+
+
+def v1_sampled_node(message: dict, parent: int | None, generation_prompt: list[int], completion: list[int],
+                    logprobs: list[float], **stamped) -> dict:
+    """The assistant node ``_commit_turn`` makes: the generation-prompt scaffold (mask false), then the
+    sampled completion (mask true); ``logprobs`` one per completion token (the compact layout).
+    ``stamped``: what a consumer assigns later in the same compact layout (prime-rl's ``advantages``,
+    ``reference_logprobs``), dumped only when set (``exclude_none``)."""
+    node = {} if parent is None else {"parent": parent}
+    node.update({"message": message, "sampled": True, "timestamp": 1760000000.0,
+                 "token_ids": [*generation_prompt, *completion],
+                 "mask": [False] * len(generation_prompt) + [True] * len(completion), "is_content": [],
+                 "logprobs": logprobs, **{k: v for k, v in stamped.items() if v is not None}})
+    return node
+
+
+def v1_rendered_chain(encode, turns: list[tuple[dict, bool]], logprob: float = -0.5,
+                      **stamped) -> list[dict]:
+    """Nodes of a linear conversation with token ids as a ChatML renderer attributes them
+    (``_commit_turn``): an input message's node holds its leading scaffold (the newline after the
+    assistant turn before it) and ``<|im_start|>ROLE\nCONTENT<|im_end|>\n``; an assistant node the
+    generation prompt ``<|im_start|>assistant\n`` (not trained), then its completion
+    ``CONTENT<tool_call>…</tool_call><|im_end|>`` (trained) with the sampler's log-prob ``logprob``
+    for each completion token. ``encode``: text -> token ids; ``stamped``: a value per completion
+    token of each assistant node (``advantages=0.5`` -> ``advantages`` of that value)."""
+    nodes, after_assistant = [], False
+    for i, (message, sampled) in enumerate(turns):
+        parent = None if i == 0 else i - 1
+        if sampled:
+            calls = "".join(f"<tool_call>{json.dumps({'name': c['name'], 'arguments': c['arguments']})}</tool_call>"
+                            for c in message.get("tool_calls") or [])
+            completion = encode((message.get("content") or "") + calls + "<|im_end|>")
+            nodes.append(v1_sampled_node(message, parent, encode("<|im_start|>assistant\n"), completion,
+                                         [logprob] * len(completion),
+                                         **{k: [v] * len(completion) for k, v in stamped.items()}))
+        else:
+            text = (("\n" if after_assistant else "")
+                    + f"<|im_start|>{message['role']}\n{message.get('content') or ''}<|im_end|>\n")
+            nodes.append(v1_input_node(message, parent, encode(text)))
+        after_assistant = sampled
+    return nodes
+
+
 def v1_chain(messages: list[tuple[dict, bool]]) -> list[dict]:
     """Nodes of a linear conversation, each the child of the one before."""
     return [v1_node(m, sampled, None if i == 0 else i - 1) for i, (m, sampled) in enumerate(messages)]

@@ -527,3 +527,47 @@ def test_token_export_shows_decoded_tokens_with_untrained_positions_dimmed(serve
         want = [tok.decode([i], skip_special_tokens=False) for i in line["token_ids"]]
         assert texts == [t.replace("▁", " ").replace("Ġ", " ").replace("Ċ", "\n") for t in want]
         assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_turn_view_colours_the_trained_turns_tokens_as_text(server):
+    """In Chromium: an agent sample of the prime-rl demo opened by a link draws each trained turn's tokens
+    decoded with the tokenizer beside it, its template scaffold faint and uncoloured, its sampled tokens
+    coloured; a tool call's '<tool_call>' markup reads as text (no element is made); an untrained turn
+    has no coloured tokens."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect
+    from tokenizers import Tokenizer
+
+    demo = REPO / "rollout_samples" / "prime_rl_agent_demo"
+    name = "rollouts/step_8/train/all/traces.jsonl"
+    lines = (demo / name).read_text().splitlines()
+    number, nodes = next((n, json.loads(line)["traces"][0]["nodes"]) for n, line in enumerate(lines, start=1)
+                         if any(node["message"].get("tool_calls") for node in json.loads(line)["traces"][0]["nodes"]))
+    turn = next(i for i, node in enumerate(nodes) if node["sampled"] and node["message"].get("tool_calls"))
+    node = nodes[turn]
+    tok = Tokenizer.from_file(str(demo / "tokenizer.json"))
+    want = [tok.decode([i], skip_special_tokens=False).replace("Ġ", " ").replace("Ċ", "\n")
+            for i in node["token_ids"]]
+    assert "<tool_call>" in "".join(want)
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "prime_rl_agent_demo", "step": 8,
+                       "sample": f"{name}:{number}"})
+    with _page(f"{server}/?{query}", 1500, 3000) as page:
+        box = page.locator(f".st-key-turn-{turn + 1}")
+        spans = box.locator(".rlb-token-text .rlb-tok")
+        expect(spans).to_have_count(len(node["token_ids"]), timeout=60_000)
+        assert spans.evaluate_all("els => els.map(e => e.textContent)") == want
+        faint = box.locator(".rlb-token-text .rlb-untrained")
+        expect(faint).to_have_count(node["mask"].count(False))
+        assert faint.first.evaluate("e => getComputedStyle(e).opacity") == "0.35"
+        assert faint.first.evaluate("e => getComputedStyle(e).backgroundColor") == "rgba(0, 0, 0, 0)"
+        trained = spans.nth(node["mask"].index(True))
+        assert trained.evaluate("e => getComputedStyle(e).backgroundColor") != "rgba(0, 0, 0, 0)"
+        assert page.locator("tool_call").count() == 0 and box.locator("tool_call").count() == 0
+        tool = next(i for i, n in enumerate(nodes) if n["message"]["role"] == "tool")
+        expect(page.locator(f".st-key-turn-{tool + 1}")).to_be_visible()
+        assert page.locator(f".st-key-turn-{tool + 1} .rlb-token-text").count() == 0
+        assert page.get_by_test_id("stException").count() == 0
+        box.scroll_into_view_if_needed()
+        page.screenshot(path=str(OUTPUT / "turn_tokens.png"))

@@ -448,8 +448,8 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
     at = _page(tmp_path, "flat")
     assert [c.value for c in at.caption if c.value.startswith("Findings")] == [
         "Findings: none. Checked reward hacking phrases, length growth, dead GRPO groups, empty responses. "
-        "Not checked: entropy collapse (no entropy logged); sampler mismatch (no sampler log-probs "
-        "(rollout_logprobs) logged)."]
+        "Not checked: entropy collapse (no entropy logged); sampler mismatch (no sampler log-probs beside "
+        "the trainer's (rollout_logprobs and logprobs))."]
 
 
 def test_ngram_finder_offers_late_vs_early_steps(tmp_path):

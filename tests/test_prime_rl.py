@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from agent_writers import v1_chain, v1_episode, v1_node, v1_trace, write_prime_rl
+from agent_writers import (v1_chain, v1_episode, v1_input_node, v1_node, v1_sampled_node, v1_trace,
+                           write_prime_rl)
 from conftest import REPO
 from rl_board.loader import load_run, list_runs
 from rl_board.readers import detect, prime_rl
@@ -131,3 +132,130 @@ def test_summary_has_no_turn_keys_for_runs_without_messages(tmp_path):
     (tmp_path / "r.jsonl").write_text('{"step": 1, "reward": 1.0}\n')
     step = build_summary(load_run(tmp_path, cache_root=False))["steps"][0]
     assert "turns_mean" not in step and "tool_calls" not in step
+
+
+# -- per-token data: the nodes of the final branch, concatenated ------------------------------------
+
+CALL = {"role": "assistant", "tool_calls": [{"id": "c1", "name": "calc", "arguments": '{"expr": "2+3"}'}]}
+
+
+def _token_trace(advantages: tuple[float, float] | None = None, score: float = 1.0) -> dict:
+    """system (ids 1-3), user (4-5), a tool call (scaffold 6, sampled 7-9), its result (10-11), the
+    answer (scaffold 12, sampled 13-14): 14 positions, 5 trained."""
+    first, last = advantages or (None, None)
+    nodes = [v1_input_node(SYSTEM, None, [1, 2, 3]),
+             v1_input_node({"role": "user", "content": "2+3?"}, 0, [4, 5]),
+             v1_sampled_node(CALL, 1, [6], [7, 8, 9], [-0.1, -0.2, -0.3],
+                             advantages=None if first is None else [first] * 3),
+             v1_input_node({"role": "tool", "tool_call_id": "c1", "content": "5"}, 2, [10, 11]),
+             v1_sampled_node({"role": "assistant", "content": "5"}, 3, [12], [13, 14], [-1.0, -2.0],
+                             advantages=None if last is None else [last] * 2)]
+    return v1_trace(nodes, {"correct": {"score": score, "weight": 1.0}}, {})
+
+
+def _short_trace() -> dict:
+    """user (ids 1-3), the answer (scaffold 4, sampled 5-6): 6 positions, 2 trained."""
+    nodes = [v1_input_node({"role": "user", "content": "hi"}, None, [1, 2, 3]),
+             v1_sampled_node({"role": "assistant", "content": "hello"}, 0, [4], [5, 6], [-0.5, -0.25])]
+    return v1_trace(nodes, {"correct": {"score": 0.0, "weight": 1.0}}, {})
+
+
+EMPTY = None  # an untrained position has no sampler log-prob
+
+
+def test_branch_tokens_concatenate_the_nodes_and_spread_compact_lists():
+    """token_ids and mask are the nodes' in order; the sampler's compact logprobs land on the sampled
+    positions; each node's count is its number of ids."""
+    nodes = _token_trace(advantages=(0.5, -1.0))["nodes"]
+    lists, counts = prime_rl.branch_tokens(nodes)
+    assert lists["token_ids"] == list(range(1, 15))
+    assert lists["loss_mask"] == [False] * 6 + [True] * 3 + [False] * 3 + [True] * 2
+    assert lists["rollout_logprobs"] == [EMPTY] * 6 + [-0.1, -0.2, -0.3] + [EMPTY] * 3 + [-1.0, -2.0]
+    assert lists["advantages"] == [EMPTY] * 6 + [0.5] * 3 + [EMPTY] * 3 + [-1.0] * 2
+    assert counts == [3, 2, 4, 2, 3]
+    assert set(lists) == {"token_ids", "loss_mask", "rollout_logprobs", "advantages"}
+
+
+def test_branch_tokens_map_the_trainer_reference_and_entropy_lists():
+    """reference_logprobs (compact) -> ref_logprobs, trainer_logprobs and entropies aligned to the ids
+    -> logprobs and entropy; a node whose list fits neither layout has no values there; a mask that
+    is not one flag per id leaves the branch without token lists."""
+    node = v1_sampled_node({"role": "assistant", "content": "ok"}, None, [1], [2, 3], [-0.5, -0.25],
+                           reference_logprobs=[-0.75, -1.5])
+    node.update({"trainer_logprobs": [0.0, -0.5, -0.5], "entropies": [1.0]})  # entropies: neither layout
+    other = v1_sampled_node({"role": "assistant", "content": "more"}, 0, [], [4], [-3.0], entropies=[0.25])
+    lists, counts = prime_rl.branch_tokens([node, other])
+    assert lists["ref_logprobs"] == [EMPTY, -0.75, -1.5, EMPTY]
+    assert lists["logprobs"] == [0.0, -0.5, -0.5, EMPTY]
+    assert lists["entropy"] == [EMPTY, EMPTY, EMPTY, 0.25]
+    assert counts == [3, 1]
+    broken = dict(node, mask=[False, True])
+    assert prime_rl.branch_tokens([broken, other]) is None
+    assert prime_rl.branch_tokens([v1_input_node({"role": "user", "content": "x"}, None, [])]) is None
+
+
+@pytest.fixture
+def token_run(tmp_path):
+    out = tmp_path / "runs" / "tokens"
+    write_prime_rl(out, 1, "train", "all", [v1_episode("t1", 1, [_token_trace()]),
+                                            v1_episode("t2", 1, [_short_trace()])])
+    write_prime_rl(out, 1, "train", "effective", [v1_episode("t1", 1, [_token_trace(advantages=(0.5, -1.0))])])
+    return out
+
+
+def test_counted_positions_are_the_trained_tokens(token_run):
+    """response_len counts the sampled tokens (5 and 2); summary --json: response_len_mean 3.5 and
+    masked_share (9 + 4) / (14 + 6) untrained positions."""
+    run = load_run(token_run, cache_root=False)
+    assert run.samples["response_len"].tolist() == [5, 2]
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(token_run), "--json", "--no-cache"],
+                          capture_output=True, text=True, cwd=REPO)
+    step = json.loads(proc.stdout)["steps"][0]
+    assert step["response_len_mean"] == 3.5
+    assert step["masked_share"] == pytest.approx(13 / 20)
+    assert step["turns_mean"] == 1.5 and step["samples"] == 2
+
+
+def test_record_carries_the_lists_and_each_turns_positions(token_run):
+    """The sample read again has its canonical lists, each turn its number of positions; the token
+    table counts the trained positions and reads the sampler's log-probs there."""
+    from rl_board.metrics import compute_sample_tokens
+    from rl_board.tables import compute_token_table
+
+    run = load_run(token_run, cache_root=False, split="train/effective")
+    canonical, _ = run.record(0)
+    assert [t["num_tokens"] for t in canonical["messages"]] == [3, 2, 4, 2, 3]
+    assert canonical["loss_mask"][6:9] == [True] * 3 and canonical["advantages"][12:] == [-1.0, -1.0]
+    table = compute_token_table(compute_sample_tokens(canonical))
+    assert table["counted"].sum() == 5
+    assert table.loc[table["counted"], "rollout_logp"].tolist() == [-0.1, -0.2, -0.3, -1.0, -2.0]
+    assert table.loc[table["counted"], "advantages"].tolist() == [0.5] * 3 + [-1.0] * 2
+    assert table["token"].tolist()[:2] == ["#1", "#2"]  # no tokenizer beside the run
+
+
+def test_a_trace_without_token_ids_has_turns_and_no_lists(run_dir, tmp_path):
+    """An eval relay's nodes carry no token ids: the sample has turns, no token lists, no length."""
+    out = tmp_path / "relay"
+    nodes = [v1_input_node({"role": "user", "content": "q"}, None, []),
+             v1_sampled_node({"role": "assistant", "content": "a"}, 0, [], [], [])]
+    write_prime_rl(out, 1, "eval", "all", [v1_episode("r", 1, [v1_trace(nodes, {}, {})])])
+    run = load_run(out, cache_root=False)
+    assert run.samples["response_len"].tolist() == [-1]
+    canonical, _ = run.record(0)
+    assert "token_ids" not in canonical and "num_tokens" not in canonical["messages"][0]
+
+
+def test_the_readme_example_reads_as_the_readme_says(tmp_path):
+    """The README's prime-rl episode, written as the file monitor writes it: 8 positions, the 3 sampled
+    ones counted, the sampler's log-probs on them, turns of 2, 3, 1 and 2 positions."""
+    readme = (REPO / "README.md").read_text()
+    block = next(b for b in readme.split("```json")[1:] if '"traces": [{"nodes"' in b).split("```")[0]
+    episode = json.loads(" ".join(line.strip() for line in block.strip().splitlines()))
+    write_prime_rl(tmp_path / "readme", 3, "train", "all", [episode])
+    run = load_run(tmp_path / "readme", cache_root=False)
+    assert run.samples["response_len"].tolist() == [3]
+    canonical, _ = run.record(0)
+    assert canonical["token_ids"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [i for i, m in enumerate(canonical["loss_mask"]) if m] == [3, 4, 7]
+    assert canonical["rollout_logprobs"] == [None, None, None, -0.1, -0.4, None, None, -0.02]
+    assert [t["num_tokens"] for t in canonical["messages"]] == [2, 3, 1, 2]

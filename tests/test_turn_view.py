@@ -1,11 +1,16 @@
-"""The turn view: the transcript builder, and the page opening an agent run (AppTest)."""
+"""The turn view: the transcript builder, the trained turns' coloured tokens, and the page opening an
+agent run (AppTest)."""
+
+import json
+import re
 
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
 from conftest import REPO
-from rl_board.transcript import FOLD_CHARS, build_transcript, pretty_arguments, reward_components
+from rl_board.transcript import (FOLD_CHARS, build_transcript, build_turn_tokens, pretty_arguments, reward_components,
+                                 turn_spans)
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")
@@ -80,3 +85,110 @@ def test_page_opens_an_agent_run_sorts_by_tool_calls_and_shows_turns(tmp_path):
     at.selectbox(key=keys.SPLIT).select("eval/all").run()
     assert not at.exception, at.exception
     assert "answer after 0 calls" in [c.value for c in at.code]
+
+
+# -- the trained turns' tokens, coloured ---------------------------------------------------------
+
+HOTTEST = "rgb(128, 0, 38)"  # YlOrRd's last colour: the least likely token of a log-prob scale
+MIDDLE = "rgb(253, 141, 60)"  # YlOrRd's middle (5th of 9) colour
+
+
+def test_turn_spans_follow_each_other_and_need_every_count():
+    """Each turn's positions follow the turns before it, cut at the lists' length; a turn without a
+    count places none."""
+    turns = [{"num_tokens": 3}, {"num_tokens": 2}, {"num_tokens": 4}]
+    assert turn_spans(turns, 9) == [(0, 3), (3, 5), (5, 9)]
+    assert turn_spans(turns, 4) == [(0, 3), (3, 4), (4, 4)]
+    assert turn_spans([{"num_tokens": 3}, {"role": "user"}], 9) is None
+
+
+def test_trained_turns_are_coloured_on_one_scale_and_untrained_tokens_dimmed():
+    """Only the trainable turns get tokens; the scaffold before a completion is dimmed; the scale spans
+    the sample's trained tokens (-2 .. 0), so -2 is the hottest colour in one turn and -1 the middle one
+    in another; tokens are escaped."""
+    nan = float("nan")
+    table = pd.DataFrame({"token": ["<s>", "hi", "<a>", "x", "y", "<t>", "<a>", "<img src=x>"],
+                          "rollout_logp": [nan, nan, nan, -0.5, -2.0, nan, nan, -1.0],
+                          "counted": [False, False, False, True, True, False, False, True]})
+    messages = [{"role": "user", "trainable": False, "num_tokens": 2},
+                {"role": "assistant", "trainable": True, "num_tokens": 3},
+                {"role": "tool", "trainable": False, "num_tokens": 1},
+                {"role": "assistant", "trainable": True, "num_tokens": 2}]
+    got = build_turn_tokens(messages, table, "rollout_logp")
+    assert set(got.html) == {2, 4}
+    second = got.html[2]
+    assert second.count('<span class="rlb-tok') == 3 and second.count("rlb-untrained") == 1
+    assert "&lt;a&gt;" in second and "<a>" not in second
+    assert f"background:{HOTTEST}" in second  # y = -2.0
+    last = got.html[4]
+    assert f"background:{MIDDLE}" in last and HOTTEST not in last  # -1.0: the middle of -2 .. 0
+    assert "&lt;img" in last and "src=x&gt;" in last and "<img" not in last  # the space is marked for CSS
+    assert "-2" in got.legend and "rollout_logp (sequential)" in got.legend
+    assert build_turn_tokens([{"role": "assistant", "trainable": True}], table, "rollout_logp").html == {}
+
+
+def _tokenized_agent_run(root, hostile: str = "<img src=x onerror=alert(1)>"):
+    """A prime-rl run whose nodes carry token ids of a tokenizer trained beside it: a tool call, its
+    result, and an answer holding markup; all/effective (advantages 0.5 in effective)."""
+    from tokenizers import Tokenizer
+
+    from agent_writers import v1_rendered_chain
+    from token_writers import train_tokenizer
+
+    out = root / "tok_agent"
+    tokenizer = Tokenizer.from_file(str(train_tokenizer(out)))
+
+    def encode(text):
+        return tokenizer.encode(text).ids
+
+    turns = [({"role": "user", "content": "What is 5 + 39?"}, False),
+             ({"role": "assistant", "tool_calls": [{"id": "c1", "name": "calc", "arguments": '{"e": "5+39"}'}]}, True),
+             ({"role": "tool", "tool_call_id": "c1", "content": "44"}, False),
+             ({"role": "assistant", "content": f"The answer is 44. {hostile}"}, True)]
+    rewards = {"correct": {"score": 1.0, "weight": 1.0}}
+    write_prime_rl(out, 1, "train", "all",
+                   [v1_episode("a", 1, [v1_trace(v1_rendered_chain(encode, turns), rewards, {})])])
+    write_prime_rl(out, 1, "train", "effective", [
+        v1_episode("a", 1, [v1_trace(v1_rendered_chain(encode, turns, advantages=0.5), rewards, {})])])
+    return out, tokenizer
+
+
+def _token_bodies(at) -> list[str]:
+    return [h.proto.body for h in at.get("html") if "rlb-token-text" in h.proto.body]
+
+
+def test_page_colours_the_trained_turns_tokens_decoded_with_the_runs_tokenizer(tmp_path):
+    """The turn view draws the two trained turns' tokens, each decoded with the tokenizer beside the run
+    (escaped: the answer's markup is text), the scaffold dimmed, coloured by the sampler's log-prob; the
+    effective split offers the advantages; the token view below draws the whole sequence."""
+    import html
+
+    out, tokenizer = _tokenized_agent_run(tmp_path)
+    episode = json.loads((out / "rollouts/step_1/train/all/traces.jsonl").read_text())
+    nodes = episode["traces"][0]["nodes"]
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path)).run()
+    at.sidebar.selectbox(key=keys.RUN).select("tok_agent").run()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
+    assert at.selectbox(key=keys.TURN_COLOR_BY).value == "rollout_logp"
+    bodies = _token_bodies(at)
+    assert len(bodies) == 3  # turn 2, turn 4, then the token view's whole sequence
+    for body, node in zip(bodies, (nodes[1], nodes[3])):
+        decoded = [html.escape(tokenizer.decode([i], skip_special_tokens=False).replace("Ġ", " ").replace("Ċ", "\n"))
+                   for i in node["token_ids"]]
+        body = re.sub(r'<span class="rlb-(?:ws|nl|tab)" data-mark="[^"]*">(.*?)</span>', r"\1", body,
+                      flags=re.S)  # whitespace marks (CSS) around a space, newline or tab: their text stays
+        spans = re.findall(r'<span class="rlb-tok[^"]*"[^>]*>(.*?)</span>', body, flags=re.S)
+        assert spans == decoded
+        assert body.count("rlb-untrained") == node["mask"].count(False) > 0
+    assert "<img" not in bodies[1] and "&lt;" in bodies[1]
+    assert sum(len(n["token_ids"]) for n in nodes) == len(re.findall(r'<span class="rlb-tok', bodies[2]))
+    at.selectbox(key=keys.SPLIT).select("train/effective").run()
+    assert not at.exception, at.exception
+    assert set(at.selectbox(key=keys.TURN_COLOR_BY).options) >= {"rollout logp (the sampler's)", "advantage (logged)"}
+    at.selectbox(key=keys.TURN_COLOR_BY).select("advantages").run()
+    # the fixture's advantages are all >= 0: one sign, so a sequential scale (a diverging one only for both signs)
+    assert any("advantages (sequential)" in h.proto.body for h in at.get("html"))

@@ -30,9 +30,12 @@ from .. import fields as F
 TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
 #: One tool call of an assistant turn: its id, the tool's name and the arguments as text (JSON as written).
 TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
-#: One turn of a conversation. ``trainable`` is null when the format doesn't say.
+#: One turn of a conversation. ``trainable`` is null when the format doesn't say; ``num_tokens`` is how
+#: many of the sample's token positions the turn holds (its positions follow those of the turns before
+#: it), null when the format doesn't say.
 TURN = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
-                  ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_())])
+                  ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_()),
+                  ("num_tokens", pa.int64())])
 MESSAGES = pa.list_(TURN)
 
 ROWS = pa.schema(

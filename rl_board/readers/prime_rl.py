@@ -9,7 +9,10 @@ null} and ``metrics`` {name: float or null}. ``all`` holds every finished rollou
 step, ``effective`` the batch that was trained.
 
 One sample per trace. Its turns are the nodes of the trace's final branch (the path from
-the root to its last leaf, as ``Trace.messages``), ``trainable`` = ``sampled``; its reward
+the root to its last leaf, as ``Trace.messages``), ``trainable`` = ``sampled``; its per-token
+lists are that branch's nodes' lists concatenated in order (as ``Branch.token_ids``,
+``Branch.sampled_mask``, ``Branch.logprobs``… build a training sample; see ``branch_tokens``),
+each turn's ``num_tokens`` the length of its node's ``token_ids``; its reward
 Σ score × weight over the scored rewards (``Trace.reward``); its extras the trace's numeric
 metrics and each reward component as ``reward/NAME`` = score × weight; and, for a sample of
 ``all``, ``trained`` = 1 when an episode of the same id is in the step's ``effective`` file,
@@ -67,17 +70,80 @@ def branch(nodes: list) -> list:
     return path[::-1]
 
 
+#: A ``MessageNode``'s per-token fields (verifiers/v1/graph.py) -> the canonical list each fills. ``logprobs``
+#: are the sampler's (the inference server's, at sampling time), ``reference_logprobs`` the reference
+#: model's, ``advantages`` the credit the trainer's algorithm assigned (prime-rl stamps it on the batch it
+#: trains, so ``effective`` files carry it); ``trainer_logprobs`` and ``entropies`` are read when a writer
+#: stamps them. verifiers keeps these lists compact, one value per sampled token (a true ``mask`` entry);
+#: a list as long as the node's ``token_ids`` is read as aligned to them.
+NODE_LISTS = (("logprobs", "rollout_logprobs"), ("trainer_logprobs", "logprobs"),
+              ("reference_logprobs", "ref_logprobs"), ("entropies", "entropy"), ("advantages", "advantages"))
+
+
+def _node_values(values, mask: list) -> list | None:
+    """One node's values widened to its positions: a compact list (one per true ``mask`` entry) lands on
+    the sampled positions, None elsewhere; an aligned list (one per position) is taken as it is. None
+    when the list is neither, or holds anything but numbers and nulls."""
+    if not isinstance(values, list) or not all(v is None or type(v) in (int, float) for v in values):
+        return None
+    if len(values) == len(mask):
+        return values
+    sampled = sum(map(bool, mask))
+    if len(values) != sampled:
+        return None
+    if not sampled or all(mask[len(mask) - sampled:]):  # the usual layout: scaffold, then the completion
+        return [None] * (len(mask) - sampled) + values
+    it = iter(values)
+    return [next(it) if m else None for m in mask]
+
+
+def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
+    """A branch's per-token lists, its nodes' concatenated in order: ``token_ids``, ``loss_mask`` (the
+    nodes' ``mask``: true on the tokens the model sampled, the only ones trained) and each list of
+    ``NODE_LISTS`` that any node holds (None on the positions a node has no value for); and each node's
+    number of positions. None when the branch holds no token ids, or a node's ``token_ids`` are not
+    integers or its ``mask`` not one flag per id (then the sample has turns and no token lists)."""
+    ids, mask, counts = [], [], []
+    values = {name: [] for _, name in NODE_LISTS}
+    held = set()
+    for node in nodes:
+        node_ids, node_mask = node.get("token_ids") or [], node.get("mask") or []
+        if (not isinstance(node_ids, list) or not isinstance(node_mask, list) or len(node_ids) != len(node_mask)
+                or not all(type(i) is int for i in node_ids)
+                or not all(type(m) is bool or m in (0, 1) for m in node_mask)):
+            return None
+        ids += node_ids
+        mask += [bool(m) for m in node_mask]
+        counts.append(len(node_ids))
+        for field, name in NODE_LISTS:
+            got = _node_values(node.get(field), node_mask)
+            if got is not None and node.get(field):
+                held.add(name)
+            values[name] += got if got is not None else [None] * len(node_ids)
+    if not ids:
+        return None
+    lists = {F.TOKEN_IDS: ids, F.LOSS_MASK: mask}
+    lists.update((name, values[name]) for _, name in NODE_LISTS if name in held)
+    return lists, counts
+
+
 def trace_sample(trace: dict, step: int) -> dict:
     """One trace's sample dict (``turns.sample_rows``) without where it lies."""
-    nodes = branch(trace.get("nodes") or [])
-    messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes if isinstance(n, dict)]
+    nodes = [n for n in branch(trace.get("nodes") or []) if isinstance(n, dict)]
+    messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes]
+    tokens = branch_tokens(nodes)
+    lists = {}
+    if tokens is not None:
+        lists, counts = tokens
+        for message, count in zip(messages, counts):
+            message["num_tokens"] = count
     rewards = trace.get("rewards") or {}
     components = {}
     for name, got in rewards.items() if isinstance(rewards, dict) else ():
         if isinstance(got, dict) and number(got.get("score")) is not None:
             weight = number(got.get("weight"))
             components[f"reward/{name}"] = number(got["score"]) * (1.0 if weight is None else weight)
-    return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages,
+    return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages, **lists,
             "extras": {**numbers(trace.get("metrics")), **components}}
 
 
@@ -154,8 +220,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
-    """Trace ``length`` of the episode on the line at byte ``offset``: step, reward, ``messages`` and
-    extras, then the trace's and episode's other fields."""
+    """Trace ``length`` of the episode on the line at byte ``offset``: step, reward, ``messages``, the
+    per-token lists (canonical names) and extras, then the trace's and episode's other fields."""
     fh.seek(offset)
     episode = parse_line(fh.readline().rstrip(b"\r\n"))
     traces = episode.get("traces") if isinstance(episode, dict) else None
@@ -166,5 +232,6 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     got = trace_sample(trace, 0 if step is None else step)
     shown = {k: v for k, v in trace.items() if k not in ("nodes", "rewards", "metrics")}
     context = {k: episode[k] for k in ("id", "group", "run", "ok", "errors", "env") if k in episode}
+    lists = {name: got[name] for name in (*F.TOKEN_FIELDS, F.TOKEN_IDS, F.LOSS_MASK) if name in got}
     return {**context, "trace": shown, **got["extras"],
-            F.STEP: got[F.STEP], F.REWARD: got[F.REWARD], F.MESSAGES: got[F.MESSAGES]}
+            F.STEP: got[F.STEP], F.REWARD: got[F.REWARD], F.MESSAGES: got[F.MESSAGES], **lists}

@@ -8,6 +8,9 @@ OpenAI-like shapes. ``turn`` turns any of them into one canonical turn
      "reasoning": str | None, "tool_calls": [{"id", "name", "arguments"}],
      "tool_call_id": str | None, "trainable": True | False | None}
 
+plus ``"num_tokens": int`` when the reader knows which of the sample's token positions
+the turn holds (prime-rl's nodes: the turn's positions follow those of the turns before it).
+
 - ``content``: a string as it is; a list of content parts becomes its text parts
   joined by newlines, an image part ``[image]`` (any other typed part ``[TYPE]``);
   no content is ``""``; anything else is its JSON text.
@@ -17,6 +20,7 @@ OpenAI-like shapes. ``turn`` turns any of them into one canonical turn
   either as JSON text (verifiers v0); arguments that are not text (TRL) become
   their JSON text.
 - ``trainable``: what the format says, None when it says nothing.
+- ``num_tokens``: kept when the message has a non-negative integer one (a turn the board made).
 
 ``sample_rows`` builds canonical rows from per-sample dicts, for the readers of
 agent formats (one sample per trajectory, trace or row).
@@ -97,7 +101,7 @@ def turn(message, trainable: bool | None = None) -> dict:
             calls = [calls]
     call_id = message.get("tool_call_id")
     role = message.get("role")
-    return {
+    out = {
         "role": None if role is None else str(role),
         "content": content_text(message.get("content")),
         "reasoning": None if reasoning is None else content_text(reasoning),
@@ -105,6 +109,10 @@ def turn(message, trainable: bool | None = None) -> dict:
         "tool_call_id": None if call_id is None else str(call_id),
         "trainable": trainable,
     }
+    count = message.get("num_tokens")
+    if type(count) is int and count >= 0:
+        out["num_tokens"] = count
+    return out
 
 
 def turns(messages, trainable: bool | None = None) -> list[dict]:
@@ -145,8 +153,10 @@ def numbers(mapping, prefix: str = "") -> dict[str, float]:
 def sample_rows(samples: list[dict]) -> object:
     """Canonical rows from per-sample dicts: ``step`` (int), ``reward`` (float or None),
     ``messages`` (canonical turns or None), optional ``prompt``/``response``/``ground_truth``
-    texts, ``extras`` (name -> float), ``line`` (1-based record number in the file) and
-    ``offset`` and optional ``length`` (what ``record`` needs to find the sample again)."""
+    texts, optional per-token lists (``fields.TOKEN_FIELDS``: numbers or None; ``token_ids``:
+    integers; ``loss_mask``: booleans), ``extras`` (name -> float), ``line`` (1-based record
+    number in the file) and ``offset`` and optional ``length`` (what ``record`` needs to find the
+    sample again)."""
     count = len(samples)
     columns = {
         F.STEP: [s[F.STEP] for s in samples],
@@ -160,6 +170,9 @@ def sample_rows(samples: list[dict]) -> object:
         columns[name] = [None] * count
     for name in F.TEXT_FIELDS:
         columns[name] = [s.get(name) for s in samples]
+    for name in (*F.TOKEN_FIELDS, F.TOKEN_IDS, F.LOSS_MASK):
+        if any(s.get(name) is not None for s in samples):
+            columns[name] = [s.get(name) for s in samples]
     names = sorted({name for s in samples for name in s.get("extras", {})})
     extras = {name: [s.get("extras", {}).get(name) for s in samples] for name in names}
     return build_rows(columns, extras)

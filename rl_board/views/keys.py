@@ -42,6 +42,7 @@ GAMMA = "gae_gamma"
 LAMBDA = "gae_lambda"
 COLOR_BY = "color_tokens_by"
 TOKEN_RANGE = "token_range"  # the positions the heatmap draws (a long response)
+TURN_COLOR_BY = "color_turn_tokens_by"  # the turn view's own choice (the token view below has COLOR_BY)
 SHOW_DRIVERS = "show_drivers"
 SHOW_POSITIONS = "show_positions"
 DRIVERS_NGRAMS = "drivers_ngrams"  # the n-gram finder compares: top vs bottom of the step, or late vs early steps

@@ -41,7 +41,7 @@ def _sample_pair(run, picked: Picked, settings) -> None:
     if settings.show_pair:
         st.subheader("Sample")
         if picked.record is not None and picked.record[0].get(F.MESSAGES):
-            turns.render(picked.row, picked.record)
+            turns.render(picked.row, picked.record, settings, run.options.tokenizer)
         else:
             sample.render(run, picked.row, picked.step, settings, picked.record)
 

@@ -2,7 +2,9 @@
 
 Every text from disk is shown with ``st.code`` (literal text, never HTML or Markdown); labels
 are escaped. The reward and its components come first; reasoning and long tool results are
-folded."""
+folded. When the sample has per-token lists and its turns say where their tokens lie, each
+trained turn's tokens are drawn coloured by a metric (``transcript.build_turn_tokens``: every
+token escaped), decoded with the run's tokenizer."""
 
 from __future__ import annotations
 
@@ -13,17 +15,52 @@ import pandas as pd
 import streamlit as st
 
 from .. import fields as F
-from ..transcript import build_transcript, reward_components
+from ..loader import NO_TOKENIZER
+from ..metrics import compute_sample_tokens
+from ..tables import TOKEN_METRIC_LABELS, compute_token_table
+from ..tokenizer import TokenizerError, load_tokenizer
+from ..transcript import TurnTokens, build_transcript, build_turn_tokens, reward_components, turn_metrics, turn_spans
 from ..text import escape_markdown
+from . import keys
 
 
 def _number(value) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
 
-def render(row, record: tuple[dict, dict]) -> None:
+def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnTokens | None:
+    """The coloured tokens of the sample's trained turns, with the metric picker; None when the sample
+    has no per-token lists with a loss mask, or its turns don't say where their tokens lie."""
+    messages = canonical.get(F.MESSAGES) or []
+    if settings is None or turn_spans(messages, 0) is None or not isinstance(canonical.get(F.LOSS_MASK), list):
+        return None
+    try:
+        tokenizer = load_tokenizer(tokenizer_path)
+    except TokenizerError as exc:  # the file changed since the run was read
+        st.warning(str(exc))
+        tokenizer = None
+    sample = compute_sample_tokens(canonical, settings.pad_token, settings.eos_token, tokenizer)
+    if not len(sample.tokens) or not sample.has_mask:
+        return None
+    table = compute_token_table(sample, settings.kl_estimator)
+    metrics = turn_metrics(table)
+    if not metrics:
+        return None
+    metric = st.selectbox("Colour the trained turns' tokens by", metrics, key=keys.TURN_COLOR_BY,
+                          format_func=lambda m: TOKEN_METRIC_LABELS.get(m, m),
+                          index=metrics.index("kl") if "kl" in metrics else 0)
+    got = build_turn_tokens(messages, table, metric, settings.kl_estimator)
+    st.caption("Each trained turn's tokens, coloured on one scale over the sample's trained tokens; "
+               "the template's tokens before a completion are dimmed (not trained)."
+               + (" " + NO_TOKENIZER if sample.from_ids and tokenizer is None else ""))
+    st.html(got.legend)
+    return got
+
+
+def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | None = None) -> None:
     """Draw the conversation of one sample: ``row`` its row of the step's samples, ``record`` its
-    (canonical, other fields) read from the source."""
+    (canonical, other fields) read from the source; with ``settings`` (the sidebar's), the trained
+    turns' tokens are coloured, decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
     canonical, others = record
     blocks = build_transcript(canonical.get(F.MESSAGES) or [])
     components = reward_components(row)
@@ -34,6 +71,7 @@ def render(row, record: tuple[dict, dict]) -> None:
     turns, calls = row.get(F.extra_column(F.NUM_TURNS)), row.get(F.extra_column(F.NUM_TOOL_CALLS))
     st.caption(f"{len(blocks)} turns · {_number(turns)} assistant turns · {_number(calls)} tool calls. "
                "Turns marked trained are the policy's own tokens.")
+    coloured = _turn_tokens(canonical, settings, tokenizer_path)
     for block in blocks:
         with st.container(border=True, key=f"turn-{block.number}"):
             st.caption(f"{block.number}. " + escape_markdown(block.label))
@@ -51,6 +89,8 @@ def render(row, record: tuple[dict, dict]) -> None:
                 st.caption("→ " + escape_markdown(call.name) + (f" (call {escape_markdown(call.call_id)})"
                                                                if call.call_id else ""))
                 st.code(call.arguments or "(no arguments)", language="json", wrap_lines=True)
+            if coloured is not None and block.number in coloured.html:
+                st.html(coloured.html[block.number])
     extras = {F.extra_name(c): row[c] for c in F.extra_columns(row.index)
               if row[c] == row[c] and not F.extra_name(c).startswith(("reward/", "rewards/"))}
     if extras:
