@@ -163,16 +163,16 @@ def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
 
     log = tmp_path / "live" / "rank0.jsonl"
     log.parent.mkdir()
-    log.write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.6}\n')
+    log.write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.6}\n{"step": 3, "reward": 0.6}\n')
     with _page(server, 1400, 1600) as page:
         _load_in_page(page, tmp_path, "live")
         sidebar = page.get_by_test_id("stSidebar")
-        expect(page.get_by_text("2 samples loaded")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("3 samples loaded")).to_be_visible(timeout=30_000)
         slider = page.get_by_role("slider", name="Step")
-        expect(slider).to_have_value("2", timeout=30_000)
+        expect(slider).to_have_value("3", timeout=30_000)
         slider.focus()
-        page.keyboard.press("ArrowLeft")  # the user goes back to step 1
-        expect(slider).to_have_value("1", timeout=30_000)
+        page.keyboard.press("ArrowLeft")  # the user goes back to step 2 (neither end of the slider)
+        expect(slider).to_have_value("2", timeout=30_000)
         sidebar.get_by_text("Auto-refresh").click()
         seconds = sidebar.get_by_label("every (seconds)")
         expect(seconds).to_be_enabled(timeout=10_000)
@@ -180,11 +180,11 @@ def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
         seconds.press("Enter")
         time.sleep(1)
         with log.open("a") as fh:
-            fh.write('{"step": 3, "reward": 0.7}\n{"step": 4, "reward": 0.9}\n')
-        expect(page.get_by_text("4 samples loaded")).to_be_visible(timeout=30_000)
-        expect(slider).to_have_attribute("max", "4", timeout=30_000)
-        expect(slider).to_have_value("1")  # the step the user is on stays while the run grows
-        assert parse_qs(urlparse(page.url).query)["step"] == ["1"]
+            fh.write('{"step": 4, "reward": 0.7}\n{"step": 5, "reward": 0.9}\n')
+        expect(page.get_by_text("5 samples loaded")).to_be_visible(timeout=30_000)
+        expect(slider).to_have_attribute("max", "5", timeout=30_000)
+        expect(slider).to_have_value("2")  # the step the user is on stays while the run grows
+        assert parse_qs(urlparse(page.url).query)["step"] == ["2"]
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
