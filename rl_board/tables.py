@@ -47,8 +47,10 @@ def sort_choices(extras: list[str], samples: pd.DataFrame | None = None) -> list
     keys = list(SORT_KEYS)
     if samples is not None:
         def has(column):
-            values = samples[column] if column in samples else None
-            return values is not None and bool((values >= 0).any() if column == "response_len" else values.notna().any())
+            if column not in samples:
+                return False
+            values = samples[column]
+            return bool((values >= 0).any() if column == "response_len" else values.notna().any())
 
         keys = [key for key, column in SORT_KEYS.items() if column == F.LINE or has(column)]
         extras = [name for name in extras if has(F.extra_column(name))]

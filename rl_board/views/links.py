@@ -1,8 +1,8 @@
 """Links that reopen a view: the address bar always holds
 ``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus how the run was
 read when that is not the default (``split=SPLIT``, ``fields=reward=my_score,response=answer``, ``pad=TOKEN``,
-``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run, read that way, without a click and
-shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
+``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run,
+read that way, without a click and shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
 the run) gets a short message saying what is shown instead."""
 
 from __future__ import annotations
