@@ -124,6 +124,9 @@ def phase_app(run: Path, timeout: float) -> dict:
     load = time.perf_counter() - start
     if at.exception:
         raise RuntimeError(at.exception[0].message)
+    if hasattr(keys, "AREA"):  # a page in areas opens on the run overview: open the batch (not timed)
+        at.session_state[keys.AREA] = keys.BATCH
+        at.run()
     steps = at.slider(key=keys.STEP)
     grid = list(range(int(steps.min), int(steps.max) + 1, int(steps.step)))
     redraws = []

@@ -220,6 +220,41 @@ class Run:
                 continue
         return b"".join(line + b"\n" for line in out)
 
+    def source_keys(self, files: int = 3, lines: int = 20) -> list[tuple[str, str]]:
+        """The keys the first ``lines`` lines (or a table's columns) of the run's first ``files`` files
+        hold, each with the kind of its first value ("number", "boolean", "text", "list", "object",
+        "null"), in the order first seen; an object's own keys follow it as ``key.sub``. What a field
+        mapping can name, for a run whose lines were all rejected. Files that can't be read are skipped."""
+        found: dict[str, str] = {}
+
+        def add(key: str, value, nested: bool = True) -> None:
+            found.setdefault(key, _kind(value))
+            if nested and isinstance(value, dict):
+                for sub, inner in value.items():
+                    add(f"{key}.{sub}", inner, nested=False)
+
+        for name in self.files[:files]:
+            path = self.path / name
+            try:
+                if path.suffix == ".parquet":
+                    import pyarrow.parquet as pq
+
+                    with open_allowed(path) as fh:
+                        for column in pq.read_schema(fh):
+                            found.setdefault(column.name, _arrow_kind(column.type))
+                    continue
+                with open_allowed(path) as fh:
+                    for _, raw in zip(range(lines), fh):
+                        try:
+                            record = json.loads(raw)
+                        except ValueError:
+                            continue
+                        for key, value in record.items() if isinstance(record, dict) else ():
+                            add(key, value)
+            except (OSError, RootError, ValueError):
+                continue
+        return list(found.items())
+
     def record(self, label) -> tuple[dict, dict]:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical
         field -> value, every other field -> value). ``SourceChanged`` when it moved."""
@@ -277,3 +312,28 @@ def _take(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None =
         for place, value in zip(picked, values):
             out[place] = value
     return out
+
+
+def _kind(value) -> str:
+    """How a JSON value reads to a person: number, boolean, text, list, object or null."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "list"
+    return "object" if isinstance(value, dict) else "null"
+
+
+def _arrow_kind(kind: pa.DataType) -> str:
+    if pa.types.is_boolean(kind):
+        return "boolean"
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
+        return "number"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "text"
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return "list"
+    return "object" if pa.types.is_struct(kind) else str(kind)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -38,9 +40,21 @@ BATCH_COLUMNS = (
 KL_PREFIX = {"k3": "kl", "k2": "k2", "k1": "log_ratio"}
 
 
-def sort_choices(extras: list[str]) -> list[str]:
-    """Every sort choice for a run: ``SORT_KEYS`` then each extra field by its name."""
-    return list(SORT_KEYS) + [name for name in extras if name not in SORT_KEYS]
+def sort_choices(extras: list[str], samples: pd.DataFrame | None = None) -> list[str]:
+    """The sort choices for a run: ``SORT_KEYS`` then each extra field by its name. With the run's
+    ``samples``, only the keys some sample has a value of (a response-level run has no KL, log-ratio,
+    length, mismatch or entropy to sort by); the log order always."""
+    keys = list(SORT_KEYS)
+    if samples is not None:
+        def has(column):
+            if column not in samples:
+                return False
+            values = samples[column]
+            return bool((values >= 0).any() if column == "response_len" else values.notna().any())
+
+        keys = [key for key, column in SORT_KEYS.items() if column == F.LINE or has(column)]
+        extras = [name for name in extras if has(F.extra_column(name))]
+    return keys + [name for name in extras if name not in SORT_KEYS]
 
 
 def sort_samples(samples: pd.DataFrame, key: str, descending: bool = True, estimator: str = "k3",
@@ -108,11 +122,19 @@ def describe_samples(ordered: pd.DataFrame, estimator: str = "k3") -> list[str]:
     return out
 
 
+#: A prompt's first turn is a system turn when, after leading special tokens (``<|im_start|>``, ``<s>``,
+#: ``[INST]``) and spaces, it opens with the role ``system`` (ChatML, Llama 3, verl's decoded prompts) or
+#: with Llama 2's ``<<SYS>>``.
+_SYSTEM_TURN = re.compile(r"\s*(?:(?:<[^<>\s]{1,40}>|\[[A-Z_]{1,20}\])\s*)*(?:<<SYS>>|system\b)", re.IGNORECASE)
+
+
 def strip_system_prompt(text, marker: str):
-    """The prompt after the first ``marker`` (the system prompt's end), or unchanged without one."""
+    """The prompt after its system turn, which ends at the first ``marker``; unchanged when the prompt
+    does not open with a system turn (its first ``marker`` then ends the question, which stays)."""
     if not isinstance(text, str) or not marker or marker not in text:
         return text
-    return text.split(marker, 1)[1].lstrip()
+    head, rest = text.split(marker, 1)
+    return rest.lstrip() if _SYSTEM_TURN.match(head) else text
 
 
 def strip_pad(text, pad_token: str):

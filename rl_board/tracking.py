@@ -80,6 +80,8 @@ def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tupl
     entries = [p for p in _allowed_entries(run_dir) if p.is_file() and not p.name.startswith(".")]
     if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
         kept = [p for p in entries if any(p.match(pattern) for pattern in patterns)]
+        if reader is not None and not isinstance(reader, str):  # a trainer's metrics file is no run file
+            kept = [p for p in kept if layout.other_kind(reader, p) is None]
         ignored = sorted(p.name for p in entries if p not in kept)
     else:
         kept, ignored = _tree_files(run_dir, patterns), []

@@ -89,6 +89,8 @@ def test_metrics_path_outside_gets_one_message_whether_or_not_it_exists(layout):
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
     at.sidebar.text_input(key=keys.ROOT).input(str(allowed)).run()
     at.sidebar.button(key=keys.LOAD).click().run()
+    at.session_state[keys.AREA] = keys.TRAINER
+    at.run()
     seen = []
     for path in (secret / "m", secret / "m" / "trainer_state.json", secret / "nothing", secret / "nothing" / "x"):
         at.sidebar.text_input(key=keys.METRICS_PATH).input(str(path)).run()
@@ -218,6 +220,7 @@ def test_odd_paths_get_a_plain_message_not_a_traceback(tmp_path, odd):
     assert not at.exception and at.sidebar.error
     at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path)).run()
     at.sidebar.button(key=keys.LOAD).click().run()
+    at.session_state[keys.AREA] = keys.TRAINER
     at.sidebar.text_input(key=keys.METRICS_PATH).input(odd).run()
     assert not at.exception and any("metrics path" in w.value for w in at.warning)
     assert not any("Traceback" in t for t in _page_texts(at))

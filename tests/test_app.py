@@ -22,10 +22,19 @@ def _open(root: Path, run: str | None = None) -> AppTest:
     return at
 
 
-def _load(at: AppTest) -> AppTest:
-    at.sidebar.button(key=keys.LOAD).click().run()
+def _area(at: AppTest, area: str) -> AppTest:
+    """Open one of the page's areas (a tab), as a click on its tab does."""
+    at.session_state[keys.AREA] = area
+    at.run()
     assert not at.exception, at.exception
     return at
+
+
+def _load(at: AppTest, area: str | None = keys.BATCH) -> AppTest:
+    """Press Load, then open ``area`` (the batch by default)."""
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    return _area(at, area) if area else at
 
 
 def _kl_run(root: Path) -> Path:
@@ -46,10 +55,13 @@ def _kl_run(root: Path) -> Path:
 
 
 def test_journey_on_the_demo_run():
-    """Open, pick the PPO demo, load: curves, batch table, sample pair, token table and heatmap, no exception."""
-    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    """Open, pick the PPO demo, load: curves in the overview; batch table, sample pair, token table and
+    heatmap in the batch area; no exception."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), area=None)
+    assert at.tabs[0].label == keys.OVERVIEW and len(at.get("plotly_chart")) == 6  # 3 curves, 3 diagnostics
+    _area(at, keys.BATCH)
     charts = at.get("plotly_chart")
-    assert len(charts) == 10  # 3 curves, 3 diagnostic curves (by default), 3 batch charts, 1 heatmap
+    assert len(charts) == 4  # 3 batch charts, 1 heatmap
     traces = [trace["type"] for chart in charts for trace in json.loads(chart.proto.spec)["data"]]
     heatmap = [data for data in (json.loads(c.proto.spec)["data"] for c in charts)
                if data and all(t["type"] == "heatmap" for t in data)][0]
@@ -100,6 +112,7 @@ def test_irregular_steps_get_a_select_box():
     assert box.options[:5] == ["0", "100", "200", "300", "500"]
     box.select(500).run()
     assert not at.exception and at.dataframe[0].value.shape[0] == 8
+    _area(at, keys.OVERVIEW)
     assert any("No per-token" in i.value for i in at.info)
 
 
@@ -119,7 +132,7 @@ def test_a_run_with_no_usable_lines(tmp_path):
     """Every line bad: the page says so and lists the rejected lines instead of drawing."""
     write_lines(tmp_path / "bad" / "r.jsonl", ["{oops", '{"step": 1}'])
     at = _load(_open(tmp_path, "bad"))
-    assert any("No usable lines" in e.value for e in at.error)
+    assert any("Nothing loaded: every line (2) was rejected" in e.value for e in at.error)
     assert any("r.jsonl:2: missing 'reward'" in t.value for t in at.text)
 
 
@@ -220,6 +233,7 @@ def test_verl_run_sorts_by_reward_and_by_an_extra_field(tmp_path):
     assert table["num_turns"].tolist() == [7.0, 3.0, 2.0] and table["acc"].tolist() == [0.0, 0.0, 1.0]
     codes = [c.value for c in at.code]
     assert codes[:2] == ["q7", "answer six"] and "six" in codes  # pred is shown with the sample
+    _area(at, keys.OVERVIEW)
     assert at.multiselect(key=keys.EXTRA_CURVES).value == ["acc", "num_turns"]
     specs = {json.loads(c.proto.spec)["layout"]["title"]["text"]: json.loads(c.proto.spec)
              for c in at.get("plotly_chart")}
@@ -278,7 +292,7 @@ def test_shipped_trainer_demos_open(run):
 def test_diagnostic_curves_smoothing_and_step_table():
     """The demo draws the six diagnostic curves; smoothing adds a faint raw curve; the per-step
     table lists every step with the diagnostics as columns."""
-    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), keys.OVERVIEW)
     assert at.multiselect(key=keys.DIAGNOSTIC_CURVES).value == ["entropy", "mismatch_kl", "explained_variance"]
     assert set(at.multiselect(key=keys.DIAGNOSTIC_CURVES).options) == {
         "Entropy (mean per sample)", "Mismatch KL (sampler ‖ trainer)", "Critic explained variance (γ = λ = 1)",
@@ -345,8 +359,7 @@ def _explore_run(root: Path) -> Path:
 def test_explore_finds_matches_in_every_step(tmp_path):
     """A regex over every step's responses (pads removed) lists what Python's re finds, counts them
     per step, and a numeric range narrows them; a bad pattern is named."""
-    at = _load(_open(_explore_run(tmp_path), "ex"))
-    at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
+    at = _load(_open(_explore_run(tmp_path), "ex"), keys.EXPLORE)
     at.text_input(key=keys.EXPLORE_REGEX).input(r"^\W*$").run()
     texts = {"p1": "!!!", "p2": "fine answer", "p3": "", "p4": "ok then", "p5": "...", "p6": "..?"}
     expected = [p for p, t in texts.items() if re.search(r"^\W*$", t)]
@@ -389,18 +402,36 @@ def test_a_link_opens_its_view_without_a_click():
     assert at.query_params["step"] == "7" and at.query_params["sample"] != "rollout_data_rank1.jsonl:18"
 
 
+def _shows_sample(at, source: str) -> bool:
+    return at.selectbox(key=keys.SAMPLE).value == source and f"{source}" in at.selectbox(key=keys.SAMPLE).format_func(
+        at.selectbox(key=keys.SAMPLE).value)
+
+
 @pytest.mark.parametrize("params, message, check", [
-    ({"run": "nope"}, "Run 'nope' is not under this root", lambda at: at.sidebar.selectbox(key=keys.RUN).value == "eval_demo"),
-    ({"run": "ppo_demo", "step": "999"}, "Step '999' is not in this run; showing step 30",
+    ({"run": "nope"}, "Run 'nope' is not under this root, so no run is loaded: pick one in the sidebar",
+     lambda at: at.sidebar.selectbox(key=keys.RUN).value == "eval_demo" and not at.get("tabs")
+     and any("Pick a run in the sidebar" in i.value for i in at.info)),
+    ({"run": "ppo_demo", "step": "999"}, "Step '999' is not in this run; showing step 30.",
      lambda at: at.slider(key=keys.STEP).value == 30),
+    # the sample's step is the one shown, and the message says so (rank 1's line 18 is step 5's)
+    ({"run": "ppo_demo", "step": "999", "sample": "rollout_data_rank1.jsonl:18"},
+     "Step '999' is not in this run; showing step 5, the step of sample 'rollout_data_rank1.jsonl:18'.",
+     lambda at: at.slider(key=keys.STEP).value == 5 and _shows_sample(at, "rollout_data_rank1.jsonl:18")),
+    ({"run": "ppo_demo", "step": "7", "sample": "rollout_data_rank1.jsonl:18"},
+     "Sample 'rollout_data_rank1.jsonl:18' is in step 5, not step 7; showing step 5.",
+     lambda at: at.slider(key=keys.STEP).value == 5 and _shows_sample(at, "rollout_data_rank1.jsonl:18")),
     ({"run": "ppo_demo", "step": "abc"}, "Step 'abc' is not in this run", lambda at: at.slider(key=keys.STEP).value == 30),
     ({"run": "eval_demo", "step": "450"}, "showing step 500", lambda at: at.selectbox(key=keys.STEP).value == 500),
-    ({"run": "ppo_demo", "sample": "nope.jsonl:1"}, "Sample 'nope.jsonl:1' is not in this run", lambda at: True),
-    ({"run": "ppo_demo", "sort": "bogus"}, "Sort 'bogus' is not offered", lambda at: at.selectbox(key=keys.SORT_BY).value == "reward"),
+    ({"run": "ppo_demo", "sample": "nope.jsonl:1"},
+     "Sample 'nope.jsonl:1' is not in this run; showing the top of step 30's table.",
+     lambda at: at.slider(key=keys.STEP).value == 30),
+    ({"run": "ppo_demo", "sort": "bogus"}, "Sort 'bogus' is not offered",
+     lambda at: _area(at, keys.BATCH).selectbox(key=keys.SORT_BY).value == "reward"),
     ({"run": "ppo_demo", "kl": "k9"}, "KL estimator 'k9'", lambda at: at.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k3"),
 ])
 def test_a_bad_link_parameter_gets_a_message_and_the_nearest_view(params, message, check):
-    """Each parameter that does not fit is named; the page shows the nearest valid view, no traceback."""
+    """Each parameter that does not fit is named, and the message says what the page shows, which is
+    what it shows; no traceback."""
     at = _linked(root=str(REPO / "rollout_samples"), **params)
     assert not at.exception
     assert any(message in t.value for t in at.text), [t.value for t in at.text]
@@ -431,13 +462,14 @@ def test_runs_side_by_side(tmp_path):
     batch stays on the loaded run."""
     write_lines(tmp_path / "base" / "r.jsonl", [sample(1, 0.0), sample(1, 1.0), sample(2, 1.0)])
     write_lines(tmp_path / "change" / "r.jsonl", [sample(1, 2.0), sample(2, 3.0), sample(2, 5.0), sample(3, 1.0)])
-    at = _load(_open(tmp_path, "base"))
+    at = _load(_open(tmp_path, "base"), keys.COMPARE)
     at.multiselect(key=keys.COMPARE_RUNS).select("change").run()
     spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
             if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
     lines = {t["name"]: t for t in spec["data"] if t.get("mode") == "lines+markers"}
     assert _values(lines["base"]["y"]) == [0.5, 1.0] and _values(lines["change"]["y"]) == [2.0, 4.0, 1.0]
     assert lines["base"]["line"]["color"] != lines["change"]["line"]["color"]
+    _area(at, keys.BATCH)
     assert at.dataframe[0].value["reward"].tolist() == [1.0]  # the batch: base's last step
     assert not at.exception
 
@@ -509,7 +541,7 @@ def test_the_loaded_run_stays_while_the_root_is_edited(tmp_path):
 def test_trainer_metrics_beside_the_rollouts():
     """Loading the TRL demo shows its trainer_state.json without a typed path; a warning badge moves the
     batch to the nearest logged rollout step (37 -> 35) and says so."""
-    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"))
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), keys.TRAINER)
     assert any(t.value.startswith("trl: ") and "trainer_state.json" in t.value for t in at.text)
     labels = [b.label for b in at.button if b.key and b.key.startswith("sign-")]
     assert labels == ["⚠ entropy collapse: entropy at step 29", "⚠ spike: loss at step 37"]
@@ -538,7 +570,7 @@ def test_names_from_disk_are_shown_literally_not_as_markdown(tmp_path):
     write_lines(tmp_path / "other" / "r.jsonl", [sample(1, 1.0)])
     at = _load(_open(tmp_path, "**bold**"))
     at.sidebar.selectbox(key=keys.RUN).select("other").run()  # the loaded run stays: "Showing …**bold**"
-    sources = _markdown_sources(at)
+    sources = _markdown_sources(at) + _markdown_sources(_area(at, keys.TRAINER))
     joined = "\n".join(sources)
     assert r"\!\[x\]\(http\://host/x\)" in joined  # the sample's other field, as its caption
     assert r"\!\[m\]\(http\://host/m\)/loss" in joined  # the warning badge
@@ -575,8 +607,9 @@ def test_truncated_flag_column_filter_and_curve(tmp_path):
     at = _load(_open(tmp_path, "tr"))
     table = at.dataframe[0].value
     assert dict(zip(table["prompt"], table["truncated"])) == {"ended": False, "cut": True}
+    _area(at, keys.OVERVIEW)
     assert "Truncated responses (share: no EOS, lists full)" in at.multiselect(key=keys.DIAGNOSTIC_CURVES).options
-    at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
+    _area(at, keys.EXPLORE)
     at.checkbox(key=keys.EXPLORE_TRUNCATED).check().run()
     assert at.dataframe[0].value["prompt"].tolist() == ["cut"]
 
@@ -608,7 +641,7 @@ def test_trainer_metrics_defaults_by_meaning_several_groups_and_an_overlay():
     the series shown first are its reward, KL, entropy, loss and clip fraction. Two prefix groups can
     be shown at once, and a trainer series drawn over the rollout reward curve carries the values of
     trainer_state.json on its own axis."""
-    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"))
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), keys.TRAINER)
     assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl", "entropy", "loss",
                                                              "clip_ratio/region_mean"]
     at.multiselect(key=keys.METRICS_GROUP).set_value(["(no prefix)", "completions/"]).run()
@@ -631,7 +664,7 @@ def test_compare_runs_of_very_different_step_ranges_by_progress():
     """The eval demo (steps 0-2300) beside the PPO demo (steps 1-30): the ranges differ more than 4 ×, so
     runs are aligned by progress at first: each run's curve runs from 0 % to 100 % of its own steps
     (PPO's step 15 at 100 · 14 / 29 %), the step on hover; switching to step puts the steps back."""
-    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), keys.COMPARE)
     at.multiselect(key=keys.COMPARE_RUNS).select("eval_demo").run()
     assert at.radio(key=keys.COMPARE_ALIGN).value == "progress"
 

@@ -57,8 +57,18 @@ def _page(url: str, width: int, height: int):
             browser.close()
 
 
-def _load_in_page(page, root: Path, run: str) -> None:
-    """Type ``root`` into the sidebar, pick ``run`` and press Load."""
+def _open_area(page, name: str) -> None:
+    """Click the tab of one of the page's areas."""
+    from playwright.sync_api import expect
+
+    tab = page.get_by_role("tab", name=name)
+    expect(tab).to_be_visible(timeout=60_000)
+    tab.click()
+    expect(tab).to_have_attribute("aria-selected", "true", timeout=30_000)
+
+
+def _load_in_page(page, root: Path, run: str, area: str | None = "Batch and sample") -> None:
+    """Type ``root`` into the sidebar, pick ``run``, press Load and open ``area``."""
     from playwright.sync_api import expect
 
     sidebar = page.get_by_test_id("stSidebar")
@@ -67,6 +77,14 @@ def _load_in_page(page, root: Path, run: str) -> None:
     box.press("Enter")
     expect(sidebar.get_by_role("combobox", name="Run")).to_have_value(run, timeout=30_000)
     sidebar.get_by_role("button", name="Load").click()
+    if area:
+        _open_area(page, area)
+
+
+def _in_view(page, locator) -> bool:
+    """Whether the element's top lies inside the browser's window."""
+    box = locator.bounding_box()
+    return box is not None and 0 <= box["y"] < page.viewport_size["height"]
 
 
 def _open_bundled_and_sort(page, run: str, sort_by: str, loaded_text: str | None = None) -> None:
@@ -79,6 +97,7 @@ def _open_bundled_and_sort(page, run: str, sort_by: str, loaded_text: str | None
     sidebar.get_by_role("button", name="Load").click()
     if loaded_text:
         expect(page.get_by_text(loaded_text, exact=False)).to_be_visible(timeout=60_000)
+    _open_area(page, "Batch and sample")
     sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
     expect(sort).to_be_visible(timeout=60_000)
     sort.click()
@@ -136,16 +155,24 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
-    """In Chromium: with auto-refresh on, lines a trainer appends appear without pressing anything."""
+    """In Chromium: with auto-refresh on, lines a trainer appends appear without pressing anything, and
+    the step the user went back to stays (in the address too)."""
+    from urllib.parse import parse_qs, urlparse
+
     from playwright.sync_api import expect
 
     log = tmp_path / "live" / "rank0.jsonl"
     log.parent.mkdir()
-    log.write_text('{"step": 1, "reward": 0.5}\n')
+    log.write_text('{"step": 1, "reward": 0.5}\n{"step": 2, "reward": 0.6}\n{"step": 3, "reward": 0.6}\n')
     with _page(server, 1400, 1600) as page:
         _load_in_page(page, tmp_path, "live")
         sidebar = page.get_by_test_id("stSidebar")
-        expect(page.get_by_text("1 sample loaded")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("3 samples loaded")).to_be_visible(timeout=30_000)
+        slider = page.get_by_role("slider", name="Step")
+        expect(slider).to_have_value("3", timeout=30_000)
+        slider.focus()
+        page.keyboard.press("ArrowLeft")  # the user goes back to step 2 (neither end of the slider)
+        expect(slider).to_have_value("2", timeout=30_000)
         sidebar.get_by_text("Auto-refresh").click()
         seconds = sidebar.get_by_label("every (seconds)")
         expect(seconds).to_be_enabled(timeout=10_000)
@@ -153,8 +180,11 @@ def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
         seconds.press("Enter")
         time.sleep(1)
         with log.open("a") as fh:
-            fh.write('{"step": 2, "reward": 0.7}\n{"step": 3, "reward": 0.9}\n')
-        expect(page.get_by_text("3 samples loaded")).to_be_visible(timeout=30_000)
+            fh.write('{"step": 4, "reward": 0.7}\n{"step": 5, "reward": 0.9}\n')
+        expect(page.get_by_text("5 samples loaded")).to_be_visible(timeout=30_000)
+        expect(slider).to_have_attribute("max", "5", timeout=30_000)
+        expect(slider).to_have_value("2")  # the step the user is on stays while the run grows
+        assert parse_qs(urlparse(page.url).query)["step"] == ["2"]
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
@@ -207,36 +237,83 @@ def test_token_text_creates_no_element_from_model_output(server, tmp_path):
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
-def test_search_click_opens_the_sample(server, tmp_path):
-    """In Chromium: search the whole run, click the match (in an earlier step than the one shown):
-    the step follows and the token view shows that sample's tokens."""
+def test_search_click_opens_the_sample_in_view(server, tmp_path):
+    """In Chromium: search the whole run from the Explore area, click the match (in an earlier step than
+    the one shown): the batch area opens at its step, the sample and its tokens are in the window, and
+    the batch table marks its row (the 7th by reward: rewards 11 down to 5)."""
     from playwright.sync_api import expect
 
     lines = []
     for step in (1, 2, 3):
-        for i in range(3):
-            words = ["needle", "in", "hay"] if (step, i) == (1, 2) else ["plain", "words", str(i)]
-            lines.append({"step": step, "reward": float(i), "prompt": f"q{step}{i}", "response": " ".join(words),
+        for i in range(12):
+            words = ["needle", "in", "hay"] if (step, i) == (1, 5) else ["plain", "words", str(i)]
+            lines.append({"step": step, "reward": float(i), "prompt": f"q{step}-{i}", "response": " ".join(words),
                           "response_tokens": words, "logprobs": [-1.0, -2.0, -0.5],
                           "ref_logprobs": [-1.5, -1.0, -0.5]})
     log = tmp_path / "haystack" / "rank0.jsonl"
     log.parent.mkdir()
     log.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    with _page(server, 1500, 2200) as page:
-        _load_in_page(page, tmp_path, "haystack")
-        page.get_by_text("Explore: search and filter every step of the run").click()
+    with _page(server, 1500, 900) as page:
+        _load_in_page(page, tmp_path, "haystack", "Explore")
         regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
         expect(regex).to_be_visible(timeout=30_000)
         regex.fill("needle")
         regex.press("Enter")
-        expect(page.get_by_text("1 of 9 samples match")).to_be_visible(timeout=30_000)
+        expect(page.get_by_text("1 of 36 samples match")).to_be_visible(timeout=30_000)
         table = page.get_by_test_id("stDataFrame").first
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first (only) row
         picker = page.get_by_role("combobox", name="Sample (in table order)")
-        expect(picker).to_have_value(re.compile(r"rank0\.jsonl:3$"), timeout=30_000)
-        expect(page.locator(".rlb-token-text")).to_have_text("needleinhay", timeout=30_000)  # tokens as logged
+        expect(picker).to_have_value(re.compile(r"^#7 · .*rank0\.jsonl:6$"), timeout=30_000)
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("slider", name="Step")).to_have_value("1")
+        tokens = page.locator(".rlb-token-text")
+        expect(tokens).to_have_text("needleinhay", timeout=30_000)  # tokens as logged
+        page.wait_for_function("""() => { const el = document.querySelector('.st-key-batch_sample');
+                                          const top = el && el.getBoundingClientRect().top;
+                                          return el && top >= 0 && top < window.innerHeight; }""", timeout=30_000)
+        assert _in_view(page, picker) and _in_view(page, tokens)
+        marked = page.get_by_test_id("stDataFrame").first.locator("tr[role=row][aria-selected=true]")
+        expect(marked).to_have_count(1)
+        expect(marked).to_have_attribute("aria-rowindex", "8")  # the header is row 1: the 7th sample is row 8
+        expect(marked.locator("td").first).to_have_text("q1-5")
+        assert page.get_by_test_id("stException").count() == 0
+        page.screenshot(path=str(OUTPUT / "search_opens_sample.png"))
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_sample_picker_labels_follow_the_estimator_and_eos(server):
+    """In Chromium: the picker's label of the open sample reads the KL by the estimator just chosen and
+    the length by the EOS box just cleared, at once. Expected values are computed here from the JSON
+    lines: the top-reward sample of the newest step, k1 = mean log-ratio over its counted positions."""
+    from urllib.parse import urlencode
+
+    from playwright.sync_api import expect
+
+    run = REPO / "rollout_samples" / "ppo_demo"
+    samples = [json.loads(line) for f in sorted(run.glob("*.jsonl")) for line in f.read_text().splitlines()]
+    newest = max(s["step"] for s in samples)
+    top = max((s for s in samples if s["step"] == newest), key=lambda s: s["reward"])
+    first_pad = top["response_tokens"].index(PAD)
+
+    def k1(n):
+        return sum(p - r for p, r in zip(top["logprobs"][:n], top["ref_logprobs"][:n])) / n
+
+    query = urlencode({"root": str(REPO / "rollout_samples"), "run": "ppo_demo", "step": newest})
+    with _page(f"{server}/?{query}", 1500, 1600) as page:
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(rf"^#1 · .* · KL k3 .* · len {first_pad + 1} · "), timeout=60_000)
+        sidebar = page.get_by_test_id("stSidebar")
+        sidebar.get_by_test_id("stSelectbox").filter(has_text="KL estimator").click()
+        page.get_by_role("option", name="k1", exact=True).click()
+        expect(picker).to_have_value(re.compile(rf"^#1 · .* · KL k1 {re.escape(f'{k1(first_pad + 1):.4g}')} · "
+                                                rf"len {first_pad + 1} · "), timeout=30_000)
+        eos = sidebar.get_by_role("textbox", name="EOS token")
+        eos.fill("")
+        eos.press("Enter")  # without an EOS the first pad is a pad: it is no longer counted
+        expect(picker).to_have_value(re.compile(rf"^#1 · .* · KL k1 {re.escape(f'{k1(first_pad):.4g}')} · "
+                                                rf"len {first_pad} · "), timeout=60_000)
         assert page.get_by_test_id("stException").count() == 0
 
 
@@ -280,7 +357,8 @@ def test_clicking_a_curve_point_opens_its_step(server):
     with _page(f"{server}/?{query}", 1500, 2000) as page:
         slider = page.get_by_role("slider", name="Step")
         expect(slider).to_have_value("30", timeout=60_000)
-        chart = page.get_by_test_id("stPlotlyChart").first  # the reward curves, first on the page
+        _open_area(page, "Run overview")
+        chart = page.get_by_test_id("stPlotlyChart").first  # the reward curves, first in the overview
         point = chart.locator("g.trace.scatter path.point").nth(4)
         expect(point).to_be_visible(timeout=30_000)
         step = point.evaluate("el => el.__data__.x")
@@ -290,6 +368,8 @@ def test_clicking_a_curve_point_opens_its_step(server):
         page.wait_for_function(f"""() => new URLSearchParams(location.search).get('step') === '{step}'
                                && !document.querySelector('[data-stale="true"]')""", timeout=30_000)
         expect(slider).to_have_value(str(step), timeout=30_000)
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true")
+        assert _in_view(page, slider)
         assert page.get_by_test_id("stException").count() == 0
 
 
@@ -373,7 +453,7 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
     from playwright.sync_api import expect
 
     _long_token_run(tmp_path / "long")
-    with _page(f"{server}/?{urlencode({'root': str(tmp_path), 'run': 'long'})}", 1500, 2600) as page:
+    with _page(f"{server}/?{urlencode({'root': str(tmp_path), 'run': 'long', 'area': 'batch'})}", 1500, 2600) as page:
         chart = page.get_by_test_id("stPlotlyChart").filter(has_text="Per-token heatmap")
         expect(chart).to_be_visible(timeout=60_000)
         chart.scroll_into_view_if_needed()
@@ -385,7 +465,7 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
                         labels: Array.from(g.querySelectorAll('text')).filter(t => t.textContent).map(box),
                         fill: box(g.querySelector('.cbfills') || g)}))};
         }""")
-        assert len(drawn["bars"]) == 15  # every metric but −logp (entropy is logged)
+        assert len(drawn["bars"]) == 16  # every metric but −logp (entropy is logged) and the logged-only rows
         assert _overlaps(drawn["cells"]) == []
         for bar in drawn["bars"]:
             assert bar["fill"][3] >= 30 and bar["labels"]

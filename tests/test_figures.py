@@ -117,11 +117,14 @@ def test_sort_puts_nan_last_both_ways():
 
 
 def test_batch_table_strips_pad_and_system_prompt():
-    """Pad tokens leave the prompt (OpenRLHF left-pads it) and the response; the prompt loses the system part."""
-    frame = pd.DataFrame({"prompt": ["<pad><pad>sys<|im_end|> user asks"], "response": ["ok<pad><pad>"], "reward": [1.0],
-                          "kl_mean": [np.nan], "response_len": [-1]})
+    """Pad tokens leave the prompt (OpenRLHF left-pads it) and the response; the prompt loses its system
+    turn, and a prompt without one (a user turn first) keeps all of it."""
+    frame = pd.DataFrame({"prompt": ["<pad><pad><|im_start|>system\nBe brief.<|im_end|> user asks",
+                                     "<|im_start|>user\nasks<|im_end|>"], "response": ["ok<pad><pad>", "b"],
+                          "reward": [1.0, 0.5], "kl_mean": [np.nan, np.nan], "response_len": [-1, -1]})
     table = build_batch_table(frame, "<|im_end|>", "<pad>")
     assert table.loc[0, "prompt"] == "user asks" and table.loc[0, "response"] == "ok"
+    assert table.loc[1, "prompt"] == "<|im_start|>user\nasks<|im_end|>"
     assert "kl_mean" not in table and "response_len" not in table
     assert strip_system_prompt("no marker", "<|im_end|>") == "no marker"
 
@@ -193,3 +196,13 @@ def test_heatmap_cells_show_numbers_only_when_they_fit():
     assert [list(t.colorbar.ticktext) for t in fig.data] == [["0", "1.5"], ["-0.5", "0", "0.5"], ["2"]]
     long = pd.DataFrame({"token": ["x"] * 40, "kl": [0.25] * 20 + [0.5] * 20})
     assert build_token_heatmap_figure(long, ["kl"]).data[0].text is None
+
+
+def test_strip_system_prompt_drops_only_a_system_turn():
+    """Llama 3's and Llama 2's system turns go; a user turn that mentions a system stays whole."""
+    llama3 = ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+              "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>")
+    assert strip_system_prompt(llama3, "<|eot_id|>") == "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+    assert strip_system_prompt("<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", "<</SYS>>") == "Hi [/INST]"
+    user = "<|im_start|>user\nSolve the system x + y = 2<|im_end|>\n<|im_start|>assistant\n"
+    assert strip_system_prompt(user, "<|im_end|>") == user

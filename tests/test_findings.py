@@ -436,6 +436,8 @@ def test_page_lists_findings_and_opens_their_evidence(tmp_path):
     assert "<mark>copyright</mark> so 5" in bodies[0]
     at.button(key="finding-empty_responses").click().run()
     assert not at.exception
+    at.session_state[keys.AREA] = keys.BATCH  # the evidence stays in view; the batch area is a tab away
+    at.run()
     assert at.slider(key=keys.STEP).value == 1  # the newest step (4) was shown before
 
 
@@ -456,6 +458,8 @@ def test_ngram_finder_offers_late_vs_early_steps(tmp_path):
 
     _hack(tmp_path / "hack", HACKED, [0.5, 1.5, 1.5, 0.5])
     at = _page(tmp_path, "hack")
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
     at.toggle(key=keys.SHOW_DRIVERS).set_value(True).run()
     at.radio(key=keys.DRIVERS_NGRAMS).set_value("late vs early steps").run()
     assert not at.exception

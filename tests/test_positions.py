@@ -68,6 +68,8 @@ def test_the_page_draws_the_step_by_position(tmp_path):
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
     at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path)).run()
     at.sidebar.button(key=keys.LOAD).click().run()
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
     at.toggle(key=keys.SHOW_POSITIONS).set_value(True).run()
     assert not at.exception
     specs = {json.loads(c.proto.spec)["layout"]["title"]["text"]: json.loads(c.proto.spec)

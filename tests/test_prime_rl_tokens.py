@@ -205,6 +205,8 @@ def test_the_page_opens_a_token_export_decoded_dimmed_and_without_reward_views(e
     at.sidebar.selectbox(key=keys.RUN).select("run").run()
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception, at.exception
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
     assert NO_REWARD in [info.value for info in at.info]
     body = at.get("html")[0].proto.body
     assert "rlb-untrained" in body and "44" in body  # " 44" decoded, trained
@@ -214,6 +216,8 @@ def test_the_page_opens_a_token_export_decoded_dimmed_and_without_reward_views(e
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
     at.sidebar.text_input(key=keys.ROOT).input(str(out.parent)).run()
     at.sidebar.button(key=keys.LOAD).click().run()
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
     assert not at.exception and NO_TOKENIZER in [info.value for info in at.info]
     assert "#" in at.get("html")[0].proto.body
     at.sidebar.text_input(key=keys.TOKENIZER).input(str(tmp_path / "far")).run()  # no tokenizer.json there

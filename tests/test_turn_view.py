@@ -74,6 +74,8 @@ def test_page_opens_an_agent_run_sorts_by_tool_calls_and_shows_turns(tmp_path):
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception, at.exception
     assert at.selectbox(key=keys.SPLIT).value == "train/all"
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
     at.selectbox(key=keys.SORT_BY).select("num_tool_calls").run()
     assert not at.exception, at.exception
     assert at.dataframe[0].value["num_tool_calls"].tolist() == [3.0, 2.0, 1.0]
@@ -169,6 +171,8 @@ def test_page_colours_the_trained_turns_tokens_decoded_with_the_runs_tokenizer(t
     at.sidebar.selectbox(key=keys.RUN).select("tok_agent").run()
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception, at.exception
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
     assert at.selectbox(key=keys.TURN_COLOR_BY).value == "rollout_logp"
     bodies = _token_bodies(at)
     assert len(bodies) == 3  # turn 2, turn 4, then the token view's whole sequence

@@ -240,7 +240,7 @@ def detect(run_dir: Path):
     except OSError:
         suffixes = set()
     for reader in READERS:
-        if hasattr(reader, "GLOBS") or hasattr(reader, "matches"):
+        if hasattr(reader, "GLOBS") or hasattr(reader, "matches") or hasattr(reader, "other_kind"):
             if layout.holds(reader, run_dir):
                 return reader
         elif reader.SUFFIX in suffixes:

@@ -45,6 +45,8 @@ from .records import rows_table
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
+METRICS = "the trainer's metrics, not rollouts"
+_SNIFF_BYTES = 1 << 16  # bytes of a file's start read to tell a trainer's metrics file from rollouts
 APPENDABLE = True  # a file that grew is read from where the last read stopped
 ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES
 
@@ -555,3 +557,36 @@ def _json_error(text: str) -> str:
     except ValueError as exc:  # e.g. an integer too large
         return f"invalid JSON: {exc}"
     return "invalid JSON"
+
+
+def _scalar_record(record) -> bool:
+    """A record of numbers only: a trainer's metrics line (``{"step": 3, "loss": 0.1}``, or verl's file
+    logger's ``{"step": 3, "data": {"actor/kl": 0.01}}``), never a rollout, which has texts or lists."""
+    def numbers(values):
+        return all(v is None or isinstance(v, (bool, int, float)) for v in values)
+
+    if not isinstance(record, dict) or not isinstance(record.get("step"), int):
+        return False
+    data = record.get("data")
+    if isinstance(data, dict) and set(record) <= {"step", "data", "timestamp"}:
+        return numbers(data.values())  # verl's file logger
+    return numbers(record.values())
+
+
+def other_kind(path: Path) -> str | None:
+    """``METRICS`` for a trainer's metrics file lying among the rollouts, which is no run file: a file
+    named like ``train_metrics.jsonl`` whose first line is numbers only (a step and scalars, or verl's
+    file-logger line). Other files are not opened."""
+    if "metric" not in path.name.lower():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return None
+    first = head.split(b"\n", 1)[0].strip()
+    try:
+        record = orjson.loads(first) if first else None
+    except orjson.JSONDecodeError:
+        return None
+    return METRICS if _scalar_record(record) else None

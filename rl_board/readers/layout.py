@@ -15,7 +15,9 @@ Optional parts of a reader module, with their defaults here:
   first line); default: some file matches ``GLOBS``;
 - ``split_of(name) -> str | None``: the split (``train``, ``eval``...) a file of
   the run belongs to; default: no splits;
-- ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``).
+- ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``);
+- ``other_kind(path) -> str | None``: what a file matching ``GLOBS`` is when it is not one of
+  the run's files (a trainer's metrics file beside the rollouts), or None; default: None.
 """
 
 from __future__ import annotations
@@ -84,7 +86,22 @@ def holds(reader, run_dir: Path) -> bool:
             return bool(matches(run_dir))
         except OSError:
             return False
-    return any(first_match(run_dir, pattern) is not None for pattern in globs(reader))
+    if getattr(reader, "other_kind", None) is None:
+        return any(first_match(run_dir, pattern) is not None for pattern in globs(reader))
+    for pattern in globs(reader):
+        try:
+            if any(path.is_file() and not any(part.startswith(".") for part in path.relative_to(run_dir).parts)
+                   and other_kind(reader, path) is None for path in run_dir.glob(pattern)):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def other_kind(reader, path: Path) -> str | None:
+    """What ``path``, which matches the reader's ``GLOBS``, is when it is not one of the run's files."""
+    check = getattr(reader, "other_kind", None)
+    return check(path) if check is not None else None
 
 
 def split_of(reader, name: str) -> str | None:

@@ -16,10 +16,11 @@ from .tags import with_tags
 from .sidebar import Settings
 
 
-def render_step_picker(run: Run) -> int:
-    """A slider on an even step grid, a select box when the steps are irregular."""
+def render_step_picker(run: Run, follow_newest: bool = False) -> int:
+    """A slider on an even step grid, a select box when the steps are irregular. The step stays put while
+    new steps arrive, unless ``follow_newest``."""
     steps, even = step_grid(run.steps.index)
-    state.keep_choice(keys.STEP, steps, steps[-1])
+    state.choose_step(steps, follow_newest)
     if even and len(steps) > 1:
         return st.slider("Step", steps[0], steps[-1], step=steps[1] - steps[0], key=keys.STEP)
     return st.selectbox("Step", steps, key=keys.STEP)
@@ -30,13 +31,16 @@ NO_REWARD = ("No reward is logged for these samples (prime-rl's token exports lo
              "shown, and left out of the reward statistics.")
 
 
-def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple, int | None]:
-    """Draw the batch of ``step``. Returns its samples in the order the user sorted them, what
-    that order is (step, sort key, descending), and the position of the table row clicked, if any."""
+def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple]:
+    """Draw the batch of ``step``. Returns its samples in the order the user sorted them and what that
+    order is (step, sort key, descending, prompt group). Chooses the sample shown (``state.choose_sample``):
+    a click on a table row picks it, and the table marks the row of the sample shown."""
     left, right = st.columns([3, 1])
-    sort_by = left.selectbox("Sort samples by", sort_choices(run.extras), key=keys.SORT_BY,
-                             help="Extra fields of your logs (verl's acc, TRL's reward functions…) are listed "
-                                  "after the board's own.")
+    choices = sort_choices(run.extras, run.samples)
+    state.run_choice(keys.SORT_BY, choices, "reward" if "reward" in choices else choices[0])
+    sort_by = left.selectbox("Sort samples by", choices, key=keys.SORT_BY,
+                             help="Only what this run logged is offered. Extra fields of your logs (verl's acc, "
+                                  "TRL's reward functions…) are listed after the board's own.")
     descending = right.toggle("Highest first", value=True, key=keys.SORT_DESCENDING)
     ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
 
@@ -53,40 +57,44 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
             st.caption("No ref_reward in this step: no comparison with the reference model.")
         charts[-1].plotly_chart(build_reward_hist_figure(ordered if compare else ordered.drop(columns=["ref_reward"])),
                                 key="batch_hist")
-    clicked, group = None, None
-    if settings.show_table:
-        if st.toggle("Group by prompt (GRPO groups)", key=keys.GROUP_BATCH,
-                     help="One row per prompt; groups whose rewards are all equal carry no learning signal in "
-                          "GRPO and come first. Pick a group to see its samples."):
-            groups = build_group_table(ordered, settings.system_marker, settings.pad_token)
-            event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode="single-row",
-                                 key=f"group_table-{step}")
-            if event.selection.rows:
-                group = groups.index[event.selection.rows[0]]
-                ordered = ordered[ordered["prompt_key"] == group]
-                st.caption(f"The {len(ordered)} samples of the chosen group:")
-        # a new table per step, sort and group, so a click never points into a reordered batch
-        table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
-        event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                             key=f"batch_table-{step}-{sort_by}-{descending}-{group}-{settings.kl_estimator}")
-        rows = event.selection.rows
-        clicked = rows[0] if rows else None
-        name = run.path.name
-        left, right = st.columns(2)
-        left.download_button("Download this table (CSV)", partial(build_export_csv, table, ordered, name),
-                             file_name=f"{name}-step{step}.csv", mime="text/csv", key="batch_csv", on_click="ignore")
-        right.download_button("Download its log lines (JSONL)", partial(run.source_lines, ordered.index),
-                              file_name=f"{name}-step{step}.jsonl", mime="application/jsonl", key="batch_jsonl", on_click="ignore")
-    return ordered, (step, sort_by, descending, group), clicked
+    group = None
+    if not settings.show_table:
+        state.choose_sample(ordered, (step, sort_by, descending, group), None)
+        return ordered, (step, sort_by, descending, group)
+    if st.toggle("Group by prompt (GRPO groups)", key=keys.GROUP_BATCH,
+                 help="One row per prompt; groups whose rewards are all equal carry no learning signal in "
+                      "GRPO and come first. Pick a group to see its samples."):
+        groups = build_group_table(ordered, settings.system_marker, settings.pad_token)
+        event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode="single-row",
+                             key=f"group_table-{step}")
+        if event.selection.rows:
+            group = groups.index[event.selection.rows[0]]
+            ordered = ordered[ordered["prompt_key"] == group]
+            st.caption(f"The {len(ordered)} samples of the chosen group:")
+    order = (step, sort_by, descending, group)
+    # a new table per step, sort and group, so a click never points into a reordered batch
+    key = f"batch_table-{step}-{sort_by}-{descending}-{group}-{settings.kl_estimator}"
+    chosen = state.choose_sample(ordered, order, state.table_click(key))
+    state.mark_row(key, list(ordered["source"]).index(chosen))
+    table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token,
+                              settings.kl_estimator)
+    st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row", key=key)
+    name = run.path.name
+    left, right = st.columns(2)
+    left.download_button("Download this table (CSV)", partial(build_export_csv, table, ordered, name),
+                         file_name=f"{name}-step{step}.csv", mime="text/csv", key="batch_csv", on_click="ignore")
+    right.download_button("Download its log lines (JSONL)", partial(run.source_lines, ordered.index),
+                          file_name=f"{name}-step{step}.jsonl", mime="application/jsonl", key="batch_jsonl",
+                          on_click="ignore")
+    return ordered, order
 
 
-def render_sample_picker(ordered: pd.DataFrame, order: tuple, clicked: int | None = None, estimator: str = "k3"):
-    """Pick one sample of the sorted batch; returns its label in ``Run.samples``.
-
-    A new step or sort starts at the top of the table: sorting by KL shows the highest-KL
-    sample. Clicking a table row picks that sample.
-    """
-    labels = list(ordered.index)
-    state.choose_sample(labels, order, clicked)
-    names = dict(zip(labels, describe_samples(ordered, estimator)))
-    return st.selectbox("Sample (in table order)", labels, format_func=names.__getitem__, key=keys.SAMPLE)
+def render_sample_picker(ordered: pd.DataFrame, estimator: str = "k3"):
+    """Pick one sample of the sorted batch (the choice ``render`` made is preselected); returns its label
+    in ``Run.samples``. Its labels are drawn afresh on every run: they show the KL by the chosen estimator
+    and the length by the current pad and EOS tokens."""
+    sources = list(ordered["source"])
+    names = dict(zip(sources, describe_samples(ordered, estimator)))
+    state.relabel(keys.SAMPLE, names.get(st.session_state.get(keys.SAMPLE), ""))
+    chosen = st.selectbox("Sample (in table order)", sources, format_func=names.__getitem__, key=keys.SAMPLE)
+    return ordered.index[sources.index(chosen)]

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 import streamlit as st
 
 from .. import fields as F
-from pathlib import Path
-
 from ..figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..loader import ROOT_RUN, RootError, Run
 from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
@@ -23,13 +24,11 @@ DEFAULT_DIAGNOSTICS = ("entropy", "mismatch_kl", "explained_variance")
 def render(run: Run, settings: Settings) -> None:
     steps = curve_frame(run.steps)
 
-    def curve(where, names, title, key, **kw):
-        event = where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
-                                                      smoothing=settings.smoothing, **kw),
-                                   key=key, on_select="rerun", selection_mode="points")
-        points = event.selection.points if event and event.selection else []
-        if points:  # a clicked point opens its step's batch
-            state.go_to_step(points[0]["x"], run.steps.index)
+    def curve(where, names, title, key, **kw):  # a clicked point opens its step's batch
+        where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
+                                              smoothing=settings.smoothing, **kw),
+                           key=key, on_select=partial(state.step_clicked, key, run.steps.index),
+                           selection_mode="points")
 
     columns = st.columns(3)
     if settings.show_reward_curves:
@@ -59,19 +58,20 @@ def render(run: Run, settings: Settings) -> None:
                  and steps[f"{name}_mean"].notna().any()]
     if available:
         default = [name for name in DEFAULT_DIAGNOSTICS if name in available] or available[:3]
-        chosen = st.multiselect("Diagnostic curves", available, default=default, key=keys.DIAGNOSTIC_CURVES,
+        state.run_choice(keys.DIAGNOSTIC_CURVES, available, default)
+        chosen = st.multiselect("Diagnostic curves", available, key=keys.DIAGNOSTIC_CURVES,
                                 format_func=DIAGNOSTIC_CURVES.__getitem__,
                                 help="What goes wrong in RL runs, one number per step: see the README.")
         grid = st.columns(3)
         for i, name in enumerate(chosen):
             curve(grid[i % 3], [name], DIAGNOSTIC_CURVES[name], f"curve_diag_{name}")
     if run.extras:
-        chosen = st.multiselect("Extra field curves", run.extras, default=run.extras[:3], key=keys.EXTRA_CURVES,
+        state.run_choice(keys.EXTRA_CURVES, run.extras, run.extras[:3])
+        chosen = st.multiselect("Extra field curves", run.extras, key=keys.EXTRA_CURVES,
                                 help="Fields of your logs beyond the board's own: mean ± std per step.")
         if chosen:
             curve(st, [F.extra_column(n) for n in chosen], "Extra fields", "curve_extras",
                   labels={F.extra_column(n): n for n in chosen})
-    render_comparison(run, settings)
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
         table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)
@@ -91,8 +91,9 @@ def render_comparison(run: Run, settings: Settings) -> None:
     others = [name for name, folder in names.items() if folder.resolve() != here]
     if not others:
         return
+    state.run_choice(keys.COMPARE_RUNS, others, [])
     chosen = st.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
-                            help="Their curves are drawn over this run's, aligned by step; the batch below "
+                            help="Their curves are drawn over this run's, aligned by step; the batch "
                                  "stays on this run.")
     if not chosen:
         return

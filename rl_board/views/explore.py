@@ -39,8 +39,6 @@ def _number(text: str, label: str):
 
 
 def render(run: Run, settings: Settings) -> None:
-    if not st.toggle("Explore: search and filter every step of the run", key=keys.SHOW_EXPLORE):
-        return
     left, right = st.columns([3, 1])
     pattern = left.text_input("Regular expression (RE2 syntax; (?i) for case-insensitive)", key=keys.EXPLORE_REGEX,
                               placeholder=r"^\W*$   finds empty or punctuation-only texts")
@@ -52,10 +50,12 @@ def render(run: Run, settings: Settings) -> None:
                "log-ratio mean": "log_ratio_mean", "response length": "response_len", "reward gap": "reward_gap",
                **{name: F.extra_column(name) for name in run.extras}}
     a, b, c, d = st.columns([2, 1, 1, 2])
+    state.run_choice(keys.EXPLORE_COLUMN, [NO_FILTER, *numeric], NO_FILTER)
     column = a.selectbox("Numeric filter", [NO_FILTER, *numeric], key=keys.EXPLORE_COLUMN)
     low = _number(b.text_input("from", key=keys.EXPLORE_LOW), "from")
     high = _number(c.text_input("to", key=keys.EXPLORE_HIGH), "to")
     steps = [int(s) for s in run.steps.index]
+    state.run_choice(keys.EXPLORE_STEPS, steps, (steps[0], steps[-1]))
     first, last = (d.select_slider("Steps", steps, value=(steps[0], steps[-1]), key=keys.EXPLORE_STEPS)
                    if len(steps) > 1 else (steps[0], steps[0]))
     ranges = {numeric[column]: (low, high)} if column != NO_FILTER and (low is not None or high is not None) else {}
@@ -80,8 +80,9 @@ def render(run: Run, settings: Settings) -> None:
         return
     st.plotly_chart(build_matches_figure(compute_matches_per_step(run, matches)), key="explore_per_step")
     x, y, z = st.columns([2, 1, 1])
-    order = x.selectbox("Order matches by", ["log order", *[c for c in sort_choices(run.extras) if c != "log order"]],
-                        key="explore_order")
+    orders = ["log order", *[c for c in sort_choices(run.extras, run.samples) if c != "log order"]]
+    state.run_choice(keys.EXPLORE_ORDER, orders, "log order")
+    order = x.selectbox("Order matches by", orders, key=keys.EXPLORE_ORDER)
     descending = y.toggle("Highest first", value=True, key="explore_descending")
     shown = int(z.number_input("Show the first", 1, 100_000, SHOWN_DEFAULT, key=keys.EXPLORE_TOP))
     if order == "log order":

@@ -40,15 +40,16 @@ def render(run: Run) -> None:
 
 
 def _toggle(run: Run, finding) -> None:
-    """Open (or close) a finding's evidence; opening moves the batch to its first sample or step."""
+    """Open (or close) a finding's evidence; opening moves the batch to its first sample or step (the
+    evidence stays in view: its Open buttons go to the batch)."""
     opened = st.session_state.get(keys.FINDING_OPEN) != finding.kind
     st.session_state[keys.FINDING_OPEN] = finding.kind if opened else None
     if opened and finding.focus_step is not None:
         if finding.labels:
             first = finding.labels[0]
-            state.open_sample(int(run.samples.at[first, "step"]), first)
+            state.open_sample(int(run.samples.at[first, "step"]), first, show=False)
         else:
-            state.go_to_step(finding.focus_step, run.steps.index)
+            state.go_to_step(finding.focus_step, run.steps.index, show=False)
 
 
 def _evidence(run: Run, finding) -> None:

@@ -8,6 +8,7 @@ LOAD = "load"
 REFRESH = "refresh"
 AUTO_REFRESH = "auto_refresh"
 AUTO_REFRESH_SECONDS = "auto_refresh_seconds"
+FOLLOW_NEWEST = "follow_newest"
 
 SHOW_REWARD_CURVES = "show_reward_curves"
 REWARD_FIELDS = "reward_fields"
@@ -46,7 +47,6 @@ SHOW_DRIVERS = "show_drivers"
 SHOW_POSITIONS = "show_positions"
 DRIVERS_NGRAMS = "drivers_ngrams"  # the n-gram finder compares: top vs bottom of the step, or late vs early steps
 FINDING_OPEN = "finding_open"  # the finding whose evidence is shown (its kind)
-SHOW_EXPLORE = "show_explore"
 EXPLORE_REGEX = "explore_regex"
 EXPLORE_FIELD = "explore_field"
 EXPLORE_COLUMN = "explore_column"
@@ -54,6 +54,7 @@ EXPLORE_LOW = "explore_low"
 EXPLORE_HIGH = "explore_high"
 EXPLORE_STEPS = "explore_steps"
 EXPLORE_TOP = "explore_top"
+EXPLORE_ORDER = "explore_order"
 EXPLORE_TRUNCATED = "explore_truncated"
 SHOW_HISTORY = "show_prompt_history"
 GROUP_BATCH = "group_batch"
@@ -64,6 +65,14 @@ METRICS_GROUP = "metrics_group"
 METRICS_SERIES = "metrics_series"
 METRICS_OVERLAY = "metrics_overlay"  # the rollout curve a trainer series is drawn over
 METRICS_OVERLAY_SERIES = "metrics_overlay_series"
+
+#: The page's areas: a tab each (``main.AREAS`` says what each holds); ``AREA`` is the open one's label.
+AREA = "area"
+OVERVIEW = "Run overview"
+BATCH = "Batch and sample"
+EXPLORE = "Explore"
+TRAINER = "Trainer metrics"
+COMPARE = "Compare runs"
 
 #: session_state entry (not a widget): the run folder the user last loaded.
 LOADED_RUN = "loaded_run"

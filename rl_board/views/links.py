@@ -1,29 +1,40 @@
 """Links that reopen a view: the address bar always holds
-``?root=ROOT&run=RUN&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, and opening such a link
-loads that run without a click and shows that step and sample. A parameter that does not fit
-(an unknown run, a step or sample not in the run) gets a short message and the nearest valid view."""
+``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus how the run was
+read when that is not the default (``split=SPLIT``, ``fields=reward=my_score,response=answer``, ``pad=TOKEN``,
+``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run,
+read that way, without a click and shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
+the run) gets a short message saying what is shown instead."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
-from .. import fields as F
 from ..loader import ROOT_RUN, Run
 from ..metrics import KL_ESTIMATORS
+from ..readers import FieldMappingError, parse_field_mapping
 from ..tables import sort_choices
 from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded
 _NOTES = "link_notes"
+_PARAMS = ("root", "run", "split", "area", "step", "sample", "sort", "kl", "fields", "pad", "eos", "max",
+           "tokenizer")
+NO_TOKEN = "none"  # pad=none, eos=none: no pad (or EOS) token
+
+#: The page's areas as the address names them.
+AREAS = {"overview": keys.OVERVIEW, "batch": keys.BATCH, "explore": keys.EXPLORE, "trainer": keys.TRAINER,
+         "compare": keys.COMPARE}
 
 
 def read() -> None:
-    """On a session's first run: put the link's root, run and estimator into the widgets' state
-    (before they are drawn) and keep its step, sample and sort for when the run is loaded."""
+    """On a session's first run: put the link's root, run, read options and estimator into the widgets'
+    state (before they are drawn) and keep its area, step, sample and sort for when the run is loaded."""
     if _PENDING in st.session_state:
         return
-    params = {key: st.query_params.get(key) for key in ("root", "run", "step", "sample", "sort", "kl")}
-    st.session_state[_PENDING] = {k: v for k, v in params.items() if v}
+    params = {key: st.query_params.get(key) for key in _PARAMS}
+    st.session_state[_PENDING] = {k: v for k, v in params.items() if v is not None and (v or k in ("pad", "eos"))}
     st.session_state[_NOTES] = []
     if params["root"]:
         st.session_state[keys.ROOT] = params["root"]
@@ -34,6 +45,28 @@ def read() -> None:
             st.session_state[keys.KL_ESTIMATOR] = params["kl"]
         else:
             _note(f"KL estimator {params['kl']!r} is not one of {', '.join(KL_ESTIMATORS)}; showing k3.")
+    if params["fields"]:
+        try:
+            parse_field_mapping(params["fields"])
+        except FieldMappingError as exc:
+            _note(f"Field mapping {params['fields']!r} can't be used ({exc}); the run is read without it.")
+        else:
+            st.session_state[keys.FIELD_MAP] = params["fields"]
+    if params["pad"] is not None:
+        st.session_state[keys.DROP_PAD] = params["pad"] not in ("", NO_TOKEN)
+        if st.session_state[keys.DROP_PAD]:
+            st.session_state[keys.PAD_TOKEN] = params["pad"]
+    if params["eos"] is not None:
+        st.session_state[keys.EOS_TOKEN] = "" if params["eos"] == NO_TOKEN else params["eos"]
+    if params["split"]:
+        st.session_state[keys.SPLIT] = params["split"]  # a split the run doesn't have gives way to its default
+    if params["tokenizer"]:
+        st.session_state[keys.TOKENIZER] = params["tokenizer"]
+    if params["max"]:
+        if params["max"].isdigit():
+            st.session_state[keys.MAX_SAMPLES] = int(params["max"])
+        else:
+            _note(f"Max samples per step {params['max']!r} is not a whole number; reading every sample.")
 
 
 def _note(text: str) -> None:
@@ -41,11 +74,12 @@ def _note(text: str) -> None:
 
 
 def wanted_run(runs: list[str]) -> None:
-    """Before the run picker is drawn: a linked run that is not under the root is named, and the
-    picker falls back to the first run."""
+    """Before the run picker is drawn: a linked run that is not under the root is named and not loaded;
+    the picker falls back to the first run."""
     wanted = st.session_state.get(_PENDING, {}).get("run")
     if wanted and wanted not in runs:
-        _note(f"Run {wanted!r} is not under this root; showing {runs[0]!r}.")
+        _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one in the sidebar and press "
+              "Load.")
         st.session_state[_PENDING] = {}
     state.keep_choice(keys.RUN, runs, runs[0])
 
@@ -58,37 +92,56 @@ def autoload(run_dir: str | None, fields) -> None:
         state.set_loaded_run(run_dir, fields if fields is not None else ())
 
 
+def _find_sample(run: Run, source: str):
+    """The label of the sample at ``source`` ("file:line"), or None."""
+    name, _, line = source.rpartition(":")
+    if name not in run.files or not line.isdigit():
+        return None
+    samples = run.samples
+    hit = samples.index[(samples["file"] == run.files.index(name)) & (samples["line"] == int(line))]
+    return hit[0] if len(hit) else None
+
+
 def apply(run: Run) -> None:
-    """Once the linked run is loaded (before the batch is drawn): its step, sample and sort."""
+    """Once the linked run is loaded (before the areas are drawn): its area, step, sample and sort, each
+    message saying what is shown instead of what does not fit."""
     pending = st.session_state.get(_PENDING, {})
     if not pending.get("loaded") or pending.get("applied"):
         return
     pending["applied"] = True
     steps = [int(s) for s in run.steps.index]
+    label = _find_sample(run, pending["sample"]) if pending.get("sample") else None
+    sample_step = None if label is None else int(run.samples.at[label, "step"])
     if pending.get("step"):
-        try:
-            step = int(pending["step"])
-        except ValueError:
-            step = None
+        text = pending["step"]
+        step = int(text) if text.lstrip("-").isdigit() else None
         if step is None or step not in steps:
-            nearest = steps[-1] if step is None else min(steps, key=lambda s: (abs(s - step), s))
-            _note(f"Step {pending['step']!r} is not in this run; showing step {nearest}.")
-            step = nearest
+            shown = sample_step if sample_step is not None else (
+                steps[-1] if step is None else min(steps, key=lambda s: (abs(s - step), s)))
+            _note(f"Step {text!r} is not in this run; showing step {shown}"
+                  + (f", the step of sample {pending['sample']!r}." if sample_step is not None else "."))
+            step = shown
+        elif sample_step is not None and sample_step != step:
+            _note(f"Sample {pending['sample']!r} is in step {sample_step}, not step {step}; showing step "
+                  f"{sample_step}.")
         st.session_state[keys.STEP] = step
-    if pending.get("sample"):
-        name, _, line = pending["sample"].rpartition(":")
-        samples = run.samples
-        hit = samples.index[(samples[F.FILE] == (run.files.index(name) if name in run.files else -1))
-                            & (samples[F.LINE] == (int(line) if line.isdigit() else -1))]
-        if len(hit):
-            state.open_sample(int(samples.loc[hit[0], F.STEP]), hit[0])
-        else:
-            _note(f"Sample {pending['sample']!r} is not in this run; showing the top of the table.")
+    if label is not None:
+        state.open_sample(sample_step, label)
+    elif pending.get("sample"):
+        shown = st.session_state.get(keys.STEP, steps[-1])
+        _note(f"Sample {pending['sample']!r} is not in this run; showing the top of step {shown}'s table.")
     if pending.get("sort"):
-        if pending["sort"] in sort_choices(run.extras):
+        if pending["sort"] in sort_choices(run.extras, run.samples):
             st.session_state[keys.SORT_BY] = pending["sort"]
         else:
             _note(f"Sort {pending['sort']!r} is not offered for this run; sorting by reward.")
+    if pending.get("area") in AREAS:
+        state.show_area(AREAS[pending["area"]], "sample" if label is not None else None)
+    elif pending.get("area"):
+        _note(f"Area {pending['area']!r} is not one of {', '.join(AREAS)}; showing {keys.OVERVIEW}.")
+        state.show_area(keys.OVERVIEW)
+    elif pending.get("step") or pending.get("sample"):  # a link from before the page had areas: a batch
+        state.show_area(keys.BATCH, "sample" if label is not None else "step")
 
 
 def show_notes() -> None:
@@ -102,22 +155,35 @@ def show_notes() -> None:
             st.session_state[_NOTES] = []
 
 
-def write(root: str, run: Run, step: int | None = None, label=None) -> None:
-    """Put the current view into the address bar."""
-    params = {"root": root, "run": ROOT_RUN if run.path.resolve() == _root_dir(root) else run.path.name}
-    if step is not None:
-        params["step"] = str(step)
-    if label is not None and label in run.samples.index:
-        row = run.samples.loc[label]
-        params["sample"] = f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}"
-    for key, widget in (("sort", keys.SORT_BY), ("kl", keys.KL_ESTIMATOR)):
+def write(settings, run: Run) -> None:
+    """Put the current view into the address bar: the loaded run and how it was read, the open area, and
+    the step, sample, sort and estimator chosen."""
+    from .sidebar import DEFAULT_EOS, DEFAULT_PAD  # the sidebar draws with this module's help
+
+    here, root = run.path.resolve(), Path(settings.root).expanduser().resolve()
+    if here == root:
+        params = {"root": settings.root, "run": ROOT_RUN}
+    else:  # the root the run was loaded from, though the sidebar's root box may be edited since
+        params = {"root": settings.root if here.parent == root else str(run.path.parent), "run": run.path.name}
+    area = st.session_state.get(keys.AREA)
+    if area is not None:
+        params["area"] = next(slug for slug, label in AREAS.items() if label == area)
+    for key, widget in (("step", keys.STEP), ("sample", keys.SAMPLE), ("sort", keys.SORT_BY),
+                        ("kl", keys.KL_ESTIMATOR)):
         if st.session_state.get(widget) is not None:
             params[key] = str(st.session_state[widget])
+    if run.splits:
+        params["split"] = run.split
+    options = run.options
+    if options.fields:
+        params["fields"] = ",".join(f"{canonical}={source}" for canonical, source in options.fields)
+    if options.pad_token != DEFAULT_PAD:
+        params["pad"] = options.pad_token or NO_TOKEN
+    if options.eos_token != DEFAULT_EOS:
+        params["eos"] = options.eos_token or NO_TOKEN
+    if settings.max_per_step:
+        params["max"] = str(settings.max_per_step)
+    if settings.tokenizer:
+        params["tokenizer"] = settings.tokenizer
     if dict(st.query_params) != params:
         st.query_params.from_dict(params)
-
-
-def _root_dir(root: str):
-    from pathlib import Path
-
-    return Path(root).expanduser().resolve()

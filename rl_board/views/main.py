@@ -1,19 +1,130 @@
-"""The whole page: configuration, the sidebar and every view in order. No logic here.
+"""The whole page: configuration, the sidebar, the load report and the page's areas, one tab each.
+No logic here.
 
 ``rl-board serve`` runs this file as the Streamlit script; the repository's ``app.py``
 calls ``render_page`` so ``streamlit run app.py`` draws the same page.
+
+Adding a view to an area is one line: a view of the whole run goes into ``AREAS`` as
+``render(run, settings)``; a view of the chosen sample goes into ``SAMPLE_VIEWS`` as
+``render(run, picked, settings)`` (``picked``: a ``Picked``).
 """
 
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pandas as pd
 import streamlit as st
 
 from rl_board import workers
 from rl_board.access import check_roots
 from rl_board.loader import RootError, TokenizerError
-from rl_board.text import escape_markdown
 from rl_board import fields as F
+from rl_board.text import escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
                             tokens, trainer, turns)
 from rl_board.views import findings, prompts, tags
+
+
+class Picked(NamedTuple):
+    """The batch area's choice, as the views of one sample get it."""
+
+    step: int
+    ordered: pd.DataFrame  # the step's samples (texts included) in the order the user sorted them
+    label: object  # the chosen sample's label in ``Run.samples``
+    row: pd.Series  # its row of ``ordered``
+    record: tuple[dict, dict] | None  # its (canonical record, other fields) read from its source; None if unreadable
+
+
+def _sample_pair(run, picked: Picked, settings) -> None:
+    """The sample beside its reference, or an agent sample's conversation as a transcript."""
+    if settings.show_pair:
+        st.subheader("Sample")
+        if picked.record is not None and picked.record[0].get(F.MESSAGES):
+            turns.render(picked.row, picked.record, settings, run.options.tokenizer)
+        else:
+            sample.render(run, picked.row, picked.step, settings, picked.record)
+
+
+def _sample_tokens(run, picked: Picked, settings) -> None:
+    if settings.show_heatmap and picked.record is not None:
+        st.subheader("Tokens")
+        tokens.render(picked.record[0], settings, run.options.tokenizer)
+
+
+#: The views of the chosen sample, in order below the sample picker: ``render(run, picked, settings)``.
+SAMPLE_VIEWS = (_sample_pair, tags.render_sample, prompts.render_sample, _sample_tokens)
+
+_STEP_ANCHOR = "batch_step"  # the containers a click brings into view (CSS class st-key-<key>)
+_SAMPLE_ANCHOR = "batch_sample"
+
+
+@st.fragment
+def _batch_area(run, settings) -> None:
+    """Everything that depends on the chosen step and sample. A fragment: moving the step, sorting or
+    picking a sample reruns only this part, so nothing else is rebuilt or redrawn."""
+    scroll = state.scroll_target()
+    with st.container(key=_STEP_ANCHOR):
+        if note := state.step_note():
+            st.info(note)
+        step = batch.render_step_picker(run, settings.follow_newest)
+    ordered, order = batch.render(run, step, settings)
+    drivers.render(run, step, ordered, settings)
+    positions.render(run, step, ordered, settings)
+    with st.container(key=_SAMPLE_ANCHOR):
+        chosen = batch.render_sample_picker(ordered, settings.kl_estimator)
+        record = state.get_record(run, chosen)
+        if isinstance(record, Exception):
+            st.warning("Can't read this sample again: its file changed or went away. Press Refresh.")
+            st.text(str(record))
+            record = None
+        picked = Picked(step, ordered, chosen, ordered.loc[chosen], record)
+        for view in SAMPLE_VIEWS:
+            view(run, picked, settings)
+    links.write(settings, run)
+    if scroll:
+        _scroll_into_view(_SAMPLE_ANCHOR if scroll == "sample" else _STEP_ANCHOR)
+
+
+def _overview(run, settings) -> None:
+    """The findings panel at the top (filled last: the checks run while the curves draw), then the curves."""
+    panel = st.container()
+    if settings.show_charts:
+        curves.render(run, settings)
+    with panel:
+        findings.render(run)
+
+
+#: The page's areas, one tab each, in order: the views each draws, ``render(run, settings)``. Only the open
+#: area is drawn.
+AREAS = {
+    keys.OVERVIEW: (_overview,),
+    keys.BATCH: (_batch_area,),
+    keys.EXPLORE: (explore.render, tags.render_list),
+    keys.TRAINER: (trainer.render,),
+    keys.COMPARE: (curves.render_comparison,),
+}
+
+
+_SCROLLS = "scrolls"  # how many scrolls were asked for: each script differs, so the browser runs each
+
+
+def _scroll_into_view(anchor: str) -> None:
+    """Bring the container ``anchor`` into view once it is drawn (a script of the board's own, no data)."""
+    count = st.session_state[_SCROLLS] = st.session_state.get(_SCROLLS, 0) + 1
+    st.html(f"""<script>/* {count} */ (() => {{
+      let tries = 0;
+      const go = () => {{
+        const el = document.querySelector(".st-key-{anchor}");
+        if (el && !el.closest('[data-stale="true"]')) {{
+          el.style.scrollMarginTop = "4rem";  /* below the page's header bar */
+          el.scrollIntoView({{block: "start"}});
+        }} else if (++tries < 100) {{
+          setTimeout(go, 50);
+        }}
+      }};
+      go();
+    }})();</script>""", unsafe_allow_javascript=True)
 
 
 def render_page() -> None:
@@ -25,10 +136,16 @@ def render_page() -> None:
         st.error("The board is misconfigured: no folder can be opened.")
         st.text(str(exc))
         return
+    state.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
+    try:
+        workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
+        links.read()
+        _render(sidebar.render())
+    finally:
+        state.remember_widgets()
 
-    workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
-    links.read()
-    settings = sidebar.render()
+
+def _render(settings) -> None:
     links.autoload(settings.run_dir, settings.fields)
     if settings.load and settings.run_dir and settings.fields is not None:
         state.set_loaded_run(settings.run_dir, settings.fields)
@@ -66,49 +183,17 @@ def render_page() -> None:
 
     links.apply(run)
     links.show_notes()
-    findings_panel = st.container()  # at the top, filled last: the checks run while the rest draws
-    state.start_findings(run)
-    if settings.show_charts:
-        curves.render(run, settings)
-        st.subheader("Trainer metrics")
-        trainer.render(run, settings)
-    st.subheader("Explore")
-    explore.render(run, settings)
-    tags.render_list(run, settings)
-    st.subheader("Batch")
-    _step_views(run, settings)
-    with findings_panel:
-        findings.render(run)
-
-
-@st.fragment
-def _step_views(run, settings) -> None:
-    """Everything that depends on the chosen step and sample. A fragment: moving the step, sorting or
-    picking a sample reruns only this part, so the curves above are neither rebuilt nor redrawn."""
-    if note := state.step_note():
-        st.info(note)
-    step = batch.render_step_picker(run)
-    ordered, order, clicked = batch.render(run, step, settings)
-    drivers.render(run, step, ordered, settings)
-    positions.render(run, step, ordered, settings)
-    chosen = batch.render_sample_picker(ordered, order, clicked, settings.kl_estimator)
-    record = state.get_record(run, chosen) if settings.show_pair or settings.show_heatmap else None
-    if isinstance(record, Exception):
-        st.warning("Can't read this sample again: its file changed or went away. Press Refresh.")
-        st.text(str(record))
-        record = None
-    if settings.show_pair:
-        st.subheader("Sample")
-        if record is not None and record[0].get(F.MESSAGES):
-            turns.render(ordered.loc[chosen], record, settings, run.options.tokenizer)
-        else:
-            sample.render(run, ordered.loc[chosen], step, settings, record)
-        tags.render_editor(run, chosen)
-        prompts.render(run, chosen, settings)
-    if settings.show_heatmap and record is not None:
-        st.subheader("Tokens")
-        tokens.render(record[0], settings, run.options.tokenizer)
-    links.write(settings.root, run, step, chosen)
+    state.start_findings(run)  # in a thread of its own: the checks run while the page draws
+    state.open_requested_area()
+    tabs = st.tabs(list(AREAS), key=keys.AREA, on_change="rerun")
+    for tab, views in zip(tabs, AREAS.values()):
+        if tab.open:
+            with tab:
+                for view in views:
+                    view(run, settings)
+    links.write(settings, run)
+    if state.area_requested():  # a click in this area opens another: draw the page again with it open
+        st.rerun()
 
 
 if __name__ == "__main__":  # run as the script of ``streamlit run``

@@ -137,3 +137,9 @@ def render(run: Run, label, settings: Settings) -> None:
     with st.expander(f"All {len(samples)} responses as a table"):
         table = samples.drop(columns=["label"]).rename(columns={"kl": f"KL mean ({settings.kl_estimator})"})
         st.dataframe(cut_cells(table), hide_index=True, key="prompt_samples_table")
+
+
+def render_sample(run: Run, picked, settings: Settings) -> None:
+    """``render`` for the chosen sample (a view of ``main.SAMPLE_VIEWS``; ``picked``: the batch's choice)."""
+    if settings.show_pair:
+        render(run, picked.label, settings)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
+from .. import fields as F
 from ..checks import compute_data_checks
 from ..loader import Run
 from ..readers import format_field_mapping
@@ -30,11 +33,19 @@ def render(run: Run) -> None:
     if report.pending:
         st.info("Last line still being written (not loaded yet) in:")
         st.text(", ".join(report.pending))
-    if report.ignored_files:
+    metrics = metrics_files(run.path, report.ignored_files)
+    if metrics:
+        st.caption("The trainer's own metrics, shown under Trainer metrics:")
+        st.text(", ".join(metrics))
+    ignored = [name for name in report.ignored_files if name not in metrics]
+    if ignored:
         st.info(f"Files that are not {report.reader} files were ignored:")
-        st.text(", ".join(report.ignored_files))
+        st.text(", ".join(ignored))
+    if not report.lines_ok:
+        _nothing_loaded(run)
     if report.errors:
-        st.warning(f"{_count(report.lines_bad, 'line')} rejected; the rest loaded. First ones:")
+        st.warning(f"{_count(report.lines_bad, 'line')} rejected; "
+                   + ("the rest loaded. " if report.lines_ok else "") + "First ones:")
         st.text("\n".join(f"{f}:{line}: {reason}" for f, line, reason in report.errors[:ERRORS_QUOTED]))
         with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),
@@ -43,6 +54,53 @@ def render(run: Run) -> None:
     if checks:
         st.warning("Numbers a log should not hold:")
         st.text("\n".join(check.message for check in checks))
-    if not report.lines_ok:
-        st.error("No usable lines in this run: every line was rejected or the files are empty. Each line must be "
-                 'a JSON object with an integer "step" and a numeric "reward".')
+
+
+def metrics_files(run_dir: Path, names) -> list[str]:
+    """Those of ``names`` (files of the run folder) that are the trainer's metrics the Trainer metrics
+    area reads (``scalars.discover``): TRL's trainer_state.json, TensorBoard's event files, a metrics JSONL."""
+    from ..scalars import discover
+
+    found = discover(run_dir)
+    if found is None:
+        return []
+    here = Path(run_dir).expanduser().resolve()
+    if found.is_dir():  # TensorBoard: the folder's event files
+        return [n for n in names if found.resolve() == here and n.startswith("events.out.tfevents")]
+    return [n for n in names if (here / n).resolve() == found.resolve()]
+
+
+def _nothing_loaded(run: Run) -> None:
+    """Nothing loaded: say so, and what the lines hold, so the field mapping can name it."""
+    report = run.report
+    if not report.lines_bad:
+        st.error("Nothing loaded: the run's files hold no lines yet.")
+        return
+    st.error(f"Nothing loaded: every line ({report.lines_bad:,}) was rejected. Each line must be a JSON object "
+             'with an integer "step" and a numeric "reward" (or verl\'s "score"), or name where they are with a '
+             "field mapping.")
+    found = run.source_keys()
+    if not found:
+        return
+    st.caption("Keys in the first lines of the first files:")
+    st.text(", ".join(f"{key} ({kind})" for key, kind in found))
+    example = suggest_mapping(found)
+    st.info("Say which of these holds each field of the board in the sidebar's **Field mapping** box "
+            "(CANONICAL=SOURCE pairs), then press **Load**" + (". For example:" if example else "."))
+    if example:
+        st.text(example)
+
+
+def suggest_mapping(found: list[tuple[str, str]]) -> str:
+    """A field mapping to start from: the first number key that is not the step for ``reward``, the first
+    text key for ``response`` (the last of several: a question comes before its answer); "" when there is
+    neither."""
+    taken = {F.STEP, F.REWARD, "score", *F.TEXT_FIELDS}
+    numbers = [k for k, kind in found if kind == "number" and k not in taken]
+    texts = [k for k, kind in found if kind == "text" and k not in taken]
+    pairs = []
+    if not any(k in (F.REWARD, "score") and kind == "number" for k, kind in found) and numbers:
+        pairs.append(f"{F.REWARD}={numbers[0]}")
+    if not any(k in ("response", "output", "completion") for k, _ in found) and texts:
+        pairs.append(f"response={texts[-1]}")
+    return ", ".join(pairs)

@@ -35,6 +35,7 @@ class Settings:
     max_per_step: int | None
     fields: tuple[tuple[str, str], ...] | None  # the field mapping typed, (canonical, source) pairs; None if bad
     auto_refresh_seconds: int | None
+    follow_newest: bool  # a refresh that brings a newer step shows it
     show_reward_curves: bool
     reward_fields: list[str]
     std_scale: float
@@ -90,6 +91,9 @@ def render() -> Settings:
     auto = side.toggle("Auto-refresh", key=keys.AUTO_REFRESH)
     seconds = side.number_input("every (seconds)", min_value=2, value=10, key=keys.AUTO_REFRESH_SECONDS,
                                 disabled=not auto)
+    follow_newest = side.toggle("Follow the newest step", key=keys.FOLLOW_NEWEST,
+                                help="When a refresh brings a newer step, show it. Off: the step and sample you "
+                                     "are looking at stay while the run grows.")
 
     side.header("Settings")
     show_reward = side.checkbox("Reward curves", value=True, key=keys.SHOW_REWARD_CURVES)
@@ -139,7 +143,7 @@ def render() -> Settings:
     side.header("Show")
     return Settings(
         root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
-        auto_refresh_seconds=int(seconds) if auto else None,
+        auto_refresh_seconds=int(seconds) if auto else None, follow_newest=follow_newest,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
         pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, tokenizer=tokenizer or None,

@@ -80,11 +80,40 @@ def get_scalars(path):
 
 
 _STEP_NOTE = "step_note"
+_GO_TO_AREA = "go_to_area"  # an area to open before the tabs are next drawn (a click anywhere asked for it)
+_SCROLL_TO = "scroll_to"  # what to bring into view once the batch area is drawn: "step" or "sample"
 
 
-def go_to_step(target: int, steps) -> None:
-    """Move the batch to the logged rollout step nearest ``target`` (before the step picker is
-    drawn); say so when it is not ``target`` itself."""
+def show_area(area: str, scroll_to: str | None = None) -> None:
+    """Open ``area`` (a ``keys`` area label) before the tabs are next drawn; ``scroll_to`` ("step" or
+    "sample") is brought into view once drawn. Safe in a callback and while the page draws."""
+    st.session_state[_GO_TO_AREA] = area
+    if scroll_to:
+        st.session_state[_SCROLL_TO] = scroll_to
+    else:
+        st.session_state.pop(_SCROLL_TO, None)
+
+
+def open_requested_area() -> None:
+    """Before the tabs are drawn: open the area a click asked for, if any."""
+    area = st.session_state.pop(_GO_TO_AREA, None)
+    if area is not None:
+        st.session_state[keys.AREA] = area
+
+
+def area_requested() -> bool:
+    """Whether a click asked for an area after the tabs were drawn (the page then draws again)."""
+    return _GO_TO_AREA in st.session_state
+
+
+def scroll_target() -> str | None:
+    """What to bring into view in the batch area ("step", "sample"), once; None when nothing was opened."""
+    return st.session_state.pop(_SCROLL_TO, None)
+
+
+def go_to_step(target: int, steps, show: bool = True) -> None:
+    """Move the batch to the logged rollout step nearest ``target`` and (``show``) open the batch area
+    there; say so when it is not ``target`` itself."""
     from ..scalars import nearest_step
 
     step = nearest_step(int(round(target)), [int(s) for s in steps])
@@ -92,6 +121,16 @@ def go_to_step(target: int, steps) -> None:
     st.session_state[_STEP_NOTE] = (None if step == int(round(target)) else
                                     f"No rollouts were logged at step {int(round(target))}; showing step {step}, "
                                     "the nearest one.")
+    if show:
+        show_area(keys.BATCH, "step")
+
+
+def step_clicked(chart_key: str, steps) -> None:
+    """``on_select`` callback of a chart over steps: the point clicked opens its step's batch. (A callback
+    acts once per click; a selection read while drawing would act again on every rerun.)"""
+    points = ((st.session_state.get(chart_key) or {}).get("selection") or {}).get("points") or []
+    if points:
+        go_to_step(points[0]["x"], steps)
 
 
 def step_note() -> str | None:
@@ -99,35 +138,133 @@ def step_note() -> str | None:
     return st.session_state.pop(_STEP_NOTE, None)
 
 
-def keep_choice(key: str, options: list, default) -> None:
-    """Let widget ``key`` keep the user's choice while it is still offered, else show ``default``."""
-    if st.session_state.get(key) not in options:
+_NONE = object()
+
+
+def _set(key: str, value) -> None:
+    """Give widget ``key`` ``value`` before it is drawn, only when that changes it: a value written sets the
+    browser's widget too, and one written on every run could undo a newer input still on its way."""
+    if st.session_state.get(key, _NONE) != value:
+        st.session_state[key] = value
+
+
+def keep_choice(key: str, options: list, default, renewed: bool = False) -> None:
+    """Before widget ``key`` is drawn: keep the user's choice while it is still offered, else ``default``.
+
+    ``renewed``: Streamlit takes the widget for a new one (a slider whose range changed), which would start
+    at its own default: the choice is then written back."""
+    value = st.session_state.get(key, _NONE)
+    if value is _NONE or value not in options:
         st.session_state[key] = default
+    elif renewed:
+        st.session_state[key] = value
 
 
-_PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction) the sample picker was last drawn for
-_LAST_CLICK = "batch_table_last_click"  # (context, row) of the last table click acted on
+_DEFAULTS = "choice_defaults"  # widget key -> the run's default it was last drawn with
+
+
+def run_choice(key: str, options: list, default) -> None:
+    """Before a widget whose options depend on the run is drawn (drawn with no default of its own):
+    the user's choice where it still applies, else this run's ``default``.
+
+    A value equal to the default the widget was last drawn with is not the user's choice: it becomes the
+    new run's default. For a multiselect (``default`` a list), the chosen items still offered are kept;
+    when none is, the run's default is shown (an emptied choice stays empty). A range (``default`` a
+    tuple: a range slider's ends, the slider drawn with ``value=default``) is kept when both its ends
+    are offered, else forgotten."""
+    defaults = st.session_state.setdefault(_DEFAULTS, {})
+    before = defaults.get(key, _NONE)
+    value = st.session_state.get(key, _NONE)
+    chosen = value is not _NONE and value != before
+    if isinstance(default, list):
+        kept = [v for v in value if v in options] if chosen and isinstance(value, list) else []
+        _set(key, kept if kept or (chosen and value == []) else default)
+    elif isinstance(default, tuple):  # a range widget knows it is one by its own default: leave it that
+        if not (chosen and isinstance(value, (tuple, list)) and all(v in options for v in value)):
+            st.session_state.pop(key, None)
+    else:
+        _set(key, value if chosen and value in options else default)
+    defaults[key] = default
+
+
+_STEPS = "drawn_steps"  # (first, last, count) of the steps the step picker was last drawn with
+
+
+def choose_step(steps: list[int], follow_newest: bool) -> None:
+    """Before the step picker is drawn: the step the user is on, kept while new steps arrive; the
+    newest step at first, or whenever a newer one arrives while ``follow_newest`` is on."""
+    drawn, now = st.session_state.get(_STEPS), (steps[0], steps[-1], len(steps))
+    st.session_state[_STEPS] = now
+    if follow_newest and drawn is not None and drawn[1] != steps[-1]:
+        st.session_state[keys.STEP] = steps[-1]
+    keep_choice(keys.STEP, steps, steps[-1], renewed=drawn != now)
+
+
+_PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction, group) the sample picker was last drawn for
+_MARKED = "batch_table_marked"  # (table key, row) the batch table was last drawn with marked
 _OPEN_SAMPLE = "open_sample"  # a sample (label in Run.samples) to show once the picker is drawn
 
 
-def open_sample(step: int, label) -> None:
-    """Show sample ``label`` of ``step`` in the batch, sample and token views (before they are drawn)."""
+def open_sample(step: int, label, show: bool = True) -> None:
+    """Show sample ``label`` of ``step`` in the batch, sample and token views (its row marked) and
+    (``show``) open the batch area with the sample in view (before they are drawn)."""
     st.session_state[keys.STEP] = step
     st.session_state[_OPEN_SAMPLE] = label
+    if show:
+        show_area(keys.BATCH, "sample")
 
 
-def choose_sample(labels: list, context: tuple, clicked: int | None) -> None:
-    """Set the sample picker (``keys.SAMPLE``) before it is drawn: the top of the table when the
-    step or sort changed, the clicked row when the user just clicked one, else what it showed."""
-    if st.session_state.get(_PICKER_CONTEXT) != context:
-        st.session_state[keys.SAMPLE] = labels[0]
-    keep_choice(keys.SAMPLE, labels, labels[0])
-    if clicked is not None and (context, clicked) != st.session_state.get(_LAST_CLICK):
-        st.session_state[keys.SAMPLE] = labels[clicked]
-    if st.session_state.get(_OPEN_SAMPLE) in labels:
-        st.session_state[keys.SAMPLE] = st.session_state.pop(_OPEN_SAMPLE)
-    st.session_state[_LAST_CLICK] = (context, clicked)
+def table_click(table_key: str) -> int | None:
+    """Before the batch table ``table_key`` is drawn: the row the user clicked since it was last drawn
+    (a row other than the one it marked), if any."""
+    rows = ((st.session_state.get(table_key) or {}).get("selection") or {}).get("rows") or []
+    marked = st.session_state.get(_MARKED)
+    if not rows or marked == (table_key, rows[0]):
+        return None
+    return rows[0]
+
+
+def mark_row(table_key: str, row: int) -> None:
+    """Before the batch table ``table_key`` is drawn: select its ``row`` (the sample shown)."""
+    rows = ((st.session_state.get(table_key) or {}).get("selection") or {}).get("rows")
+    if rows != [row]:
+        st.session_state[table_key] = {"selection": {"rows": [row], "columns": []}}
+    st.session_state[_MARKED] = (table_key, row)
+
+
+def choose_sample(ordered, context: tuple, clicked: int | None) -> str:
+    """Set the sample picker (``keys.SAMPLE``, a sample's ``source`` "file:line": it names the same sample
+    in every snapshot of the run) before it is drawn, and return it: a sample opened elsewhere, else the
+    row the user just clicked, else the top of the table when the step or sort changed, else what it
+    showed (kept while the run grows)."""
+    sources = list(ordered["source"])
+    opened = st.session_state.pop(_OPEN_SAMPLE, None)
+    value = st.session_state.get(keys.SAMPLE)
+    if opened is not None and opened in ordered.index:
+        value = ordered.at[opened, "source"]
+    elif clicked is not None and clicked < len(sources):
+        value = sources[clicked]
+    elif st.session_state.get(_PICKER_CONTEXT) != context:
+        value = sources[0]
+    if value not in sources:
+        value = sources[0]
+    _set(keys.SAMPLE, value)
     st.session_state[_PICKER_CONTEXT] = context
+    return value
+
+
+_LABELS = "drawn_labels"  # select box key -> (value, its label) when last drawn
+
+
+def relabel(key: str, label: str) -> None:
+    """Before select box ``key`` is drawn: when its value is the one drawn last but that value's
+    ``label`` changed (a setting changed what it shows), write the value back, so the browser shows the
+    new label (it keeps showing the label it was sent until the value is set again)."""
+    value = st.session_state.get(key, _NONE)
+    drawn = st.session_state.setdefault(_LABELS, {})
+    if value is not _NONE and drawn.get(key, (value, label)) != (value, label) and drawn[key][0] == value:
+        st.session_state[key] = value
+    drawn[key] = (value, label)
 
 
 def loaded_run() -> tuple[str, tuple] | None:
@@ -135,8 +272,38 @@ def loaded_run() -> tuple[str, tuple] | None:
     return st.session_state.get(keys.LOADED_RUN)
 
 
+#: What belongs to one run: forgotten when another run is loaded (its newest step and first sample show).
+_PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, _MARKED, _OPEN_SAMPLE)
+
+
 def set_loaded_run(run_dir: str, fields: tuple) -> None:
+    if st.session_state.get(keys.LOADED_RUN) not in (None, (run_dir, fields)):
+        for key in _PER_RUN:
+            st.session_state.pop(key, None)
+            st.session_state.get(_KEPT, {}).pop(key, None)
     st.session_state[keys.LOADED_RUN] = (run_dir, fields)
+
+
+_KEPT = "kept_widgets"  # widget key -> its value at the end of the last full run
+_NOT_KEPT = {keys.LOAD, keys.REFRESH}  # buttons: their state can't be set
+
+
+def _widget_keys() -> list[str]:
+    return [value for name, value in vars(keys).items()
+            if name.isupper() and isinstance(value, str) and value not in _NOT_KEPT]
+
+
+def restore_widgets() -> None:
+    """At the start of a run: give back their values to the widgets (``keys``) the last run did not draw
+    (their area was closed, or the page stopped early), which Streamlit forgets."""
+    for key, value in st.session_state.get(_KEPT, {}).items():
+        if key not in st.session_state:
+            st.session_state[key] = value
+
+
+def remember_widgets() -> None:
+    """At the end of a run (however it ends): the values of the widgets (``keys``), for ``restore_widgets``."""
+    st.session_state[_KEPT] = {key: st.session_state[key] for key in _widget_keys() if key in st.session_state}
 
 
 def get_record(run: Run, label):

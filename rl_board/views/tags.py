@@ -137,3 +137,9 @@ def render_list(run: Run, settings: Settings) -> None:
                        file_name=f"{run.path.name}-tagged.jsonl", mime="application/jsonl", key="tagged_jsonl",
                        on_click="ignore", help="One line per sample: prompt, response, reward, tags, note, and "
                                                "where it came from (run, step, file, line, ground truth).")
+
+
+def render_sample(run: Run, picked, settings: Settings) -> None:
+    """The editor under the sample pair (a view of ``main.SAMPLE_VIEWS``; ``picked``: the batch's choice)."""
+    if settings.show_pair:
+        render_editor(run, picked.label)

@@ -10,7 +10,7 @@ from ..loader import NO_TOKENIZER
 from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
 from ..tokenizer import TokenizerError, load_tokenizer
-from . import keys
+from . import keys, state
 
 HEATMAP_RANGE = 64  # positions the heatmap draws at first; a longer response gets a range slider
 from .sidebar import Settings
@@ -47,8 +47,8 @@ def render(record: dict, settings: Settings, tokenizer_path: str | None = None) 
     table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None,
                                 gamma=gamma, lam=lam)
     available = [m for m in TOKEN_METRICS if table[m].notna().any()]
-    color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label,
-                            index=available.index("kl") if "kl" in available else 0)
+    state.run_choice(keys.COLOR_BY, available, "kl" if "kl" in available else available[0])
+    color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label)
     values = table[color_by].to_numpy(dtype=float)
     counted = table["counted"].to_numpy(dtype=bool)
     if sample.has_mask:
@@ -57,8 +57,8 @@ def render(record: dict, settings: Settings, tokenizer_path: str | None = None) 
     st.html(build_token_text_html(table["token"].tolist(), values, color_by,
                                   metric_scale(color_by, values[counted], settings.kl_estimator),
                                   dimmed=~counted if sample.has_mask else None))
-    chosen = st.multiselect("Token metrics", TOKEN_METRICS, default=available, key=keys.TOKEN_METRICS,
-                            format_func=_label)
+    state.run_choice(keys.TOKEN_METRICS, list(TOKEN_METRICS), available)
+    chosen = st.multiselect("Token metrics", TOKEN_METRICS, key=keys.TOKEN_METRICS, format_func=_label)
     shown = [m for m in chosen if m in available]
     st.dataframe(table[["token", *shown, *(["counted"] if sample.has_mask else [])]]
                  .assign(token=table["token"].map(visible_token)), key="token_table")

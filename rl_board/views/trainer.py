@@ -3,6 +3,7 @@ grouped by prefix, drawn on the rollout step axis, with warning badges that open
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -50,9 +51,8 @@ def render(run: Run, settings: Settings) -> None:
     signs = compute_signs(scalars.series, thresholds)
     rollout_steps = run.steps.index
     for i, sign in enumerate(signs):
-        if st.button(f"⚠ {sign.kind}: {escape_markdown(sign.series)} at step {sign.step}", key=f"sign-{i}",
-                     help=escape_markdown(sign.message)):
-            state.go_to_step(sign.step, rollout_steps)
+        st.button(f"⚠ {sign.kind}: {escape_markdown(sign.series)} at step {sign.step}", key=f"sign-{i}",
+                  help=escape_markdown(sign.message), on_click=state.go_to_step, args=(sign.step, rollout_steps))
     if not scalars.series:
         return
     names = list(scalars.series)
@@ -67,13 +67,11 @@ def render(run: Run, settings: Settings) -> None:
                           help="Shown first: the reward, KL, entropy, loss and clip fraction the trainer logged.")
     grid = st.columns(3)
     for i, name in enumerate(chosen):
-        event = grid[i % 3].plotly_chart(
+        grid[i % 3].plotly_chart(  # a clicked point opens its step's batch
             build_curve_figure(_frame(scalars.series[name]), ["s"], name, 0.0, settings.zero_shift, labels={"s": name},
                                smoothing=settings.smoothing),
-            key=f"trainer_curve-{name}", on_select="rerun", selection_mode="points")
-        picked = event.selection.points if event and event.selection else []
-        if picked:
-            state.go_to_step(picked[0]["x"], rollout_steps)
+            key=f"trainer_curve-{name}", selection_mode="points",
+            on_select=partial(state.step_clicked, f"trainer_curve-{name}", rollout_steps))
     _render_overlay(run, scalars, chosen or defaults, settings)
 
 

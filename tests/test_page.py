@@ -1,0 +1,276 @@
+"""The page's state in Streamlit's real runtime (AppTest): what stays while a run grows or another run is
+loaded, what links carry, what is offered, and where a click takes the user."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import REPO, sample, write_lines
+from rl_board.views import keys
+
+APP = str(REPO / "app.py")
+
+
+def _open(root: Path, run: str | None = None, **params) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(params)
+    at.run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
+    if run is not None:
+        at.sidebar.selectbox(key=keys.RUN).select(run).run()
+    return at
+
+
+def _area(at: AppTest, area: str) -> AppTest:
+    """Open one of the page's areas, as a click on its tab does."""
+    at.session_state[keys.AREA] = area
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _load(at: AppTest, area: str | None = keys.BATCH) -> AppTest:
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    return _area(at, area) if area else at
+
+
+def _shown_sample(at: AppTest) -> str:
+    """The "file:line" of the sample the picker shows, read from its label."""
+    picker = at.selectbox(key=keys.SAMPLE)
+    return picker.format_func(picker.value).rsplit(" · ", 1)[1]
+
+
+def _growing_run(root: Path) -> Path:
+    """Steps 1 to 3, three samples each, in b.jsonl; rewards 0, 1, 2 within each step."""
+    write_lines(root / "live" / "b.jsonl", [sample(s, float(i), prompt=f"p{s}{i}", response=f"r{s}{i}")
+                                            for s in (1, 2, 3) for i in range(3)])
+    return root
+
+
+def _grow(root: Path) -> None:
+    """What a trainer writes next: a new rank file that sorts before b.jsonl (so every sample's place in
+    the run moves), with lines of step 2 and a new step 4."""
+    write_lines(root / "live" / "a.jsonl", [sample(2, 5.0, prompt="late"), sample(4, 1.0, prompt="new")])
+
+
+def test_refresh_keeps_the_step_and_the_open_sample(tmp_path):
+    """On step 2 with its third sample open, a refresh that brings a new step and a file read before the
+    old one keeps step 2 and that same sample (b.jsonl line 4: step 2's reward-0 line), in the address too."""
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    at.slider(key=keys.STEP).set_value(2).run()
+    at.selectbox(key=keys.SAMPLE).select_index(2).run()  # sorted by reward, highest first: the reward-0 one
+    assert _shown_sample(at) == "b.jsonl:4"
+    _grow(tmp_path)
+    at.sidebar.button(key=keys.REFRESH).click().run()
+    assert not at.exception
+    assert at.slider(key=keys.STEP).max == 4 and at.slider(key=keys.STEP).value == 2
+    assert _shown_sample(at) == "b.jsonl:4"
+    assert [c.value for c in at.code][:2] == ["p20", "r20"]
+    assert at.query_params["step"] == "2" and at.query_params["sample"] == "b.jsonl:4"
+
+
+def test_follow_the_newest_step(tmp_path):
+    """With "Follow the newest step" on, a refresh that brings step 4 shows step 4; without new steps the
+    user's step stays."""
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    at.sidebar.toggle(key=keys.FOLLOW_NEWEST).set_value(True).run()
+    at.slider(key=keys.STEP).set_value(1).run()
+    at.sidebar.button(key=keys.REFRESH).click().run()
+    assert at.slider(key=keys.STEP).value == 1  # nothing new: the user's step
+    _grow(tmp_path)
+    at.sidebar.button(key=keys.REFRESH).click().run()
+    assert at.slider(key=keys.STEP).value == 4
+    assert [c.value for c in at.code][0] == "new"
+
+
+def _choices_runs(root: Path) -> Path:
+    """``verlish``: a response-level run with extras acc and num_turns, whose only diagnostic is the share
+    of GRPO groups with equal rewards (one group of two); ``tokens``: that share too, and per-token lists
+    with entropy and sampler log-probs, and the extra acc only."""
+    write_lines(root / "verlish" / "r.jsonl", [
+        sample(1, 1.0, prompt="a", response="one two", acc=True, num_turns=3),
+        sample(1, 0.0, prompt="a", response="three", acc=False, num_turns=5)])
+    tokens = dict(response_tokens=["x", "y"], logprobs=[-1.0, -2.0], ref_logprobs=[-1.5, -1.0],
+                  rollout_logprobs=[-1.1, -2.2], entropy=[0.5, 0.7])
+    write_lines(root / "tokens" / "r.jsonl", [sample(1, 0.5, prompt="c", response="xy", acc=1, **tokens),
+                                              sample(1, 0.1, prompt="c", response="xy", acc=0, **tokens)])
+    return root
+
+
+def test_choices_persist_across_runs_only_where_they_apply(tmp_path):
+    """A choice made on one run stays on the next where that run offers it; where it does not, and where
+    the user chose nothing, the next run's own defaults show."""
+    root = _choices_runs(tmp_path)
+    at = _load(_open(root, "verlish"), keys.OVERVIEW)
+    assert at.multiselect(key=keys.EXTRA_CURVES).value == ["acc", "num_turns"]
+    at.multiselect(key=keys.EXTRA_CURVES).set_value(["num_turns"]).run()  # the user's choice
+    assert at.multiselect(key=keys.DIAGNOSTIC_CURVES).value == ["zero_std_share"]  # the run's default
+    _area(at, keys.BATCH).selectbox(key=keys.SORT_BY).select("num_turns").run()
+    at.sidebar.selectbox(key=keys.RUN).select("tokens").run()
+    at = _load(at, keys.OVERVIEW)
+    # num_turns is not in this run: its default (its first three extras: acc); the diagnostics were never
+    # chosen: this run's defaults, entropy and mismatch (explained variance needs values)
+    assert at.multiselect(key=keys.EXTRA_CURVES).value == ["acc"]
+    assert at.multiselect(key=keys.DIAGNOSTIC_CURVES).value == ["entropy", "mismatch_kl"]
+    _area(at, keys.BATCH)
+    assert at.selectbox(key=keys.SORT_BY).value == "reward"  # num_turns does not apply: the default
+    at.selectbox(key=keys.SORT_BY).select("acc").run()
+    at.sidebar.selectbox(key=keys.RUN).select("verlish").run()
+    at = _load(at)
+    assert at.selectbox(key=keys.SORT_BY).value == "acc"  # acc applies here too: the user's choice stays
+    assert at.dataframe[0].value["response"].tolist() == ["one two", "three"]
+
+
+def test_response_level_runs_offer_only_their_sort_keys(tmp_path):
+    """A run without token lists or reference rewards offers reward, the 4-gram repetition of its words
+    (one response has 4 words), the log order and its extras; nothing it cannot sort by."""
+    write_lines(tmp_path / "verlish" / "r.jsonl", [
+        sample(1, 1.0, prompt="a", response="one two three four", acc=True, num_turns=3),
+        sample(1, 0.0, prompt="b", response="five", acc=False)])
+    at = _load(_open(tmp_path, "verlish"))
+    assert at.selectbox(key=keys.SORT_BY).options == ["reward", "4-gram repetition", "log order", "acc", "num_turns"]
+
+
+def test_a_link_to_a_run_with_a_field_mapping_reads_it_the_same_way(tmp_path):
+    """The address of a run loaded with a field mapping, a pad token, no EOS token and a sample limit
+    carries them; opening it in a new session reads the run the same way (no line rejected)."""
+    write_lines(tmp_path / "mine" / "r.jsonl", [{"step": 1, "my_score": 0.25, "answer": "x<pad>"},
+                                                {"step": 1, "my_score": 0.75, "answer": "y"},
+                                                {"step": 1, "my_score": 0.5, "answer": "z"}])
+    at = _open(tmp_path, "mine")
+    at.sidebar.text_input(key=keys.FIELD_MAP).input("reward=my_score, response=answer").run()
+    at.sidebar.text_input(key=keys.PAD_TOKEN).input("<pad>").run()
+    at.sidebar.text_input(key=keys.EOS_TOKEN).input("").run()
+    at.sidebar.number_input(key=keys.MAX_SAMPLES).set_value(2).run()
+    at = _load(at)
+    params = dict(at.query_params)
+    assert params["fields"] == "reward=my_score,response=answer" and params["pad"] == "<pad>"
+    assert params["eos"] == "none" and params["max"] == "2"
+    linked = AppTest.from_file(APP, default_timeout=60)
+    linked.query_params.update(params)
+    linked.run()
+    assert not linked.exception
+    assert any("2 samples loaded · 0 lines rejected · 1 skipped" in t.value for t in linked.text)
+    assert any(t.value == "Field mapping: reward=my_score, response=answer" for t in linked.text)
+    assert linked.dataframe[0].value["response"].tolist() == ["y", "x"]  # the first two, <pad> removed
+    assert linked.sidebar.text_input(key=keys.EOS_TOKEN).value == ""
+
+
+def test_drop_system_prompt_keeps_a_prompt_without_a_system_turn(tmp_path):
+    """With "Drop system prompt" on, a ChatML prompt with a system turn loses it; one without (verl's
+    user turn first) is shown whole, question included."""
+    with_system = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    without = "<|im_start|>user\nWhat is 3+3?<|im_end|>\n<|im_start|>assistant\n"
+    write_lines(tmp_path / "chat" / "r.jsonl", [sample(1, 1.0, prompt=with_system, response="4"),
+                                                sample(1, 0.0, prompt=without, response="6")])
+    at = _load(_open(tmp_path, "chat"))
+    at.sidebar.checkbox(key=keys.DROP_SYSTEM).check().run()
+    assert at.dataframe[0].value["prompt"].tolist() == [
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n", without]
+    at.selectbox(key=keys.SAMPLE).select_index(1).run()
+    assert at.code[0].value == without.rstrip("\n")  # the code block drops the last newline
+
+
+def test_a_search_match_opens_the_batch_area_and_marks_its_row(tmp_path):
+    """Opening a sample from the findings panel (as a search match, a badge or a point does) opens the
+    batch area at its step, shows it, and marks its row in the batch table."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), keys.OVERVIEW)
+    for kind in [b.key for b in at.button if b.key and b.key.startswith("finding-")]:  # each finding's Evidence
+        at.button(key=kind).click().run()
+        opened = [b for b in at.button if b.key and b.key.startswith("finding-sample-")]
+        if opened:
+            break
+    assert opened, "the demo's findings have samples to open"
+    assert at.session_state[keys.AREA] == keys.OVERVIEW  # the evidence opens in the panel
+    line = [t.value for t in at.text if t.value.startswith("step ")][0]  # "step S · FILE:LINE · reward R"
+    step, source = int(line.split(" · ")[0].split()[1]), line.split(" · ")[1]
+    opened[0].click().run()
+    assert not at.exception
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.slider(key=keys.STEP).value == step and _shown_sample(at) == source
+    table_key = f"batch_table-{step}-reward-True-None-k3"  # step, sort, highest first, no group, estimator
+    row = at.session_state[table_key]["selection"]["rows"][0]
+    picker = at.selectbox(key=keys.SAMPLE)
+    assert picker.options.index(picker.format_func(picker.value)) == row  # the table's row is the sample's
+
+
+def test_a_badge_opens_the_batch_area_at_its_step():
+    """A trainer-metrics warning badge opens the batch area at the nearest logged step (37 -> 35)."""
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), keys.TRAINER)
+    spike = [b for b in at.button if b.key and b.key.startswith("sign-") and "spike" in b.label][0]
+    spike.click().run()
+    assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 35
+
+
+def test_a_link_opens_its_area(tmp_path):
+    """The address names the open area; a link with area=explore opens the search."""
+    at = _load(_open(_growing_run(tmp_path), "live"), keys.EXPLORE)
+    assert at.query_params["area"] == "explore"
+    linked = AppTest.from_file(APP, default_timeout=60)
+    linked.query_params.update(dict(at.query_params))
+    linked.run()
+    assert linked.session_state[keys.AREA] == keys.EXPLORE
+    assert linked.text_input(key=keys.EXPLORE_REGEX) is not None and not linked.exception
+
+
+def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
+    """Step, sort, sample and the open area stay as the user left them when another area was open in
+    between, and when a run stopped early (a bad tokenizer path) in between."""
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    at.slider(key=keys.STEP).set_value(2).run()
+    at.selectbox(key=keys.SORT_BY).select("log order").run()
+    at.selectbox(key=keys.SAMPLE).select_index(1).run()
+    shown = _shown_sample(at)
+    _area(at, keys.EXPLORE)
+    _area(at, keys.BATCH)
+    assert at.slider(key=keys.STEP).value == 2 and at.selectbox(key=keys.SORT_BY).value == "log order"
+    assert _shown_sample(at) == shown
+    at.sidebar.text_input(key=keys.TOKENIZER).input(str(tmp_path / "nothing here")).run()
+    assert any("Can't use this tokenizer" in e.value for e in at.error)
+    at.sidebar.text_input(key=keys.TOKENIZER).input("").run()
+    assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 2
+    assert _shown_sample(at) == shown
+
+
+def test_an_unknown_format_says_nothing_loaded_and_lists_its_keys(tmp_path):
+    """Lines the board can't read: the page says nothing loaded (not "the rest loaded"), lists the keys of
+    the first lines with their kinds, and points to the field mapping with one built from those keys."""
+    write_lines(tmp_path / "mine" / "r.jsonl", [{"step": i // 8, "my_score": 0.5, "question": "q", "answer": "a",
+                                                 "meta": {"id": i}} for i in range(80)])
+    at = _load(_open(tmp_path, "mine"), area=None)
+    assert any("Nothing loaded: every line (80) was rejected" in e.value for e in at.error)
+    assert not any("the rest loaded" in w.value for w in at.warning)
+    texts = [t.value for t in at.text]
+    assert "step (number), my_score (number), question (text), answer (text), meta (object), meta.id (number)" in texts
+    assert any("Field mapping" in i.value for i in at.info)
+    assert "reward=my_score, response=answer" in texts
+    at.sidebar.text_input(key=keys.FIELD_MAP).input("reward=my_score, response=answer").run()
+    at = _load(at)
+    assert any("80 samples loaded · 0 lines rejected" in t.value for t in at.text)
+
+
+def test_a_trainers_metrics_file_is_neither_a_run_nor_rollout_lines(tmp_path):
+    """train_metrics.jsonl (a step and numbers per line) in the root is not offered as a run, and one in a
+    run folder is not read as rollouts: no line rejected, named as the trainer's metrics."""
+    metrics = [{"step": s, "loss": 1.0 / s, "reward": 0.1 * s} for s in (1, 2, 3)]
+    write_lines(tmp_path / "train_metrics.jsonl", metrics)
+    write_lines(tmp_path / "run1" / "rollouts.jsonl", [sample(1, 0.5, prompt="p", response="r")])
+    write_lines(tmp_path / "run1" / "train_metrics.jsonl", metrics)
+    at = _open(tmp_path)
+    assert at.sidebar.selectbox(key=keys.RUN).options == ["run1"]
+    at = _load(at, area=None)
+    assert any("1 file · 1 sample loaded · 0 lines rejected" in t.value for t in at.text)
+    assert any("The trainer's own metrics, shown under Trainer metrics" in c.value for c in at.caption)
+    assert "train_metrics.jsonl" in [t.value for t in at.text]
+    assert not any("ignored" in i.value for i in at.info)
+
+
+def test_trl_trainer_state_is_named_as_used_not_ignored():
+    """The TRL demo's trainer_state.json is named as the trainer's metrics, not as an ignored file."""
+    at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), area=None)
+    assert not any("ignored" in i.value for i in at.info)
+    assert any("The trainer's own metrics" in c.value for c in at.caption)
+    assert "trainer_state.json" in [t.value for t in at.text]
