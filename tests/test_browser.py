@@ -567,12 +567,14 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         step.focus()
         page.keyboard.press("ArrowRight")
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:4$"), timeout=30_000)
+        _open_area(page, "Explore")
         page.get_by_text("Tagged samples", exact=True).click()
         expect(page.get_by_text("2 tagged samples")).to_be_visible(timeout=30_000)
-        table = page.get_by_test_id("stDataFrame").filter(has_text="looks").first
+        table = page.get_by_test_id("stDataFrame").last  # below Explore's own table
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first row: step 1
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true")
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
         assert page.get_by_test_id("stException").count() == 0
         assert page.locator("b", has_text="odd").count() == 0  # the tag is text, never bold

@@ -150,13 +150,22 @@ def test_word_diff_html_is_escaped():
 # -- the page ----------------------------------------------------------------------------------------
 
 
-def _open(root: Path, run: str) -> AppTest:
+def _area(at: AppTest, area: str) -> AppTest:
+    """Open one of the page's areas (a tab), as a click on its tab does."""
+    at.session_state[keys.AREA] = area
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _open(root: Path, run: str, area: str = keys.BATCH) -> AppTest:
+    """Load ``run`` of ``root`` and open ``area`` (the batch and sample, by default)."""
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
     at.sidebar.selectbox(key=keys.RUN).select(run).run()
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception, at.exception
-    return at
+    return _area(at, area)
 
 
 def _blocks(at) -> list[str]:

@@ -253,13 +253,22 @@ def test_the_tags_command(run_dir):
 # -- the page ----------------------------------------------------------------------------------------
 
 
-def _open(root: Path, run: str) -> AppTest:
+def _area(at: AppTest, area: str) -> AppTest:
+    """Open one of the page's areas (a tab), as a click on its tab does."""
+    at.session_state[keys.AREA] = area
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _open(root: Path, run: str, area: str = keys.BATCH) -> AppTest:
+    """Load ``run`` of ``root`` and open ``area`` (the batch and sample, by default)."""
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
     at.sidebar.selectbox(key=keys.RUN).select(run).run()
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception, at.exception
-    return at
+    return _area(at, area)
 
 
 def test_tagging_a_sample_on_the_page(run_dir):
@@ -302,15 +311,14 @@ def test_the_tagged_samples_list_and_the_explore_filter(run_dir):
     run = load_run(run_dir)
     _tag(run, "rank0.jsonl", 1, ["good"])
     _tag(run, "rank1.jsonl", 1, ["reward hack"], "html")
-    at = _open(run_dir.parent, "r")
+    at = _open(run_dir.parent, "r", keys.EXPLORE)
     at.toggle(key=keys.SHOW_TAGGED).set_value(True).run()
-    listed = [d.value for d in at.dataframe if "tags" in d.value.columns and "step" in d.value.columns][0]
+    listed = [d.value for d in at.dataframe if "tags" in d.value.columns and "step" in d.value.columns][-1]
     assert listed["step"].tolist() == [1, 2] and listed["tags"].tolist() == ["good", "reward hack"]
     at.selectbox(key=keys.TAGGED_FILTER).select("reward hack").run()
-    listed = [d.value for d in at.dataframe if "tags" in d.value.columns and "step" in d.value.columns][0]
+    listed = [d.value for d in at.dataframe if "tags" in d.value.columns and "step" in d.value.columns][-1]
     assert listed["response"].tolist() == ["<img src=x onerror=alert(1)>"]
     assert "Download as a JSONL eval set" in [b.proto.label for b in at.get("download_button")]
-    at.toggle(key=keys.SHOW_EXPLORE).set_value(True).run()
     at.selectbox(key=keys.EXPLORE_TAG).select("good").run()
     assert any("1 of 4 samples match" in c.value for c in at.caption)
     assert not at.exception
@@ -333,7 +341,7 @@ def test_the_editor_follows_another_sessions_save_until_edited(run_dir):
     at = _open(run_dir.parent, "r")
     run = load_run(run_dir)
     T.set_tags(run_dir, T.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
-    at.toggle(key=keys.SHOW_TAGGED).set_value(True).run()  # any rerun
+    at.selectbox(key=keys.SORT_BY).select("log order").select("reward").run()  # any rerun
     assert at.multiselect(key=f"{keys.TAGS}:rank0.jsonl:2").value == ["good"]
     assert at.text_area(key=f"{keys.NOTE}:rank0.jsonl:2").value == "theirs"
     assert not at.exception
