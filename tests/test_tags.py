@@ -289,6 +289,7 @@ def test_tagging_a_sample_on_the_page(run_dir):
     at.button(key=keys.SAVE_TAGS).click().run()
     assert [e.value for e in at.error] == ["Can't save these tags."]
     assert T.load_tags(run_dir)[name].tags == ("reward hack", "my own tag")
+    _area(_area(at, keys.EXPLORE), keys.BATCH)  # the save button is no choice the page keeps across areas
 
 
 def test_a_save_over_another_sessions_change_is_refused_on_the_page(run_dir):
