@@ -548,7 +548,7 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         page.keyboard.type("<b>odd</b> one")
         page.keyboard.press("Enter")
         page.keyboard.press("Escape")
-        page.get_by_label("Note").fill("looks **fine**")
+        page.get_by_role("textbox", name="Note").fill("looks **fine**")
         page.get_by_role("button", name="Save tags and note").click()
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
         expect(page.get_by_test_id("stDataFrame").first).to_contain_text("<b>odd</b> one", timeout=30_000)

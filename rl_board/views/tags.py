@@ -124,7 +124,7 @@ def render_list(run: Run, settings: Settings) -> None:
                               settings.kl_estimator)
     table.insert(0, F.STEP, rows[F.STEP])
     st.caption(f"{len(labels):,} tagged sample{'' if len(labels) == 1 else 's'}"
-               + ("" if tag == ANY_TAG else " with this tag") + ". Click one to open it below.")
+               + ("" if tag == ANY_TAG else " with this tag") + ". Click one to open it in Batch and sample.")
     event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
                          key=f"tagged_table-{tag}-{len(labels)}")
     picked = event.selection.rows
@@ -140,6 +140,8 @@ def render_list(run: Run, settings: Settings) -> None:
 
 
 def render_sample(run: Run, picked, settings: Settings) -> None:
-    """The editor under the sample pair (a view of ``main.SAMPLE_VIEWS``; ``picked``: the batch's choice)."""
+    """The editor below the sample and its tokens (a view of ``main.SAMPLE_VIEWS``; ``picked``: the batch's
+    choice)."""
     if settings.show_pair:
+        st.subheader("Tags and note")
         render_editor(run, picked.label)
