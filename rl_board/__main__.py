@@ -58,6 +58,22 @@ def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions
                              f"default {EOS_TOKEN}; 'none': no EOS)")
 
 
+def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
+    """What every command that reads a run takes: the run folder and how it is read (the page's options)."""
+    parser.add_argument("run_dir", type=Path)
+    _token_arguments(parser, **token_help)
+    parser.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    parser.add_argument("--tokenizer", default=None, metavar="PATH",
+                        help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                             "default: one found in the run folder or up to two folders above")
+    parser.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
+                        help="read the board's field CANONICAL from your key SOURCE (repeatable), "
+                             "e.g. --field reward=my_score")
+    parser.add_argument("--split", default=None, metavar="NAME",
+                        help="the split to read (train, eval, train/all…), for a format that has them")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,21 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="only folders inside these can be listed or loaded (sets RL_BOARD_ROOTS); "
                             "set it whenever the address is not 127.0.0.1")
     summary = sub.add_parser("summary", help="per-step statistics of one run folder")
-    summary.add_argument("run_dir", type=Path)
     summary.add_argument("--json", action="store_true", help="print one JSON object")
-    _token_arguments(summary)
-    summary.add_argument("--max-samples-per-step", type=_positive_int, default=None)
-    summary.add_argument("--tokenizer", default=None, metavar="PATH",
-                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
-                              "default: one found in the run folder or up to two folders above")
-    summary.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
-                         help="read the board's field CANONICAL from your key SOURCE (repeatable), "
-                              "e.g. --field reward=my_score")
-    summary.add_argument("--split", default=None, metavar="NAME",
-                            help="the split to read (train, eval, train/all…), for a format that has them")
-    summary.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _run_arguments(summary)
     search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
-    search.add_argument("run_dir", type=Path)
     search.add_argument("--regex", default=None, help="an RE2 regular expression; (?i) for case-insensitive")
     search.add_argument("--truncated", action="store_true",
                         help="only truncated responses (no EOS among the counted positions, which fill the lists)")
@@ -94,32 +98,13 @@ def _parser() -> argparse.ArgumentParser:
                         choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
                         help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
-    _token_arguments(search, pad_help="removed from the texts before matching; positions from it on are not "
-                                      "counted")
-    search.add_argument("--tokenizer", default=None, metavar="PATH",
-                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
-                              "default: one found in the run folder or up to two folders above")
-    search.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
-    search.add_argument("--max-samples-per-step", type=_positive_int, default=None)
-    search.add_argument("--split", default=None, metavar="NAME",
-                           help="the split to read (train, eval, train/all…), for a format that has them")
-    search.add_argument("--no-cache", action="store_true")
+    _run_arguments(search, pad_help="removed from the texts before matching; positions from it on are not counted")
     findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
                                                "collapse, sampler mismatch, dead GRPO groups, empty responses")
-    findings.add_argument("run_dir", type=Path)
     findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
-    _token_arguments(findings)
-    findings.add_argument("--max-samples-per-step", type=_positive_int, default=None)
-    findings.add_argument("--tokenizer", default=None, metavar="PATH",
-                         help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
-                              "default: one found in the run folder or up to two folders above")
-    findings.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
-    findings.add_argument("--split", default=None, metavar="NAME",
-                             help="the split to read (train, eval, train/all…), for a format that has them")
-    findings.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _run_arguments(findings)
     tags = sub.add_parser("tags", help="the tags and notes put on a run's samples: list them, export them as a "
                                        "JSONL eval set, or tag a sample")
-    tags.add_argument("run_dir", type=Path)
     tags.add_argument("--tag", default=None, help="only the samples carrying this tag (listing and export)")
     tags.add_argument("--export", action="store_true",
                       help="print the tagged samples as a JSONL eval set (prompt, response, reward, tags, note…)")
@@ -129,16 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     tags.add_argument("--add", action="append", default=[], metavar="TAG", help="add this tag (repeatable)")
     tags.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
     tags.add_argument("--note", default=None, help="replace the sample's note ('' removes it)")
-    _token_arguments(tags, pad_help="removed from the exported prompts and responses; positions from it on are not "
-                                    "counted")
-    tags.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE")
-    tags.add_argument("--max-samples-per-step", type=_positive_int, default=None)
-    tags.add_argument("--split", default=None, metavar="NAME",
-                      help="the split to read (train, eval, train/all…), for a format that has them")
-    tags.add_argument("--tokenizer", default=None, metavar="PATH",
-                      help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
-                           "default: one found in the run folder or up to two folders above")
-    tags.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    _run_arguments(tags, pad_help="removed from the exported prompts and responses; positions from it on are not "
+                                  "counted")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
