@@ -101,9 +101,7 @@ def _tree_files(run_dir: Path, patterns: tuple[str, ...]) -> list[Path]:
     no hidden component."""
     roots = allowed_roots()
     for pattern in patterns:
-        found = [p for p in run_dir.glob(pattern)
-                 if not any(part.startswith(".") for part in p.relative_to(run_dir).parts)
-                 and (roots is None or is_allowed(p, roots)) and p.is_file()]
+        found = [p for p in layout.matching_files(run_dir, pattern) if roots is None or is_allowed(p, roots)]
         if found:
             return found
     return []

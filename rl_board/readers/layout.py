@@ -67,35 +67,33 @@ def relative_name(run_dir: Path, path: Path) -> str:
     return path.relative_to(run_dir).as_posix()
 
 
-def first_match(run_dir: Path, pattern: str) -> Path | None:
-    """One file of ``run_dir`` matching ``pattern`` (hidden names skipped), or None; stops at the first."""
+def matching_files(run_dir: Path, pattern: str):
+    """The files of ``run_dir`` matching ``pattern``, none with a hidden component (a generator)."""
+    for path in run_dir.glob(pattern):
+        if not any(part.startswith(".") for part in path.relative_to(run_dir).parts) and path.is_file():
+            yield path
+
+
+def first_match(run_dir: Path, pattern: str, keep=None) -> Path | None:
+    """One file of ``run_dir`` matching ``pattern`` (hidden names skipped; with ``keep``, one it
+    keeps), or None; stops at the first."""
     try:
-        for path in run_dir.glob(pattern):
-            if not any(part.startswith(".") for part in path.relative_to(run_dir).parts) and path.is_file():
-                return path
+        return next((path for path in matching_files(run_dir, pattern) if keep is None or keep(path)), None)
     except OSError:
         return None
-    return None
 
 
 def holds(reader, run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds a run of ``reader``'s format."""
+    """Whether ``run_dir`` holds a run of ``reader``'s format: its ``matches``, else a file matching
+    one of its ``GLOBS`` that is not another kind of file (``other_kind``)."""
     matches = getattr(reader, "matches", None)
     if matches is not None:
         try:
             return bool(matches(run_dir))
         except OSError:
             return False
-    if getattr(reader, "other_kind", None) is None:
-        return any(first_match(run_dir, pattern) is not None for pattern in globs(reader))
-    for pattern in globs(reader):
-        try:
-            if any(path.is_file() and not any(part.startswith(".") for part in path.relative_to(run_dir).parts)
-                   and other_kind(reader, path) is None for path in run_dir.glob(pattern)):
-                return True
-        except OSError:
-            continue
-    return False
+    keep = (lambda path: other_kind(reader, path) is None) if hasattr(reader, "other_kind") else None
+    return any(first_match(run_dir, pattern, keep) is not None for pattern in globs(reader))
 
 
 def other_kind(reader, path: Path) -> str | None:

@@ -34,7 +34,7 @@ import pyarrow as pa
 from .. import fields as F
 from . import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
-from .layout import first_match, step_in
+from .layout import step_in
 from .turns import number, numbers, sample_rows, turn
 
 NAME = "prime-rl"
@@ -44,10 +44,6 @@ ALIASES: dict[str, str] = {}
 GLOBS = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
 DEFAULT_SPLIT = "train/all"
 TRAINED = "trained"
-
-
-def matches(run_dir: Path) -> bool:
-    return any(first_match(Path(run_dir), pattern) is not None for pattern in GLOBS)
 
 
 def split_of(name: str) -> str | None:

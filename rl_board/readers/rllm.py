@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from .. import fields as F
 from . import FileError, ReadOptions, SourceChanged
-from .layout import first_match, step_in
+from .layout import step_in
 from .turns import number, numbers, sample_rows, turn, turns
 
 NAME = "rllm"
@@ -31,10 +31,6 @@ APPENDABLE = False
 ALIASES: dict[str, str] = {}
 GLOBS = ("episodes/*_step_*_epoch_*/episode_*.json", "*_step_*_epoch_*/episode_*.json")  # the log folder, or its episodes/
 DEFAULT_SPLIT = "train"
-
-
-def matches(run_dir: Path) -> bool:
-    return any(first_match(Path(run_dir), pattern) is not None for pattern in GLOBS)
 
 
 def split_of(name: str) -> str | None:
