@@ -56,10 +56,7 @@ def present_mask(values) -> np.ndarray:
 
 def float_lists(values) -> pa.Array:
     """A ``list<double>`` array from a sequence of lists of numbers (None entries are NaN) or None."""
-    present = present_mask(values)
-    kept = list(compress(values, present))
-    lengths = np.zeros(len(values), np.int64)
-    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    present, kept, lengths = _present_lists(values)
     total = int(lengths.sum())
     try:
         flat = np.fromiter(chain.from_iterable(kept), np.float64, total)
@@ -70,10 +67,7 @@ def float_lists(values) -> pa.Array:
 
 def int_lists(values) -> pa.Array:
     """A ``list<int64>`` array from a sequence of lists of integers or None."""
-    present = present_mask(values)
-    kept = list(compress(values, present))
-    lengths = np.zeros(len(values), np.int64)
-    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    present, kept, lengths = _present_lists(values)
     flat = np.fromiter(chain.from_iterable(kept), np.int64, int(lengths.sum()))
     return _lists(lengths, present, pa.array(flat, pa.int64()))
 
@@ -81,26 +75,29 @@ def int_lists(values) -> pa.Array:
 def mask_lists(values) -> pa.Array:
     """A ``list<bool>`` array from a sequence of lists of booleans or numbers (non-zero = true;
     a None entry is false) or None."""
-    present = present_mask(values)
-    kept = list(compress(values, present))
-    lengths = np.zeros(len(values), np.int64)
-    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    present, kept, lengths = _present_lists(values)
     flat = np.fromiter(map(bool, chain.from_iterable(kept)), bool, int(lengths.sum()))
     return _lists(lengths, present, pa.array(flat, pa.bool_()))
 
 
 def token_lists(values) -> pa.Array:
     """A dictionary-encoded ``list<string>`` array from a sequence of lists of strings or None."""
-    present = present_mask(values)
-    kept = list(compress(values, present))
-    lengths = np.zeros(len(values), np.int64)
-    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    present, kept, lengths = _present_lists(values)
     flat = list(chain.from_iterable(kept))
     vocabulary = list(dict.fromkeys(flat))
     index = {token: i for i, token in enumerate(vocabulary)}
     ids = np.fromiter(map(index.__getitem__, flat), np.int32, len(flat))
     tokens = pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), pa.array(vocabulary, pa.string()))
     return _lists(lengths, present, tokens)
+
+
+def _present_lists(values) -> tuple[np.ndarray, list, np.ndarray]:
+    """(whether each entry is a list, not None; the lists; each entry's length, 0 for None)."""
+    present = present_mask(values)
+    kept = list(compress(values, present))
+    lengths = np.zeros(len(values), np.int64)
+    lengths[present] = np.fromiter(map(len, kept), np.int64, len(kept))
+    return present, kept, lengths
 
 
 def _lists(lengths: np.ndarray, present: np.ndarray, values: pa.Array) -> pa.Array:
