@@ -7,32 +7,40 @@ import streamlit as st
 from ..colors import build_token_text_html, metric_scale, visible_token
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..loader import NO_TOKENIZER
-from ..metrics import compute_sample_tokens
+from ..metrics import SampleTokens, compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
 from ..tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
+from .sidebar import Settings
 
 HEATMAP_RANGE = 64  # positions the heatmap draws at first; a longer response gets a range slider
-from .sidebar import Settings
 
 
 def _label(metric: str) -> str:
     return TOKEN_METRIC_LABELS.get(metric, metric)
 
 
-def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
-    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
-    decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
+def sample_tokens(record: dict, settings: Settings, tokenizer_path: str | None) -> tuple[SampleTokens, bool]:
+    """(one sample's tokens and per-token numbers (``metrics.compute_sample_tokens``), its token ids
+    decoded with the tokenizer at ``tokenizer_path`` (the run's); whether the tokens are ids no
+    tokenizer decoded). A warning when the tokenizer can't be used now."""
     try:
         tokenizer = load_tokenizer(tokenizer_path)
     except TokenizerError as exc:  # the file changed since the run was read
         st.warning(str(exc))
         tokenizer = None
     sample = compute_sample_tokens(record, settings.pad_token, settings.eos_token, tokenizer)
+    return sample, sample.from_ids and tokenizer is None
+
+
+def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
+    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
+    decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
+    sample, undecoded = sample_tokens(record, settings, tokenizer_path)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return
-    if sample.from_ids and tokenizer is None:
+    if undecoded:
         st.info(NO_TOKENIZER)
     if sample.lengths_differ:
         st.warning("Per-token list lengths disagree: " +

@@ -16,12 +16,11 @@ import streamlit as st
 
 from .. import fields as F
 from ..loader import NO_TOKENIZER
-from ..metrics import compute_sample_tokens
 from ..tables import TOKEN_METRIC_LABELS, compute_token_table
-from ..tokenizer import TokenizerError, load_tokenizer
 from ..transcript import TurnTokens, build_transcript, build_turn_tokens, reward_components, turn_metrics, turn_spans
 from ..text import escape_markdown
 from . import keys
+from .tokens import sample_tokens
 
 
 def _number(value) -> str:
@@ -34,12 +33,7 @@ def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnT
     messages = canonical.get(F.MESSAGES) or []
     if settings is None or turn_spans(messages, 0) is None or not isinstance(canonical.get(F.LOSS_MASK), list):
         return None
-    try:
-        tokenizer = load_tokenizer(tokenizer_path)
-    except TokenizerError as exc:  # the file changed since the run was read
-        st.warning(str(exc))
-        tokenizer = None
-    sample = compute_sample_tokens(canonical, settings.pad_token, settings.eos_token, tokenizer)
+    sample, undecoded = sample_tokens(canonical, settings, tokenizer_path)
     if not len(sample.tokens) or not sample.has_mask:
         return None
     table = compute_token_table(sample, settings.kl_estimator)
@@ -52,7 +46,7 @@ def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnT
     got = build_turn_tokens(messages, table, metric, settings.kl_estimator)
     st.caption("Each trained turn's tokens, coloured on one scale over the sample's trained tokens; "
                "the template's tokens before a completion are dimmed (not trained)."
-               + (" " + NO_TOKENIZER if sample.from_ids and tokenizer is None else ""))
+               + (" " + NO_TOKENIZER if undecoded else ""))
     st.html(got.legend)
     return got
 
