@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -32,9 +33,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def main() -> int:
+@contextmanager
+def board(**env):
+    """The board started with start.sh on a free port (``env``: more environment), until the block ends:
+    yields its address once it answers."""
     port = _free_port()
-    env = {**os.environ, "RL_BOARD_PORT": str(port), "RL_BOARD_VENV": sys.prefix}
+    env = {**os.environ, "RL_BOARD_PORT": str(port), "RL_BOARD_VENV": sys.prefix, **env}
     proc = subprocess.Popen(["bash", str(REPO / "start.sh")], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -45,24 +49,33 @@ def main() -> int:
                 break
             except OSError:
                 time.sleep(0.5)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--no-first-run"])
-            for name, (params, ready, scroll) in SHOTS.items():
-                page = browser.new_page(viewport={"width": 1500, "height": 1300})
-                page.goto(f"{url}/?{urlencode({'root': str(ROOT), **params})}")
-                expect(page.get_by_text(ready).first).to_be_visible(timeout=120_000)
-                if scroll:
-                    page.get_by_text(scroll).first.evaluate("e => e.scrollIntoView({block: 'start'})")
-                time.sleep(4)  # charts finish drawing
-                page.screenshot(path=str(REPO / "docs" / name))
-                page.close()
-                print("wrote", name)
-            browser.close()
+        yield url
     finally:
         os.killpg(proc.pid, 15)
         proc.wait(timeout=20)
+
+
+def chromium(p):
+    """Debian's chromium, headless, with the flags this machine needs."""
+    return p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run"])
+
+
+def main() -> int:
+    with board() as url, sync_playwright() as p:
+        browser = chromium(p)
+        for name, (params, ready, scroll) in SHOTS.items():
+            page = browser.new_page(viewport={"width": 1500, "height": 1300})
+            page.goto(f"{url}/?{urlencode({'root': str(ROOT), **params})}")
+            expect(page.get_by_text(ready).first).to_be_visible(timeout=120_000)
+            if scroll:
+                page.get_by_text(scroll).first.evaluate("e => e.scrollIntoView({block: 'start'})")
+            time.sleep(4)  # charts finish drawing
+            page.screenshot(path=str(REPO / "docs" / name))
+            page.close()
+            print("wrote", name)
+        browser.close()
     return 0
 
 

@@ -9,17 +9,16 @@ docs/same_prompt.png and docs/tags.png. Not run by the tests; run it after a cha
 from __future__ import annotations
 
 import json
-import os
 import random
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from shoot import board, chromium  # noqa: E402  (the same server and browser as docs/shoot.py)
 
 REPO = Path(__file__).resolve().parent.parent
 PROMPT = "What is 17 × 23? Put the answer in \\boxed{}."
@@ -55,12 +54,6 @@ def write_runs(root: Path) -> None:
         (root / name / "rank0.jsonl").write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _pick(page, widget, option: str) -> None:
     """Open ``widget``'s list and pick ``option`` (again when a rerun closed the list first)."""
     for _ in range(6):
@@ -75,8 +68,7 @@ def _pick(page, widget, option: str) -> None:
 
 def shoot(url: str, root: Path) -> None:
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                    args=["--no-sandbox", "--disable-gpu"])
+        browser = chromium(p)
         page = browser.new_page(viewport={"width": 1500, "height": 2600})
         page.goto(url)
         sidebar = page.get_by_test_id("stSidebar")
@@ -126,23 +118,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "runs"
         write_runs(root)
-        port = _free_port()
-        env = {**os.environ, "RL_BOARD_PORT": str(port), "RL_BOARD_VENV": sys.prefix,
-               "RL_BOARD_CACHE_DIR": str(Path(tmp) / "cache")}
-        proc = subprocess.Popen(["bash", str(REPO / "start.sh")], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        url = f"http://127.0.0.1:{port}"
-        try:
-            for _ in range(240):
-                try:
-                    urllib.request.urlopen(url + "/_stcore/health", timeout=2)
-                    break
-                except OSError:
-                    time.sleep(0.5)
+        with board(RL_BOARD_CACHE_DIR=str(Path(tmp) / "cache")) as url:
             shoot(url, root)
-        finally:
-            os.killpg(proc.pid, 15)
-            proc.wait(timeout=20)
     return 0
 
 
