@@ -9,32 +9,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, sample, write_lines
+from page_steps import load as _load
+from page_steps import open_area as _area
+from page_steps import open_page as _open
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")
-
-
-def _open(root: Path, run: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
-    if run is not None:
-        at.sidebar.selectbox(key=keys.RUN).select(run).run()
-    return at
-
-
-def _area(at: AppTest, area: str) -> AppTest:
-    """Open one of the page's areas (a tab), as a click on its tab does."""
-    at.session_state[keys.AREA] = area
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _load(at: AppTest, area: str | None = keys.BATCH) -> AppTest:
-    """Press Load, then open ``area`` (the batch by default)."""
-    at.sidebar.button(key=keys.LOAD).click().run()
-    assert not at.exception, at.exception
-    return _area(at, area) if area else at
 
 
 def _kl_run(root: Path) -> Path:

@@ -13,6 +13,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, sample, write_lines
+from page_steps import load_run as _open
+from page_steps import open_area as _area
 from rl_board import tags as T
 from rl_board.cache import enforce_limit, list_caches
 from rl_board.loader import RunSource, load_run
@@ -251,24 +253,6 @@ def test_the_tags_command(run_dir):
 
 
 # -- the page ----------------------------------------------------------------------------------------
-
-
-def _area(at: AppTest, area: str) -> AppTest:
-    """Open one of the page's areas (a tab), as a click on its tab does."""
-    at.session_state[keys.AREA] = area
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def _open(root: Path, run: str, area: str = keys.BATCH) -> AppTest:
-    """Load ``run`` of ``root`` and open ``area`` (the batch and sample, by default)."""
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
-    at.sidebar.selectbox(key=keys.RUN).select(run).run()
-    at.sidebar.button(key=keys.LOAD).click().run()
-    assert not at.exception, at.exception
-    return _area(at, area)
 
 
 def test_tagging_a_sample_on_the_page(run_dir):
