@@ -11,6 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ..defaults import EOS_TOKEN, PAD_TOKEN
 from ..loader import ROOT_RUN, Run
 from ..metrics import KL_ESTIMATORS
 from ..readers import FieldMappingError, parse_field_mapping
@@ -158,8 +159,6 @@ def show_notes() -> None:
 def write(settings, run: Run) -> None:
     """Put the current view into the address bar: the loaded run and how it was read, the open area, and
     the step, sample, sort and estimator chosen."""
-    from .sidebar import DEFAULT_EOS, DEFAULT_PAD  # the sidebar draws with this module's help
-
     here, root = run.path.resolve(), Path(settings.root).expanduser().resolve()
     if here == root:
         params = {"root": settings.root, "run": ROOT_RUN}
@@ -177,9 +176,9 @@ def write(settings, run: Run) -> None:
     options = run.options
     if options.fields:
         params["fields"] = ",".join(f"{canonical}={source}" for canonical, source in options.fields)
-    if options.pad_token != DEFAULT_PAD:
+    if options.pad_token != PAD_TOKEN:
         params["pad"] = options.pad_token or NO_TOKEN
-    if options.eos_token != DEFAULT_EOS:
+    if options.eos_token != EOS_TOKEN:
         params["eos"] = options.eos_token or NO_TOKEN
     if settings.max_per_step:
         params["max"] = str(settings.max_per_step)
