@@ -548,6 +548,7 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         page.keyboard.type("<b>odd</b> one")
         page.keyboard.press("Enter")
         page.keyboard.press("Escape")
+        expect(tags).to_contain_text("<b>odd</b> one", timeout=30_000)  # the new tag is in the box before Save
         page.get_by_role("textbox", name="Note").fill("looks **fine**")
         page.get_by_role("button", name="Save tags and note").click()
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
