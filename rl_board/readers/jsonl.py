@@ -37,7 +37,8 @@ import ujson
 from .. import fields as F
 from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, is_path, line_too_long,
                merged_aliases)
-from .canonical import ROWS, build_rows, present_mask
+from . import rawlists
+from .canonical import ROWS, build_rows, float_lists, int_lists, present_mask, token_lists
 from .records import MAX_STEP as _MAX_STEP
 from .records import canonical_row as _canonical
 from .records import json_type as _json_type
@@ -196,7 +197,6 @@ class _Shape:
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
         # keys that are never extras: the canonical names and every key that can feed one
         self.taken = frozenset(F.CANONICAL).union(*self.candidates.values())
-        self.nullable: set[str] = set()
         self._lock = threading.Lock()  # one shape serves every thread of a process (the page's sessions)
         self.keys: list[str] = []
         for key in [*self.types, *F.CANONICAL]:
@@ -209,10 +209,7 @@ class _Shape:
 
     def _build(self) -> None:
         def type_of(key):
-            kind = self.types.get(key, _RAW)
-            if key in self.nullable and kind is _LIST:
-                return list[float | None] | None
-            return kind
+            return self.types.get(key, _RAW)
 
         shared = {k for keys in self.candidates.values() if len(keys) > 1 for k in keys}
         names = {key: f"f{i}" for i, key in enumerate(self.keys)}
@@ -223,7 +220,7 @@ class _Shape:
         self.version = _Version(tuple(self.keys), names, msgspec.json.Decoder(struct))
 
     def learn(self, message: str) -> bool:
-        """Add what a refusal names (an unknown key; a list holding null) to the shape."""
+        """Add what a refusal names (an unknown key) to the shape."""
         with self._lock:
             return self._learn(message)
 
@@ -233,12 +230,6 @@ class _Shape:
             self._add(unknown[1])
             self._build()
             return True
-        if message.startswith("Expected `float`, got `null`"):
-            for key in self.keys:
-                if self.types.get(key) is _LIST and key not in self.nullable and f"].{key}[" in message:
-                    self.nullable.add(key)
-                    self._build()
-                    return True
         return False
 
     def decode(self, data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray):
@@ -346,6 +337,9 @@ class _Shape:
             refused |= np.fromiter(map(_bad_step, columns[F.STEP]), bool, count)
         if reward_required:
             refused |= ~present_mask(columns[F.REWARD])
+        for name, kind in _RAW_KINDS.items():
+            columns[name], odd = _raw_column(columns[name], kind)
+            refused |= odd
         for name in F.TEXT_FIELDS:
             column = columns[name]
             kinds = set(map(type, column))
@@ -369,8 +363,10 @@ class _Shape:
                 extras[key] = pa.array(values, pa.float64(), mask=~present)
         keep = ~refused
         if not keep.all():
-            columns = {name: list(compress(col, keep)) for name, col in columns.items()}
-            extras = {name: col.filter(pa.array(keep)) for name, col in extras.items()}
+            kept = pa.array(keep)
+            columns = {name: col.filter(kept) if isinstance(col, pa.Array) else list(compress(col, keep))
+                       for name, col in columns.items()}
+            extras = {name: col.filter(kept) for name, col in extras.items()}
             lines = lines[keep]
         if lines.size:
             columns[F.STEP] = np.asarray(columns[F.STEP], np.int64)
@@ -416,9 +412,14 @@ class _Relearned(Exception):
     """The shape learned a key: decode the block again."""
 
 
-_LIST, _TEXT = list[float] | None, typing.Any
-_TYPES = {"step": int, "number": float | None, "text": _TEXT, "list": _LIST, "tokens": list[str] | None,
-          "ids": list[int] | None, "mask": list[bool | int | float] | None}
+_TYPES = {"step": int, "number": float | None, "text": typing.Any, "list": _RAW, "tokens": _RAW, "ids": _RAW,
+          "mask": list[bool | int | float] | None}
+# the lists decoded as raw JSON: how a column becomes Arrow (None: not that shape), and the typed decoder
+# and builder that read it when not
+_RAW_LISTS = {kind: (bulk, msgspec.json.Decoder(list[element] | None), msgspec.json.Decoder(list[list[element]]), build)
+              for kind, bulk, element, build in (
+    ("list", rawlists.float_lists, float | None, float_lists), ("tokens", rawlists.token_lists, str, token_lists),
+    ("ids", rawlists.int_lists, int, int_lists))}
 
 
 def _kind(name: str) -> str:
@@ -435,6 +436,34 @@ def _kind(name: str) -> str:
     if name == F.LOSS_MASK:
         return "mask"
     return "number"
+
+
+_RAW_KINDS = {name: _kind(name) for name in F.CANONICAL if _kind(name) in _RAW_LISTS}
+_ROW_TYPES = {kind: ROWS.field(name).type for name, kind in _RAW_KINDS.items()}
+
+
+def _raw_column(raws: list, kind: str) -> tuple[pa.Array, np.ndarray]:
+    """(the Arrow array of a column of raw JSON lists, lines the slow path must read: a value that is
+    neither a list nor null, or a list the typed decoder refuses)."""
+    bulk, decoder, column_decoder, build = _RAW_LISTS[kind]
+    if raws.count(None) == len(raws):  # no line has the key
+        return pa.nulls(len(raws), _ROW_TYPES[kind]), np.zeros(len(raws), bool)
+    lists, refused = rawlists.kinds(raws)
+    array = bulk(raws, lists)
+    if array is not None:
+        return array, refused
+    values = [None] * len(raws)
+    where = np.flatnonzero(lists)
+    try:  # the column in one typed decode
+        for i, value in zip(where.tolist(), column_decoder.decode(b"[" + b",".join(compress(raws, lists)) + b"]")):
+            values[i] = value
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        for i in where.tolist():  # this column of this block only, line by line: the bad ones go slow
+            try:
+                values[i] = decoder.decode(raws[i])
+            except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                refused[i] = True
+    return build(values), refused
 
 
 def _bad_step(value) -> bool:

@@ -1,0 +1,205 @@
+"""A block's per-token lists, left as raw JSON by its decode, turned into Arrow list arrays a column at a time.
+
+The JSON-lines reader decodes the per-token lists of a block as ``msgspec.Raw``: their
+bytes, checked as JSON, with no Python object per value. Here a whole column of them
+becomes one Arrow array with no Python work per line or per value:
+
+- numbers (``float_lists``, ``int_lists``): the column's lists joined into one JSON
+  array, parsed once by simdjson, whose ``as_buffer`` writes every number into one flat
+  buffer; each list's length is its commas plus one, counted with numpy;
+- token strings (``token_lists``): the bytes between each string's quotes, found with
+  numpy (a quote after an odd run of backslashes is inside a string), cut out in one
+  gather and dictionary-encoded by Arrow; the few distinct strings with escapes are
+  unescaped once each.
+
+Each returns None when the column holds anything else (a null inside a list, a
+string among numbers, a nested list, a number beyond the float range, bytes that are
+not UTF-8, white space where it expects none); the caller then reads that column by
+the typed path, which decides line by line. Either way the values are the same: both
+parse numbers to the nearest double.
+"""
+
+from __future__ import annotations
+
+import threading
+from itertools import compress
+from operator import itemgetter
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import simdjson
+
+from .canonical import TOKEN_STRINGS
+
+_LOCAL = threading.local()  # a simdjson parser is not shared between threads
+_NULL, _LIST, _COMMA, _QUOTE, _BACKSLASH = 110, 91, 44, 34, 92
+# a number written between a column's lists, so one parse also tells where each list ends
+_MARKERS = {"d": (-7.25e-301, b",-7.25e-301,"), "i": (-7250000000000000301, b",-7250000000000000301,")}
+
+
+def first_bytes(raws: list) -> np.ndarray:
+    """The first byte of each raw value (0 for None: a key the line lacks); uint8, shape (len(raws),)."""
+    present = [raw is not None for raw in raws]
+    firsts = np.zeros(len(raws), np.uint8)
+    kept = list(compress(raws, present))
+    if kept:
+        firsts[np.fromiter(present, bool, len(raws))] = np.frombuffer(
+            bytes(map(itemgetter(0), map(memoryview, kept))), np.uint8)
+    return firsts
+
+
+def kinds(raws: list) -> tuple[np.ndarray, np.ndarray]:
+    """(each raw value is a JSON list; it is neither a list nor null nor absent: the line is refused)."""
+    first = first_bytes(raws)
+    lists = first == _LIST
+    return lists, ~(lists | (first == _NULL) | (first == 0))
+
+
+def float_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
+    """A ``list<double>`` array of raw JSON lists of numbers (``lists``: where a value is a list, see
+    ``kinds``; null elsewhere), or None."""
+    return _number_lists(raws, lists, "d", np.float64, pa.float64())
+
+
+def int_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
+    """A ``list<int64>`` array of raw JSON lists of integers (null where not ``lists``), or None."""
+    return _number_lists(raws, lists, "i", np.int64, pa.int64())
+
+
+def _parser() -> simdjson.Parser:
+    parser = getattr(_LOCAL, "parser", None)
+    if parser is None:
+        parser = _LOCAL.parser = simdjson.Parser()
+    return parser
+
+
+def _number_lists(raws: list, lists: np.ndarray, code: str, dtype, type_: pa.DataType) -> pa.Array | None:
+    """The lists joined with a marker number between them (so one parse gives every value and where each
+    list ends); a marker among the values themselves is seen, and the lists' commas are counted instead."""
+    kept = list(compress(raws, lists))
+    if not kept:
+        return _lists(lists, np.zeros(0, np.int64), pa.array([], type_))
+    marker, text = _MARKERS[code]
+    joined = b"[" + text.join(kept) + b"]"
+    if joined.count(b"[") != len(kept) + 1:  # a nested list (simdjson would flatten it)
+        return None
+    try:
+        values = np.frombuffer(_parser().parse(joined).as_buffer(of_type=code), dtype)
+    except (TypeError, ValueError, RuntimeError):  # null, a string, a boolean, a number out of range
+        return None
+    marks = np.flatnonzero(values == marker)
+    if len(marks) != len(kept) - 1:  # the marker is one of the values too
+        return _counted_lists(kept, lists, code, dtype, type_)
+    lengths = np.diff(np.r_[-1, marks, len(values)]) - 1
+    return _lists(lists, lengths, pa.array(np.delete(values, marks) if len(marks) else values, type_))
+
+
+def _counted_lists(kept: list, lists: np.ndarray, code: str, dtype, type_: pa.DataType) -> pa.Array | None:
+    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
+    joined = b"[" + b",".join(kept) + b"]"
+    values = np.frombuffer(_parser().parse(joined).as_buffer(of_type=code), dtype)
+    buffer = np.frombuffer(joined, np.uint8)
+    ends = 1 + np.cumsum(sizes + 1) - 1  # the joining comma (or the closing bracket) after each list
+    commas = np.flatnonzero(buffer == _COMMA)
+    before = np.searchsorted(commas, ends) - np.arange(len(sizes))  # commas inside the lists up to each end
+    lengths = np.where(sizes > 2, np.diff(before, prepend=0) + 1, 0)
+    if lengths.sum() != len(values):  # white space inside an empty list
+        return None
+    return _lists(lists, lengths, pa.array(values, type_))
+
+
+def _lists(lists: np.ndarray, lengths: np.ndarray, values: pa.Array) -> pa.Array:
+    sizes = np.zeros(len(lists), np.int64)
+    sizes[lists] = lengths
+    offsets = np.zeros(len(lists) + 1, np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~lists))
+
+
+def token_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
+    """A dictionary-encoded ``list<string>`` array of raw JSON lists of strings written without white
+    space (``["a","b"]``) or with one space after each comma (Python's ``json.dumps``); null where not
+    ``lists``; None for any other shape."""
+    kept = list(compress(raws, lists))
+    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
+    joined = b"".join(kept)
+    buffer = np.frombuffer(joined, np.uint8)
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    quotes = np.flatnonzero(buffer == _QUOTE)
+    escapes = _BACKSLASH in buffer
+    if escapes:
+        quotes = quotes[~_escaped(quotes, np.flatnonzero(buffer == _BACKSLASH))]
+    if len(quotes) % 2:
+        return None
+    opens, closes = quotes[0::2], quotes[1::2]
+    counts = np.diff(np.searchsorted(opens, ends), prepend=0)
+    if not _only_strings(buffer, starts, ends, sizes, opens, closes, counts):
+        return None
+    widths = closes - opens - 1
+    offsets = np.zeros(len(opens) + 1, np.int64)
+    np.cumsum(widths, out=offsets[1:])
+    gather = np.arange(offsets[-1]) + np.repeat(opens + 1 - offsets[:-1], widths)
+    strings = pa.StringArray.from_buffers(len(opens), pa.py_buffer(offsets.astype(np.int32)),
+                                          pa.py_buffer(buffer[gather]))
+    try:
+        strings.validate(full=True)  # UTF-8: the decode skipped these bytes without looking
+    except pa.ArrowInvalid:
+        return None
+    encoded = pc.dictionary_encode(strings)
+    if escapes:
+        encoded = _unescape(encoded)
+        if encoded is None:
+            return None
+    values = pa.DictionaryArray.from_arrays(encoded.indices, encoded.dictionary)
+    array = _lists(lists, counts, values)
+    return array if array.type == TOKEN_STRINGS else array.cast(TOKEN_STRINGS)
+
+
+def _escaped(quotes: np.ndarray, backslashes: np.ndarray) -> np.ndarray:
+    """Whether each quote is escaped: right after a run of an odd number of backslashes."""
+    if not len(backslashes) or not len(quotes):
+        return np.zeros(len(quotes), bool)
+    new_run = np.r_[True, backslashes[1:] != backslashes[:-1] + 1]
+    run_starts = backslashes[new_run]
+    run_ends = np.r_[backslashes[np.flatnonzero(new_run)[1:] - 1], backslashes[-1]]
+    k = np.minimum(np.searchsorted(run_ends, quotes - 1), len(run_ends) - 1)
+    return (run_ends[k] == quotes - 1) & ((run_ends[k] - run_starts[k]) % 2 == 0)
+
+
+def _only_strings(buffer, starts, ends, sizes, opens, closes, counts) -> bool:
+    """Whether every list holds strings only: a list is ``[]``, or its first string opens right after
+    ``[``, its last closes right before ``]``, and between two strings lies ``,`` or ``, ``."""
+    nonempty = counts > 0
+    if np.any((counts == 0) & (sizes != 2)):
+        return False
+    if not len(opens):
+        return True
+    first = np.cumsum(counts) - counts  # index of each list's first string
+    last = first + counts - 1
+    if np.any(opens[first[nonempty]] != starts[nonempty] + 1) or np.any(closes[last[nonempty]] != ends[nonempty] - 2):
+        return False
+    between = np.ones(len(opens), bool)
+    between[last[nonempty]] = False  # the gap after a list's last string is not inside it
+    gaps = opens[1:] - closes[:-1] - 1
+    inner = between[:-1]
+    after = buffer[closes[:-1][inner] + 1]
+    width = gaps[inner]
+    spaced = width == 2
+    return bool(np.all(after == _COMMA) and np.all((width == 1) | spaced)
+                and np.all(buffer[closes[:-1][inner][spaced] + 2] == 32))
+
+
+def _unescape(encoded: pa.DictionaryArray) -> pa.DictionaryArray | None:
+    """``encoded`` with each dictionary string that holds an escape read as JSON (once per distinct
+    string); strings that become equal share one entry."""
+    dictionary = encoded.dictionary.to_pylist()
+    try:
+        texts = [orjson.loads(f'"{text}"') if "\\" in text else text for text in dictionary]
+    except orjson.JSONDecodeError:
+        return None
+    unified = pc.dictionary_encode(pa.array(texts, pa.string()))
+    indices = unified.indices.take(encoded.indices)
+    return pa.DictionaryArray.from_arrays(indices, unified.dictionary)
