@@ -7,10 +7,10 @@ becomes one Arrow array with no Python work per line or per value:
 - numbers (``float_lists``, ``int_lists``): the column's lists joined into one JSON
   array, parsed once by simdjson, whose ``as_buffer`` writes every number into one flat
   buffer; each list's length is its commas plus one, counted with numpy;
-- token strings (``token_lists``): the bytes between each string's quotes, found with
-  numpy (a quote after an odd run of backslashes is inside a string), cut out in one
-  gather and dictionary-encoded by Arrow; the few distinct strings with escapes are
-  unescaped once each.
+- token strings (``token_lists``): each string's quotes found with numpy (a quote
+  after an odd run of backslashes is inside a string), the bytes from one string to the
+  next dictionary-encoded by Arrow where they lie, and each distinct piece cut to the
+  text between its quotes (and unescaped, when it has escapes) once.
 
 Each returns None when the column holds anything else (a null inside a list, a
 string among numbers, a nested list, a number beyond the float range, bytes that are
@@ -83,7 +83,8 @@ def _number_lists(raws: list, lists: np.ndarray, code: str, dtype, type_: pa.Dat
         return _lists(lists, np.zeros(0, np.int64), pa.array([], type_))
     marker, text = _MARKERS[code]
     joined = b"[" + text.join(kept) + b"]"
-    if joined.count(b"[") != len(kept) + 1:  # a nested list (simdjson would flatten it)
+    if np.count_nonzero(np.frombuffer(joined, np.uint8) == _LIST) != len(kept) + 1:  # a nested list (simdjson
+        # would flatten it)
         return None
     try:
         values = np.frombuffer(_parser().parse(joined).as_buffer(of_type=code), dtype)
@@ -138,22 +139,22 @@ def token_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
     counts = np.diff(np.searchsorted(opens, ends), prepend=0)
     if not _only_strings(buffer, starts, ends, sizes, opens, closes, counts):
         return None
-    widths = closes - opens - 1
-    offsets = np.zeros(len(opens) + 1, np.int64)
-    np.cumsum(widths, out=offsets[1:])
-    gather = np.arange(offsets[-1]) + np.repeat(opens + 1 - offsets[:-1], widths)
-    strings = pa.StringArray.from_buffers(len(opens), pa.py_buffer(offsets.astype(np.int32)),
-                                          pa.py_buffer(buffer[gather]))
-    try:
-        strings.validate(full=True)  # UTF-8: the decode skipped these bytes without looking
+    # each string runs from its opening quote to the next one's: its text between quotes, then the
+    # commas, brackets and spaces before the next. Encoded as they are (few distinct), then cut to the
+    # text between quotes once per distinct string.
+    offsets = np.r_[opens, len(joined)].astype(np.int32)
+    pieces = pc.dictionary_encode(pa.StringArray.from_buffers(len(opens), pa.py_buffer(offsets), pa.py_buffer(joined)))
+    try:  # UTF-8 (the decode skipped these bytes without looking)
+        pieces.dictionary.validate(full=True)
     except pa.ArrowInvalid:
         return None
-    encoded = pc.dictionary_encode(strings)
+    texts = pc.replace_substring_regex(pieces.dictionary, pattern='^"|"[^"]*$', replacement="")
     if escapes:
-        encoded = _unescape(encoded)
-        if encoded is None:
+        texts = _unescape(texts)
+        if texts is None:
             return None
-    values = pa.DictionaryArray.from_arrays(encoded.indices, encoded.dictionary)
+    distinct = pc.dictionary_encode(texts)  # pieces that differ only after their text are one string
+    values = pa.DictionaryArray.from_arrays(distinct.indices.take(pieces.indices), distinct.dictionary)
     array = _lists(lists, counts, values)
     return array if array.type == TOKEN_STRINGS else array.cast(TOKEN_STRINGS)
 
@@ -192,14 +193,10 @@ def _only_strings(buffer, starts, ends, sizes, opens, closes, counts) -> bool:
                 and np.all(buffer[closes[:-1][inner][spaced] + 2] == 32))
 
 
-def _unescape(encoded: pa.DictionaryArray) -> pa.DictionaryArray | None:
-    """``encoded`` with each dictionary string that holds an escape read as JSON (once per distinct
-    string); strings that become equal share one entry."""
-    dictionary = encoded.dictionary.to_pylist()
+def _unescape(texts: pa.Array) -> pa.Array | None:
+    """``texts`` with each string that holds an escape read as JSON."""
     try:
-        texts = [orjson.loads(f'"{text}"') if "\\" in text else text for text in dictionary]
+        return pa.array([orjson.loads(f'"{text}"') if "\\" in text else text for text in texts.to_pylist()],
+                        pa.string())
     except orjson.JSONDecodeError:
         return None
-    unified = pc.dictionary_encode(pa.array(texts, pa.string()))
-    indices = unified.indices.take(encoded.indices)
-    return pa.DictionaryArray.from_arrays(indices, unified.dictionary)
