@@ -12,10 +12,11 @@ snapshot the views draw from.
 
 from __future__ import annotations
 
+import importlib
 import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -27,12 +28,33 @@ from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
 from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
 from .derive import SCHEMA, TURN_COLUMNS
-from .run import LoadReport, Run
 from .segments import SegmentStore
-from .tables import compute_step_stats
 from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
                        natural_key)
+
+if TYPE_CHECKING:
+    from .run import LoadReport, Run
+
+# The snapshot's modules (pandas among them) are imported when first used, or in a thread while
+# workers parse a cold read: a command then does not wait for them before its read starts.
+_SNAPSHOT_MODULES = ("rl_board.run", "rl_board.tables")
+
+
+def __getattr__(name: str):
+    if name in ("Run", "LoadReport"):
+        return getattr(importlib.import_module("rl_board.run"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _import_snapshot_modules() -> None:
+    """Import the snapshot's modules in a thread (the caller goes on; a later import waits for it)."""
+    def load():
+        for module in _SNAPSHOT_MODULES:
+            importlib.import_module(module)
+
+    threading.Thread(target=load, name="rl-board-imports", daemon=True).start()
+
 
 __all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "Run", "LoadReport", "RunSource", "SourceChanged",
            "TokenizerError", "list_runs", "list_run_files", "load_run"]
@@ -207,6 +229,8 @@ class RunSource:
             return
         out_dir, keep = self._store.out_dir()
         total, done = sum(b - a for _, a, b in tasks), [0]
+        if total >= ingest.PARALLEL_MIN_BYTES:  # the workers parse: meanwhile, import what the snapshot needs
+            _import_snapshot_modules()
 
         def advance(n: int) -> None:
             done[0] += n
@@ -236,6 +260,9 @@ class RunSource:
 
     def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str],
                   notes: list[str] = ()) -> Run:
+        from .run import LoadReport, Run
+        from .tables import compute_step_stats
+
         parts, segments = [], {}
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
