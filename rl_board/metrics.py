@@ -87,6 +87,7 @@ class _Segments:
 
     def __init__(self, columns: TokenColumns, names: tuple[str, ...]):
         self.samples = columns.samples
+        self._every = None  # each sample's count of values, once asked for
         if not all(name in columns.columns for name in names):
             self.seg, self.arrays = np.zeros(0, np.int64), [np.zeros(0) for _ in names]
             return
@@ -103,14 +104,25 @@ class _Segments:
         self.arrays = [values[mask] for (values, _), mask in zip(parts, masks)]
 
     def count(self, mask: np.ndarray) -> np.ndarray:
+        if mask.all():  # every value (no NaN: the common case): one count serves every aggregate
+            if self._every is None:
+                self._every = np.bincount(self.seg, minlength=self.samples).astype(np.float64)
+            return self._every
         return np.bincount(self.seg[mask], minlength=self.samples).astype(np.float64)
 
     def total(self, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if mask.all():
+            return np.bincount(self.seg, weights=values, minlength=self.samples)
         return np.bincount(self.seg[mask], weights=values[mask], minlength=self.samples)
 
+    def sum_and_mean(self, values: np.ndarray, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the sum, NaN without values; the mean) of each sample's ``values`` where ``mask``."""
+        count, total = self.count(mask), self.total(values, mask)
+        some = count > 0
+        return np.where(some, total, np.nan), np.where(some, total / np.maximum(count, 1), np.nan)
+
     def mean(self, values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        count = self.count(mask)
-        return np.where(count > 0, self.total(values, mask) / np.maximum(count, 1), np.nan)
+        return self.sum_and_mean(values, mask)[1]
 
 
 def compute_sample_aggregates(columns: TokenColumns) -> dict[str, np.ndarray]:
@@ -124,10 +136,7 @@ def compute_sample_aggregates(columns: TokenColumns) -> dict[str, np.ndarray]:
     log_ratio = logp - ref
     for name, per_token in (("log_ratio", log_ratio), ("kl", kl_per_token(logp, ref, "k3")),
                             ("k2", kl_per_token(logp, ref, "k2"))):
-        ok = ~np.isnan(per_token)
-        count = pair.count(ok)
-        out[f"{name}_sum"] = np.where(count > 0, pair.total(per_token, ok), np.nan)
-        out[f"{name}_mean"] = pair.mean(per_token, ok)
+        out[f"{name}_sum"], out[f"{name}_mean"] = pair.sum_and_mean(per_token, ~np.isnan(per_token))
     finite = np.isfinite(log_ratio)
     out["lr_pairs"] = pair.count(finite)
     out["lr_negative"] = pair.count(finite & (log_ratio < 0))
