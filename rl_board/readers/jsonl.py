@@ -219,18 +219,27 @@ class _Shape:
         # replaced whole, never changed: a block decoded with one version is read with that version
         self.version = _Version(tuple(self.keys), names, msgspec.json.Decoder(struct))
 
-    def learn(self, message: str) -> bool:
-        """Add what a refusal names (an unknown key) to the shape."""
+    def learn(self, message: str, line=None) -> bool:
+        """Add what a refusal names (an unknown key) to the shape, with every other key of the refused
+        ``line`` (its bytes, when known): a file's extra fields are learned at once, not one decode each."""
         with self._lock:
-            return self._learn(message)
+            return self._learn(message, line)
 
-    def _learn(self, message: str) -> bool:
+    def _learn(self, message: str, line) -> bool:
         unknown = _UNKNOWN.search(message)
-        if unknown and len(self.keys) < _MAX_KEYS and unknown[1] not in self.keys:
-            self._add(unknown[1])
-            self._build()
-            return True
-        return False
+        if not unknown or len(self.keys) >= _MAX_KEYS or unknown[1] in self.keys:
+            return False
+        self._add(unknown[1])
+        if line is not None:
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                record = None
+            for key in record if isinstance(record, dict) else ():
+                if len(self.keys) < _MAX_KEYS:
+                    self._add(key)
+        self._build()
+        return True
 
     def decode(self, data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray):
         """(structs, the line index of each, line indices the slow path reads, the shape's version
@@ -273,10 +282,11 @@ class _Shape:
                 return
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 message = str(exc)
-                if self.learn(message):
+                at = _failed_line(message, chunk, starts, lines, a, b)
+                line = None if at is None else view[starts[lines[at]]:ends[lines[at]]]
+                if self.learn(message, line):
                     raise _Relearned from None
                 retries[0] += 1
-                at = _failed_line(message, chunk, starts, lines, a, b)
                 if at is None:
                     for k in range(a, b):
                         one(k)
@@ -300,7 +310,7 @@ class _Shape:
                 slow.append(index)
                 return
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                if self.learn(str(exc)):
+                if self.learn(str(exc), view[starts[index]:ends[index]]):
                     raise _Relearned from None
                 slow.append(index)
                 return

@@ -22,7 +22,10 @@ CHECK_NAMES = {
 
 
 def render(run: Run) -> None:
-    found = state.get_findings(run)
+    found = state.get_findings(run, wait=state.FINDINGS_WAIT_SECONDS)
+    if found is None:  # the checks of a large run are still going: the rest of the page does not wait
+        _pending(run)
+        return
     if not found.findings:
         ran = ", ".join(CHECK_NAMES[c.kind] for c in found.checks if c.ran) or "none"
         skipped = "; ".join(f"{CHECK_NAMES[c.kind]} ({c.note})" for c in found.checks if not c.ran)
@@ -37,6 +40,15 @@ def render(run: Run) -> None:
     chosen = [f for f in found.findings if f.kind == st.session_state.get(keys.FINDING_OPEN)]
     if chosen:
         _evidence(run, chosen[0])
+
+
+@st.fragment(run_every=0.5)
+def _pending(run: Run) -> None:
+    """A line saying the checks are running, looked at twice a second: once they are done, the page is
+    drawn again with them."""
+    if state.get_findings(run, wait=0) is not None:
+        st.rerun(scope="app")
+    st.caption("Findings: checking the run…")
 
 
 def _toggle(run: Run, finding) -> None:

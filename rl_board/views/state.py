@@ -11,6 +11,7 @@ import time
 
 import streamlit as st
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 
 from ..loader import Run, RunSource, SourceChanged
 from . import keys
@@ -321,6 +322,7 @@ def _run_key(run: Run) -> tuple:
             id(run), len(run.samples))
 
 
+FINDINGS_WAIT_SECONDS = 0.25  # the panel waits this long for the checks, then draws them when they finish
 _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
 
 
@@ -337,9 +339,13 @@ def start_findings(run: Run) -> None:
     _findings(_run_key(run), run)
 
 
-def get_findings(run: Run):
-    """``findings.compute_findings`` of the run (started by ``start_findings``, or now), once done."""
-    return _findings(_run_key(run), run).result()
+def get_findings(run: Run, wait: float | None = None):
+    """``findings.compute_findings`` of the run (started by ``start_findings``, or now), once done; None
+    when ``wait`` seconds pass first."""
+    try:
+        return _findings(_run_key(run), run).result(timeout=wait)
+    except FuturesTimeout:
+        return None
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the early and late steps…")
