@@ -327,7 +327,10 @@ def _cache(args) -> int:
         wanted = str(args.run_dir.expanduser().resolve())
         caches = [c for c in caches if c.run_dir() == wanted]
     if args.action == "clear":
+        from . import memo
+
         cleared = clear_caches(caches)
+        memo.clear(args.run_dir)
         print(f"cleared {cleared} run cache{'s' if cleared != 1 else ''} in {default_cache_root()}")
         return 0
     rows = [{"folder": c.folder.name, "run": c.run_dir(), "bytes": c.size(),
@@ -345,13 +348,16 @@ def _cache(args) -> int:
 
 
 def _summary(args) -> int:
-    run = _load(args)
-    if isinstance(run, int):
-        return run
-    from .summary import build_summary
+    summary, files = _kept_summary(args)
+    if summary is None:
+        run = _load(args)
+        if isinstance(run, int):
+            return run
+        from .summary import build_summary
 
-    summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
-               **build_summary(run)}
+        summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
+                   **build_summary(run)}
+        _keep_summary(args, run, summary, files)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
@@ -368,6 +374,52 @@ def _summary(args) -> int:
             print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
                   f"{cells[3]:>10} {cells[4]:>7}")
     return 0 if summary["lines_ok"] else 1
+
+
+def _memo_name(args) -> str | None:
+    """The memo of this summary (``memo``), or None when it is not kept: no cache, a per-step
+    limit, or a tokenizer given (its file lies outside the run folder)."""
+    if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
+        return None
+    from . import memo
+
+    return memo.key("summary", args.run_dir, {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field,
+                                              "split": args.split})
+
+
+def _kept_summary(args) -> tuple[dict | None, list | None]:
+    """(the summary kept for these settings while the run's files are as they were, its notes printed
+    as the read would print them, else None; the files as they are now, or None when not kept)."""
+    from . import memo
+    from .access import check_allowed
+
+    name = _memo_name(args)
+    if name is None:
+        return None, None
+    try:
+        check_allowed(args.run_dir)
+    except RootError:
+        return None, None  # the read says why
+    files = memo.fingerprint(args.run_dir)
+    kept = memo.load(name, files)
+    if kept is None:
+        return None, files
+    for note in kept["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    return kept["output"], files
+
+
+def _keep_summary(args, run, summary: dict, files: list | None) -> None:
+    """Keep a summary for the next time when the run's files did not change while it was read (``files``:
+    as they were before), unless token ids were decoded with a tokenizer found next to the run (it lies
+    outside the folder whose files the memo checks)."""
+    from . import memo
+
+    name = _memo_name(args)
+    if name is None or files is None or ("from_ids" in run.samples and run.samples["from_ids"].any()):
+        return
+    if memo.fingerprint(args.run_dir) == files:
+        memo.save(name, args.run_dir, files, summary, list(run.report.notes))
 
 
 def _findings(args) -> int:

@@ -20,6 +20,13 @@ def isolated_cache(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def findings_drawn_at_once(monkeypatch):
+    """The page's findings panel waits for its checks up to ``RL_BOARD_FINDINGS_WAIT`` seconds and fills
+    in later after that; tests of the page read it in the same run (one test checks the later filling)."""
+    monkeypatch.setenv("RL_BOARD_FINDINGS_WAIT", "60")
+
+
+@pytest.fixture(autouse=True)
 def clear_streamlit_caches():
     """Streamlit's caches live for the whole test process; start each test without them."""
     yield

@@ -500,3 +500,33 @@ def test_findings_are_kept_with_the_cache_until_the_run_changes(tmp_path, monkey
         fh.write(json.dumps({"step": 5, "reward": 0.0, "response": "plain words here"}) + "\n")
     changed = source.refresh()
     assert FND.get_findings(changed).to_json() == real(changed).to_json() and calls == [1]
+
+
+def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, monkeypatch):
+    """Checks that outlast the panel's wait leave a 'checking' line while the rest of the page draws;
+    once they finish, the next run of the page shows what they found."""
+    import threading
+
+    import rl_board.findings as findings_core
+
+    release = threading.Event()
+    real = findings_core.get_findings
+
+    def slow(run):
+        release.wait(30)
+        return real(run)
+
+    monkeypatch.setattr(findings_core, "get_findings", slow)
+    monkeypatch.setenv("RL_BOARD_FINDINGS_WAIT", "0")
+    _hack_with_an_empty_early_response(tmp_path / "hack")
+    at = _page(tmp_path, "hack")
+    assert "Findings: checking the run…" in [c.value for c in at.caption]
+    assert at.get("plotly_chart"), "the curves are drawn while the checks run"
+    assert not any("reward hacking" in t.value for t in at.text)
+    release.set()
+    for _ in range(50):  # the checks finish in their thread
+        at.run()
+        if any("reward hacking" in t.value for t in at.text):
+            break
+    assert any("reward hacking" in t.value for t in at.text)
+    assert "Findings: checking the run…" not in [c.value for c in at.caption]

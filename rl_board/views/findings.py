@@ -22,7 +22,7 @@ CHECK_NAMES = {
 
 
 def render(run: Run) -> None:
-    found = state.get_findings(run, wait=state.FINDINGS_WAIT_SECONDS)
+    found = state.get_findings(run, wait=state.findings_wait())
     if found is None:  # the checks of a large run are still going: the rest of the page does not wait
         _pending(run)
         return

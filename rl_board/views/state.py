@@ -7,6 +7,7 @@ every view draws. Session state holds only the user's choices.
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
@@ -322,7 +323,15 @@ def _run_key(run: Run) -> tuple:
             id(run), len(run.samples))
 
 
-FINDINGS_WAIT_SECONDS = 0.25  # the panel waits this long for the checks, then draws them when they finish
+FINDINGS_WAIT_SECONDS = 0.1  # the panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws
+# them when they finish
+
+
+def findings_wait() -> float:
+    try:
+        return max(0.0, float(os.environ.get("RL_BOARD_FINDINGS_WAIT", FINDINGS_WAIT_SECONDS)))
+    except ValueError:
+        return FINDINGS_WAIT_SECONDS
 _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
 
 

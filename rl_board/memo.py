@@ -1,0 +1,123 @@
+"""A command's output kept beside the caches and served again while the run's files are exactly as they were.
+
+``rl-board summary`` on a run it has summarised before, with the same settings, reads no
+segment and imports neither pandas nor pyarrow: it lists the run folder's files (path,
+size, modification time, inode, mode) and, when that listing, the settings and this
+package's cache version are what they were, prints the kept output. Any change to any
+file of the folder (a line appended, a file added, removed or touched) misses, and the
+command reads the run as usual. A run whose token ids are decoded with a tokenizer found
+next to it is not kept (that file lies outside the folder), nor is a run with a file changed
+in the last two seconds (a rewrite within the file system's clock tick would look the same).
+The memos live in
+``<cache root>/memos``; ``rl-board cache clear`` removes them with the caches.
+
+This module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+FOLDER = "memos"
+VERSION = 1
+MAX_FILES = 20_000  # a folder with more files than this is not kept (listing it would cost too much)
+SETTLED_NS = 2 * 10**9  # a file changed this recently may change again within its clock's tick: not kept
+
+
+def _root(cache_root: Path | None) -> Path:
+    from .cache import default_cache_root
+
+    return Path(cache_root or default_cache_root()) / FOLDER
+
+
+def key(command: str, run_dir: Path | str, settings: dict) -> str:
+    """What names one output: the command, the run folder (resolved) and its settings."""
+    from .cache import CACHE_VERSION
+
+    resolved = str(Path(run_dir).expanduser().resolve())
+    text = json.dumps([VERSION, CACHE_VERSION, command, resolved, settings, os.environ.get("RL_BOARD_MAX_LINE_MB")],
+                      sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def fingerprint(run_dir: Path | str) -> list | None:
+    """Every file under ``run_dir`` (path relative to it, size, modification time, inode, mode),
+    sorted; None when it holds more than ``MAX_FILES`` or can't be listed."""
+    out, stack = [], [(Path(run_dir), "")]
+    try:
+        while stack:
+            folder, prefix = stack.pop()
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    st = entry.stat(follow_symlinks=True)
+                    name = prefix + entry.name
+                    if entry.is_dir(follow_symlinks=True):
+                        if len(stack) + len(out) > MAX_FILES or name.count("/") > 8:
+                            return None
+                        stack.append((Path(entry.path), name + "/"))
+                    else:
+                        out.append((name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode))
+                    if len(out) > MAX_FILES:
+                        return None
+    except OSError:
+        return None
+    return sorted(out)
+
+
+def load(name: str, print_: list | None, cache_root: Path | None = None) -> dict | None:
+    """The output kept under ``name`` when the run's files are still ``print_`` (a fresh
+    ``fingerprint``), else None."""
+    if print_ is None:
+        return None
+    try:
+        kept = json.loads((_root(cache_root) / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(kept, dict) or kept.get("files") != json.loads(json.dumps(print_)):
+        return None
+    return kept
+
+
+def save(name: str, run_dir: Path | str, print_: list | None, output: dict, notes: list[str],
+         cache_root: Path | None = None) -> None:
+    """Keep ``output`` (and the notes printed with it) for ``name``, as read from files ``print_``; a
+    memo that can't be written only means reading the run again next time."""
+    if print_ is None:
+        return
+    if any(entry[2] > time.time_ns() - SETTLED_NS for entry in print_):
+        return  # a rewrite in the same tick of the file system's clock would look unchanged
+    folder = _root(cache_root)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+        with os.fdopen(fd, "w") as fh:
+            json.dump({"run": str(Path(run_dir).expanduser().resolve()), "files": print_, "output": output,
+                       "notes": notes}, fh, ensure_ascii=False, allow_nan=False)
+        os.replace(tmp, folder / f"{name}.json")
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+def clear(run_dir: Path | str | None = None, cache_root: Path | None = None) -> int:
+    """Remove the memos of ``run_dir`` (every memo when None); returns how many went."""
+    folder = _root(cache_root)
+    wanted = None if run_dir is None else str(Path(run_dir).expanduser().resolve())
+    removed = 0
+    try:
+        paths = list(folder.glob("*.json"))
+    except OSError:
+        return 0
+    for path in paths:
+        try:
+            if wanted is not None and json.loads(path.read_text()).get("run") != wanted:
+                continue
+            path.unlink()
+            removed += 1
+        except (OSError, ValueError, AttributeError):
+            continue
+    return removed
