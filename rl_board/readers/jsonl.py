@@ -25,7 +25,7 @@ import threading
 import typing
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, is_not, itemgetter
+from operator import attrgetter, is_not
 from pathlib import Path
 
 import msgspec
@@ -392,8 +392,7 @@ class _Shape:
         raws = list(map(attrgetter(version.names[key]), objs))
         present = present_mask(raws)
         kept = list(compress(raws, present))
-        first = np.frombuffer(bytes(map(itemgetter(0), map(memoryview, kept))), np.uint8)
-        scalar = np.isin(first, list(_SCALAR_START))
+        scalar = np.isin(rawlists.first_bytes(kept), list(_SCALAR_START))
         if not scalar.any():
             return None
         where = np.flatnonzero(present)[scalar]

@@ -22,8 +22,8 @@ parse numbers to the nearest double.
 from __future__ import annotations
 
 import threading
-from itertools import compress
-from operator import itemgetter
+from itertools import compress, repeat
+from operator import is_not
 
 import numpy as np
 import orjson
@@ -41,12 +41,12 @@ _MARKERS = {"d": (-7.25e-301, b",-7.25e-301,"), "i": (-7250000000000000301, b",-
 
 def first_bytes(raws: list) -> np.ndarray:
     """The first byte of each raw value (0 for None: a key the line lacks); uint8, shape (len(raws),)."""
-    present = [raw is not None for raw in raws]
+    present = np.fromiter(map(is_not, raws, repeat(None)), bool, len(raws))
     firsts = np.zeros(len(raws), np.uint8)
-    kept = list(compress(raws, present))
-    if kept:
-        firsts[np.fromiter(present, bool, len(raws))] = np.frombuffer(
-            bytes(map(itemgetter(0), map(memoryview, kept))), np.uint8)
+    kept = raws if present.all() else list(compress(raws, present))
+    if kept:  # the values joined, each one's first byte where it starts (a raw value is never empty)
+        sizes = np.fromiter(map(len, kept), np.int64, len(kept))
+        firsts[present] = np.frombuffer(b"".join(kept), np.uint8)[np.cumsum(sizes) - sizes]
     return firsts
 
 
