@@ -26,12 +26,13 @@ from pathlib import Path
 
 import xxhash
 
-CACHE_VERSION = 11  # 11: prime-rl episodes carry their per-token lists
+CACHE_VERSION = 12  # 12: a file's parsed part hashed in spans (each range's parser hashes what it reads)
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
+SPAN_MIN = 8 << 20  # parsed spans shorter than this are joined with a neighbour in a manifest entry
 
 
 def default_cache_root() -> Path:
@@ -74,13 +75,47 @@ def hash_span(path: Path, start: int, end: int) -> str:
         return hashlib.sha1(fh.read(end - start)).hexdigest()
 
 
-def hash_prefix(path: Path, end: int) -> str:
-    """xxh3-128 of bytes [0, end) of ``path``, hashed from a memory map (several GB/s: the whole
-    parsed part of a 540 MB log costs well under a tenth of a second once it is in the page cache)."""
-    if end <= 0:
-        return xxhash.xxh3_128(b"").hexdigest()
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-        return xxhash.xxh3_128(memoryview(mapped)[:min(end, len(mapped))]).hexdigest()
+def hash_spans(path: Path, spans: list[tuple[int, int]]) -> list[str]:
+    """xxh3-128 of each span [start, end) of ``path``, hashed from a memory map (several GB/s)."""
+    if not spans:
+        return []
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return [xxhash.xxh3_128(b"").hexdigest() for _ in spans]
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                return [xxhash.xxh3_128(view[a:b]).hexdigest() for a, b in spans]
+            finally:
+                view.release()
+
+
+def prefix_spans(path: Path, offset: int, read: list) -> list[list]:
+    """The spans [start, end, xxh3-128] covering bytes [0, offset) of ``path``: those ``read`` gave
+    (each range's parser hashed the bytes it read), the gaps between them hashed from the file, and
+    runs of spans under ``SPAN_MIN`` bytes joined (hashed again from the file), so a followed log
+    keeps few."""
+    spans, at = [], 0
+    for start, end, digest in sorted((int(a), int(b), d) for a, b, d in read if b > a):
+        if start < at or end > offset:  # overlapping, or beyond what the entry covers: not trusted
+            continue
+        if start > at:
+            spans.append([at, start, None])
+        spans.append([start, end, digest])
+        at = end
+    if at < offset:
+        spans.append([at, offset, None])
+    joined: list[list] = []
+    for span in spans:  # join small neighbours, up to 3 x SPAN_MIN: [a, b) + [b, c) -> [a, c), hashed again
+        if joined and (span[1] - span[0] < SPAN_MIN or joined[-1][1] - joined[-1][0] < SPAN_MIN) \
+                and span[1] - joined[-1][0] <= 3 * SPAN_MIN:
+            joined[-1] = [joined[-1][0], span[1], None]
+        else:
+            joined.append(list(span))
+    missing = [i for i, span in enumerate(joined) if span[2] is None]
+    for i, digest in zip(missing, hash_spans(path, [(joined[i][0], joined[i][1]) for i in missing])):
+        joined[i][2] = digest
+    return joined
 
 
 @dataclass
@@ -94,7 +129,8 @@ class FileEntry:
     next_line: int  # 1-based number of the first line not yet parsed
     head_hash: str
     tail_hash: str
-    prefix_hash: str = ""  # of the whole parsed part: a line rewritten in its middle changes it
+    # [start, end, xxh3-128] spans covering the whole parsed part: a line rewritten in its middle changes one
+    prefix_spans: list[list] = field(default_factory=list)
     segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
@@ -102,13 +138,15 @@ class FileEntry:
 
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
-                 file_error: str | None = None, unterminated: bool = False) -> "FileEntry":
+                 file_error: str | None = None, unterminated: bool = False, read: list = ()) -> "FileEntry":
+        """The entry of a file parsed up to ``offset``; ``read``: [start, end, xxh3-128] of the byte
+        ranges its parsers hashed as they read them (``prefix_spans``)."""
         st = path.stat()
         return cls(
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
             head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
-            prefix_hash=hash_prefix(path, offset),
+            prefix_spans=prefix_spans(path, offset, list(read)),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
             unterminated=unterminated,
         )
@@ -130,7 +168,8 @@ class FileEntry:
             return "stale"
         if hash_span(path, max(0, self.offset - _HASH_SPAN), self.offset) != self.tail_hash:
             return "stale"
-        if hash_prefix(path, self.offset) != self.prefix_hash:  # the middle, rewritten in place
+        spans = [(a, b) for a, b, _ in self.prefix_spans]
+        if hash_spans(path, spans) != [d for *_, d in self.prefix_spans]:  # the middle, rewritten in place
             return "stale"
         return "grown"
 
@@ -143,7 +182,10 @@ class FileEntry:
         numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line)
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
             raise ValueError("a size, time or offset is not an integer")
-        if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash, entry.prefix_hash)):
+        if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash)) or not all(
+                isinstance(span, list) and len(span) == 3 and all(isinstance(n, int) and not isinstance(n, bool)
+                                                                  for n in span[:2]) and isinstance(span[2], str)
+                for span in entry.prefix_spans):
             raise ValueError("a hash is not a string")
         if not (isinstance(entry.segments, list) and all(
                 isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)

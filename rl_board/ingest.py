@@ -25,6 +25,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
+import xxhash
 
 from . import fields as F
 from . import workers
@@ -65,6 +66,7 @@ class RangeResult:
     table: object = field(default=None, repr=False)
     unterminated: bool = False
     long_tail: int = 0  # bytes after the last newline, already over the line limit: never read
+    digest: str | None = None  # xxh3-128 of bytes [start, end) as read (None: not all of them were held)
 
 
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
@@ -100,6 +102,7 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
     (kept in memory, in ``RangeResult.table``, when ``out_dir`` is None)."""
     result = RangeResult(path, start, start)
     tables = []
+    hasher, whole = xxhash.xxh3_128(), True  # what was read, hashed as it is (the cache's check of the file)
 
     def take(data: bytes, offset: int) -> None:
         parsed = reader.parse_block(data, result.lines + 1, offset, options)
@@ -133,6 +136,7 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
                 if size - 1 > limit:  # named and passed over, never held in memory
                     result.errors.append((result.lines + 1, line_too_long(size - 1, limit)))
                     result.lines += 1
+                    whole = False
                     position += size
                     fh.seek(position)
                     continue
@@ -140,6 +144,7 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
                 chunk = fh.read(size)
                 complete = size
             take(chunk, position)
+            hasher.update(memoryview(chunk)[:complete])
             position += complete
             fh.seek(position)
     if 0 < stop - position <= limit:  # bytes after the last newline: a finished line?
@@ -148,10 +153,12 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
             tail = fh.read(stop - position)
         if reader.is_whole_record(tail):  # the writer stopped before its newline
             take(tail + b"\n", position)
+            hasher.update(tail)
             position, result.unterminated = stop, True
     elif stop - position > limit:
         result.long_tail = stop - position
     result.end = position
+    result.digest = hasher.hexdigest() if whole else None
     result.pending = position < stop
     if tables:
         _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)

@@ -149,6 +149,7 @@ class FileState:
         self.error: str | None = None  # why the whole file could not be read
         self.unterminated = False  # the last line read had no newline: skip one if it comes
         self.long_tail = 0  # bytes after the last newline, over the line limit already: never read
+        self.read: list[list] = []  # [start, end, xxh3-128] of the byte ranges parsed (``cache.prefix_spans``)
 
     @classmethod
     def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
@@ -159,6 +160,7 @@ class FileState:
         state.error = entry.file_error
         state.unterminated = entry.unterminated
         state.segments = list(segments)
+        state.read = [list(span) for span in entry.prefix_spans]
         return state
 
     def take(self, result, table: pa.Table | None, segment_name: str = "") -> None:
@@ -171,6 +173,8 @@ class FileState:
         if table is not None:
             self.segments.append((segment_name, first_line, table))
         self.next_line += result.lines
+        if result.digest is not None and result.end > result.start:
+            self.read.append([result.start, result.end, result.digest])
         self.offset = result.end
         self.pending = result.pending
         self.unterminated = result.unterminated
@@ -180,7 +184,8 @@ class FileState:
         """Record what was read as the manifest entry of this file."""
         self.entry = FileEntry.describe(self.path, self.offset, self.next_line,
                                         [[n, first] for n, first, _ in self.segments if n], self.errors,
-                                        self.error, self.unterminated)
+                                        self.error, self.unterminated, self.read)
+        self.read = [list(span) for span in self.entry.prefix_spans]
 
 
 @dataclass

@@ -196,3 +196,32 @@ def test_a_manifest_of_the_wrong_shape_is_no_cache(tmp_path, isolated_cache):
             manifest.write_text(json.dumps(shape))
             run = RunSource(tmp_path).refresh()
             assert run.samples["reward"].tolist() == [1.0, 2.0], shape
+
+
+def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(tmp_path, monkeypatch):
+    """A range's parser hashes the bytes it read (the digest equals xxh3-128 of those file bytes); the
+    manifest's spans cover [0, offset) without gaps, small ones joined, whatever the appends."""
+    import xxhash
+
+    from rl_board import cache, ingest
+    from rl_board.readers import ReadOptions, jsonl
+
+    path = write_lines(tmp_path / "run" / "r.jsonl", [sample(s, float(s)) for s in range(40)])
+    data = path.read_bytes()
+    middle = data.index(b"\n", len(data) // 2) + 1
+    result = ingest.ingest_range(jsonl, str(path), middle, len(data), None, ReadOptions())
+    assert result.digest == xxhash.xxh3_128(data[middle:]).hexdigest()
+
+    monkeypatch.setattr(cache, "SPAN_MIN", 64)  # bytes: every append is a small span
+    source = RunSource(tmp_path / "run")
+    source.refresh()
+    for step in range(40, 60):  # a followed log: one line at a time
+        with open(path, "a") as fh:
+            fh.write(json.dumps(sample(step, 1.0)) + "\n")
+        source.refresh()
+    spans = source._files["r.jsonl"].entry.prefix_spans
+    data = path.read_bytes()
+    assert spans[0][0] == 0 and spans[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
+    assert all(d == xxhash.xxh3_128(data[a:b]).hexdigest() for a, b, d in spans)
+    assert len(spans) <= len(data) // 64 + 1  # joined: not one span per append
