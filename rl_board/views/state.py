@@ -323,7 +323,7 @@ def _run_key(run: Run) -> tuple:
             id(run), len(run.samples))
 
 
-FINDINGS_WAIT_SECONDS = 0.1  # the panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws
+FINDINGS_WAIT_SECONDS = 0.05  # the panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws
 # them when they finish
 
 
