@@ -425,10 +425,9 @@ _TYPES = {"step": int, "number": float | None, "text": typing.Any, "list": _RAW,
           "mask": list[bool | int | float] | None}
 # the lists decoded as raw JSON: how a column becomes Arrow (None: not that shape), and the typed decoder
 # and builder that read it when not
-_RAW_LISTS = {kind: (bulk, msgspec.json.Decoder(list[element] | None), msgspec.json.Decoder(list[list[element]]), build)
-              for kind, bulk, element, build in (
-    ("list", rawlists.float_lists, float | None, float_lists), ("tokens", rawlists.token_lists, str, token_lists),
-    ("ids", rawlists.int_lists, int, int_lists))}
+_RAW_LISTS = {kind: (code, msgspec.json.Decoder(list[element] | None), msgspec.json.Decoder(list[list[element]]), build)
+              for kind, code, element, build in (("list", "d", float | None, float_lists),
+                                                 ("tokens", "t", str, token_lists), ("ids", "i", int, int_lists))}
 
 
 def _kind(name: str) -> str:
@@ -454,11 +453,10 @@ _ROW_TYPES = {kind: ROWS.field(name).type for name, kind in _RAW_KINDS.items()}
 def _raw_column(raws: list, kind: str) -> tuple[pa.Array, np.ndarray]:
     """(the Arrow array of a column of raw JSON lists, lines the slow path must read: a value that is
     neither a list nor null, or a list the typed decoder refuses)."""
-    bulk, decoder, column_decoder, build = _RAW_LISTS[kind]
+    code, decoder, column_decoder, build = _RAW_LISTS[kind]
     if raws.count(None) == len(raws):  # no line has the key
         return pa.nulls(len(raws), _ROW_TYPES[kind]), np.zeros(len(raws), bool)
-    lists, refused = rawlists.kinds(raws)
-    array = bulk(raws, lists)
+    array, lists, refused = rawlists.read_column(raws, code)
     if array is not None:
         return array, refused
     values = [None] * len(raws)

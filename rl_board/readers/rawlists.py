@@ -37,6 +37,30 @@ _LOCAL = threading.local()  # a simdjson parser is not shared between threads
 _NULL, _LIST, _COMMA, _QUOTE, _BACKSLASH = 110, 91, 44, 34, 92
 # a number written between a column's lists, so one parse also tells where each list ends
 _MARKERS = {"d": (-7.25e-301, b",-7.25e-301,"), "i": (-7250000000000000301, b",-7250000000000000301,")}
+_TYPES = {"d": (np.float64, pa.float64()), "i": (np.int64, pa.int64())}
+
+
+def read_column(raws: list, kind: str) -> tuple[pa.Array | None, np.ndarray, np.ndarray]:
+    """(the Arrow array of one column of raw values, null where a value is not a list, or None when a
+    list holds anything else; where a value is a JSON list; where it is neither a list nor null nor
+    absent: that line is refused). ``kind``: "d" lists of numbers, "i" of integers, "t" of strings."""
+    present = np.fromiter(map(is_not, raws, repeat(None)), bool, len(raws))
+    kept = raws if present.all() else list(compress(raws, present))
+    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
+    separator = b"" if kind == "t" else _MARKERS[kind][1]
+    joined = separator.join(kept)  # each value's first byte where it starts (a raw value is never empty)
+    starts = np.cumsum(sizes + len(separator)) - sizes - len(separator)
+    first = np.zeros(len(raws), np.uint8)
+    first[present] = np.frombuffer(joined, np.uint8)[starts]
+    lists = first == _LIST
+    refused = ~(lists | (first == _NULL) | (first == 0))
+    if not lists[present].all():  # a null or another value among them: join the lists alone
+        kept = list(compress(raws, lists))
+        sizes = np.fromiter(map(len, kept), np.int64, len(kept))
+        joined = separator.join(kept)
+    if kind == "t":
+        return _token_lists(joined, sizes, lists), lists, refused
+    return _number_lists(kept, joined, lists, kind), lists, refused
 
 
 def first_bytes(raws: list) -> np.ndarray:
@@ -57,15 +81,20 @@ def kinds(raws: list) -> tuple[np.ndarray, np.ndarray]:
     return lists, ~(lists | (first == _NULL) | (first == 0))
 
 
-def float_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
-    """A ``list<double>`` array of raw JSON lists of numbers (``lists``: where a value is a list, see
-    ``kinds``; null elsewhere), or None."""
-    return _number_lists(raws, lists, "d", np.float64, pa.float64())
+def float_lists(raws: list) -> pa.Array | None:
+    """A ``list<double>`` array of raw JSON lists of numbers (null where a value is not a list), or None."""
+    return read_column(raws, "d")[0]
 
 
-def int_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
-    """A ``list<int64>`` array of raw JSON lists of integers (null where not ``lists``), or None."""
-    return _number_lists(raws, lists, "i", np.int64, pa.int64())
+def int_lists(raws: list) -> pa.Array | None:
+    """A ``list<int64>`` array of raw JSON lists of integers (null where a value is not a list), or None."""
+    return read_column(raws, "i")[0]
+
+
+def token_lists(raws: list) -> pa.Array | None:
+    """A dictionary-encoded ``list<string>`` array of raw JSON lists of strings (null where a value is
+    not a list), or None (see ``_token_lists``)."""
+    return read_column(raws, "t")[0]
 
 
 def _parser() -> simdjson.Parser:
@@ -75,23 +104,24 @@ def _parser() -> simdjson.Parser:
     return parser
 
 
-def _number_lists(raws: list, lists: np.ndarray, code: str, dtype, type_: pa.DataType) -> pa.Array | None:
-    """The lists joined with a marker number between them (so one parse gives every value and where each
-    list ends); a marker among the values themselves is seen, and the lists' commas are counted instead."""
-    kept = list(compress(raws, lists))
-    if not kept:
+def _number_lists(kept: list, joined: bytes, lists: np.ndarray, code: str) -> pa.Array | None:
+    """The lists of a column (``kept``), ``joined`` with a marker number between them (so one parse gives
+    every value and where each list ends); a marker among the values themselves is seen, and the lists'
+    commas are counted instead."""
+    dtype, type_ = _TYPES[code]
+    count = len(kept)
+    if not count:
         return _lists(lists, np.zeros(0, np.int64), pa.array([], type_))
-    marker, text = _MARKERS[code]
-    joined = b"[" + text.join(kept) + b"]"
-    if np.count_nonzero(np.frombuffer(joined, np.uint8) == _LIST) != len(kept) + 1:  # a nested list (simdjson
-        # would flatten it)
-        return None
+    marker, _ = _MARKERS[code]
+    if np.count_nonzero(np.frombuffer(joined, np.uint8) == _LIST) != count:  # a nested list (simdjson would
+        return None  # flatten it)
+    joined = b"[" + joined + b"]"
     try:
         values = np.frombuffer(_parser().parse(joined).as_buffer(of_type=code), dtype)
     except (TypeError, ValueError, RuntimeError):  # null, a string, a boolean, a number out of range
         return None
     marks = np.flatnonzero(values == marker)
-    if len(marks) != len(kept) - 1:  # the marker is one of the values too
+    if len(marks) != count - 1:  # the marker is one of the values too
         return _counted_lists(kept, lists, code, dtype, type_)
     lengths = np.diff(np.r_[-1, marks, len(values)]) - 1
     return _lists(lists, lengths, pa.array(np.delete(values, marks) if len(marks) else values, type_))
@@ -119,13 +149,10 @@ def _lists(lists: np.ndarray, lengths: np.ndarray, values: pa.Array) -> pa.Array
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(~lists))
 
 
-def token_lists(raws: list, lists: np.ndarray) -> pa.Array | None:
-    """A dictionary-encoded ``list<string>`` array of raw JSON lists of strings written without white
-    space (``["a","b"]``) or with one space after each comma (Python's ``json.dumps``); null where not
-    ``lists``; None for any other shape."""
-    kept = list(compress(raws, lists))
-    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
-    joined = b"".join(kept)
+def _token_lists(joined: bytes, sizes: np.ndarray, lists: np.ndarray) -> pa.Array | None:
+    """The lists of strings of a column (``joined``, each ``sizes`` bytes), written without white space
+    (``["a","b"]``) or with one space after each comma (Python's ``json.dumps``), as a dictionary-encoded
+    ``list<string>`` array; None for any other shape."""
     buffer = np.frombuffer(joined, np.uint8)
     ends = np.cumsum(sizes)
     starts = ends - sizes
