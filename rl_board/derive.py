@@ -513,7 +513,7 @@ def _words(tokens: _Tokens, counted: _Counted, words: _TextWords, options: ReadO
     np.cumsum(np.bincount(owner, minlength=len(counted.count)), out=offsets[1:])
     neither = tokens.lengths < 0
     neither[words.rows] = False
-    values = pa.DictionaryArray.from_arrays(pa.array(ids, pa.int32()), unified.dictionary)
+    values = pa.DictionaryArray.from_arrays(pa.array(ids.astype(np.int32, copy=False)), unified.dictionary)
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(neither))
 
 
