@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the le
 MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 _HASH_SPAN = 65536  # bytes hashed at the head of a file and before its parsed offset
+SETTLED_NS = 2 * 10**9  # a file changed this close to its read is hashed before its size and time are trusted
 SPAN_MIN = 8 << 20  # parsed spans shorter than this are joined with a neighbour in a manifest entry
 
 
@@ -135,6 +137,9 @@ class FileEntry:
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
     unterminated: bool = False  # the last line read had no newline (its newline, if it comes, is skipped)
+    # when the file was last seen as parsed (ns): a file written within SETTLED_NS of it may be rewritten in the
+    # same tick of the file system's clock, same size and time, so it is hashed before it is trusted
+    checked_ns: int = 0
 
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
@@ -148,7 +153,7 @@ class FileEntry:
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
             prefix_spans=prefix_spans(path, offset, list(read)),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
-            unterminated=unterminated,
+            unterminated=unterminated, checked_ns=time.time_ns(),
         )
 
     def status(self, path: Path, appendable: bool = True) -> str:
@@ -161,17 +166,29 @@ class FileEntry:
         if st.st_ino != self.inode or st.st_size < self.offset:
             return "stale"
         if (st.st_size, st.st_mtime_ns) == (self.size, self.mtime_ns):
+            if st.st_mtime_ns < self.checked_ns - SETTLED_NS:
+                return "same"
+            # written moments before it was read: a rewrite since, in the same clock tick, would look the same
+            if not self._hashes_match(path):
+                return "stale"
+            now = time.time_ns()
+            if now > st.st_mtime_ns + SETTLED_NS:  # settled now: trusted by its size and time from here on
+                self.checked_ns = now
+                return "settled"
             return "same"
         if st.st_size == self.size or not appendable:  # rewritten, touched, or a table: nothing cheap
             return "stale"  # proves it unchanged
+        return "grown" if self._hashes_match(path) else "stale"
+
+    def _hashes_match(self, path: Path) -> bool:
+        """Whether the parsed part of ``path`` hashes as it did: head, tail, then every span (the middle,
+        rewritten in place)."""
         if hash_span(path, 0, min(self.offset, _HASH_SPAN)) != self.head_hash:
-            return "stale"
+            return False
         if hash_span(path, max(0, self.offset - _HASH_SPAN), self.offset) != self.tail_hash:
-            return "stale"
+            return False
         spans = [(a, b) for a, b, _ in self.prefix_spans]
-        if hash_spans(path, spans) != [d for *_, d in self.prefix_spans]:  # the middle, rewritten in place
-            return "stale"
-        return "grown"
+        return hash_spans(path, spans) == [d for *_, d in self.prefix_spans]
 
     @classmethod
     def from_json(cls, raw) -> "FileEntry":
@@ -179,7 +196,7 @@ class FileEntry:
         if not isinstance(raw, dict):
             raise ValueError("not an object")
         entry = cls(**raw)  # TypeError for a missing or unknown key
-        numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line)
+        numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line, entry.checked_ns)
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
             raise ValueError("a size, time or offset is not an integer")
         if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash)) or not all(

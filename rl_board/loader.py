@@ -204,7 +204,7 @@ class RunSource:
         if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
             return self.latest
         self._read(plan.todo, progress)
-        if plan.todo or plan.gone:
+        if plan.todo or plan.gone or plan.settled:
             entries = {name: s.entry for name, s in self._files.items() if s.entry is not None}
             self._store.save(entries, self._cache_key(), self.run_dir)
         notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."

@@ -206,6 +206,7 @@ class Plan:
     reread: list[str]  # files read before and now read again from the start
     gone: set[str]  # files that disappeared
     status: dict[str, str]  # name -> "unchanged", "appended" or "parsed"
+    settled: bool = False  # a file read moments after it was written was found unchanged: save the manifest
 
 
 class FileTracker:
@@ -249,6 +250,8 @@ class FileTracker:
         for path, name in zip(listing.paths, listing.names):
             state = self.files.get(name)
             status = statuses.get(name, "stale") if state is not None else "stale"
+            if status == "settled":
+                plan.settled, status = True, "same"
             if status == "same":
                 plan.status.setdefault(name, "unchanged")
                 continue

@@ -225,3 +225,25 @@ def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(
     assert all(a[1] == b[0] for a, b in zip(spans, spans[1:]))
     assert all(d == xxhash.xxh3_128(data[a:b]).hexdigest() for a, b, d in spans)
     assert len(spans) <= len(data) // 64 + 1  # joined: not one span per append
+
+
+def test_a_rewrite_that_keeps_size_and_time_is_not_served_stale(tmp_path):
+    """A file read moments after it was written, then rewritten in place with the same size and
+    modification time (the same tick of the file system's clock): hashed before it is trusted, so the new
+    value is read, in the same source and in a new one; once settled, it is trusted by size and time."""
+    from rl_board import cache
+
+    path = write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), sample(2, 2.0)])
+    source = RunSource(tmp_path)
+    assert source.refresh().samples["reward"].tolist() == [1.0, 2.0]
+    stat = os.stat(path)
+    path.write_bytes(path.read_bytes().replace(b'"reward": 2.0', b'"reward": 7.0'))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert os.stat(path).st_size == stat.st_size
+    assert source.refresh().samples["reward"].tolist() == [1.0, 7.0]
+    assert RunSource(tmp_path).refresh().samples["reward"].tolist() == [1.0, 7.0]
+    entry = source._files["r.jsonl"].entry
+    past = stat.st_mtime_ns - 10 * cache.SETTLED_NS  # a file written long before it was read
+    os.utime(path, ns=(past, past))
+    entry.mtime_ns, entry.checked_ns = past, stat.st_mtime_ns
+    assert entry.status(path) == "same"
