@@ -30,7 +30,7 @@ def _column(array):
 @pytest.mark.parametrize("spaced", [False, True])
 def test_number_lists_give_what_orjson_gives(spaced):
     values = [[-0.5, 1, -1e-7, 2.5e10], [], None, _ABSENT, [0.1] * 7, [-0.0, 123456789012345678], [3]]
-    got = rawlists.float_lists(_raws(values, spaced))
+    got = rawlists.read_column(_raws(values, spaced), "d")[0]
     expected = [None if v is _ABSENT else orjson.loads(json.dumps(v)) for v in values]
     expected = [None if v is None else [float(x) for x in v] for v in expected]
     assert _column(got) == expected
@@ -40,13 +40,13 @@ def test_a_value_equal_to_the_marker_is_still_read():
     """The number written between lists, inside a list too: the lists' commas are counted instead."""
     values = [[1.0, -7.25e-301], [-7.25e-301], [2.0]]
     raws = _raws(values)
-    assert _column(rawlists.float_lists(raws)) == values
+    assert _column(rawlists.read_column(raws, "d")[0]) == values
 
 
 def test_integer_lists():
     values = [[1, 2, 3], [], None, [9223372036854775807, -7250000000000000301]]
     raws = _raws(values)
-    assert _column(rawlists.int_lists(raws)) == values
+    assert _column(rawlists.read_column(raws, "i")[0]) == values
 
 
 @pytest.mark.parametrize("values", [
@@ -57,16 +57,16 @@ def test_integer_lists():
 ])
 def test_other_number_shapes_are_left_to_the_typed_path(values):
     raws = _raws(values)
-    assert rawlists.float_lists(raws) is None
+    assert rawlists.read_column(raws, "d")[0] is None
 
 
 def test_white_space_in_an_empty_list():
     """Read as empty; when the lists' commas must be counted (a value equals the marker), it is left to
     the typed path instead."""
     raws = [msgspec.Raw(b"[ ]"), msgspec.Raw(b"[1.0]")]
-    assert _column(rawlists.float_lists(raws)) == [[], [1.0]]
+    assert _column(rawlists.read_column(raws, "d")[0]) == [[], [1.0]]
     raws.append(msgspec.Raw(b"[-7.25e-301]"))
-    assert rawlists.float_lists(raws) is None
+    assert rawlists.read_column(raws, "d")[0] is None
 
 
 TOKENS = ["▁the", "\n", '"q"', "a\\b", "é", "[", "]", ",", '","', "", " ", "\t", "\\", 'x"y', "\\\"", "😀", "\u0000"]
@@ -83,7 +83,7 @@ def test_token_lists_give_what_orjson_gives(spaced, ascii_only):
     separators = (", ", ": ") if spaced else (",", ":")
     raws = [None if v is _ABSENT else msgspec.Raw(json.dumps(v, separators=separators, ensure_ascii=ascii_only).encode())
             for v in values]
-    got = rawlists.token_lists(raws)
+    got = rawlists.read_column(raws, "t")[0]
     assert got is not None
     assert _column(got) == [None if v is _ABSENT else v for v in values]
     assert len(got.flatten().dictionary) == len(set(got.flatten().dictionary.to_pylist()))  # one entry a string
@@ -93,12 +93,12 @@ def test_token_lists_give_what_orjson_gives(spaced, ascii_only):
                                  b'["\\ud800"]', b'["\xff"]'])
 def test_other_token_shapes_are_left_to_the_typed_path(raw):
     raws = [msgspec.Raw(b'["ok"]'), msgspec.Raw(raw)]
-    assert rawlists.token_lists(raws) is None
+    assert rawlists.read_column(raws, "t")[0] is None
 
 
 def test_values_that_are_not_lists_are_refused():
     raws = [msgspec.Raw(b'"oops"'), msgspec.Raw(b"null"), None, msgspec.Raw(b"[1]"), msgspec.Raw(b"5")]
-    lists, refused = rawlists.kinds(raws)
+    _, lists, refused = rawlists.read_column(raws, "d")
     assert lists.tolist() == [False, False, False, True, False]
     assert refused.tolist() == [True, False, False, False, True]
 

@@ -390,22 +390,18 @@ class _Shape:
         """(float values, present, lines to read slowly) of an unparsed key, or None when no line
         holds a number or boolean there."""
         raws = list(map(attrgetter(version.names[key]), objs))
-        present = present_mask(raws)
-        kept = list(compress(raws, present))
-        scalar = np.isin(rawlists.first_bytes(kept), list(_SCALAR_START))
+        scalar = np.isin(rawlists.first_bytes(raws), list(_SCALAR_START))  # an absent key's 0 is not
         if not scalar.any():
             return None
-        where = np.flatnonzero(present)[scalar]
+        where = np.flatnonzero(scalar)
         values = np.full(count, np.nan)
         odd = np.zeros(count, bool)
-        numbers = _NUMBERS.decode(b"[" + b",".join(compress(kept, scalar)) + b"]")
+        numbers = _NUMBERS.decode(b"[" + b",".join(compress(raws, scalar)) + b"]")
         try:
             values[where] = np.asarray(numbers, dtype=np.float64)
         except OverflowError:  # an integer beyond float range: the slow path makes it infinite
             odd[where] = True
-        out = np.zeros(count, bool)
-        out[where] = True
-        return values, out, odd
+        return values, scalar, odd
 
 
 @dataclass(frozen=True)

@@ -2,17 +2,18 @@
 
 The JSON-lines reader decodes the per-token lists of a block as ``msgspec.Raw``: their
 bytes, checked as JSON, with no Python object per value. Here a whole column of them
-becomes one Arrow array with no Python work per line or per value:
+becomes one Arrow array (``read_column``) with no Python work per line or per value:
 
-- numbers (``float_lists``, ``int_lists``): the column's lists joined into one JSON
-  array, parsed once by simdjson, whose ``as_buffer`` writes every number into one flat
-  buffer; each list's length is its commas plus one, counted with numpy;
-- token strings (``token_lists``): each string's quotes found with numpy (a quote
+- numbers: the column's lists joined into one JSON array with a marker number between
+  them, parsed once by simdjson, whose ``as_buffer`` writes every number into one flat
+  buffer; the markers say where each list ends (a marker among the values: the lists'
+  commas are counted with numpy instead);
+- token strings: each string's quotes found with numpy (a quote
   after an odd run of backslashes is inside a string), the bytes from one string to the
   next dictionary-encoded by Arrow where they lie, and each distinct piece cut to the
   text between its quotes (and unescaped, when it has escapes) once.
 
-Each returns None when the column holds anything else (a null inside a list, a
+It gives no array (None) when the column holds anything else (a null inside a list, a
 string among numbers, a nested list, a number beyond the float range, bytes that are
 not UTF-8, white space where it expects none); the caller then reads that column by
 the typed path, which decides line by line. Either way the values are the same: both
@@ -22,8 +23,7 @@ parse numbers to the nearest double.
 from __future__ import annotations
 
 import threading
-from itertools import compress, repeat
-from operator import is_not
+from itertools import compress
 
 import numpy as np
 import orjson
@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import simdjson
 
-from .canonical import TOKEN_STRINGS
+from .canonical import TOKEN_STRINGS, present_mask
 
 _LOCAL = threading.local()  # a simdjson parser is not shared between threads
 _NULL, _LIST, _COMMA, _QUOTE, _BACKSLASH = 110, 91, 44, 34, 92
@@ -44,17 +44,11 @@ def read_column(raws: list, kind: str) -> tuple[pa.Array | None, np.ndarray, np.
     """(the Arrow array of one column of raw values, null where a value is not a list, or None when a
     list holds anything else; where a value is a JSON list; where it is neither a list nor null nor
     absent: that line is refused). ``kind``: "d" lists of numbers, "i" of integers, "t" of strings."""
-    present = np.fromiter(map(is_not, raws, repeat(None)), bool, len(raws))
-    kept = raws if present.all() else list(compress(raws, present))
-    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
     separator = b"" if kind == "t" else _MARKERS[kind][1]
-    joined = separator.join(kept)  # each value's first byte where it starts (a raw value is never empty)
-    starts = np.cumsum(sizes + len(separator)) - sizes - len(separator)
-    first = np.zeros(len(raws), np.uint8)
-    first[present] = np.frombuffer(joined, np.uint8)[starts]
+    first, kept, sizes, joined = _joined(raws, separator)
     lists = first == _LIST
     refused = ~(lists | (first == _NULL) | (first == 0))
-    if not lists[present].all():  # a null or another value among them: join the lists alone
+    if len(kept) != np.count_nonzero(lists):  # a null or another value among them: join the lists alone
         kept = list(compress(raws, lists))
         sizes = np.fromiter(map(len, kept), np.int64, len(kept))
         joined = separator.join(kept)
@@ -65,36 +59,20 @@ def read_column(raws: list, kind: str) -> tuple[pa.Array | None, np.ndarray, np.
 
 def first_bytes(raws: list) -> np.ndarray:
     """The first byte of each raw value (0 for None: a key the line lacks); uint8, shape (len(raws),)."""
-    present = np.fromiter(map(is_not, raws, repeat(None)), bool, len(raws))
-    firsts = np.zeros(len(raws), np.uint8)
+    return _joined(raws, b"")[0]
+
+
+def _joined(raws: list, separator: bytes) -> tuple[np.ndarray, list, np.ndarray, bytes]:
+    """(the first byte of each raw value, 0 for None; the values present; their sizes; them joined by
+    ``separator``): each first byte read where its value starts in the join (a raw value is never empty)."""
+    present = present_mask(raws)
     kept = raws if present.all() else list(compress(raws, present))
-    if kept:  # the values joined, each one's first byte where it starts (a raw value is never empty)
-        sizes = np.fromiter(map(len, kept), np.int64, len(kept))
-        firsts[present] = np.frombuffer(b"".join(kept), np.uint8)[np.cumsum(sizes) - sizes]
-    return firsts
-
-
-def kinds(raws: list) -> tuple[np.ndarray, np.ndarray]:
-    """(each raw value is a JSON list; it is neither a list nor null nor absent: the line is refused)."""
-    first = first_bytes(raws)
-    lists = first == _LIST
-    return lists, ~(lists | (first == _NULL) | (first == 0))
-
-
-def float_lists(raws: list) -> pa.Array | None:
-    """A ``list<double>`` array of raw JSON lists of numbers (null where a value is not a list), or None."""
-    return read_column(raws, "d")[0]
-
-
-def int_lists(raws: list) -> pa.Array | None:
-    """A ``list<int64>`` array of raw JSON lists of integers (null where a value is not a list), or None."""
-    return read_column(raws, "i")[0]
-
-
-def token_lists(raws: list) -> pa.Array | None:
-    """A dictionary-encoded ``list<string>`` array of raw JSON lists of strings (null where a value is
-    not a list), or None (see ``_token_lists``)."""
-    return read_column(raws, "t")[0]
+    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
+    joined = separator.join(kept)
+    first = np.zeros(len(raws), np.uint8)
+    if kept:
+        first[present] = np.frombuffer(joined, np.uint8)[np.cumsum(sizes + len(separator)) - sizes - len(separator)]
+    return first, kept, sizes, joined
 
 
 def _parser() -> simdjson.Parser:
