@@ -348,7 +348,8 @@ def _cache(args) -> int:
 
 
 def _summary(args) -> int:
-    summary, files = _kept_summary(args)
+    name = _memo_name(args)
+    summary, files = _kept_summary(args, name)
     if summary is None:
         run = _load(args)
         if isinstance(run, int):
@@ -357,7 +358,7 @@ def _summary(args) -> int:
 
         summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
                    **build_summary(run)}
-        _keep_summary(args, run, summary, files)
+        _keep_summary(args, name, run, summary, files)
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
@@ -387,13 +388,12 @@ def _memo_name(args) -> str | None:
                                               "split": args.split})
 
 
-def _kept_summary(args) -> tuple[dict | None, list | None]:
-    """(the summary kept for these settings while the run's files are as they were, its notes printed
-    as the read would print them, else None; the files as they are now, or None when not kept)."""
+def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
+    """(the summary kept as ``name`` while the run's files are as they were, its notes printed as the
+    read would print them, else None; the files as they are now, or None when not kept)."""
     from . import memo
     from .access import check_allowed
 
-    name = _memo_name(args)
     if name is None:
         return None, None
     try:
@@ -409,13 +409,12 @@ def _kept_summary(args) -> tuple[dict | None, list | None]:
     return kept["output"], files
 
 
-def _keep_summary(args, run, summary: dict, files: list | None) -> None:
-    """Keep a summary for the next time when the run's files did not change while it was read (``files``:
-    as they were before), unless token ids were decoded with a tokenizer found next to the run (it lies
-    outside the folder whose files the memo checks)."""
+def _keep_summary(args, name: str | None, run, summary: dict, files: list | None) -> None:
+    """Keep a summary as ``name`` for the next time when the run's files did not change while it was read
+    (``files``: as they were before), unless token ids were decoded with a tokenizer found next to the run
+    (it lies outside the folder whose files the memo checks)."""
     from . import memo
 
-    name = _memo_name(args)
     if name is None or files is None or ("from_ids" in run.samples and run.samples["from_ids"].any()):
         return
     if memo.fingerprint(args.run_dir) == files:

@@ -26,7 +26,6 @@ from pathlib import Path
 FOLDER = "memos"
 VERSION = 1
 MAX_FILES = 20_000  # a folder with more files than this is not kept (listing it would cost too much)
-SETTLED_NS = 2 * 10**9  # a file changed this recently may change again within its clock's tick: not kept
 
 
 def _root(cache_root: Path | None) -> Path:
@@ -61,7 +60,7 @@ def fingerprint(run_dir: Path | str) -> list | None:
                             return None
                         stack.append((Path(entry.path), name + "/"))
                     else:
-                        out.append((name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode))
+                        out.append([name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode])
                     if len(out) > MAX_FILES:
                         return None
     except OSError:
@@ -78,7 +77,7 @@ def load(name: str, print_: list | None, cache_root: Path | None = None) -> dict
         kept = json.loads((_root(cache_root) / f"{name}.json").read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(kept, dict) or kept.get("files") != json.loads(json.dumps(print_)):
+    if not isinstance(kept, dict) or kept.get("files") != print_:
         return None
     return kept
 
@@ -89,6 +88,8 @@ def save(name: str, run_dir: Path | str, print_: list | None, output: dict, note
     memo that can't be written only means reading the run again next time."""
     if print_ is None:
         return
+    from .cache import SETTLED_NS
+
     if any(entry[2] > time.time_ns() - SETTLED_NS for entry in print_):
         return  # a rewrite in the same tick of the file system's clock would look unchanged
     folder = _root(cache_root)

@@ -323,15 +323,18 @@ def _run_key(run: Run) -> tuple:
             id(run), len(run.samples))
 
 
-FINDINGS_WAIT_SECONDS = 0.05  # the panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws
-# them when they finish
+# the findings panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws them when they finish
+FINDINGS_WAIT_SECONDS = 0.05
 
 
 def findings_wait() -> float:
+    """Seconds the findings panel waits for the checks before it draws without them."""
     try:
         return max(0.0, float(os.environ.get("RL_BOARD_FINDINGS_WAIT", FINDINGS_WAIT_SECONDS)))
     except ValueError:
         return FINDINGS_WAIT_SECONDS
+
+
 _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
 
 
