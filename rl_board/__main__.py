@@ -472,8 +472,8 @@ def main(argv: list[str] | None = None) -> int:
     except RootError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.command in READS_A_RUN and args.max_samples_per_step is None:
-        workers.warm_up_for(args.run_dir)
+    if args.command in READS_A_RUN and args.max_samples_per_step is None and not workers.can_fork():
+        workers.warm_up_for(args.run_dir)  # where a read can't fork its workers, start them as we import
     if args.command == "summary":
         try:
             return _summary(args)

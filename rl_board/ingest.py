@@ -71,12 +71,15 @@ class RangeResult:
 
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
          quota: dict[int, int] | None = None, max_per_step: int | None = None,
-         progress: Callable[[int], None] | None = None) -> list[RangeResult]:
+         progress: Callable[[int], None] | None = None,
+         meanwhile: Callable[[], None] | None = None) -> list[RangeResult]:
     """Read the new bytes (path, start, stop) of a run's files with ``reader`` into segments in
     ``out_dir`` (tables in memory when None). With ``max_per_step``, keep a sample only while its
-    step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished."""
+    step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished;
+    ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
+    while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
-        return run_ranges(reader, tasks_for(tasks), out_dir, options, quota, max_per_step, progress)
+        return run_ranges(reader, tasks_for(tasks), out_dir, options, quota, max_per_step, progress, meanwhile)
     results = []
     for path, _, stop in tasks:
         result = RangeResult(str(path), 0, stop)
@@ -239,13 +242,15 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
 
 def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, options: ReadOptions,
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
-               progress: Callable[[int], None] | None = None) -> list[RangeResult]:
-    """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes finished."""
+               progress: Callable[[int], None] | None = None,
+               meanwhile: Callable[[], None] | None = None) -> list[RangeResult]:
+    """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes
+    finished; ``meanwhile`` as in ``read``."""
     total = sum(stop - start for _, start, stop in tasks)
     count = min(workers.count(), len(tasks))
     if max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1:
         try:
-            return _run_in_workers(reader, tasks, out_dir, options, count, progress)
+            return _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile)
         except WorkerError:
             pass  # parse here instead: slower, same result
     results = []
@@ -260,9 +265,10 @@ class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
 
-def _run_in_workers(reader, tasks, out_dir, options, count, progress) -> list[RangeResult]:
+def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=None) -> list[RangeResult]:
     """Hand the tasks, one at a time as each finishes, to ``count`` worker processes (the warm
-    pool of ``workers``, see there); results in task order."""
+    pool of ``workers``, see there; a command forks them here, so ``meanwhile`` runs only once
+    they are forked: a fork copies one thread); results in task order."""
     queue = list(enumerate(tasks))[::-1]
     results: dict[int, RangeResult] = {}
     with workers.borrow(count) as procs:
@@ -283,6 +289,8 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress) -> list[Ra
             for proc in procs:
                 selector.register(proc.stdout, selectors.EVENT_READ, proc)
                 dispatch(proc)
+            if meanwhile is not None:
+                meanwhile()
             while busy:
                 for key, _ in selector.select():
                     line = key.fileobj.readline()

@@ -229,8 +229,6 @@ class RunSource:
             return
         out_dir, keep = self._store.out_dir()
         total, done = sum(b - a for _, a, b in tasks), [0]
-        if total >= ingest.PARALLEL_MIN_BYTES:  # the workers parse: meanwhile, import what the snapshot needs
-            _import_snapshot_modules()
 
         def advance(n: int) -> None:
             done[0] += n
@@ -238,7 +236,9 @@ class RunSource:
                 progress(done[0], total)
 
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
-            return ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance)
+            # while workers parse, import what the snapshot needs
+            return ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance,
+                               meanwhile=_import_snapshot_modules)
 
         try:
             results = parse(out_dir)

@@ -3,8 +3,11 @@
 A worker is a plain ``python`` subprocess running ``rl_board.ingest --serve`` (not
 multiprocessing: nothing of the caller's main module is re-imported, so this works
 from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
-waiting: the page calls it as it first draws, a command as its first line, so the
-workers' imports run while the caller imports its own. ``borrow()`` lends the pool
+waiting: the page calls it as it first draws, so the workers' imports run while the
+page draws. A process that runs one thread and has imported the reading code already
+(a command, on Linux) forks its workers instead (``fork``): they share its imports
+and take a task at once, where three interpreters importing the same modules on two
+cores would keep the read waiting. ``borrow()`` lends the pool
 to one read at a time; a second read at the same moment gets fresh workers. A
 worker left idle for ``IDLE_SECONDS`` exits (freeing what its last parse used), and
 is started again the next time it is needed.
@@ -15,11 +18,15 @@ This module imports nothing heavy: calling it costs a few milliseconds.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import os
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import traceback
 from pathlib import Path
 
 IDLE_SECONDS = 300  # a worker with nothing to do for this long exits
@@ -33,7 +40,7 @@ WORKER_ENVIRONMENT = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESH
                       "MALLOC_TRIM_THRESHOLD_": str(128 << 20)}
 
 _lock = threading.Lock()
-_pool: list[subprocess.Popen] = []
+_pool: list = []  # subprocess.Popen (spawned) or Forked workers
 
 
 def count() -> int:
@@ -56,6 +63,103 @@ def spawn() -> subprocess.Popen:
     return proc
 
 
+class Forked:
+    """A worker made by ``fork``: the part of ``subprocess.Popen`` the pool and ``stop`` use."""
+
+    def __init__(self, pid: int, stdin, stdout, stderr_file):
+        self.pid, self.stdin, self.stdout, self.stderr_file = pid, stdin, stdout, stderr_file
+        self.returncode = None
+
+    def poll(self, flags: int = os.WNOHANG):
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, flags)
+            except ChildProcessError:  # reaped elsewhere
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self):
+        return self.poll(0)
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+def can_fork() -> bool:
+    """Whether this process may fork its workers: on Linux, running one thread (a command; never
+    the page's server, whose other threads a fork would copy in mid-step)."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
+def forkable() -> bool:
+    """``can_fork``, with the reading code imported (a fork then starts with nothing left to import)."""
+    return can_fork() and "rl_board.ingest" in sys.modules
+
+
+def fork() -> Forked:
+    """A worker forked from this process: the same task loop as a spawned one, on two pipes, with
+    nothing of this process open in it but them (no lock on a cache folder outlives its holder)."""
+    tasks_in, tasks_out = os.pipe()
+    results_in, results_out = os.pipe()
+    stderr = tempfile.TemporaryFile()
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered here is written twice
+        with contextlib.suppress(Exception):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:
+        _forked_worker(tasks_in, results_out, stderr.fileno())  # never returns
+    os.close(tasks_in)
+    os.close(results_out)
+    return Forked(pid, os.fdopen(tasks_out, "wb"), os.fdopen(results_in, "rb"), stderr)
+
+
+def _forked_worker(tasks: int, results: int, stderr: int) -> None:
+    code = 1
+    try:
+        gc.freeze()  # what this process inherited is never collected here (a file object it held
+        # would otherwise close, on collection, a descriptor number this worker has reused)
+        os.dup2(tasks, 0)
+        os.dup2(results, 1)
+        os.dup2(stderr, 2)
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        sys.stdin, sys.stdout, sys.stderr = (open(fd, mode, closefd=False) for fd, mode in ((0, "r"), (1, "w"), (2, "w")))
+        _lower_priority()
+        keep_out_pandas()
+        _own_memory()
+        from . import ingest
+
+        ingest._serve(IDLE_SECONDS)
+        code = 0
+    except BaseException:  # noqa: B036 - whatever happens, this process must end here, never return
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _own_memory() -> None:
+    """In a forked worker, what ``WORKER_ENVIRONMENT`` sets for a spawned one (a setting the user made wins)."""
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        import pyarrow as pa
+
+        pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):  # not glibc
+        return
+    for name, option in (("MALLOC_MMAP_THRESHOLD_", -3), ("MALLOC_TRIM_THRESHOLD_", -1)):  # M_MMAP_, M_TRIM_THRESHOLD
+        if name not in os.environ:
+            mallopt(option, int(WORKER_ENVIRONMENT[name]))
+
+
 class _NoPandas:
     """An import hook that says pandas is not there (a worker never needs it, and pyarrow would
     import it, ~0.2 s, on its first use)."""
@@ -71,8 +175,8 @@ def keep_out_pandas() -> None:
     sys.meta_path.insert(0, _NoPandas)
 
 
-def stop(proc: subprocess.Popen) -> str:
-    """End a worker; returns the end of what it wrote to stderr."""
+def stop(proc) -> str:
+    """End a worker; returns the end of what it wrote to stderr (nothing the second time)."""
     if proc.poll() is None:
         proc.kill()
         proc.wait()
@@ -82,7 +186,7 @@ def stop(proc: subprocess.Popen) -> str:
         except OSError:  # a dead worker's stdin can't take the rest of its buffer
             pass
     stderr = getattr(proc, "stderr_file", None)
-    if stderr is None:
+    if stderr is None or stderr.closed:
         return ""
     try:
         stderr.seek(0)
@@ -104,7 +208,7 @@ def _top_up(wanted: int) -> None:
         _pool.remove(proc)
         stop(proc)
     while len(_pool) < wanted:
-        _pool.append(spawn())
+        _pool.append(fork() if forkable() else spawn())
 
 
 def warm_up_for(run_dir, cache_root: Path | None = None) -> None:

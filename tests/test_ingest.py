@@ -1,13 +1,28 @@
 """Parsing in worker processes gives exactly what parsing in one process gives."""
 
+import os
+
 import pandas as pd
+import pytest
 
 from conftest import sample, write_lines
-from rl_board import ingest, workers
+from rl_board import ingest, loader, workers
+from rl_board.cache import list_caches
 from rl_board.loader import RunSource
 
+# how a read starts its workers: forked from this process (a command on Linux: pytest runs one
+# thread), or spawned as new interpreters (the page, whose server runs threads)
+START = ["fork", "spawn"]
 
-def test_workers_match_one_process(tmp_path, monkeypatch):
+
+def _start(how, monkeypatch):
+    workers.shutdown()  # no warm worker from an earlier test
+    # a thread an earlier test left idle (a page's, a pool's) is no concern of the forked worker's
+    monkeypatch.setattr(workers, "forkable", lambda: how == "fork")
+
+
+@pytest.mark.parametrize("how", START)
+def test_workers_match_one_process(tmp_path, monkeypatch, how):
     """Many small ranges over two workers: same rows, line numbers, byte offsets and errors."""
     lines = []
     for i in range(300):
@@ -21,6 +36,7 @@ def test_workers_match_one_process(tmp_path, monkeypatch):
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "RANGE_BYTES", 2000)
+    _start(how, monkeypatch)
     calls = []
     real = ingest._run_in_workers
     monkeypatch.setattr(ingest, "_run_in_workers", lambda *a: calls.append(len(a[1])) or real(*a))
@@ -31,6 +47,7 @@ def test_workers_match_one_process(tmp_path, monkeypatch):
     assert expected.report.errors == got.report.errors and len(got.report.errors) == 2 * 9
     last = got.samples.index[-1]
     assert got.sample_tokens(last).logprobs.tolist() == expected.sample_tokens(last).logprobs.tolist()
+    assert all(isinstance(p, workers.Forked) == (how == "fork") for p in workers._pool) and len(workers._pool) == 2
 
 
 def test_split_ranges_end_on_line_boundaries(tmp_path):
@@ -43,27 +60,32 @@ def test_split_ranges_end_on_line_boundaries(tmp_path):
         assert end == start and data[end - 1:end] == b"\n"
 
 
-def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", START)
+def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch, how):
     """If the worker processes die, the ranges are parsed in this process: same run, nothing lost."""
     write_lines(tmp_path / "run" / "r.jsonl", [sample(i % 3, float(i)) for i in range(200)] + ["{bad"])
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "RANGE_BYTES", 1000)
-    workers.shutdown()  # no warm worker from an earlier test
-    monkeypatch.setattr(ingest.sys, "executable", "/bin/false")  # every worker exits at once
+    _start(how, monkeypatch)
+    if how == "spawn":
+        monkeypatch.setattr(ingest.sys, "executable", "/bin/false")  # every worker exits at once
+    else:
+        monkeypatch.setattr(ingest, "_serve", lambda idle: os._exit(3))  # a forked worker runs this copy
     got = RunSource(tmp_path / "run").refresh()
     assert got.samples["reward"].tolist() == expected.samples["reward"].tolist()
     assert got.report.errors == expected.report.errors == (("r.jsonl", 201, got.report.errors[0][2]),)
 
 
-def test_warm_workers_are_reused_across_reads(tmp_path, monkeypatch):
+@pytest.mark.parametrize("how", START)
+def test_warm_workers_are_reused_across_reads(tmp_path, monkeypatch, how):
     """A second read is handed to the same worker processes the first one used (no new start)."""
     lines = [sample(i % 5, float(i), prompt=f"p{i}", logprobs=[-1.0, -0.5]) for i in range(400)]
     write_lines(tmp_path / "a" / "r.jsonl", lines)
     write_lines(tmp_path / "b" / "r.jsonl", lines[::-1])
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
-    workers.shutdown()
+    _start(how, monkeypatch)
     workers.warm_up(2)
     started = {p.pid for p in workers._pool}
     first = RunSource(tmp_path / "a").refresh()
@@ -87,3 +109,28 @@ def test_warm_up_for_a_run_skips_small_or_cached_runs(tmp_path, monkeypatch):
     (cached / "manifest.json").write_text("{}")
     workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
     assert len(calls) == 1  # a cache as new as the run: no workers
+
+
+def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):
+    """Workers forked inside a read (which holds the run's cache folder locked) keep no copy of that
+    lock, or of any other file the reader had open: once the read is over, the folder can be locked
+    again while they live on; and they are forked before the read starts a thread of its own."""
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(i % 5, float(i), logprobs=[-1.0]) for i in range(400)])
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
+    _start("fork", monkeypatch)
+    events = []
+    real_fork, real_imports = workers.fork, loader._import_snapshot_modules
+    monkeypatch.setattr(workers, "fork", lambda: events.append("fork") or real_fork())
+    monkeypatch.setattr(loader, "_import_snapshot_modules", lambda: events.append("thread") or real_imports())
+    with open(tmp_path / "held-open.txt", "w"):
+        got = RunSource(tmp_path / "run", cache_root=tmp_path / "cache").refresh()
+        pids = [p.pid for p in workers._pool]
+        assert events == ["fork", "fork", "thread"] and all(p.poll() is None for p in workers._pool)
+        for pid in pids:  # what each worker has open: its pipes and its stderr file, no more
+            names = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+            assert not any(name.endswith((".lock", "held-open.txt")) for name in names), names
+        [cache] = list_caches(tmp_path / "cache")
+        with cache.locked(wait=False):  # BlockingIOError if a worker still held the read's lock
+            pass
+    assert sorted(got.samples["reward"]) == [float(i) for i in range(400)]
