@@ -320,7 +320,7 @@ def _warm() -> None:
         writer.write_table(table)
 
 
-def _serve(idle_seconds: float) -> None:
+def serve(idle_seconds: float) -> None:
     """Worker entry: one JSON task [index, path, start, stop, out_dir, reader, options] per stdin
     line; one JSON result line [index, result] on stdout as each finishes. Ends when stdin
     closes, or after ``idle_seconds`` without a task."""
@@ -348,4 +348,4 @@ def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, in
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
-    _serve(float(sys.argv[2]))
+    serve(float(sys.argv[2]))

@@ -5,12 +5,12 @@ multiprocessing: nothing of the caller's main module is re-imported, so this wor
 from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
 waiting: the page calls it as it first draws, so the workers' imports run while the
 page draws. A process that runs one thread and has imported the reading code already
-(a command, on Linux) forks its workers instead (``fork``): they share its imports
-and take a task at once, where three interpreters importing the same modules on two
-cores would keep the read waiting. ``borrow()`` lends the pool
-to one read at a time; a second read at the same moment gets fresh workers. A
-worker left idle for ``IDLE_SECONDS`` exits (freeing what its last parse used), and
-is started again the next time it is needed.
+(a command, on Linux) forks its workers instead (``fork``): they share its imports and
+take a task at once, where three interpreters importing the same modules on two cores
+would keep the read waiting. ``borrow()`` lends the pool to one read at a time; a
+second read at the same moment gets fresh workers. A worker left idle for
+``IDLE_SECONDS`` exits (freeing what its last parse used), and is started again the
+next time it is needed.
 
 This module imports nothing heavy: calling it costs a few milliseconds.
 """
@@ -18,7 +18,6 @@ This module imports nothing heavy: calling it costs a few milliseconds.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import gc
 import os
 import signal
@@ -39,6 +38,10 @@ NICENESS = 5  # workers yield the cores to the page's server (and a command's ow
 WORKER_ENVIRONMENT = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
                       "MALLOC_TRIM_THRESHOLD_": str(128 << 20)}
 
+# the module whose ``serve(idle_seconds)`` a worker runs, named rather than imported (it imports this
+# one): a spawned worker runs it as ``__main__ --serve``, a forked one finds it already imported
+ENTRY = "rl_board.ingest"
+
 _lock = threading.Lock()
 _pool: list = []  # subprocess.Popen (spawned) or Forked workers
 
@@ -54,7 +57,7 @@ def spawn() -> subprocess.Popen:
     # this very package, first on the path: ``-m`` would put the working folder (which may hold
     # another copy of rl_board) ahead of it
     start = (f"import sys; sys.path.insert(0, {package_parent!r}); from rl_board import workers; "
-             "workers.keep_out_pandas(); import runpy; runpy.run_module('rl_board.ingest', run_name='__main__')")
+             f"workers.keep_out_pandas(); import runpy; runpy.run_module({ENTRY!r}, run_name='__main__')")
     stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
     proc = subprocess.Popen([sys.executable, "-c", start, "--serve", str(IDLE_SECONDS)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
@@ -98,7 +101,7 @@ def can_fork() -> bool:
 
 def forkable() -> bool:
     """``can_fork``, with the reading code imported (a fork then starts with nothing left to import)."""
-    return can_fork() and "rl_board.ingest" in sys.modules
+    return can_fork() and ENTRY in sys.modules
 
 
 def fork() -> Forked:
@@ -127,13 +130,13 @@ def _forked_worker(tasks: int, results: int, stderr: int) -> None:
         os.dup2(results, 1)
         os.dup2(stderr, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        sys.stdin, sys.stdout, sys.stderr = (open(fd, mode, closefd=False) for fd, mode in ((0, "r"), (1, "w"), (2, "w")))
+        sys.stdin = open(0, "r", closefd=False)  # noqa: SIM115 - the worker's streams, for its whole life
+        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
         _lower_priority()
         keep_out_pandas()
         _own_memory()
-        from . import ingest
-
-        ingest._serve(IDLE_SECONDS)
+        sys.modules[ENTRY].serve(IDLE_SECONDS)
         code = 0
     except BaseException:  # noqa: B036 - whatever happens, this process must end here, never return
         with contextlib.suppress(Exception):
@@ -151,12 +154,14 @@ def _own_memory() -> None:
         import pyarrow as pa
 
         pa.set_memory_pool(pa.system_memory_pool())
+    import ctypes
+
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):  # not glibc
         return
-    for name, option in (("MALLOC_MMAP_THRESHOLD_", -3), ("MALLOC_TRIM_THRESHOLD_", -1)):  # M_MMAP_, M_TRIM_THRESHOLD
-        if name not in os.environ:
+    for name, option in (("MALLOC_MMAP_THRESHOLD_", -3), ("MALLOC_TRIM_THRESHOLD_", -1)):  # glibc's M_MMAP_THRESHOLD,
+        if name not in os.environ:  # M_TRIM_THRESHOLD
             mallopt(option, int(WORKER_ENVIRONMENT[name]))
 
 

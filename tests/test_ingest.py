@@ -71,7 +71,7 @@ def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch, how):
     if how == "spawn":
         monkeypatch.setattr(ingest.sys, "executable", "/bin/false")  # every worker exits at once
     else:
-        monkeypatch.setattr(ingest, "_serve", lambda idle: os._exit(3))  # a forked worker runs this copy
+        monkeypatch.setattr(ingest, "serve", lambda idle: os._exit(3))  # a forked worker runs this copy
     got = RunSource(tmp_path / "run").refresh()
     assert got.samples["reward"].tolist() == expected.samples["reward"].tolist()
     assert got.report.errors == expected.report.errors == (("r.jsonl", 201, got.report.errors[0][2]),)
