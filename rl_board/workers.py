@@ -130,9 +130,9 @@ def _forked_worker(tasks: int, results: int, stderr: int) -> None:
         os.dup2(results, 1)
         os.dup2(stderr, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        sys.stdin = open(0, "r", closefd=False)  # noqa: SIM115 - the worker's streams, for its whole life
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+        sys.stdin = open(0, "r", closefd=False)  # the worker's streams, for its whole life
+        sys.stdout = open(1, "w", closefd=False)
+        sys.stderr = open(2, "w", closefd=False)
         _lower_priority()
         keep_out_pandas()
         _own_memory()
