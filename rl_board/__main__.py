@@ -474,16 +474,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command in READS_A_RUN and args.max_samples_per_step is None and not workers.can_fork():
         workers.warm_up_for(args.run_dir)  # where a read can't fork its workers, start them as we import
-    if args.command == "summary":
+    printing = {"summary": _summary, "findings": _findings, "tags": _tags, "search": _search}
+    if args.command in printing:
         try:
-            return _summary(args)
+            return printing[args.command](args)
         except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-    if args.command == "findings":
-        try:
-            return _findings(args)
-        except BrokenPipeError:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
     if args.command == "serve":
@@ -492,18 +487,6 @@ def main(argv: list[str] | None = None) -> int:
         return _cache(args)
     if args.command == "metrics":
         return _metrics(args)
-    if args.command == "tags":
-        try:
-            return _tags(args)
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-    if args.command == "search":
-        try:
-            return _search(args)
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
     from .demo import (write_art_run, write_demo_samples, write_ppo_demo, write_prime_rl_run,
                        write_prime_rl_tokens_run, write_train_run, write_trl_run, write_verl_run)
 
