@@ -22,7 +22,7 @@ fi
 # a blank or unusable RL_BOARD_ROOTS is an error now, never "allow everything"
 "$VENV/bin/python" - <<'PY'
 import sys
-from rl_board.access import RootError, check_roots
+from rl_board.base.access import RootError, check_roots
 try:
     check_roots()
 except RootError as exc:

@@ -111,7 +111,7 @@ def phase_app(run: Path, timeout: float) -> dict:
     from rl_board.views import keys
 
     try:
-        from rl_board import workers
+        from rl_board.store import workers
     except ImportError:  # a release before the warm pool: its workers are waited for, getrusage sees them
         workers = None
 
@@ -155,8 +155,8 @@ SEARCH_PATTERN = r"(?i)\bthe (answer|result)\b|^\W*$"  # a phrase, or an empty o
 def phase_search(run: Path) -> dict:
     """A regex over every response of the run, opened (from the cache the page left) as the page opens it."""
     sys.path.insert(0, str(REPO))
-    from rl_board.loader import RunSource
-    from rl_board.search import Query, compute_matches
+    from rl_board.analysis.source import RunSource
+    from rl_board.analysis.search import Query, compute_matches
 
     loaded = RunSource(run, PAD, eos_token=PAD).refresh()
     start = time.perf_counter()

@@ -9,8 +9,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from conftest import REPO, sample, write_lines
-from rl_board.access import OutsideAllowedFolders
-from rl_board.loader import list_runs, load_run
+from rl_board.base.access import OutsideAllowedFolders
+from rl_board.store.loader import list_runs
+from rl_board.analysis.source import load_run
 from rl_board.views import keys
 
 
@@ -172,7 +173,7 @@ def test_a_log_replaced_by_a_symlink_out_is_not_read_again(layout):
 def test_blank_or_unusable_roots_is_an_error_not_allow_all(tmp_path, monkeypatch, value):
     """RL_BOARD_ROOTS blank, only separators, or naming nothing that exists: the CLI exits 2 saying so,
     the page shows an error and offers no folder to open."""
-    from rl_board.access import RootsMisconfigured, allowed_roots
+    from rl_board.base.access import RootsMisconfigured, allowed_roots
 
     write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0)])
     monkeypatch.setenv("RL_BOARD_ROOTS", value)
@@ -231,7 +232,7 @@ def test_serve_passes_every_setting_of_the_config_file(tmp_path):
     is on serve's command line with the same value, so starting it from another folder loses none."""
     import tomllib
 
-    from rl_board.__main__ import _parser, serve_command
+    from rl_board.cli import _parser, serve_command
 
     config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
     wanted = {f"{section}.{name}": value for section, options in config.items() for name, value in options.items()

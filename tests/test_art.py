@@ -3,9 +3,10 @@
 import json
 
 from agent_writers import write_art
-from rl_board.loader import load_run, list_runs
+from rl_board.analysis.source import load_run
+from rl_board.store.loader import list_runs
 from rl_board.readers import art, detect
-from rl_board.summary import build_summary
+from rl_board.analysis.summary import build_summary
 
 
 def _choice(content, tool_calls=None):

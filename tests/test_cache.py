@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import sample, write_lines
-from rl_board.loader import RunSource
+from rl_board.analysis.source import RunSource
 
 PAD = "<pad>"
 
@@ -138,7 +138,7 @@ def test_cache_stays_under_its_limit_least_recently_used_first(tmp_path, monkeyp
     import sys
 
     from conftest import REPO
-    from rl_board.cache import list_caches
+    from rl_board.store.cache import list_caches
 
     runs = []
     for name in ("old", "mid", "new"):
@@ -203,7 +203,7 @@ def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(
     manifest's spans cover [0, offset) without gaps, small ones joined, whatever the appends."""
     import xxhash
 
-    from rl_board import cache, ingest
+    from rl_board.store import cache, ingest
     from rl_board.readers import ReadOptions, jsonl
 
     path = write_lines(tmp_path / "run" / "r.jsonl", [sample(s, float(s)) for s in range(40)])
@@ -231,7 +231,7 @@ def test_a_rewrite_that_keeps_size_and_time_is_not_served_stale(tmp_path):
     """A file read moments after it was written, then rewritten in place with the same size and
     modification time (the same tick of the file system's clock): hashed before it is trusted, so the new
     value is read, in the same source and in a new one; once settled, it is trusted by size and time."""
-    from rl_board import cache
+    from rl_board.store import cache
 
     path = write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), sample(2, 2.0)])
     source = RunSource(tmp_path)

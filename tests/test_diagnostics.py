@@ -121,7 +121,7 @@ def test_constant_reward_has_no_correlation(tmp_path):
 
 def test_page_defaults_count_the_eos():
     """The demo's responses end in <|endoftext|> (pad and EOS): by default the page's run counts it."""
-    from rl_board.loader import load_run
+    from rl_board.analysis.source import load_run
     from rl_board.views.sidebar import DEFAULT_EOS, DEFAULT_PAD
 
     run = load_run(REPO / "rollout_samples" / "ppo_demo", pad_token=DEFAULT_PAD, eos_token=DEFAULT_EOS,

@@ -10,7 +10,7 @@ import time
 
 from conftest import REPO, sample, write_lines
 from rl_board.demo import write_train_run
-from rl_board.loader import RunSource, load_run
+from rl_board.analysis.source import RunSource, load_run
 
 
 def _summary(run, cache=None, *extra):
@@ -89,9 +89,9 @@ def test_a_failing_cache_write_loads_the_run_uncached(tmp_path):
     code = ("import json, resource, signal, sys\n"
             "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
             "resource.setrlimit(resource.RLIMIT_FSIZE, (32768, 32768))\n"
-            "from rl_board.defaults import EOS_TOKEN, PAD_TOKEN\n"
-            "from rl_board.loader import load_run\n"
-            "from rl_board.summary import build_summary\n"
+            "from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN\n"
+            "from rl_board.analysis.source import load_run\n"
+            "from rl_board.analysis.summary import build_summary\n"
             "run = load_run(sys.argv[1], PAD_TOKEN, eos_token=EOS_TOKEN)\n"
             "print(json.dumps({'notes': run.report.notes, 'summary': build_summary(run)}))\n")
     proc = subprocess.run([sys.executable, "-c", code, str(run)], capture_output=True, text=True, cwd=REPO,

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_board.figures import (build_curve_figure, build_gap_figure, build_reward_hist_figure,
-                              build_token_heatmap_figure, normal_pdf, smooth_ema)
-from rl_board.tables import build_batch_table, sort_samples, step_grid, strip_system_prompt
+from rl_board.analysis.figures import (build_curve_figure, build_gap_figure, build_reward_hist_figure,
+                                       build_token_heatmap_figure, normal_pdf, smooth_ema)
+from rl_board.analysis.tables import build_batch_table, sort_samples, step_grid, strip_system_prompt
 
 
 def _steps():
@@ -145,11 +145,11 @@ def test_every_figure_passes_plotly_validation():
     figures = [build_curve_figure(_steps(), ["reward"], "t"), build_gap_figure(samples),
                build_curve_figure(_steps(), ["reward"], "t", smoothing=0.6),
                build_reward_hist_figure(samples), build_token_heatmap_figure(tokens, ["kl", "logp"])]
-    from rl_board.figures import build_matches_figure, build_reward_bars_figure, build_runs_figure
+    from rl_board.analysis.figures import build_matches_figure, build_reward_bars_figure, build_runs_figure
     figures.append(build_reward_bars_figure(samples))
     figures.append(build_runs_figure({"a": _steps(), "b": _steps()}, "reward", "t", smoothing=0.5))
     figures.append(build_matches_figure(pd.Series([0, 2], index=[1, 2])))
-    from rl_board.figures import build_length_bucket_figure, build_overlay_figure, build_position_figure
+    from rl_board.analysis.figures import build_length_bucket_figure, build_overlay_figure, build_position_figure
     figures.append(build_position_figure(pd.DataFrame({"samples": [2, 1], "kl_mean": [0.1, 0.2]}), "kl_mean", "KL"))
     figures.append(build_length_bucket_figure(pd.DataFrame({"low": [2, 4], "high": [3, 4], "samples": [2, 1],
                                                             "reward_mean": [0.5, 1.0], "reward_std": [0.5, 0.0]}),
@@ -170,7 +170,7 @@ def test_figures_a_step_change_redraws_have_fixed_margins():
     """The batch charts and the heatmap are redrawn on every step change: their margins are fixed
     (plotly.js would otherwise measure and lay them out twice); a legend of more than one entry gets
     the taller bottom margin, and the histogram's legend names the distributions, not the fits."""
-    from rl_board.figures import build_reward_bars_figure
+    from rl_board.analysis.figures import build_reward_bars_figure
 
     both = pd.DataFrame({"reward": [0.1, 0.5], "ref_reward": [0.0, 0.3], "reward_gap": [0.1, 0.2]})
     alone = both.assign(ref_reward=np.nan)

@@ -12,10 +12,10 @@ import pyarrow.compute as pc
 import pytest
 
 from conftest import sample, write_lines
-from rl_board.__main__ import main
-from rl_board.findings import (_BLANK, compute_evidence, compute_findings, compute_window_ngrams, compute_windows,
-                               compute_words)
-from rl_board.loader import load_run
+from rl_board.cli import main
+from rl_board.analysis.findings import (_BLANK, compute_evidence, compute_findings, compute_window_ngrams,
+                                        compute_windows, compute_words)
+from rl_board.analysis.source import load_run
 
 EOS, PAD = "<eos>", "<pad>"
 
@@ -107,7 +107,7 @@ def test_top_five_phrases_by_ratio_then_tokens(tmp_path):
 def test_phrases_counted_one_response_at_a_time_are_the_same(tmp_path, monkeypatch):
     """With every block of n-gram occurrences a single response, the top five of the test above are
     unchanged: a gram's responses are summed across blocks."""
-    from rl_board import findings
+    from rl_board.analysis import findings
 
     monkeypatch.setattr(findings, "GRAM_BLOCK", 1)
     early = [{"reward": 0.0, "response": t} for t in ["b", "b", "e1", "e2", "e3", "e4", "e5", "e6"]]
@@ -146,7 +146,7 @@ def test_word_ids_are_the_words_as_ids_across_files_and_segments(tmp_path):
     """``Run.word_ids`` gives each row's words (``Run.words``) through one vocabulary, in the frame's
     order, across two files of two segments each (appended lines have a dictionary of their own);
     -1 words for a sample with neither tokens nor a response, 0 for a response that is only pads."""
-    from rl_board.loader import RunSource
+    from rl_board.analysis.source import RunSource
 
     write_lines(tmp_path / "a.jsonl", [sample(1, 0.0, response="x y x"), sample(2, 0.0, response_tokens=["p", EOS])])
     write_lines(tmp_path / "b.jsonl", [sample(1, 0.0, response="y z"), sample(2, 0.0)])
@@ -474,7 +474,7 @@ def test_findings_core_imports_no_streamlit():
 
     from conftest import REPO
 
-    code = "import sys, rl_board.findings; print('streamlit' in sys.modules)"
+    code = "import sys, rl_board.analysis.findings; print('streamlit' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
 
@@ -482,8 +482,8 @@ def test_findings_core_imports_no_streamlit():
 def test_findings_are_kept_with_the_cache_until_the_run_changes(tmp_path, monkeypatch):
     """A second look at an unchanged run reads its findings from the cache folder (no check runs);
     once lines are appended the run is checked again, and both give what a fresh check gives."""
-    from rl_board import findings as FND
-    from rl_board.loader import RunSource
+    from rl_board.analysis import findings as FND
+    from rl_board.analysis.source import RunSource
 
     folder = _hack(tmp_path / "hack", HACKED, [0.5, 1.5, 1.5, 0.5])
     source = RunSource(folder)
@@ -507,7 +507,7 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
     once they finish, the next run of the page shows what they found."""
     import threading
 
-    import rl_board.findings as findings_core
+    import rl_board.analysis.findings as findings_core
 
     release = threading.Event()
     real = findings_core.get_findings

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from conftest import sample, write_lines
-from rl_board import ingest, loader, workers
-from rl_board.cache import list_caches
-from rl_board.loader import RunSource
+from rl_board.store import ingest, loader, workers
+from rl_board.store.cache import list_caches
+from rl_board.analysis.source import RunSource
 
 # how a read starts its workers: forked from this process (a command on Linux: pytest runs one
 # thread), or spawned as new interpreters (the page, whose server runs threads)
@@ -120,9 +120,9 @@ def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):
     monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
     _start("fork", monkeypatch)
     events = []
-    real_fork, real_imports = workers.fork, loader._import_snapshot_modules
+    real_fork, real_imports = workers.fork, RunSource._import_snapshot_modules
     monkeypatch.setattr(workers, "fork", lambda: events.append("fork") or real_fork())
-    monkeypatch.setattr(loader, "_import_snapshot_modules", lambda: events.append("thread") or real_imports())
+    monkeypatch.setattr(RunSource, "_import_snapshot_modules", lambda self: events.append("thread") or real_imports(self))
     with open(tmp_path / "held-open.txt", "w"):
         got = RunSource(tmp_path / "run", cache_root=tmp_path / "cache").refresh()
         pids = [p.pid for p in workers._pool]

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from conftest import sample, write_lines
-from rl_board import fields as F
-from rl_board import ingest
-from rl_board.derive import derive
-from rl_board.loader import load_run
+from rl_board.base import fields as F
+from rl_board.store import ingest
+from rl_board.derive.samples import derive
+from rl_board.analysis.source import load_run
 from rl_board.readers import ReadOptions, reader_for
 from rl_board.readers.jsonl import parse_block
 

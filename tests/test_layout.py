@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from rl_board import readers
-from rl_board.loader import list_runs, load_run
+from rl_board.store.loader import list_runs
+from rl_board.analysis.source import load_run
 from rl_board.readers import KeyResolver, layout
 from rl_board.readers.records import canonical_row, rows_table
 

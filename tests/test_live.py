@@ -1,7 +1,7 @@
 """Following a run that is still being written."""
 
 from conftest import sample, write_lines
-from rl_board.loader import RunSource
+from rl_board.analysis.source import RunSource
 
 
 def test_refresh_reads_exactly_the_new_complete_lines(tmp_path):

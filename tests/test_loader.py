@@ -6,7 +6,8 @@ import sys
 import pytest
 
 from conftest import REPO, sample, write_lines
-from rl_board.loader import RootError, list_runs, load_run
+from rl_board.store.loader import RootError, list_runs
+from rl_board.analysis.source import load_run
 
 
 def test_ranks_merge_by_step_in_file_then_line_order(tmp_path):
@@ -173,7 +174,7 @@ def test_take_reads_rows_across_chunks():
     import numpy as np
     import pyarrow as pa
 
-    from rl_board.run import _take
+    from rl_board.analysis.run import _take
 
     column = pa.chunked_array([["a", "b"], ["c"], [], ["d", "e", "f"]])
     assert _take(column, np.array([5, 0, 2, 3])) == ["f", "a", "c", "d"]
@@ -202,7 +203,7 @@ def test_an_unreadable_file_is_reported_and_the_rest_load(tmp_path, monkeypatch)
 def test_exports_hold_the_source_lines_and_run_and_step(tmp_path):
     """The JSONL export is the samples' log lines byte for byte (NaN, spacing and key order kept);
     the CSV export starts with run and step columns."""
-    from rl_board.tables import build_batch_table, build_export_csv
+    from rl_board.analysis.tables import build_batch_table, build_export_csv
 
     raw = [b'{"step": 2, "reward": NaN,   "response": "caf\\u00e9"}', b'{"reward":1,"step":1,"response":"x"}',
            b'{"step": 2, "reward": 0.5, "response": "<b>"}']

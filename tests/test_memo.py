@@ -1,12 +1,12 @@
-"""A summary kept beside the caches (``rl_board.memo``) is served only while the run's files are as they were."""
+"""A summary kept beside the caches (``rl_board.store.memo``) is served only while the run's files are as they were."""
 
 import json
 import os
 import time
 
 from conftest import sample, write_lines
-from rl_board import memo
-from rl_board.__main__ import main
+from rl_board.store import memo
+from rl_board.cli import main
 
 
 def _age(folder, seconds=60):
@@ -29,12 +29,12 @@ def _run(folder):
 
 
 def _forbid_reads(monkeypatch):
-    import rl_board.loader
+    import rl_board.analysis.source
 
     def fail(*args, **kwargs):
         raise AssertionError("the run was read")
 
-    monkeypatch.setattr(rl_board.loader, "load_run", fail)
+    monkeypatch.setattr(rl_board.analysis.source, "load_run", fail)
 
 
 def test_a_second_summary_is_served_without_reading(tmp_path, capsys, monkeypatch):

@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_board.metrics import compute_sample_tokens, kl_per_token
-from rl_board.tables import compute_step_stats, compute_token_table
+from rl_board.derive.metrics import compute_sample_tokens, kl_per_token
+from rl_board.analysis.tables import compute_step_stats, compute_token_table
 from rl_board.readers import ReadOptions
-from rl_board.derive import derive
+from rl_board.derive.samples import derive
 from rl_board.readers.jsonl import parse_block
 
 # logprobs and ref_logprobs of two tokens; d = ref - logp = (-0.5, +1.0)
@@ -138,7 +138,7 @@ def test_token_table_probabilities_and_pad_drop():
 def test_gae_by_hand():
     """gamma 0.9, lambda 0.5 on rewards [0, 1] and values [0.5, 0.2]: delta_1 = 1 - 0.2 = 0.8,
     delta_0 = 0 + 0.9 * 0.2 - 0.5 = -0.32, A_0 = -0.32 + 0.45 * 0.8; returns = A + V."""
-    from rl_board.metrics import compute_gae
+    from rl_board.derive.metrics import compute_gae
 
     advantages, returns = compute_gae(np.array([0.0, 1.0]), np.array([0.5, 0.2]), gamma=0.9, lam=0.5)
     assert advantages.tolist() == pytest.approx([-0.32 + 0.45 * 0.8, 0.8])
@@ -149,8 +149,8 @@ def test_gae_by_hand():
 
 def test_token_table_rows_for_mismatch_entropy_and_critic():
     """Rollout ratio, mismatch k3, GAE on counted positions only, and -logp only without entropy."""
-    from rl_board.metrics import compute_sample_tokens
-    from rl_board.tables import compute_token_table
+    from rl_board.derive.metrics import compute_sample_tokens
+    from rl_board.analysis.tables import compute_token_table
 
     row = {"response_tokens": ["a", "E", "E"], "logprobs": [-1.0, -0.5, -0.1], "ref_logprobs": [-1.0, -0.5, -0.1],
            "rollout_logprobs": [-1.5, -0.5, -0.1], "values": [0.2, 0.4, 9.0], "token_rewards": [0.0, 1.0, 5.0]}
@@ -166,7 +166,7 @@ def test_token_table_rows_for_mismatch_entropy_and_critic():
 
 def test_token_text_escapes_every_token_and_colours_by_scale():
     """Markup in tokens stays text; colours follow the scale (light at 0, hot at the max); NaN is uncoloured."""
-    from rl_board.colors import build_token_text_html, colors_for, metric_scale
+    from rl_board.base.colors import build_token_text_html, colors_for, metric_scale
 
     tokens = ["<img src=x onerror=alert(1)>", "</span><script>alert(2)</script>", "&amp;", "▁ok"]
     values = [0.0, 1.0, 0.5, float("nan")]
@@ -182,8 +182,8 @@ def test_token_text_escapes_every_token_and_colours_by_scale():
 
 def test_token_kl_ranking_sums_counted_positions():
     """Token strings ranked by total k3 over counted positions; the uncounted tail is left out."""
-    from rl_board.analysis import compute_token_kl_ranking
-    from rl_board.metrics import compute_sample_tokens
+    from rl_board.analysis.drivers import compute_token_kl_ranking
+    from rl_board.derive.metrics import compute_sample_tokens
 
     a = compute_sample_tokens({"response_tokens": ["x", "y", "x", "<pad>"], "logprobs": [-1.0, -1.0, -1.0, -1.0],
                                "ref_logprobs": [-2.0, -1.0, -1.5, -9.0]}, "<pad>")
@@ -197,7 +197,7 @@ def test_token_kl_ranking_sums_counted_positions():
 
 def test_ngram_log_odds_by_hand():
     """Unigram z for 'win' with the step as prior: top has it twice in 3 words, bottom none in 3."""
-    from rl_board.analysis import compute_ngram_log_odds, reward_quartiles
+    from rl_board.analysis.drivers import compute_ngram_log_odds, reward_quartiles
 
     top, bottom = [["win", "win", "a"]], [["b", "c", "a"]]
     everyone = top + bottom
@@ -215,8 +215,8 @@ def test_ngram_log_odds_by_hand():
 def test_value_error_is_the_return_to_go_minus_the_value():
     """gamma 0.5, lambda 0.95 on rewards [1, 0, 2] and values [0.5, 1.0, 1.5]: G = [1 + 0 + 0.25*2,
     0 + 0.5*2, 2] = [1.5, 1.0, 2.0]; value error = G - V = [1.0, 0.0, 0.5], not the GAE advantage."""
-    from rl_board.metrics import compute_sample_tokens
-    from rl_board.tables import compute_token_table
+    from rl_board.derive.metrics import compute_sample_tokens
+    from rl_board.analysis.tables import compute_token_table
 
     row = {"response_tokens": ["a", "b", "c"], "logprobs": [-1.0] * 3, "ref_logprobs": [-1.0] * 3,
            "values": [0.5, 1.0, 1.5], "token_rewards": [1.0, 0.0, 2.0]}

@@ -13,7 +13,8 @@ import pytest
 from tokenizers import Tokenizer
 
 from conftest import REPO
-from rl_board.loader import list_runs, load_run
+from rl_board.store.loader import list_runs
+from rl_board.analysis.source import load_run
 from rl_board.readers import detect, nemo_rl
 from token_writers import NemoSample, train_tokenizer, write_nemo_step
 

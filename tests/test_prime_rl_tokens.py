@@ -13,10 +13,11 @@ import pytest
 from tokenizers import Tokenizer
 
 from conftest import REPO
-from rl_board.colors import build_token_text_html, metric_scale
-from rl_board.loader import NO_TOKENIZER, list_runs, load_run
+from rl_board.base.colors import build_token_text_html, metric_scale
+from rl_board.store.loader import NO_TOKENIZER, list_runs
+from rl_board.analysis.source import load_run
 from rl_board.readers import detect, prime_rl_tokens
-from rl_board.tables import compute_token_table
+from rl_board.analysis.tables import compute_token_table
 from token_writers import PrimeTokenExporter, Sequence, train_tokenizer
 
 

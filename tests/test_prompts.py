@@ -14,11 +14,11 @@ from streamlit.testing.v1 import AppTest
 from conftest import REPO, sample, write_lines
 from page_steps import load_run as _open
 from page_steps import open_area as _area
-from rl_board.derive import prompt_key
-from rl_board.loader import load_run
-from rl_board.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
-                              compute_prompt_samples, compute_word_diff)
-from rl_board import tags as T
+from rl_board.derive.samples import prompt_key
+from rl_board.analysis.source import load_run
+from rl_board.analysis.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
+                                       compute_prompt_samples, compute_word_diff)
+from rl_board.store import tags as T
 from rl_board.views import keys
 
 PAD = "<|endoftext|>"

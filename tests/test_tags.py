@@ -15,10 +15,10 @@ from streamlit.testing.v1 import AppTest
 from conftest import REPO, sample, write_lines
 from page_steps import load_run as _open
 from page_steps import open_area as _area
-from rl_board import tags as T
-from rl_board.cache import enforce_limit, list_caches
-from rl_board.loader import RunSource, load_run
-from rl_board.search import Query, compute_matches
+from rl_board.store import tags as T
+from rl_board.store.cache import enforce_limit, list_caches
+from rl_board.analysis.source import RunSource, load_run
+from rl_board.analysis.search import Query, compute_matches
 from rl_board.views import keys
 
 PAD = "<|endoftext|>"

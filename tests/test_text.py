@@ -6,9 +6,9 @@ import io
 
 import pandas as pd
 
-from rl_board.figures import build_curve_figure
-from rl_board.tables import build_export_csv
-from rl_board.text import cut_text, escape_markdown, escape_plotly
+from rl_board.analysis.figures import build_curve_figure
+from rl_board.analysis.tables import build_export_csv
+from rl_board.base.text import cut_text, escape_markdown, escape_plotly
 
 
 def test_escape_markdown_backslashes_every_markdown_character():

@@ -3,9 +3,9 @@
 import os
 
 from agent_writers import write_trackio
-from rl_board.loader import load_run
+from rl_board.analysis.source import load_run
 from rl_board.readers import detect, trackio
-from rl_board.summary import build_summary
+from rl_board.analysis.summary import build_summary
 
 
 def _messages(answer):

@@ -9,8 +9,8 @@ from streamlit.testing.v1 import AppTest
 
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
 from conftest import REPO
-from rl_board.transcript import (FOLD_CHARS, build_transcript, build_turn_tokens, pretty_arguments, reward_components,
-                                 turn_spans)
+from rl_board.analysis.transcript import (FOLD_CHARS, build_transcript, build_turn_tokens, pretty_arguments,
+                                          reward_components, turn_spans)
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")

@@ -4,8 +4,8 @@ import json
 
 import pyarrow as pa
 
-from rl_board import fields as F
-from rl_board.derive import derive
+from rl_board.base import fields as F
+from rl_board.derive.samples import derive
 from rl_board.readers.turns import content_text, sample_rows, tool_call, turn, turns
 
 

@@ -13,14 +13,17 @@ ranks and verl's ``{step}.jsonl`` dumps), a folder of ``*.parquet`` files by
 - ``read_table(path, options) -> (rows, errors, count)`` for a file read whole.
 
 Both return canonical rows (``canonical.ROWS``) and nothing derived: readers
-import nothing above them; ``rl_board.ingest`` schedules them and
-``rl_board.derive`` computes what the segments keep. Adding a format is one
+import nothing above them; ``rl_board.store.ingest`` schedules them and
+``rl_board.derive.samples`` computes what the segments keep. Adding a format is one
 module and one line in ``READERS``.
 
 Key resolution is shared: a canonical field (``fields.CANONICAL``) comes from the
 source key the user mapped to it (``--field reward=my_score``), else from the
 key of its own name, else from its alias (``fields.ALIASES`` plus a reader's
 own). Every other top-level numeric or boolean field is an *extra*.
+
+A reader may import ``base`` only (and the other readers): nothing of ``derive``, ``store``,
+``analysis``, ``views`` or ``cli``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import fields as F
+from ..base import fields as F
 
 
 class SourceChanged(RuntimeError):
@@ -67,7 +70,7 @@ class ReadOptions:
     eos_token: positions after its first occurrence are not counted; it is (see ``metrics``).
     max_line: bytes; a longer line is rejected (named, not read).
     tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
-        are shown as ``#ID`` (see ``rl_board.tokenizer``).
+        are shown as ``#ID`` (see ``rl_board.derive.tokenizer``).
     """
 
     pad_token: str | None = None

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import FileError, ReadOptions, SourceChanged
 from . import parquet as _parquet
 from .layout import first_match, step_in

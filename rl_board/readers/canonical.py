@@ -3,7 +3,7 @@
 A reader turns its bytes into a table of ``ROWS`` columns, in that order, followed
 by one float64 column ``fields.EXTRA_PREFIX + name`` per extra field (null where a
 sample lacks it), in name order. Nothing here is derived: counted positions,
-aggregates and keys are computed from these rows by ``rl_board.derive``.
+aggregates and keys are computed from these rows by ``rl_board.derive.samples``.
 
 - ``line``: 1-based line (or table row), counted from the block's first;
   ``offset``/``length``: where the line lies in its file (the 0-based row and 0
@@ -11,7 +11,7 @@ aggregates and keys are computed from these rows by ``rl_board.derive``.
 - each per-token list of ``fields.TOKEN_FIELDS``: ``list<double>``, null where the
   sample has none (a null entry is NaN);
 - ``response_tokens``: ``list<string>`` (dictionary-encoded), null where none;
-- ``token_ids``: ``list<int64>``, null where none (decoded by ``rl_board.derive``, not here);
+- ``token_ids``: ``list<int64>``, null where none (decoded by ``rl_board.derive.samples``, not here);
 - ``loss_mask``: ``list<bool>`` (true = trained), null where none;
 - ``messages``: ``list<struct>`` of ``TURN`` (an agent sample's conversation, see
   ``readers.turns``), null where the sample has none.
@@ -25,7 +25,7 @@ from operator import is_not
 import numpy as np
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 
 TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
 #: One tool call of an assistant turn: its id, the tool's name and the arguments as text (JSON as written).

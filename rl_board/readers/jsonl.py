@@ -34,7 +34,7 @@ import orjson
 import pyarrow as pa
 import ujson
 
-from .. import fields as F
+from ..base import fields as F
 from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, is_path, line_too_long,
                merged_aliases)
 from . import rawlists

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
 from .layout import step_in

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import step_in

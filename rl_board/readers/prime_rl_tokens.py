@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import ReadOptions
 from . import jsonl
 

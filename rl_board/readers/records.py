@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import KeyResolver, is_extra_value, value_at
 from .canonical import build_rows
 

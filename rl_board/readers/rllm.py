@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import FileError, ReadOptions, SourceChanged
 from .layout import step_in
 from .turns import number, numbers, sample_rows, turn, turns

@@ -21,7 +21,7 @@ from urllib.parse import quote
 import orjson
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import FileError, ReadOptions, SourceChanged
 from .turns import number, numbers, sample_rows, turns
 

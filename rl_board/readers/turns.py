@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 
-from .. import fields as F
+from ..base import fields as F
 from .canonical import build_rows
 
 IMAGE_PARTS = frozenset({"image_url", "image", "input_image", "trackio.image"})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .. import fields as F
+from ..base import fields as F
 from . import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
 from .turns import number, sample_rows, turn, turns

@@ -5,6 +5,8 @@ all producing the same ``Scalars``: series name -> ascending (step, value), one 
 by what it holds (TRL's ``trainer_state.json`` first, the top-level one, else the newest
 ``checkpoint-*``'s; then TensorBoard event files; then a JSONL of metrics: verl's file logger
 or plain ``{"step": N, name: number}`` lines).
+
+The same layer as ``readers``: may import ``base`` only.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..access import check_allowed, is_allowed
+from ..base.access import check_allowed, is_allowed
 
 
 class ScalarsError(ValueError):

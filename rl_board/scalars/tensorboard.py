@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..access import is_allowed
+from ..base.access import is_allowed
 from . import Scalars, ScalarsError, SeriesBuilder
 
 PATTERN = "events.out.tfevents.*"

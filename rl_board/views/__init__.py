@@ -1,1 +1,3 @@
-"""The page's areas, one module each. Only this package imports Streamlit."""
+"""The page's areas, one module each: the only package that imports Streamlit. A view reads the
+run through ``state`` (the one place that touches ``st.cache_*`` and ``st.session_state``), calls
+one function of ``analysis`` and draws. May import every layer but ``cli``."""

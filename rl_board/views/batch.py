@@ -7,10 +7,10 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
-from ..figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
-from ..loader import Run
-from ..tables import (build_batch_table, build_export_csv, build_group_table, cut_cells, describe_samples,
-                      sort_choices, sort_samples, step_grid)
+from ..analysis.figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
+from ..analysis.run import Run
+from ..analysis.tables import (build_batch_table, build_export_csv, build_group_table, cut_cells, describe_samples,
+                               sort_choices, sort_samples, step_grid)
 from . import keys, state
 from .tags import with_tags
 from .sidebar import Settings

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import fields as F
-from ..figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
-from ..loader import ROOT_RUN, RootError, Run
-from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
-from ..text import escape_markdown
+from ..base import fields as F
+from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
+from ..store.loader import ROOT_RUN, RootError
+from ..analysis.run import Run
+from ..analysis.tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
+from ..base.text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 

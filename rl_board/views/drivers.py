@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ..analysis import compute_ngram_log_odds, compute_token_kl_ranking, response_words, reward_quartiles
-from ..loader import Run
-from ..metrics import compute_sample_tokens
+from ..analysis.drivers import compute_ngram_log_odds, compute_token_kl_ranking, response_words, reward_quartiles
+from ..analysis.run import Run
+from ..derive.metrics import compute_sample_tokens
 from . import keys, state
 from .sidebar import Settings
 

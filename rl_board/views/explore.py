@@ -10,12 +10,12 @@ import math
 
 import streamlit as st
 
-from .. import fields as F
-from ..figures import build_matches_figure
-from ..loader import Run
-from ..search import Query, compute_matches, compute_matches_per_step, search_fields
-from ..tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
-from ..tags import ANY_TAG
+from ..base import fields as F
+from ..analysis.figures import build_matches_figure
+from ..analysis.run import Run
+from ..analysis.search import Query, compute_matches, compute_matches_per_step, search_fields
+from ..analysis.tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
+from ..store.tags import ANY_TAG
 from . import keys, state
 from .sidebar import Settings
 from .tags import tagged as get_tagged, with_tags

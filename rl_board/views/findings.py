@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..findings import compute_evidence
-from ..loader import Run
+from ..analysis.findings import compute_evidence
+from ..analysis.run import Run
 from . import keys, state
 
 #: How each check reads in the quiet line.

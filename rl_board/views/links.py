@@ -11,11 +11,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from ..defaults import EOS_TOKEN, PAD_TOKEN
-from ..loader import ROOT_RUN, Run
-from ..metrics import KL_ESTIMATORS
+from ..base.defaults import EOS_TOKEN, PAD_TOKEN
+from ..store.loader import ROOT_RUN
+from ..analysis.run import Run
+from ..derive.metrics import KL_ESTIMATORS
 from ..readers import FieldMappingError, parse_field_mapping
-from ..tables import sort_choices
+from ..analysis.tables import sort_choices
 from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded

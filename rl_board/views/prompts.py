@@ -9,12 +9,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from .. import fields as F
-from ..loader import ROOT_RUN, RootError, Run
-from ..prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
-                       compute_prompt_samples, compute_word_diff, describe_prompt_sample)
-from ..tables import cut_cells, strip_pad, strip_system_prompt
-from ..text import cut_text, escape_markdown
+from ..base import fields as F
+from ..store.loader import ROOT_RUN, RootError
+from ..analysis.run import Run
+from ..analysis.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
+                                compute_prompt_samples, compute_word_diff, describe_prompt_sample)
+from ..analysis.tables import cut_cells, strip_pad, strip_system_prompt
+from ..base.text import cut_text, escape_markdown
 from . import keys, state
 from .sidebar import Settings
 

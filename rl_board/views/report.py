@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from .. import fields as F
-from ..checks import compute_data_checks
-from ..loader import Run
+from ..base import fields as F
+from ..analysis.checks import compute_data_checks
+from ..analysis.run import Run
 from ..readers import format_field_mapping
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all

@@ -10,11 +10,12 @@ import json
 import pandas as pd
 import streamlit as st
 
-from .. import fields as F
-from ..loader import Run
-from ..figures import build_prompt_history_figure
-from ..tables import build_batch_table, cut_cells, length_change, prompt_history, strip_pad, strip_system_prompt
-from ..text import cut_text, escape_markdown
+from ..base import fields as F
+from ..analysis.run import Run
+from ..analysis.figures import build_prompt_history_figure
+from ..analysis.tables import (build_batch_table, cut_cells, length_change, prompt_history, strip_pad,
+                               strip_system_prompt)
+from ..base.text import cut_text, escape_markdown
 from . import keys
 from .sidebar import Settings
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import fields as F
-from ..defaults import EOS_TOKEN, PAD_TOKEN
-from ..loader import ROOT_RUN, RootError, list_runs
+from ..base import fields as F
+from ..base.defaults import EOS_TOKEN, PAD_TOKEN
+from ..store.loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
-from ..metrics import KL_ESTIMATORS
+from ..derive.metrics import KL_ESTIMATORS
 from . import keys, links
 
 DEFAULT_ROOT = "./rollout_samples"

@@ -14,7 +14,9 @@ import streamlit as st
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 
-from ..loader import Run, RunSource, SourceChanged
+from ..analysis.run import Run
+from ..analysis.source import RunSource
+from ..store.loader import SourceChanged
 from . import keys
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
@@ -340,7 +342,7 @@ _FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-boar
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _findings(key: tuple, _run: Run) -> Future:
-    from ..findings import get_findings as kept_or_computed
+    from ..analysis.findings import get_findings as kept_or_computed
 
     return _FINDINGS_THREAD.submit(kept_or_computed, _run)
 
@@ -362,7 +364,7 @@ def get_findings(run: Run, wait: float | None = None):
 
 @st.cache_data(max_entries=8, show_spinner="Reading the early and late steps…")
 def _window_ngrams(key: tuple, _run: Run):
-    from ..findings import compute_window_ngrams
+    from ..analysis.findings import compute_window_ngrams
 
     return compute_window_ngrams(_run)
 
@@ -389,7 +391,7 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _tagged(key: tuple, stamp: tuple | None, _run: Run):
-    from ..tags import TagsError, compute_tagged, load_tags
+    from ..store.tags import TagsError, compute_tagged, load_tags
 
     try:
         return compute_tagged(_run, load_tags(_run.path))
@@ -400,6 +402,6 @@ def _tagged(key: tuple, stamp: tuple | None, _run: Run):
 def get_tagged(run: Run):
     """``tags.compute_tagged`` of the run's tags file as it is now (read again whenever it changes, in
     any session), or the ``TagsError`` that says why it can't be read. Don't mutate it."""
-    from ..tags import stamp
+    from ..store.tags import stamp
 
     return _tagged(_run_key(run), stamp(run.path), run)

@@ -1,5 +1,5 @@
 """Tags and notes on samples: the editor under the open sample, and the list of every tagged sample
-(filter by tag, click one to open it, download them as a JSONL eval set). Kept by ``rl_board.tags``."""
+(filter by tag, click one to open it, download them as a JSONL eval set). Kept by ``rl_board.store.tags``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from functools import partial
 
 import streamlit as st
 
-from .. import fields as F
-from ..loader import Run
-from ..tables import build_batch_table, cut_cells
-from ..tags import (ANY_TAG, CHANGED, SUGGESTED_TAGS, TagConflict, Tagged, TagsError, add_tag_columns,
-                    build_eval_set, new_entry, sample_key, set_tags, tags_path)
-from ..text import escape_markdown
+from ..base import fields as F
+from ..analysis.run import Run
+from ..analysis.tables import build_batch_table, cut_cells
+from ..store.tags import (ANY_TAG, CHANGED, SUGGESTED_TAGS, TagConflict, Tagged, TagsError, add_tag_columns,
+                          build_eval_set, new_entry, sample_key, set_tags, tags_path)
+from ..base.text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..colors import build_token_text_html, metric_scale, visible_token
-from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
-from ..loader import NO_TOKENIZER
-from ..metrics import SampleTokens, compute_sample_tokens
-from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
-from ..tokenizer import TokenizerError, load_tokenizer
+from ..base.colors import build_token_text_html, metric_scale, visible_token
+from ..analysis.figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
+from ..store.loader import NO_TOKENIZER
+from ..derive.metrics import SampleTokens, compute_sample_tokens
+from ..analysis.tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
+from ..derive.tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
 from .sidebar import Settings
 

@@ -9,13 +9,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..access import RootError, check_allowed
-from ..figures import build_curve_figure, build_overlay_figure
-from ..loader import Run
+from ..base.access import RootError, check_allowed
+from ..analysis.figures import build_curve_figure, build_overlay_figure
+from ..analysis.run import Run
 from ..scalars import ScalarsError, discover
 from ..scalars.signs import Thresholds, compute_signs, default_series
-from ..tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
-from ..text import escape_markdown
+from ..analysis.tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
+from ..base.text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 

@@ -14,11 +14,12 @@ import math
 import pandas as pd
 import streamlit as st
 
-from .. import fields as F
-from ..loader import NO_TOKENIZER
-from ..tables import TOKEN_METRIC_LABELS, compute_token_table
-from ..transcript import TurnTokens, build_transcript, build_turn_tokens, reward_components, turn_metrics, turn_spans
-from ..text import escape_markdown
+from ..base import fields as F
+from ..store.loader import NO_TOKENIZER
+from ..analysis.tables import TOKEN_METRIC_LABELS, compute_token_table
+from ..analysis.transcript import (TurnTokens, build_transcript, build_turn_tokens, reward_components, turn_metrics,
+                                   turn_spans)
+from ..base.text import escape_markdown
 from . import keys
 from .tokens import sample_tokens
 

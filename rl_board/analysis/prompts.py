@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from . import fields as F
+from ..base import fields as F
 from .tables import KL_PREFIX, strip_pad
 
 MAX_DIFF_WORDS = 2_000  # words of each text compared; the rest is left out, and the diff says so

@@ -9,7 +9,7 @@ Definitions (the README repeats them for users):
   up to and including the first E. When P = E the first occurrence is the EOS: it
   counts, everything after it does not. Every aggregate reads the counted positions
   only. A sample's tokens are its ``response_tokens``, else its ``token_ids`` as
-  strings (``rl_board.tokenizer``).
+  strings (``rl_board.derive.tokenizer``).
 - ``log_ratio = logprob - ref_logprob`` (the k1 estimator).
 - KL(policy || ref) per token, on tokens sampled from the policy, by the k3
   estimator: with ``d = ref_logprob - logprob``, ``k3 = exp(d) - 1 - d`` (>= 0).
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import fields as F
+from ..base import fields as F
 
 KL_ESTIMATORS = ("k3", "k2", "k1")
 

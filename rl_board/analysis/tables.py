@@ -7,9 +7,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import fields as F
-from .metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token, pool_explained_variance
-from .text import neutralise_cell
+from ..base import fields as F
+from ..derive.metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token, pool_explained_variance
+from ..base.text import neutralise_cell
 
 MAX_CELL_CHARS = 2_000  # characters of a text cell sent to the browser's table; the CSV has all
 

@@ -36,10 +36,10 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from . import fields as F
-from .access import RootError
+from ..base import fields as F
+from ..base.access import RootError
 from .cache import default_cache_root
-from .readers import SourceChanged
+from ..readers import SourceChanged
 
 TAGS_DIR_ENV = "RL_BOARD_TAGS_DIR"
 TAGS_VERSION = 1

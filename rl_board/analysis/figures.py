@@ -10,9 +10,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 
-from . import fields as F
-from .colors import NONNEGATIVE, is_constant, metric_scale, visible_token
-from .text import escape_plotly
+from ..base import fields as F
+from ..base.colors import NONNEGATIVE, is_constant, metric_scale, visible_token
+from ..base.text import escape_plotly
 
 _COLORS = ("#4C9BE8", "#F28E2B", "#59A14F", "#E15759", "#B07AA1", "#9C755F")
 MAX_HEATMAP_TOKENS = 512  # columns drawn at most; the view draws a range of a longer response

@@ -6,7 +6,7 @@ summary read: ``n_tokens``, ``response_len`` (the counted positions of ``metrics
 ``lengths_differ``, the characters of the response, the 4-gram repetition, the
 prompt key, the response's *words* (see ``SCHEMA``) and the per-sample aggregates of
 ``metrics.SAMPLE_AGGREGATES``. A sample's tokens are its ``response_tokens``, else its
-``token_ids`` decoded with the run's tokenizer (``rl_board.tokenizer``; each distinct id
+``token_ids`` decoded with the run's tokenizer (``rl_board.derive.tokenizer``; each distinct id
 once), and its counted positions come from its ``loss_mask`` when it has one. The per-token lists are dropped: a sample's tokens are
 read again from its source when it is shown. The result's columns are ``SCHEMA`` then the extras, as the cache
 stores them.
@@ -20,10 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import fields as F
+from ..base import fields as F
 from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
-from .readers import ReadOptions
-from .readers.canonical import ROWS, TOKEN_STRINGS
+from ..readers import ReadOptions
+from ..readers.canonical import ROWS, TOKEN_STRINGS
 from .tokenizer import decode_ids, decode_texts, load_tokenizer
 
 WORDS = TOKEN_STRINGS  # list<dictionary<int32, string>>: each sample's words, strings stored once a block

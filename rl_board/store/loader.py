@@ -6,58 +6,70 @@ run has, how far each was read, which changed) and the segment store
 in memory). A refresh reads only the bytes appended since (never half a line) for
 formats that append (JSONL), re-reads a table file (parquet) or any file that
 shrank or was replaced, and a restarted app opens an unchanged run from the cache
-without parsing it. Each refresh returns a ``Run`` (``run.py``): an immutable
-snapshot the views draw from.
+without parsing it. Each refresh returns a ``Snapshot``; ``analysis.source.RunSource`` makes it
+the ``Run`` the views draw from.
 """
 
 from __future__ import annotations
 
 import importlib
 import threading
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import fields as F
+from ..base import fields as F
+from ..base.access import RootError, check_allowed
+from ..derive.samples import SCHEMA, TURN_COLUMNS
+from ..derive.tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
+from ..readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
 from . import ingest
-from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
-from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
-from .derive import SCHEMA, TURN_COLUMNS
 from .segments import SegmentStore
-from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
                        natural_key)
 
-if TYPE_CHECKING:
-    from .run import LoadReport, Run
-
-# The snapshot's modules (pandas among them) are imported when first used, or in a thread while
-# workers parse a cold read: a command then does not wait for them before its read starts.
-_SNAPSHOT_MODULES = ("rl_board.run", "rl_board.tables")
+__all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "LoadReport", "RunLoader", "Snapshot", "SourceChanged",
+           "TokenizerError", "list_runs", "list_run_files"]
 
 
-def __getattr__(name: str):
-    if name in ("Run", "LoadReport"):
-        return getattr(importlib.import_module("rl_board.run"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load read: counts, the rejected lines, and notes for the user."""
+
+    files: tuple[str, ...]
+    lines_ok: int
+    lines_bad: int
+    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
+    skipped: int = 0  # lines left out by max samples per step
+    ignored_files: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()  # files whose last line has no newline yet
+    notes: tuple[str, ...] = ()
+    unreadable: tuple[tuple[str, str], ...] = ()  # (file, reason) for each file that could not be read
+    reader: str = "jsonl"  # the format the run was read as (``readers``)
 
 
-def _import_snapshot_modules() -> None:
-    """Import the snapshot's modules in a thread (the caller goes on; a later import waits for it)."""
-    def load():
-        for module in _SNAPSHOT_MODULES:
-            importlib.import_module(module)
+@dataclass(frozen=True)
+class Snapshot:
+    """What one refresh read, as the store holds it: one row of numbers per sample (``samples``,
+    ordered by step, file, line), the parsed segments the texts stay in, and the report.
+    ``analysis.run.Run`` is built from it."""
 
-    threading.Thread(target=load, name="rl-board-imports", daemon=True).start()
+    path: Path
+    files: tuple[str, ...]
+    samples: "pd.DataFrame"  # noqa: F821 (pandas is imported by Arrow's to_pandas when first needed)
+    report: LoadReport
+    options: ReadOptions
+    segments: dict[tuple[int, int], pa.Table] = field(repr=False)
+    reader: object = field(repr=False, default=None)  # the reader module (``readers``)
+    cache: tuple[Path, tuple] | None = field(repr=False, default=None)  # cache folder, manifest stamp
+    split: str | None = None
+    splits: tuple[str, ...] = ()
 
-
-__all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "Run", "LoadReport", "RunSource", "SourceChanged",
-           "TokenizerError", "list_runs", "list_run_files", "load_run"]
 
 #: What the page and the commands say when a run's token ids can't be decoded.
 NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
@@ -67,12 +79,13 @@ NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the 
 Progress = Callable[[int, int], None]
 
 
-class RunSource:
-    """Reads one run folder incrementally; ``refresh()`` returns the newest ``Run``.
+class RunLoader:
+    """Reads one run folder incrementally; ``refresh()`` returns the newest snapshot.
 
     A coordinator: the file tracker (``tracking.py``) says which files changed and from which
     byte to read them, the reader parses those bytes, the segment store (``segments.py``) keeps
-    the rows, and a snapshot joins every file's segments into a ``Run``.
+    the rows, and a snapshot joins every file's segments (``Snapshot``; ``analysis.source.RunSource``
+    turns it into a ``Run`` through ``_build``).
 
     Args:
         run_dir: the folder of the run's files (its format is detected, see ``readers.detect``).
@@ -108,7 +121,7 @@ class RunSource:
         self._lock = threading.Lock()
         self._opened = False  # the cache's manifest was read into the tracker
         self.last_status: dict[str, str] = {}  # file -> "cached", "appended", "parsed" or "unchanged"
-        self.latest: Run | None = None  # what the last refresh returned
+        self.latest = None  # what the last refresh returned
 
     @property
     def pad_token(self) -> str | None:
@@ -166,7 +179,23 @@ class RunSource:
         key = f"{self.reader.NAME}{split}:{self.options.to_json()}"
         return key + f":{stamp(self.options.tokenizer)}" if self.options.tokenizer else key
 
-    def refresh(self, progress: Progress | None = None) -> Run:
+    #: modules the snapshot needs (pandas among them), imported in a thread while workers parse a
+    #: cold read, so a command does not wait for them before its read starts
+    SNAPSHOT_MODULES: tuple[str, ...] = ()
+
+    def _build(self, snapshot: Snapshot):
+        """What ``refresh`` returns for ``snapshot`` (the snapshot itself here)."""
+        return snapshot
+
+    def _import_snapshot_modules(self) -> None:
+        """Import ``SNAPSHOT_MODULES`` in a thread (the caller goes on; a later import waits for it)."""
+        def load():
+            for module in self.SNAPSHOT_MODULES:
+                importlib.import_module(module)
+
+        threading.Thread(target=load, name="rl-board-imports", daemon=True).start()
+
+    def refresh(self, progress: Progress | None = None):
         """Read what is new in every file (all of it the first time) and return the run as it is now."""
         with self._lock:
             if self.reader is None or not self._files:
@@ -184,7 +213,7 @@ class RunSource:
             self._tracker.forget()
             self._opened, self.latest = False, None
 
-    def _refresh(self, progress: Progress | None) -> Run:
+    def _refresh(self, progress: Progress | None):
         """The refresh itself, under both locks."""
         listing = self._tracker.list(self.run_dir, self.reader, self.split)
         names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
@@ -238,7 +267,7 @@ class RunSource:
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
             # while workers parse, import what the snapshot needs
             return ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance,
-                               meanwhile=_import_snapshot_modules)
+                               meanwhile=self._import_snapshot_modules)
 
         try:
             results = parse(out_dir)
@@ -259,10 +288,7 @@ class RunSource:
     # -- the snapshot ---------------------------------------------------------------------------
 
     def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str],
-                  notes: list[str] = ()) -> Run:
-        from .run import LoadReport, Run
-        from .tables import compute_step_stats
-
+                  notes: list[str] = ()):
         parts, segments = [], {}
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
@@ -294,9 +320,8 @@ class RunSource:
         )
         cache = self._store.cache
         stamp = cache.manifest_stamp() if cache is not None else None
-        return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
-                   segments, self.reader, (cache.folder, stamp) if stamp is not None else None,
-                   self.split, self.splits)
+        return self._build(Snapshot(self.run_dir, tuple(names), samples, report, self.options, segments, self.reader,
+                                    (cache.folder, stamp) if stamp is not None else None, self.split, self.splits))
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
@@ -310,11 +335,3 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
             .append_column("seg", pa.array(np.full(rows, seg_index, dtype=np.int64)))
             .append_column("row", pa.array(np.arange(rows, dtype=np.int64))))
 
-
-def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
-             cache_root: Path | None | bool = None, progress: Progress | None = None,
-             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
-             split: str | None = None, tokenizer: Path | str | None = None) -> Run:
-    """Read a run folder once and return it (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split,
-                     tokenizer).refresh(progress)

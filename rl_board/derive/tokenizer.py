@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
+from ..base.access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
 
 TOKENIZER_FILE = "tokenizer.json"
 SEARCH_UP = 2  # folders above the run folder looked in
@@ -77,7 +77,7 @@ def _tokenizer_in(folder: Path, roots) -> Path | None:
         subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return None
-    from .readers import holds_run
+    from ..readers import holds_run
 
     for sub in subfolders:
         candidate = sub / TOKENIZER_FILE

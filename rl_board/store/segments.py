@@ -18,9 +18,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import fields as F
+from ..base import fields as F
 from .cache import FileEntry, RunCache, enforce_limit
-from .derive import SCHEMA, is_segment_schema
+from ..derive.samples import SCHEMA, is_segment_schema
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged

@@ -17,26 +17,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import fields as F
-from .access import RootError, open_allowed
-from .metrics import SampleTokens, compute_sample_tokens
-from .readers import ReadOptions, SourceChanged, canonical_record
-
-
-@dataclass(frozen=True)
-class LoadReport:
-    """What a load read: counts, the rejected lines, and notes for the user."""
-
-    files: tuple[str, ...]
-    lines_ok: int
-    lines_bad: int
-    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
-    skipped: int = 0  # lines left out by max samples per step
-    ignored_files: tuple[str, ...] = ()
-    pending: tuple[str, ...] = ()  # files whose last line has no newline yet
-    notes: tuple[str, ...] = ()
-    unreadable: tuple[tuple[str, str], ...] = ()  # (file, reason) for each file that could not be read
-    reader: str = "jsonl"  # the format the run was read as (``readers``)
+from ..base import fields as F
+from ..base.access import RootError, open_allowed
+from ..derive.metrics import SampleTokens, compute_sample_tokens
+from ..readers import ReadOptions, SourceChanged, canonical_record
+from ..store.loader import LoadReport, Snapshot
 
 
 @dataclass(frozen=True)
@@ -63,6 +48,15 @@ class Run:
     cache: tuple[Path, tuple] | None = field(repr=False, default=None)
     split: str | None = None  # the split read, for a format that has them (``readers.layout``)
     splits: tuple[str, ...] = ()  # every split the run has
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot) -> "Run":
+        """The run as the store's ``snapshot`` holds it, with its per-step statistics."""
+        from .tables import compute_step_stats
+
+        return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
+                   snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
+                   snapshot.split, snapshot.splits)
 
     @property
     def pad_token(self) -> str | None:
@@ -286,7 +280,7 @@ class Run:
     def sample_tokens(self, label) -> SampleTokens:
         """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
         decoded with the run's tokenizer."""
-        from .tokenizer import load_tokenizer
+        from ..derive.tokenizer import load_tokenizer
 
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
                                      load_tokenizer(self.options.tokenizer))

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import fields as F
+from ..base import fields as F
 from .run import Run
 
 
@@ -48,7 +48,7 @@ def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
     keep = np.ones(len(samples), dtype=bool)
     if query.tag:
         if tagged is None:
-            from .tags import compute_tagged, load_tags
+            from ..store.tags import compute_tagged, load_tags
 
             tagged = compute_tagged(run, load_tags(run.path))
         keep &= samples.index.isin(tagged.labels_with(query.tag))

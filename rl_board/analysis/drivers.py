@@ -9,7 +9,7 @@ from collections import Counter
 import numpy as np
 import pandas as pd
 
-from .metrics import SampleTokens, kl_per_token
+from ..derive.metrics import SampleTokens, kl_per_token
 
 MAX_NGRAM = 3
 

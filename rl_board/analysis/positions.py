@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from . import fields as F
-from .metrics import SampleTokens, compute_gae, kl_per_token
+from ..base import fields as F
+from ..derive.metrics import SampleTokens, compute_gae, kl_per_token
 
 LENGTH_BUCKETS = 8  # equal-width response-length buckets of a step, at most
 

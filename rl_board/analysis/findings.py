@@ -41,9 +41,9 @@ from itertools import chain
 import numpy as np
 import pandas as pd
 
-from . import fields as F
-from .analysis import compute_ngram_log_odds
-from .colors import display_token
+from ..base import fields as F
+from .drivers import compute_ngram_log_odds
+from ..base.colors import display_token
 from .run import Run
 
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",

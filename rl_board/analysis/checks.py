@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from . import fields as F
+from ..base import fields as F
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import fields as F
-from .colors import build_legend_html, build_token_text_html, metric_scale
+from ..base import fields as F
+from ..base.colors import build_legend_html, build_token_text_html, metric_scale
 from .tables import TOKEN_METRICS
-from .text import cut_text
+from ..base.text import cut_text
 
 FOLD_CHARS = 600  # a tool result longer than this (or than FOLD_LINES lines) is folded
 FOLD_LINES = 12

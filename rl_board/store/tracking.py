@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
+from ..base.access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
 from .cache import FileEntry
-from .readers import holds_run, layout
+from ..readers import holds_run, layout
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (

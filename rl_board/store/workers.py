@@ -1,6 +1,6 @@
 """Parsing worker processes kept warm, so a cold open does not wait for interpreters to start.
 
-A worker is a plain ``python`` subprocess running ``rl_board.ingest --serve`` (not
+A worker is a plain ``python`` subprocess running ``rl_board.store.ingest --serve`` (not
 multiprocessing: nothing of the caller's main module is re-imported, so this works
 from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
 waiting: the page calls it as it first draws, so the workers' imports run while the
@@ -40,7 +40,7 @@ WORKER_ENVIRONMENT = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESH
 
 # the module whose ``serve(idle_seconds)`` a worker runs, named rather than imported (it imports this
 # one): a spawned worker runs it as ``__main__ --serve``, a forked one finds it already imported
-ENTRY = "rl_board.ingest"
+ENTRY = "rl_board.store.ingest"
 
 _lock = threading.Lock()
 _pool: list = []  # subprocess.Popen (spawned) or Forked workers
@@ -53,10 +53,10 @@ def count() -> int:
 
 def spawn() -> subprocess.Popen:
     """Start one worker (it reads tasks from its stdin, one JSON line each; see ``ingest``)."""
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parents[2])
     # this very package, first on the path: ``-m`` would put the working folder (which may hold
     # another copy of rl_board) ahead of it
-    start = (f"import sys; sys.path.insert(0, {package_parent!r}); from rl_board import workers; "
+    start = (f"import sys; sys.path.insert(0, {package_parent!r}); from rl_board.store import workers; "
              f"workers.keep_out_pandas(); import runpy; runpy.run_module({ENTRY!r}, run_name='__main__')")
     stderr = tempfile.TemporaryFile()  # a file, not a pipe: a chatty worker can't block on it
     proc = subprocess.Popen([sys.executable, "-c", start, "--serve", str(IDLE_SECONDS)],

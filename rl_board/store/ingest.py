@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 import xxhash
 
-from . import fields as F
+from ..base import fields as F
 from . import workers
-from .derive import derive
-from .readers import FileError, ReadOptions, line_too_long, reader_for
+from ..derive.samples import derive
+from ..readers import FileError, ReadOptions, line_too_long, reader_for
 from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or

@@ -1,0 +1,30 @@
+"""Open a run for reading: ``RunSource`` is the store's incremental ``RunLoader`` whose every
+refresh returns a ``Run`` (the snapshot with its per-step statistics and queries); ``load_run``
+reads a run once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..store.loader import Progress, RunLoader, Snapshot
+
+
+class RunSource(RunLoader):
+    """Reads one run folder incrementally; ``refresh()`` returns the newest ``Run`` (arguments as
+    ``store.loader.RunLoader``)."""
+
+    SNAPSHOT_MODULES = ("rl_board.analysis.run", "rl_board.analysis.tables")
+
+    def _build(self, snapshot: Snapshot):
+        from .run import Run
+
+        return Run.from_snapshot(snapshot)
+
+
+def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
+             cache_root: Path | None | bool = None, progress: Progress | None = None,
+             fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
+             split: str | None = None, tokenizer: Path | str | None = None):
+    """Read a run folder once and return it as a ``Run`` (``RunSource(...).refresh()``)."""
+    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split,
+                     tokenizer).refresh(progress)

@@ -1,0 +1,61 @@
+"""Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary``, ``search``, ``findings``,
+``metrics``, ``tags``, ``cache`` and ``generate``: one module per command, the parser in ``parser``.
+
+``summary`` prints per-step statistics of a run without the page (a contract
+other tools rely on; see the README). Exit status: 0 when at least one line
+loaded, 1 when none did, 2 on a bad argument or path.
+
+May import every layer but ``views`` (``serve`` starts the page as its own process).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from ..base.access import RootError
+from ..store import workers
+from .parser import READS_A_RUN, _parser
+from .serve import serve_command
+
+__all__ = ["main", "serve_command"]
+
+# Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
+# starts its parsing workers first, so their start overlaps this process's own imports.
+
+
+#: command -> (module of this package, its function); the four that print a run's results share one
+#: broken-pipe guard (``rl-board summary | head`` is not an error)
+COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findings"), "tags": ("tags", "_tags"),
+            "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
+            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate")}
+PRINTING = ("summary", "findings", "tags", "search")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from ..base.access import check_roots
+
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad arguments, 0 on --help
+        return int(exc.code or 0)
+    if getattr(args, "roots", None) is not None:
+        os.environ["RL_BOARD_ROOTS"] = args.roots
+    try:
+        check_roots()  # a blank or unusable RL_BOARD_ROOTS must stop us, never mean "allow all"
+    except RootError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.command in READS_A_RUN and args.max_samples_per_step is None and not workers.can_fork():
+        workers.warm_up_for(args.run_dir)  # where a read can't fork its workers, start them as we import
+    module, function = COMMANDS[args.command]
+    command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
+    if args.command not in PRINTING:
+        return command(args)
+    try:
+        return command(args)
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

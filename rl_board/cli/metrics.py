@@ -1,0 +1,45 @@
+"""``rl-board metrics``: the trainer's own scalars found next to a run (or in a file given)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+from .common import _fmt
+
+def _metrics(args) -> int:
+    from ..base.access import RootError as AccessError, check_allowed
+    from ..scalars import ScalarsError, load_scalars
+
+    try:
+        check_allowed(args.path)
+        scalars = load_scalars(args.path)
+    except (ScalarsError, AccessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = scalars.to_json()
+    signs = []
+    if args.warnings:
+        from dataclasses import replace
+
+        from ..scalars.signs import Thresholds, compute_signs
+
+        given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction", "kl_noise_k")
+                 if getattr(args, name) is not None}
+        signs = compute_signs(scalars.series, replace(Thresholds(), **given))
+        result["warnings"] = [{"kind": s.kind, "series": s.series, "step": s.step,
+                               "value": s.value if math.isfinite(s.value) else None, "message": s.message}
+                              for s in signs]
+    if args.json:
+        print(json.dumps(result, allow_nan=False))
+    else:
+        print(f"{scalars.source}: {scalars.path} · {len(scalars.series)} series · "
+              f"{scalars.non_finite} non-finite values · {scalars.skipped} records skipped")
+        for name, points in scalars.series.items():
+            last = points[-1]
+            print(f"  {name}: {len(points)} steps, {points[0][0]}..{last[0]}, last {_fmt(last[1])}")
+        for sign in signs:
+            print(f"  ! {sign.kind}: {sign.series} at step {sign.step}: {sign.message}")
+    return 0 if scalars.series else 1
+

@@ -1,0 +1,121 @@
+"""The ``rl-board`` command line's one parser: every command, its arguments and their help."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
+
+# Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
+# starts its parsing workers first, so their start overlaps this process's own imports.
+READS_A_RUN = ("summary", "search", "findings", "tags")
+
+
+FORMATS = ("board", "verl", "trl", "prime-rl", "art", "prime-rl-tokens")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions from this token on are not "
+                                                                             "counted") -> None:
+    """``--pad-token`` and ``--eos-token``, with the page's defaults (``defaults``); ``none`` turns either off."""
+    parser.add_argument("--pad-token", default=PAD_TOKEN, type=token_option,
+                        help=f"{pad_help} (default {PAD_TOKEN}; 'none': no pad token)")
+    parser.add_argument("--eos-token", default=EOS_TOKEN, type=token_option,
+                        help=f"positions after this token are not counted; it is (may equal --pad-token; "
+                             f"default {EOS_TOKEN}; 'none': no EOS)")
+
+
+def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
+    """What every command that reads a run takes: the run folder and how it is read (the page's options)."""
+    parser.add_argument("run_dir", type=Path)
+    _token_arguments(parser, **token_help)
+    parser.add_argument("--max-samples-per-step", type=_positive_int, default=None)
+    parser.add_argument("--tokenizer", default=None, metavar="PATH",
+                        help="the tokenizer.json (or a model folder holding one) that decodes token ids; "
+                             "default: one found in the run folder or up to two folders above")
+    parser.add_argument("--field", action="append", default=[], metavar="CANONICAL=SOURCE",
+                        help="read the board's field CANONICAL from your key SOURCE (repeatable), "
+                             "e.g. --field reward=my_score")
+    parser.add_argument("--split", default=None, metavar="NAME",
+                        help="the split to read (train, eval, train/all…), for a format that has them")
+    parser.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="start the page (Streamlit) with ROOT preselected")
+    serve.add_argument("root", nargs="?", type=Path, default=None, help="folder of runs shown first")
+    serve.add_argument("--port", type=int, default=8901)
+    serve.add_argument("--address", default="127.0.0.1",
+                       help="address to listen on; anyone who can reach it can read any log file the app can")
+    serve.add_argument("--roots", default=None, metavar="DIR[:DIR…]",
+                       help="only folders inside these can be listed or loaded (sets RL_BOARD_ROOTS); "
+                            "set it whenever the address is not 127.0.0.1")
+    summary = sub.add_parser("summary", help="per-step statistics of one run folder")
+    summary.add_argument("--json", action="store_true", help="print one JSON object")
+    _run_arguments(summary)
+    search = sub.add_parser("search", help="samples of a run whose text matches a regular expression")
+    search.add_argument("--regex", default=None, help="an RE2 regular expression; (?i) for case-insensitive")
+    search.add_argument("--truncated", action="store_true",
+                        help="only truncated responses (no EOS among the counted positions, which fill the lists)")
+    search.add_argument("--tag", default=None,
+                        help="only samples carrying this tag ('*': every tagged sample); see the tags command")
+    search.add_argument("--in", dest="text_field", default="response",
+                        choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
+                        help="the text searched; messages: any turn's content or tool-call arguments")
+    search.add_argument("--json", action="store_true", help="print one JSON object")
+    _run_arguments(search, pad_help="removed from the texts before matching; positions from it on are not counted")
+    findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
+                                               "collapse, sampler mismatch, dead GRPO groups, empty responses")
+    findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
+    _run_arguments(findings)
+    tags = sub.add_parser("tags", help="the tags and notes put on a run's samples: list them, export them as a "
+                                       "JSONL eval set, or tag a sample")
+    tags.add_argument("--tag", default=None, help="only the samples carrying this tag (listing and export)")
+    tags.add_argument("--export", action="store_true",
+                      help="print the tagged samples as a JSONL eval set (prompt, response, reward, tags, note…)")
+    tags.add_argument("--json", action="store_true", help="print one JSON object")
+    tags.add_argument("--sample", default=None, metavar="FILE:LINE", help="the sample to tag (with --add, --remove, "
+                                                                          "--note)")
+    tags.add_argument("--add", action="append", default=[], metavar="TAG", help="add this tag (repeatable)")
+    tags.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
+    tags.add_argument("--note", default=None, help="replace the sample's note ('' removes it)")
+    _run_arguments(tags, pad_help="removed from the exported prompts and responses; positions from it on are not "
+                                  "counted")
+    metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
+    metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
+    metrics.add_argument("--json", action="store_true", help="print one JSON object")
+    metrics.add_argument("--warnings", action="store_true", help="also list the warning signs (see the README)")
+    metrics.add_argument("--ratio-max", type=float, default=None, help="policy ratio threshold (default 10)")
+    metrics.add_argument("--clip-max", type=float, default=None, help="clip fraction threshold (default 0.3)")
+    metrics.add_argument("--spike-k", type=float, default=None, help="robust deviations for a spike (default 6)")
+    metrics.add_argument("--entropy-fraction", type=float, default=None,
+                         help="entropy collapse below this fraction of its early mean (default 0.2)")
+    metrics.add_argument("--kl-noise-k", type=float, default=None,
+                         help="negative KL below 0 by more than this many noise scales of the series (default 3)")
+    cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
+    cache.add_argument("action", choices=("list", "clear"))
+    cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
+    cache.add_argument("--json", action="store_true")
+    generate = sub.add_parser("generate", help="write demo runs (the bundled rollout_samples/)")
+    generate.add_argument("out", type=Path)
+    generate.add_argument("--format", choices=FORMATS, default=None,
+                          help="write one small run in this trainer's shape (board: OpenRLHF-style ranks, "
+                               "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl: agent episodes "
+                               "in rollouts/step_N/, art: agent trajectories in trajectories/train/, "
+                               "prime-rl-tokens: token_exports/step_N/rank_R.jsonl with its tokenizer.json)")
+    generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
+    generate.add_argument("--samples", type=_positive_int, default=256)
+    generate.add_argument("--tokens", type=_positive_int, default=200)
+    generate.add_argument("--ranks", type=_positive_int, default=4)
+    generate.add_argument("--full-precision", action="store_true", help="write floats in full, as trainers do")
+    return parser
+

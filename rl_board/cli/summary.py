@@ -1,0 +1,85 @@
+"""``rl-board summary``: per-step statistics of a run (a contract other tools rely on; see the
+README), kept beside the caches and printed again while the run folder is unchanged."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..base.access import RootError
+from ..base.defaults import read_settings
+from .common import _describe_settings, _fmt, _load
+
+def _summary(args) -> int:
+    name = _memo_name(args)
+    summary, files = _kept_summary(args, name)
+    if summary is None:
+        run = _load(args)
+        if isinstance(run, int):
+            return run
+        from ..analysis.summary import build_summary
+
+        summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
+                   **build_summary(run)}
+        _keep_summary(args, name, run, summary, files)
+    if args.json:
+        print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
+    else:
+        print(f"{summary['format']}: {summary['files']} files, {summary['lines_ok']} lines loaded, "
+              f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
+        for error in summary["errors"][:10]:
+            print(f"  {error['file']}:{error['line']}: {error['error']}")
+        for error in summary["files_unreadable"]:
+            print(f"  {error['file']}: {error['error']}")
+        print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
+        for s in summary["steps"]:
+            cells = [_fmt(s[k]) for k in ("reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
+                                          "response_len_mean")]
+            print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
+                  f"{cells[3]:>10} {cells[4]:>7}")
+    return 0 if summary["lines_ok"] else 1
+
+
+def _memo_name(args) -> str | None:
+    """The memo of this summary (``memo``), or None when it is not kept: no cache, a per-step
+    limit, or a tokenizer given (its file lies outside the run folder)."""
+    if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
+        return None
+    from ..store import memo
+
+    return memo.key("summary", args.run_dir, {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field,
+                                              "split": args.split})
+
+
+def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
+    """(the summary kept as ``name`` while the run's files are as they were, its notes printed as the
+    read would print them, else None; the files as they are now, or None when not kept)."""
+    from ..store import memo
+    from ..base.access import check_allowed
+
+    if name is None:
+        return None, None
+    try:
+        check_allowed(args.run_dir)
+    except RootError:
+        return None, None  # the read says why
+    files = memo.fingerprint(args.run_dir)
+    kept = memo.load(name, files)
+    if kept is None:
+        return None, files
+    for note in kept["notes"]:
+        print(f"note: {note}", file=sys.stderr)
+    return kept["output"], files
+
+
+def _keep_summary(args, name: str | None, run, summary: dict, files: list | None) -> None:
+    """Keep a summary as ``name`` for the next time when the run's files did not change while it was read
+    (``files``: as they were before), unless token ids were decoded with a tokenizer found next to the run
+    (it lies outside the folder whose files the memo checks)."""
+    from ..store import memo
+
+    if name is None or files is None or ("from_ids" in run.samples and run.samples["from_ids"].any()):
+        return
+    if memo.fingerprint(args.run_dir) == files:
+        memo.save(name, args.run_dir, files, summary, list(run.report.notes))
+

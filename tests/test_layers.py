@@ -1,0 +1,127 @@
+"""The package's folders are its layers: every import points down (read from the code with ``ast``)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "rl_board"
+
+#: what each layer (a folder, or a module beside them) may import of the package, besides itself
+MAY_IMPORT = {
+    "base": set(),
+    "readers": {"base"},
+    "scalars": {"base"},
+    "derive": {"base", "readers"},
+    "store": {"base", "readers", "scalars", "derive"},
+    "analysis": {"base", "readers", "scalars", "derive", "store"},
+    "views": {"base", "readers", "scalars", "derive", "store", "analysis"},
+    "cli": {"base", "readers", "scalars", "derive", "store", "analysis", "demo"},
+    "writer": {"base"},
+    "demo": {"base"},
+}
+#: the package's face: ``python -m rl_board`` hands on to the commands
+ABOVE_ALL = {"__init__", "__main__"}
+
+
+def _imported(path: Path, package: Path) -> set[str]:
+    """The modules of ``package`` that ``path`` imports (dotted, relative to the package), wherever the
+    import stands: at the top, in a function, under ``TYPE_CHECKING``. ``from X import Y`` counts as an
+    import of ``X.Y`` where that is a module of the package, else of ``X``."""
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    here = list(parts[:-1])  # the package the file is in (for __init__.py: the folder itself)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - (node.level - 1)] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            targets = []
+            for alias in node.names:
+                inner = f"{module}.{alias.name}".split(".")[1:]
+                exists = (package.joinpath(*inner).with_suffix(".py").is_file()
+                          or package.joinpath(*inner).is_dir()) if inner else False
+                targets.append(f"{module}.{alias.name}" if exists else module)
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            if target.startswith(package.name + "."):
+                found.add(target[len(package.name) + 1:])
+    return found
+
+
+def _layer(dotted: str) -> str:
+    return dotted.split(".")[0]
+
+
+def upward_imports(package: Path) -> list[str]:
+    """Every import in ``package`` that a layer may not make: "FILE imports MODULE"."""
+    wrong = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package)
+        layer = relative.with_suffix("").parts[0]
+        if layer in ABOVE_ALL:
+            continue
+        for target in sorted(_imported(path, package)):
+            target_layer = _layer(target)
+            if target_layer != layer and target_layer in MAY_IMPORT and target_layer not in MAY_IMPORT.get(layer, set()):
+                wrong.append(f"{relative} imports {package.name}.{target}")
+    return wrong
+
+
+def test_every_import_points_down():
+    """No module imports from a layer above its own (readers < derive < store < analysis < views, cli)."""
+    assert upward_imports(PACKAGE) == []
+
+
+def test_every_module_belongs_to_a_layer():
+    """Each module lies in a layer folder or is one of the named modules beside them: the tree is the diagram."""
+    loose = [p.name for p in PACKAGE.glob("*.py") if p.stem not in MAY_IMPORT and p.stem not in ABOVE_ALL]
+    folders = [p.name for p in PACKAGE.iterdir() if p.is_dir() and not p.name.startswith("__")]
+    assert loose == []
+    assert sorted(folders) == sorted(k for k in MAY_IMPORT if (PACKAGE / k).is_dir())
+
+
+def test_each_layer_says_what_it_holds_and_may_import():
+    """Every layer folder's ``__init__.py`` opens with a docstring that says what it may import."""
+    for layer in MAY_IMPORT:
+        init = PACKAGE / layer / "__init__.py"
+        if not init.parent.is_dir():
+            continue
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        assert "import" in doc.lower(), f"{layer}/__init__.py does not say what it may import"
+
+
+def test_an_upward_import_is_caught(tmp_path):
+    """The check fails on an upward import, in each form: relative, absolute, inside a function, TYPE_CHECKING."""
+    package = tmp_path / "rl_board"
+    for layer in ("base", "readers", "store", "analysis"):
+        (package / layer).mkdir(parents=True)
+        (package / layer / "__init__.py").write_text("")
+    (package / "readers" / "good.py").write_text("from ..base import fields\n")
+    (package / "store" / "a.py").write_text("from ..analysis.run import Run\n")
+    (package / "analysis" / "tables.py").write_text("")
+    (package / "store" / "b.py").write_text("def f():\n    from rl_board.analysis import tables\n")
+    (package / "readers" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import store\n")
+    (package / "base" / "d.py").write_text("import rl_board.readers.good\n")
+    assert upward_imports(package) == [
+        "base/d.py imports rl_board.readers.good",
+        "readers/c.py imports rl_board.store",
+        "store/a.py imports rl_board.analysis.run",
+        "store/b.py imports rl_board.analysis.tables",
+    ]
+
+
+def test_the_core_imports_no_streamlit():
+    """Importing every layer but ``views`` (and the command line) leaves Streamlit unloaded."""
+    code = ("import pkgutil, importlib, sys, rl_board\n"
+            "for m in pkgutil.walk_packages(rl_board.__path__, 'rl_board.'):\n"
+            "    if not m.name.startswith('rl_board.views'):\n"
+            "        importlib.import_module(m.name)\n"
+            "print('streamlit' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent, check=True)
+    assert out.stdout.strip() == "False"
