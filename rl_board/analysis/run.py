@@ -18,7 +18,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ..base import fields as F
-from ..base.access import RootError, open_allowed
+from ..base.access import RootError
+from ..base.location import RunLocation, open_location
 from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import ReadOptions, SourceChanged, canonical_record
 from ..store.loader import LoadReport, Snapshot
@@ -48,6 +49,9 @@ class Run:
     cache: tuple[Path, tuple] | None = field(repr=False, default=None)
     split: str | None = None  # the split read, for a format that has them (``readers.layout``)
     splits: tuple[str, ...] = ()  # every split the run has
+    #: the run's location (``base.location``): records are read again through it, inside the roots
+    #: it was opened under (None: opened from ``path`` on first use)
+    location: RunLocation | None = field(repr=False, default=None)
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> "Run":
@@ -56,7 +60,13 @@ class Run:
 
         return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
-                   snapshot.split, snapshot.splits)
+                   snapshot.split, snapshot.splits, snapshot.location)
+
+    def _open(self, path):
+        """One of the run's files, opened through its location (checked again: it may be a symlink out
+        by now)."""
+        location = self.location if self.location is not None else open_location(self.path)
+        return location.open(path)
 
     @property
     def pad_token(self) -> str | None:
@@ -203,11 +213,11 @@ class Run:
             offset, length = int(row["offset"]), int(row["length"])
             try:
                 if self._reader.APPENDABLE:
-                    with open_allowed(path) as fh:  # checked again: it may be a symlink out by now
+                    with self._open(path) as fh:  # checked again: it may be a symlink out by now
                         fh.seek(offset)
                         out.append(fh.read(length))
                 else:
-                    with open_allowed(path) as fh:
+                    with self._open(path) as fh:
                         got = self._reader.record(fh, name, offset, length, int(row[F.LINE]))
                     out.append(json.dumps(got, ensure_ascii=False, default=str).encode())
             except (OSError, SourceChanged, RootError):
@@ -233,11 +243,11 @@ class Run:
                 if path.suffix == ".parquet":
                     import pyarrow.parquet as pq
 
-                    with open_allowed(path) as fh:
+                    with self._open(path) as fh:
                         for column in pq.read_schema(fh):
                             found.setdefault(column.name, _arrow_kind(column.type))
                     continue
-                with open_allowed(path) as fh:
+                with self._open(path) as fh:
                     for _, raw in zip(range(lines), fh):
                         try:
                             record = json.loads(raw)
@@ -257,7 +267,7 @@ class Run:
         path = self.path / name
         line = int(row[F.LINE])
         try:
-            with open_allowed(path) as fh:  # checked again, no symlink followed: it may point out by now
+            with self._open(path) as fh:  # checked again, no symlink followed: it may point out by now
                 obj = self._reader.record(fh, name, int(row["offset"]), int(row["length"]), line)
         except RootError as exc:
             raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc

@@ -87,11 +87,12 @@ def is_allowed(path: Path | str, roots: list[Path] | None = None) -> bool:
     return any(resolved == root or root in resolved.parents for root in roots)
 
 
-def check_allowed(path: Path | str) -> None:
-    """Raise ``OutsideAllowedFolders`` (naming only the path given) unless ``path`` is allowed;
-    ``RootError`` for a path no file can have. The message is the same whether or not it exists."""
+def check_allowed(path: Path | str, roots: list[Path] | None = None) -> None:
+    """Raise ``OutsideAllowedFolders`` (naming only the path given) unless ``path`` is allowed (inside
+    ``roots``, default the allowed folders read now); ``RootError`` for a path no file can have. The
+    message is the same whether or not it exists."""
     usable_path(path)
-    if not is_allowed(path):
+    if not is_allowed(path, roots):
         raise OutsideAllowedFolders(f"{_shown(str(path), 300)} is outside the allowed folders (set by {ROOTS_ENV}).")
 
 

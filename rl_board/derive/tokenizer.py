@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base.access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
+from ..base.access import RootError, check_allowed, usable_path
+from ..base.location import RunLocation, open_location
 
 TOKENIZER_FILE = "tokenizer.json"
 SEARCH_UP = 2  # folders above the run folder looked in
@@ -47,20 +48,21 @@ def resolve_tokenizer(path: Path | str) -> Path:
     return path.resolve()
 
 
-def find_tokenizer(run_dir: Path | str) -> Path | None:
+def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
     """The ``tokenizer.json`` next to a run: in the run folder, its parent or its grandparent, the
     nearest first; in each, the folder's own file, else that of its first subfolder (by name) that
     holds one and is no run itself (a model folder, not another run's folder). Folders outside the
-    allowed ones are never looked in. None when there is none."""
-    roots = allowed_roots()
+    allowed ones are never looked in (those the run's location was opened under). None when there is
+    none."""
     try:
-        folder = usable_path(run_dir).resolve()
+        location = open_location(run_dir)
+        folder = location.path.resolve()
     except (RootError, OSError):
         return None
     for _ in range(SEARCH_UP + 1):
-        if roots is not None and not is_allowed(folder, roots):
+        if not location.contains(folder):
             return None
-        found = _tokenizer_in(folder, roots)
+        found = _tokenizer_in(folder, location)
         if found is not None:
             return found
         if folder.parent == folder:
@@ -69,9 +71,9 @@ def find_tokenizer(run_dir: Path | str) -> Path | None:
     return None
 
 
-def _tokenizer_in(folder: Path, roots) -> Path | None:
+def _tokenizer_in(folder: Path, location: RunLocation) -> Path | None:
     own = folder / TOKENIZER_FILE
-    if own.is_file() and (roots is None or is_allowed(own, roots)):
+    if own.is_file() and location.contains(own):
         return own
     try:
         subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
@@ -81,7 +83,7 @@ def _tokenizer_in(folder: Path, roots) -> Path | None:
 
     for sub in subfolders:
         candidate = sub / TOKENIZER_FILE
-        if candidate.is_file() and (roots is None or is_allowed(candidate, roots)) and not holds_run(sub):
+        if candidate.is_file() and location.contains(candidate) and not holds_run(sub):
             return candidate
     return None
 

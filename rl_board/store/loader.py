@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
-from ..base.access import RootError, check_allowed
+from ..base.access import RootError
+from ..base.location import RunLocation, open_location
 from ..derive.samples import SCHEMA, TURN_COLUMNS
 from ..derive.tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from ..readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
@@ -69,6 +70,7 @@ class Snapshot:
     cache: tuple[Path, tuple] | None = field(repr=False, default=None)  # cache folder, manifest stamp
     split: str | None = None
     splits: tuple[str, ...] = ()
+    location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
 
 
 #: What the page and the commands say when a run's token ids can't be decoded.
@@ -101,10 +103,12 @@ class RunLoader:
             that can't be used raises ``TokenizerError`` (or ``RootError``) on refresh.
     """
 
-    def __init__(self, run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
+    def __init__(self, run_dir: Path | str | RunLocation, pad_token: str | None = None, max_per_step: int | None = None,
                  cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
                  eos_token: str | None = None, split: str | None = None, tokenizer: Path | str | None = None):
-        self.run_dir = Path(run_dir)
+        # the run's location, opened at the first refresh (the one check against the allowed folders)
+        self.location: RunLocation | None = run_dir if isinstance(run_dir, RunLocation) else None
+        self.run_dir = run_dir.path if isinstance(run_dir, RunLocation) else Path(run_dir)
         self.wanted_split = split or None
         self.split: str | None = None  # the split read (chosen when the format is detected)
         self.splits: tuple[str, ...] = ()
@@ -137,7 +141,8 @@ class RunLoader:
 
     def _use_reader(self) -> None:
         """Detect the run's format (again while no file was read: the folder may have been empty)."""
-        check_allowed(self.run_dir)
+        if self.location is None:
+            self.location = open_location(self.run_dir)
         if not self._tokenizer_chosen:
             self._choose_tokenizer()
         reader = detect(self.run_dir)
@@ -145,7 +150,7 @@ class RunLoader:
             return
         self.reader, self._opened = reader, False
         self._tracker.forget()
-        self.splits = tuple(list_splits(self.run_dir, reader))
+        self.splits = tuple(list_splits(self.location, reader))
         self.split = layout.choose_split(reader, list(self.splits), self.wanted_split)
         use_cache = self._cache_root is not False and self.max_per_step is None
         cache = RunCache(cache_dir_for(self.run_dir, self._cache_key(),
@@ -159,7 +164,7 @@ class RunLoader:
             path = resolve_tokenizer(self._tokenizer_given)
             load_tokenizer(str(path))  # a file that is no tokenizer: TokenizerError now, not per block
         else:
-            path = find_tokenizer(self.run_dir)
+            path = find_tokenizer(self.location)
             if path is not None:
                 try:
                     load_tokenizer(str(path))
@@ -215,7 +220,7 @@ class RunLoader:
 
     def _refresh(self, progress: Progress | None):
         """The refresh itself, under both locks."""
-        listing = self._tracker.list(self.run_dir, self.reader, self.split)
+        listing = self._tracker.list(self.location, self.reader, self.split)
         names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
         if not self._opened:
@@ -321,7 +326,8 @@ class RunLoader:
         cache = self._store.cache
         stamp = cache.manifest_stamp() if cache is not None else None
         return self._build(Snapshot(self.run_dir, tuple(names), samples, report, self.options, segments, self.reader,
-                                    (cache.folder, stamp) if stamp is not None else None, self.split, self.splits))
+                                    (cache.folder, stamp) if stamp is not None else None, self.split, self.splits,
+                                    self.location))
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:

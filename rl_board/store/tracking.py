@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base.access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
+from ..base.access import RootError
+from ..base.location import RunLocation, open_location
 from .cache import FileEntry
 from ..readers import holds_run, layout
 
@@ -40,21 +41,15 @@ def _holds_run(folder: Path) -> bool:
         return False
 
 
-def _allowed_entries(folder: Path) -> list[Path]:
-    """The entries of ``folder`` that resolve inside the allowed folders (all when unrestricted)."""
-    roots = allowed_roots()
-    return [p for p in folder.iterdir() if roots is None or is_allowed(p, roots)]
-
-
-def list_runs(root: Path | str) -> list[str]:
+def list_runs(root: Path | str | RunLocation) -> list[str]:
     """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
-    check_allowed(root)  # before anything under it is looked at
-    root = usable_path(root)
+    location = open_location(root)  # the door: before anything under it is looked at
+    root = location.path
     if not root.exists():
         raise RootError(f"Folder not found: {root}. " + EXPECTED_LAYOUT)
     if not root.is_dir():
         raise RootError(f"{root} is a file, not a folder. " + EXPECTED_LAYOUT)
-    runs = sorted((d.name for d in _allowed_entries(root)
+    runs = sorted((d.name for d in location.entries()
                    if d.is_dir() and not d.name.startswith(".") and _holds_run(d)), key=natural_key)
     if _holds_run(root):
         runs.insert(0, ROOT_RUN)
@@ -63,13 +58,13 @@ def list_runs(root: Path | str) -> list[str]:
     return runs
 
 
-def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tuple[list[Path], list[str]]:
+def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None = None) -> tuple[list[Path], list[str]]:
     """(the run's files of ``reader``'s layout, in natural order of their names; names of other files
     lying in the run folder, ignored). A file's name is its path relative to ``run_dir``
     (``layout.relative_name``). With ``split``, only the files of that split (``layout.split_of``).
     ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted."""
-    check_allowed(run_dir)
-    run_dir = usable_path(run_dir)
+    location = open_location(run_dir)  # a location is taken as it is: checked once, at its door
+    run_dir = location.path
     if not run_dir.is_dir():
         raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
     if reader is None or isinstance(reader, str):
@@ -77,37 +72,36 @@ def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tupl
         patterns = ("*" + suffix,)
     else:
         patterns = layout.globs(reader)
-    entries = [p for p in _allowed_entries(run_dir) if p.is_file() and not p.name.startswith(".")]
+    entries = [p for p in location.entries() if p.is_file() and not p.name.startswith(".")]
     if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
         kept = [p for p in entries if any(p.match(pattern) for pattern in patterns)]
         if reader is not None and not isinstance(reader, str):  # a trainer's metrics file is no run file
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
         ignored = sorted(p.name for p in entries if p not in kept)
     else:
-        kept, ignored = _tree_files(run_dir, patterns), []
+        kept, ignored = _tree_files(location, patterns), []
     if split is not None and reader is not None and not isinstance(reader, str):
         kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
     kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
     return kept, ignored
 
 
-def file_name(run_dir: Path, path: Path) -> str:
+def file_name(run_dir: Path | RunLocation, path: Path) -> str:
     """The name of one of a run's files (``list_run_files``): its path relative to the run folder."""
-    return layout.relative_name(usable_path(run_dir), path)
+    return layout.relative_name(run_dir.path if isinstance(run_dir, RunLocation) else Path(run_dir).expanduser(), path)
 
 
-def _tree_files(run_dir: Path, patterns: tuple[str, ...]) -> list[Path]:
+def _tree_files(location: RunLocation, patterns: tuple[str, ...]) -> list[Path]:
     """The files matching the first of ``patterns`` that matches any, inside the allowed folders,
     no hidden component."""
-    roots = allowed_roots()
     for pattern in patterns:
-        found = [p for p in layout.matching_files(run_dir, pattern) if roots is None or is_allowed(p, roots)]
+        found = list(location.files(pattern))
         if found:
             return found
     return []
 
 
-def list_splits(run_dir: Path, reader) -> list[str]:
+def list_splits(run_dir: Path | RunLocation, reader) -> list[str]:
     """The splits of a run (sorted), [] for a format or a run without them."""
     if not hasattr(reader, "split_of"):
         return []
@@ -222,7 +216,7 @@ class FileTracker:
         self.quota.clear()
 
     @staticmethod
-    def list(run_dir: Path, reader, split: str | None = None) -> Listing:
+    def list(run_dir: Path | RunLocation, reader, split: str | None = None) -> Listing:
         """The run's files of ``reader``'s layout (of ``split`` only, when given)."""
         paths, ignored = list_run_files(run_dir, reader, split)
         named = [(p, file_name(run_dir, p)) for p in paths]
