@@ -174,7 +174,7 @@ def test_take_reads_rows_across_chunks():
     import numpy as np
     import pyarrow as pa
 
-    from rl_board.analysis.run import _take
+    from rl_board.analysis.segment_queries import take_rows as _take
 
     column = pa.chunked_array([["a", "b"], ["c"], [], ["d", "e", "f"]])
     assert _take(column, np.array([5, 0, 2, 3])) == ["f", "a", "c", "d"]

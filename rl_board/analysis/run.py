@@ -5,11 +5,14 @@ per sample; texts stay in the (memory-mapped) segments and are taken for the row
 shown, as are the words of each response (``words``), and a sample's full record
 (token lists, other fields) is read again from its source file by the run's reader
 when it is shown.
+
+``Run`` is the snapshot (here) and two parts of queries: ``segment_queries.SegmentQueries``
+(answered from the parsed segments) and ``records.SourceRecords`` (answered by reading the
+source files again, through the run's location).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,15 +21,15 @@ import pandas as pd
 import pyarrow as pa
 
 from ..base import fields as F
-from ..base.access import RootError
 from ..base.location import RunLocation, open_location
-from ..derive.metrics import SampleTokens, compute_sample_tokens
-from ..readers import ReadOptions, SourceChanged, canonical_record
+from ..readers import ReadOptions
 from ..store.loader import LoadReport, Snapshot
+from .records import SourceRecords
+from .segment_queries import SegmentQueries, take_rows
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(SegmentQueries, SourceRecords):
     """A snapshot of a run.
 
     ``samples`` has one row per sample, ordered by step, file, line, with numbers
@@ -91,253 +94,10 @@ class Run:
             rows = group["row"].to_numpy()
             places = position[group.index].to_numpy()
             for name in F.TEXT_FIELDS:
-                values = _take(table.column(name), rows)
+                values = take_rows(table.column(name), rows)
                 column = texts[name]
                 for place, value in zip(places, values):
                     column[place] = value
         texts["source"] = [f"{self.files[f]}:{line}" for f, line in zip(frame[F.FILE], frame[F.LINE])]
         return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
                                for name, values in texts.items()})
-
-    def words(self, frame: pd.DataFrame) -> list[list[str] | None]:
-        """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``samples``), in its order,
-        taken from the memory-mapped segments; None for a sample with neither tokens nor a response.
-        No log file is read."""
-        out: list = [None] * len(frame)
-        places = np.arange(len(frame))
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
-            # decoded in Arrow first: a dictionary's entries become Python strings ten times slower
-            for place, value in zip(places[at], _take(column, frame["row"].to_numpy()[at], pa.list_(pa.string()))):
-                out[place] = value
-        return out
-
-    def word_ids(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """The words of ``frame``'s rows (rows of ``samples``), in its order, as ids into one vocabulary:
-        (``ids``: int32, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
-        (rows,), each row's word count, -1 for a sample with neither tokens nor a response;
-        ``vocabulary``: each id's word). ``words`` gives the same words as strings. Each segment's
-        dictionary is mapped to the vocabulary once; no word becomes a Python string."""
-        import pyarrow.compute as pc
-
-        vocabulary: dict[str, int] = {}
-        lengths = np.full(len(frame), -1, dtype=np.int64)
-        parts = []  # (places in frame, their lengths, their ids)
-        rows = frame["row"].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
-            for picked, values in _take_chunks(column, rows[at]):
-                places = at[picked]
-                lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
-                flat = values.flatten()  # the taken rows' words, a dictionary array
-                strings = flat.dictionary.to_pylist()  # small: each distinct word of the chunk once
-                remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int32,
-                                    len(strings))
-                parts.append((places, np.take(remap, flat.indices.to_numpy(zero_copy_only=False))))
-        sizes = np.maximum(lengths, 0)
-        starts = np.cumsum(sizes) - sizes
-        ids = np.empty(int(sizes.sum()), dtype=np.int32)
-        for places, part in parts:
-            own = sizes[places]
-            # each taken row's words go to its row's place in frame order
-            ids[np.repeat(starts[places] - (np.cumsum(own) - own), own) + np.arange(len(part))] = part
-        return ids, lengths, list(vocabulary)
-
-    def word_counts(self) -> np.ndarray:
-        """How many words each row of ``samples`` has, -1 for a sample with neither tokens nor a
-        response; int64, shape (samples,). Reads only the segments' list offsets."""
-        import pyarrow.compute as pc
-
-        counts = np.full(len(self.samples), -1, dtype=np.int64)
-        rows = self.samples["row"].to_numpy()
-        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
-            lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
-            counts[places] = lengths[rows[places]]
-        return counts
-
-    def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
-        """Whether each row of ``samples`` has text ``field`` (or, for ``messages``, any turn's content or
-        tool-call arguments) matching the RE2 regular expression
-        ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
-        (samples,). Runs pyarrow's RE2 over the memory-mapped text columns, segment by segment:
-        no text becomes a Python string. Raises ``ValueError`` for a pattern RE2 refuses."""
-        import pyarrow.compute as pc
-
-        found = np.zeros(len(self.samples), dtype=bool)
-        rows = self.samples["row"].to_numpy()
-        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            table = self._segments[(int(file), int(seg))]
-            if field == F.MESSAGES:  # any turn's content or tool-call arguments
-                lists = table.column("turn_texts").combine_chunks()
-                column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
-            else:
-                column, owner = table.column(field), None
-            if pad_token:
-                column = pc.replace_substring(column, pad_token, "")
-            try:
-                hits = np.asarray(pc.match_substring_regex(column, pattern).fill_null(False), dtype=bool)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
-            if owner is not None:
-                hits = np.bincount(owner[hits], minlength=table.num_rows) > 0
-            found[places] = hits[rows[places]]
-        return found
-
-    def tool_calls(self, frame: pd.DataFrame) -> dict[int, dict[str, int]]:
-        """For each step of ``frame`` (rows of ``samples``) whose samples have any tool call: tool name ->
-        how many tool calls of its samples' assistant turns name it. Read from the segments."""
-        import pyarrow.compute as pc
-
-        out: dict[int, dict[str, int]] = {}
-        rows = frame["row"].to_numpy()
-        steps = frame[F.STEP].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("tool_names")
-            for picked, values in _take_chunks(column, rows[at]):
-                owner = pc.list_parent_indices(values).to_numpy()
-                names = pc.list_flatten(values).to_pylist()
-                for step, name in zip(steps[at][picked][owner].tolist(), names):
-                    counts = out.setdefault(int(step), {})
-                    counts[name] = counts.get(name, 0) + 1
-        return out
-
-    def source_lines(self, labels) -> bytes:
-        """The samples' lines as they are in the log files, one per line, byte for byte (a table
-        file's row as one JSON line); a sample that can no longer be read is left out."""
-        out = []
-        for label in labels:
-            row = self.samples.loc[label]
-            name = self.files[int(row[F.FILE])]
-            path = self.path / name
-            offset, length = int(row["offset"]), int(row["length"])
-            try:
-                if self._reader.APPENDABLE:
-                    with self._open(path) as fh:  # checked again: it may be a symlink out by now
-                        fh.seek(offset)
-                        out.append(fh.read(length))
-                else:
-                    with self._open(path) as fh:
-                        got = self._reader.record(fh, name, offset, length, int(row[F.LINE]))
-                    out.append(json.dumps(got, ensure_ascii=False, default=str).encode())
-            except (OSError, SourceChanged, RootError):
-                continue
-        return b"".join(line + b"\n" for line in out)
-
-    def source_keys(self, files: int = 3, lines: int = 20) -> list[tuple[str, str]]:
-        """The keys the first ``lines`` lines (or a table's columns) of the run's first ``files`` files
-        hold, each with the kind of its first value ("number", "boolean", "text", "list", "object",
-        "null"), in the order first seen; an object's own keys follow it as ``key.sub``. What a field
-        mapping can name, for a run whose lines were all rejected. Files that can't be read are skipped."""
-        found: dict[str, str] = {}
-
-        def add(key: str, value, nested: bool = True) -> None:
-            found.setdefault(key, _kind(value))
-            if nested and isinstance(value, dict):
-                for sub, inner in value.items():
-                    add(f"{key}.{sub}", inner, nested=False)
-
-        for name in self.files[:files]:
-            path = self.path / name
-            try:
-                if path.suffix == ".parquet":
-                    import pyarrow.parquet as pq
-
-                    with self._open(path) as fh:
-                        for column in pq.read_schema(fh):
-                            found.setdefault(column.name, _arrow_kind(column.type))
-                    continue
-                with self._open(path) as fh:
-                    for _, raw in zip(range(lines), fh):
-                        try:
-                            record = json.loads(raw)
-                        except ValueError:
-                            continue
-                        for key, value in record.items() if isinstance(record, dict) else ():
-                            add(key, value)
-            except (OSError, RootError, ValueError):
-                continue
-        return list(found.items())
-
-    def record(self, label) -> tuple[dict, dict]:
-        """One sample's record (``label`` in ``samples``), read again from its source: (canonical
-        field -> value, every other field -> value). ``SourceChanged`` when it moved."""
-        row = self.samples.loc[label]
-        name = self.files[int(row[F.FILE])]
-        path = self.path / name
-        line = int(row[F.LINE])
-        try:
-            with self._open(path) as fh:  # checked again, no symlink followed: it may point out by now
-                obj = self._reader.record(fh, name, int(row["offset"]), int(row["length"]), line)
-        except RootError as exc:
-            raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
-        canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
-        step = canonical.get(F.STEP)
-        if not isinstance(step, (int, float)) or step != row[F.STEP]:
-            raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
-        return canonical, others
-
-    def records(self, labels) -> list[tuple[dict, dict] | None]:
-        """``record`` of each label, None for a sample that can no longer be read."""
-        out = []
-        for label in labels:
-            try:
-                out.append(self.record(label))
-            except (OSError, SourceChanged, RootError):
-                out.append(None)
-        return out
-
-    def sample_tokens(self, label) -> SampleTokens:
-        """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
-        decoded with the run's tokenizer."""
-        from ..derive.tokenizer import load_tokenizer
-
-        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
-                                     load_tokenizer(self.options.tokenizer))
-
-
-def _take_chunks(column: pa.ChunkedArray, rows: np.ndarray):
-    """``column[rows]`` chunk by chunk: yields (the places in ``rows`` taken, those rows of one chunk as an
-    Arrow array). ``ChunkedArray.take`` joins the chunks first, which would read a whole memory-mapped
-    column to show a few rows."""
-    ends = np.cumsum([len(chunk) for chunk in column.chunks])
-    chunk_of = np.searchsorted(ends, rows, side="right")
-    for index in np.unique(chunk_of):
-        picked = np.flatnonzero(chunk_of == index)
-        start = ends[index] - len(column.chunks[index])
-        yield picked, column.chunks[index].take(pa.array(rows[picked] - start))
-
-
-def _take(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None = None) -> list:
-    """``column[rows]`` as Python values (cast to ``type_`` first, when given), taken chunk by chunk."""
-    out = [None] * len(rows)
-    for picked, values in _take_chunks(column, rows):
-        values = (values if type_ is None else values.cast(type_)).to_pylist()
-        for place, value in zip(picked, values):
-            out[place] = value
-    return out
-
-
-def _kind(value) -> str:
-    """How a JSON value reads to a person: number, boolean, text, list, object or null."""
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "text"
-    if isinstance(value, list):
-        return "list"
-    return "object" if isinstance(value, dict) else "null"
-
-
-def _arrow_kind(kind: pa.DataType) -> str:
-    if pa.types.is_boolean(kind):
-        return "boolean"
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind):
-        return "number"
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        return "text"
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
-        return "list"
-    return "object" if pa.types.is_struct(kind) else str(kind)

@@ -1,0 +1,141 @@
+"""What a run answers from its parsed segments alone, no log file read: each sample's words (as
+strings or as ids into one vocabulary), word counts, regular-expression matches over a text field, and
+tool-call counts. ``SegmentQueries`` is one of ``Run``'s parts; it reads ``samples`` (the rows'
+file, segment and row) and ``_segments`` of the run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ..base import fields as F
+
+
+class SegmentQueries:
+    """The queries of a ``Run`` answered from its memory-mapped segments."""
+
+    def words(self, frame: pd.DataFrame) -> list[list[str] | None]:
+        """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``samples``), in its order,
+        taken from the memory-mapped segments; None for a sample with neither tokens nor a response.
+        No log file is read."""
+        out: list = [None] * len(frame)
+        places = np.arange(len(frame))
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("words")
+            # decoded in Arrow first: a dictionary's entries become Python strings ten times slower
+            for place, value in zip(places[at], take_rows(column, frame["row"].to_numpy()[at], pa.list_(pa.string()))):
+                out[place] = value
+        return out
+
+    def word_ids(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """The words of ``frame``'s rows (rows of ``samples``), in its order, as ids into one vocabulary:
+        (``ids``: int32, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
+        (rows,), each row's word count, -1 for a sample with neither tokens nor a response;
+        ``vocabulary``: each id's word). ``words`` gives the same words as strings. Each segment's
+        dictionary is mapped to the vocabulary once; no word becomes a Python string."""
+        import pyarrow.compute as pc
+
+        vocabulary: dict[str, int] = {}
+        lengths = np.full(len(frame), -1, dtype=np.int64)
+        parts = []  # (places in frame, their lengths, their ids)
+        rows = frame["row"].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("words")
+            for picked, values in _take_chunks(column, rows[at]):
+                places = at[picked]
+                lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
+                flat = values.flatten()  # the taken rows' words, a dictionary array
+                strings = flat.dictionary.to_pylist()  # small: each distinct word of the chunk once
+                remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int32,
+                                    len(strings))
+                parts.append((places, np.take(remap, flat.indices.to_numpy(zero_copy_only=False))))
+        sizes = np.maximum(lengths, 0)
+        starts = np.cumsum(sizes) - sizes
+        ids = np.empty(int(sizes.sum()), dtype=np.int32)
+        for places, part in parts:
+            own = sizes[places]
+            # each taken row's words go to its row's place in frame order
+            ids[np.repeat(starts[places] - (np.cumsum(own) - own), own) + np.arange(len(part))] = part
+        return ids, lengths, list(vocabulary)
+
+    def word_counts(self) -> np.ndarray:
+        """How many words each row of ``samples`` has, -1 for a sample with neither tokens nor a
+        response; int64, shape (samples,). Reads only the segments' list offsets."""
+        import pyarrow.compute as pc
+
+        counts = np.full(len(self.samples), -1, dtype=np.int64)
+        rows = self.samples["row"].to_numpy()
+        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("words")
+            lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
+            counts[places] = lengths[rows[places]]
+        return counts
+
+    def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
+        """Whether each row of ``samples`` has text ``field`` (or, for ``messages``, any turn's content or
+        tool-call arguments) matching the RE2 regular expression
+        ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
+        (samples,). Runs pyarrow's RE2 over the memory-mapped text columns, segment by segment:
+        no text becomes a Python string. Raises ``ValueError`` for a pattern RE2 refuses."""
+        import pyarrow.compute as pc
+
+        found = np.zeros(len(self.samples), dtype=bool)
+        rows = self.samples["row"].to_numpy()
+        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
+            table = self._segments[(int(file), int(seg))]
+            if field == F.MESSAGES:  # any turn's content or tool-call arguments
+                lists = table.column("turn_texts").combine_chunks()
+                column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
+            else:
+                column, owner = table.column(field), None
+            if pad_token:
+                column = pc.replace_substring(column, pad_token, "")
+            try:
+                hits = np.asarray(pc.match_substring_regex(column, pattern).fill_null(False), dtype=bool)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
+            if owner is not None:
+                hits = np.bincount(owner[hits], minlength=table.num_rows) > 0
+            found[places] = hits[rows[places]]
+        return found
+
+    def tool_calls(self, frame: pd.DataFrame) -> dict[int, dict[str, int]]:
+        """For each step of ``frame`` (rows of ``samples``) whose samples have any tool call: tool name ->
+        how many tool calls of its samples' assistant turns name it. Read from the segments."""
+        import pyarrow.compute as pc
+
+        out: dict[int, dict[str, int]] = {}
+        rows = frame["row"].to_numpy()
+        steps = frame[F.STEP].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            column = self._segments[(int(file), int(seg))].column("tool_names")
+            for picked, values in _take_chunks(column, rows[at]):
+                owner = pc.list_parent_indices(values).to_numpy()
+                names = pc.list_flatten(values).to_pylist()
+                for step, name in zip(steps[at][picked][owner].tolist(), names):
+                    counts = out.setdefault(int(step), {})
+                    counts[name] = counts.get(name, 0) + 1
+        return out
+
+
+def _take_chunks(column: pa.ChunkedArray, rows: np.ndarray):
+    """``column[rows]`` chunk by chunk: yields (the places in ``rows`` taken, those rows of one chunk as an
+    Arrow array). ``ChunkedArray.take`` joins the chunks first, which would read a whole memory-mapped
+    column to show a few rows."""
+    ends = np.cumsum([len(chunk) for chunk in column.chunks])
+    chunk_of = np.searchsorted(ends, rows, side="right")
+    for index in np.unique(chunk_of):
+        picked = np.flatnonzero(chunk_of == index)
+        start = ends[index] - len(column.chunks[index])
+        yield picked, column.chunks[index].take(pa.array(rows[picked] - start))
+
+
+def take_rows(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None = None) -> list:
+    """``column[rows]`` as Python values (cast to ``type_`` first, when given), taken chunk by chunk."""
+    out = [None] * len(rows)
+    for picked, values in _take_chunks(column, rows):
+        values = (values if type_ is None else values.cast(type_)).to_pylist()
+        for place, value in zip(picked, values):
+            out[place] = value
+    return out
