@@ -19,7 +19,7 @@ from rl_board.base.location import RunLocation, open_location
 def roots(tmp_path, monkeypatch):
     """An allowed folder holding one run, and a folder beside it that is not allowed."""
     allowed, outside = tmp_path / "allowed", tmp_path / "outside"
-    write_lines(allowed / "run" / "r.jsonl", [sample(1, 1.0), sample(2, 3.0)])
+    write_lines(allowed / "run" / "r.jsonl", [sample(1, 1.0, response="a"), sample(2, 3.0, response="b")])
     write_lines(outside / "run" / "r.jsonl", [sample(1, 9.0)])
     monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
     return allowed, outside
@@ -96,3 +96,23 @@ def test_the_door_reads_roots_once_when_unrestricted(tmp_path, monkeypatch):
     assert location.roots is None and location.contains("/")
     assert [p.name for p in location.entries()] == ["r.jsonl"]
     assert os.fspath(location.path) == os.fspath(tmp_path)
+
+
+def test_the_trainer_metrics_search_keeps_to_the_location(roots):
+    """``scalars.discover`` on a location finds a trainer_state.json beside the run, never one that is a
+    symlink out of the roots, and never looks above the allowed folder."""
+    from rl_board.scalars import discover
+
+    allowed, outside = roots
+    state = '{"log_history": [{"step": 1, "loss": 0.5}]}'
+    (outside / "trainer_state.json").write_text(state)
+    (allowed / "run" / "trainer_state.json").symlink_to(outside / "trainer_state.json")
+    location = open_location(allowed / "run")
+    assert discover(location) is None
+    (allowed / "run" / "trainer_state.json").unlink()
+    (allowed / "trainer_state.json").write_text(state)
+    assert discover(location) == (allowed / "trainer_state.json").resolve()
+    (tmp := outside.parent / "trainer_state.json").write_text(state)  # above the allowed folder
+    (allowed / "trainer_state.json").unlink()
+    assert discover(location) is None
+    tmp.unlink()

@@ -8,6 +8,8 @@ agent runs with tool calls in prime-rl's (``rollouts/step_N/train/all/traces.jso
 OpenPipe ART's (``trajectories/train/{step:04d}.parquet``) shapes.
 Same arguments, same bytes: the shipped ``rollout_samples/`` are made by
 ``python -m rl_board generate``.
+
+Stands beside the layers: imports nothing of ``rl_board`` but ``base``.
 """
 
 from __future__ import annotations

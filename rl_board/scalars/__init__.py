@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..base.access import check_allowed, is_allowed
+from ..base.location import RunLocation, open_location
 
 
 class ScalarsError(ValueError):
@@ -83,13 +83,14 @@ def _checkpoint_number(path: Path) -> int:
     return int(match[1]) if match else -1
 
 
-def detect(path: Path | str, deep: bool = True):
-    """(the reader module, the file or folder it reads) for ``path``. ``deep``: event files may lie
-    anywhere below a folder (else only in it or in TRL's ``runs/*``). Raises ``ScalarsError``."""
+def detect(path: Path | str | RunLocation, deep: bool = True):
+    """(the reader module, the file or folder it reads) for ``path`` (a location is taken as it is;
+    a path goes through the door). ``deep``: event files may lie anywhere below a folder (else only
+    in it or in TRL's ``runs/*``). Raises ``ScalarsError``, or ``RootError`` outside the allowed folders."""
     from . import jsonl, tensorboard, trl
 
-    check_allowed(path)  # a path outside gets one message, whether or not it exists
-    path = Path(path).expanduser()
+    location = open_location(path)  # a path outside gets one message, whether or not it exists
+    path = location.path
     if not path.exists():
         raise ScalarsError(f"Not found: {path}. " + EXPECTED)
     if path.is_file():
@@ -101,34 +102,47 @@ def detect(path: Path | str, deep: bool = True):
             return jsonl, path
         raise ScalarsError(f"{path} is not a metrics file. " + EXPECTED)
     # every candidate is checked: a symlink inside an allowed folder may point outside
-    if (path / "trainer_state.json").is_file() and is_allowed(path / "trainer_state.json"):
+    if (path / "trainer_state.json").is_file() and location.contains(path / "trainer_state.json"):
         return trl, path / "trainer_state.json"
-    checkpoints = sorted((p for p in path.glob("checkpoint-*/trainer_state.json") if is_allowed(p)),
+    checkpoints = sorted((p for p in path.glob("checkpoint-*/trainer_state.json") if location.contains(p)),
                          key=_checkpoint_number)
     if checkpoints:
         return trl, checkpoints[-1]
-    events = tensorboard.event_folder(path, deep)
+    events = tensorboard.event_folder(path, deep, location.contains)
     if events is not None:
         return tensorboard, events
     for candidate in sorted(path.glob("*.jsonl")):
-        if is_allowed(candidate) and jsonl.looks_like_metrics(candidate):
+        if location.contains(candidate) and jsonl.looks_like_metrics(candidate):
             return jsonl, candidate
     raise ScalarsError(f"No metrics source in {path}. " + EXPECTED)
 
 
-def discover(run_dir: Path | str) -> Path | None:
+def discover(run_dir: Path | str | RunLocation) -> Path | None:
     """A metrics source near a rollout run: in the run folder, its parent or its grandparent (TRL's
     ``completions/`` lies inside the output dir that holds ``trainer_state.json``); None if none.
-    Never looks outside the allowed folders."""
-    folder = Path(run_dir).expanduser().resolve()
+    Never looks outside the allowed folders (those the run's location was opened under)."""
+    try:
+        location = open_location(run_dir)
+    except ValueError:  # RootError: a run folder the board may not read has no metrics to show
+        return None
+    folder = location.path.resolve()
     for candidate in (folder, folder.parent, folder.parent.parent):
-        if not is_allowed(candidate):
+        if not location.contains(candidate):
             break  # a parent outside: the grandparent is too
         try:  # not deep: a search through the parent's subfolders would find other runs' logs
-            return detect(candidate, deep=False)[1]
+            return detect(location.within(candidate), deep=False)[1]
         except (ValueError, OSError):  # ScalarsError, or RootError for a path the board may not read
             continue
     return None
+
+
+def anywhere(path: Path) -> bool:
+    """Every path lies inside (a reader's default ``inside``, for a file already checked)."""
+    return True
+
+
+def outside(path: Path) -> ScalarsError:
+    return ScalarsError(f"{path} is outside the allowed folders.")
 
 
 def signature(path: Path) -> tuple:
@@ -143,6 +157,7 @@ def nearest_step(target: int, steps) -> int:
 
 
 def load_scalars(path: Path | str) -> Scalars:
-    """Detect and read the metrics source at ``path``."""
-    reader, target = detect(path)
-    return reader.read(target)
+    """Detect and read the metrics source at ``path`` (checked at the door once)."""
+    location = open_location(path)
+    reader, target = detect(location)
+    return reader.read(target, location.contains)

@@ -6,8 +6,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
-from . import Scalars, ScalarsError, SeriesBuilder, as_step, is_number
+from . import (
+    Scalars,
+    ScalarsError,
+    SeriesBuilder,
+    anywhere,
+    as_step,
+    is_number,
+    outside,
+)
 
 ROLLOUT_KEYS = {"prompt", "response", "input", "output", "completion", "logprobs", "response_tokens"}
 
@@ -35,7 +44,10 @@ def looks_like_metrics(path: Path) -> bool:
     return False
 
 
-def read(path: Path) -> Scalars:
+def read(path: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
+    """The series of ``path``; ``inside``: whether it still lies inside the allowed folders."""
+    if not inside(path):
+        raise outside(path)
     builder, skipped, verl = SeriesBuilder(), 0, None
     try:
         for record in _records(path):

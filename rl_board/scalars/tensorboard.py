@@ -6,29 +6,30 @@ latest wall time wins, as TensorBoard shows."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
-from ..base.access import is_allowed
-from . import Scalars, ScalarsError, SeriesBuilder
+from . import Scalars, ScalarsError, SeriesBuilder, anywhere
 
 PATTERN = "events.out.tfevents.*"
 
 
-def event_folder(folder: Path, deep: bool = True) -> Path | None:
+def event_folder(folder: Path, deep: bool = True, inside: Callable[[Path], bool] = anywhere) -> Path | None:
     """The folder of event files to read under ``folder``: itself when it holds some, else the
     folder of the newest event file below it (None without any). Not ``deep``: only ``folder``
-    and TRL's ``runs/*`` below it are looked at."""
-    if any(p.is_file() and is_allowed(p) for p in folder.glob(PATTERN)):
+    and TRL's ``runs/*`` below it are looked at. ``inside``: whether a file lies inside the allowed
+    folders (the location's ``contains``): a symlink out is never read."""
+    if any(p.is_file() and inside(p) for p in folder.glob(PATTERN)):
         return folder
     found = [p for p in (folder.rglob(PATTERN) if deep else folder.glob(f"runs/*/{PATTERN}"))
-             if p.is_file() and is_allowed(p)]
+             if p.is_file() and inside(p)]
     return max(found, key=lambda p: p.stat().st_mtime).parent if found else None
 
 
-def read(folder: Path) -> Scalars:
+def read(folder: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
     from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.util import tensor_util
 
-    files = sorted(p for p in folder.glob(PATTERN) if p.is_file() and is_allowed(p))  # no symlink out
+    files = sorted(p for p in folder.glob(PATTERN) if p.is_file() and inside(p))  # no symlink out
     if not files:
         raise ScalarsError(f"No TensorBoard event files in {folder}.")
     builder, skipped = SeriesBuilder(), 0

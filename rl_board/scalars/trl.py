@@ -6,11 +6,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
-from . import Scalars, ScalarsError, SeriesBuilder, as_step, is_number
+from . import (
+    Scalars,
+    ScalarsError,
+    SeriesBuilder,
+    anywhere,
+    as_step,
+    is_number,
+    outside,
+)
 
 
-def read(path: Path) -> Scalars:
+def read(path: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
+    """The series of ``path``; ``inside``: whether it still lies inside the allowed folders."""
+    if not inside(path):
+        raise outside(path)
     try:
         state = json.loads(path.read_text(encoding="utf-8"))  # Python's json: NaN and Infinity too
     except (OSError, ValueError) as exc:

@@ -34,7 +34,7 @@ def render(run: Run, settings: Settings) -> None:
             st.warning("Can't use this metrics path.")
             st.text(str(exc))
             return
-    path = Path(settings.metrics_path).expanduser() if settings.metrics_path else discover(run.path)
+    path = Path(settings.metrics_path).expanduser() if settings.metrics_path else discover(run.location or run.path)
     if path is None:
         st.caption("No trainer metrics found in the run folder, its parent or grandparent (trainer_state.json, "
                    "TensorBoard event files or a metrics JSONL); type a path in the sidebar to show them.")
