@@ -1,6 +1,6 @@
 """How fast the page opens a run and redraws, against the floor of parsing the same bytes.
 
-Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x] [--json FILE]
+Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x] [--workers N] [--json FILE]
 
 It writes its own run with the demo generator (``full``: 100 steps x 256 samples
 x 225 tokens over 4 rank files, about 540 MB, long lines and no extra fields;
@@ -17,7 +17,13 @@ each in a fresh process:
 - re-open: the same in a new process (an app restart) with the cache left by the cold open;
 - redraws: the page's rerun after moving the step slider, changing the sort and picking a sample;
 - search: a regular expression over every response, in a new process opening the run from the cache;
-- peak RSS of the app process (and of its parsing workers).
+- peak RSS of the app process (and of its parsing workers);
+- where a cold read's time goes, for ``summary`` and the page's Load: before the first byte range is
+  handed to a worker (start-up, imports, listing, hashing), while workers parse, and after the last
+  range returns (merge, snapshot, aggregates, output, first draw), with the worker count used.
+
+``--workers N`` runs every phase with N parsing workers on N cores (``RL_BOARD_WORKERS`` and the
+affinity set to the first N CPUs); by default a read uses one worker per CPU it may use.
 
 Ratios are to numbers measured in the same run, never to constants. Nothing is
 asserted here: the printed table goes in the README.
@@ -120,8 +126,11 @@ def phase_app(run: Path, timeout: float) -> dict:
     at.sidebar.selectbox(key=keys.RUN).select(run.name).run()
     time.sleep(PAUSE_BEFORE_LOAD)
     start = time.perf_counter()
+    clicked = time.time()
     at.sidebar.button(key=keys.LOAD).click().run()
     load = time.perf_counter() - start
+    drawn = time.time()
+    phases = _phases(clicked, drawn)
     if at.exception:
         raise RuntimeError(at.exception[0].message)
     if hasattr(keys, "AREA"):  # a page in areas opens on the run overview: open the batch (not timed)
@@ -144,7 +153,7 @@ def phase_app(run: Path, timeout: float) -> dict:
         raise RuntimeError(at.exception[0].message)
     rss, child_rss = _peak_rss_mb()
     child_rss = max([child_rss, *map(_worker_peak_mb, workers._pool if workers else [])])
-    return {"load": load, "step": statistics.median(redraws), "sort": sort, "sample": sample,
+    return {"load": load, "phases": phases, "step": statistics.median(redraws), "sort": sort, "sample": sample,
             "rss_mb": rss, "worker_rss_mb": child_rss,
             "samples": int(at.dataframe[0].value.shape[0])}
 
@@ -166,13 +175,33 @@ def phase_search(run: Path) -> dict:
             "rss_mb": _peak_rss_mb()[0]}
 
 
-def phase_summary(run: Path, cache: Path) -> float:
-    """Wall seconds of ``rl-board summary RUN --json`` as a whole command (a new interpreter)."""
-    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--json", "--pad-token", PAD,
-                    "--eos-token", PAD], env=env, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
-    return time.perf_counter() - start
+def _phases(started: float, ended: float, marks: dict | None = None) -> dict | None:
+    """Seconds before the first range was handed out, while workers parsed and after the last range
+    returned, from the read's marks (``ingest.LAST_READ``; None for a read without workers)."""
+    if marks is None:
+        try:
+            from rl_board.store.ingest import LAST_READ as marks
+        except ImportError:  # a release before the marks
+            return None
+    if "first_task" not in marks or "last_result" not in marks:
+        return None
+    return {"before": marks["first_task"] - started, "parse": marks["last_result"] - marks["first_task"],
+            "after": ended - marks["last_result"], "workers": marks.get("workers"), "ranges": marks.get("ranges")}
+
+
+def phase_summary(run: Path, cache: Path, phases: dict | None = None) -> float:
+    """Wall seconds of ``rl-board summary RUN --json`` as a whole command (a new interpreter); its
+    phases (``_phases``) go into ``phases`` when given."""
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO), "RL_BOARD_PHASES": "1"}
+    started, start = time.time(), time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--json", "--pad-token", PAD,
+                          "--eos-token", PAD], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, cwd=REPO)
+    seconds, ended = time.perf_counter() - start, time.time()
+    marks = [line[len("phases: "):] for line in out.stderr.splitlines() if line.startswith("phases: ")]
+    if phases is not None and marks:
+        phases.update(_phases(started, ended, json.loads(marks[-1])) or {})
+    return seconds
 
 
 def _child(phase: str, run: Path, cache: Path, timeout: float) -> dict:
@@ -188,6 +217,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", choices=SIZES, default="full")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--workers", type=int, help="N parsing workers on the first N CPUs (default: one per CPU)")
     parser.add_argument("--phase", choices=("floor", "app", "search"), help=argparse.SUPPRESS)
     parser.add_argument("--run", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--timeout", type=float, default=600, help=argparse.SUPPRESS)
@@ -202,18 +232,23 @@ def main() -> int:
         print(json.dumps(phase_search(args.run)))
         return 0
 
+    if args.workers:
+        os.environ["RL_BOARD_WORKERS"] = str(args.workers)
+        cpus = sorted(os.sched_getaffinity(0))[:args.workers]
+        os.sched_setaffinity(0, cpus)  # children inherit it
     run = ensure_run(args.size)
     size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
     with tempfile.TemporaryDirectory(prefix="rl_board-bench-cache-") as cache:
         floor = min(_child("floor", run, Path(cache), args.timeout)["seconds"] for _ in range(2))
         with tempfile.TemporaryDirectory(prefix="rl_board-bench-cli-") as cli_cache:
-            summary_cold = phase_summary(run, Path(cli_cache))
+            summary_phases: dict = {}
+            summary_cold = phase_summary(run, Path(cli_cache), summary_phases)
             summary_warm = statistics.median(phase_summary(run, Path(cli_cache)) for _ in range(3))
         cold = _child("app", run, Path(cache), args.timeout)
         warm = _child("app", run, Path(cache), args.timeout)
         search = _child("search", run, Path(cache), args.timeout)
     results = {"size": args.size, "run_mb": size_mb, "floor_s": floor, "cold": cold, "reopen": warm, "search": search,
-               "summary_cold_s": summary_cold, "summary_warm_s": summary_warm,
+               "summary_cold_s": summary_cold, "summary_warm_s": summary_warm, "summary_phases": summary_phases,
                "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
     rows = [
         ("orjson floor (parse every line)", f"{floor:.2f} s", "1.00 × floor", ""),
@@ -238,6 +273,14 @@ def main() -> int:
     print("| measure | value | ratio | target |\n|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
+    print("\nWhere a cold read's time goes (seconds):\n\n| read | workers | ranges | before the first range | "
+          "workers parsing | after the last range | serial (before + after) |\n|---|---|---|---|---|---|---|")
+    for name, phases in (("`summary` cold", summary_phases), ("page Load", cold.get("phases"))):
+        if phases:
+            print(f"| {name} | {phases['workers']} | {phases['ranges']} | {phases['before']:.2f} | {phases['parse']:.2f} "
+                  f"| {phases['after']:.2f} | {phases['before'] + phases['after']:.2f} |")
+        else:
+            print(f"| {name} | read in one process (no workers) | | | | | |")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0

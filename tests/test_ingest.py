@@ -1,6 +1,8 @@
 """Parsing in worker processes gives exactly what parsing in one process gives."""
 
 import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -134,3 +136,40 @@ def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):
         with cache.locked(wait=False):  # BlockingIOError if a worker still held the read's lock
             pass
     assert sorted(got.samples["reward"]) == [float(i) for i in range(400)]
+
+
+def test_worker_count_follows_the_cpus_this_process_may_use():
+    """One worker per CPU of the affinity: a process pinned to one core of this machine gets one worker,
+    not one per core of the host; RL_BOARD_WORKERS sets the count."""
+    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " \
+           "from rl_board.store import workers; print(workers.count())"
+    env = {k: v for k, v in os.environ.items() if k != "RL_BOARD_WORKERS"}
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert got.stdout.strip() == "1"
+    env["RL_BOARD_WORKERS"] = "3"
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert got.stdout.strip() == "3"
+
+
+def test_a_cgroup_quota_caps_the_workers(tmp_path):
+    """A cgroup v2 quota of 1.5 CPUs gives 2 workers, v1's quota/period the same; no quota leaves the affinity."""
+    (tmp_path / "cpu.max").write_text("150000 100000\n")
+    assert workers.cgroup_quota(tmp_path) == 1.5
+    assert workers.usable_cpus(tmp_path) == min(2, len(os.sched_getaffinity(0)))
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert workers.cgroup_quota(tmp_path) is None
+    assert workers.usable_cpus(tmp_path) == len(os.sched_getaffinity(0))
+    (tmp_path / "cpu.max").unlink()
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert workers.cgroup_quota(tmp_path) == 0.5 and workers.usable_cpus(tmp_path) == 1
+
+
+def test_ranges_are_sized_so_every_worker_gets_several():
+    """A read is cut into about four ranges per worker, between 4 MB and 24 MB each: 540 MB on 16 workers
+    in ~8.4 MB ranges (not 24 MB ones that leave most workers idle in a second round), on 2 in 24 MB ones."""
+    mb = 1 << 20
+    assert ingest.range_bytes(540 * mb, 16) == -(-540 * mb // 64)
+    assert ingest.range_bytes(540 * mb, 2) == 24 * mb
+    assert ingest.range_bytes(20 * mb, 16) == 4 * mb

@@ -52,10 +52,28 @@ def main(argv: list[str] | None = None) -> int:
         workers.warm_up_for(args.run_dir)  # where a read can't fork its workers, start them as we import
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
-    if args.command not in PRINTING:
-        return command(args)
     try:
-        return command(args)
-    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        if args.command not in PRINTING:
+            return command(args)
+        try:
+            return command(args)
+        except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+    finally:
+        if os.environ.get(PHASES_ENV):
+            _print_phases()
+
+
+PHASES_ENV = "RL_BOARD_PHASES"  # set: a command prints on stderr when its read's workers started and ended
+
+
+def _print_phases() -> None:
+    """One line on stderr: the last read's workers and ranges, and when (``time.time()``) its first range
+    was handed out, its last result came back and the command ended (the benchmark's phase table)."""
+    import json
+    import time
+
+    from ..store.ingest import LAST_READ
+
+    print("phases: " + json.dumps({**LAST_READ, "end": time.time()}), file=sys.stderr, flush=True)

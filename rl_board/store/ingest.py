@@ -15,10 +15,10 @@ function. A format read whole (``reader.read_table``) gets one segment per file.
 from __future__ import annotations
 
 import json
-import os
 import select
 import selectors
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -35,7 +35,11 @@ from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
 # 16 MB here (fewer fixed costs per block; a block's columns still fit the CPU caches), and it bounds a worker's memory
-RANGE_BYTES = 24 << 20  # bytes per task handed to a worker: small enough to keep both cores busy
+RANGE_BYTES = 24 << 20  # the most bytes per task handed to a worker
+MIN_RANGE_BYTES = 4 << 20  # the fewest: below this a range's fixed costs (a segment file, its mapping) show
+RANGES_PER_WORKER = 4  # a read is cut into about this many ranges per worker, dealt largest first as workers
+# free up, so the last ones end within a small range of each other (24 MB ranges on 16 workers left most
+# of them idle through a second round)
 _SCAN_PIECE = 1 << 20  # bytes read at a time while looking for a line's end
 PARALLEL_MIN_BYTES = workers.MIN_BYTES  # below this, handing bytes to workers costs more than it saves
 
@@ -79,7 +83,8 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
     while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
-        return run_ranges(reader, tasks_for(tasks), out_dir, options, quota, max_per_step, progress, meanwhile)
+        size = range_bytes(sum(stop - start for _, start, stop in tasks), workers.count())
+        return run_ranges(reader, tasks_for(tasks, size), out_dir, options, quota, max_per_step, progress, meanwhile)
     results = []
     for path, _, stop in tasks:
         result = RangeResult(str(path), 0, stop)
@@ -261,6 +266,18 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
     return results
 
 
+def range_bytes(total: int, count: int) -> int:
+    """The bytes of one task for a read of ``total`` new bytes over ``count`` workers: about
+    ``RANGES_PER_WORKER`` ranges each, between ``MIN_RANGE_BYTES`` and ``RANGE_BYTES``."""
+    return min(RANGE_BYTES, max(MIN_RANGE_BYTES, -(-total // max(1, count * RANGES_PER_WORKER))))
+
+
+#: the last read through workers: how many, how many ranges, and when (``time.time()``) the first range
+#: was handed out and the last result came back. ``RL_BOARD_PHASES=1`` makes a command print it on
+#: stderr; the benchmark's phase table reads it.
+LAST_READ: dict = {}
+
+
 class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
@@ -269,8 +286,11 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
     """Hand the tasks, one at a time as each finishes, to ``count`` worker processes (the warm
     pool of ``workers``, see there; a command forks them here, so ``meanwhile`` runs only once
     they are forked: a fork copies one thread); results in task order."""
-    queue = list(enumerate(tasks))[::-1]
+    # largest first (each file's last range is its remainder): the small ones fill the end
+    queue = sorted(enumerate(tasks), key=lambda task: (task[1][2] - task[1][1], -task[0]))
     results: dict[int, RangeResult] = {}
+    LAST_READ.clear()
+    LAST_READ.update(workers=count, ranges=len(tasks))
     with workers.borrow(count) as procs:
         selector = selectors.DefaultSelector()
         busy = set()
@@ -286,6 +306,7 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
                 busy.discard(proc)
 
         try:
+            LAST_READ["first_task"] = time.time()
             for proc in procs:
                 selector.register(proc.stdout, selectors.EVENT_READ, proc)
                 dispatch(proc)
@@ -307,6 +328,7 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
             raise WorkerError(str(exc)) from exc
         finally:
             selector.close()
+    LAST_READ["last_result"] = time.time()
     return [results[i] for i in range(len(tasks))]
 
 
@@ -341,10 +363,11 @@ def serve(idle_seconds: float) -> None:
         sys.stdout.flush()
 
 
-def tasks_for(files: Iterable[tuple[Path, int, int]]) -> list[tuple[str, int, int]]:
-    """Every (path, start, stop) range of the new bytes of ``files`` (path, offset, size)."""
+def tasks_for(files: Iterable[tuple[Path, int, int]], size: int | None = None) -> list[tuple[str, int, int]]:
+    """Every (path, start, stop) range of the new bytes of ``files`` (path, offset, size), ranges of
+    about ``size`` bytes (default ``RANGE_BYTES``)."""
     return [(str(path), a, b) for path, start, stop in files if stop > start
-            for a, b in split_ranges(path, start, stop)]
+            for a, b in split_ranges(path, start, stop, size)]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:

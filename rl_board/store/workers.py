@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import signal
 import subprocess
@@ -46,9 +47,60 @@ _lock = threading.Lock()
 _pool: list = []  # subprocess.Popen (spawned) or Forked workers
 
 
+WORKERS_ENV = "RL_BOARD_WORKERS"  # a positive number of parsing workers, instead of one per usable CPU
+CGROUP = Path("/sys/fs/cgroup")
+
+
 def count() -> int:
-    """How many workers a read uses: one per core."""
-    return os.cpu_count() or 1
+    """How many workers a read uses: ``RL_BOARD_WORKERS`` when set to a positive number, else one per
+    CPU this process may use (``usable_cpus``)."""
+    value = os.environ.get(WORKERS_ENV, "").strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return usable_cpus()
+
+
+def usable_cpus(cgroup: Path = CGROUP) -> int:
+    """The CPUs this process may use: those of its affinity (``taskset``, a container's cpuset), fewer
+    where a cgroup CPU quota (``docker --cpus 2``, a Kubernetes limit) allows less than that
+    (rounded up: 1.5 CPUs of quota is 2 workers). Not the host's count: a container limited to 2 CPUs
+    on a 64-core host gets 2."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # macOS, Windows
+        cpus = os.cpu_count() or 1
+    quota = cgroup_quota(cgroup)
+    if quota is not None:
+        cpus = min(cpus, max(1, math.ceil(quota)))
+    return max(1, cpus)
+
+
+def _own_cgroup(cgroup: Path) -> Path:
+    """This process's cgroup v2 folder under ``cgroup`` (``/proc/self/cgroup``'s ``0::/path``), else ``cgroup``."""
+    try:
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            if line.startswith("0::"):
+                own = cgroup / line[3:].strip().lstrip("/")
+                return own if (own / "cpu.max").is_file() else cgroup
+    except OSError:
+        pass
+    return cgroup
+
+
+def cgroup_quota(cgroup: Path = CGROUP) -> float | None:
+    """CPUs of this process's cgroup quota (cgroup v2 ``cpu.max`` of its own cgroup, else v1
+    ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``); None without a quota or a readable cgroup."""
+    try:
+        quota, period = (_own_cgroup(cgroup) / "cpu.max").read_text().split()[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int((cgroup / "cpu" / "cpu.cfs_quota_us").read_text())
+        period = int((cgroup / "cpu" / "cpu.cfs_period_us").read_text())
+        return quota / period if quota > 0 and period > 0 else None
+    except (OSError, ValueError):
+        return None
 
 
 def spawn() -> subprocess.Popen:
