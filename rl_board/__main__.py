@@ -99,8 +99,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     _run_arguments(search, pad_help="removed from the texts before matching; positions from it on are not counted")
-    findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
-                                               "collapse, sampler mismatch, dead GRPO groups, empty responses")
+    findings = sub.add_parser("findings", help="what went wrong in a run, most worrying first: reward hacking (of "
+                                               "the total or one component, by repetition), KL runaway, length "
+                                               "growth, critics that can't fit, entropy collapse, sampler mismatch, "
+                                               "agents that stop using or loop on tools, dead GRPO groups, empty "
+                                               "responses")
     findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
     _run_arguments(findings)
     tags = sub.add_parser("tags", help="the tags and notes put on a run's samples: list them, export them as a "
@@ -430,7 +433,7 @@ def _findings(args) -> int:
     found = get_findings(run)
     if args.json:
         print(json.dumps({"settings": read_settings(run, args.max_samples_per_step),
-                          "findings": found.to_json()}, ensure_ascii=False, allow_nan=False))
+                          "findings": found.to_json(full=True)}, ensure_ascii=False, allow_nan=False))
     else:
         print(f"{len(found.findings)} finding{'s' if len(found.findings) != 1 else ''} in {run.path} "
               f"({run.report.lines_ok} samples loaded; "
@@ -438,9 +441,10 @@ def _findings(args) -> int:
         for finding in found.findings:
             steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
                      else f"steps {finding.first_step}..{finding.last_step}")
-            print(f"  {finding.kind:<30} {steps:<16} {finding.message}")
+            detail = f" ({finding.detail})" if finding.detail else ""
+            print(f"  {finding.severity:<6} {finding.kind:<32} {steps:<16} {finding.message}{detail}")
             for sample_id in finding.samples:
-                print(f"  {'':<30} {'':<16} {sample_id}")
+                print(f"  {'':<6} {'':<32} {'':<16} {sample_id}")
         skipped = [c for c in found.checks if not c.ran]
         for check in skipped:
             print(f"  not checked: {check.kind} ({check.note})")

@@ -198,6 +198,24 @@ class Run:
                     counts[name] = counts.get(name, 0) + 1
         return out
 
+    def tool_call_lists(self, frame: pd.DataFrame) -> list[list[tuple[str, str]]]:
+        """Each row's tool calls of its assistant turns as (name, arguments), in ``frame``'s order (rows of
+        ``samples``; [] for a sample without any). Read from the segments: a call's arguments are the
+        trailing entries of ``turn_texts``, one per name of ``tool_names`` (tool calls come in assistant
+        turns)."""
+        out: list = [[] for _ in range(len(frame))]
+        rows = frame["row"].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            table = self._segments[(int(file), int(seg))]
+            names = _take(table.column("tool_names"), rows[at])
+            if not any(names):
+                continue
+            texts = _take(table.column("turn_texts"), rows[at])
+            for place, called, said in zip(at.tolist(), names, texts):
+                if called:
+                    out[place] = list(zip(called, said[len(said) - len(called):]))
+        return out
+
     def source_lines(self, labels) -> bytes:
         """The samples' lines as they are in the log files, one per line, byte for byte (a table
         file's row as one JSON line); a sample that can no longer be read is left out."""
