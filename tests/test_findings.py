@@ -578,8 +578,8 @@ def test_component_phrase_raised_at_a_tenth_of_the_late_responses(tmp_path):
 
 
 def test_component_phrase_not_raised_below_a_tenth(tmp_path):
-    """1 of 11 late responses (1/11 < 1/10): nothing, though the component rose."""
-    assert _kinds(_component_run(tmp_path, 11)) == []
+    """1 of 11 late responses, 40 early: 1/11 >= 3 x 1/40 but < 1/10: nothing, though the component rose."""
+    assert _kinds(_component_run(tmp_path, 11, early_count=40)) == []
 
 
 def test_component_phrase_not_raised_below_three_times_the_early_floor(tmp_path):
