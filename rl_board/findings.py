@@ -145,7 +145,7 @@ class Finding:
     focus_step: int | None = None
     phrases: tuple[tuple[str, ...], ...] = ()
     onset_step: int | None = None
-    amount: str = ""
+    amount: str = ""  # made of numbers and our words only: no text from the logs (the page shows it as Markdown)
     size: float = 0.0
 
     @property
@@ -644,7 +644,7 @@ def _component_phrases(run, early, late, words, from_tokens) -> list[Finding]:
              "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
                          for g, e, lt, _ in phrases]},
             _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
-            compute_onset(run, values, c_early, c_late), f"{name} " + _rise(c_early, c_late, c_std),
+            compute_onset(run, values, c_early, c_late), "component " + _rise(c_early, c_late, c_std),
             rise / c_std if c_std > 0 else math.inf))
     return out
 
@@ -823,7 +823,7 @@ def _tracked_fields(run, early, late) -> list[Finding]:
         out.append(Finding("reward_tracks_field", steps[0], steps[-1],
                            {"field": name, "correlation": correlation, "early": f_early, "late": f_late}, (),
                            message, focus_step=steps[-1], onset_step=compute_onset(run, values, f_early, f_late),
-                           amount=f"correlation {correlation:.3g}; {name} {f_late / f_early:.3g}× the early",
+                           amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
                            size=correlation))
     return out
 
