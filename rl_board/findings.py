@@ -106,13 +106,15 @@ EMPTY_SAMPLES = 3
 # late responses (a real TRL keyword hack: each of its four keywords stays below it)
 COMPONENT_PHRASE_MIN_SHARE = Fraction(1, 10)  # of the late responses
 COMPONENT_MARKERS = ("reward", "score")  # a numeric field whose name has one of these is a reward component
-KL_RUNAWAY = 0.5  # k3 per token over L: about a 1-nat log-ratio on a typical token, far from the reference
+KL_RUNAWAY = 0.5  # k3 per token over L (0.5 at a log-ratio of about 0.86 nat): far from the reference
 KL_TOKENS = 5  # tokens named in a KL finding's evidence
 KL_SAMPLES = 3
 REPETITION_MIN = 0.1  # mean 4-gram repetition over L: a tenth of a response's 4-grams repeat
 REPETITION_GROWTH = 2  # ... and twice what it was over E (natural text repeats a little)
 REPETITION_SAMPLES = 3
-CRITIC_NEGATIVE_SHARE = Fraction(1, 4)  # of the steps with an explained variance: below 0 is worse than predicting the mean
+# of the steps with an explained variance: below 0 the values predict returns worse than their mean does,
+# which a learning critic does now and then, but not on a quarter of the steps
+CRITIC_NEGATIVE_SHARE = Fraction(1, 4)
 TOOL_USE_FRACTION = 0.5  # mean tool calls L <= this * mean tool calls E: the agent stopped using its tools
 TOOL_USE_MIN = 0.5  # mean tool calls per sample over E: below it the agent hardly used tools to begin with
 LOOP_REPEATS = 3  # the same call (name and arguments) this often in one sample: it is not reading the results
@@ -129,7 +131,7 @@ _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 
 @dataclass(frozen=True)
 class Finding:
-    """One finding. ``to_json`` is the contract of ``findings --json``; ``message`` is one line for
+    """One finding. ``to_json(full=True)`` is the contract of ``findings --json``; ``message`` is one line for
     people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
     evidence centres on; ``phrases`` the phrases' tokens (findings 1 and 7); ``onset_step`` when it
     began (definition 14, kinds of ``ONSET_KINDS``); ``amount`` how much, in words; ``size`` orders the
@@ -696,8 +698,8 @@ def _kl_runaway(run, early, late):
                     "tokens": [{"token": t, "share": share} for t, share in tokens]},
                    _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
                    onset_step=compute_onset(run, run.samples["kl_mean"], k_early, k_late),
-                   amount=f"KL {k_late:.3g} per token" + (f", {k_late / k_early:.3g}× the early" if k_early > 0 else ""),
-                   size=k_late)
+                   amount=f"KL {k_late:.3g} per token"
+                   + (f", {k_late / k_early:.3g}× the early" if k_early > 0 else ""), size=k_late)
 
 
 def _repetition(run, early, late, rose, r_early, r_late):
