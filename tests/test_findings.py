@@ -765,7 +765,7 @@ def _tracking_run(folder: Path, late: list[tuple[float, float]]) -> Path:
 
 def test_reward_tracks_field_raised(tmp_path):
     """Hits late (2.25 + 2.25) / 2 = 1.5 x 1.5; correlation of reward and hits over the four samples with
-    both, computed by statistics.correlation (0.870 >= 0.8)."""
+    both, computed by statistics.correlation (0.857 >= 0.8)."""
     import statistics
 
     got = _of(_kinds(_tracking_run(tmp_path, [(1.0, 2.25), (2.0, 2.25)])), "reward_tracks_field")[0]
@@ -881,3 +881,22 @@ def test_page_shows_the_evidence_as_a_table_and_how_much_under_each_line(tmp_pat
     assert tables[0]["value"].tolist() == ["0.5", "1"]
     assert tables[1].reset_index().values.tolist() == [["copyright", "0", "75"]]
     assert not any("{" in t.value for t in at.text)
+
+
+def test_findings_of_one_kind_are_ranked_by_size_and_open_apart(tmp_path):
+    """Two tracked fields: marks (correlation 1) before hits (0.857), though hits comes first by name; on the
+    page each has its own Evidence button, and the second opens the hits table."""
+    import statistics
+
+    early = [{"reward": 0.0, "hits": 1.0, "marks": 1.0}, {"reward": 1.0, "hits": 2.0, "marks": 2.0}]
+    late = [{"reward": 1.0, "hits": 2.25, "marks": 2.0}, {"reward": 2.0, "hits": 2.25, "marks": 3.0}]
+    _four_steps(tmp_path / "two", early, late)
+    found = _of(_kinds(tmp_path / "two"), "reward_tracks_field")
+    assert [(f["evidence"]["field"], f["evidence"]["correlation"]) for f in found] == [
+        ("marks", pytest.approx(1.0)),
+        ("hits", pytest.approx(statistics.correlation([1.0, 2.0, 2.25, 2.25], [0.0, 1.0, 1.0, 2.0])))]
+    at = _page(tmp_path, "two")
+    at.button(key="finding-reward_tracks_field-2").click().run()
+    assert not at.exception
+    assert at.table[0].value.loc["field", "value"] == "hits"
+    assert at.table[0].value.loc["correlation", "value"] == "0.857"
