@@ -40,25 +40,27 @@ def render(run: Run) -> None:
         st.caption(f"Findings: none. Checked {ran}." + (f" Not checked: {skipped}." if skipped else ""))
         return
     st.subheader("Findings")
-    for i, finding in enumerate(found.findings):
+    names = _finding_names(found.findings)
+    for name, finding in zip(names, found.findings):
         left, right = st.columns([6, 1])
         left.text(finding.message)
         left.caption(f"{finding.severity} · {finding.detail}" if finding.detail else finding.severity)
         # callbacks: they run before the batch's step picker is drawn (this panel is drawn last)
-        right.button("Evidence", key=f"finding-{_finding_key(found.findings, i)}", on_click=_toggle,
-                     args=(run, _finding_key(found.findings, i), finding))
-    chosen = [(i, f) for i, f in enumerate(found.findings)
-              if _finding_key(found.findings, i) == st.session_state.get(keys.FINDING_OPEN)]
+        right.button("Evidence", key=f"finding-{name}", on_click=_toggle, args=(run, name, finding))
+    chosen = [(name, f) for name, f in zip(names, found.findings) if name == st.session_state.get(keys.FINDING_OPEN)]
     if chosen:
-        _evidence(run, chosen[0][1], found.words_from_tokens, _finding_key(found.findings, chosen[0][0]))
+        _evidence(run, chosen[0][1], found.words_from_tokens, chosen[0][0])
 
 
-def _finding_key(findings, index: int) -> str:
-    """What names a finding in widget keys and ``keys.FINDING_OPEN``: its kind, numbered after the first of
-    a kind (one run can have several component or field findings)."""
-    kind = findings[index].kind
-    same = sum(1 for f in findings[:index] if f.kind == kind)
-    return kind + (f"-{same + 1}" if same else "")
+def _finding_names(findings) -> list[str]:
+    """What names each finding in widget keys and ``keys.FINDING_OPEN``: its kind, numbered after the first
+    of a kind (one run can have several component or field findings)."""
+    seen: dict[str, int] = {}
+    names = []
+    for finding in findings:
+        seen[finding.kind] = seen.get(finding.kind, 0) + 1
+        names.append(finding.kind + (f"-{seen[finding.kind]}" if seen[finding.kind] > 1 else ""))
+    return names
 
 
 @st.fragment(run_every=0.5)
