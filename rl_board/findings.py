@@ -46,7 +46,8 @@ Issue 33 adds seven (same windows and words):
     >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0.
 14. Onset (1, 2, 7, 8, 9, 13): the first step s such that the mean of the step means of the series the
     finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
-    and L means (NaN step means ignored); None when no step is.
+    and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN
+    step means ignored); None when no step is.
 
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
