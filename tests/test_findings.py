@@ -900,3 +900,19 @@ def test_findings_of_one_kind_are_ranked_by_size_and_open_apart(tmp_path):
     assert not at.exception
     assert at.table[0].value.loc["field", "value"] == "hits"
     assert at.table[0].value.loc["correlation", "value"] == "0.857"
+
+
+def test_ppo_demo_gets_its_repetition_hack_and_its_critic(capsys):
+    """The bundled ppo_demo (README: a repetition hack that grows, a critic that can't fit) gets both
+    findings; the critic's steps are those whose explained variance in ``summary --json`` is below 0."""
+    from conftest import REPO
+
+    demo = str(REPO / "rollout_samples" / "ppo_demo")
+    assert main(["findings", demo, "--json", "--no-cache"]) == 0
+    found = {f["kind"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert main(["summary", demo, "--json", "--no-cache"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    negative = [s["step"] for s in summary["steps"] if s["explained_variance"] is not None
+                and s["explained_variance"] < 0]
+    assert found["critic_cannot_fit"]["evidence"]["steps"] == negative and len(negative) >= 30 / 4
+    assert found["repetition_with_reward"]["severity"] == "high"
