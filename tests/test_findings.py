@@ -357,11 +357,14 @@ def test_findings_read_no_log_file(tmp_path):
 
 
 def test_no_findings_on_a_flat_run_and_the_checks_say_what_could_not_run(tmp_path):
-    """A flat run with responses and no per-token lists: no finding; entropy and mismatch not checked."""
+    """A flat run with responses and no per-token lists: no finding; entropy, mismatch, KL, critic, the
+    agent checks and those of other fields not checked."""
     write_lines(tmp_path / "r.jsonl", [sample(s, 0.5, response="same words", prompt=f"p{s}") for s in range(1, 5)])
     found = compute_findings(_load(tmp_path))
     assert found.to_json() == []
-    assert {c.kind for c in found.checks if not c.ran} == {"entropy_collapse", "training_inference_mismatch"}
+    assert {c.kind for c in found.checks if not c.ran} == {
+        "entropy_collapse", "training_inference_mismatch", "component_with_spreading_phrases", "kl_runaway",
+        "critic_cannot_fit", "tool_use_collapse", "tool_call_loops", "reward_tracks_field"}
 
 
 def test_findings_command_json_and_exit_codes(tmp_path, capsys):
@@ -447,9 +450,12 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
                                                 for s in range(1, 5)])
     at = _page(tmp_path, "flat")
     assert [c.value for c in at.caption if c.value.startswith("Findings")] == [
-        "Findings: none. Checked reward hacking phrases, length growth, dead GRPO groups, empty responses. "
-        "Not checked: entropy collapse (no entropy logged); sampler mismatch (no sampler log-probs beside "
-        "the trainer's (rollout_logprobs and logprobs))."]
+        "Findings: none. Checked reward hacking phrases, repetition with reward, length growth, dead GRPO groups, "
+        "empty responses. Not checked: reward component hacking phrases (no reward components logged); reward "
+        "tracking a field (no other numeric fields logged); KL runaway (no log-probs with reference log-probs); "
+        "critic fit (no values with token rewards logged); entropy collapse (no entropy logged); sampler mismatch "
+        "(no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)); tool use collapse (no turns "
+        "logged); tool call loops (no turns logged)."]
 
 
 def test_ngram_finder_offers_late_vs_early_steps(tmp_path):
@@ -530,3 +536,383 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
             break
     assert any("reward hacking" in t.value for t in at.text)
     assert "Findings: checking the run…" not in [c.value for c in at.caption]
+
+
+# --- issue 33: the seven new checks, onset, ranking, readable evidence ------------------------------
+
+
+def _kinds(folder: Path, pad=None, eos=None) -> list[dict]:
+    """Every finding's full JSON (with severity and onset), ranked, for the run in ``folder``."""
+    return compute_findings(_load(folder, pad, eos)).to_json(full=True)
+
+
+def _of(found: list[dict], kind: str) -> list[dict]:
+    return [f for f in found if f["kind"] == kind]
+
+
+def _component_run(folder: Path, late_count: int, early_count: int = 30) -> Path:
+    """Reward flat at 0; ``keyword_reward`` 0 early; late: one response "plain text license" with the
+    component 1.0, the others "plain text" with 0.0 (every early response is "plain text")."""
+    early = [{"reward": 0.0, "response": "plain text", "keyword_reward": 0.0} for _ in range(early_count)]
+    late = ([{"reward": 0.0, "response": "plain text license", "keyword_reward": 1.0}]
+            + [{"reward": 0.0, "response": "plain text", "keyword_reward": 0.0} for _ in range(late_count - 1)])
+    return _four_steps(folder, early, late)
+
+
+def test_component_phrase_raised_at_a_tenth_of_the_late_responses(tmp_path):
+    """'license' in 1 of 10 late responses (1/10 >= 1/10 and >= 3 x 1/30), none of 30 early, and the
+    component rose 0 -> 0.1 (early std 0): raised naming the component; the three grams ending in
+    'license' tie (ratio 3, share 1/10), so they come by token list; the total reward did not rise."""
+    found = _kinds(_component_run(tmp_path, 10))
+    assert [f["kind"] for f in found] == ["component_with_spreading_phrases"]
+    phrase = {"share_early": 0.0, "share_late": 0.1}
+    assert found[0] == {
+        "kind": "component_with_spreading_phrases", "first_step": 4, "last_step": 4,
+        "evidence": {"component": "keyword_reward", "early": 0.0, "late": 0.1,
+                     "phrases": [{"tokens": ["license"], **phrase}, {"tokens": ["plain", "text", "license"], **phrase},
+                                 {"tokens": ["text", "license"], **phrase}]},
+        # early lines 1-30, fillers 31-32, late 33-42: the licensed response is line 33
+        "samples": ["rank0.jsonl:33"], "severity": "high",
+        # step means 0, NaN, NaN, 0.1 (midpoint 0.05): from step 1 their mean is 0.05, not above; from 2, 0.1
+        "onset_step": 2}
+
+
+def test_component_phrase_not_raised_below_a_tenth(tmp_path):
+    """1 of 11 late responses, 40 early: 1/11 >= 3 x 1/40 but < 1/10: nothing, though the component rose."""
+    assert _kinds(_component_run(tmp_path, 11, early_count=40)) == []
+
+
+def test_component_phrase_not_raised_below_three_times_the_early_floor(tmp_path):
+    """29 early responses: 1/10 < 3 x 1/29, so 'license' did not spread."""
+    assert _kinds(_component_run(tmp_path, 10, early_count=29)) == []
+
+
+def test_reward_components_are_reward_or_score_fields_that_vary(tmp_path):
+    """Fields named *reward* / *Score* (any case) that vary over the windows are components; a constant one,
+    ``ref_reward`` and other fields are not."""
+    from rl_board.analysis.findings import compute_reward_components
+
+    lines = [sample(s, 0.0, ref_reward=float(s), valid_reward=float(s), keyword_Reward=float(s), FormatScore=1.0,
+                    hits=float(s)) for s in (1, 2)]
+    write_lines(tmp_path / "r.jsonl", lines)
+    run = _load(tmp_path)
+    assert [name for name, _ in compute_reward_components(run.samples, run.samples.index)] == [
+        "valid_reward", "keyword_Reward"]
+
+
+def _kl_sample(step, ds, tokens):
+    """One sample whose tokens have ref_logprob - logprob = each of ``ds`` (exact binary fractions)."""
+    return sample(step, 0.0, response_tokens=tokens, logprobs=[-2.0] * len(ds), ref_logprobs=[-2.0 + d for d in ds])
+
+
+def _k3s(ds):
+    return [math.exp(d) - 1 - d for d in ds]
+
+
+def test_kl_runaway_raised_at_half_a_nat_with_its_tokens(tmp_path):
+    """Late kl_mean (k3(1) + k3(0.75)) / 2 = 0.5426 and k3(0.875) = 0.5239: mean 0.533 >= 0.5. 'x'
+    carries k3(1) + k3(0.875) of the late summed KL, 'y' k3(0.75); samples by kl_mean."""
+    write_lines(tmp_path / "r.jsonl", [
+        _kl_sample(1, [0.5], ["x"]), _kl_sample(2, [0.5], ["x"]), _kl_sample(3, [0.5], ["x"]),
+        _kl_sample(4, [1.0, 0.75], ["x", "y"]), _kl_sample(4, [0.875], ["x"])])
+    k1, k075, k0875, k05 = _k3s([1.0, 0.75, 0.875, 0.5])
+    late = ((k1 + k075) / 2 + k0875) / 2
+    got = _of(_kinds(tmp_path), "kl_runaway")[0]
+    assert got["evidence"]["kl_early"] == pytest.approx(k05, rel=1e-12)
+    assert got["evidence"]["kl_late"] == pytest.approx(late, rel=1e-12)
+    total = k1 + k075 + k0875
+    assert [t["token"] for t in got["evidence"]["tokens"]] == ["x", "y"]
+    assert [t["share"] for t in got["evidence"]["tokens"]] == pytest.approx([(k1 + k0875) / total, k075 / total])
+    assert got["samples"] == ["r.jsonl:4", "r.jsonl:5"]
+    assert (got["first_step"], got["last_step"], got["severity"]) == (4, 4, "high")
+    # step means k05, k05, k05, late; midpoint (k05 + late) / 2: from step 1 the mean is (3 k05 + late) / 4,
+    # below it; from 2, (2 k05 + late) / 3, below; from 3, (k05 + late) / 2, not above; from 4, late
+    assert got["onset_step"] == 4
+
+
+def test_kl_runaway_not_raised_below_half_a_nat(tmp_path):
+    """Late k3(0.8125) = 0.441 per token: below 0.5."""
+    write_lines(tmp_path / "r.jsonl", [_kl_sample(1, [0.5], ["x"]), _kl_sample(2, [0.8125], ["x"]),
+                                       _kl_sample(2, [0.8125, 0.8125], ["x", "y"])])
+    assert _of(_kinds(tmp_path), "kl_runaway") == []
+
+
+REPEAT_5 = "a b c d a b c d"  # 5 4-grams, 4 distinct: repetition 1/5
+REPEAT_9 = "a b c d e f g h a b c d"  # 9 4-grams, 8 distinct: 1/9
+NO_REPEAT = "a b c d e f g h"  # 0
+
+
+def _repetition_run(folder, early_texts, late_texts):
+    early = [{"reward": r, "response": t} for r, t in zip((0.0, 1.0), early_texts)]
+    late = [{"reward": 2.0, "response": t} for t in late_texts]  # the rise 1.5 > the early std 0.5
+    return _four_steps(folder, early, late)
+
+
+def test_repetition_with_reward_raised(tmp_path):
+    """Late repetition (1/5 + 1/9) / 2 = 0.156 >= 0.1 and >= 2 x 0 while reward rose; samples by share."""
+    got = _of(_kinds(_repetition_run(tmp_path, [NO_REPEAT, NO_REPEAT], [REPEAT_9, REPEAT_5])),
+              "repetition_with_reward")[0]
+    assert got["evidence"] == {"repetition_early": 0.0, "repetition_late": pytest.approx((1 / 5 + 1 / 9) / 2)}
+    assert got["samples"] == ["rank0.jsonl:6", "rank0.jsonl:5"]
+    assert (got["first_step"], got["last_step"], got["severity"]) == (4, 4, "high")
+    # step means 0, NaN ("x" has no 4-gram), NaN, 0.156: from step 1 their mean is 0.078, the midpoint
+    assert got["onset_step"] == 2
+
+
+def test_repetition_not_raised_below_a_tenth(tmp_path):
+    """Late (1/9 + 0) / 2 = 0.056 < 0.1."""
+    assert not _of(_kinds(_repetition_run(tmp_path, [NO_REPEAT] * 2, [REPEAT_9, NO_REPEAT])), "repetition_with_reward")
+
+
+def test_repetition_not_raised_below_twice_the_early(tmp_path):
+    """Early (1/5 + 1/9) / 2 = 0.156, late 1/5 = 0.2 < 2 x 0.156, though >= 0.1."""
+    assert not _of(_kinds(_repetition_run(tmp_path, [REPEAT_5, REPEAT_9], [REPEAT_5, REPEAT_5])),
+                   "repetition_with_reward")
+
+
+def test_repetition_needs_the_reward_to_rise(tmp_path):
+    """Repetition grew but the late rewards equal the early ones: nothing."""
+    early = [{"reward": r, "response": NO_REPEAT} for r in (0.0, 1.0)]
+    late = [{"reward": r, "response": REPEAT_5} for r in (0.0, 1.0)]
+    assert not _of(_kinds(_four_steps(tmp_path, early, late)), "repetition_with_reward")
+
+
+def _critic_sample(step, fits: bool):
+    """Token rewards [1, 0]: returns [1, 0] (variance 1/4); values [1, 0] explain them (EV 1), values
+    [0, 1] leave residuals [1, -1] (variance 1): EV 1 - 1 / (1/4) = -3."""
+    return sample(step, 0.0, token_rewards=[1.0, 0.0], values=[1.0, 0.0] if fits else [0.0, 1.0])
+
+
+def test_critic_cannot_fit_raised_at_a_quarter_of_the_steps(tmp_path):
+    """1 of 4 steps with an explained variance below 0 (step 5 has none: not counted)."""
+    write_lines(tmp_path / "r.jsonl", [_critic_sample(1, False)] + [_critic_sample(s, True) for s in (2, 3, 4)]
+                + [sample(5, 0.0)])
+    got = _of(_kinds(tmp_path), "critic_cannot_fit")[0]
+    assert got == {"kind": "critic_cannot_fit", "first_step": 1, "last_step": 1,
+                   "evidence": {"steps": [1], "min": -3.0}, "samples": [], "severity": "medium"}
+
+
+def test_critic_cannot_fit_not_raised_below_a_quarter(tmp_path):
+    """1 of 5 steps: 20 % < 25 %."""
+    write_lines(tmp_path / "r.jsonl", [_critic_sample(1, False)] + [_critic_sample(s, True) for s in (2, 3, 4, 5)])
+    assert not _of(_kinds(tmp_path), "critic_cannot_fit")
+
+
+def _agent_trace(calls: list[str]):
+    """A prime-rl trace whose assistant makes one tool call per entry of ``calls`` (its arguments), then answers."""
+    from agent_writers import v1_chain, v1_trace
+
+    nodes = [({"role": "user", "content": "Add 2 and 3."}, False)]
+    for i, arguments in enumerate(calls):
+        nodes.append(({"role": "assistant", "tool_calls": [{"id": f"c{i}", "name": "calc", "arguments": arguments}]},
+                      True))
+        nodes.append(({"role": "tool", "tool_call_id": f"c{i}", "content": "5"}, False))
+    nodes.append(({"role": "assistant", "content": "5"}, True))
+    return v1_trace(v1_chain(nodes), {"correct": {"score": 1.0, "weight": 1.0}}, {})
+
+
+def _agent_run(folder: Path, per_step: dict[int, list[list[str]]]) -> Path:
+    from agent_writers import v1_episode, write_prime_rl
+
+    for step, samples in per_step.items():
+        write_prime_rl(folder, step, "train", "all",
+                       [v1_episode(f"e{step}-{i}", step, [_agent_trace(calls)]) for i, calls in enumerate(samples)])
+    return folder
+
+
+ONE = ['{"expr": "2+3"}']
+
+
+def test_tool_use_collapse_raised_at_half_the_early_calls(tmp_path):
+    """Early 1 call per sample, late (1 + 0) / 2 = 0.5 <= 0.5 x 1."""
+    folder = _agent_run(tmp_path, {1: [ONE, ONE], 2: [ONE], 3: [ONE], 4: [ONE, []]})
+    got = _of(_kinds(folder), "tool_use_collapse")[0]
+    assert got == {"kind": "tool_use_collapse", "first_step": 4, "last_step": 4,
+                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "samples": [], "severity": "low"}
+
+
+def test_tool_use_collapse_not_raised_above_half_or_from_few_early_calls(tmp_path):
+    """Early 0.5, late 0.5 (> 0.25): nothing; early 1/3 (< 0.5), late 0: nothing."""
+    _agent_run(tmp_path / "a", {1: [ONE, []], 2: [ONE], 3: [ONE], 4: [ONE, []]})
+    _agent_run(tmp_path / "b", {1: [ONE, [], []], 2: [ONE], 3: [ONE], 4: [[], [], []]})
+    assert not _of(_kinds(tmp_path / "a"), "tool_use_collapse")
+    assert not _of(_kinds(tmp_path / "b"), "tool_use_collapse")
+
+
+LOOP = ONE * 3  # the same call (name and arguments) three times
+
+
+def test_tool_call_loops_raised_at_a_tenth_of_a_steps_samples(tmp_path):
+    """Step 1: 1 looping sample of 10 (10 %); step 2: 1 of 11 (9 %); step 3: a sample calling thrice with
+    different arguments and one calling twice, none looping."""
+    other = ['{"expr": "1+1"}', '{"expr": "1+2"}', '{"expr": "1+3"}']
+    folder = _agent_run(tmp_path, {1: [LOOP] + [ONE] * 9, 2: [LOOP] + [ONE] * 10, 3: [other, ONE * 2]})
+    got = _of(_kinds(folder), "tool_call_loops")[0]
+    assert got == {"kind": "tool_call_loops", "first_step": 1, "last_step": 1, "evidence": {"steps": [1]},
+                   "samples": ["rollouts/step_1/train/all/traces.jsonl:1"], "severity": "low"}
+
+
+def test_tool_call_loops_not_raised_below_a_tenth(tmp_path):
+    """1 looping sample of 11 in the only step with one."""
+    assert not _of(_kinds(_agent_run(tmp_path, {1: [LOOP] + [ONE] * 10, 2: [ONE]})), "tool_call_loops")
+
+
+def _tracking_run(folder: Path, late: list[tuple[float, float]]) -> Path:
+    """Early (reward, hits) (0, 1) and (1, 2): hits mean 1.5; fillers without hits; ``late`` pairs."""
+    early = [{"reward": 0.0, "hits": 1.0}, {"reward": 1.0, "hits": 2.0}]
+    return _four_steps(folder, early, [{"reward": r, "hits": h} for r, h in late])
+
+
+def test_reward_tracks_field_raised(tmp_path):
+    """Hits late (2.25 + 2.25) / 2 = 1.5 x 1.5; correlation of reward and hits over the four samples with
+    both, computed by statistics.correlation (0.857 >= 0.8)."""
+    import statistics
+
+    got = _of(_kinds(_tracking_run(tmp_path, [(1.0, 2.25), (2.0, 2.25)])), "reward_tracks_field")[0]
+    expected = statistics.correlation([1.0, 2.0, 2.25, 2.25], [0.0, 1.0, 1.0, 2.0])
+    assert expected >= 0.8
+    assert got["evidence"] == {"field": "hits", "correlation": pytest.approx(expected, rel=1e-12), "early": 1.5,
+                               "late": 2.25}
+    # hits step means 1.5, NaN, NaN, 2.25, midpoint 1.875: from step 1 the mean is 1.875, not above; from 2, 2.25
+    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (4, [], "high", 2)
+
+
+def test_reward_tracks_field_not_raised_below_the_growth_or_the_correlation(tmp_path):
+    """Late hits (2, 2.25): 2.125 < 1.5 x 1.5; late hits 2.5 with rewards 2 and 0: a correlation below 0.8."""
+    import statistics
+
+    _tracking_run(tmp_path / "a", [(1.0, 2.0), (2.0, 2.25)])
+    _tracking_run(tmp_path / "b", [(2.0, 2.5), (0.0, 2.5)])
+    assert statistics.correlation([1.0, 2.0, 2.5, 2.5], [0.0, 1.0, 2.0, 0.0]) < 0.8
+    assert not _of(_kinds(tmp_path / "a"), "reward_tracks_field")
+    assert not _of(_kinds(tmp_path / "b"), "reward_tracks_field")
+
+
+def test_reward_tracks_field_leaves_reward_components_out(tmp_path):
+    """The same numbers as a field named hits_score (a component): no reward_tracks_field."""
+    early = [{"reward": 0.0, "hits_score": 1.0}, {"reward": 1.0, "hits_score": 2.0}]
+    late = [{"reward": 1.0, "hits_score": 2.25}, {"reward": 2.0, "hits_score": 2.25}]
+    assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
+
+
+def test_onset_is_the_first_step_whose_next_five_steps_average_above_the_midpoint(tmp_path):
+    """Ten steps, one sample each, reward 0, 0, 0, then 1 (E = steps 1-3, L = 8-10, midpoint 0.5) and
+    lengths 2 x 9 then 12 characters (E 2, L 16/3, midpoint 11/3): the reward's 5-step means from step 1
+    are 0.4, 0.6 (onset 2); the length's are 2 up to step 5, then 4 from step 6 (onset 6), 4.5 from 7..."""
+    from rl_board.analysis.findings import compute_onset
+
+    rewards = [0.0, 0.0, 0.0] + [1.0] * 7
+    write_lines(tmp_path / "r.jsonl", [sample(s, r, response="ab" if s < 10 else "abcdefghijkl")
+                                       for s, r in zip(range(1, 11), rewards)])
+    run = _load(tmp_path)
+    assert compute_onset(run, run.samples["reward"], 0.0, 1.0) == 2
+    got = _of(_kinds(tmp_path), "length_growth_with_reward")[0]
+    assert got["evidence"] == {"length_early": 2.0, "length_late": pytest.approx(16 / 3)}
+    assert got["onset_step"] == 6
+    assert compute_onset(run, run.samples["reward"], 1.0, 1.0) is None  # nothing is above 1
+
+
+def test_findings_are_ranked_hacks_first_with_severity(tmp_path, capsys):
+    """Repetition with reward (a hack), length growth, dead groups, empty responses: listed in that order
+    by ``findings --json`` (not the order the checks run in), each with its severity; the table says it."""
+    early = [{"reward": r, "response": NO_REPEAT, "prompt": "P"} for r in (0.0, 1.0)]  # a live group
+    late = [{"reward": 2.0, "response": REPEAT_9, "prompt": "Q"} for _ in range(2)]  # 23 / 15 characters, dead
+    _four_steps(tmp_path / "run", early, late)
+    write_lines(tmp_path / "run" / "rank1.jsonl", [sample(2, 0.0, response=" ")])  # step 2: 1 of 2 empty
+    assert main(["findings", str(tmp_path / "run"), "--json", "--no-cache"]) == 0
+    got = json.loads(capsys.readouterr().out)["findings"]
+    assert [(f["kind"], f["severity"]) for f in got] == [
+        ("repetition_with_reward", "high"), ("length_growth_with_reward", "medium"), ("dead_groups", "low"),
+        ("empty_responses", "low")]
+    assert got[1]["evidence"] == {"length_early": 15.0, "length_late": 23.0}
+    assert got[2] == {"kind": "dead_groups", "first_step": 4, "last_step": 4, "evidence": {"steps": [4]},
+                      "samples": [], "severity": "low"}
+    assert got[3] == {"kind": "empty_responses", "first_step": 2, "last_step": 2, "evidence": {"steps": [2]},
+                      "samples": ["rank1.jsonl:1"], "severity": "low"}
+    assert main(["findings", str(tmp_path / "run"), "--no-cache"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # repetition step means 0, NaN, NaN, 1/9: from step 1 their mean is the midpoint, from step 2 above it
+    assert out[1].split()[:2] == ["high", "repetition_with_reward"] and out[1].endswith("(since step 2)")
+    # 1 of the 2 GRPO-shaped steps (1 and 4) is dead; 1 of 4 steps has an empty response
+    assert [line.split()[:2] for line in out if line.startswith("  low")] == [["low", "dead_groups"],
+                                                                            ["low", "empty_responses"]]
+    assert any(line.endswith("(1 of 2 GRPO-shaped steps (50 %))") for line in out)
+
+
+def test_highlighting_marks_phrases_on_word_boundaries_only():
+    """'. free' is marked before ' go' and at the end, not inside '. freely'; 'b' is not marked where it
+    ends the word 'ab', only where it stands alone; words (joined by spaces) always are."""
+    from rl_board.analysis.findings import build_marked_html
+
+    text = build_marked_html([".", " free", "ly", ".", " free", " go", ".", " free"], [(".", " free")], "")
+    assert "<mark>.</mark><mark> free</mark> go" in text
+    assert text.count("<mark>") == 4 and ". freely" in text
+    text = build_marked_html(["a", "b", " ", "b", " c"], [("b",)], "")
+    assert "ab <mark>b</mark> c" in text and text.count("<mark>") == 1
+    assert build_marked_html(["a", "b"], [("b",)], " ").count("<mark>b</mark>") == 1
+
+
+def test_evidence_tables_round_to_three_digits_and_list_phrases(tmp_path):
+    """The numbers to 3 significant digits, steps as ranges; the phrases as phrase | early % | late %."""
+    from rl_board.analysis.findings import Finding, compute_evidence_tables
+
+    finding = Finding("reward_with_spreading_phrases", 4, 4,
+                      {"reward_early": 0.123456, "reward_late": 2 / 3,
+                       "phrases": [{"tokens": ["copy", "right"], "share_early": 1 / 30, "share_late": 0.75}]}, ())
+    numbers, phrases = compute_evidence_tables(finding, words_from_tokens=False)
+    assert numbers.values.tolist() == [["reward, early window", "0.123"], ["reward, late window", "0.667"]]
+    assert phrases.values.tolist() == [["copy right", "3.33", "75"]]
+    steps = Finding("critic_cannot_fit", 1, 9, {"steps": [1, 2, 3, 5, 8, 9], "min": -4.758194624964315}, ())
+    assert compute_evidence_tables(steps, False)[0].values.tolist() == [
+        ["steps", "1–3, 5, 8–9 (6 steps)"], ["lowest", "-4.76"]]
+
+
+def test_page_shows_the_evidence_as_a_table_and_how_much_under_each_line(tmp_path):
+    """Under the reward finding's line: its severity, rise and onset; its Evidence opens a table of the
+    numbers and one of the phrases (no raw dict)."""
+    _hack_with_an_empty_early_response(tmp_path / "hack")
+    at = _page(tmp_path, "hack")
+    # rise 1.0 - 0.5 = 0.5 = 1 early std; reward step means 0.5, 0, 0, 1 (midpoint 0.75): onset step 4
+    assert "high · reward +0.5 (1 early std); since step 4" in [c.value for c in at.caption]
+    at.button(key="finding-reward_with_spreading_phrases").click().run()
+    assert not at.exception
+    tables = [t.value for t in at.table]
+    assert tables[0].index.tolist() == ["reward, early window", "reward, late window"]
+    assert tables[0]["value"].tolist() == ["0.5", "1"]
+    assert tables[1].reset_index().values.tolist() == [["copyright", "0", "75"]]
+    assert not any("{" in t.value for t in at.text)
+
+
+def test_findings_of_one_kind_are_ranked_by_size_and_open_apart(tmp_path):
+    """Two tracked fields: marks (correlation 1) before hits (0.857), though hits comes first by name; on the
+    page each has its own Evidence button, and the second opens the hits table."""
+    import statistics
+
+    early = [{"reward": 0.0, "hits": 1.0, "marks": 1.0}, {"reward": 1.0, "hits": 2.0, "marks": 2.0}]
+    late = [{"reward": 1.0, "hits": 2.25, "marks": 2.0}, {"reward": 2.0, "hits": 2.25, "marks": 3.0}]
+    _four_steps(tmp_path / "two", early, late)
+    found = _of(_kinds(tmp_path / "two"), "reward_tracks_field")
+    assert [(f["evidence"]["field"], f["evidence"]["correlation"]) for f in found] == [
+        ("marks", pytest.approx(1.0)),
+        ("hits", pytest.approx(statistics.correlation([1.0, 2.0, 2.25, 2.25], [0.0, 1.0, 1.0, 2.0])))]
+    at = _page(tmp_path, "two")
+    at.button(key="finding-reward_tracks_field-2").click().run()
+    assert not at.exception
+    assert at.table[0].value.loc["field", "value"] == "hits"
+    assert at.table[0].value.loc["correlation", "value"] == "0.857"
+
+
+def test_ppo_demo_gets_its_repetition_hack_and_its_critic(capsys):
+    """The bundled ppo_demo (README: a repetition hack that grows, a critic that can't fit) gets both
+    findings; the critic's steps are those whose explained variance in ``summary --json`` is below 0."""
+    from conftest import REPO
+
+    demo = str(REPO / "rollout_samples" / "ppo_demo")
+    assert main(["findings", demo, "--json", "--no-cache"]) == 0
+    found = {f["kind"]: f for f in json.loads(capsys.readouterr().out)["findings"]}
+    assert main(["summary", demo, "--json", "--no-cache"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    negative = [s["step"] for s in summary["steps"] if s["explained_variance"] is not None
+                and s["explained_variance"] < 0]
+    assert found["critic_cannot_fit"]["evidence"]["steps"] == negative and len(negative) >= 30 / 4
+    assert found["repetition_with_reward"]["severity"] == "high"

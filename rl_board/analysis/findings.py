@@ -26,6 +26,31 @@ The six checks, in this order (thresholds below as named constants):
    samples, dead when at least half of those groups have all rewards equal; raised when dead steps
    are at least 10 % of the GRPO-shaped steps.
 6. ``empty_responses``: steps in which at least 5 % of the samples have no words.
+
+Issue 33 adds seven (same windows and words):
+
+7. ``component_with_spreading_phrases``: for each *reward component*, a numeric field of the samples
+   other than ``reward`` and ``ref_reward`` whose name contains "reward" or "score" (any case) and that
+   has two distinct values over E and L together: the component rose (as the reward does in 1) and a
+   1-3-gram spread with it (as in 1, with share_L >= 1/10, and dropped when the L responses containing
+   it have a mean component <= that of the others). Samples as in 1, highest component first.
+8. ``kl_runaway``: mean ``kl_mean`` (k3, the samples' mean per token) over L >= 0.5.
+9. ``repetition_with_reward``: the reward rose and mean ``repeat_4gram`` (what the summary's
+   ``repeat_4gram_share`` averages) over L >= 0.1 and >= 2 * the same over E.
+10. ``critic_cannot_fit``: steps whose ``explained_variance`` < 0 are >= 1/4 of the steps that have one.
+11. ``tool_use_collapse``: on runs with turns, mean ``num_tool_calls`` of the samples with turns over L
+    <= 0.5 * the same over E, and the E mean >= 0.5.
+12. ``tool_call_loops``: a sample loops when one tool call (name and arguments) appears >= 3 times
+    in its assistant turns; steps where >= 10 % of the samples loop.
+13. ``reward_tracks_field``: a numeric field that is not a reward component, with a Pearson correlation
+    >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0.
+14. Onset (1, 2, 7, 8, 9, 13): the first step s such that the mean of the step means of the series the
+    finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
+    and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN
+    step means ignored); None when no step is.
+
+Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
+by their size; ``SEVERITY`` gives each kind's level.
 """
 
 from __future__ import annotations
@@ -34,6 +59,7 @@ import html
 import json
 import math
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import chain
@@ -42,12 +68,26 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
+from ..base.colors import display_token, visible_token
 from .drivers import compute_ngram_log_odds
-from ..base.colors import display_token
 from .run import Run
 
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
-         "training_inference_mismatch", "dead_groups", "empty_responses")
+         "training_inference_mismatch", "dead_groups", "empty_responses", "component_with_spreading_phrases",
+         "kl_runaway", "repetition_with_reward", "critic_cannot_fit", "tool_use_collapse", "tool_call_loops",
+         "reward_tracks_field")
+#: The order findings are listed in: hacks of the reward first (total, one component, repetition, a
+#: feature the reward pays for), then the policy running away from the reference, then what wastes
+#: or misleads training, then what concerns only some samples or agents.
+RANKING = ("reward_with_spreading_phrases", "component_with_spreading_phrases", "repetition_with_reward",
+           "reward_tracks_field", "kl_runaway", "length_growth_with_reward", "critic_cannot_fit",
+           "entropy_collapse", "training_inference_mismatch", "tool_use_collapse", "tool_call_loops",
+           "dead_groups", "empty_responses")
+SEVERITY = {**dict.fromkeys(RANKING[:5], "high"), **dict.fromkeys(RANKING[5:9], "medium"),
+            **dict.fromkeys(RANKING[9:], "low")}
+#: The kinds that carry an ``onset_step`` (definition 14).
+ONSET_KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "component_with_spreading_phrases",
+               "kl_runaway", "repetition_with_reward", "reward_tracks_field")
 WINDOW_FRACTION = 4  # each window holds ceil(S / 4) of the S steps with samples
 MAX_N = 3  # phrases are 1- to 3-grams
 PHRASE_MIN_SHARE = Fraction(1, 2)  # of the late responses
@@ -63,6 +103,27 @@ DEAD_GROUP_SHARE = Fraction(1, 2)  # of those groups with all rewards equal: a d
 DEAD_STEP_SHARE = Fraction(1, 10)  # of the GRPO-shaped steps dead: raised
 EMPTY_SHARE = Fraction(1, 20)  # of a step's samples with no words
 EMPTY_SAMPLES = 3
+# a hack of one component is often spread over several keywords, none of which reaches half of the
+# late responses (a real TRL keyword hack: each of its four keywords stays below it)
+COMPONENT_PHRASE_MIN_SHARE = Fraction(1, 10)  # of the late responses
+COMPONENT_MARKERS = ("reward", "score")  # a numeric field whose name has one of these is a reward component
+KL_RUNAWAY = 0.5  # k3 per token over L (0.5 at a log-ratio of about 0.86 nat): far from the reference
+KL_TOKENS = 5  # tokens named in a KL finding's evidence
+KL_SAMPLES = 3
+REPETITION_MIN = 0.1  # mean 4-gram repetition over L: a tenth of a response's 4-grams repeat
+REPETITION_GROWTH = 2  # ... and twice what it was over E (natural text repeats a little)
+REPETITION_SAMPLES = 3
+# of the steps with an explained variance: below 0 the values predict returns worse than their mean does,
+# which a learning critic does now and then, but not on a quarter of the steps
+CRITIC_NEGATIVE_SHARE = Fraction(1, 4)
+TOOL_USE_FRACTION = 0.5  # mean tool calls L <= this * mean tool calls E: the agent stopped using its tools
+TOOL_USE_MIN = 0.5  # mean tool calls per sample over E: below it the agent hardly used tools to begin with
+LOOP_REPEATS = 3  # the same call (name and arguments) this often in one sample: it is not reading the results
+LOOP_STEP_SHARE = Fraction(1, 10)  # of a step's samples looping
+LOOP_SAMPLES = 3
+TRACK_CORRELATION = 0.8  # Pearson correlation of a field with the reward: the reward follows the field closely
+TRACK_GROWTH = 1.5  # mean of the field over L / over E: and the policy is producing more of it
+ONSET_STEPS = 5  # steps averaged from each candidate onset: one noisy step does not make an onset
 
 #: Every character ``str.split()`` splits on (Python's whitespace), as an RE2 class: a text that is
 #: only these has no words. (``derive`` splits the words with pyarrow, on the same characters.)
@@ -71,10 +132,11 @@ _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 
 @dataclass(frozen=True)
 class Finding:
-    """One finding. ``to_json`` is the contract of ``findings --json``; ``message`` is one line for
+    """One finding. ``to_json(full=True)`` is the contract of ``findings --json``; ``message`` is one line for
     people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
-    evidence centres on; ``phrases`` the phrases' tokens (finding 1) and ``joiner`` how words join
-    into text ("" for tokens, " " for words)."""
+    evidence centres on; ``phrases`` the phrases' tokens (findings 1 and 7); ``onset_step`` when it
+    began (definition 14, kinds of ``ONSET_KINDS``); ``amount`` how much, in words; ``size`` orders the
+    findings of one kind (larger first)."""
 
     kind: str
     first_step: int
@@ -85,10 +147,31 @@ class Finding:
     labels: tuple = ()
     focus_step: int | None = None
     phrases: tuple[tuple[str, ...], ...] = ()
+    onset_step: int | None = None
+    amount: str = ""  # made of numbers and our words only: no text from the logs (the page shows it as Markdown)
+    size: float = 0.0
 
-    def to_json(self) -> dict:
-        return {"kind": self.kind, "first_step": self.first_step, "last_step": self.last_step,
-                "evidence": self.evidence, "samples": list(self.samples)}
+    @property
+    def severity(self) -> str:
+        """How much it should worry a practitioner: "high", "medium" or "low" (``SEVERITY``)."""
+        return SEVERITY[self.kind]
+
+    @property
+    def detail(self) -> str:
+        """How much and since when, in words: the second half of the finding's line."""
+        since = f"since step {self.onset_step}" if self.onset_step is not None else ""
+        return "; ".join(part for part in (self.amount, since) if part)
+
+    def to_json(self, full: bool = False) -> dict:
+        """The finding's five fields of issue 16; with ``full`` (what ``findings --json`` prints) also
+        its ``severity`` and, for the kinds of ``ONSET_KINDS``, its ``onset_step``."""
+        out = {"kind": self.kind, "first_step": self.first_step, "last_step": self.last_step,
+               "evidence": self.evidence, "samples": list(self.samples)}
+        if full:
+            out["severity"] = self.severity
+            if self.kind in ONSET_KINDS:
+                out["onset_step"] = self.onset_step
+        return out
 
 
 @dataclass(frozen=True)
@@ -102,14 +185,14 @@ class Check:
 
 @dataclass(frozen=True)
 class Findings:
-    """What ``compute_findings`` found, in ``KINDS`` order, and which checks ran."""
+    """What ``compute_findings`` found, ranked (``RANKING``, then size), and which checks ran."""
 
     findings: tuple[Finding, ...]
     checks: tuple[Check, ...]
     words_from_tokens: bool = False  # some words came from token lists (phrases join without spaces)
 
-    def to_json(self) -> list[dict]:
-        return [f.to_json() for f in self.findings]
+    def to_json(self, full: bool = False) -> list[dict]:
+        return [f.to_json(full) for f in self.findings]
 
 
 # --- windows and words ---------------------------------------------------------------------------
@@ -305,13 +388,15 @@ def compute_phrases(early_words: list[list[str]], late_words: list[list[str]], l
     return [phrase[:3] for phrase in _find_phrases(words, len(early_words), late_rewards)]
 
 
-def _find_phrases(words: _WordIds, n_early: int, late_rewards) -> list[tuple]:
+def _find_phrases(words: _WordIds, n_early: int, late_rewards, min_share: Fraction = PHRASE_MIN_SHARE
+                  ) -> list[tuple]:
     """``compute_phrases`` of ``words``, responses 0.. early and ``n_early``.. late, each phrase with
-    the late responses containing it (indexes, ascending)."""
+    the late responses containing it (indexes, ascending); ``late_rewards`` the values a phrase must pay
+    in (the reward, or a component) and ``min_share`` the least share_L."""
     n_late = len(words.lengths) - n_early
     if not n_early or not n_late:
         return []
-    need = math.ceil(PHRASE_MIN_SHARE * n_late)  # share_L >= 1/2 as a whole count
+    need = math.ceil(min_share * n_late)  # share_L >= min_share as a whole count
     grams = _Grams(words, n_early, need)
     spread = Fraction(PHRASE_SPREAD)
     rewards = np.asarray(late_rewards, dtype=float)
@@ -351,17 +436,28 @@ def _percent(share) -> str:
     return f"{float(share) * 100:.0f} %"
 
 
+def _phrase_samples(late: pd.DataFrame, phrases, values: pd.Series) -> list:
+    """Per phrase in turn, up to ``SAMPLES_PER_PHRASE`` late samples containing it, highest ``values``
+    first (NaN last), then file and line; repeats dropped."""
+    chosen = []
+    for _, _, _, rows in phrases:
+        having = late.iloc[rows]
+        having = having.assign(_r=values[having.index].astype(float)).sort_values(
+            ["_r", F.FILE, F.LINE], ascending=[False, True, True], na_position="last", kind="stable")
+        chosen += list(having.index[:SAMPLES_PER_PHRASE])
+    return list(dict.fromkeys(chosen))
+
+
+def _rise(early: float, late: float, std: float) -> str:
+    """A rise in words: its size, and in early stds when there is one."""
+    return f"+{late - early:.3g}" + (f" ({(late - early) / std:.3g} early std)" if std > 0 else "")
+
+
 def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
     phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
         return None
-    chosen = []
-    for _, _, _, rows in phrases:
-        having = late.iloc[rows]
-        having = having.assign(_r=having[F.REWARD].astype(float)).sort_values(
-            ["_r", F.FILE, F.LINE], ascending=[False, True, True], na_position="last", kind="stable")
-        chosen += list(having.index[:SAMPLES_PER_PHRASE])
-    labels = list(dict.fromkeys(chosen))
+    labels = _phrase_samples(late, phrases, run.samples[F.REWARD])
     joiner = "" if from_tokens else " "
     top, early_share, late_share, _ = phrases[0]
     more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
@@ -373,7 +469,9 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_toke
         {"reward_early": _json_number(r_early), "reward_late": _json_number(r_late),
          "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
                      for g, e, lt, _ in phrases]},
-        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases))
+        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+        compute_onset(run, run.samples[F.REWARD], r_early, r_late),
+        "reward " + _rise(r_early, r_late, _std(early[F.REWARD])))
 
 
 def _lengths(run: Run) -> tuple[pd.Series, str] | None:
@@ -401,7 +499,8 @@ def _length_growth(run, early, late, rose, r_early, r_late):
                f"{r_early:.3g} to {r_late:.3g} — the policy may be lengthening answers for reward")
     return Finding("length_growth_with_reward", steps[0], steps[-1],
                    {"length_early": _json_number(l_early), "length_late": _json_number(l_late)}, (), message,
-                   focus_step=steps[-1])
+                   focus_step=steps[-1], onset_step=compute_onset(run, values, l_early, l_late),
+                   amount=f"{ratio:.3g}× longer", size=float(ratio))
 
 
 def _entropy_collapse(run, early, late):
@@ -413,7 +512,7 @@ def _entropy_collapse(run, early, late):
                "of the steps — the policy is collapsing onto few tokens (less exploration)")
     return Finding("entropy_collapse", steps[0], steps[-1],
                    {"entropy_early": _json_number(e_early), "entropy_late": _json_number(e_late)}, (), message,
-                   focus_step=steps[-1])
+                   focus_step=steps[-1], amount=f"{(1 - e_late / e_early) * 100:.3g} % lower" if e_early else "")
 
 
 def _mismatch(run):
@@ -432,8 +531,10 @@ def _mismatch(run):
     message = (f"sampler and trainer disagree: mismatch KL above {MISMATCH_KL_MAX:g} at {len(steps)} "
                f"step{'s' if len(steps) != 1 else ''} (largest {top:.3g} at step {focus}) — check the inference "
                "engine's precision and weight sync, or correct for it (importance sampling)")
+    known = int(per_step.notna().sum())
     return Finding("training_inference_mismatch", steps[0], steps[-1], {"steps": steps, "max": top},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus)
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus,
+                   amount=_share_of_steps(len(steps), known, "steps"))
 
 
 def compute_dead_steps(samples: pd.DataFrame) -> tuple[list[int], list[int]]:
@@ -462,7 +563,8 @@ def _dead_groups(run):
         return None
     message = (f"{len(dead)} of {len(shaped)} GRPO-shaped steps have at least half of their prompt groups with all "
                "rewards equal — those groups give no learning signal (too easy or too hard)")
-    return Finding("dead_groups", dead[0], dead[-1], {"steps": dead}, (), message, focus_step=dead[0])
+    return Finding("dead_groups", dead[0], dead[-1], {"steps": dead}, (), message, focus_step=dead[0],
+                   amount=_share_of_steps(len(dead), len(shaped), "GRPO-shaped steps"))
 
 
 def _empty_responses(run, empty: np.ndarray):
@@ -477,13 +579,263 @@ def _empty_responses(run, empty: np.ndarray):
     message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} with at least {_percent(EMPTY_SHARE)} empty "
                f"responses (no words besides pad and EOS), first at step {steps[0]}")
     return Finding("empty_responses", steps[0], steps[-1], {"steps": steps}, _ids(run, samples.loc[list(labels)]),
-                   message, labels, steps[0])
+                   message, labels, steps[0], amount=_share_of_steps(len(steps), len(sizes), "steps"))
+
+
+def _share_of_steps(count: int, total: int, what: str) -> str:
+    return f"{count} of {total} {what} ({count / total * 100:.3g} %)" if total else ""
+
+
+# --- issue 33's checks ---------------------------------------------------------------------------
+
+
+def compute_onset(run: Run, values: pd.Series, early_mean: float, late_mean: float) -> int | None:
+    """Definition 14: the first step s (of the steps with samples) whose ``ONSET_STEPS`` step means of
+    ``values`` (one per row of ``run.samples``) from s on average above (``early_mean`` +
+    ``late_mean``) / 2; step means and their average ignore NaN. None when no step is."""
+    middle = (early_mean + late_mean) / 2
+    if not math.isfinite(middle):
+        return None
+    means = values.astype(float).groupby(run.samples[F.STEP], sort=True).mean()
+    steps, series = means.index.tolist(), means.to_numpy(dtype=float)
+    for i, step in enumerate(steps):
+        if _mean(series[i:i + ONSET_STEPS]) > middle:  # a NaN average is not above it
+            return int(step)
+    return None
+
+
+def compute_reward_components(samples: pd.DataFrame, rows: pd.Index) -> list[tuple[str, str]]:
+    """The reward components of definition 7 as (name, column of ``samples``): the numeric fields other
+    than ``reward`` and ``ref_reward`` whose name contains one of ``COMPONENT_MARKERS`` (any case),
+    with at least two distinct values over ``rows`` (E and L)."""
+    return [(name, column) for name, column in _numeric_fields(samples)
+            if name != "ref_reward" and any(m in name.lower() for m in COMPONENT_MARKERS)
+            and samples.loc[rows, column].dropna().nunique() >= 2]
+
+
+def _numeric_fields(samples: pd.DataFrame) -> list[tuple[str, str]]:
+    """The samples' numeric fields besides ``reward`` with any value, as (name, column): the canonical
+    scalars, then the extras, in column order."""
+    named = [(name, name) for name in F.SCALAR_FIELDS if name in samples]
+    named += [(F.extra_name(c), c) for c in F.extra_columns(samples.columns)]
+    return [(name, column) for name, column in named if samples[column].notna().any()]
+
+
+def _component_phrases(run, early, late, words, from_tokens) -> list[Finding]:
+    out = []
+    both = early.index.append(late.index)
+    for name, column in compute_reward_components(run.samples, both):
+        values = run.samples[column].astype(float)
+        c_early, c_late, c_std = _mean(values[early.index]), _mean(values[late.index]), _std(values[early.index])
+        rise = c_late - c_early
+        if not (rise > 0 and rise >= c_std):
+            continue
+        phrases = _find_phrases(words(), len(early), values[late.index].to_numpy(), COMPONENT_PHRASE_MIN_SHARE)
+        if not phrases:
+            continue
+        labels = _phrase_samples(late, phrases, values)
+        joiner = "" if from_tokens else " "
+        top, early_share, late_share, _ = phrases[0]
+        more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
+        message = (f"reward component {name} rose from {c_early:.3g} to {c_late:.3g} while "
+                   f"\"{_phrase_text(top, joiner)}\" spread from {_percent(early_share)} to {_percent(late_share)} "
+                   f"of responses{more} — possible hacking of that component")
+        steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+        out.append(Finding(
+            "component_with_spreading_phrases", steps[0], steps[-1],
+            {"component": name, "early": _json_number(c_early), "late": _json_number(c_late),
+             "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
+                         for g, e, lt, _ in phrases]},
+            _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+            compute_onset(run, values, c_early, c_late), "component " + _rise(c_early, c_late, c_std),
+            rise / c_std if c_std > 0 else math.inf))
+    return out
+
+
+def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int) -> tuple:
+    """The ``count`` rows of ``frame`` with the highest ``column`` (NaN left out), then file and line."""
+    have = frame[frame[column].notna()]
+    return tuple(have.sort_values([column, F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
+                 .index[:count])
+
+
+def compute_kl_tokens(run: Run, frame: pd.DataFrame) -> list[tuple[str, float]]:
+    """The ``KL_TOKENS`` token strings carrying most of the summed per-token k3 of ``frame``'s samples
+    (their counted positions, NaN left out), with their share of that sum, largest first, then by
+    token. Reads those samples' token lists again from their source (a sample that can't be read is
+    left out)."""
+    from ..base.access import RootError
+    from ..derive.metrics import kl_per_token
+    from ..readers import SourceChanged
+
+    totals: dict[str, float] = {}
+    for label in frame.index[frame["kl_sum"].notna().to_numpy()]:
+        try:
+            tokens = run.sample_tokens(label)
+        except (OSError, ValueError, SourceChanged, RootError):
+            continue
+        kl = kl_per_token(tokens.logprobs, tokens.ref_logprobs, "k3")
+        keep = ~tokens.is_pad & ~np.isnan(kl)
+        for token, value in zip(np.asarray(tokens.tokens, dtype=object)[keep].tolist(), kl[keep].tolist()):
+            totals[token] = totals.get(token, 0.0) + value
+    whole = math.fsum(totals.values())
+    if not whole > 0:
+        return []
+    best = sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:KL_TOKENS]
+    return [(token, value / whole) for token, value in best]
+
+
+def _kl_runaway(run, early, late):
+    k_early, k_late = _mean(early["kl_mean"]), _mean(late["kl_mean"])
+    if not k_late >= KL_RUNAWAY:
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    tokens = compute_kl_tokens(run, late)
+    labels = _top_samples(run, late, "kl_mean", KL_SAMPLES)
+    message = (f"KL to the reference reached {k_late:.3g} per token over the last quarter of the steps (from "
+               f"{k_early:.3g}) — the policy is running away from its reference (raise the KL penalty or check it)")
+    return Finding("kl_runaway", steps[0], steps[-1],
+                   {"kl_early": _json_number(k_early), "kl_late": _json_number(k_late),
+                    "tokens": [{"token": t, "share": share} for t, share in tokens]},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   onset_step=compute_onset(run, run.samples["kl_mean"], k_early, k_late),
+                   amount=f"KL {k_late:.3g} per token"
+                   + (f", {k_late / k_early:.3g}× the early" if k_early > 0 else ""), size=k_late)
+
+
+def _repetition(run, early, late, rose, r_early, r_late):
+    p_early, p_late = _mean(early["repeat_4gram"]), _mean(late["repeat_4gram"])
+    if not (rose and p_late >= REPETITION_MIN and p_late >= REPETITION_GROWTH * p_early):
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    labels = _top_samples(run, late, "repeat_4gram", REPETITION_SAMPLES)
+    message = (f"4-gram repetition grew from {p_early:.3g} to {p_late:.3g} (share of a response's 4-grams that "
+               f"repeat) while reward rose from {r_early:.3g} to {r_late:.3g} — the policy may be repeating itself "
+               "for reward")
+    return Finding("repetition_with_reward", steps[0], steps[-1],
+                   {"repetition_early": _json_number(p_early), "repetition_late": _json_number(p_late)},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   onset_step=compute_onset(run, run.samples["repeat_4gram"], p_early, p_late),
+                   amount=f"repetition {p_late / p_early:.3g}× the early" if p_early > 0 else "", size=p_late)
+
+
+def _critic(run):
+    if "explained_variance" not in run.steps:
+        return None
+    per_step = run.steps["explained_variance"].astype(float).dropna()
+    below = per_step[per_step < 0]
+    if below.empty or Fraction(len(below), len(per_step)) < CRITIC_NEGATIVE_SHARE:
+        return None
+    steps = [int(s) for s in below.index]
+    low = float(below.min())
+    focus = int(below.index[below.to_numpy() == low][0])
+    message = (f"the critic explains less than nothing at {len(steps)} of {len(per_step)} steps (explained "
+               f"variance below 0, lowest {low:.3g} at step {focus}) — its values predict returns worse than "
+               "their mean; check the value head's learning rate and warm-up")
+    return Finding("critic_cannot_fit", steps[0], steps[-1], {"steps": steps, "min": low}, (), message,
+                   focus_step=focus, amount=_share_of_steps(len(steps), len(per_step), "steps"),
+                   size=len(steps) / len(per_step))
+
+
+def _agent_rows(samples: pd.DataFrame) -> pd.Series:
+    return samples["has_messages"].astype(bool) if "has_messages" in samples else pd.Series(False, samples.index)
+
+
+def _tool_use_collapse(run, early, late):
+    column = F.extra_column(F.NUM_TOOL_CALLS)
+    if column not in run.samples:
+        return None
+    agents = _agent_rows(run.samples)
+    c_early = _mean(early.loc[agents[early.index].to_numpy(), column])
+    c_late = _mean(late.loc[agents[late.index].to_numpy(), column])
+    if not (c_early >= TOOL_USE_MIN and c_late <= TOOL_USE_FRACTION * c_early):
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    message = (f"tool calls per sample fell from {c_early:.3g} to {c_late:.3g} between the first and last quarter "
+               "of the steps — the agent stopped using its tools")
+    return Finding("tool_use_collapse", steps[0], steps[-1],
+                   {"calls_early": _json_number(c_early), "calls_late": _json_number(c_late)}, (), message,
+                   focus_step=steps[-1], amount=f"{(1 - c_late / c_early) * 100:.3g} % fewer calls",
+                   size=1 - c_late / c_early)
+
+
+def compute_loops(run: Run) -> np.ndarray:
+    """Whether each sample of ``run.samples`` loops (definition 12); bool, shape (samples,)."""
+    samples = run.samples
+    loops = np.zeros(len(samples), bool)
+    agents = np.flatnonzero(_agent_rows(samples).to_numpy())
+    if not len(agents):
+        return loops
+    calls = run.tool_call_lists(samples.iloc[agents])
+    for place, made in zip(agents.tolist(), calls):
+        if len(made) >= LOOP_REPEATS:
+            loops[place] = max(Counter(made).values()) >= LOOP_REPEATS
+    return loops
+
+
+def _tool_call_loops(run):
+    samples = run.samples
+    loops = compute_loops(run)
+    if not loops.any():
+        return None
+    per_step = pd.DataFrame({"loops": loops, F.STEP: samples[F.STEP].to_numpy()}).groupby(F.STEP, sort=True)["loops"]
+    counts, sizes = per_step.sum(), per_step.size()
+    steps = [int(s) for s in counts.index if Fraction(int(counts[s]), int(sizes[s])) >= LOOP_STEP_SHARE]
+    if not steps:
+        return None
+    hits = _log_order(samples[loops & samples[F.STEP].isin(steps).to_numpy()])
+    labels = tuple(hits.index[:LOOP_SAMPLES])
+    message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} where at least {_percent(LOOP_STEP_SHARE)} of the "
+               f"samples make one tool call (same name and arguments) {LOOP_REPEATS} times or more, first at step "
+               f"{steps[0]} — the agent is looping instead of reading the results")
+    return Finding("tool_call_loops", steps[0], steps[-1], {"steps": steps}, _ids(run, samples.loc[list(labels)]),
+                   message, labels, steps[0], amount=_share_of_steps(len(steps), len(sizes), "steps"),
+                   size=len(steps) / len(sizes))
+
+
+def compute_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation of ``x`` and ``y`` over the places where both are finite; NaN with fewer than
+    2 such places or a constant side."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 2:
+        return math.nan
+    dx, dy = x - x.mean(), y - y.mean()
+    denominator = math.sqrt(float((dx * dx).sum()) * float((dy * dy).sum()))
+    return float((dx * dy).sum()) / denominator if denominator > 0 else math.nan
+
+
+def _tracked_fields(run, early, late) -> list[Finding]:
+    samples = run.samples
+    components = {name for name, _ in compute_reward_components(samples, early.index.append(late.index))}
+    reward = samples[F.REWARD].to_numpy(dtype=float)
+    out = []
+    for name, column in _numeric_fields(samples):
+        if name in components:
+            continue
+        values = samples[column].astype(float)
+        f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
+        if not (f_early > 0 and f_late >= TRACK_GROWTH * f_early):
+            continue
+        correlation = compute_correlation(values.to_numpy(), reward)
+        if not correlation >= TRACK_CORRELATION:
+            continue
+        steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+        message = (f"reward follows {name} (correlation {correlation:.3g}), which grew from {f_early:.3g} to "
+                   f"{f_late:.3g} — the reward may be paying for that feature rather than the task")
+        out.append(Finding("reward_tracks_field", steps[0], steps[-1],
+                           {"field": name, "correlation": correlation, "early": f_early, "late": f_late}, (),
+                           message, focus_step=steps[-1], onset_step=compute_onset(run, values, f_early, f_late),
+                           amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
+                           size=correlation))
+    return out
 
 
 def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
     samples = run.samples
     responses = bool(samples["response_chars"].notna().any() or (samples["response_len"] >= 0).any())
     few = "" if windows_ok else "needs at least 2 steps with samples"
+    agents = bool(_agent_rows(samples).any())
     reasons = {
         "reward_with_spreading_phrases": few or ("" if responses else "no responses logged"),
         "length_growth_with_reward": few or ("" if _lengths(run) is not None else "no response lengths logged"),
@@ -492,12 +844,22 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         else "no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)",
         "dead_groups": "" if samples["prompt_key"].notna().any() else "no prompts logged",
         "empty_responses": "" if responses else "no responses logged",
+        "component_with_spreading_phrases": few or ("" if responses else "no responses logged") or (
+            "" if any(n != "ref_reward" and any(m in n.lower() for m in COMPONENT_MARKERS)
+                      for n, _ in _numeric_fields(samples)) else "no reward components logged"),
+        "kl_runaway": "" if samples["kl_mean"].notna().any() else "no log-probs with reference log-probs",
+        "repetition_with_reward": few or ("" if responses else "no responses logged"),
+        "critic_cannot_fit": "" if "explained_variance" in run.steps and run.steps["explained_variance"].notna().any()
+        else "no values with token rewards logged",
+        "tool_use_collapse": few or ("" if agents else "no turns logged"),
+        "tool_call_loops": "" if agents else "no turns logged",
+        "reward_tracks_field": few or ("" if _numeric_fields(samples) else "no other numeric fields logged"),
     }
-    return tuple(Check(kind, not note, note) for kind, note in reasons.items())
+    return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
 
 
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
-FINDINGS_VERSION = 1  # bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 2  # bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run) -> Findings:
@@ -529,23 +891,26 @@ def _findings_to_json(found: Findings) -> dict:
     return {"findings": [{"kind": f.kind, "first_step": f.first_step, "last_step": f.last_step,
                           "evidence": f.evidence, "samples": list(f.samples), "message": f.message,
                           "labels": [int(label) for label in f.labels], "focus_step": f.focus_step,
-                          "phrases": [list(p) for p in f.phrases]} for f in found.findings],
+                          "phrases": [list(p) for p in f.phrases], "onset_step": f.onset_step,
+                          "amount": f.amount} for f in found.findings],
             "checks": [[c.kind, c.ran, c.note] for c in found.checks],
             "words_from_tokens": found.words_from_tokens}
 
 
 def _findings_from_json(raw: dict) -> Findings:
     findings = tuple(Finding(f["kind"], f["first_step"], f["last_step"], f["evidence"], tuple(f["samples"]),
-                             f["message"], tuple(f["labels"]), f["focus_step"], tuple(map(tuple, f["phrases"])))
+                             f["message"], tuple(f["labels"]), f["focus_step"], tuple(map(tuple, f["phrases"])),
+                             f["onset_step"], f["amount"])
                      for f in raw["findings"])
     return Findings(findings, tuple(Check(kind, ran, note) for kind, ran, note in raw["checks"]),
                     raw["words_from_tokens"])
 
 
 def compute_findings(run: Run) -> Findings:
-    """Every finding of the six checks on ``run``, in ``KINDS`` order (see the module's definitions).
-    Reads the words of the early and late windows' samples (when the reward rose) from the run's
-    segments: no log file is opened."""
+    """Every finding of the thirteen checks on ``run``, ranked (``rank_findings``; see the module's
+    definitions). Reads the words of the early and late windows' samples (when the reward or a reward
+    component rose) from the run's segments; only a raised ``kl_runaway`` reads log lines again (the
+    late window's token lists, for the tokens carrying the KL)."""
     samples = run.samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
@@ -553,22 +918,38 @@ def compute_findings(run: Run) -> Findings:
     early = _log_order(samples[samples[F.STEP].isin(early_steps)])
     late = _log_order(samples[samples[F.STEP].isin(late_steps)])
     rose, r_early, r_late = _reward_rose(early, late)
-    from_tokens, words = False, None
-    if rose:
-        both = pd.concat([early, late])  # responses 0.. early, len(early).. late
-        words = _WordIds(*run.word_ids(both))
-        from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
+    both = pd.concat([early, late])  # responses 0.. early, len(early).. late
+    from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
+    kept: list[_WordIds] = []
+
+    def words() -> _WordIds:  # read once, only when a check needs them
+        if not kept:
+            kept.append(_WordIds(*run.word_ids(both)))
+        return kept[0]
+
     found = [
-        _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens),
+        _spreading_phrases(run, early, late, rose, r_early, r_late, words() if rose else None, from_tokens),
         _length_growth(run, early, late, rose, r_early, r_late),
         _entropy_collapse(run, early, late),
         _mismatch(run),
         _dead_groups(run),
         _empty_responses(run, compute_empty(run)),
+        *_component_phrases(run, early, late, words, from_tokens),
+        _kl_runaway(run, early, late),
+        _repetition(run, early, late, rose, r_early, r_late),
+        _critic(run),
+        _tool_use_collapse(run, early, late),
+        _tool_call_loops(run),
+        *_tracked_fields(run, early, late),
     ]
-    return Findings(tuple(f for f in found if f is not None), _checks(run, len(early_steps) + len(late_steps) > 0
-                                                                      and early_steps != late_steps),
-                    from_tokens)
+    return Findings(rank_findings([f for f in found if f is not None]),
+                    _checks(run, len(early_steps) + len(late_steps) > 0 and early_steps != late_steps),
+                    from_tokens and bool(kept))
+
+
+def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:
+    """``findings`` by ``RANKING``, then, within a kind, larger ``size`` first (stable)."""
+    return tuple(sorted(findings, key=lambda f: (RANKING.index(f.kind), -f.size)))
 
 
 # --- evidence and the n-gram finder's windows ----------------------------------------------------
@@ -586,21 +967,98 @@ class EvidenceSample:
     html: str = field(repr=False, default="")
 
 
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
 def build_marked_html(words: list[str], phrases, joiner: str) -> str:
     """``words`` as running text (tokens joined as they read, words with spaces), every word inside
-    an occurrence of one of ``phrases`` (token tuples) in a ``<mark>``; every word is escaped."""
+    an occurrence of one of ``phrases`` (token tuples) in a ``<mark>``; every word is escaped. An
+    occurrence is marked only on word boundaries of the running text: not where a letter, digit or
+    "_" of it touches one just outside it (". free" is not marked inside ". freely"). Tokens of which
+    none holds whitespace are word-level tokens: each of their edges is a word boundary."""
+    shown = [display_token(w) if joiner == "" else w for w in words]
+    text = joiner.join(shown)
+    words_level = joiner != "" or not any(ch.isspace() for ch in text)
+    starts, at = [], 0
+    for piece in shown:
+        starts.append(at)
+        at += len(piece) + len(joiner)
     marked = [False] * len(words)
     for phrase in phrases:
         n = len(phrase)
         for i in range(len(words) - n + 1):
-            if tuple(words[i:i + n]) == tuple(phrase):
+            if tuple(words[i:i + n]) != tuple(phrase):
+                continue
+            a, b = starts[i], starts[i + n - 1] + len(shown[i + n - 1])
+            inside_left = 0 < a < len(text) and _is_word_char(text[a - 1]) and _is_word_char(text[a])
+            inside_right = 0 < b < len(text) and _is_word_char(text[b - 1]) and _is_word_char(text[b])
+            if words_level or not (inside_left or inside_right):
                 marked[i:i + n] = [True] * n
     parts = []
-    for word, mark in zip(words, marked):
-        text = html.escape(display_token(word) if joiner == "" else word)
-        parts.append(f"<mark>{text}</mark>" if mark else text)
+    for text_part, mark in zip(shown, marked):
+        escaped = html.escape(text_part)
+        parts.append(f"<mark>{escaped}</mark>" if mark else escaped)
     return ('<div class="rlb-finding-text" style="white-space:pre-wrap;font-family:monospace">'
             + joiner.join(parts) + "</div>")
+
+
+#: How each evidence key reads in the evidence table.
+EVIDENCE_NAMES = {"reward_early": "reward, early window", "reward_late": "reward, late window",
+                  "length_early": "length, early window", "length_late": "length, late window",
+                  "entropy_early": "entropy, early window", "entropy_late": "entropy, late window",
+                  "kl_early": "KL, early window", "kl_late": "KL, late window",
+                  "repetition_early": "4-gram repetition, early window",
+                  "repetition_late": "4-gram repetition, late window",
+                  "calls_early": "tool calls per sample, early window",
+                  "calls_late": "tool calls per sample, late window",
+                  "early": "mean, early window", "late": "mean, late window", "steps": "steps", "max": "largest",
+                  "min": "lowest", "component": "reward component", "field": "field", "correlation": "correlation"}
+
+
+def _significant(value) -> str:
+    """A number to 3 significant digits; "—" for none."""
+    return "—" if value is None else f"{value:.3g}"
+
+
+def _step_ranges(steps: list[int]) -> str:
+    """Steps as runs of consecutive ones: 1–3, 5, 8–9 (and how many)."""
+    runs, start = [], None
+    for i, step in enumerate(steps):
+        if start is None:
+            start = step
+        if i + 1 == len(steps) or steps[i + 1] != step + 1:
+            runs.append(f"{start}" if start == step else f"{start}–{step}")
+            start = None
+    return f"{', '.join(runs)} ({len(steps)} step{'s' if len(steps) != 1 else ''})"
+
+
+def compute_evidence_tables(finding: Finding, words_from_tokens: bool) -> list[pd.DataFrame]:
+    """A finding's evidence as small tables of text for people: its numbers (to 3 significant digits,
+    steps as ranges), then its phrases (phrase | early % | late %) or KL tokens (token | share of the
+    late KL %). Names and tokens from the logs are kept as they are (shown as text)."""
+    rows = []
+    for key, value in finding.evidence.items():
+        if key in ("phrases", "tokens"):
+            continue
+        if isinstance(value, list):
+            shown = _step_ranges(value)
+        elif isinstance(value, str):
+            shown = value
+        else:
+            shown = _significant(value)
+        rows.append((EVIDENCE_NAMES.get(key, key), shown))
+    tables = [pd.DataFrame(rows, columns=["evidence", "value"])]
+    joiner = "" if words_from_tokens else " "
+    if finding.evidence.get("phrases"):
+        tables.append(pd.DataFrame(
+            [(_phrase_text(tuple(p["tokens"]), joiner), _significant(p["share_early"] * 100),
+              _significant(p["share_late"] * 100)) for p in finding.evidence["phrases"]],
+            columns=["phrase", "early %", "late %"]))
+    if finding.evidence.get("tokens"):
+        tables.append(pd.DataFrame([(visible_token(t["token"]), _significant(t["share"] * 100))
+                                    for t in finding.evidence["tokens"]], columns=["token", "share of late KL %"]))
+    return tables
 
 
 def compute_evidence(run: Run, finding: Finding) -> list[EvidenceSample]:

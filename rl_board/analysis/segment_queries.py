@@ -72,6 +72,24 @@ class SegmentQueries:
             counts[places] = lengths[rows[places]]
         return counts
 
+    def tool_call_lists(self, frame: pd.DataFrame) -> list[list[tuple[str, str]]]:
+        """Each row's tool calls of its assistant turns as (name, arguments), in ``frame``'s order (rows of
+        ``samples``; [] for a sample without any). Read from the segments: a call's arguments are the
+        trailing entries of ``turn_texts``, one per name of ``tool_names`` (tool calls come in assistant
+        turns)."""
+        out: list = [[] for _ in range(len(frame))]
+        rows = frame["row"].to_numpy()
+        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
+            table = self._segments[(int(file), int(seg))]
+            names = take_rows(table.column("tool_names"), rows[at])
+            if not any(names):
+                continue
+            texts = take_rows(table.column("turn_texts"), rows[at])
+            for place, called, said in zip(at.tolist(), names, texts):
+                if called:
+                    out[place] = list(zip(called, said[len(said) - len(called):]))
+        return out
+
     def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
         """Whether each row of ``samples`` has text ``field`` (or, for ``messages``, any turn's content or
         tool-call arguments) matching the RE2 regular expression

@@ -73,8 +73,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="the text searched; messages: any turn's content or tool-call arguments")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     _run_arguments(search, pad_help="removed from the texts before matching; positions from it on are not counted")
-    findings = sub.add_parser("findings", help="what went wrong in a run: reward hacking, length growth, entropy "
-                                               "collapse, sampler mismatch, dead GRPO groups, empty responses")
+    findings = sub.add_parser("findings", help="what went wrong in a run, most worrying first: reward hacking (of "
+                                               "the total or one component, by repetition), KL runaway, length "
+                                               "growth, critics that can't fit, entropy collapse, sampler mismatch, "
+                                               "agents that stop using or loop on tools, dead GRPO groups, empty "
+                                               "responses")
     findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
     _run_arguments(findings)
     tags = sub.add_parser("tags", help="the tags and notes put on a run's samples: list them, export them as a "
