@@ -107,9 +107,9 @@ def test_top_five_phrases_by_ratio_then_tokens(tmp_path):
 def test_phrases_counted_one_response_at_a_time_are_the_same(tmp_path, monkeypatch):
     """With every block of n-gram occurrences a single response, the top five of the test above are
     unchanged: a gram's responses are summed across blocks."""
-    from rl_board.analysis import findings
+    from rl_board.analysis.findings import phrases
 
-    monkeypatch.setattr(findings, "GRAM_BLOCK", 1)
+    monkeypatch.setattr(phrases, "GRAM_BLOCK", 1)
     early = [{"reward": 0.0, "response": t} for t in ["b", "b", "e1", "e2", "e3", "e4", "e5", "e6"]]
     late = [{"reward": 1.0, "response": "a b c d"} for _ in range(4)]
     got = _found(_four_steps(tmp_path, early, late))["reward_with_spreading_phrases"]["evidence"]["phrases"]
@@ -498,7 +498,7 @@ def test_findings_are_kept_with_the_cache_until_the_run_changes(tmp_path, monkey
     assert first.to_json() == FND.compute_findings(run).to_json() and first.findings
     calls = []
     real = FND.compute_findings
-    monkeypatch.setattr(FND, "compute_findings", lambda r: calls.append(1) or real(r))
+    monkeypatch.setattr(FND.compute, "compute_findings", lambda r: calls.append(1) or real(r))
     again = FND.get_findings(RunSource(folder).refresh())  # a new process would see the same
     assert calls == [] and again.to_json() == first.to_json()
     assert [f.labels for f in again.findings] == [f.labels for f in first.findings]

@@ -1,0 +1,95 @@
+"""Findings: what went wrong in a run, found without a human looking (issue 16). Pure functions
+over a ``Run``; the page, ``rl-board findings`` and the tests all use ``compute_findings``.
+
+Definitions (the README repeats them for users):
+
+- Windows: S = the steps that have samples, ascending; the *early* window is the first
+  ceil(S/4) of them, the *late* window the last ceil(S/4); E and L are their samples.
+- Words of a response: its counted tokens (``metrics.token_positions``, as the diagnostics count)
+  without pad and EOS tokens; a sample without ``response_tokens`` uses its whitespace-separated
+  words with pads removed. An n-gram is *in* a response when it occurs at least once in its words.
+- Means ignore NaN; std is the population std.
+
+The six checks, in this order (thresholds below as named constants):
+
+1. ``reward_with_spreading_phrases``: the reward rose (mean L - mean E >= std E, and > 0) and a
+   1-3-gram spread: share_L >= 1/2 and share_L >= 3 * max(share_E, 1/|E|), share_X = responses of X
+   containing it / |X|; dropped when the L responses containing it have a mean reward <= that of
+   the L responses without it (kept when every L response contains it). Top 5 by
+   share_L / max(share_E, 1/|E|), then share_L, then the token lists ascending.
+2. ``length_growth_with_reward``: the reward rose and mean length L / mean length E >= 1.5; length
+   is ``response_len`` (counted positions), or characters without pads when no sample of the run
+   has a per-token list.
+3. ``entropy_collapse``: mean ``entropy_mean`` over L <= 1/2 * the same over E.
+4. ``training_inference_mismatch``: steps whose ``mismatch_kl_mean`` > 1e-3.
+5. ``dead_groups``: a step is GRPO-shaped when at least half its samples are in prompt groups of >= 2
+   samples, dead when at least half of those groups have all rewards equal; raised when dead steps
+   are at least 10 % of the GRPO-shaped steps.
+6. ``empty_responses``: steps in which at least 5 % of the samples have no words.
+
+Issue 33 adds seven (same windows and words):
+
+7. ``component_with_spreading_phrases``: for each *reward component*, a numeric field of the samples
+   other than ``reward`` and ``ref_reward`` whose name contains "reward" or "score" (any case) and that
+   has two distinct values over E and L together: the component rose (as the reward does in 1) and a
+   1-3-gram spread with it (as in 1, with share_L >= 1/10, and dropped when the L responses containing
+   it have a mean component <= that of the others). Samples as in 1, highest component first.
+8. ``kl_runaway``: mean ``kl_mean`` (k3, the samples' mean per token) over L >= 0.5.
+9. ``repetition_with_reward``: the reward rose and mean ``repeat_4gram`` (what the summary's
+   ``repeat_4gram_share`` averages) over L >= 0.1 and >= 2 * the same over E.
+10. ``critic_cannot_fit``: steps whose ``explained_variance`` < 0 are >= 1/4 of the steps that have one.
+11. ``tool_use_collapse``: on runs with turns, mean ``num_tool_calls`` of the samples with turns over L
+    <= 0.5 * the same over E, and the E mean >= 0.5.
+12. ``tool_call_loops``: a sample loops when one tool call (name and arguments) appears >= 3 times
+    in its assistant turns; steps where >= 10 % of the samples loop.
+13. ``reward_tracks_field``: a numeric field that is not a reward component, with a Pearson correlation
+    >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0.
+14. Onset (1, 2, 7, 8, 9, 13): the first step s such that the mean of the step means of the series the
+    finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
+    and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN
+    step means ignored); None when no step is.
+
+Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
+by their size; ``SEVERITY`` gives each kind's level.
+
+One module per group of findings (``reward``, ``training``, ``batches``, ``agents``), the n-gram
+finder they share (``phrases``), what every finding shares (``common``), the ranked run of every
+check (``compute``) and the evidence shown to people (``evidence``).
+"""
+
+from __future__ import annotations
+
+from .agents import compute_loops
+from .batches import compute_dead_steps
+from .common import (
+    _BLANK,
+    KINDS,
+    RANKING,
+    SEVERITY,
+    Check,
+    Finding,
+    Findings,
+    compute_empty,
+    compute_onset,
+    compute_windows,
+    compute_words,
+)
+from .compute import (
+    FINDINGS_FILE,
+    FINDINGS_VERSION,
+    compute_findings,
+    get_findings,
+    rank_findings,
+)
+from .evidence import (
+    EvidenceSample,
+    build_marked_html,
+    compute_evidence,
+    compute_evidence_tables,
+    compute_window_ngrams,
+)
+from .phrases import compute_phrases
+from .reward import compute_correlation, compute_reward_components
+from .training import compute_kl_tokens
+
+__all__ = ["Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING", "SEVERITY", "_BLANK", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty", "compute_evidence", "compute_evidence_tables", "compute_findings", "compute_kl_tokens", "compute_loops", "compute_onset", "compute_phrases", "compute_reward_components", "compute_window_ngrams", "compute_windows", "compute_words", "get_findings", "rank_findings"]

@@ -1,0 +1,91 @@
+"""Findings about agents: tool use that collapses (11) and tool calls repeated in a loop (12)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from ...base import fields as F
+from ..run import Run
+from .common import (
+    Finding,
+    _ids,
+    _json_number,
+    _log_order,
+    _mean,
+    _percent,
+    _share_of_steps,
+)
+
+TOOL_USE_FRACTION = 0.5  # mean tool calls L <= this * mean tool calls E: the agent stopped using its tools
+
+
+TOOL_USE_MIN = 0.5  # mean tool calls per sample over E: below it the agent hardly used tools to begin with
+
+
+LOOP_REPEATS = 3  # the same call (name and arguments) this often in one sample: it is not reading the results
+
+
+LOOP_STEP_SHARE = Fraction(1, 10)  # of a step's samples looping
+
+
+LOOP_SAMPLES = 3
+
+
+def _agent_rows(samples: pd.DataFrame) -> pd.Series:
+    return samples["has_messages"].astype(bool) if "has_messages" in samples else pd.Series(False, samples.index)
+
+
+def _tool_use_collapse(run, early, late):
+    column = F.extra_column(F.NUM_TOOL_CALLS)
+    if column not in run.samples:
+        return None
+    agents = _agent_rows(run.samples)
+    c_early = _mean(early.loc[agents[early.index].to_numpy(), column])
+    c_late = _mean(late.loc[agents[late.index].to_numpy(), column])
+    if not (c_early >= TOOL_USE_MIN and c_late <= TOOL_USE_FRACTION * c_early):
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    message = (f"tool calls per sample fell from {c_early:.3g} to {c_late:.3g} between the first and last quarter "
+               "of the steps — the agent stopped using its tools")
+    return Finding("tool_use_collapse", steps[0], steps[-1],
+                   {"calls_early": _json_number(c_early), "calls_late": _json_number(c_late)}, (), message,
+                   focus_step=steps[-1], amount=f"{(1 - c_late / c_early) * 100:.3g} % fewer calls",
+                   size=1 - c_late / c_early)
+
+
+def compute_loops(run: Run) -> np.ndarray:
+    """Whether each sample of ``run.samples`` loops (definition 12); bool, shape (samples,)."""
+    samples = run.samples
+    loops = np.zeros(len(samples), bool)
+    agents = np.flatnonzero(_agent_rows(samples).to_numpy())
+    if not len(agents):
+        return loops
+    calls = run.tool_call_lists(samples.iloc[agents])
+    for place, made in zip(agents.tolist(), calls):
+        if len(made) >= LOOP_REPEATS:
+            loops[place] = max(Counter(made).values()) >= LOOP_REPEATS
+    return loops
+
+
+def _tool_call_loops(run):
+    samples = run.samples
+    loops = compute_loops(run)
+    if not loops.any():
+        return None
+    per_step = pd.DataFrame({"loops": loops, F.STEP: samples[F.STEP].to_numpy()}).groupby(F.STEP, sort=True)["loops"]
+    counts, sizes = per_step.sum(), per_step.size()
+    steps = [int(s) for s in counts.index if Fraction(int(counts[s]), int(sizes[s])) >= LOOP_STEP_SHARE]
+    if not steps:
+        return None
+    hits = _log_order(samples[loops & samples[F.STEP].isin(steps).to_numpy()])
+    labels = tuple(hits.index[:LOOP_SAMPLES])
+    message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} where at least {_percent(LOOP_STEP_SHARE)} of the "
+               f"samples make one tool call (same name and arguments) {LOOP_REPEATS} times or more, first at step "
+               f"{steps[0]} — the agent is looping instead of reading the results")
+    return Finding("tool_call_loops", steps[0], steps[-1], {"steps": steps}, _ids(run, samples.loc[list(labels)]),
+                   message, labels, steps[0], amount=_share_of_steps(len(steps), len(sizes), "steps"),
+                   size=len(steps) / len(sizes))

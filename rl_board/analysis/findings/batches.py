@@ -1,0 +1,70 @@
+"""Findings about a step's batch: dead GRPO groups (5) and empty responses (6)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from ...base import fields as F
+from .common import Finding, _ids, _log_order, _percent, _share_of_steps
+
+GROUPED_SHARE = Fraction(1, 2)  # of a step's samples in groups of >= 2: GRPO-shaped
+
+
+DEAD_GROUP_SHARE = Fraction(1, 2)  # of those groups with all rewards equal: a dead step
+
+
+DEAD_STEP_SHARE = Fraction(1, 10)  # of the GRPO-shaped steps dead: raised
+
+
+EMPTY_SHARE = Fraction(1, 20)  # of a step's samples with no words
+
+
+EMPTY_SAMPLES = 3
+
+
+def compute_dead_steps(samples: pd.DataFrame) -> tuple[list[int], list[int]]:
+    """(the GRPO-shaped steps, the dead ones) of definition 5, ascending."""
+    rewarded = samples["has_reward"].astype(bool) if "has_reward" in samples else True
+    have = samples[samples["prompt_key"].notna() & rewarded]  # a sample without a reward is in no group
+    sizes = samples.groupby(F.STEP, sort=True).size()
+    if have.empty:
+        return [], []
+    grouped = have.groupby([F.STEP, "prompt_key"], sort=False)[F.REWARD]
+    groups = pd.DataFrame({"size": grouped.size(), "distinct": grouped.nunique(dropna=False)})
+    groups = groups[groups["size"] >= 2]
+    shaped, dead = [], []
+    for step, per_step in groups.groupby(level=0, sort=True):
+        if Fraction(int(per_step["size"].sum()), int(sizes[step])) < GROUPED_SHARE:
+            continue
+        shaped.append(int(step))
+        if Fraction(int((per_step["distinct"] == 1).sum()), len(per_step)) >= DEAD_GROUP_SHARE:
+            dead.append(int(step))
+    return shaped, dead
+
+
+def _dead_groups(run):
+    shaped, dead = compute_dead_steps(run.samples)
+    if not dead or Fraction(len(dead), len(shaped)) < DEAD_STEP_SHARE:
+        return None
+    message = (f"{len(dead)} of {len(shaped)} GRPO-shaped steps have at least half of their prompt groups with all "
+               "rewards equal — those groups give no learning signal (too easy or too hard)")
+    return Finding("dead_groups", dead[0], dead[-1], {"steps": dead}, (), message, focus_step=dead[0],
+                   amount=_share_of_steps(len(dead), len(shaped), "GRPO-shaped steps"))
+
+
+def _empty_responses(run, empty: np.ndarray):
+    samples = run.samples
+    per_step = pd.DataFrame({"empty": empty, F.STEP: samples[F.STEP].to_numpy()}).groupby(F.STEP, sort=True)["empty"]
+    counts, sizes = per_step.sum(), per_step.size()
+    steps = [int(s) for s in counts.index if Fraction(int(counts[s]), int(sizes[s])) >= EMPTY_SHARE]
+    if not steps:
+        return None
+    hits = _log_order(samples[empty & samples[F.STEP].isin(steps).to_numpy()])
+    labels = tuple(hits.index[:EMPTY_SAMPLES])
+    message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} with at least {_percent(EMPTY_SHARE)} empty "
+               f"responses (no words besides pad and EOS), first at step {steps[0]}")
+    return Finding("empty_responses", steps[0], steps[-1], {"steps": steps}, _ids(run, samples.loc[list(labels)]),
+                   message, labels, steps[0], amount=_share_of_steps(len(steps), len(sizes), "steps"))

@@ -1,0 +1,199 @@
+"""What every finding shares: the ``Finding`` and ``Findings`` records, the kinds, their ranking and
+severity, the early and late windows, a response's words, and the onset of a finding (definition 14)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ...base import fields as F
+from ..run import Run
+
+KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
+         "training_inference_mismatch", "dead_groups", "empty_responses", "component_with_spreading_phrases",
+         "kl_runaway", "repetition_with_reward", "critic_cannot_fit", "tool_use_collapse", "tool_call_loops",
+         "reward_tracks_field")
+
+
+#: The order findings are listed in: hacks of the reward first (total, one component, repetition, a
+#: feature the reward pays for), then the policy running away from the reference, then what wastes
+#: or misleads training, then what concerns only some samples or agents.
+RANKING = ("reward_with_spreading_phrases", "component_with_spreading_phrases", "repetition_with_reward",
+           "reward_tracks_field", "kl_runaway", "length_growth_with_reward", "critic_cannot_fit",
+           "entropy_collapse", "training_inference_mismatch", "tool_use_collapse", "tool_call_loops",
+           "dead_groups", "empty_responses")
+
+
+SEVERITY = {**dict.fromkeys(RANKING[:5], "high"), **dict.fromkeys(RANKING[5:9], "medium"),
+            **dict.fromkeys(RANKING[9:], "low")}
+
+
+#: The kinds that carry an ``onset_step`` (definition 14).
+ONSET_KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "component_with_spreading_phrases",
+               "kl_runaway", "repetition_with_reward", "reward_tracks_field")
+
+
+WINDOW_FRACTION = 4  # each window holds ceil(S / 4) of the S steps with samples
+
+
+ONSET_STEPS = 5  # steps averaged from each candidate onset: one noisy step does not make an onset
+
+
+#: Every character ``str.split()`` splits on (Python's whitespace), as an RE2 class: a text that is
+#: only these has no words. (``derive`` splits the words with pyarrow, on the same characters.)
+_BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding. ``to_json(full=True)`` is the contract of ``findings --json``; ``message`` is one line for
+    people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
+    evidence centres on; ``phrases`` the phrases' tokens (findings 1 and 7); ``onset_step`` when it
+    began (definition 14, kinds of ``ONSET_KINDS``); ``amount`` how much, in words; ``size`` orders the
+    findings of one kind (larger first)."""
+
+    kind: str
+    first_step: int
+    last_step: int
+    evidence: dict
+    samples: tuple[str, ...]
+    message: str = ""
+    labels: tuple = ()
+    focus_step: int | None = None
+    phrases: tuple[tuple[str, ...], ...] = ()
+    onset_step: int | None = None
+    amount: str = ""  # made of numbers and our words only: no text from the logs (the page shows it as Markdown)
+    size: float = 0.0
+
+    @property
+    def severity(self) -> str:
+        """How much it should worry a practitioner: "high", "medium" or "low" (``SEVERITY``)."""
+        return SEVERITY[self.kind]
+
+    @property
+    def detail(self) -> str:
+        """How much and since when, in words: the second half of the finding's line."""
+        since = f"since step {self.onset_step}" if self.onset_step is not None else ""
+        return "; ".join(part for part in (self.amount, since) if part)
+
+    def to_json(self, full: bool = False) -> dict:
+        """The finding's five fields of issue 16; with ``full`` (what ``findings --json`` prints) also
+        its ``severity`` and, for the kinds of ``ONSET_KINDS``, its ``onset_step``."""
+        out = {"kind": self.kind, "first_step": self.first_step, "last_step": self.last_step,
+               "evidence": self.evidence, "samples": list(self.samples)}
+        if full:
+            out["severity"] = self.severity
+            if self.kind in ONSET_KINDS:
+                out["onset_step"] = self.onset_step
+        return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """Whether one check could run on this run, and why not (``note``)."""
+
+    kind: str
+    ran: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Findings:
+    """What ``compute_findings`` found, ranked (``RANKING``, then size), and which checks ran."""
+
+    findings: tuple[Finding, ...]
+    checks: tuple[Check, ...]
+    words_from_tokens: bool = False  # some words came from token lists (phrases join without spaces)
+
+    def to_json(self, full: bool = False) -> list[dict]:
+        return [f.to_json(full) for f in self.findings]
+
+
+def compute_windows(run: Run) -> tuple[list[int], list[int]]:
+    """(the early window's steps, the late window's), each the first / last ceil(S/4) of the S
+    steps with samples, ascending; both empty for a run without samples."""
+    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP]))
+    k = math.ceil(len(steps) / WINDOW_FRACTION)
+    return steps[:k], steps[len(steps) - k:]
+
+
+def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
+    """(each response's words, whether they came from its tokens) for ``frame`` (rows of
+    ``run.samples``, in their order), from the run's segments (``Run.words``): no file is read. A
+    sample with neither tokens nor a response has no words."""
+    words = [w if w is not None else [] for w in run.words(frame)]
+    return words, frame["has_tokens"].to_numpy(dtype=bool).tolist()
+
+
+def compute_empty(run: Run) -> np.ndarray:
+    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Counts the words
+    in the segments (``Run.word_counts``): no text or file is read."""
+    return run.word_counts() <= 0
+
+
+def _mean(values) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if len(values) else math.nan
+
+
+def _std(values) -> float:
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    return float(values.std()) if len(values) else math.nan
+
+
+def _json_number(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+def _ids(run: Run, frame: pd.DataFrame) -> tuple[str, ...]:
+    return tuple(f"{run.files[int(f)]}:{int(line)}" for f, line in zip(frame[F.FILE], frame[F.LINE]))
+
+
+def _log_order(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame.sort_values([F.STEP, F.FILE, F.LINE], kind="stable")
+
+
+def _reward_rose(early: pd.DataFrame, late: pd.DataFrame) -> tuple[bool, float, float]:
+    r_early, r_late = _mean(early[F.REWARD]), _mean(late[F.REWARD])
+    rise = r_late - r_early
+    return bool(rise > 0 and rise >= _std(early[F.REWARD])), r_early, r_late
+
+
+def _percent(share) -> str:
+    return f"{float(share) * 100:.0f} %"
+
+
+def _rise(early: float, late: float, std: float) -> str:
+    """A rise in words: its size, and in early stds when there is one."""
+    return f"+{late - early:.3g}" + (f" ({(late - early) / std:.3g} early std)" if std > 0 else "")
+
+
+def _share_of_steps(count: int, total: int, what: str) -> str:
+    return f"{count} of {total} {what} ({count / total * 100:.3g} %)" if total else ""
+
+
+def compute_onset(run: Run, values: pd.Series, early_mean: float, late_mean: float) -> int | None:
+    """Definition 14: the first step s (of the steps with samples) whose ``ONSET_STEPS`` step means of
+    ``values`` (one per row of ``run.samples``) from s on average above (``early_mean`` +
+    ``late_mean``) / 2; step means and their average ignore NaN. None when no step is."""
+    middle = (early_mean + late_mean) / 2
+    if not math.isfinite(middle):
+        return None
+    means = values.astype(float).groupby(run.samples[F.STEP], sort=True).mean()
+    steps, series = means.index.tolist(), means.to_numpy(dtype=float)
+    for i, step in enumerate(steps):
+        if _mean(series[i:i + ONSET_STEPS]) > middle:  # a NaN average is not above it
+            return int(step)
+    return None
+
+
+def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int) -> tuple:
+    """The ``count`` rows of ``frame`` with the highest ``column`` (NaN left out), then file and line."""
+    have = frame[frame[column].notna()]
+    return tuple(have.sort_values([column, F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
+                 .index[:count])

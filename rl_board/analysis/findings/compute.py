@@ -1,0 +1,165 @@
+"""Every check over a run, ranked (``compute_findings``), and the findings kept in the run's cache folder
+while its snapshot is unchanged (``get_findings``)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pandas as pd
+
+from ...base import fields as F
+from ..run import Run
+from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse
+from .batches import _dead_groups, _empty_responses
+from .common import (
+    KINDS,
+    RANKING,
+    Check,
+    Finding,
+    Findings,
+    _log_order,
+    _reward_rose,
+    compute_empty,
+    compute_windows,
+)
+from .phrases import _WordIds
+from .reward import (
+    COMPONENT_MARKERS,
+    _component_phrases,
+    _numeric_fields,
+    _repetition,
+    _spreading_phrases,
+    _tracked_fields,
+)
+from .training import (
+    _critic,
+    _entropy_collapse,
+    _kl_runaway,
+    _length_growth,
+    _lengths,
+    _mismatch,
+)
+
+
+def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
+    samples = run.samples
+    responses = bool(samples["response_chars"].notna().any() or (samples["response_len"] >= 0).any())
+    few = "" if windows_ok else "needs at least 2 steps with samples"
+    agents = bool(_agent_rows(samples).any())
+    reasons = {
+        "reward_with_spreading_phrases": few or ("" if responses else "no responses logged"),
+        "length_growth_with_reward": few or ("" if _lengths(run) is not None else "no response lengths logged"),
+        "entropy_collapse": few or ("" if samples["entropy_mean"].notna().any() else "no entropy logged"),
+        "training_inference_mismatch": "" if samples["mismatch_kl"].notna().any()
+        else "no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)",
+        "dead_groups": "" if samples["prompt_key"].notna().any() else "no prompts logged",
+        "empty_responses": "" if responses else "no responses logged",
+        "component_with_spreading_phrases": few or ("" if responses else "no responses logged") or (
+            "" if any(n != "ref_reward" and any(m in n.lower() for m in COMPONENT_MARKERS)
+                      for n, _ in _numeric_fields(samples)) else "no reward components logged"),
+        "kl_runaway": "" if samples["kl_mean"].notna().any() else "no log-probs with reference log-probs",
+        "repetition_with_reward": few or ("" if responses else "no responses logged"),
+        "critic_cannot_fit": "" if "explained_variance" in run.steps and run.steps["explained_variance"].notna().any()
+        else "no values with token rewards logged",
+        "tool_use_collapse": few or ("" if agents else "no turns logged"),
+        "tool_call_loops": "" if agents else "no turns logged",
+        "reward_tracks_field": few or ("" if _numeric_fields(samples) else "no other numeric fields logged"),
+    }
+    return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
+
+
+FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
+
+
+FINDINGS_VERSION = 2  # bump when a definition changes: kept findings of an older one are not used
+
+
+def get_findings(run: Run) -> Findings:
+    """``compute_findings`` of ``run``, kept in its cache folder for the snapshot it was computed on
+    (the manifest's version), so re-opening an unchanged run does not check it again."""
+    if run.cache is None:
+        return compute_findings(run)
+    folder, stamp = run.cache
+    path = folder / FINDINGS_FILE
+    try:
+        kept = json.loads(path.read_text())
+        if kept["version"] == FINDINGS_VERSION and tuple(kept["stamp"]) == tuple(stamp) \
+                and kept["samples"] == len(run.samples):
+            return _findings_from_json(kept["findings"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    found = compute_findings(run)
+    try:
+        tmp = path.with_name(f".tmp-{os.getpid()}-{FINDINGS_FILE}")
+        tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run.samples),
+                                   "findings": _findings_to_json(found)}))
+        os.replace(tmp, path)
+    except (OSError, TypeError, ValueError):  # a cache that can't be written only means checking again next time
+        pass
+    return found
+
+
+def _findings_to_json(found: Findings) -> dict:
+    return {"findings": [{"kind": f.kind, "first_step": f.first_step, "last_step": f.last_step,
+                          "evidence": f.evidence, "samples": list(f.samples), "message": f.message,
+                          "labels": [int(label) for label in f.labels], "focus_step": f.focus_step,
+                          "phrases": [list(p) for p in f.phrases], "onset_step": f.onset_step,
+                          "amount": f.amount} for f in found.findings],
+            "checks": [[c.kind, c.ran, c.note] for c in found.checks],
+            "words_from_tokens": found.words_from_tokens}
+
+
+def _findings_from_json(raw: dict) -> Findings:
+    findings = tuple(Finding(f["kind"], f["first_step"], f["last_step"], f["evidence"], tuple(f["samples"]),
+                             f["message"], tuple(f["labels"]), f["focus_step"], tuple(map(tuple, f["phrases"])),
+                             f["onset_step"], f["amount"])
+                     for f in raw["findings"])
+    return Findings(findings, tuple(Check(kind, ran, note) for kind, ran, note in raw["checks"]),
+                    raw["words_from_tokens"])
+
+
+def compute_findings(run: Run) -> Findings:
+    """Every finding of the thirteen checks on ``run``, ranked (``rank_findings``; see the module's
+    definitions). Reads the words of the early and late windows' samples (when the reward or a reward
+    component rose) from the run's segments; only a raised ``kl_runaway`` reads log lines again (the
+    late window's token lists, for the tokens carrying the KL)."""
+    samples = run.samples
+    if samples.empty:
+        return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
+    early_steps, late_steps = compute_windows(run)
+    early = _log_order(samples[samples[F.STEP].isin(early_steps)])
+    late = _log_order(samples[samples[F.STEP].isin(late_steps)])
+    rose, r_early, r_late = _reward_rose(early, late)
+    both = pd.concat([early, late])  # responses 0.. early, len(early).. late
+    from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
+    kept: list[_WordIds] = []
+
+    def words() -> _WordIds:  # read once, only when a check needs them
+        if not kept:
+            kept.append(_WordIds(*run.word_ids(both)))
+        return kept[0]
+
+    found = [
+        _spreading_phrases(run, early, late, rose, r_early, r_late, words() if rose else None, from_tokens),
+        _length_growth(run, early, late, rose, r_early, r_late),
+        _entropy_collapse(run, early, late),
+        _mismatch(run),
+        _dead_groups(run),
+        _empty_responses(run, compute_empty(run)),
+        *_component_phrases(run, early, late, words, from_tokens),
+        _kl_runaway(run, early, late),
+        _repetition(run, early, late, rose, r_early, r_late),
+        _critic(run),
+        _tool_use_collapse(run, early, late),
+        _tool_call_loops(run),
+        *_tracked_fields(run, early, late),
+    ]
+    return Findings(rank_findings([f for f in found if f is not None]),
+                    _checks(run, len(early_steps) + len(late_steps) > 0 and early_steps != late_steps),
+                    from_tokens and bool(kept))
+
+
+def rank_findings(findings: list[Finding]) -> tuple[Finding, ...]:
+    """``findings`` by ``RANKING``, then, within a kind, larger ``size`` first (stable)."""
+    return tuple(sorted(findings, key=lambda f: (RANKING.index(f.kind), -f.size)))

@@ -1,0 +1,169 @@
+"""Findings that the reward is being hacked: the total reward with spreading phrases (1), one reward
+component with spreading phrases (7), repetition paid for (9) and a field the reward tracks (13)."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pandas as pd
+
+from ...base import fields as F
+from .common import (
+    Finding,
+    _ids,
+    _json_number,
+    _mean,
+    _percent,
+    _rise,
+    _std,
+    _top_samples,
+    compute_onset,
+)
+from .phrases import _find_phrases, _phrase_samples, _phrase_text
+
+# a hack of one component is often spread over several keywords, none of which reaches half of the
+# late responses (a real TRL keyword hack: each of its four keywords stays below it)
+COMPONENT_PHRASE_MIN_SHARE = Fraction(1, 10)  # of the late responses
+
+
+COMPONENT_MARKERS = ("reward", "score")  # a numeric field whose name has one of these is a reward component
+
+
+REPETITION_MIN = 0.1  # mean 4-gram repetition over L: a tenth of a response's 4-grams repeat
+
+
+REPETITION_GROWTH = 2  # ... and twice what it was over E (natural text repeats a little)
+
+
+REPETITION_SAMPLES = 3
+
+
+TRACK_CORRELATION = 0.8  # Pearson correlation of a field with the reward: the reward follows the field closely
+
+
+TRACK_GROWTH = 1.5  # mean of the field over L / over E: and the policy is producing more of it
+
+
+def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
+    phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
+    if not phrases:
+        return None
+    labels = _phrase_samples(late, phrases, run.samples[F.REWARD])
+    joiner = "" if from_tokens else " "
+    top, early_share, late_share, _ = phrases[0]
+    more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
+    message = (f"reward rose from {r_early:.3g} to {r_late:.3g} while \"{_phrase_text(top, joiner)}\" spread from "
+               f"{_percent(early_share)} to {_percent(late_share)} of responses{more} — possible reward hacking")
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    return Finding(
+        "reward_with_spreading_phrases", steps[0], steps[-1],
+        {"reward_early": _json_number(r_early), "reward_late": _json_number(r_late),
+         "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
+                     for g, e, lt, _ in phrases]},
+        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+        compute_onset(run, run.samples[F.REWARD], r_early, r_late),
+        "reward " + _rise(r_early, r_late, _std(early[F.REWARD])))
+
+
+def compute_reward_components(samples: pd.DataFrame, rows: pd.Index) -> list[tuple[str, str]]:
+    """The reward components of definition 7 as (name, column of ``samples``): the numeric fields other
+    than ``reward`` and ``ref_reward`` whose name contains one of ``COMPONENT_MARKERS`` (any case),
+    with at least two distinct values over ``rows`` (E and L)."""
+    return [(name, column) for name, column in _numeric_fields(samples)
+            if name != "ref_reward" and any(m in name.lower() for m in COMPONENT_MARKERS)
+            and samples.loc[rows, column].dropna().nunique() >= 2]
+
+
+def _numeric_fields(samples: pd.DataFrame) -> list[tuple[str, str]]:
+    """The samples' numeric fields besides ``reward`` with any value, as (name, column): the canonical
+    scalars, then the extras, in column order."""
+    named = [(name, name) for name in F.SCALAR_FIELDS if name in samples]
+    named += [(F.extra_name(c), c) for c in F.extra_columns(samples.columns)]
+    return [(name, column) for name, column in named if samples[column].notna().any()]
+
+
+def _component_phrases(run, early, late, words, from_tokens) -> list[Finding]:
+    out = []
+    both = early.index.append(late.index)
+    for name, column in compute_reward_components(run.samples, both):
+        values = run.samples[column].astype(float)
+        c_early, c_late, c_std = _mean(values[early.index]), _mean(values[late.index]), _std(values[early.index])
+        rise = c_late - c_early
+        if not (rise > 0 and rise >= c_std):
+            continue
+        phrases = _find_phrases(words(), len(early), values[late.index].to_numpy(), COMPONENT_PHRASE_MIN_SHARE)
+        if not phrases:
+            continue
+        labels = _phrase_samples(late, phrases, values)
+        joiner = "" if from_tokens else " "
+        top, early_share, late_share, _ = phrases[0]
+        more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
+        message = (f"reward component {name} rose from {c_early:.3g} to {c_late:.3g} while "
+                   f"\"{_phrase_text(top, joiner)}\" spread from {_percent(early_share)} to {_percent(late_share)} "
+                   f"of responses{more} — possible hacking of that component")
+        steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+        out.append(Finding(
+            "component_with_spreading_phrases", steps[0], steps[-1],
+            {"component": name, "early": _json_number(c_early), "late": _json_number(c_late),
+             "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
+                         for g, e, lt, _ in phrases]},
+            _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+            compute_onset(run, values, c_early, c_late), "component " + _rise(c_early, c_late, c_std),
+            rise / c_std if c_std > 0 else math.inf))
+    return out
+
+
+def _repetition(run, early, late, rose, r_early, r_late):
+    p_early, p_late = _mean(early["repeat_4gram"]), _mean(late["repeat_4gram"])
+    if not (rose and p_late >= REPETITION_MIN and p_late >= REPETITION_GROWTH * p_early):
+        return None
+    steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    labels = _top_samples(run, late, "repeat_4gram", REPETITION_SAMPLES)
+    message = (f"4-gram repetition grew from {p_early:.3g} to {p_late:.3g} (share of a response's 4-grams that "
+               f"repeat) while reward rose from {r_early:.3g} to {r_late:.3g} — the policy may be repeating itself "
+               "for reward")
+    return Finding("repetition_with_reward", steps[0], steps[-1],
+                   {"repetition_early": _json_number(p_early), "repetition_late": _json_number(p_late)},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   onset_step=compute_onset(run, run.samples["repeat_4gram"], p_early, p_late),
+                   amount=f"repetition {p_late / p_early:.3g}× the early" if p_early > 0 else "", size=p_late)
+
+
+def compute_correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson correlation of ``x`` and ``y`` over the places where both are finite; NaN with fewer than
+    2 such places or a constant side."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if len(x) < 2:
+        return math.nan
+    dx, dy = x - x.mean(), y - y.mean()
+    denominator = math.sqrt(float((dx * dx).sum()) * float((dy * dy).sum()))
+    return float((dx * dy).sum()) / denominator if denominator > 0 else math.nan
+
+
+def _tracked_fields(run, early, late) -> list[Finding]:
+    samples = run.samples
+    components = {name for name, _ in compute_reward_components(samples, early.index.append(late.index))}
+    reward = samples[F.REWARD].to_numpy(dtype=float)
+    out = []
+    for name, column in _numeric_fields(samples):
+        if name in components:
+            continue
+        values = samples[column].astype(float)
+        f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
+        if not (f_early > 0 and f_late >= TRACK_GROWTH * f_early):
+            continue
+        correlation = compute_correlation(values.to_numpy(), reward)
+        if not correlation >= TRACK_CORRELATION:
+            continue
+        steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+        message = (f"reward follows {name} (correlation {correlation:.3g}), which grew from {f_early:.3g} to "
+                   f"{f_late:.3g} — the reward may be paying for that feature rather than the task")
+        out.append(Finding("reward_tracks_field", steps[0], steps[-1],
+                           {"field": name, "correlation": correlation, "early": f_early, "late": f_late}, (),
+                           message, focus_step=steps[-1], onset_step=compute_onset(run, values, f_early, f_late),
+                           amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
+                           size=correlation))
+    return out
