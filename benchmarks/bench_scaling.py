@@ -1,0 +1,117 @@
+"""How a cold read scales with the cores it is given: ``rl-board summary RUN --json`` on an empty cache
+with N parsing workers pinned to N cores, against the floor of parsing the same bytes in one process.
+
+Usage:  python benchmarks/bench_scaling.py [--size full|10x|grpo|small] [--workers 1,2,4,8,16]
+                                          [--baseline DIR] [--reps 2] [--json FILE]
+
+For each N, the command runs with its affinity set to the first N CPUs and ``RL_BOARD_WORKERS=N``
+(a release that ignores that variable starts the workers it always did). ``--baseline DIR`` times a
+second release in the same run (DIR holds its ``rl_board`` package), so the two can be compared; its
+rows are marked. Each row gives the best wall time of ``--reps`` runs and, where the release reports
+it (``RL_BOARD_PHASES``), where the time went: before the first byte range was handed out, while the
+workers parsed, and after the last range came back. The floor is one process ``orjson.loads``-ing
+every line, pinned to one CPU. Nothing is asserted: the printed table goes in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+from bench_load import PAD, ensure_run  # noqa: E402  (the benchmark runs are written the same way)
+
+FLOOR = """
+import sys, time, orjson
+from pathlib import Path
+start = time.perf_counter()
+for path in sorted(Path(sys.argv[1]).glob("*.jsonl")):
+    with open(path, "rb") as fh:
+        for line in fh:
+            orjson.loads(line)
+print(time.perf_counter() - start)
+"""
+
+
+def _pinned(cpus: list[int]):
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def floor(run: Path, cpu: int) -> float:
+    out = subprocess.run([sys.executable, "-c", FLOOR, str(run)], capture_output=True, text=True, check=True,
+                         preexec_fn=_pinned([cpu]))
+    return float(out.stdout.strip())
+
+
+def summary(run: Path, release: Path, cpus: list[int]) -> dict:
+    """One cold ``summary --json`` of ``release`` on ``cpus``: wall seconds and its phases."""
+    cache = tempfile.mkdtemp(prefix="rl_board-scaling-")
+    path = os.pathsep.join(filter(None, [str(release), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "RL_BOARD_CACHE_DIR": cache, "RL_BOARD_WORKERS": str(len(cpus)),
+           "RL_BOARD_PHASES": "1"}
+    try:
+        started, start = time.time(), time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--json", "--pad-token", PAD,
+                              "--eos-token", PAD], env=env, capture_output=True, text=True, cwd=release,
+                             preexec_fn=_pinned(cpus))
+        wall, ended = time.perf_counter() - start, time.time()
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    if out.returncode:
+        raise RuntimeError(f"summary failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    row = {"wall": wall, "lines": json.loads(out.stdout)["lines_ok"]}
+    marks = [line[len("phases: "):] for line in out.stderr.splitlines() if line.startswith("phases: ")]
+    if marks:
+        phase = json.loads(marks[-1])
+        if "first_task" in phase and "last_result" in phase:
+            row.update(before=phase["first_task"] - started, parse=phase["last_result"] - phase["first_task"],
+                       after=ended - phase["last_result"], workers=phase.get("workers"), ranges=phase.get("ranges"))
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="full", choices=("small", "full", "grpo", "10x"))
+    parser.add_argument("--workers", default="1,2,4,8,16", help="comma-separated worker counts (at most the CPUs)")
+    parser.add_argument("--baseline", type=Path, help="a folder holding another release's rl_board package")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    counts = [n for n in (int(x) for x in args.workers.split(",")) if n <= len(cpus)]
+    run = ensure_run(args.size)
+    size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
+    base = floor(run, cpus[0])
+    releases = [("this release", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    rows = []
+    for name, release in releases:
+        for n in counts:
+            best = min((summary(run, release, cpus[:n]) for _ in range(args.reps)), key=lambda r: r["wall"])
+            rows.append({"release": name, "n": n, **best})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    machine = f"{platform.machine()}, {len(cpus)} CPUs usable, Python {platform.python_version()}"
+    print(f"Run: {args.size}, {size_mb:.0f} MiB; floor (orjson, one core) {base:.2f} s; machine: {machine}\n")
+    print("| release | N | wall | × floor | before first range | workers parsing | after last range | "
+          "serial (before + after) | ranges |\n|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        phases = (f"{r['before']:.2f} s | {r['parse']:.2f} s | {r['after']:.2f} s | {r['before'] + r['after']:.2f} s | "
+                  f"{r['ranges']}" if "parse" in r else "– | – | – | – | –")
+        print(f"| {r['release']} | {r['n']} | {r['wall']:.2f} s | {r['wall'] / base:.2f} | {phases} |")
+    if args.json:
+        args.json.write_text(json.dumps({"size": args.size, "run_mb": size_mb, "floor_s": base, "machine": machine,
+                                         "rows": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
