@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from rl_board.derive.metrics import compute_sample_tokens, kl_per_token
-from rl_board.analysis.tables import compute_step_stats, compute_token_table
+from rl_board.analysis.tables import compute_token_table
+from rl_board.analysis.steps import compute_step_stats
 from rl_board.readers import ReadOptions
 from rl_board.derive.samples import derive
 from rl_board.readers.jsonl import parse_block

@@ -36,7 +36,7 @@ class Run(SegmentQueries, SourceRecords):
     only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample
     lies); ``with_text`` adds the texts and ``record`` reads one sample's whole
     record from its source, so memory holds neither for the whole run. ``steps``
-    has one row per step (``tables.compute_step_stats``).
+    has one row per step (``steps.compute_step_stats``).
     """
 
     path: Path
@@ -59,7 +59,7 @@ class Run(SegmentQueries, SourceRecords):
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> "Run":
         """The run as the store's ``snapshot`` holds it, with its per-step statistics."""
-        from .tables import compute_step_stats
+        from .steps import compute_step_stats
 
         return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,

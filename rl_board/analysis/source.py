@@ -13,7 +13,7 @@ class RunSource(RunLoader):
     """Reads one run folder incrementally; ``refresh()`` returns the newest ``Run`` (arguments as
     ``store.loader.RunLoader``)."""
 
-    SNAPSHOT_MODULES = ("rl_board.analysis.run", "rl_board.analysis.tables")
+    SNAPSHOT_MODULES = ("rl_board.analysis.run", "rl_board.analysis.steps")
 
     def _build(self, snapshot: Snapshot):
         from .run import Run

@@ -12,7 +12,8 @@ from ..base import fields as F
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..store.loader import ROOT_RUN, RootError
 from ..analysis.run import Run
-from ..analysis.tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
+from ..analysis.tables import KL_PREFIX, neutralise_frame
+from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
 from ..base.text import escape_markdown
 from . import keys, state
 from .sidebar import Settings

@@ -14,7 +14,8 @@ from ..analysis.figures import build_curve_figure, build_overlay_figure
 from ..analysis.run import Run
 from ..scalars import ScalarsError, discover
 from ..scalars.signs import Thresholds, compute_signs, default_series
-from ..analysis.tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame
+from ..analysis.tables import KL_PREFIX
+from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
 from ..base.text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
@@ -112,7 +113,7 @@ NO_OVERLAY = "(none)"
 
 
 def _rollout_series(settings: Settings) -> dict[str, str]:
-    """The rollout curves a trainer series can be drawn over: label -> series of ``tables.curve_frame``."""
+    """The rollout curves a trainer series can be drawn over: label -> series of ``steps.curve_frame``."""
     kl = KL_PREFIX[settings.kl_estimator]
     return {"reward (mean per step)": "reward", f"KL ({settings.kl_estimator}, mean per sample)": kl,
             "response length (tokens)": "response_len", "response length (characters)": "response_chars",
