@@ -12,6 +12,7 @@ then opened without following a symlink swapped in since.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 ROOTS_ENV = "RL_BOARD_ROOTS"
@@ -55,18 +56,43 @@ def allowed_roots() -> list[Path] | None:
     value = os.environ.get(ROOTS_ENV)
     if value is None:
         return None
-    parts = [part.strip() for part in value.split(os.pathsep) if part.strip()]
+    parts = [part.strip() for part in split_roots(value) if part.strip()]
     if not parts:
         raise RootsMisconfigured(f"{ROOTS_ENV} is set but blank: name the folders to allow, or unset it.")
     roots = []
     for part in parts:
+        if is_url(part):  # a URL prefix: kept as its normalised form, matched part by part (``url_root``)
+            continue
         try:
             roots.append(usable_path(part).resolve())
         except (RootError, OSError) as exc:
             raise RootsMisconfigured(f"{ROOTS_ENV} holds an unusable folder: {exc}") from None
-    if not any(root.is_dir() for root in roots):
+    if len(roots) == len(parts) and not any(root.is_dir() for root in roots):
         raise RootsMisconfigured(f"{ROOTS_ENV} names no folder that exists: {value!r}.")
     return roots
+
+
+#: a URL: a scheme (``s3``, ``gs``, ``az``, ``hf``, ``memory``, ``file``...) and ``://``
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` is a URL (``s3://bucket/prefix``) rather than a path on this machine."""
+    return isinstance(path, str) and bool(_URL.match(path))
+
+
+def split_roots(value: str) -> list[str]:
+    """``RL_BOARD_ROOTS`` cut at its separators (``:``), a URL's ``://`` left whole."""
+    return re.split(r"%s(?!//)" % re.escape(os.pathsep), value)
+
+
+def url_roots() -> list[str] | None:
+    """The allowed URL prefixes of ``RL_BOARD_ROOTS`` as written (``location`` normalises them); None
+    when it is unset (everything is allowed), [] when it names local folders only."""
+    value = os.environ.get(ROOTS_ENV)
+    if value is None:
+        return None
+    return [part.strip() for part in split_roots(value) if is_url(part.strip())]
 
 
 def check_roots() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..base.access import is_url
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
@@ -13,6 +14,11 @@ READS_A_RUN = ("summary", "search", "findings", "tags")
 
 
 FORMATS = ("board", "verl", "trl", "prime-rl", "art", "prime-rl-tokens")
+
+
+def run_location(text: str) -> Path | str:
+    """A run argument: a URL (``s3://bucket/runs/a``, ``hf://datasets/ORG/NAME``) as written, else a local path."""
+    return text if is_url(text) else Path(text)
 
 
 def _positive_int(text: str) -> int:
@@ -34,7 +40,7 @@ def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions
 
 def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
     """What every command that reads a run takes: the run folder and how it is read (the page's options)."""
-    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("run_dir", type=run_location)
     _token_arguments(parser, **token_help)
     parser.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     parser.add_argument("--tokenizer", default=None, metavar="PATH",
@@ -94,7 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     _run_arguments(tags, pad_help="removed from the exported prompts and responses; positions from it on are not "
                                   "counted")
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
-    metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
+    metrics.add_argument("path", type=run_location, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
     metrics.add_argument("--warnings", action="store_true", help="also list the warning signs (see the README)")
     metrics.add_argument("--ratio-max", type=float, default=None, help="policy ratio threshold (default 10)")

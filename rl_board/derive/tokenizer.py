@@ -5,7 +5,8 @@ the tokenizer that made them. It is a ``tokenizer.json`` (the ``tokenizers``
 library's file, which every Hugging Face model folder holds) given by the user, or
 found next to the run: in the run folder or up to two folders above it, either
 lying there or in a model folder there (a subfolder holding one). It is read with
-``tokenizers.Tokenizer.from_file``: from the disk only, never downloaded.
+``tokenizers.Tokenizer.from_file``: from the disk only, never downloaded from a hub; a run at a
+URL has its tokenizer read beside it through the run's filesystem (``Tokenizer.from_str``).
 
 Each id is decoded on its own (``decode([id])``, special tokens kept), so a token
 reads as what it adds to the text; an id the tokenizer does not know, or any id
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..base.access import RootError, check_allowed, usable_path
-from ..base.location import RunLocation, open_location
+from ..base.access import RootError, check_allowed, is_url, usable_path
+from ..base.location import RunLocation, open_location, remote_path
 
 TOKENIZER_FILE = "tokenizer.json"
 SEARCH_UP = 2  # folders above the run folder looked in
@@ -39,8 +40,11 @@ def id_text(token_id: int) -> str:
 def resolve_tokenizer(path: Path | str) -> Path:
     """The ``tokenizer.json`` at ``path``: the file itself, or the one inside a folder (a model
     folder). Raises ``TokenizerError`` (or ``RootError`` outside the allowed folders)."""
-    check_allowed(path)
-    path = usable_path(path)
+    if is_url(str(path)):
+        path = open_location(str(path)).path  # the door: a URL prefix of the allowed ones
+    else:
+        check_allowed(path)
+        path = usable_path(path)
     if path.is_dir():
         path = path / TOKENIZER_FILE
     if not path.is_file():
@@ -60,7 +64,7 @@ def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
     except (RootError, OSError):
         return None
     for _ in range(SEARCH_UP + 1):
-        if not location.contains(folder):
+        if not folder.parts or not location.contains(folder):  # no parts: above a URL's bucket
             return None
         found = _tokenizer_in(folder, location)
         if found is not None:
@@ -94,10 +98,10 @@ def stamp(path: str | None) -> str:
     if path is None:
         return ""
     try:
-        st = os.stat(path)
-    except OSError:
+        st = remote_path(path).stat() if is_url(path) else os.stat(path)
+    except (OSError, RootError):
         return ""
-    return f"{st.st_size}:{st.st_mtime_ns}"
+    return f"{st.st_size}:{st.st_mtime_ns}" + (f":{st.etag}" if getattr(st, "etag", "") else "")
 
 
 def load_tokenizer(path: str | None):
@@ -113,6 +117,8 @@ def _load(path: str, version: str):
     from tokenizers import Tokenizer  # here: only runs with token ids need it
 
     try:
+        if is_url(path):  # beside a run at a URL: read through its filesystem
+            return Tokenizer.from_str(remote_path(path).read_text())
         return Tokenizer.from_file(path)
     except Exception as exc:  # the library raises its own exception types for a bad file
         raise TokenizerError(f"{path} is not a tokenizer the tokenizers library can read ({exc})") from exc

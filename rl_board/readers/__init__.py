@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..base import fields as F
+from ..base.location import as_path
 
 
 class SourceChanged(RuntimeError):
@@ -237,7 +238,7 @@ def detect(run_dir: Path):
 
     A reader with a tree layout or its own check (``layout.GLOBS``, ``matches``) is asked with
     ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
-    run_dir = Path(run_dir)
+    run_dir = as_path(run_dir)
     try:
         suffixes = {p.suffix for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
     except OSError:

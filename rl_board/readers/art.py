@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path, open_file
 from . import FileError, ReadOptions, SourceChanged
 from . import parquet as _parquet
 from .layout import first_match, step_in
@@ -35,7 +36,7 @@ DEFAULT_SPLIT = "train"
 
 def matches(run_dir: Path) -> bool:
     for pattern in GLOBS:
-        found = first_match(Path(run_dir), pattern)
+        found = first_match(as_path(run_dir), pattern)
         if found is not None:
             return found.name.split(".", 1)[0].isdigit()
     return False
@@ -85,10 +86,11 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        with open_file(as_path(path)) as fh:
+            table = pq.read_table(fh)
     except (pa.ArrowException, OSError) as exc:
         raise FileError(f"not a readable parquet file: {exc}") from exc
-    step = step_in(Path(path).as_posix())
+    step = step_in(as_path(path).as_posix())
     samples = []
     for index, row in enumerate(table.to_pylist()):
         got = row_sample(row, 0 if step is None else step)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path
 from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
 from .layout import step_in
@@ -45,7 +46,7 @@ def unwrap(obj: dict) -> dict:
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (line, reason) for each rejected line, lines read) of one step's file."""
-    path = Path(path)
+    path = as_path(path)
     step = step_in(path.name)
     resolver = KeyResolver(options.fields, ALIASES)
     rows, lines, offsets, lengths, errors = [], [], [], [], []

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path, open_file
 from . import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
 from .canonical import TOKEN_STRINGS, build_rows
 
@@ -36,7 +37,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     import pyarrow.parquet as pq  # here, not at import: JSONL parsing workers never need it
 
     try:
-        source = pq.read_table(path)
+        with open_file(as_path(path)) as fh:  # a local file or a URL's object, read through its filesystem
+            source = pq.read_table(fh)
     except (pa.ArrowException, OSError) as exc:
         raise FileError(f"not a readable parquet file: {exc}") from exc
     if any(is_path(s) and s not in source.column_names for _, s in options.fields):
@@ -90,8 +92,7 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     import pyarrow.parquet as pq
 
     try:
-        st = os.fstat(fh.fileno())
-        key = (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        key = _version(fh, name)
         table = _TABLES.get(key)
         if table is None:
             table = _TABLES[key] = pq.read_table(fh)
@@ -164,3 +165,15 @@ def _texts(column: pa.ChunkedArray):
         return column.cast(pa.string())
     return pa.array([None if v is None else json.dumps(v, ensure_ascii=False, default=str)
                      for v in column.to_pylist()], type=pa.string())
+
+
+def _version(fh, name: str) -> tuple:
+    """What names one version of an open table file: its device, inode, size and time (a local file),
+    else the size and ETag its filesystem reports (a URL's object)."""
+    try:
+        st = os.fstat(fh.fileno())
+    except (OSError, ValueError):  # an fsspec file has no descriptor
+        details = getattr(fh, "details", None) or {}
+        return (name, "url", str(getattr(fh, "path", "")), details.get("size"),
+                str(details.get("ETag") or details.get("etag") or details.get("created") or ""))
+    return (name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)

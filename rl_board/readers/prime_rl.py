@@ -32,6 +32,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path
 from . import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import step_in
@@ -177,7 +178,7 @@ def _trained_ids(path: Path) -> set[str]:
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (line, reason) for each rejected line, lines read)."""
-    path = Path(path)
+    path = as_path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:

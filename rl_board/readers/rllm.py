@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path
 from . import FileError, ReadOptions, SourceChanged
 from .layout import step_in
 from .turns import number, numbers, sample_rows, turn, turns
@@ -83,13 +84,13 @@ def _load(data: bytes) -> dict | str:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, [] or (1, why the episode can't be read), 1)."""
     try:
-        episode = _load(Path(path).read_bytes())
+        episode = _load(as_path(path).read_bytes())
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     if isinstance(episode, str):
         raise FileError(episode)
     samples = [{**s, "line": i + 1, "offset": i}
-               for i, s in enumerate(episode_samples(episode, _step(Path(path).as_posix(), episode)))]
+               for i, s in enumerate(episode_samples(episode, _step(as_path(path).as_posix(), episode)))]
     errors = [] if samples else [(1, "episode has no trajectories")]
     return sample_rows(samples), errors, 1
 

@@ -22,6 +22,7 @@ import orjson
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path, open_file
 from . import FileError, ReadOptions, SourceChanged
 from .turns import number, numbers, sample_rows, turns
 
@@ -43,8 +44,8 @@ def split_of(name: str) -> str | None:
 def matches(run_dir: Path) -> bool:
     """A folder holding a ``.db`` file that starts like an SQLite database."""
     try:
-        for path in Path(run_dir).glob("*.db"):
-            with open(path, "rb") as fh:
+        for path in as_path(run_dir).glob("*.db"):
+            with open_file(path) as fh:
                 if fh.read(16) == _SQLITE_HEADER:
                     return True
     except OSError:

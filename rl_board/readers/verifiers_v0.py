@@ -18,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.location import as_path, open_file
 from . import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
 from .turns import number, sample_rows, turn, turns
@@ -33,7 +34,7 @@ NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
 def matches(run_dir: Path) -> bool:
     """A ``results.jsonl`` whose first line has ``prompt`` or ``completion`` and ``reward``."""
     try:
-        with open(Path(run_dir) / "results.jsonl", "rb") as fh:
+        with open_file(as_path(run_dir) / "results.jsonl") as fh:
             first = fh.readline(1 << 20)
     except OSError:
         return False
@@ -62,7 +63,7 @@ def sample(obj: dict, line: int, offset: int) -> dict | str:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (line, reason) for each rejected line, lines read)."""
     try:
-        data = Path(path).read_bytes()
+        data = as_path(path).read_bytes()
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     samples, errors, offset, count = [], [], 0, 0

@@ -23,9 +23,11 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import xxhash
+
+from ..base.location import as_path, open_file
 
 CACHE_VERSION = 12  # 12: a file's parsed part hashed in spans (each range's parser hashes what it reads)
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
@@ -48,7 +50,7 @@ def default_cache_root() -> Path:
 def cache_dir_for(run_dir: Path, key: str, root: Path | None = None) -> Path:
     """The folder caching ``run_dir`` read as ``key`` (reader and read options): one per absolute
     path and key, named so a person can tell which run it holds."""
-    resolved = str(Path(run_dir).resolve())
+    resolved = str(as_path(run_dir).resolve())  # a URL's run: its normalised URL
     digest = hashlib.sha1(repr((resolved, key)).encode()).hexdigest()[:16]
     return (root or default_cache_root()) / f"{_name_prefix(resolved)}{digest}"
 
@@ -57,7 +59,7 @@ def cached_since(run_dir: Path, since_ns: int, root: Path | None = None) -> bool
     """Whether a cache of a run folder of ``run_dir``'s name (with any read options) has a manifest
     written at or after ``since_ns``: a cheap guess that a read will not parse, which the loader
     then checks."""
-    prefix = _name_prefix(str(Path(run_dir).resolve()))
+    prefix = _name_prefix(str(as_path(run_dir).resolve()))
     try:
         return any(entry.name.startswith(prefix)
                    and os.stat(Path(entry.path) / MANIFEST).st_mtime_ns >= since_ns
@@ -67,12 +69,12 @@ def cached_since(run_dir: Path, since_ns: int, root: Path | None = None) -> bool
 
 
 def _name_prefix(resolved: str) -> str:
-    return f"{Path(resolved).name}-"
+    return f"{PurePosixPath(resolved).name}-"
 
 
 def hash_span(path: Path, start: int, end: int) -> str:
     """sha1 of bytes [start, end) of ``path``."""
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         fh.seek(start)
         return hashlib.sha1(fh.read(end - start)).hexdigest()
 
@@ -81,7 +83,11 @@ def hash_spans(path: Path, spans: list[tuple[int, int]]) -> list[str]:
     """xxh3-128 of each span [start, end) of ``path``, hashed from a memory map (several GB/s)."""
     if not spans:
         return []
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
+        try:
+            fh.fileno()
+        except (OSError, ValueError):  # a URL's object: each span read as one range
+            return [xxhash.xxh3_128(_read_span(fh, a, b)).hexdigest() for a, b in spans]
         if os.fstat(fh.fileno()).st_size == 0:
             return [xxhash.xxh3_128(b"").hexdigest() for _ in spans]
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
@@ -90,6 +96,11 @@ def hash_spans(path: Path, spans: list[tuple[int, int]]) -> list[str]:
                 return [xxhash.xxh3_128(view[a:b]).hexdigest() for a, b in spans]
             finally:
                 view.release()
+
+
+def _read_span(fh, start: int, end: int) -> bytes:
+    fh.seek(start)
+    return fh.read(max(0, end - start))
 
 
 def prefix_spans(path: Path, offset: int, read: list) -> list[list]:
@@ -137,6 +148,7 @@ class FileEntry:
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
     unterminated: bool = False  # the last line read had no newline (its newline, if it comes, is skipped)
+    etag: str = ""  # a URL's object: its ETag (or version) when parsed; with its size, what says it is unchanged
     # when the file was last seen as parsed (ns): a file written within SETTLED_NS of it may be rewritten in the
     # same tick of the file system's clock, same size and time, so it is hashed before it is trusted
     checked_ns: int = 0
@@ -153,7 +165,7 @@ class FileEntry:
             tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
             prefix_spans=prefix_spans(path, offset, list(read)),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
-            unterminated=unterminated, checked_ns=time.time_ns(),
+            unterminated=unterminated, checked_ns=time.time_ns(), etag=getattr(st, "etag", ""),
         )
 
     def status(self, path: Path, appendable: bool = True) -> str:
@@ -165,7 +177,7 @@ class FileEntry:
             return "stale"
         if st.st_ino != self.inode or st.st_size < self.offset:
             return "stale"
-        if (st.st_size, st.st_mtime_ns) == (self.size, self.mtime_ns):
+        if (st.st_size, st.st_mtime_ns, getattr(st, "etag", "")) == (self.size, self.mtime_ns, self.etag):
             if st.st_mtime_ns < self.checked_ns - SETTLED_NS:
                 return "same"
             # written moments before it was read: a rewrite since, in the same clock tick, would look the same
@@ -199,7 +211,7 @@ class FileEntry:
         numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line, entry.checked_ns)
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
             raise ValueError("a size, time or offset is not an integer")
-        if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash)) or not all(
+        if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash, entry.etag)) or not all(
                 isinstance(span, list) and len(span) == 3 and all(isinstance(n, int) and not isinstance(n, bool)
                                                                   for n in span[:2]) and isinstance(span[2], str)
                 for span in entry.prefix_spans):

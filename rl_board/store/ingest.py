@@ -28,6 +28,7 @@ import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
+from ..base.location import LocationError, RunLocation, as_path, fault_line, open_file, restore
 from . import workers
 from ..derive.samples import derive
 from ..readers import FileError, ReadOptions, line_too_long, reader_for
@@ -76,20 +77,22 @@ class RangeResult:
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
          quota: dict[int, int] | None = None, max_per_step: int | None = None,
          progress: Callable[[int], None] | None = None,
-         meanwhile: Callable[[], None] | None = None) -> list[RangeResult]:
+         meanwhile: Callable[[], None] | None = None, location: RunLocation | None = None) -> list[RangeResult]:
     """Read the new bytes (path, start, stop) of a run's files with ``reader`` into segments in
-    ``out_dir`` (tables in memory when None). With ``max_per_step``, keep a sample only while its
+    ``out_dir`` (tables in memory when None), through ``location`` (every task reads its range
+    through the location's filesystem; None: local files, opened directly). With ``max_per_step``, keep a sample only while its
     step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished;
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
     while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
         size = range_bytes(sum(stop - start for _, start, stop in tasks), workers.count())
-        return run_ranges(reader, tasks_for(tasks, size), out_dir, options, quota, max_per_step, progress, meanwhile)
+        return run_ranges(reader, tasks_for(tasks, size), out_dir, options, quota, max_per_step, progress, meanwhile,
+                          location)
     results = []
     for path, _, stop in tasks:
         result = RangeResult(str(path), 0, stop)
         try:
-            rows, errors, count = reader.read_table(Path(path), options)
+            rows, errors, count = reader.read_table(as_path(path), options)
             table = derive(rows, options)
         except FileError as exc:
             result.error = str(exc)
@@ -105,9 +108,24 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
 
 
 def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, options: ReadOptions,
-                 quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
+                 quota: dict[int, int] | None = None, max_per_step: int | None = None,
+                 location: RunLocation | None = None) -> RangeResult:
     """Read the complete lines in bytes [start, stop) of ``path`` into a segment in ``out_dir``
-    (kept in memory, in ``RangeResult.table``, when ``out_dir`` is None)."""
+    (kept in memory, in ``RangeResult.table``, when ``out_dir`` is None), through ``location``'s
+    filesystem (None: a local file opened directly). A URL's store failing raises ``LocationError``
+    (one line naming the object), whatever the library raised."""
+    if location is None or not location.is_url:
+        return _ingest_range(reader, path, start, stop, out_dir, options, quota, max_per_step, location)
+    try:
+        return _ingest_range(reader, path, start, stop, out_dir, options, quota, max_per_step, location)
+    except LocationError:
+        raise
+    except Exception as exc:  # botocore's, aiohttp's, fsspec's: many kinds, one line
+        raise LocationError(fault_line(path, exc)) from None
+
+
+def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, options: ReadOptions,
+                  quota: dict[int, int] | None, max_per_step: int | None, location: RunLocation | None) -> RangeResult:
     result = RangeResult(path, start, start)
     tables = []
     hasher, whole = xxhash.xxh3_128(), True  # what was read, hashed as it is (the cache's check of the file)
@@ -126,7 +144,7 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
             tables.append(table)
 
     limit = options.max_line
-    with open(path, "rb") as fh:
+    with _open(location, path) as fh:
         fh.seek(start)
         position = start
         while position < stop:
@@ -156,7 +174,7 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
             position += complete
             fh.seek(position)
     if 0 < stop - position <= limit:  # bytes after the last newline: a finished line?
-        with open(path, "rb") as fh:
+        with _open(location, path) as fh:
             fh.seek(position)
             tail = fh.read(stop - position)
         if reader.is_whole_record(tail):  # the writer stopped before its newline
@@ -171,6 +189,12 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
     if tables:
         _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
     return result
+
+
+def _open(location: RunLocation | None, path):
+    """One of the run's files for reading: through its location (a URL's object, or a local file
+    checked against the roots again), or opened directly without one."""
+    return open(path, "rb") if location is None else location.open(location.file(path))
 
 
 def _keep(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:
@@ -232,7 +256,9 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
     last ending after a newline."""
     size = size or RANGE_BYTES
     cuts = [start]
-    with open(path, "rb") as fh:
+    if stop - start <= size * 1.5:
+        return [(start, stop)]  # one range: nothing to look for (no request, for a URL's object)
+    with open_file(as_path(path)) as fh:
         while stop - cuts[-1] > size * 1.5:
             fh.seek(cuts[-1] + size)
             rest = _find_newline(fh, stop - cuts[-1] - size)
@@ -248,19 +274,22 @@ def split_ranges(path: Path, start: int, stop: int, size: int | None = None) -> 
 def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, options: ReadOptions,
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
                progress: Callable[[int], None] | None = None,
-               meanwhile: Callable[[], None] | None = None) -> list[RangeResult]:
+               meanwhile: Callable[[], None] | None = None,
+               location: RunLocation | None = None) -> list[RangeResult]:
     """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes
-    finished; ``meanwhile`` as in ``read``."""
+    finished; ``meanwhile`` as in ``read``. A location that worker processes can't reach
+    (``memory://``) is read here."""
     total = sum(stop - start for _, start, stop in tasks)
     count = min(workers.count(), len(tasks))
-    if max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1:
+    if (max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1
+            and (location is None or location.shared)):
         try:
-            return _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile)
+            return _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile, location)
         except WorkerError:
             pass  # parse here instead: slower, same result
     results = []
     for path, start, stop in tasks:
-        results.append(ingest_range(reader, path, start, stop, out_dir, options, quota, max_per_step))
+        results.append(ingest_range(reader, path, start, stop, out_dir, options, quota, max_per_step, location))
         if progress is not None:
             progress(stop - start)
     return results
@@ -282,7 +311,8 @@ class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
 
-def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=None) -> list[RangeResult]:
+def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=None,
+                    location: RunLocation | None = None) -> list[RangeResult]:
     """Hand the tasks, one at a time as each finishes, to ``count`` worker processes (the warm
     pool of ``workers``, see there; a command forks them here, so ``meanwhile`` runs only once
     they are forked: a fork copies one thread); results in task order."""
@@ -298,13 +328,15 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
         def dispatch(proc) -> None:
             if queue:
                 index, (path, start, stop) = queue.pop()
-                task = [index, path, start, stop, out_dir, reader.NAME, options.to_json()]
+                task = [index, path, start, stop, out_dir, reader.NAME, options.to_json(),
+                        location.to_json() if location is not None else None]
                 proc.stdin.write((json.dumps(task) + "\n").encode())
                 proc.stdin.flush()
                 busy.add(proc)
             else:
                 busy.discard(proc)
 
+        faults: list[str] = []
         try:
             LAST_READ["first_task"] = time.time()
             for proc in procs:
@@ -312,12 +344,15 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
                 dispatch(proc)
             if meanwhile is not None:
                 meanwhile()
-            while busy:
+            while busy and not faults:
                 for key, _ in selector.select():
                     line = key.fileobj.readline()
                     if not line:  # the worker died
                         raise WorkerError(workers.stop(key.data) or "a worker ended")
                     index, fields_ = json.loads(line)
+                    if "fault" in fields_:  # a URL's range could not be read: the read stops, caching nothing
+                        faults.append(fields_["fault"])
+                        break
                     result = RangeResult(**fields_)
                     result.errors = [tuple(e) for e in result.errors]
                     results[index] = result
@@ -328,6 +363,8 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
             raise WorkerError(str(exc)) from exc
         finally:
             selector.close()
+        if faults:
+            raise LocationError(faults[0])  # leaving ``borrow`` by an error ends its workers
     LAST_READ["last_result"] = time.time()
     return [results[i] for i in range(len(tasks))]
 
@@ -343,7 +380,7 @@ def _warm() -> None:
 
 
 def serve(idle_seconds: float) -> None:
-    """Worker entry: one JSON task [index, path, start, stop, out_dir, reader, options] per stdin
+    """Worker entry: one JSON task [index, path, start, stop, out_dir, reader, options, location] per stdin
     line; one JSON result line [index, result] on stdout as each finishes. Ends when stdin
     closes, or after ``idle_seconds`` without a task."""
     _warm()
@@ -355,8 +392,15 @@ def serve(idle_seconds: float) -> None:
         line = stdin.readline()
         if not line:
             return
-        index, path, start, stop, out_dir, name, options = json.loads(line)
-        result = ingest_range(reader_for(name), path, start, stop, out_dir, ReadOptions.from_json(options))
+        index, path, start, stop, out_dir, name, options, where = json.loads(line)
+        location = restore(where) if where is not None else None
+        try:
+            result = ingest_range(reader_for(name), path, start, stop, out_dir, ReadOptions.from_json(options),
+                                  location=location)
+        except LocationError as exc:  # a URL's read failed (gone, denied, unreachable): the parent says so
+            sys.stdout.write(json.dumps([index, {"fault": str(exc)}]) + "\n")
+            sys.stdout.flush()
+            continue
         fields_ = asdict(result)
         del fields_["table"]  # always None here: workers write segment files
         sys.stdout.write(json.dumps([index, fields_]) + "\n")

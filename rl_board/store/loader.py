@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
-from ..base.access import RootError
-from ..base.location import RunLocation, open_location
+from ..base.access import RootError, is_url
+from ..base.location import LocationError, RunLocation, as_path, fault_line, open_location
 from ..derive.samples import SCHEMA, TURN_COLUMNS
 from ..derive.tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from ..readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
@@ -108,7 +108,8 @@ class RunLoader:
                  eos_token: str | None = None, split: str | None = None, tokenizer: Path | str | None = None):
         # the run's location, opened at the first refresh (the one check against the allowed folders)
         self.location: RunLocation | None = run_dir if isinstance(run_dir, RunLocation) else None
-        self.run_dir = run_dir.path if isinstance(run_dir, RunLocation) else Path(run_dir)
+        self.run_dir = run_dir.path if isinstance(run_dir, RunLocation) else (
+            run_dir if is_url(run_dir) else as_path(run_dir))  # a URL: its path once opened at the door
         self.wanted_split = split or None
         self.split: str | None = None  # the split read (chosen when the format is detected)
         self.splits: tuple[str, ...] = ()
@@ -143,6 +144,8 @@ class RunLoader:
         """Detect the run's format (again while no file was read: the folder may have been empty)."""
         if self.location is None:
             self.location = open_location(self.run_dir)
+            if self.location.is_url:
+                self.run_dir = self.location.path
         if not self._tokenizer_chosen:
             self._choose_tokenizer()
         reader = detect(self.run_dir)
@@ -201,15 +204,26 @@ class RunLoader:
         threading.Thread(target=load, name="rl-board-imports", daemon=True).start()
 
     def refresh(self, progress: Progress | None = None):
-        """Read what is new in every file (all of it the first time) and return the run as it is now."""
+        """Read what is new in every file (all of it the first time) and return the run as it is now.
+        A run at a URL whose store fails (unreachable, refused, gone) raises ``LocationError``: one
+        line naming the URL; nothing half-read is cached."""
         with self._lock:
-            if self.reader is None or not self._files:
-                self._use_reader()
-            with self._store.shared() as changed:
-                if changed and self._opened:  # another process rewrote the cache: start from its manifest
-                    self._tracker.forget()
-                    self._opened = False
-                return self._refresh(progress)
+            try:
+                if self.reader is None or not self._files:
+                    self._use_reader()
+                with self._store.shared() as changed:
+                    if changed and self._opened:  # another process rewrote the cache: start from its manifest
+                        self._tracker.forget()
+                        self._opened = False
+                    return self._refresh(progress)
+            except RootError:
+                raise
+            except Exception as exc:  # a store's own errors (botocore's, aiohttp's) are many kinds
+                if self.location is None or not self.location.is_url:
+                    raise
+                self._tracker.forget()
+                self._opened = False
+                raise LocationError(fault_line(self.location.path, exc)) from None
 
     def clear_cache(self) -> None:
         """Delete this run's cache (once no other process is using it); the next refresh parses again."""
@@ -272,14 +286,15 @@ class RunLoader:
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
             # while workers parse, import what the snapshot needs
             return ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance,
-                               meanwhile=self._import_snapshot_modules)
+                               meanwhile=self._import_snapshot_modules, location=self.location)
 
         try:
             results = parse(out_dir)
-        except OSError as exc:  # a full disk, a size limit: read again, keeping the rows in memory
+        except OSError as exc:  # (a URL's read failing is a LocationError, never taken for a full disk)  # a full disk, a size limit: read again, keeping the rows in memory
             self._store.write_failed(out_dir, exc, self._cache_key())
             out_dir, keep, done[0] = None, False, 0
             results = parse(None)
+        self._check_unchanged(todo)
         by_path = {str(state.path): state for state, _ in todo}
         for result in results:
             name, table = "", result.table
@@ -289,6 +304,17 @@ class RunLoader:
         for state, _ in todo:
             self._store.compact(state.segments, out_dir, keep)
             state.describe()
+
+    def _check_unchanged(self, todo: list[tuple[FileState, int]]) -> None:
+        """A URL's object replaced while its ranges were read (another ETag than when it was listed):
+        ``LocationError`` before anything of the read is kept."""
+        for state, _ in todo:
+            before = state.planned_etag
+            if before:
+                after = getattr(state.path.stat(), "etag", "")
+                if after != before:
+                    raise LocationError(f"{state.path}: the object was replaced while it was read (ETag "
+                                        f"{before} then {after}); nothing of it was kept: open the run again.")
 
     # -- the snapshot ---------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base.access import RootError
-from ..base.location import RunLocation, open_location
+from ..base.location import RunLocation, as_path, open_file, open_location
 from .cache import FileEntry
 from ..readers import holds_run, layout
 
@@ -44,6 +44,7 @@ def _holds_run(folder: Path) -> bool:
 def list_runs(root: Path | str | RunLocation) -> list[str]:
     """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
     location = open_location(root)  # the door: before anything under it is looked at
+    location.invalidate()  # a URL's listing as it is now, not as the filesystem last kept it
     root = location.path
     if not root.exists():
         raise RootError(f"Folder not found: {root}. " + EXPECTED_LAYOUT)
@@ -64,6 +65,7 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
     (``layout.relative_name``). With ``split``, only the files of that split (``layout.split_of``).
     ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted."""
     location = open_location(run_dir)  # a location is taken as it is: checked once, at its door
+    location.invalidate()  # a URL's new and grown objects show (s3fs keeps listings)
     run_dir = location.path
     if not run_dir.is_dir():
         raise RootError(f"Run folder not found: {run_dir}. " + EXPECTED_LAYOUT)
@@ -88,7 +90,7 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
 
 def file_name(run_dir: Path | RunLocation, path: Path) -> str:
     """The name of one of a run's files (``list_run_files``): its path relative to the run folder."""
-    return layout.relative_name(run_dir.path if isinstance(run_dir, RunLocation) else Path(run_dir).expanduser(), path)
+    return layout.relative_name(run_dir.path if isinstance(run_dir, RunLocation) else as_path(run_dir).expanduser(), path)
 
 
 def _tree_files(location: RunLocation, patterns: tuple[str, ...]) -> list[Path]:
@@ -113,7 +115,7 @@ def unreadable(path: Path, appendable: bool = True) -> str | None:
     """Why ``path`` can't be read, or None when it can. An empty file of a format that appends
     is a run that has not started; of a table format, it is no table."""
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             if not fh.read(1) and not appendable:
                 return "an empty file (0 bytes), not a table"
     except OSError as exc:
@@ -122,7 +124,7 @@ def unreadable(path: Path, appendable: bool = True) -> str | None:
 
 
 def _byte_at(path: Path, offset: int) -> bytes:
-    with open(path, "rb") as fh:
+    with open_file(path) as fh:
         fh.seek(offset)
         return fh.read(1)
 
@@ -144,6 +146,7 @@ class FileState:
         self.unterminated = False  # the last line read had no newline: skip one if it comes
         self.long_tail = 0  # bytes after the last newline, over the line limit already: never read
         self.read: list[list] = []  # [start, end, xxh3-128] of the byte ranges parsed (``cache.prefix_spans``)
+        self.planned_etag = ""  # a URL's object: its ETag when the read was planned (checked after it)
 
     @classmethod
     def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
@@ -256,7 +259,9 @@ class FileTracker:
                 plan.status[name] = "parsed"
             else:
                 plan.status[name] = "appended"
-            plan.todo.append((state, path.stat().st_size))
+            st = path.stat()
+            state.planned_etag = getattr(st, "etag", "")
+            plan.todo.append((state, st.st_size))
         return plan
 
     @staticmethod

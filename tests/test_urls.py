@@ -1,0 +1,199 @@
+"""Runs at URLs (``base.location`` with an fsspec filesystem): ``memory://`` and ``file://`` read the
+same as the local folder, the allowed roots are URL prefixes matched part by part, and live follow
+sees new, grown and replaced objects. No server needed here (S3 is tested in test_s3.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import uuid
+from pathlib import Path
+
+import fsspec
+import pandas as pd
+import pytest
+
+from conftest import REPO, sample, write_lines
+from rl_board.analysis.source import RunSource
+from rl_board.base.access import OutsideAllowedFolders, RootError
+from rl_board.base.location import RemotePath, fault_line, open_location
+from rl_board.cli import main
+from rl_board.store import ingest, workers
+from rl_board.store.tracking import list_runs
+
+MEMORY = fsspec.filesystem("memory")
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    """(exit status, stdout, stderr) of ``rl-board ARGV`` run in this process."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        status = main(list(argv))
+    return status, out.getvalue(), err.getvalue()
+
+
+def to_memory(folder: Path) -> str:
+    """Copy ``folder``'s files into the memory filesystem under a fresh prefix; returns its URL."""
+    prefix = f"/t-{uuid.uuid4().hex[:8]}/{folder.name}"
+    for path in folder.rglob("*"):
+        if path.is_file():
+            MEMORY.pipe(f"{prefix}/{path.relative_to(folder).as_posix()}", path.read_bytes())
+    return "memory://" + prefix
+
+
+def close_to(a, b) -> bool:
+    """``a`` equals ``b``, numbers within 1e-12 relative (the issue's tolerance)."""
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+COMMANDS = (("summary", "--json"), ("findings", "--json"), ("search", "--regex", "the", "--json"))
+
+
+@pytest.mark.parametrize("run", ["ppo_demo", "trl_grpo_demo", "prime_rl_tokens_demo"])
+def test_a_memory_and_a_file_url_read_as_the_local_folder(run):
+    """summary, findings and search of a bundled run (JSONL ranks, TRL parquet, token ids decoded with the
+    tokenizer found beside the run) print the same from memory://, file:// and the folder."""
+    local = REPO / "rollout_samples" / run
+    for command in COMMANDS:
+        status, expected, _ = cli(command[0], str(local), *command[1:])
+        assert status == 0 and expected
+        for url in (to_memory(local), local.resolve().as_uri()):
+            status, got, err = cli(command[0], url, *command[1:])
+            assert status == 0, err
+            assert close_to(json.loads(got), json.loads(expected)), (url, command)
+    if run == "prime_rl_tokens_demo":  # the tokenizer beside the run was found and read through its filesystem
+        url = to_memory(local)
+        assert RunSource(url, cache_root=False).refresh().options.tokenizer == url + "/tokenizer.json"
+
+
+def test_file_url_ranges_are_read_by_worker_processes(tmp_path, monkeypatch):
+    """A file:// run cut into many ranges is parsed by worker processes reading through the location's
+    filesystem, with the rows the local folder gives in one process."""
+    lines = [sample(i % 5, float(i), prompt=f"p{i}", logprobs=[-1.0, -0.5]) for i in range(400)] + ["{broken"]
+    write_lines(tmp_path / "run" / "rank0.jsonl", lines)
+    expected = RunSource(tmp_path / "run", cache_root=False).refresh()
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "RANGE_BYTES", 3000)
+    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 3000)
+    workers.shutdown()
+    seen = []
+    real = ingest._run_in_workers
+    monkeypatch.setattr(ingest, "_run_in_workers", lambda *a, **k: seen.append((len(a[1]), a[7])) or real(*a, **k))
+    got = RunSource((tmp_path / "run").as_uri()).refresh()
+    assert seen and seen[0][0] > 5 and seen[0][1].is_url  # many ranges, handed out with the URL's location
+    where = ["row", "seg"]
+    pd.testing.assert_frame_equal(expected.samples.drop(columns=where), got.samples.drop(columns=where))
+    assert got.report.errors == expected.report.errors == (("rank0.jsonl", 401, got.report.errors[0][2]),)
+
+
+def test_memory_runs_are_read_in_this_process(monkeypatch):
+    """Worker processes can't see this process's memory filesystem: its ranges are parsed here."""
+    url = to_memory(REPO / "rollout_samples" / "ppo_demo")
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ingest, "_run_in_workers", lambda *a, **k: pytest.fail("workers were asked"))
+    run = RunSource(url).refresh()
+    assert len(run.samples) == sum(1 for line in (REPO / "rollout_samples/ppo_demo").glob("*.jsonl")
+                                   for _ in line.open())
+
+
+def test_url_roots_are_prefixes_matched_part_by_part(monkeypatch):
+    """With RL_BOARD_ROOTS=memory://team/runs (and a local folder), a run under it opens; ``..`` out
+    of it, a look-alike prefix, the parent and another scheme's URL do not, whether they exist or not."""
+    MEMORY.pipe("/team/runs/a/r.jsonl", (json.dumps(sample(1, 1.0)) + "\n").encode())
+    MEMORY.pipe("/team/runs-evil/a/r.jsonl", (json.dumps(sample(1, 9.0)) + "\n").encode())
+    monkeypatch.setenv("RL_BOARD_ROOTS", f"{REPO}:memory://team/runs")
+    assert open_location("memory://team/runs/a").path == RemotePath(MEMORY, "/team/runs/a")
+    assert open_location("memory://team/runs/./a/../a").path == RemotePath(MEMORY, "/team/runs/a")
+    for url in ("memory://team/runs/../runs-evil/a", "memory://team/runs-evil/a", "memory://team",
+                "memory://team/runs/../../x", "s3://team/runs/a"):
+        with pytest.raises(OutsideAllowedFolders):
+            open_location(url)
+    assert open_location(REPO / "rollout_samples").path == REPO / "rollout_samples"  # local roots still work
+    status, _, err = cli("summary", "memory://team/runs-evil/a")
+    assert status == 2 and err.count("\n") == 1 and "outside the allowed folders" in err
+
+
+def test_s3_roots_refuse_a_look_alike_bucket(monkeypatch):
+    """``s3://team`` allows s3://team/x and not s3://team-evil/x nor s3://team/../team-evil/x (no request is
+    made: the check is on the normalised URL)."""
+    pytest.importorskip("s3fs")
+    monkeypatch.setenv("RL_BOARD_ROOTS", "s3://team")
+    assert str(open_location("s3://team/runs/a").path) == "s3://team/runs/a"
+    for url in ("s3://team-evil/runs/a", "s3://team/../team-evil/a", "s3a://team-evil/a"):
+        with pytest.raises(OutsideAllowedFolders):
+            open_location(url)
+
+
+def test_credentials_in_a_url_are_refused():
+    """A URL carrying a key (``s3://KEY:SECRET@bucket``) is refused with a message that repeats neither."""
+    with pytest.raises(RootError) as caught:
+        open_location("s3://AKIAEXAMPLE:sup3rs3cretvalue@bucket/run")
+    assert "sup3rs3cretvalue" not in str(caught.value) and "AKIAEXAMPLE" not in str(caught.value)
+
+
+def test_an_unknown_scheme_is_one_line():
+    """A URL of a scheme no fsspec filesystem serves gets one line naming it, exit status 2."""
+    status, out, err = cli("summary", "nosuchscheme://bucket/run")
+    assert status == 2 and not out and err.count("\n") == 1 and "nosuchscheme://bucket/run" in err
+
+
+def test_runs_are_listed_under_a_url_root():
+    """list_runs of a URL finds the run folders below it, as for a local root."""
+    url = to_memory(REPO / "rollout_samples")
+    assert list_runs(url) == list_runs(REPO / "rollout_samples")
+
+
+def test_live_follow_reads_new_grown_and_replaced_objects():
+    """A followed memory:// run reads an object that appeared, only the new lines of one rewritten longer
+    with its start intact (appended), and the whole of one replaced at the same size."""
+    prefix = f"/live-{uuid.uuid4().hex[:8]}"
+    first = [sample(1, 1.0), sample(1, 2.0)]
+    MEMORY.pipe(f"{prefix}/rank0.jsonl", ("\n".join(map(json.dumps, first)) + "\n").encode())
+    source = RunSource("memory://" + prefix)
+    assert source.refresh().samples["reward"].tolist() == [1.0, 2.0]
+    MEMORY.pipe(f"{prefix}/rank1.jsonl", (json.dumps(sample(2, 5.0)) + "\n").encode())  # new object
+    assert sorted(source.refresh().samples["reward"].tolist()) == [1.0, 2.0, 5.0]
+    assert source.last_status["rank1.jsonl"] == "parsed"
+    MEMORY.pipe(f"{prefix}/rank0.jsonl", ("\n".join(map(json.dumps, first + [sample(3, 7.0)])) + "\n").encode())  # grown
+    assert sorted(source.refresh().samples["reward"].tolist()) == [1.0, 2.0, 5.0, 7.0]
+    assert source.last_status["rank0.jsonl"] == "appended"
+    MEMORY.pipe(f"{prefix}/rank1.jsonl", (json.dumps(sample(2, 6.0)) + "\n").encode())  # replaced, same size
+    assert sorted(source.refresh().samples["reward"].tolist()) == [1.0, 2.0, 6.0, 7.0]
+    assert source.last_status["rank1.jsonl"] == "parsed"
+
+
+def test_a_url_run_opens_from_its_cache(isolated_cache):
+    """A second reader of an unchanged memory:// run opens it from the cache keyed by the URL, parsing
+    nothing; the manifest names the URL and each object's size."""
+    url = to_memory(REPO / "rollout_samples" / "ppo_demo")
+    first = RunSource(url).refresh()
+    second = RunSource(url)
+    again = second.refresh()
+    assert set(second.last_status.values()) == {"cached"}
+    pd.testing.assert_frame_equal(first.samples, again.samples)
+    manifest = json.loads(next(isolated_cache.glob("ppo_demo-*/manifest.json")).read_text())
+    assert manifest["run_dir"] == url
+    assert manifest["files"]["rollout_data_rank0.jsonl"]["size"] == \
+        (REPO / "rollout_samples/ppo_demo/rollout_data_rank0.jsonl").stat().st_size
+
+
+def test_fault_lines_name_the_url_and_keep_secrets_out(monkeypatch):
+    """Each kind of store error reads as one line naming the URL; a credential from the environment that
+    an error repeats is taken out."""
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2hunter2hunter2")
+    cases = {PermissionError("An error occurred (AccessDenied) when calling GetObject"): "access denied",
+             FileNotFoundError("NoSuchKey"): "no such object",
+             OSError("InvalidAccessKeyId: the key hunter2hunter2hunter2"): "credentials were refused",
+             ConnectionRefusedError("Connection refused"): "can't be reached",
+             RuntimeError("weird hunter2hunter2hunter2\nsecond line"): "could not be read"}
+    for exc, meaning in cases.items():
+        line = fault_line("s3://b/run", exc)
+        assert line.startswith("s3://b/run: ") and meaning in line and "\n" not in line
+        assert "hunter2" not in line
