@@ -480,7 +480,7 @@ _FAULTS = (
      "access denied (these credentials may not read it)"),
     (("NoSuchBucket", "ContainerNotFound", "bucket does not exist"), "no such bucket"),
     (("FileNotFoundError", "NoSuchKey", "BlobNotFound", "404", "Not Found"), "no such object or folder"),
-    (("PreconditionFailed", "412", "changed while", "ETag"), "an object was replaced while it was read"),
+    (("FileExpired", "PreconditionFailed", "412", "changed while", "ETag"), "an object was replaced while it was read"),
     (("SlowDown", "Throttl", "TooManyRequests", "503", "429"), "the store is throttling requests (retried; try again later)"),
     (("EndpointConnectionError", "ConnectError", "ClientConnectorError", "ConnectionRefused", "Connection refused",
       "Could not connect", "Cannot connect", "Name or service not known", "Temporary failure in name resolution",

@@ -223,7 +223,7 @@ class RunLoader:
                     raise
                 self._tracker.forget()
                 self._opened = False
-                raise LocationError(fault_line(self.location.path, exc)) from None
+                raise LocationError(fault_line(self.location.path, exc)) from exc
 
     def clear_cache(self) -> None:
         """Delete this run's cache (once no other process is using it); the next refresh parses again."""
@@ -308,6 +308,8 @@ class RunLoader:
     def _check_unchanged(self, todo: list[tuple[FileState, int]]) -> None:
         """A URL's object replaced while its ranges were read (another ETag than when it was listed):
         ``LocationError`` before anything of the read is kept."""
+        if any(state.planned_etag for state, _ in todo):
+            self.location.invalidate()  # the object as it is now, not as it was listed
         for state, _ in todo:
             before = state.planned_etag
             if before:
