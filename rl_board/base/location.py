@@ -197,6 +197,9 @@ class RemotePath:
     def open(self, mode: str = "rb", **kwargs) -> BinaryIO:
         if mode not in ("rb", "r"):
             raise ValueError("a run's files are opened for reading only")
+        # no read-ahead: every read here asks for the bytes it needs (a range, a hash's 64 KB, one
+        # record), and a block cache would fetch up to 50 MB around each of them
+        kwargs.setdefault("cache_type", "none")
         return self.fs.open(self._key(), mode, **kwargs)
 
     def read_bytes(self) -> bytes:
