@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: unit, AppTest and the real-browser test. Installs what they need on a fresh machine:
-# Debian's chromium (needs root or sudo) and a virtualenv (.venv) with requirements-dev.txt.
+# Debian's chromium (needs root or sudo), a virtualenv (.venv) with requirements-dev.txt (moto's S3 server
+# and s3fs for the s3 tests, adlfs for the azure tests) and Azurite from npm (.azurite/).
 # Extra arguments go to pytest, e.g. ./test.sh -k loader
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -18,5 +19,10 @@ if [ ! -x "$VENV/bin/python" ] || ! cat requirements.txt requirements-dev.txt | 
   "$VENV/bin/python" -m pip install --quiet -r requirements-dev.txt
   cat requirements.txt requirements-dev.txt > "$VENV/.installed-dev.txt"
   cp requirements.txt "$VENV/.installed-requirements.txt"
+fi
+AZURITE_VERSION=3.37.0  # Azure's storage emulator, for the tests marked azure (az:// runs through adlfs)
+if [ ! -x .azurite/node_modules/.bin/azurite-blob ] && command -v npm >/dev/null; then
+  echo "Installing Azurite $AZURITE_VERSION from npm into .azurite/ for the az:// tests..."
+  npm install --silent --no-audit --no-fund --prefix .azurite "azurite@$AZURITE_VERSION" >/dev/null
 fi
 exec "$VENV/bin/python" -m pytest "$@"

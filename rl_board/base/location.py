@@ -96,18 +96,19 @@ class RemotePath:
     through the filesystem. It has no ``__fspath__``: a local ``open()`` of it is a ``TypeError``,
     never a read of some local file of the same name."""
 
-    __slots__ = ("fs", "pure")
+    __slots__ = ("fs", "pure", "scheme")
 
-    def __init__(self, fs, path: str | PurePosixPath):
+    def __init__(self, fs, path: str | PurePosixPath, scheme: str | None = None):
         self.fs, self.pure = fs, PurePosixPath(path)
+        self.scheme = scheme or _scheme(fs)  # as the user wrote it (az://, not adlfs's first name abfs://)
 
     def _new(self, pure) -> "RemotePath":
-        return RemotePath(self.fs, pure)
+        return RemotePath(self.fs, pure, self.scheme)
 
     # -- pure -----------------------------------------------------------------------------------
 
     def __str__(self) -> str:
-        return self.fs.unstrip_protocol(str(self.pure))
+        return f"{self.scheme}://{self.pure}"
 
     def __repr__(self) -> str:
         return f"RemotePath({str(self)!r})"
@@ -260,7 +261,7 @@ def _shown_url(url: str) -> str:
 
 def _remote_path(url: str) -> RemotePath:
     fs, key = _url_fs(url)
-    return RemotePath(fs, key)
+    return RemotePath(fs, key, url.partition("://")[0].lower())
 
 
 def remote_path(url: str) -> RemotePath:
@@ -435,7 +436,7 @@ def _open_url(url: str) -> RunLocation:
     prefixes of ``RL_BOARD_ROOTS`` (matched part by part after normalisation)."""
     prefixes = url_roots()
     fs, key = _url_fs(url)
-    path = RemotePath(fs, key)
+    path = RemotePath(fs, key, url.partition("://")[0].lower())
     roots = None
     if prefixes is not None:
         roots = tuple(root for root in (_url_root(prefix) for prefix in prefixes)
