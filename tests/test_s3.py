@@ -226,3 +226,27 @@ def test_an_object_replaced_mid_read_caches_nothing(as_admin, server, isolated_c
     assert not list(isolated_cache.rglob("manifest.json"))
     again = RunSource(f"s3://{BUCKET}/runs/swap").refresh()
     assert 7.0 in again.samples["reward"].tolist() and 1.0 not in again.samples["reward"].tolist()
+
+
+@pytest.mark.ray
+def test_an_s3_run_indexed_on_ray_prints_what_the_local_folder_prints(as_admin, isolated_cache):
+    """``index s3://... --ray local`` (a Ray cluster started on this machine, its tasks reading their
+    ranges from the S3 server) fills the cache; summary, search and findings of the S3 run then print
+    what the local folder prints, and the secret key is in no output."""
+    pytest.importorskip("ray")
+    url = f"s3://{BUCKET}/runs/ppo_demo"
+    indexed = command("index", url, "--ray", "local", "--json")
+    assert indexed.returncode == 0, indexed.stderr
+    report = json.loads(indexed.stdout)
+    assert report["ray"] == "local" and report["ray_tasks"] == 4 and report["files_read"] == 4
+    from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN
+
+    reader = RunSource(url, PAD_TOKEN, eos_token=EOS_TOKEN)  # the settings index read with (the defaults)
+    reader.refresh()
+    assert set(reader.last_status.values()) == {"cached"}  # a second reader parses nothing
+    for argv in (("summary", "--json"), ("search", "--regex", "the", "--json"), ("findings", "--json")):
+        local = command(argv[0], str(REPO / "rollout_samples" / "ppo_demo"), *argv[1:], "--no-cache")
+        remote = command(argv[0], url, *argv[1:])
+        assert local.returncode == remote.returncode == 0, remote.stderr
+        assert close_to(json.loads(remote.stdout), json.loads(local.stdout)), argv
+        assert as_admin["AWS_SECRET_ACCESS_KEY"] not in remote.stdout + remote.stderr + indexed.stderr

@@ -1,5 +1,5 @@
 """Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary``, ``search``, ``findings``,
-``metrics``, ``tags``, ``cache`` and ``generate``: one module per command, the parser in ``parser``.
+``metrics``, ``tags``, ``cache``, ``index`` and ``generate``: one module per command, the parser in ``parser``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
 other tools rely on; see the README). Exit status: 0 when at least one line
@@ -29,7 +29,8 @@ __all__ = ["main", "serve_command"]
 #: broken-pipe guard (``rl-board summary | head`` is not an error)
 COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findings"), "tags": ("tags", "_tags"),
             "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
-            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate")}
+            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate"),
+            "index": ("index", "_index")}
 PRINTING = ("summary", "findings", "tags", "search")
 
 

@@ -86,6 +86,13 @@ def _parser() -> argparse.ArgumentParser:
                                                "responses")
     findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
     _run_arguments(findings)
+    index = sub.add_parser("index", help="read a run into its cache now (on a Ray cluster with --ray), so the page "
+                                         "and the commands open it without reading the logs")
+    index.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",
+                       help="hand the byte ranges to Ray tasks on this cluster (auto: the one this machine is on; "
+                            "HOST:PORT, ray://HOST:PORT; local: start one here); sets RL_BOARD_RAY for this read")
+    index.add_argument("--json", action="store_true", help="print one JSON object")
+    _run_arguments(index)
     tags = sub.add_parser("tags", help="the tags and notes put on a run's samples: list them, export them as a "
                                        "JSONL eval set, or tag a sample")
     tags.add_argument("--tag", default=None, help="only the samples carrying this tag (listing and export)")

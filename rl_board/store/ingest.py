@@ -29,7 +29,7 @@ import xxhash
 
 from ..base import fields as F
 from ..base.location import LocationError, RunLocation, as_path, fault_line, open_file, restore
-from . import workers
+from . import cluster, workers
 from ..derive.samples import derive
 from ..readers import FileError, ReadOptions, line_too_long, reader_for
 from .segments import write_segment
@@ -281,6 +281,9 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
     (``memory://``) is read here."""
     total = sum(stop - start for _, start, stop in tasks)
     count = min(workers.count(), len(tasks))
+    where = cluster.address()  # RL_BOARD_RAY: the ranges go to Ray tasks on that cluster
+    if where and max_per_step is None and out_dir is not None and (location is None or location.shared):
+        return cluster.run_ranges(reader, tasks, out_dir, options, location, where, progress)
     if (max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1
             and (location is None or location.shared)):
         try:

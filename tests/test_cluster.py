@@ -1,0 +1,101 @@
+"""The read on a real local Ray cluster (``store.cluster``, ``rl-board index RUN --ray``): Ray tasks parse
+the same byte ranges into the cache, the commands then open the run from it without reading the logs and
+print what a local read prints; a cluster that can't be reached is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, sample, write_lines
+from rl_board.analysis.source import RunSource
+from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN
+from rl_board.store import cluster, ingest
+
+pytestmark = pytest.mark.ray
+ray = pytest.importorskip("ray")
+
+
+@pytest.fixture(scope="module")
+def local_cluster():
+    """A Ray cluster of 2 CPUs on this machine, joined by this process (``ray.init(num_cpus=2)``)."""
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    yield
+    ray.shutdown()
+
+
+def command(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def close_to(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+COMMANDS = (("summary", "--json"), ("search", "--regex", "the", "--json"), ("findings", "--json"))
+
+
+def test_an_index_on_ray_is_what_a_local_read_gives(local_cluster, tmp_path, monkeypatch, capsys):
+    """``index --ray`` hands many ranges to Ray tasks, reports progress on stderr; a reader then opens the
+    run from the cache (no file read) and summary, search and findings print what a local read prints."""
+    run = tmp_path / "ppo_demo"
+    shutil.copytree(REPO / "rollout_samples" / "ppo_demo", run)
+    write_lines(run / "rollout_data_rank9.jsonl",
+                [sample(i % 4 + 1, float(i % 7), prompt=f"p{i}", response=f"the answer {i}") for i in range(300)])
+    expected = {argv: command(argv[0], str(run), *argv[1:], "--no-cache") for argv in COMMANDS}
+    monkeypatch.setenv(cluster.RAY_ENV, "")  # restored after the test (index sets it for its read)
+    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 50_000)
+    monkeypatch.setattr(ingest, "RANGE_BYTES", 50_000)
+    from rl_board.cli import main
+
+    assert main(["index", str(run), "--ray", "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    sizes = sum(p.stat().st_size for p in run.iterdir())
+    assert report["ray_tasks"] > 8 and cluster.LAST_READ["done"] == report["ray_tasks"]
+    assert report["samples"] == 480 + 300 and report["files_read"] == 5
+    assert f"of {sizes / 1e6:.1f} MB, {report['ray_tasks']} of {report['ray_tasks']} Ray tasks" in err
+    monkeypatch.delenv(cluster.RAY_ENV)
+    again = RunSource(run, PAD_TOKEN, eos_token=EOS_TOKEN)  # the settings index read with (the defaults)
+    again.refresh()
+    assert set(again.last_status.values()) == {"cached"}  # opened from what the Ray tasks wrote
+    for argv, local in expected.items():
+        cached = command(argv[0], str(run), *argv[1:])
+        assert local.returncode == cached.returncode == 0, cached.stderr
+        assert close_to(json.loads(cached.stdout), json.loads(local.stdout)), argv
+
+
+def test_an_unreachable_cluster_is_one_line(tmp_path):
+    """``--ray HOST:PORT`` where nothing listens: one line naming the address, exit 2, nothing cached."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run = tmp_path / "run"
+    write_lines(run / "r.jsonl", [sample(1, 1.0)])
+    result = command("index", str(run), "--ray", f"127.0.0.1:{port}")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "can't be reached" in lines[0]
+    assert not list((tmp_path.parent).glob("cache*/run-*/manifest.json"))
+
+
+def test_ray_is_not_asked_without_the_setting(tmp_path, monkeypatch):
+    """Without RL_BOARD_RAY (or --ray) a read never touches the cluster code: the local pool reads it."""
+    monkeypatch.delenv(cluster.RAY_ENV, raising=False)
+    monkeypatch.setattr(cluster, "run_ranges", lambda *a, **k: pytest.fail("Ray was asked"))
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0), sample(2, 2.0)])
+    assert RunSource(tmp_path / "run").refresh().samples["reward"].tolist() == [1.0, 2.0]
