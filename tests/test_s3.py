@@ -250,3 +250,33 @@ def test_an_s3_run_indexed_on_ray_prints_what_the_local_folder_prints(as_admin, 
         assert local.returncode == remote.returncode == 0, remote.stderr
         assert close_to(json.loads(remote.stdout), json.loads(local.stdout)), argv
         assert as_admin["AWS_SECRET_ACCESS_KEY"] not in remote.stdout + remote.stderr + indexed.stderr
+
+
+def test_two_readers_at_once_share_a_cache_in_s3(as_admin, tmp_path):
+    """Two processes reading the same S3 run at once, the cache at s3://…, each with its own local
+    mirror: both print complete, identical output (the local folder's); a third process then opens the
+    run from the shared cache without reading the logs; no temporary key is left."""
+    url = f"s3://{BUCKET}/runs/ppo_demo"
+    shared = f"s3://{BUCKET}/shared-cache"
+    env = {**as_admin, "RL_BOARD_CACHE_DIR": shared}
+    argv = [sys.executable, "-m", "rl_board", "summary", url, "--json"]
+    readers = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                env={**os.environ, **env, "XDG_CACHE_HOME": str(tmp_path / name)})
+               for name in ("a", "b")]
+    outputs = [reader.communicate(timeout=300) for reader in readers]
+    assert [reader.returncode for reader in readers] == [0, 0], outputs
+    local = command("summary", str(REPO / "rollout_samples" / "ppo_demo"), "--json", "--no-cache")
+    assert outputs[0][0] == outputs[1][0] and close_to(json.loads(outputs[0][0]), json.loads(local.stdout))
+    third = command("index", url, "--json", env={**env, "XDG_CACHE_HOME": str(tmp_path / "c")})
+    assert third.returncode == 0, third.stderr
+    report = json.loads(third.stdout)
+    assert report["files_read"] == 0 and report["files_cached"] == 4
+    keys = [o["Key"] for o in server_objects(as_admin, "shared-cache/")]
+    assert any(k.endswith("/manifest.json") for k in keys) and not any("/.tmp-" in k for k in keys)
+    assert all(as_admin["AWS_SECRET_ACCESS_KEY"] not in out + err for out, err in outputs)
+
+
+def server_objects(env: dict, prefix: str) -> list[dict]:
+    s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+                      aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
+    return s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])

@@ -197,3 +197,26 @@ def test_fault_lines_name_the_url_and_keep_secrets_out(monkeypatch):
         line = fault_line("s3://b/run", exc)
         assert line.startswith("s3://b/run: ") and meaning in line and "\n" not in line
         assert "hunter2" not in line
+
+
+def test_a_shared_cache_at_a_url_opens_a_run_another_reader_read(tmp_path, monkeypatch):
+    """With RL_BOARD_CACHE_DIR=memory://..., a reader with its own local mirror publishes its segments and
+    then the manifest (no temporary key left); a second reader with an empty mirror opens the run from
+    them, parsing nothing, with the same rows."""
+    url = to_memory(REPO / "rollout_samples" / "ppo_demo")
+    shared = f"memory://shared-{uuid.uuid4().hex[:8]}/cache"
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", shared)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "first"))
+    first = RunSource(url)
+    expected = first.refresh()
+    assert set(first.last_status.values()) == {"parsed"}
+    published = [p for p in MEMORY.find(shared.replace("memory://", "/"))]
+    assert any(p.endswith("/manifest.json") for p in published)
+    assert sum(p.rsplit("/", 1)[1].startswith("seg-") for p in published) == 4
+    assert not any("/.tmp-" in p for p in published)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "second"))
+    second = RunSource(url)
+    got = second.refresh()
+    assert set(second.last_status.values()) == {"cached"}
+    assert (tmp_path / "second").is_dir() and not (tmp_path / "first" / "second").exists()
+    pd.testing.assert_frame_equal(expected.samples, got.samples)

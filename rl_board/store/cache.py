@@ -40,9 +40,13 @@ SPAN_MIN = 8 << 20  # parsed spans shorter than this are joined with a neighbour
 
 
 def default_cache_root() -> Path:
-    """``$RL_BOARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/rl_board``, else ``~/.cache/rl_board``."""
+    """``$RL_BOARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/rl_board``, else ``~/.cache/rl_board``. A URL there
+    is a team's shared cache: this process works in its local mirror folder (``shared.mirror_root``)."""
     if os.environ.get("RL_BOARD_CACHE_DIR"):
-        return Path(os.environ["RL_BOARD_CACHE_DIR"])
+        from .shared import mirror_root, shared_url
+
+        url = shared_url()
+        return mirror_root(url) if url else Path(os.environ["RL_BOARD_CACHE_DIR"])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "rl_board"
 

@@ -159,7 +159,20 @@ class RunLoader:
         cache = RunCache(cache_dir_for(self.run_dir, self._cache_key(),
                                        None if self._cache_root in (None, True) else self._cache_root)
                          ) if use_cache else None
-        self._store = SegmentStore(cache, self._notes)
+        self._store = SegmentStore(cache, self._notes, self._shared_cache() if cache is not None else None)
+
+    def _shared_cache(self):
+        """The team's cache at a URL (``RL_BOARD_CACHE_DIR=s3://…``) when this run uses the default cache
+        root, else None; one that can't be used is a note, and the local cache works alone."""
+        if self._cache_root not in (None, True):
+            return None
+        from .shared import SharedCache
+
+        try:
+            return SharedCache.from_env()
+        except RootError as exc:
+            self._notes.append(f"Could not use the shared cache: {exc} The local cache was used.")
+            return None
 
     def _choose_tokenizer(self) -> None:
         """Put the given tokenizer, else the one found next to the run, in the read options."""

@@ -58,9 +58,10 @@ class SegmentStore:
         notes: a list the store appends what the user should know to (a cache it could not use).
     """
 
-    def __init__(self, cache: RunCache | None, notes: list[str]):
+    def __init__(self, cache: RunCache | None, notes: list[str], shared=None):
         self.cache = cache
         self.notes = notes
+        self.remote = shared  # the team's cache at a URL (``shared.SharedCache``), pulled on load, pushed on save
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stamp: tuple | None = None  # the manifest as this process last read or wrote it
 
@@ -95,6 +96,12 @@ class SegmentStore:
         if self.cache is None:
             return {}
         found = {}
+        if self.remote is not None:
+            try:
+                self.remote.pull(self.cache)
+            except Exception as exc:  # a store's errors are many kinds: they cost the sharing only
+                self.notes.append(self.remote.note("read", exc))
+                self.remote = None
         try:
             entries = self.cache.read_manifest(key)
             for file_name, path in files:
@@ -180,6 +187,12 @@ class SegmentStore:
         try:
             self.cache.write_manifest(entries, key, run_dir.resolve())
             self.cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
+            if self.remote is not None:
+                try:
+                    self.remote.push(self.cache)
+                except Exception as exc:  # a store's errors are many kinds: they cost the sharing only
+                    self.notes.append(self.remote.note("write", exc))
+                    self.remote = None
             for folder in enforce_limit(self.cache.folder):
                 self.notes.append(f"The cache was over its size limit: removed {folder.name}, used least recently.")
         except OSError as exc:
