@@ -280,3 +280,23 @@ def server_objects(env: dict, prefix: str) -> list[dict]:
     s3 = boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], region_name="us-east-1",
                       aws_access_key_id=env["AWS_ACCESS_KEY_ID"], aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"])
     return s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])
+
+
+@pytest.mark.ray
+def test_ray_tasks_put_their_segments_in_a_shared_cache_at_a_url(as_admin, tmp_path):
+    """With the cache at s3://…, each Ray task puts its segment in the shared cache itself (a cluster's
+    nodes can't write this machine's folder); another machine's reader then opens the run from it."""
+    pytest.importorskip("ray")
+    url = f"s3://{BUCKET}/runs/ppo_demo"
+    env = {**as_admin, "RL_BOARD_CACHE_DIR": f"s3://{BUCKET}/ray-cache"}
+    indexed = command("index", url, "--ray", "local", "--json", env={**env, "XDG_CACHE_HOME": str(tmp_path / "a")})
+    assert indexed.returncode == 0, indexed.stderr
+    report = json.loads(indexed.stdout)
+    assert report["ray_tasks"] == report["files_read"] > 0 and report["ray_segments_shared"] == report["ray_tasks"]
+    keys = [o["Key"] for o in server_objects(as_admin, "ray-cache/")]
+    assert sum("/seg-" in k for k in keys) == report["ray_tasks"] and not any("/.tmp-" in k for k in keys)
+    other = command("index", url, "--json", env={**env, "XDG_CACHE_HOME": str(tmp_path / "b")})
+    assert json.loads(other.stdout)["files_read"] == 0
+    local = command("summary", str(REPO / "rollout_samples" / "ppo_demo"), "--json", "--no-cache")
+    remote = command("summary", url, "--json", env={**env, "XDG_CACHE_HOME": str(tmp_path / "b")})
+    assert close_to(json.loads(remote.stdout), json.loads(local.stdout))

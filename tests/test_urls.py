@@ -220,3 +220,26 @@ def test_a_shared_cache_at_a_url_opens_a_run_another_reader_read(tmp_path, monke
     assert set(second.last_status.values()) == {"cached"}
     assert (tmp_path / "second").is_dir() and not (tmp_path / "first" / "second").exists()
     pd.testing.assert_frame_equal(expected.samples, got.samples)
+
+
+def test_the_page_opens_a_run_at_a_url_and_its_link_opens_the_same_sample():
+    """A memory:// root in the root box lists its runs; Load shows the run; the page's address carries
+    the URL root, and opening that address in a new session shows the same step and sample."""
+    from streamlit.testing.v1 import AppTest
+
+    from page_steps import APP, load, open_page
+    from rl_board.views import keys
+
+    root = to_memory(REPO / "rollout_samples")
+    at = load(open_page(root, "ppo_demo"))
+    assert not at.exception
+    at.slider(key=keys.STEP).set_value(3).run()
+    at.selectbox(key=keys.SAMPLE).select_index(2).run()
+    shown = [c.value for c in at.code][:2]
+    params = dict(at.query_params)
+    assert params["root"] == root and params["run"] == "ppo_demo" and params["step"] == "3"
+    linked = AppTest.from_file(APP, default_timeout=60)
+    linked.query_params.update(params)
+    linked.run()
+    assert not linked.exception
+    assert linked.slider(key=keys.STEP).value == 3 and [c.value for c in linked.code][:2] == shown

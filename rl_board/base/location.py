@@ -518,6 +518,13 @@ def scrub(text: str) -> str:
     return text
 
 
+def folder_path(text) -> "Path | RemotePath":
+    """A root or run folder as a user typed it: a URL's ``RemotePath`` (not checked: a value shown or
+    joined, never read from without ``open_location``), else the local path with ``~`` expanded."""
+    text = str(text)
+    return remote_path(text) if is_url(text) else Path(text).expanduser()
+
+
 def open_file(path) -> BinaryIO:
     """A run's file opened for reading in binary: a ``RemotePath`` through its filesystem, anything else
     with the built-in ``open``."""
@@ -525,6 +532,8 @@ def open_file(path) -> BinaryIO:
 
 
 def as_path(path) -> "Path | RemotePath":
-    """A run's file or folder as a path: a ``RemotePath`` stays one, anything else is a local ``Path``
-    (never ``Path()`` of a ``RemotePath``, which would name a local file)."""
-    return path if isinstance(path, RemotePath) else Path(path)
+    """A run's file or folder as a path: a ``RemotePath`` stays one, a URL string becomes one, anything
+    else is a local ``Path`` (never ``Path()`` of a ``RemotePath``, which would name a local file)."""
+    if isinstance(path, RemotePath):
+        return path
+    return remote_path(path) if is_url(path) else Path(path)

@@ -45,7 +45,8 @@ def _index(args) -> int:
               "files_read": len(parsed), "files_cached": sum(s in ("cached", "unchanged") for s in statuses.values()),
               "samples": int(run.report.lines_ok), "rejected": int(run.report.lines_bad),
               "cache": str(run.cache[0]) if run.cache else None, "ray": cluster.LAST_READ.get("address"),
-              "ray_tasks": cluster.LAST_READ.get("tasks", 0), "seconds": round(time.monotonic() - started, 3)}
+              "ray_tasks": cluster.LAST_READ.get("tasks", 0),
+              "ray_segments_shared": cluster.LAST_READ.get("published", 0), "seconds": round(time.monotonic() - started, 3)}
     if args.json:
         print(json.dumps(report))
     else:

@@ -82,31 +82,58 @@ def connect(where: str) -> None:
         raise ClusterError(f"the Ray cluster at {where} can't be joined ({type(exc).__name__}: {first}).") from None
 
 
-def _task(path: str, start: int, stop: int, out_dir: str, reader: str, options: str, where: str | None) -> dict:
-    """One range, on a cluster node: parsed into a segment in ``out_dir``; the ``RangeResult``'s fields,
-    or ``{"fault": line}`` when the run's store failed (a line the caller raises)."""
+def _task(path: str, start: int, stop: int, out_dir: str, reader: str, options: str, where: str | None,
+          publish: str | None = None) -> dict:
+    """One range, on a cluster node: parsed into a segment in ``out_dir`` (with ``publish``, the shared
+    cache's URL folder: written on the node, then put there under a temporary key moved to its name);
+    the ``RangeResult``'s fields, or ``{"fault": line}`` when the run's store failed (a line the caller
+    raises)."""
+    import tempfile
     from dataclasses import asdict
 
-    from ..base.location import LocationError, restore
+    from ..base.location import LocationError, fault_line, remote_path, restore
     from ..readers import ReadOptions, reader_for
     from .ingest import ingest_range
 
     location = restore(where) if where is not None else None
-    try:
-        result = ingest_range(reader_for(reader), path, start, stop, out_dir, ReadOptions.from_json(options),
-                              location=location)
-    except LocationError as exc:
-        return {"fault": str(exc)}
+    with tempfile.TemporaryDirectory(prefix="rl_board-task-") as scratch:
+        try:
+            result = ingest_range(reader_for(reader), path, start, stop, scratch if publish else out_dir,
+                                  ReadOptions.from_json(options), location=location)
+        except LocationError as exc:
+            return {"fault": str(exc)}
+        if publish and result.segment is not None:
+            from .shared import SharedCache
+
+            try:
+                SharedCache._publish(remote_path(publish), result.segment, Path(scratch) / result.segment)
+            except Exception as exc:  # a store's errors are many kinds
+                return {"fault": fault_line(publish, exc)}
     fields = asdict(result)
-    del fields["table"]  # a segment file in out_dir
+    del fields["table"]  # a segment file in out_dir, or in the shared cache
     return fields
 
 
+def _fetch(publish: str, names: list[str], out_dir: str) -> None:
+    """Bring the segments the tasks put in the shared cache at ``publish`` into this machine's ``out_dir``."""
+    from ..base.location import remote_path
+
+    folder = remote_path(publish)
+    for name in names:
+        tmp = Path(out_dir) / f".tmp-fetch-{name}"
+        try:
+            folder.fs.get_file(str((folder / name).pure), str(tmp))
+            os.replace(tmp, Path(out_dir) / name)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
 def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str, options, location, where: str,
-               progress: Callable[[int], None] | None = None) -> list:
-    """Every (path, start, stop) range parsed by a Ray task into ``out_dir``; ``RangeResult``s in task
-    order. ``progress`` gets each finished task's bytes. Raises ``ClusterError`` (or ``LocationError``
-    for the run's store), leaving nothing half-read to keep."""
+               progress: Callable[[int], None] | None = None, publish: str | None = None) -> list:
+    """Every (path, start, stop) range parsed by a Ray task into ``out_dir`` (with ``publish``, into the
+    shared cache's URL folder, then fetched into ``out_dir``); ``RangeResult``s in task order.
+    ``progress`` gets each finished task's bytes. Raises ``ClusterError`` (or ``LocationError`` for the
+    run's store), leaving nothing half-read to keep."""
     from .ingest import RangeResult
 
     connect(where)
@@ -114,10 +141,10 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str, options,
 
     remote = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_task)
     shared = location.to_json() if location is not None else None
-    refs = {remote.remote(path, start, stop, out_dir, reader.NAME, options.to_json(), shared): index
+    refs = {remote.remote(path, start, stop, out_dir, reader.NAME, options.to_json(), shared, publish): index
             for index, (path, start, stop) in enumerate(tasks)}
     LAST_READ.clear()
-    LAST_READ.update(address=where, tasks=len(tasks), done=0)
+    LAST_READ.update(address=where, tasks=len(tasks), done=0, published=0)
     results: dict[int, RangeResult] = {}
     pending = list(refs)
     try:
@@ -150,6 +177,15 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str, options,
             except Exception:  # noqa: S110 - a task that finished meanwhile can't be cancelled
                 pass
         raise
+    if publish:
+        names = [r.segment for r in results.values() if r.segment is not None]
+        try:
+            _fetch(publish, names, out_dir)
+        except Exception as exc:  # a store's errors are many kinds
+            from ..base.location import LocationError, fault_line
+
+            raise LocationError(fault_line(publish, exc)) from None
+        LAST_READ["published"] = len(names)
     return [results[i] for i in range(len(tasks))]
 
 

@@ -77,17 +77,19 @@ class RangeResult:
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
          quota: dict[int, int] | None = None, max_per_step: int | None = None,
          progress: Callable[[int], None] | None = None,
-         meanwhile: Callable[[], None] | None = None, location: RunLocation | None = None) -> list[RangeResult]:
+         meanwhile: Callable[[], None] | None = None, location: RunLocation | None = None,
+         publish: str | None = None) -> list[RangeResult]:
     """Read the new bytes (path, start, stop) of a run's files with ``reader`` into segments in
     ``out_dir`` (tables in memory when None), through ``location`` (every task reads its range
-    through the location's filesystem; None: local files, opened directly). With ``max_per_step``, keep a sample only while its
+    through the location's filesystem; None: local files, opened directly). ``publish``: the shared
+    cache's URL folder where tasks on a Ray cluster put their segments (``cluster``). With ``max_per_step``, keep a sample only while its
     step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished;
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
     while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
         size = range_bytes(sum(stop - start for _, start, stop in tasks), workers.count())
         return run_ranges(reader, tasks_for(tasks, size), out_dir, options, quota, max_per_step, progress, meanwhile,
-                          location)
+                          location, publish)
     results = []
     for path, _, stop in tasks:
         result = RangeResult(str(path), 0, stop)
@@ -275,7 +277,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
                progress: Callable[[int], None] | None = None,
                meanwhile: Callable[[], None] | None = None,
-               location: RunLocation | None = None) -> list[RangeResult]:
+               location: RunLocation | None = None, publish: str | None = None) -> list[RangeResult]:
     """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes
     finished; ``meanwhile`` as in ``read``. A location that worker processes can't reach
     (``memory://``) is read here."""
@@ -283,7 +285,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
     count = min(workers.count(), len(tasks))
     where = cluster.address()  # RL_BOARD_RAY: the ranges go to Ray tasks on that cluster
     if where and max_per_step is None and out_dir is not None and (location is None or location.shared):
-        return cluster.run_ranges(reader, tasks, out_dir, options, location, where, progress)
+        return cluster.run_ranges(reader, tasks, out_dir, options, location, where, progress, publish)
     if (max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1
             and (location is None or location.shared)):
         try:

@@ -299,7 +299,8 @@ class RunLoader:
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
             # while workers parse, import what the snapshot needs
             return ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance,
-                               meanwhile=self._import_snapshot_modules, location=self.location)
+                               meanwhile=self._import_snapshot_modules, location=self.location,
+                               publish=self._store.publish_url() if out_dir is not None and keep else None)
 
         try:
             results = parse(out_dir)

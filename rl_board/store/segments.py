@@ -121,6 +121,13 @@ class SegmentStore:
             return {}
         return found
 
+    def publish_url(self) -> str | None:
+        """Where a cluster's tasks put the segments they write: this run's folder of the shared cache at a
+        URL (they can't reach this machine's folder), else None (they write to ``out_dir``)."""
+        if self.remote is None or self.cache is None:
+            return None
+        return f"{self.remote.url}/{self.cache.folder.name}"
+
     def out_dir(self) -> tuple[str, bool]:
         """(where new segments go, whether they stay there as the cache)."""
         if self.cache is not None:

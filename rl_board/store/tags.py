@@ -38,6 +38,7 @@ import pandas as pd
 
 from ..base import fields as F
 from ..base.access import RootError
+from ..base.location import as_path
 from .cache import default_cache_root
 from ..readers import SourceChanged
 
@@ -124,7 +125,7 @@ def tags_root() -> Path:
 def tags_path(run_dir: Path | str, root: Path | None = None) -> Path:
     """The tags file of ``run_dir``: one per absolute run folder (symlinks resolved), named so a person
     can tell whose it is."""
-    resolved = str(Path(run_dir).expanduser().resolve())
+    resolved = str(as_path(run_dir).expanduser().resolve())  # a URL run: its normalised URL
     digest = hashlib.sha1(resolved.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return (root or tags_root()) / f"{Path(resolved).name}-{digest}.json"
 
@@ -203,7 +204,7 @@ def _locked(path: Path):
 
 
 def _write(path: Path, run_dir: Path | str, entries: dict[str, Entry]) -> None:
-    payload = {"version": TAGS_VERSION, "run_dir": str(Path(run_dir).expanduser().resolve()),
+    payload = {"version": TAGS_VERSION, "run_dir": str(as_path(run_dir).expanduser().resolve()),
                "samples": {key: entries[key].to_json() for key in sorted(entries)}}
     try:
         data = json.dumps(payload, ensure_ascii=False, indent=1).encode("utf-8")

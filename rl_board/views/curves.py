@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 import streamlit as st
 
 from ..base import fields as F
+from ..base.location import folder_path
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..store.loader import ROOT_RUN, RootError
 from ..analysis.run import Run
@@ -87,7 +87,7 @@ _ALIGNED_FOR = "compare_aligned_for"  # (run, compared runs) the alignment was c
 def render_comparison(run: Run, settings: Settings) -> None:
     """Other runs under the root (as the sidebar listed them), overlaid on this one's curves (the batch
     view stays on this run)."""
-    root = Path(settings.root).expanduser()
+    root = folder_path(settings.root)
     here = run.path.resolve()
     names = {name: root if name == ROOT_RUN else root / name for name in settings.runs}
     others = [name for name, folder in names.items() if folder.resolve() != here]

@@ -7,11 +7,11 @@ the run) gets a short message saying what is shown instead."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import streamlit as st
 
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
+from ..base.location import folder_path
 from ..store.loader import ROOT_RUN
 from ..analysis.run import Run
 from ..derive.metrics import KL_ESTIMATORS
@@ -160,7 +160,7 @@ def show_notes() -> None:
 def write(settings, run: Run) -> None:
     """Put the current view into the address bar: the loaded run and how it was read, the open area, and
     the step, sample, sort and estimator chosen."""
-    here, root = run.path.resolve(), Path(settings.root).expanduser().resolve()
+    here, root = run.path.resolve(), folder_path(settings.root).resolve()
     if here == root:
         params = {"root": settings.root, "run": ROOT_RUN}
     else:  # the root the run was loaded from, though the sidebar's root box may be edited since

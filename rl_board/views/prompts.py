@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from ..base import fields as F
+from ..base.location import folder_path
 from ..store.loader import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
@@ -29,7 +30,7 @@ def _count(n: int, noun: str) -> str:
 
 def _other_runs(run: Run, settings: Settings) -> dict[str, Path]:
     """The runs under the root (as the sidebar lists them) other than ``run``: name -> folder."""
-    root = Path(settings.root).expanduser()
+    root = folder_path(settings.root)
     here = run.path.resolve()
     folders = {name: root if name == ROOT_RUN else root / name for name in settings.runs}
     return {name: folder for name, folder in folders.items() if folder.resolve() != here}

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import streamlit as st
 
 from ..base import fields as F
+from ..base.location import folder_path
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..store.loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
@@ -70,7 +70,7 @@ def render() -> Settings:
         links.wanted_run(runs)
         run = side.selectbox("Run", runs, key=keys.RUN,
                              format_func=lambda r: "(files in the root)" if r == ROOT_RUN else r)
-        run_dir = str(Path(root).expanduser() / run) if run != ROOT_RUN else str(Path(root).expanduser())
+        run_dir = str(folder_path(root) / run) if run != ROOT_RUN else str(folder_path(root))  # a URL too
     max_samples = side.number_input("Max samples per step (0 = all)", min_value=0, value=0, step=16,
                                     key=keys.MAX_SAMPLES,
                                     help="Keeps the first N samples of each step, in file then line order.")
