@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the page (Streamlit) with ROOT preselected")
-    serve.add_argument("root", nargs="?", type=Path, default=None, help="folder of runs shown first")
+    serve.add_argument("root", nargs="?", type=run_location, default=None,
+                       help="folder (or URL: s3://bucket/runs) of runs shown first")
     serve.add_argument("--port", type=int, default=8901)
     serve.add_argument("--address", default="127.0.0.1",
                        help="address to listen on; anyone who can reach it can read any log file the app can")

@@ -39,7 +39,9 @@ def _serve(args) -> int:
     if args.address not in ("127.0.0.1", "localhost", "::1") and not env.get("RL_BOARD_ROOTS"):
         print("warning: listening beyond this machine without --roots (RL_BOARD_ROOTS): anyone who reaches "
               "the port can read every log file this process can.", file=sys.stderr)
-    if args.root is not None:
+    if isinstance(args.root, str):  # a URL: the page lists it (and says so when it can't)
+        env["RL_BOARD_ROOT"] = args.root
+    elif args.root is not None:
         root = args.root.expanduser()
         if not root.is_dir():
             print(f"error: folder not found: {root}", file=sys.stderr)
