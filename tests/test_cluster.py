@@ -99,3 +99,14 @@ def test_ray_is_not_asked_without_the_setting(tmp_path, monkeypatch):
     monkeypatch.setattr(cluster, "run_ranges", lambda *a, **k: pytest.fail("Ray was asked"))
     write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0), sample(2, 2.0)])
     assert RunSource(tmp_path / "run").refresh().samples["reward"].tolist() == [1.0, 2.0]
+
+
+def test_a_failing_ray_task_is_one_line_naming_its_file(local_cluster, tmp_path):
+    """A range whose file is gone when its Ray task runs: ``ClusterError``, one line naming the file."""
+    from rl_board.readers import ReadOptions, reader_for
+
+    gone = tmp_path / "gone.jsonl"
+    with pytest.raises(cluster.ClusterError) as caught:
+        cluster.run_ranges(reader_for("jsonl"), [(str(gone), 0, 100)], str(tmp_path), ReadOptions(), None, "auto")
+    message = str(caught.value)
+    assert str(gone) in message and "FileNotFoundError" in message and "\n" not in message

@@ -300,3 +300,15 @@ def test_ray_tasks_put_their_segments_in_a_shared_cache_at_a_url(as_admin, tmp_p
     local = command("summary", str(REPO / "rollout_samples" / "ppo_demo"), "--json", "--no-cache")
     remote = command("summary", url, "--json", env={**env, "XDG_CACHE_HOME": str(tmp_path / "b")})
     assert close_to(json.loads(remote.stdout), json.loads(local.stdout))
+
+
+def test_missing_credentials_are_one_line(server, monkeypatch, tmp_path):
+    """No key anywhere the library looks (environment, ~/.aws, instance metadata off): one line naming
+    the URL, saying no credentials were found or the request was refused."""
+    env = _env(monkeypatch, server["endpoint"], ("", ""), tmp_path)
+    env = {k: v for k, v in env.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    clean = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    url = f"s3://{BUCKET}/runs/ppo_demo"
+    result = subprocess.run([sys.executable, "-m", "rl_board", "summary", url], capture_output=True, text=True,
+                            cwd=REPO, env={**clean, **env, "HOME": str(tmp_path)}, timeout=300)
+    _one_line_error(result, url, "no credentials", "credentials were refused", "access denied")

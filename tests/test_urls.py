@@ -243,3 +243,20 @@ def test_the_page_opens_a_run_at_a_url_and_its_link_opens_the_same_sample():
     linked.run()
     assert not linked.exception
     assert linked.slider(key=keys.STEP).value == 3 and [c.value for c in linked.code][:2] == shown
+
+
+def test_the_cache_command_lists_and_clears_a_url_run(monkeypatch):
+    """``cache list`` names a memory:// run's cache by its URL (also under URL roots) and ``cache clear URL``
+    removes only that run's caches."""
+    url = to_memory(REPO / "rollout_samples" / "ppo_demo")
+    other = to_memory(REPO / "rollout_samples" / "eval_demo")
+    RunSource(url).refresh()
+    RunSource(other).refresh()
+    monkeypatch.setenv("RL_BOARD_ROOTS", "memory://")
+    status, out, _ = cli("cache", "list", "--json")
+    listed = {c["run"] for c in json.loads(out)["caches"]}
+    assert status == 0 and {url, other} <= listed
+    status, _, err = cli("cache", "clear", url)
+    assert status == 0, err
+    listed = {c["run"] for c in json.loads(cli("cache", "list", "--json")[1])["caches"]}
+    assert url not in listed and other in listed

@@ -252,7 +252,8 @@ def _url_fs(url: str):
                         + (f'pip install "rl-board[{extra}]".' if extra else "its fsspec package installed.")) from None
     except ValueError as exc:  # an unknown protocol
         raise RootError(f"{_shown_url(url)}: {exc}") from None
-    return fs, _normalised(key)
+    key = _normalised(key)
+    return fs, (getattr(fs, "root_marker", "") or ".") if key == "." else key  # the store's top: "/" in memory://
 
 
 def _shown_url(url: str) -> str:

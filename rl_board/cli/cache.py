@@ -7,22 +7,42 @@ import sys
 
 from ..base.access import RootError
 
+def _allowed(run_dir: str, roots) -> bool:
+    """Whether a cache's run (a folder, or a URL) is one the allowed roots let this user see."""
+    from ..base.access import is_allowed, is_url
+
+    if not is_url(run_dir):
+        return is_allowed(run_dir, roots)
+    from ..base.location import open_location
+
+    try:
+        open_location(run_dir)
+    except RootError:
+        return False
+    return True
+
+
 def _cache(args) -> int:
     from datetime import datetime, timezone
 
-    from ..base.access import allowed_roots, check_allowed, is_allowed
+    from ..base.access import allowed_roots, check_allowed
     from ..store.cache import cache_limit, clear_caches, default_cache_root, list_caches
 
     roots = allowed_roots()
     # only caches of runs inside the allowed folders (a cache naming no run is nobody's to show)
-    caches = [c for c in list_caches() if roots is None or (c.run_dir() and is_allowed(c.run_dir(), roots))]
+    caches = [c for c in list_caches() if roots is None or (c.run_dir() and _allowed(c.run_dir(), roots))]
     if args.run_dir is not None:
         try:
-            check_allowed(args.run_dir)
+            if isinstance(args.run_dir, str):  # a URL: its door checks the allowed URL prefixes
+                from ..base.location import open_location
+
+                wanted = str(open_location(args.run_dir).path)
+            else:
+                check_allowed(args.run_dir)
+                wanted = str(args.run_dir.expanduser().resolve())
         except RootError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        wanted = str(args.run_dir.expanduser().resolve())
         caches = [c for c in caches if c.run_dir() == wanted]
     if args.action == "clear":
         from ..store import memo

@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="negative KL below 0 by more than this many noise scales of the series (default 3)")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
-    cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
+    cache.add_argument("run_dir", nargs="?", type=run_location, default=None, help="only this run's caches")
     cache.add_argument("--json", action="store_true")
     generate = sub.add_parser("generate", help="write demo runs (the bundled rollout_samples/)")
     generate.add_argument("out", type=Path)
