@@ -304,7 +304,8 @@ class RunLoader:
 
         try:
             results = parse(out_dir)
-        except OSError as exc:  # (a URL's read failing is a LocationError, never taken for a full disk)  # a full disk, a size limit: read again, keeping the rows in memory
+        except OSError as exc:  # a full disk, a size limit: read again, keeping the rows in memory (a URL's
+            # read failing is a LocationError, never taken for a full disk)
             self._store.write_failed(out_dir, exc, self._cache_key())
             out_dir, keep, done[0] = None, False, 0
             results = parse(None)
