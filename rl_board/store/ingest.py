@@ -291,43 +291,48 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
     results: dict[int, RangeResult] = {}
     LAST_READ.clear()
     LAST_READ.update(workers=count, ranges=len(tasks))
-    with workers.borrow(count) as procs:
-        selector = selectors.DefaultSelector()
-        busy = set()
+    selector = selectors.DefaultSelector()
+    busy = set()
 
-        def dispatch(proc) -> None:
-            if queue:
-                index, (path, start, stop) = queue.pop()
-                task = [index, path, start, stop, out_dir, reader.NAME, options.to_json()]
-                proc.stdin.write((json.dumps(task) + "\n").encode())
-                proc.stdin.flush()
-                busy.add(proc)
-            else:
-                busy.discard(proc)
+    def dispatch(proc) -> None:
+        if queue:
+            index, (path, start, stop) = queue.pop()
+            task = [index, path, start, stop, out_dir, reader.NAME, options.to_json()]
+            proc.stdin.write((json.dumps(task) + "\n").encode())
+            proc.stdin.flush()
+            busy.add(proc)
+        else:
+            busy.discard(proc)
 
+    def start(proc) -> None:  # a worker is there: its first range at once, before the next is forked
+        LAST_READ.setdefault("first_task", time.time())
         try:
-            LAST_READ["first_task"] = time.time()
-            for proc in procs:
-                selector.register(proc.stdout, selectors.EVENT_READ, proc)
-                dispatch(proc)
+            selector.register(proc.stdout, selectors.EVENT_READ, proc)
+            dispatch(proc)
+        except (OSError, ValueError) as exc:  # a worker that died at once
+            raise WorkerError(str(exc)) from exc
+
+    try:
+        with workers.borrow(count, start):
             if meanwhile is not None:
                 meanwhile()
-            while busy:
-                for key, _ in selector.select():
-                    line = key.fileobj.readline()
-                    if not line:  # the worker died
-                        raise WorkerError(workers.stop(key.data) or "a worker ended")
-                    index, fields_ = json.loads(line)
-                    result = RangeResult(**fields_)
-                    result.errors = [tuple(e) for e in result.errors]
-                    results[index] = result
-                    if progress is not None:
-                        progress(tasks[index][2] - tasks[index][1])
-                    dispatch(key.data)
-        except (OSError, ValueError, TypeError) as exc:
-            raise WorkerError(str(exc)) from exc
-        finally:
-            selector.close()
+            try:
+                while busy:
+                    for key, _ in selector.select():
+                        line = key.fileobj.readline()
+                        if not line:  # the worker died
+                            raise WorkerError(workers.stop(key.data) or "a worker ended")
+                        index, fields_ = json.loads(line)
+                        result = RangeResult(**fields_)
+                        result.errors = [tuple(e) for e in result.errors]
+                        results[index] = result
+                        if progress is not None:
+                            progress(tasks[index][2] - tasks[index][1])
+                        dispatch(key.data)
+            except (OSError, ValueError, TypeError) as exc:
+                raise WorkerError(str(exc)) from exc
+    finally:
+        selector.close()
     LAST_READ["last_result"] = time.time()
     return [results[i] for i in range(len(tasks))]
 
