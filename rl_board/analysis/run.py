@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.access import RootError
+from ..base.compression import open_stream
 from ..base.location import RunLocation, open_location
 from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import ReadOptions, SourceChanged, canonical_record
@@ -64,9 +65,9 @@ class Run:
 
     def _open(self, path):
         """One of the run's files, opened through its location (checked again: it may be a symlink out
-        by now)."""
+        by now); a compressed file as its uncompressed bytes (the offsets its samples were read at)."""
         location = self.location if self.location is not None else open_location(self.path)
-        return location.open(path)
+        return open_stream(location.open(path), path)
 
     @property
     def pad_token(self) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..base.compression import read_bytes
 from ..base import fields as F
 from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
@@ -49,7 +50,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     step = step_in(path.name)
     resolver = KeyResolver(options.fields, ALIASES)
     rows, lines, offsets, lengths, errors = [], [], [], [], []
-    data = path.read_bytes()
+    data = read_bytes(path)  # compressed or not
     offset, number = 0, 0
     while offset < len(data):
         stop = data.find(b"\n", offset)
