@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+from fnmatch import fnmatchcase
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,7 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
             entries = location.entries(folder)
         except OSError:
             continue
-        reader = _claim(folder)
+        reader = _claim(folder, entries)
         name = ROOT_RUN if folder == top else folder.relative_to(top).as_posix()
         if reader is not None:
             runs.append((name, folder, reader))
@@ -146,9 +147,18 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-def _claim(folder: Path):
-    """The reader that claims ``folder`` as a run, or None."""
+def _claim(folder: Path, entries: list[Path]):
+    """The reader that claims ``folder`` (whose entries are ``entries``) as a run, or None. A reader is
+    asked (``layout.holds``, which globs) only when one of its patterns could match: its first part
+    names a file of the folder (a one-part pattern) or a subfolder; most folders of a big tree end
+    there, without a glob."""
+    files = [p.name for p in entries if not p.name.startswith(".") and _is_file(p)]
+    folders = [p.name for p in entries if not p.name.startswith(".") and _is_dir(p)]
     for reader in READERS:
+        candidates = [variant for pattern in layout.globs(reader) for variant in layout.patterns(reader, pattern)]
+        if not any(any(fnmatchcase(name, first) for name in (files if rest == "" else folders))
+                   for first, _, rest in (c.partition("/") for c in candidates)):
+            continue
         try:
             if layout.holds(reader, folder):
                 return reader

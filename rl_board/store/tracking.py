@@ -24,9 +24,9 @@ from ..readers import holds_run, layout
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (
-    "Expected layout: ROOT/RUN_NAME/*.jsonl or ROOT/RUN_NAME/*.parquet, one folder per run: JSON lines, one "
-    "object per line (e.g. rollout_data_rank0.jsonl per rank, or verl's {step}.jsonl), or TRL's "
-    "completions_*.parquet."
+    "Expected layout: ROOT/RUN_NAME/*.jsonl or ROOT/RUN_NAME/*.parquet, one folder per run (at any depth under "
+    "ROOT, or ROOT itself): JSON lines, one object per line (e.g. rollout_data_rank0.jsonl per rank, or verl's "
+    "{step}.jsonl; also compressed: .jsonl.gz, .xz, .bz2, .zst), or TRL's completions_*.parquet."
 )
 
 
