@@ -20,6 +20,11 @@ from rl_board.views import keys
       ("reward_model.ground_truth", "text"), ("extra_info.index", "number"), ("acc", "number"),
       ("responses", "text")],
      "reward=acc, response=responses, ground_truth=reward_model.ground_truth"),
+    # an answer is the response when nothing else names one, else the ground truth
+    ([("step", "number"), ("my_score", "number"), ("question", "text"), ("answer", "text")],
+     "reward=my_score, prompt=question, response=answer"),
+    ([("step", "number"), ("score", "number"), ("completion", "text"), ("answer", "text")],
+     "response=completion, ground_truth=answer"),
     # nothing named like a reward or an output: nothing guessed
     ([("step", "number"), ("idx", "number"), ("length", "number"), ("data_source", "text"), ("text", "text")], ""),
     # a text named like a reward is no reward; a number named like a response is no response

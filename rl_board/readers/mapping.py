@@ -21,8 +21,9 @@ ROLES: dict[str, tuple[str, tuple[str, ...]]] = {
     F.REWARD: ("number", ("reward", "score", "return", "correct", "correctness", "accuracy", "acc",
                           "pass", "success", "solved")),
     "prompt": ("text", ("prompt", "question", "query", "instruction", "problem", "input", "context")),
+    # "answer" last: a log's answer is the model's when nothing else names the response, else the reference
     "response": ("text", ("response", "completion", "output", "generation", "generated", "prediction", "pred",
-                          "assistant", "reply")),
+                          "assistant", "reply", "answer")),
     "ground_truth": ("text", ("ground", "truth", "gt", "gts", "answer", "label", "target", "reference", "solution",
                               "expected")),
 }
