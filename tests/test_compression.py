@@ -117,3 +117,24 @@ def test_a_nemo_rl_run_compressed_reads_like_the_plain_one(tmp_path):
     assert packed.samples[["step", "reward"]].values.tolist() == plain.samples[["step", "reward"]].values.tolist()
     assert [packed.record(i)[0].get("token_ids") for i in packed.samples.index] == [
         plain.record(i)[0].get("token_ids") for i in plain.samples.index]
+
+
+@pytest.mark.parametrize("writer", ["write_verl_run", "write_prime_rl_run", "write_prime_rl_tokens_run"])
+def test_trainer_layouts_compressed_read_like_the_plain_ones(tmp_path, writer):
+    """verl's step files, prime-rl's episode tree (all/ and effective/) and its token exports, every log
+    file gzipped in place, load the same samples, splits and records as the plain run."""
+    from rl_board import demo
+
+    getattr(demo, writer)(tmp_path / "plain")
+    shutil.copytree(tmp_path / "plain", tmp_path / "packed")
+    logs = [p for p in (tmp_path / "packed").rglob("*.jsonl") if "metric" not in p.name]
+    assert logs
+    for path in logs:
+        _compress(path, ".gz")
+    plain, packed = load_run(tmp_path / "plain"), load_run(tmp_path / "packed")
+    assert packed.report.reader == plain.report.reader and packed.splits == plain.splits
+    assert packed.files == tuple(name + ".gz" for name in plain.files)
+    columns = ["step", "reward", "response_len"]
+    assert packed.samples[columns].fillna(-9).values.tolist() == plain.samples[columns].fillna(-9).values.tolist()
+    label = packed.samples.index[-1]
+    assert packed.record(label)[0] == plain.record(plain.samples.index[-1])[0]
