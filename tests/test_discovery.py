@@ -87,7 +87,8 @@ def test_the_walk_is_bounded_and_says_so(tree):
     after six folders, the walk stops and says so."""
     shallow = discover_runs(tree, max_depth=1)
     assert shallow.names() == ["packed", "ppo"]
-    assert any("deeper than 1" in note for note in shallow.notes)
+    assert [note for note in shallow.notes if "deeper than 1" in note] == [
+        "Folders deeper than 1 level below the root are not looked into (e.g. nested/logs)."]  # said once
     few = discover_runs(tree, max_folders=6)  # breadth first: the root, checkpoints, hf, nested, packed, ppo
     assert few.names() == ["packed", "ppo"] and any("Stopped after 6 folders" in note for note in few.notes)
 

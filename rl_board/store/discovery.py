@@ -121,8 +121,9 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
         subfolders = sorted((p for p in entries if not p.name.startswith(".") and _is_dir(p)),
                             key=lambda p: natural_key(p.name))
         if subfolders and depth >= max_depth:
-            found.notes.append(f"Folders deeper than {max_depth} levels below the root are not looked into "
-                               f"(e.g. {(subfolders[0].relative_to(top)).as_posix()}).")
+            if not any(note.startswith("Folders deeper") for note in found.notes):  # said once
+                found.notes.append(f"Folders deeper than {max_depth} level{'s' if max_depth != 1 else ''} below the root are not looked into "
+                                   f"(e.g. {(subfolders[0].relative_to(top)).as_posix()}).")
             continue
         queue.extend((p, depth + 1) for p in subfolders)
     runs.sort(key=lambda item: (item[0] != ROOT_RUN, natural_key(item[0])))
