@@ -122,7 +122,8 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
                             key=lambda p: natural_key(p.name))
         if subfolders and depth >= max_depth:
             if not any(note.startswith("Folders deeper") for note in found.notes):  # said once
-                found.notes.append(f"Folders deeper than {max_depth} level{'s' if max_depth != 1 else ''} below the root are not looked into "
+                levels = f"{max_depth} level{'s' if max_depth != 1 else ''}"
+                found.notes.append(f"Folders deeper than {levels} below the root are not looked into "
                                    f"(e.g. {(subfolders[0].relative_to(top)).as_posix()}).")
             continue
         queue.extend((p, depth + 1) for p in subfolders)
