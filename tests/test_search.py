@@ -115,8 +115,9 @@ def _text_run(folder):
     for i in range(10):
         step = i // 2 + 1
         text = f"step {step} sample {i}: " + ("the source is here" if i % 3 == 0 else "nothing to see")
-        lines.append(sample(step, float(i % 4), response=text, prompt="q", response_tokens=text.split(" "),
-                            logprobs=[-0.5] * len(text.split(" ")), ref_logprobs=[-0.5 - i / 10] * len(text.split(" "))))
+        words = text.split(" ")
+        lines.append(sample(step, float(i % 4), response=text, prompt="q", response_tokens=words,
+                            logprobs=[-0.5] * len(words), ref_logprobs=[-0.5 - i / 10] * len(words)))
     write_lines(folder / "r.jsonl", lines)
     return lines
 

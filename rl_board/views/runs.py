@@ -48,8 +48,8 @@ def render(settings) -> None:
     for index, row in enumerate(rows[:MAX_ROWS]):
         cells = st.columns(_WIDTHS, vertical_alignment="center")
         name = row["Run"]
-        cells[0].button(escape_markdown("(the root folder itself)" if name == "." else name), key=f"{keys.OPEN_RUN}{index}",
-                        disabled=fields is None, on_click=_open,
+        label = escape_markdown("(the root folder itself)" if name == "." else name)
+        cells[0].button(label, key=f"{keys.OPEN_RUN}{index}", disabled=fields is None, on_click=_open,
                         args=(name, run_dir_of(settings.root, name), fields if fields is not None else ()))
         for cell, column in zip(cells[1:], _COLUMNS):
             cell.text(row[column])
