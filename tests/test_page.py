@@ -225,7 +225,7 @@ def test_an_unknown_format_says_nothing_loaded_and_lists_its_keys(tmp_path):
     texts = [t.value for t in at.text]
     assert "step (number), my_score (number), question (text), answer (text), meta (object), meta.id (number)" in texts
     assert any("Field mapping" in i.value for i in at.info)
-    assert "reward=my_score, response=answer" in texts
+    assert "reward=my_score, prompt=question, response=answer" in texts  # each by what its name means
     at.sidebar.text_input(key=keys.FIELD_MAP).input("reward=my_score, response=answer").run()
     at = _load(at)
     assert any("80 samples loaded · 0 lines rejected" in t.value for t in at.text)

@@ -25,15 +25,24 @@ __all__ = ["main", "serve_command"]
 # starts its parsing workers first, so their start overlaps this process's own imports.
 
 
-#: command -> (module of this package, its function); the four that print a run's results share one
-#: broken-pipe guard (``rl-board summary | head`` is not an error)
+#: command -> (module of this package, its function)
 COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findings"), "tags": ("tags", "_tags"),
             "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
             "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate")}
-PRINTING = ("summary", "findings", "tags", "search")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every command behind one broken-pipe guard: ``rl-board cache list | head`` is not an error."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone away is found while we can still say nothing
+        return status
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     from ..base.access import check_roots
 
     parser = _parser()
@@ -53,13 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     try:
-        if args.command not in PRINTING:
-            return command(args)
-        try:
-            return command(args)
-        except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+        return command(args)
     finally:
         if os.environ.get(PHASES_ENV):
             _print_phases()

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import xxhash
 
+from ..base.compression import codec_of
+
 CACHE_VERSION = 12  # 12: a file's parsed part hashed in spans (each range's parser hashes what it reads)
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
@@ -158,7 +160,8 @@ class FileEntry:
 
     def status(self, path: Path, appendable: bool = True) -> str:
         """"same" when the file is as parsed, "grown" when lines were only appended (a format that
-        appends), else "stale"."""
+        appends; never a compressed file, which is read whole), else "stale"."""
+        appendable = appendable and codec_of(path) is None
         try:
             st = path.stat()
         except OSError:

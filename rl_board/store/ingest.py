@@ -28,6 +28,7 @@ import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
+from ..base.compression import codec_of, open_path
 from . import workers
 from ..derive.samples import derive
 from ..readers import FileError, ReadOptions, line_too_long, reader_for
@@ -83,8 +84,16 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
     while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
-        size = range_bytes(sum(stop - start for _, start, stop in tasks), workers.count())
-        return run_ranges(reader, tasks_for(tasks, size), out_dir, options, quota, max_per_step, progress, meanwhile)
+        plain = [task for task in tasks if codec_of(task[0]) is None]
+        size = range_bytes(sum(stop - start for _, start, stop in plain), workers.count())
+        results = run_ranges(reader, tasks_for(plain, size), out_dir, options, quota, max_per_step, progress,
+                             meanwhile) if plain else []
+        for path, _, stop in tasks:
+            if codec_of(path) is not None:  # read whole, in this process: its bytes can't be cut into ranges
+                results.append(ingest_compressed(reader, str(path), stop, out_dir, options, quota, max_per_step))
+                if progress is not None:
+                    progress(stop)
+        return results
     results = []
     for path, _, stop in tasks:
         result = RangeResult(str(path), 0, stop)
@@ -93,6 +102,8 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
             table = derive(rows, options)
         except FileError as exc:
             result.error = str(exc)
+        except OSError as exc:  # a file gone or a compressed one that can't be decompressed
+            result.error = f"can't be read ({exc.strerror or exc})"
         except (pa.ArrowException, ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
             result.error = f"could not be read ({type(exc).__name__}: {exc})"  # costs this file only
         else:
@@ -168,6 +179,64 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
     result.end = position
     result.digest = hasher.hexdigest() if whole else None
     result.pending = position < stop
+    if tables:
+        _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
+    return result
+
+
+def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options: ReadOptions,
+                      quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
+    """Read every line of the compressed file ``path`` (``base.compression``; ``size`` bytes on disk)
+    into a segment, block by block as it decompresses. Offsets and lines count in the uncompressed
+    bytes (where ``Run.record`` finds a sample again); the result covers the whole file on disk, so
+    the file is read again whole when it changes."""
+    result = RangeResult(path, 0, size)
+    tables = []
+    limit = options.max_line
+
+    def take(data: bytes, offset: int) -> None:
+        parsed = reader.parse_block(data, result.lines + 1, offset, options)
+        result.lines += parsed.lines
+        table = derive(parsed.table, options)
+        errors = parsed.errors
+        if max_per_step is not None:
+            table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
+                                                   errors, parsed.steps)
+            result.skipped += skipped
+        result.errors.extend(errors)
+        if table.num_rows:
+            tables.append(table)
+
+    try:
+        with open_path(path) as fh:
+            position, carry, skipping = 0, b"", False  # skipping: inside a line over the limit
+            while True:
+                chunk = fh.read(READ_CHUNK)
+                if not chunk:
+                    break
+                if skipping:
+                    cut = chunk.find(b"\n")
+                    if cut < 0:
+                        position += len(chunk)
+                        continue
+                    position, chunk, skipping = position + cut + 1, chunk[cut + 1:], False
+                data = carry + chunk
+                complete = data.rfind(b"\n") + 1
+                if complete:
+                    take(data[:complete], position)
+                    position += complete
+                carry = data[complete:]
+                if len(carry) > limit:  # named and passed over, never held whole in memory
+                    result.errors.append((result.lines + 1, line_too_long(len(carry), limit)))
+                    result.lines += 1
+                    position += len(carry)
+                    carry, skipping = b"", True
+            if carry and not skipping and reader.is_whole_record(carry):  # the last line, without its newline
+                take(carry + b"\n", position)
+    except MemoryError:
+        raise
+    except Exception as exc:  # a broken archive (EOFError, lzma's and zstd's errors) costs this file only
+        result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
     if tables:
         _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
     return result

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..base.compression import APPEND_NOTE, codec_of
 from ..base import fields as F
 from ..base.access import RootError
 from ..base.location import RunLocation, open_location
@@ -314,6 +315,10 @@ class RunLoader:
         if "from_ids" in samples and samples["from_ids"].any():
             notes = [*notes, *self._tokenizer_notes,
                      f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
+        packed = [name for name in names if codec_of(name)]
+        if packed:
+            notes = [*notes, f"{len(packed)} compressed file{'s' if len(packed) != 1 else ''} ({packed[0]}"
+                             f"{', …' if len(packed) > 1 else ''}): {APPEND_NOTE}."]
         notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."

@@ -2,6 +2,7 @@
 
 ROOT = "root"
 RUN = "run"
+OPEN_RUN = "open_run_"  # + the row's index: the runs list's button that opens that run
 MAX_SAMPLES = "max_samples"
 FIELD_MAP = "field_map"
 LOAD = "load"

@@ -75,15 +75,14 @@ def _note(text: str) -> None:
     st.session_state.setdefault(_NOTES, []).append(text)
 
 
-def wanted_run(runs: list[str]) -> None:
+def wanted_run(runs: list[str], default: str | None = None) -> None:
     """Before the run picker is drawn: a linked run that is not under the root is named and not loaded;
-    the picker falls back to the first run."""
+    the picker falls back to ``default`` (the first run when None)."""
     wanted = st.session_state.get(_PENDING, {}).get("run")
     if wanted and wanted not in runs:
-        _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one in the sidebar and press "
-              "Load.")
+        _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one below or in the sidebar.")
         st.session_state[_PENDING] = {}
-    state.keep_choice(keys.RUN, runs, runs[0])
+    state.keep_choice(keys.RUN, runs, runs[0] if default is None else default)
 
 
 def autoload(run_dir: str | None, fields) -> None:

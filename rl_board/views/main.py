@@ -23,7 +23,7 @@ from rl_board.base import fields as F
 from rl_board.base.text import escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
                             tokens, trainer, turns)
-from rl_board.views import findings, prompts, tags
+from rl_board.views import findings, prompts, runs, tags
 
 
 class Picked(NamedTuple):
@@ -152,7 +152,7 @@ def _render(settings) -> None:
     loaded = state.loaded_run()
     if loaded is None:
         links.show_notes()
-        st.info("Pick a run in the sidebar and press **Load**.")
+        runs.render(settings)
         return
     run_dir, fields = loaded
     if settings.run_dir != run_dir:  # the sidebar is being edited: the loaded run stays until Load

@@ -11,6 +11,7 @@ from ..base import fields as F
 from ..analysis.checks import compute_data_checks
 from ..analysis.run import Run
 from ..readers import format_field_mapping
+from ..readers.mapping import suggest_field_mapping
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
 ERRORS_QUOTED = 3  # rejected lines quoted above the table
@@ -84,23 +85,8 @@ def _nothing_loaded(run: Run) -> None:
         return
     st.caption("Keys in the first lines of the first files:")
     st.text(", ".join(f"{key} ({kind})" for key, kind in found))
-    example = suggest_mapping(found)
+    example = suggest_field_mapping(found)
     st.info("Say which of these holds each field of the board in the sidebar's **Field mapping** box "
             "(CANONICAL=SOURCE pairs), then press **Load**" + (". For example:" if example else "."))
     if example:
         st.text(example)
-
-
-def suggest_mapping(found: list[tuple[str, str]]) -> str:
-    """A field mapping to start from: the first number key that is not the step for ``reward``, the first
-    text key for ``response`` (the last of several: a question comes before its answer); "" when there is
-    neither."""
-    taken = {F.STEP, F.REWARD, "score", *F.TEXT_FIELDS}
-    numbers = [k for k, kind in found if kind == "number" and k not in taken]
-    texts = [k for k, kind in found if kind == "text" and k not in taken]
-    pairs = []
-    if not any(k in (F.REWARD, "score") and kind == "number" for k, kind in found) and numbers:
-        pairs.append(f"{F.REWARD}={numbers[0]}")
-    if not any(k in ("response", "output", "completion") for k, _ in found) and texts:
-        pairs.append(f"response={texts[-1]}")
-    return ", ".join(pairs)

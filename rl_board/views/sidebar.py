@@ -10,7 +10,8 @@ import streamlit as st
 
 from ..base import fields as F
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
-from ..store.loader import ROOT_RUN, RootError, list_runs
+from ..store.discovery import discover_runs
+from ..store.loader import ROOT_RUN, RootError
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
 from ..derive.metrics import KL_ESTIMATORS
@@ -20,6 +21,12 @@ DEFAULT_ROOT = "./rollout_samples"
 DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
 DEFAULT_EOS = EOS_TOKEN
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
+DEFAULT_RUN = "ppo_demo"  # picked first when the root has it (the bundled samples: the README's walk starts there)
+
+
+def run_dir_of(root: str, run: str) -> str:
+    """The folder of run ``run`` (a path relative to ``root``; "." for the root itself)."""
+    return str(Path(root).expanduser() / run) if run != ROOT_RUN else str(Path(root).expanduser())
 
 
 @dataclass(frozen=True)
@@ -27,7 +34,7 @@ class Settings:
     """What the user chose in the sidebar."""
 
     root: str  # the root folder as typed, surrounding whitespace removed
-    runs: list[str]  # the runs under it (empty when it can't be used)
+    runs: list[str]  # the runs under it, at any depth, by relative path (empty when it can't be used)
     metrics_path: str  # the trainer metrics to show ("" = found near the run)
     thresholds: object  # scalars.signs.Thresholds
     run_dir: str | None  # the folder picked (not necessarily loaded yet)
@@ -52,25 +59,28 @@ class Settings:
     show_table: bool
     show_pair: bool
     show_heatmap: bool
+    discovery: object = None  # store.discovery.Discovery of the root (names only), None when it can't be used
 
 
 def render() -> Settings:
     side = st.sidebar
     side.header("Run")
-    root = side.text_input("Root folder (one run per subfolder)", value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
+    root = side.text_input("Root folder (runs at any depth under it, or a run folder)",
+                           value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
                            key=keys.ROOT).strip()  # a pasted path often brings an invisible space
-    run_dir, load = None, False
+    run_dir, load, discovery = None, False, None
     try:
-        runs = list_runs(root)
+        discovery = discover_runs(root, details=False)
+        runs = discovery.names()
     except RootError as exc:
         side.error("Can't use this root folder.")
         side.text(str(exc))
         runs = []
     if runs:
-        links.wanted_run(runs)
+        links.wanted_run(runs, DEFAULT_RUN if DEFAULT_RUN in runs else runs[0])
         run = side.selectbox("Run", runs, key=keys.RUN,
-                             format_func=lambda r: "(files in the root)" if r == ROOT_RUN else r)
-        run_dir = str(Path(root).expanduser() / run) if run != ROOT_RUN else str(Path(root).expanduser())
+                             format_func=lambda r: "(the root folder itself)" if r == ROOT_RUN else r)
+        run_dir = run_dir_of(root, run)
     max_samples = side.number_input("Max samples per step (0 = all)", min_value=0, value=0, step=16,
                                     key=keys.MAX_SAMPLES,
                                     help="Keeps the first N samples of each step, in file then line order.")
@@ -152,4 +162,5 @@ def render() -> Settings:
         show_table=side.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
         show_pair=side.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),
         show_heatmap=side.checkbox("Token view and heatmap", value=True, key=keys.SHOW_HEATMAP),
+        discovery=discovery,
     )

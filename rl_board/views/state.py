@@ -32,6 +32,16 @@ def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
                      tokenizer=tokenizer)
 
 
+@st.cache_data(ttl=10, max_entries=8, show_spinner=False)
+def get_run_details(root: str, runs: tuple[str, ...], allowed: str | None = None):
+    """The runs under ``root`` with their files and counts (``store.discovery``), kept ten seconds: the
+    runs list's sizes and counts may be that late. ``runs`` (the names found now) and ``allowed`` (the
+    allowed folders setting) are part of the key, so a new run is listed at once."""
+    from ..store.discovery import discover_runs
+
+    return discover_runs(root)
+
+
 def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -> Run:
     """The run as last read with the sidebar's load settings and the split picked on the page; read
     (what is new in) its files first when ``refresh`` or never read. A picked split the run doesn't
