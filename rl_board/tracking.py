@@ -85,8 +85,12 @@ def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tupl
         ignored = sorted(p.name for p in entries if p not in kept)
     else:
         kept, ignored = _tree_files(run_dir, patterns), []
+        if reader is not None and not isinstance(reader, str):
+            kept = [p for p in kept if layout.other_kind(reader, p) is None]
     if split is not None and reader is not None and not isinstance(reader, str):
         kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
+    if reader is not None and not isinstance(reader, str):  # named, whatever the split: see layout.NAMED_GLOBS
+        kept += [p for p in _tree_files(run_dir, layout.named_globs(reader)) if p not in kept]
     kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
     return kept, ignored
 

@@ -102,3 +102,85 @@ def verl_sample(question: str, rounds: list[list[dict]]) -> tuple[str, str]:
 
 def call(name: str, **arguments) -> dict:
     return {"name": name, "arguments": arguments}
+
+
+# -- SkyRL ---------------------------------------------------------------------------------
+
+SKYRL_BASE = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "I am a user."}]
+
+
+def skyrl_response(rounds: list[list[dict]]) -> str:
+    """The response SkyRL's ``SkyRLGymGenerator`` builds (generators/skyrl_gym_generator.py), as text:
+    each generation's tokens (ending in the EOS ``<|im_end|>``), then each observation's ids by the
+    fixed-base approach: ``apply_chat_template(base_conversation + observation,
+    add_generation_prompt=True)`` minus the base conversation up to its last EOS."""
+    base = chatml(SKYRL_BASE)
+    base = base[:base.rindex("<|im_end|>") + len("<|im_end|>")]
+    text = ""
+    for group in rounds:
+        if group[0]["role"] == "assistant":
+            text += generated(group[0])
+        else:
+            text += chatml(SKYRL_BASE + group, add_generation_prompt=True)[len(base):]
+    return text
+
+
+def skyrl_prompt(question: str) -> str:
+    return chatml([{"role": "system", "content": "Answer with tools."}, {"role": "user", "content": question}],
+                  add_generation_prompt=True)
+
+
+def sanitize_data_source(data_source: str) -> str:
+    """``trainer_utils.sanitize_data_source``."""
+    if data_source is None:
+        return "unknown"
+    return data_source.replace("/", "_")
+
+
+def skyrl_dump_evals(export_path: Path, global_step: int | None, concat_generator_outputs: dict,
+                     concat_data_sources: list, concat_all_envs: list, concat_env_extras: list,
+                     eval_metrics: dict) -> Path:
+    """``evaluate``'s folder and ``trainer_utils.dump_per_dataset_eval_results``, line for line; the
+    tokenizer's ``decode`` (special tokens kept) is the identity on the texts given as ids."""
+    dump_dir_path = (Path(export_path) / "dumped_evals"
+                     / ("eval_only" if global_step is None else f"global_step_{global_step}_evals"))
+    dump_dir_path.mkdir(parents=True, exist_ok=True)
+    input_prompts = list(concat_generator_outputs["prompt_token_ids"])
+    output_responses = list(concat_generator_outputs["response_ids"])
+    data_source_indices = {}
+    for i, data_source in enumerate(concat_data_sources):
+        if data_source is None:
+            data_source = "unknown"
+        if data_source not in data_source_indices:
+            data_source_indices[data_source] = []
+        data_source_indices[data_source].append(i)
+    for data_source, indices in data_source_indices.items():
+        filename = dump_dir_path / f"{sanitize_data_source(data_source)}.jsonl"
+        with open(filename, "w") as f:
+            for i in indices:
+                entry = {
+                    "input_prompt": input_prompts[i],
+                    "output_response": output_responses[i],
+                    "score": concat_generator_outputs["rewards"][i],
+                    "stop_reason": concat_generator_outputs.get("stop_reasons", [None] * len(input_prompts))[i],
+                    "env_class": concat_all_envs[i],
+                    "env_extras": concat_env_extras[i],
+                    "data_source": data_source,
+                }
+                f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    with open(dump_dir_path / "aggregated_results.jsonl", "w") as f:
+        f.write(json.dumps(eval_metrics, ensure_ascii=False) + "\n")
+    return dump_dir_path
+
+
+def skyrl_dump_data(export_path: Path, file_name: str) -> Path:
+    """``RayPPOTrainer.dump_data``: ``TrainingInputBatch.save`` pickles the batch (here a stand-in
+    object pickled the same way: the board must never unpickle it)."""
+    import pickle
+
+    data_save_dir = Path(export_path) / "dumped_data"
+    data_save_dir.mkdir(parents=True, exist_ok=True)
+    path = data_save_dir / f"{file_name}.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"sequences": [[1, 2, 3]], "note": "TrainingInputBatch"}, f)
+    return path

@@ -112,6 +112,8 @@ def split_turns(text: str, first_role: str = "assistant", hint: str | None = Non
     elif family == LLAMA3 and "<|start_header_id|>" in text:
         pieces = _marked(text.replace("<|begin_of_text|>", ""), _LLAMA_HEAD, _LLAMA_END, first_role, _LLAMA_ROLES)
     else:
+        for end in (*_CHATML_END, *_LLAMA_END):  # a terminator left without its header's start
+            text = text.replace(end, "")
         got = _unmarked(text, first_role)
         if isinstance(got, str):
             return Split([turn({"role": first_role, "content": text})], got)

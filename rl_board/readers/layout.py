@@ -18,6 +18,9 @@ Optional parts of a reader module, with their defaults here:
 - ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``);
 - ``other_kind(path) -> str | None``: what a file matching ``GLOBS`` is when it is not one of
   the run's files (a trainer's metrics file beside the rollouts), or None; default: None.
+- ``NAMED_GLOBS``: patterns of files in the run's tree that are listed with the run's files
+  though they can't be read (a trainer's pickles): the reader names each with why, it is never
+  opened as data (default: none).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ def step_in(name: str | PurePosixPath) -> int | None:
 
 def globs(reader) -> tuple[str, ...]:
     return getattr(reader, "GLOBS", None) or ("*" + reader.SUFFIX,)
+
+
+def named_globs(reader) -> tuple[str, ...]:
+    return tuple(getattr(reader, "NAMED_GLOBS", ()))
 
 
 def is_flat(reader) -> bool:

@@ -39,7 +39,8 @@ from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
 from .chat_text import split_prompt, split_turns
 from .layout import first_match, step_in
-from .records import canonical_row, rows_table
+from .lines import count_lines, table, whole_lines
+from .records import canonical_row
 
 NAME = "verl"
 SUFFIX = ".jsonl"
@@ -109,33 +110,19 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     """(canonical rows, (line, reason) for each rejected line, lines read) of one step's file."""
     path = Path(path)
     step = step_in(path.name)
-    hint = None  # the text's own markers decide (chat_text)
     resolver = KeyResolver(options.fields, ALIASES)
     rows, lines, offsets, lengths, errors = [], [], [], [], []
     data = path.read_bytes()
-    offset, number = 0, 0
-    while offset < len(data):
-        stop = data.find(b"\n", offset)
-        if stop < 0:  # a last line without its newline: read when whole, else still being written
-            if not jsonl.is_whole_record(data[offset:]):
-                break
-            stop = len(data)
-        number += 1
-        raw = data[offset:stop]
-        if raw.strip():
-            got = _row(raw, resolver, step, options, hint)
-            if isinstance(got, str):
-                errors.append((number, got))
-            else:
-                rows.append(got)
-                lines.append(number)
-                offsets.append(offset)
-                lengths.append(stop - offset)
-        offset = stop + 1
-    table = rows_table(rows, lines, offsets, lengths)
-    messages = [r.pop(F.MESSAGES, None) for r in rows]
-    return table.set_column(table.schema.get_field_index(F.MESSAGES), F.MESSAGES,
-                            pa.array(messages, table.schema.field(F.MESSAGES).type)), errors, number
+    for number, offset, stop, raw in whole_lines(data):
+        got = _row(raw, resolver, step, options, None)
+        if isinstance(got, str):
+            errors.append((number, got))
+        else:
+            rows.append(got)
+            lines.append(number)
+            offsets.append(offset)
+            lengths.append(stop - offset)
+    return table(rows, lines, offsets, lengths), errors, count_lines(data)
 
 
 def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions, hint) -> dict | str:
