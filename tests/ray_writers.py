@@ -184,3 +184,83 @@ def skyrl_dump_data(export_path: Path, file_name: str) -> Path:
     with open(path, "wb") as f:
         pickle.dump({"sequences": [[1, 2, 3]], "note": "TrainingInputBatch"}, f)
     return path
+
+
+# -- ROLL ----------------------------------------------------------------------------------
+
+
+def roll_remove_nan_items(data: dict) -> dict:
+    """``roll/pipeline/agentic/utils.remove_nan_items``: drop every row where any column is None."""
+    import numpy as np
+
+    if not data:
+        return {}
+    arr = np.vstack([np.asarray(v, dtype=object) for v in data.values()])
+    mask = arr != None  # noqa: E711
+    valid_row_mask = mask.all(axis=0)
+    return {k: np.asarray(v, dtype=object)[valid_row_mask] for k, v in data.items()}
+
+
+def roll_write_to_json_process(path, data, columns_configs):
+    """``roll/pipeline/rlvr/utils.write_to_json_process``: the whole batch as ONE line of columns."""
+    import os
+
+    import numpy
+
+    os.makedirs(path, exist_ok=True)
+    column_names = {item[0] for item in columns_configs}
+    data = {k: v.tolist() if isinstance(v, numpy.ndarray) else v for k, v in data.items() if k in column_names}
+    global_step = data.get("global_step", [0])[0]
+    with open(os.path.join(path, f"rollout_dump_data.step_{global_step}.jsonl"), "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, ensure_ascii=False) + "\n")
+
+
+def roll_dump_rollout_trajectories(path, global_step, non_tensor_batch: dict, columns_config: list):
+    """``roll/pipeline/agentic/utils.dump_rollout_trajectories`` (the writer process run inline)."""
+    import copy
+
+    write_data = {item[0]: non_tensor_batch.pop(item[0]) for item in columns_config if item[0] in non_tensor_batch}
+    write_data = roll_remove_nan_items(copy.deepcopy(write_data))
+    data_cnt = len(write_data[columns_config[0][0]])
+    write_data["global_step"] = [global_step] * data_cnt
+    columns_config.append(["global_step", "bigint"])
+    roll_write_to_json_process(path, write_data, columns_config)
+
+
+def roll_trajectory_batch(trajectories: list[dict], exp_name: str = "exp") -> tuple[dict, list]:
+    """The non-tensor batch ``AgentNativeStepEnvManager.formulate_rollouts`` returns for each
+    trajectory (one stepwise sample per action: only the last holds ``trajectory_data``,
+    ``messages`` and ``tools``, as JSON strings), concatenated, and its ``COLUMMNS_CONFIG``.
+    ``trajectories``: {"messages", "step_rewards", "tools", "num_actions"}."""
+    import numpy as np
+
+    columns = {"trajectory_data": [], "messages": [], "tools": [], "exp_name": []}
+    for k, t in enumerate(trajectories):
+        step_rewards = t["step_rewards"]
+        data = {
+            "trajectory_id": f"tag_0_{len(step_rewards) - 1}_{k}_{k}_0_42_20260101_000000_000000",
+            "timestamp": "20260101_000000_000000", "current_step": 0,
+            "env_info": {"env_id": k, "group_id": k, "tag": "tag", "seed": 42, "episode_id": 0, "max_steps": 8,
+                         "mode": "train", "sequence_length": 4096},
+            "timing_info": {"traj_save_time": "2026-01-01T00:00:00", "traj_time_env_total": 1.5},
+            "length_info": {"trajectory_length": t["num_actions"], "num_actions": t["num_actions"],
+                            "terminated": True, "truncated": False, "response_length": 30.0},
+            "reward_info": {"episode_reward": sum(step_rewards), "step_rewards": step_rewards,
+                            "first_round_reward": step_rewards[0] if step_rewards else 0,
+                            "final_reward": step_rewards[-1] if step_rewards else 0},
+            "failure_info": {"failure_mode": "", "stop_reason": "FINISH", "error_messages": [], "test_output": "",
+                             "has_failure": False, "failure_step": t["num_actions"]},
+            "metrics": {"env/tag/num_actions": t["num_actions"]},
+            "last_observation": "",
+        }
+        for _ in range(t["num_actions"] - 1):  # the earlier stepwise samples: None in these columns
+            for name in ("trajectory_data", "messages", "tools"):
+                columns[name].append(None)
+            columns["exp_name"].append(exp_name)
+        columns["trajectory_data"].append(json.dumps(data))
+        columns["messages"].append(json.dumps([t["messages"]]))
+        columns["tools"].append(json.dumps(t["tools"]))
+        columns["exp_name"].append(exp_name)
+    batch = {k: np.array(v, dtype=object) for k, v in columns.items()}
+    config = [["trajectory_data", "string"], ["messages", "string"], ["tools", "string"], ["exp_name", "string"]]
+    return batch, config
