@@ -264,3 +264,83 @@ def roll_trajectory_batch(trajectories: list[dict], exp_name: str = "exp") -> tu
     batch = {k: np.array(v, dtype=object) for k, v in columns.items()}
     config = [["trajectory_data", "string"], ["messages", "string"], ["tools", "string"], ["exp_name", "string"]]
     return batch, config
+
+
+# -- AReaL ---------------------------------------------------------------------------------
+
+
+class CharTokenizer:
+    """A tokenizer whose ids are the text's code points (``decode`` keeps special tokens as text)."""
+
+    @staticmethod
+    def encode(text: str) -> list[int]:
+        return [ord(c) for c in text]
+
+    @staticmethod
+    def decode(ids, skip_special_tokens: bool = False) -> str:
+        return "".join(chr(i) for i in ids)
+
+
+def areal_individual_traj(conversations: list[tuple[list[dict], list[dict], float]], version: int) -> dict:
+    """The batch AReaL's ``MultiTurnWorkflow`` / agent workflows export in the default ``individual``
+    style: one row per LLM call, its prompt the whole conversation before the call (ChatML with the
+    generation prompt), its completion the sampled text (EOS included, loss mask 1), the
+    trajectory's reward copied to every call. ``conversations``: (prompt messages, later messages
+    [assistant / tool ...], reward)."""
+    import numpy as np
+
+    rows = []
+    for prompt_messages, later, reward in conversations:
+        history = list(prompt_messages)
+        for k, message in enumerate(later):
+            if message["role"] == "assistant":
+                prompt = CharTokenizer.encode(chatml(history, add_generation_prompt=True))
+                completion = CharTokenizer.encode(generated(message))
+                rows.append((prompt, completion, reward))
+            history.append(message)
+    width = max(len(p) + len(c) for p, c, _ in rows) + 3  # right padding, as the batch pads
+    input_ids = np.zeros((len(rows), width), dtype=np.int64)
+    loss_mask = np.zeros((len(rows), width), dtype=np.int64)
+    attention_mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, (p, c, _) in enumerate(rows):
+        input_ids[i, :len(p) + len(c)] = p + c
+        loss_mask[i, len(p):len(p) + len(c)] = 1
+        attention_mask[i, :len(p) + len(c)] = 1
+    return {"input_ids": input_ids, "loss_mask": loss_mask, "attention_mask": attention_mask,
+            "rewards": np.array([r for _, _, r in rows], dtype=np.float32),
+            "versions": np.full((len(rows), width), version, dtype=np.int64)}
+
+
+def areal_dump_trajectory(fileroot: Path, experiment: str, trial: str, traj: dict, task_id: int,
+                          is_eval: bool, user: str = "areal") -> Path:
+    """``WorkflowExecutor._dump_trajectory`` (areal/infra/workflow_executor.py) with
+    ``StatsLogger.get_log_path``'s folder (``getpass.getuser()`` given as ``user``), line for line."""
+    import os
+
+    log_path = f"{fileroot}/logs/{user}/{experiment}/{trial}"
+    dump_dir = os.path.join(log_path, "eval-rollout" if is_eval else "rollout")
+    input_ids, rewards = traj["input_ids"], traj["rewards"]
+    loss_mask, attention_mask = traj["loss_mask"], traj["attention_mask"]
+    versions = traj["versions"].flatten().tolist()
+    tail_version, head_version = max(versions), min(versions)
+    version_dir = os.path.join(dump_dir, str(tail_version))
+    os.makedirs(version_dir, exist_ok=True)
+    file_path = os.path.join(version_dir, f"{task_id}.jsonl")
+    with open(file_path, "a") as f:
+        for i in range(input_ids.shape[0]):
+            seqlen = attention_mask[i].sum().item()
+            if seqlen == 0:
+                continue
+            ids = input_ids[i, :seqlen].tolist()
+            mask = loss_mask[i, :seqlen].tolist()
+            if mask[-1] != 1:
+                continue
+            prompt_end = seqlen - sum(mask)
+            record = {
+                "task_id": task_id, "sample_idx": i, "seqlen": seqlen, "prompt_len": prompt_end,
+                "head_version": head_version, "tail_version": tail_version, "reward": rewards[i].item(),
+                "prompt": CharTokenizer.decode(ids[:prompt_end], skip_special_tokens=False),
+                "completion": CharTokenizer.decode(ids[prompt_end:], skip_special_tokens=False),
+            }
+            f.write(json.dumps(record) + "\n")
+    return Path(log_path)
