@@ -344,3 +344,62 @@ def areal_dump_trajectory(fileroot: Path, experiment: str, trial: str, traj: dic
             }
             f.write(json.dumps(record) + "\n")
     return Path(log_path)
+
+
+# -- tinker-cookbook -------------------------------------------------------------------------
+
+
+def tinker_json_safe(value):
+    """``rollout_logging._json_safe``."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): tinker_json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [tinker_json_safe(v) for v in value]
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def tinker_serialize(split: str, iteration: int, groups: list[dict], sampling_client_step=None) -> list[dict]:
+    """``rollout_logging.serialize_rollout_summaries``: one record per trajectory. ``groups``: {"tags",
+    "trajectories": [{"transitions": [{"ob_len", "ac_len", "reward", "episode_done", "metrics", "logs"}],
+    "final_ob_len", "final_reward", "metrics"}]}; the total reward is the transitions' rewards plus the
+    final group reward (``TrajectoryGroup.get_total_rewards``)."""
+    records = []
+    for group_idx, group in enumerate(groups):
+        for traj_idx, t in enumerate(group["trajectories"]):
+            steps = [{"step_idx": k, "ob_len": s["ob_len"], "ac_len": s["ac_len"], "reward": s["reward"],
+                      "episode_done": s["episode_done"], "metrics": s["metrics"], "logs": s["logs"]}
+                     for k, s in enumerate(t["transitions"])]
+            total = sum(s["reward"] for s in t["transitions"]) + t["final_reward"]
+            records.append(tinker_json_safe({
+                "schema_version": 1, "split": split, "iteration": iteration, "group_idx": group_idx,
+                "traj_idx": traj_idx, "tags": list(group["tags"]), "sampling_client_step": sampling_client_step,
+                "total_reward": total, "final_reward": t["final_reward"], "trajectory_metrics": t["metrics"],
+                "steps": steps, "final_ob_len": t["final_ob_len"]}))
+    return records
+
+
+def tinker_write_rollouts(log_path: Path, iteration: int, records: list[dict], base_name: str = "train") -> Path:
+    """``TrainingRunStore.write_rollouts`` (stores/training_store.py) on local storage."""
+    path = Path(log_path) / f"iteration_{iteration:06d}" / f"{base_name}_rollout_summaries.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r) for r in records]
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
+    return path
+
+
+def tinker_write_logtree(log_path: Path, iteration: int, base_name: str = "train") -> None:
+    """``_get_logtree_scope``'s two files: ``{base_name}.html`` and ``{base_name}_logtree.json``."""
+    folder = Path(log_path) / f"iteration_{iteration:06d}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{base_name}.html").write_text("<html><body>logtree</body></html>")
+    (folder / f"{base_name}_logtree.json").write_text(json.dumps({"title": "Running", "children": []}))
+
+
+def tinker_write_metrics(log_path: Path, metrics: dict, step: int) -> None:
+    """``TrainingRunStore.write_metrics``: ``{"step": step, **metrics}`` appended to metrics.jsonl."""
+    with open(Path(log_path) / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": step, **metrics}) + "\n")
