@@ -127,6 +127,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="entropy collapse below this fraction of its early mean (default 0.2)")
     metrics.add_argument("--kl-noise-k", type=float, default=None,
                          help="negative KL below 0 by more than this many noise scales of the series (default 3)")
+    detect = sub.add_parser("detect", help="the reader that opens a folder, its files, splits and steps; "
+                                           "or why no reader opens it and what to try")
+    detect.add_argument("run_dir", type=Path)
+    detect.add_argument("--json", action="store_true", help="print one JSON object")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
     cache.add_argument("run_dir", nargs="?", type=Path, default=None, help="only this run's caches")
@@ -161,12 +165,37 @@ def _load(args):
         return 2
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
+    if not run.report.files:
+        _why_no_files(run)
     if args.split and args.split not in run.splits:
         print(f"error: {args.run_dir} has no split {args.split!r}"
               + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
               file=sys.stderr)
         return 2
     return run
+
+
+def _detect(args) -> int:
+    """``rl-board detect``: 0 when a reader opens the folder, 1 when none does, 2 when it can't be looked at."""
+    from .diagnosis import compute_diagnosis, format_diagnosis
+
+    try:
+        found = compute_diagnosis(args.run_dir)
+    except (ValueError, OSError) as exc:  # RootError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(found, ensure_ascii=False) if args.json else format_diagnosis(found))
+    return 0 if found["reader"] is not None else 2 if found.get("error") else 1
+
+
+def _why_no_files(run) -> None:
+    """A run of no files: say on stderr what the folder holds and what to try."""
+    from .diagnosis import compute_diagnosis, format_diagnosis
+
+    try:
+        print("note: no run files here.\n" + format_diagnosis(compute_diagnosis(run.path)), file=sys.stderr)
+    except (ValueError, OSError):  # RootError is a ValueError
+        pass
 
 
 def _search(args) -> int:
@@ -485,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "cache":
         return _cache(args)
+    if args.command == "detect":
+        return _detect(args)
     if args.command == "metrics":
         return _metrics(args)
     from .demo import (write_art_run, write_demo_samples, write_ppo_demo, write_prime_rl_run,

@@ -46,6 +46,10 @@ def _allowed_entries(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if roots is None or is_allowed(p, roots)]
 
 
+class NoRunsError(RootError):
+    """A folder that holds no run (nor a sub-folder that does): ``diagnosis`` says what it holds."""
+
+
 def list_runs(root: Path | str) -> list[str]:
     """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
     check_allowed(root)  # before anything under it is looked at
@@ -59,7 +63,7 @@ def list_runs(root: Path | str) -> list[str]:
     if _holds_run(root):
         runs.insert(0, ROOT_RUN)
     if not runs:
-        raise RootError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
+        raise NoRunsError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
     return runs
 
 

@@ -41,6 +41,8 @@ APPENDABLE = False  # read whole (a task's lines are appended in one go)
 ALIASES: dict[str, str] = {}
 GLOBS = ("*rollout/[0-9]*/*.jsonl", "[0-9]*/*.jsonl")  # the trial folder, or rollout/ itself
 DEFAULT_SPLIT = "train"
+EXPECTS = ("rollout/{version}/{task_id}.jsonl (or eval-rollout/) whose lines have task_id, sample_idx, prompt, "
+           "completion, reward and tail_version")
 SPLITS = {"rollout": "train", "eval-rollout": "eval"}
 KEYS = frozenset({"task_id", "sample_idx", "prompt", "completion", "reward", "tail_version"})
 _VERSION = re.compile(r"^\d+$")

@@ -44,6 +44,8 @@ APPENDABLE = False  # each step's file is written whole
 ALIASES: dict[str, str] = {}
 GLOBS = ("rollout_dump_data.step_*.jsonl",)
 _STEP = re.compile(r"^rollout_dump_data\.step_(-?\d+)\.jsonl$")
+EXPECTS = "rollout_dump_data.step_N.jsonl files, each one JSON line of columns"
+KEYS = frozenset({"trajectory_data"})
 _JSON_COLUMNS = ("trajectory_data", "messages", "tools")
 
 

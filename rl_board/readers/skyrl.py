@@ -37,6 +37,9 @@ ALIASES = {"prompt": "input_prompt", "response": "output_response"}
 GLOBS = ("dumped_evals/*/*.jsonl", "*/*.jsonl")  # export_path, or its dumped_evals/
 NAMED_GLOBS = ("dumped_data/*.pkl", "*/*.pkl")
 DEFAULT_SPLIT = "eval"
+KEYS = frozenset({"input_prompt", "output_response", "score"})
+EXPECTS = ("dumped_evals/global_step_N_evals/{data_source}.jsonl (or eval_only/) with input_prompt, "
+           "output_response and score")
 EVAL_ONLY = "eval_only"
 AGGREGATED = "aggregated_results.jsonl"
 UNSPLIT = "turns_unsplit"

@@ -38,6 +38,8 @@ APPENDABLE = False  # each file is written whole
 ALIASES: dict[str, str] = {}
 GLOBS = ("iteration_*/*_rollout_summaries.jsonl",)
 DEFAULT_SPLIT = "train"
+KEYS = frozenset({"total_reward", "steps"})
+EXPECTS = "iteration_NNNNNN/{train|eval_LABEL}_rollout_summaries.jsonl records with total_reward and steps"
 _ITERATION = re.compile(r"^iteration_(\d+)$")
 _SUFFIX = "_rollout_summaries.jsonl"
 

@@ -48,6 +48,9 @@ APPENDABLE = False  # each step's file is written whole (one write)
 ALIASES: dict[str, str] = {}  # fields.ALIASES already holds verl's input/output/score/gts
 GLOBS = ("*/[0-9]*.jsonl", "[0-9]*.jsonl")  # the experiment folder's dump folders, else the folder's own
 DEFAULT_SPLIT = "train"
+#: What ``rl-board detect`` says the reader expects, when a folder of its layout does not open.
+EXPECTS = ("a rollout dump folder and a validation one (its name holding val, eval or test) of {step}.jsonl files "
+           "with verl's keys input, output, gts, score, step; or one such folder whose output holds turn markers")
 #: The keys ``_dump_generations`` writes on every line.
 KEYS = frozenset({"input", "output", "gts", "score", "step"})
 UNSPLIT = "turns_unsplit"

@@ -9,6 +9,7 @@ import streamlit as st
 
 from .. import fields as F
 from ..checks import compute_data_checks
+from ..diagnosis import describe_folder
 from ..loader import Run
 from ..readers import format_field_mapping
 
@@ -73,6 +74,10 @@ def metrics_files(run_dir: Path, names) -> list[str]:
 def _nothing_loaded(run: Run) -> None:
     """Nothing loaded: say so, and what the lines hold, so the field mapping can name it."""
     report = run.report
+    if not report.files:
+        st.error("Nothing loaded: no reader finds its files in this folder.")
+        st.text(describe_folder(run.path))
+        return
     if not report.lines_bad:
         st.error("Nothing loaded: the run's files hold no lines yet.")
         return

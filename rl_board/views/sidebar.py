@@ -10,7 +10,9 @@ import streamlit as st
 
 from .. import fields as F
 from ..defaults import EOS_TOKEN, PAD_TOKEN
+from ..diagnosis import describe_folder
 from ..loader import ROOT_RUN, RootError, list_runs
+from ..tracking import NoRunsError
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
 from ..metrics import KL_ESTIMATORS
@@ -62,6 +64,10 @@ def render() -> Settings:
     run_dir, load = None, False
     try:
         runs = list_runs(root)
+    except NoRunsError as exc:  # say what the folder holds and what to try
+        side.error("No run in this folder.")
+        side.text(str(exc).split(". Expected layout")[0] + ".\n" + describe_folder(root))
+        runs = []
     except RootError as exc:
         side.error("Can't use this root folder.")
         side.text(str(exc))
