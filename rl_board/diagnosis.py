@@ -17,7 +17,13 @@ from pathlib import Path
 from . import readers
 from .access import check_allowed
 from .readers import layout
-from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key, usable_path
+from .tracking import (
+    EXPECTED_LAYOUT,
+    list_run_files,
+    list_splits,
+    natural_key,
+    usable_path,
+)
 
 MAX_WALKED = 5000  # files looked at before the counts stop
 MAX_DEPTH = 4  # folder levels below the folder

@@ -196,7 +196,7 @@ def roll_remove_nan_items(data: dict) -> dict:
     if not data:
         return {}
     arr = np.vstack([np.asarray(v, dtype=object) for v in data.values()])
-    mask = arr != None  # noqa: E711
+    mask = arr != None
     valid_row_mask = mask.all(axis=0)
     return {k: np.asarray(v, dtype=object)[valid_row_mask] for k, v in data.items()}
 
@@ -403,3 +403,39 @@ def tinker_write_metrics(log_path: Path, metrics: dict, step: int) -> None:
     """``TrainingRunStore.write_metrics``: ``{"step": step, **metrics}`` appended to metrics.jsonl."""
     with open(Path(log_path) / "metrics.jsonl", "a") as f:
         f.write(json.dumps({"step": step, **metrics}) + "\n")
+
+
+# -- Llama 3 ---------------------------------------------------------------------------------
+
+LLAMA3_SPECIAL = ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|eom_id|>")
+#: The start of Llama 3.1's chat_template (tokenizer_config.json), enough to tell the family.
+LLAMA3_TEMPLATE = ("{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+                   "'<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}{%- endfor %}")
+
+
+def llama3_message(message: dict) -> str:
+    """One message as Llama 3.1's template renders it (a tool result under the ipython role; a call
+    written as a Hermes block, the format verl's default tool parser reads)."""
+    role = "ipython" if message["role"] == "tool" else message["role"]
+    body = message.get("content") or ""
+    for call in message.get("tool_calls", []):
+        body += '<tool_call>{"name": "' + call["name"] + '", "arguments": ' + json.dumps(call["arguments"]) + "}</tool_call>"
+    return "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + body + "<|eot_id|>"
+
+
+def llama3_agent_response(rounds: list[list[dict]]) -> str:
+    """verl's agent-loop response with a Llama 3 tokenizer: each generation (ending in ``<|eot_id|>``),
+    then each tool round with the generation prompt."""
+    text = ""
+    for group in rounds:
+        if group[0]["role"] == "assistant":
+            text += llama3_message(group[0])[len("<|start_header_id|>assistant<|end_header_id|>\n\n"):]
+        else:
+            text += "".join(llama3_message(m) for m in group) + "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    return text
+
+
+def decode_llama3(text: str) -> str:
+    for token in LLAMA3_SPECIAL:
+        text = text.replace(token, "")
+    return text

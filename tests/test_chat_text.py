@@ -94,3 +94,32 @@ def test_prompt_with_markers_splits_and_without_is_one_user_turn():
     assert [(t["role"], t["content"]) for t in split_prompt(marked)] == [("system", "Be brief."), ("user", "Hi 👋")]
     plain = decode(marked, True)
     assert [(t["role"], t["content"]) for t in split_prompt(plain)] == [("user", plain)]
+
+
+def test_llama3_text_without_markers_needs_the_template():
+    """Llama 3 text decoded without its special tokens splits at the ipython/assistant lines only when
+    the run's template is Llama 3's (read from tokenizer_config.json beside the run)."""
+    from ray_writers import decode_llama3, llama3_agent_response
+
+    text = decode_llama3(llama3_agent_response([[SEARCH], [RESULT], [ANSWER]]))
+    assert "ipython\n\n北京" in text
+    assert len(split_turns(text).turns) == 1  # no hint: one turn (its call is still read)
+    got = split_turns(text, hint="llama3")
+    assert _shape(got.turns) == EXPECTED
+
+
+def test_template_family_reads_tokenizer_config_or_jinja(tmp_path):
+    """The chat template beside a run (or one folder up) names its family."""
+    import json
+
+    from ray_writers import LLAMA3_TEMPLATE
+
+    from rl_board.readers.chat_text import template_family
+
+    run = tmp_path / "exp" / "rollout_data"
+    run.mkdir(parents=True)
+    assert template_family(run) is None
+    (tmp_path / "exp" / "tokenizer_config.json").write_text(json.dumps({"chat_template": LLAMA3_TEMPLATE}))
+    assert template_family(run) == "llama3"
+    (run / "chat_template.jinja").write_text("{{ '<|im_start|>' + message['role'] }}")
+    assert template_family(run) == "chatml"

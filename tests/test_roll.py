@@ -6,7 +6,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from ray_writers import roll_dump_rollout_trajectories, roll_trajectory_batch, roll_write_to_json_process
+from ray_writers import (
+    roll_dump_rollout_trajectories,
+    roll_trajectory_batch,
+    roll_write_to_json_process,
+)
 
 from rl_board.loader import load_run
 from rl_board.readers import detect, roll

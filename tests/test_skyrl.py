@@ -7,7 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from ray_writers import call, skyrl_dump_data, skyrl_dump_evals, skyrl_prompt, skyrl_response
+from ray_writers import (
+    call,
+    skyrl_dump_data,
+    skyrl_dump_evals,
+    skyrl_prompt,
+    skyrl_response,
+)
 
 from rl_board.loader import load_run
 from rl_board.readers import detect, skyrl

@@ -6,8 +6,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from ray_writers import (tinker_serialize, tinker_write_logtree, tinker_write_metrics,
-                         tinker_write_rollouts)
+from ray_writers import (
+    tinker_serialize,
+    tinker_write_logtree,
+    tinker_write_metrics,
+    tinker_write_rollouts,
+)
 
 from rl_board.loader import load_run
 from rl_board.readers import detect, tinker

@@ -131,3 +131,48 @@ def test_the_readme_example_reads_as_the_readme_says(tmp_path):
     (tmp_path / "rollout_data" / "3.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert detect(tmp_path / "rollout_data") is verl
     assert _steps(_summary(tmp_path / "rollout_data")) == {3: (1, 1.0, 2.0, 1.0)}
+
+
+def test_page_shows_the_turns_of_a_glued_output(tmp_path):
+    """The page opens the experiment folder: train split first, sorted by num_tool_calls a 2-call sample
+    comes first (step 2: the two-search one) and its turns, tool results and call arguments show as
+    text; validation is a split."""
+    from streamlit.testing.v1 import AppTest
+
+    from rl_board.views import keys
+
+    _experiment(tmp_path)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path)).run()
+    at.sidebar.selectbox(key=keys.RUN).select("exp").run()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key=keys.SPLIT).value == "train"
+    at.session_state[keys.AREA] = keys.BATCH
+    at.run()
+    at.selectbox(key=keys.SORT_BY).select("num_tool_calls").run()
+    assert not at.exception, at.exception
+    assert at.dataframe[0].value["num_tool_calls"].tolist()[:2] == [2.0, 2.0]
+    codes = [c.value for c in at.code]
+    assert codes.count("Let me search.") == 2 and codes.count('{\n  "query": "北京 人口"\n}') == 2
+    assert codes.count("21.9 million") == 2 and "About 21.9 million." in codes
+    assert sum("assistant · 1 tool call" in c.value for c in at.caption) == 2
+    at.selectbox(key=keys.SPLIT).select("validation").run()
+    assert not at.exception, at.exception
+
+
+def test_llama3_outputs_split_with_the_template_beside_the_run(tmp_path):
+    """A Llama 3 run (its tokenizer_config.json in the experiment folder): outputs decoded without the
+    special tokens split at the ipython/assistant lines; without the template they stay one turn each
+    (their calls still read)."""
+    from ray_writers import LLAMA3_TEMPLATE, decode_llama3, llama3_agent_response
+
+    exp = tmp_path / "exp"
+    outputs = [decode_llama3(llama3_agent_response(r)) for r in ([SEARCH, RESULT, ANSWER], [SEARCH, RESULT, SEARCH, RESULT, ANSWER])]
+    for folder, step in (("rollout_data", 1), ("val_data", 0)):
+        verl_dump(exp / folder, step, ["user\n\nQ"] * 2, outputs, ["x"] * 2, [1.0, 0.0], {})
+    assert _steps(_summary(exp)) == {1: (2, 0.5, 1.0, 1.5)}
+    (exp / "tokenizer_config.json").write_text(json.dumps({"chat_template": LLAMA3_TEMPLATE}))
+    got = _summary(exp, "--no-cache")
+    assert _steps(got) == {1: (2, 0.5, 2.5, 1.5)}
+    assert got["steps"][0]["extras"].get("turns_unsplit") is None

@@ -20,15 +20,13 @@ it. A sample's ``line`` is its first call's line; ``offset``/``length`` span its
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
 from .. import fields as F
-from . import ReadOptions, SourceChanged, line_too_long
-from . import jsonl
+from . import ReadOptions, SourceChanged, jsonl, line_too_long
 from .chat_text import split_turns
 from .layout import first_match
 from .lines import count_lines, whole_lines

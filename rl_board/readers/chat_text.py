@@ -11,7 +11,9 @@ together. ``split_turns`` recovers the turns from the chat template's markers:
 - **Markers dropped by the decode** (``skip_special_tokens=True``, as verl decodes): a
   ChatML tool turn leaves ``user\\n<tool_response>…</tool_response>\\nassistant\\n``
   behind (the assistant's terminator is gone, so ``user`` may follow its text directly);
-  a Search-R1 style ``<information>…</information>`` block is a tool turn wherever it is.
+  a Search-R1 style ``<information>…</information>`` block is a tool turn wherever it is;
+  when the run's chat template is Llama 3's (``hint``), a Llama 3 tool turn leaves
+  ``ipython\\n\\n … assistant\\n\\n`` behind.
 
 In every turn, ``<tool_response>…</tool_response>`` and ``<information>…</information>``
 blocks are tool turns (one per block, the block's inner text); in an assistant turn,
@@ -44,6 +46,8 @@ _CHATML_END = ("<|im_end|>", "<|endoftext|>")
 _LLAMA_HEAD = re.compile(r"<\|start_header_id\|>(.*?)<\|end_header_id\|>(?:\n\n)?", re.S)
 _LLAMA_END = ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>")
 _LLAMA_ROLES = {"ipython": "tool"}
+_LLAMA_TOOL_LINE = "ipython\n\n"  # what a dropped header of a tool turn leaves
+_LLAMA_ASSISTANT_LINE = "assistant\n\n"
 #: A tool result block, and a run of them separated by white space only.
 _RESULT = re.compile(r"<(tool_response|information)>(.*?)</\1>", re.S)
 _RESULTS = re.compile(r"(?:<(tool_response|information)>.*?</\1>\s*)+", re.S)
@@ -114,7 +118,8 @@ def split_turns(text: str, first_role: str = "assistant", hint: str | None = Non
     else:
         for end in (*_CHATML_END, *_LLAMA_END):  # a terminator left without its header's start
             text = text.replace(end, "")
-        got = _unmarked(text, first_role)
+        got = _unmarked_llama(text, first_role) if hint == LLAMA3 and _LLAMA_TOOL_LINE in text else \
+            _unmarked(text, first_role)
         if isinstance(got, str):
             return Split([turn({"role": first_role, "content": text})], got)
         pieces = got
@@ -185,6 +190,23 @@ def _unmarked(text: str, first_role: str) -> list[tuple[str, str]] | str:
     return pieces
 
 
+def _unmarked_llama(text: str, first_role: str) -> list[tuple[str, str]]:
+    """(role, content) of each turn of Llama 3 text whose headers the decode dropped: a tool result is
+    what follows ``ipython\n\n`` up to the next ``assistant\n\n`` (used only when the run's chat
+    template is Llama 3's: these words alone prove nothing)."""
+    pieces = []
+    for k, chunk in enumerate(text.split(_LLAMA_TOOL_LINE)):
+        if k == 0:
+            if chunk.strip():
+                pieces.append((first_role, chunk))
+            continue
+        result, sep, rest = chunk.partition(_LLAMA_ASSISTANT_LINE)
+        pieces.append(("tool", result))
+        if sep and rest.strip():
+            pieces.append((first_role, rest))
+    return pieces
+
+
 def _turns_of(role: str, content: str) -> list[dict]:
     """The canonical turns of one (role, content): tool result blocks as tool turns; an assistant
     turn's tool calls and reasoning taken out of its text."""
@@ -196,7 +218,9 @@ def _turns_of(role: str, content: str) -> list[dict]:
     if role != "assistant":
         return [turn({"role": role, "content": content.strip("\n")})]
     reasoning = None
-    think = _THINK.match(content) if "</think>" in content else None
+    # a leading <think> block, or text ending in </think> when the template opened it (no <think> in the turn)
+    opened = content.lstrip().startswith("<think>") or "<think>" not in content
+    think = _THINK.match(content) if "</think>" in content and opened else None
     if think is not None:
         reasoning = think.group(1).strip("\n")
         content = content[think.end():]

@@ -31,8 +31,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .. import fields as F
-from . import FileError, ReadOptions, SourceChanged, line_too_long
-from . import jsonl
+from . import FileError, ReadOptions, SourceChanged, jsonl, line_too_long
 from .chat_text import split_turns
 from .lines import count_lines, whole_lines
 from .records import is_number, json_type, short

@@ -24,8 +24,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from .. import fields as F
-from . import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_long
-from . import jsonl
+from . import FileError, KeyResolver, ReadOptions, SourceChanged, jsonl, line_too_long
 from .chat_text import split_prompt, split_turns
 from .lines import count_lines, table, whole_lines
 from .records import canonical_row, is_number, json_type, short

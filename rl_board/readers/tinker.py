@@ -26,8 +26,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from .. import fields as F
-from . import ReadOptions, SourceChanged, line_too_long
-from . import jsonl
+from . import ReadOptions, SourceChanged, jsonl, line_too_long
 from .lines import count_lines, whole_lines
 from .records import is_number, json_type, short
 from .turns import number, numbers, sample_rows, turn

@@ -22,7 +22,9 @@ This reader opens
 Rows are what the JSONL reader makes of a line (aliases ``prompt ← input``, ``response ←
 output``, ``reward ← score``, ``ground_truth ← gts``; numbers and booleans are extras),
 plus ``messages``: the prompt as one user turn (split at its markers when it keeps them)
-and the output's turns (``chat_text.split_turns``; a plain answer is one assistant turn).
+and the output's turns (``chat_text.split_turns``; a plain answer is one assistant turn; the
+chat template in ``tokenizer_config.json`` or ``chat_template.jinja`` in the dump folder or
+the folder above it tells Llama 3 text whose markers the decode dropped).
 An output whose turns can't be told apart stays one assistant turn and gets the extra
 ``turns_unsplit`` = 1.
 """
@@ -35,9 +37,8 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from .. import fields as F
-from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
-from . import jsonl
-from .chat_text import split_prompt, split_turns
+from . import KeyResolver, ReadOptions, SourceChanged, jsonl, line_too_long
+from .chat_text import split_prompt, split_turns, template_family
 from .layout import first_match, step_in
 from .lines import count_lines, table, whole_lines
 from .records import canonical_row
@@ -113,11 +114,12 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     """(canonical rows, (line, reason) for each rejected line, lines read) of one step's file."""
     path = Path(path)
     step = step_in(path.name)
+    hint = template_family(path.parent)
     resolver = KeyResolver(options.fields, ALIASES)
     rows, lines, offsets, lengths, errors = [], [], [], [], []
     data = path.read_bytes()
     for number, offset, stop, raw in whole_lines(data):
-        got = _row(raw, resolver, step, options, None)
+        got = _row(raw, resolver, step, options, hint)
         if isinstance(got, str):
             errors.append((number, got))
         else:
@@ -152,7 +154,8 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     obj = jsonl.record(fh, name, offset, length, line)
     if not isinstance(obj.get("step", 0), int):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
-    messages, unsplit = samples_of(obj, None)
+    where = getattr(fh, "name", None)
+    messages, unsplit = samples_of(obj, template_family(Path(where).parent) if isinstance(where, str) else None)
     if messages is not None:
         obj[F.MESSAGES] = messages
     if unsplit is not None:
