@@ -439,3 +439,39 @@ def decode_llama3(text: str) -> str:
     for token in LLAMA3_SPECIAL:
         text = text.replace(token, "")
     return text
+
+
+# -- slime -----------------------------------------------------------------------------------
+
+
+def slime_sample_dict(**fields) -> dict:
+    """``Sample.to_dict()`` (slime/utils/types.py): every dataclass field, ``status`` as its value,
+    ``spec_info`` and ``prefix_cache_info`` as dicts; ``fields`` override the defaults."""
+    sample = {
+        "group_index": None, "index": None, "rollout_id": None, "prompt": "", "tokens": [],
+        "multimodal_inputs": None, "multimodal_train_inputs": None, "multimodal_train_input_id": None,
+        "apply_chat_template_kwargs": {}, "response": "", "response_length": 0, "label": None, "reward": None,
+        "loss_mask": None, "weight_versions": [], "rollout_log_probs": None, "rollout_top_p_token_ids": None,
+        "rollout_top_p_token_offsets": None, "rollout_routed_experts": None, "remove_sample": False,
+        "teacher_log_probs": None, "status": "pending", "metadata": {}, "generate_function_path": None,
+        "custom_rm_path": None, "train_metadata": None, "session_id": None, "non_generation_time": 0.0,
+        "spec_info": {"spec_accept_token_num": 0, "spec_draft_token_num": 0, "spec_verify_ct": 0,
+                      "completion_token_num": 0},
+        "prefix_cache_info": {"cached_tokens": 0, "total_prompt_tokens": 0},
+    }
+    sample.update(fields)
+    return sample
+
+
+def slime_save_debug_rollout_data(path_template: str, data, *, rollout_id: int, evaluation: bool) -> Path:
+    """``save_debug_rollout_data`` (slime/observability/rollout_data_utils.py) with samples already
+    ``to_dict()``-ed: ``torch.save({"rollout_id", "samples"}, path)``; an eval's data is
+    ``{dataset: {"samples": [...]}}``, flattened. ``--dump-details DIR`` makes the template
+    ``DIR/rollout_data/{rollout_id}.pt``."""
+    import torch
+
+    path = Path(path_template.format(rollout_id=("eval_" if evaluation else "") + str(rollout_id)))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    samples = [s for info in data.values() for s in info["samples"]] if evaluation else list(data)
+    torch.save({"rollout_id": rollout_id, "samples": samples}, path)
+    return path
