@@ -53,16 +53,16 @@ def test_detect_says_why_a_folder_does_not_open(tmp_path):
 
 def test_pickles_are_named_never_opened(tmp_path):
     """A folder of pickles: named as pickles the board never opens (loading one would raise here)."""
-    folder = tmp_path / "slime" / "rollout_data"
+    folder = tmp_path / "dump" / "batches"
     folder.mkdir(parents=True)
 
     class Boom:
         def __reduce__(self):
             return (exec, ("raise SystemExit('unpickled')",))
 
-    (folder / "0.pt").write_bytes(pickle.dumps(Boom()))
-    got = compute_diagnosis(tmp_path / "slime")
-    assert got["pickles"] == ["rollout_data/0.pt"] and "never unpickles" in got["try"]
+    (folder / "0.pkl").write_bytes(pickle.dumps(Boom()))
+    got = compute_diagnosis(tmp_path / "dump")
+    assert got["reader"] is None and got["pickles"] == ["batches/0.pkl"] and "never unpickles" in got["try"]
 
 
 def test_summary_of_an_empty_run_says_what_it_holds(tmp_path):
