@@ -283,6 +283,8 @@ class RunSource:
         if "from_ids" in samples and samples["from_ids"].any():
             notes = [*notes, *self._tokenizer_notes,
                      f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
+        if names and getattr(self.reader, "NOTE", None):  # what the format itself can't hold
+            notes = [*notes, self.reader.NOTE]
         notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."

@@ -475,3 +475,115 @@ def slime_save_debug_rollout_data(path_template: str, data, *, rollout_id: int, 
     samples = [s for info in data.values() for s in info["samples"]] if evaluation else list(data)
     torch.save({"rollout_id": rollout_id, "samples": samples}, path)
     return path
+
+
+# -- samples logged to W&B -------------------------------------------------------------------
+
+
+class WandbRun:
+    """The part of a local wandb run that logs tables: ``wandb.log`` advances the history step by one;
+    a ``Table`` value is written as ``Table.bind_to_run`` / ``Media.bind_to_run`` do
+    (``json.dump({"columns", "data"})``, named ``{key}_{step}_{sha256[:20]}.table.json`` under
+    ``files/media/table``, the key's ``/`` making sub-folders)."""
+
+    def __init__(self, wandb_dir: Path, run_id: str = "abc123", offline: bool = False):
+        self.dir = Path(wandb_dir) / f"{'offline-run' if offline else 'run'}-20260101_000000-{run_id}"
+        (self.dir / "files").mkdir(parents=True, exist_ok=True)
+        self.step = 0
+
+    def log(self, values: dict) -> None:
+        import hashlib
+
+        for key, value in values.items():
+            if isinstance(value, WandbTable):
+                text = json.dumps({"columns": value.columns, "data": value.data})
+                digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:20]
+                path = self.dir / "files" / "media" / "table" / f"{key}_{self.step}_{digest}.table.json"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        self.step += 1
+
+
+class WandbTable:
+    def __init__(self, columns, data=None):
+        self.columns = list(columns)
+        self.data = [list(r) for r in data or []]
+
+    def add_data(self, *row):
+        self.data.append(list(row))
+
+
+class OpenRLHFWandbLogger:
+    """``openrlhf/utils/logging_utils.WandbLogger.log_train``: the samples table (global_step, text,
+    reward) copied with every earlier row, one row added, logged; then the metrics in a second log."""
+
+    def __init__(self, run: WandbRun):
+        self.handle = run
+        self.samples_table = WandbTable(columns=["global_step", "text", "reward"])
+
+    def log_train(self, global_step: int, logs_dict: dict) -> None:
+        logs_dict = dict(logs_dict)
+        generated_samples = logs_dict.pop("generated_samples", None)
+        if generated_samples:
+            new_table = WandbTable(columns=self.samples_table.columns, data=self.samples_table.data)
+            new_table.add_data(global_step, *generated_samples)
+            self.samples_table = new_table
+            self.handle.log({"train/generated_samples": new_table})
+        metrics = {k: v for k, v in logs_dict.items() if v is not None}
+        self.handle.log({"train/%s" % k: v for k, v in {**metrics, "global_step": global_step}.items()})
+
+
+# -- samples logged to TensorBoard -----------------------------------------------------------
+
+
+class TextSummaryWriter:
+    """``torch.utils.tensorboard.SummaryWriter.add_text`` / ``add_scalar`` without torch: the same
+    protos (``torch/utils/tensorboard/summary.py``'s ``text``: a string tensor of shape [1] with the
+    ``text`` plugin's metadata) through tensorboard's own ``EventFileWriter``."""
+
+    def __init__(self, log_dir: Path):
+        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+        Path(log_dir).mkdir(parents=True, exist_ok=True)
+        self.writer = EventFileWriter(str(log_dir))
+
+    def _add(self, value, step: int) -> None:
+        import time
+
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self.writer.add_event(Event(summary=Summary(value=[value]), step=step, wall_time=time.time()))
+
+    def add_text(self, tag: str, text_string: str, global_step: int) -> None:
+        from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+        from tensorboard.compat.proto.tensor_pb2 import TensorProto
+        from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+        from tensorboard.plugins.text.plugin_data_pb2 import TextPluginData
+
+        plugin_data = SummaryMetadata.PluginData(plugin_name="text", content=TextPluginData(version=0).SerializeToString())
+        tensor = TensorProto(dtype="DT_STRING", string_val=[text_string.encode("utf_8")],
+                             tensor_shape=TensorShapeProto(dim=[TensorShapeProto.Dim(size=1)]))
+        self._add(Summary.Value(tag=tag + "/text_summary", metadata=SummaryMetadata(plugin_data=plugin_data),
+                                tensor=tensor), global_step)
+
+    def add_scalar(self, tag: str, value: float, global_step: int) -> None:
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self._add(Summary.Value(tag=tag, simple_value=value), global_step)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def openrlhf_tensorboard_log_train(writer: TextSummaryWriter, global_step: int, logs_dict: dict) -> None:
+    """``openrlhf/utils/logging_utils.TensorboardLogger.log_train``: the sample as
+    ``f"Sample:\\\\n{text}\\\\n\\\\nReward: {reward:.4f}"`` (a backslash and an n, as written)."""
+    generated_samples = logs_dict.get("generated_samples")
+    for k, v in logs_dict.items():
+        if k == "generated_samples" and v is not None:
+            text, reward = generated_samples
+            formatted_text = f"Sample:\\n{text}\\n\\nReward: {reward:.4f}"
+            writer.add_text("train/generated_samples", formatted_text, global_step)
+        elif v is not None:
+            writer.add_scalar(f"train/{k}", v, global_step)

@@ -176,3 +176,17 @@ def test_llama3_outputs_split_with_the_template_beside_the_run(tmp_path):
     got = _summary(exp, "--no-cache")
     assert _steps(got) == {1: (2, 0.5, 2.5, 1.5)}
     assert got["steps"][0]["extras"].get("turns_unsplit") is None
+
+
+def test_record_of_a_llama3_run_uses_the_template_too(tmp_path):
+    """The page's record of a sample (its file opened by descriptor) is split with the run's template,
+    as its row was."""
+    from ray_writers import LLAMA3_TEMPLATE, decode_llama3, llama3_agent_response
+
+    exp = tmp_path / "exp"
+    output = decode_llama3(llama3_agent_response([SEARCH, RESULT, ANSWER]))
+    for folder, step in (("rollout_data", 1), ("val_data", 0)):
+        verl_dump(exp / folder, step, ["user\n\nQ"], [output], ["x"], [1.0], {})
+    (exp / "tokenizer_config.json").write_text(json.dumps({"chat_template": LLAMA3_TEMPLATE}))
+    canonical, _ = load_run(exp, cache_root=False).record(0)
+    assert [t["role"] for t in canonical["messages"]] == ["user", "assistant", "tool", "assistant"]

@@ -9,6 +9,12 @@ may also carry ``messages`` (canonical turns).
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
 import pyarrow as pa
 
 from .. import fields as F
@@ -49,3 +55,32 @@ def table(rows: list[dict], lines, offsets, lengths) -> pa.Table:
         return got
     index = got.schema.get_field_index(F.MESSAGES)
     return got.set_column(index, F.MESSAGES, pa.array(messages, got.schema.field(F.MESSAGES).type))
+
+
+@contextmanager
+def file_path(fh):
+    """A path holding ``fh``'s bytes, for a library that opens files by name: the file's own path when
+    ``fh`` was opened by one, else a temporary copy of what ``fh`` reads (the board opens a run's
+    files by descriptor, after checking where they are), removed afterwards."""
+    name = getattr(fh, "name", None)
+    if isinstance(name, str) and os.path.isfile(name):
+        yield Path(name)
+        return
+    fh.seek(0)
+    with tempfile.TemporaryDirectory(prefix="rl-board-") as folder:
+        path = Path(folder) / "file"
+        with open(path, "wb") as out:
+            shutil.copyfileobj(fh, out)
+        yield path
+
+
+def opened_path(fh) -> Path | None:
+    """The path ``fh`` was opened at: its name, or for a file opened by descriptor the path the
+    system gives for it (``/proc/self/fd``, Linux); None when unknown."""
+    name = getattr(fh, "name", None)
+    if isinstance(name, str):
+        return Path(name)
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fh.fileno()}"))
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -37,6 +37,7 @@ import pyarrow as pa
 from .. import fields as F
 from . import FileError, ReadOptions, SourceChanged
 from .chat_text import split_prompt, split_turns
+from .lines import file_path
 from .records import is_number, json_type, short
 from .turns import number, numbers, sample_rows, turns
 
@@ -176,7 +177,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     """Sample ``offset`` of the file, loaded again in a worker: its fields and canonical values."""
-    data = load(Path(fh.name))
+    with file_path(fh) as path:
+        data = load(path)
     if not 0 <= offset < len(data["samples"]):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     got = sample_of(data["samples"][offset], step_of(name) or 0)

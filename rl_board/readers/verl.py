@@ -40,7 +40,7 @@ from .. import fields as F
 from . import KeyResolver, ReadOptions, SourceChanged, jsonl, line_too_long
 from .chat_text import split_prompt, split_turns, template_family
 from .layout import first_match, step_in
-from .lines import count_lines, table, whole_lines
+from .lines import count_lines, opened_path, table, whole_lines
 from .records import canonical_row
 
 NAME = "verl"
@@ -154,8 +154,8 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     obj = jsonl.record(fh, name, offset, length, line)
     if not isinstance(obj.get("step", 0), int):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
-    where = getattr(fh, "name", None)
-    messages, unsplit = samples_of(obj, template_family(Path(where).parent) if isinstance(where, str) else None)
+    where = opened_path(fh)
+    messages, unsplit = samples_of(obj, template_family(where.parent) if where is not None else None)
     if messages is not None:
         obj[F.MESSAGES] = messages
     if unsplit is not None:
