@@ -587,3 +587,19 @@ def openrlhf_tensorboard_log_train(writer: TextSummaryWriter, global_step: int, 
             writer.add_text("train/generated_samples", formatted_text, global_step)
         elif v is not None:
             writer.add_scalar(f"train/{k}", v, global_step)
+
+
+def verl_log_generations_to_wandb(logger_state: dict, run: WandbRun, samples: list, step: int) -> None:
+    """``verl/utils/tracking.py``'s ``_log_generations_to_wandb``: one wide row per step (``step``,
+    ``input_i``, ``output_i``, ``score_i``), the table copied with every earlier row, logged at ``step``."""
+    columns = ["step"] + sum([[f"input_{i + 1}", f"output_{i + 1}", f"score_{i + 1}"] for i in range(len(samples))], [])
+    if "validation_table" not in logger_state:
+        logger_state["validation_table"] = WandbTable(columns=columns)
+    new_table = WandbTable(columns=columns, data=logger_state["validation_table"].data)
+    row_data = [step]
+    for sample in samples:
+        row_data.extend(sample)
+    new_table.add_data(*row_data)
+    run.step = step  # wandb.log(..., step=step)
+    run.log({"val/generations": new_table})
+    logger_state["validation_table"] = new_table

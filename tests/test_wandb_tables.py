@@ -87,3 +87,18 @@ def test_the_readme_example_reads_as_the_readme_says(tmp_path):
     (folder / "generated_samples_2_0123456789abcdef0123.table.json").write_text(block.strip())
     _, got = _summary(tmp_path / "run-1-x")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(1, 1, 1.0), (2, 1, 0.0)]
+
+
+def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
+    """verl's val/generations (step, input_i, output_i, score_i; re-logged each validation): each
+    numbered group is a sample, each row taken once."""
+    from ray_writers import verl_log_generations_to_wandb
+
+    run, state = WandbRun(tmp_path / "wandb", "v1"), {}
+    verl_log_generations_to_wandb(state, run, [("q1", "a1", 1.0), ("q2", "a2", 0.0), ("q3", "a3", 0.5)], 0)
+    verl_log_generations_to_wandb(state, run, [("q1", "b1", 1.0), ("q2", "b2", 1.0), ("q3", "b3", 1.0)], 10)
+    _, got = _summary(run.dir)
+    assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(0, 3, 0.5), (10, 3, 1.0)]
+    loaded = load_run(run.dir, cache_root=False)
+    canonical, _ = loaded.record(4)
+    assert canonical["prompt"] == "q2" and canonical["response"] == "b2" and canonical["step"] == 10

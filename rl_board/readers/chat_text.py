@@ -19,8 +19,8 @@ In every turn, ``<tool_response>…</tool_response>`` and ``<information>…</in
 blocks are tool turns (one per block, the block's inner text); in an assistant turn,
 each Hermes ``<tool_call>{"name", "arguments"}</tool_call>`` block is a tool call (a
 block that is not JSON is kept as the call's arguments, its name unknown), and a leading
-``<think>…</think>`` (or text ending in ``</think>``) is the turn's reasoning; the
-content is what is left. Where the markers can't be read (a ``<tool_response>`` block
+``<think>…</think>`` (or, in a turn holding no ``<think>``, text ending in ``</think>``:
+the template opened it) is the turn's reasoning; the content is what is left. Where the markers can't be read (a ``<tool_response>`` block
 with no role line before it in marker-less text), the response stays **one assistant
 turn** holding the whole text, and ``Split.note`` says why: nothing is lost.
 

@@ -7,7 +7,8 @@ Many trainers log samples as a ``wandb.Table`` instead of files of their own (Op
 ``{key}_{step}_{sha256[:20]}.table.json`` under ``files/media/table``, a key's ``/`` making
 sub-folders; ``step`` is wandb's own history step). A table re-logged every step holds every
 earlier row again: a file's rows that its key's previous file already held are not taken
-again, so each row is one sample, once.
+again, so each row is one sample, once (a wide row, ``input_1``, ``output_1``, ``score_1``,
+``input_2``… as verl logs its validation generations, is one sample per number).
 
 Each table key is a split (``train/generated_samples`` first when there). A row becomes a
 record ``{column: value}`` read like a JSON line: the step is a ``step`` column, else
@@ -45,6 +46,7 @@ NOTE = ("These samples are the rows the trainer logged as W&B tables, which is a
         "(OpenRLHF logs one sample per step).")
 _FILE = re.compile(r"^(?P<key>.+)_(?P<step>\d+)_(?P<id>[0-9a-f]{20})\.table\.json$")
 _MEDIA = ("files", "media", "table")
+_NUMBERED = re.compile(r"^(.+)_(\d+)$")
 
 
 def parse_name(name: str) -> tuple[str, int] | None:
@@ -124,6 +126,24 @@ def new_rows(path: Path) -> tuple[list[str], list[tuple[int, object]]]:
     return columns, out
 
 
+def records_of(columns: list[str], row: list) -> list[dict]:
+    """A row's records: ``{column: value}``, or for a wide table (verl's ``val/generations``: ``step``,
+    ``input_1``, ``output_1``, ``score_1``, ``input_2``…) one record per numbered group, each with the
+    row's unnumbered columns."""
+    groups: dict[int, dict] = {}
+    shared = {}
+    for column, value in zip(columns, row):
+        match = _NUMBERED.match(column)
+        if match:
+            groups.setdefault(int(match.group(2)), {})[match.group(1)] = value
+        else:
+            shared[column] = value
+    names = {frozenset(g) for g in groups.values()}
+    if len(groups) < 1 or len(names) != 1 or len(next(iter(names))) < 2:
+        return [dict(zip(columns, row))]
+    return [{**shared, **groups[i]} for i in sorted(groups)]
+
+
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows of the file's new rows; (row, reason) for each rejected row; rows in the file)."""
     path = Path(path)
@@ -132,32 +152,35 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         raise FileError("not named {key}_{step}_{hash}.table.json")
     columns, rows = new_rows(path)
     resolver = KeyResolver(options.fields, ALIASES)
-    out, lines, offsets, errors = [], [], [], []
+    out, lines, offsets, groups, errors = [], [], [], [], []
     for i, row in rows:
         if not isinstance(row, list) or len(row) != len(columns):
             errors.append((i + 1, f"row of {len(row) if isinstance(row, list) else json_type(row)} values for "
                                   f"{len(columns)} columns"))
             continue
-        record = dict(zip(columns, row))
-        try:
-            canonical = canonical_row(record, resolver, default_step=int(got.group("step")))
-        except RecursionError:
-            canonical = "a value is nested too deeply"
-        if isinstance(canonical, str):
-            errors.append((i + 1, canonical))
-            continue
-        out.append(canonical)
-        lines.append(i + 1)
-        offsets.append(i)
-    return rows_table(out, lines, offsets, [0] * len(out)), errors, len(_load(path)[1])
+        records = records_of(columns, row)
+        for k, record in enumerate(records):
+            try:
+                canonical = canonical_row(record, resolver, default_step=int(got.group("step")))
+            except RecursionError:
+                canonical = "a value is nested too deeply"
+            if isinstance(canonical, str):
+                errors.append((i + 1, canonical if len(records) == 1 else f"sample {k + 1}: {canonical}"))
+                continue
+            out.append(canonical)
+            lines.append(i + 1)
+            offsets.append(i)
+            groups.append(k)
+    return rows_table(out, lines, offsets, groups), errors, len(_load(path)[1])
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
-    """Row ``offset`` of the table as ``{column: value}``, with the file's wandb step as ``wandb_step``."""
+    """Row ``offset`` of the table as ``{column: value}`` (its ``length``-th record, for a wide row), with
+    the file's wandb step as ``wandb_step``."""
     try:
         table = json.loads(fh.read())
         row = table["data"][offset]
-        out = dict(zip([str(c) for c in table["columns"]], row))
+        out = records_of([str(c) for c in table["columns"]], row)[length]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.") from exc
     out["wandb_step"] = step_of(name)
