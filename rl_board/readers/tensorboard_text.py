@@ -33,7 +33,7 @@ ALIASES = {F.REWARD: ("rewards",), "response": ("completion", "text")}
 EXPECTS = "events.out.tfevents.* files holding text summaries (SummaryWriter.add_text)"
 NOTE = ("These samples are the texts the trainer logged to TensorBoard, which is all of its samples it saved "
         "(OpenRLHF logs one sample per step).")
-SNIFF_EVENTS = 5000  # events of the first file looked at for a text summary before a folder is called a run
+SNIFF_EVENTS = 500  # events of the first file looked at for a text summary before a folder is called a run
 _REWARD = re.compile(r"\s*Reward:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|-?inf)\s*$")
 _OPENRLHF = re.compile(r"^Sample:\n(?P<text>.*?)(?:\n\nReward:.*)?$", re.DOTALL)
 
