@@ -28,7 +28,7 @@ __all__ = ["main", "serve_command"]
 #: command -> (module of this package, its function)
 COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findings"), "tags": ("tags", "_tags"),
             "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
-            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate")}
+            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate"), "detect": ("detect", "_detect")}
 
 
 def main(argv: list[str] | None = None) -> int:

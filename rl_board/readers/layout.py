@@ -18,6 +18,9 @@ Optional parts of a reader module, with their defaults here:
 - ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``);
 - ``other_kind(path) -> str | None``: what a file matching ``GLOBS`` is when it is not one of
   the run's files (a trainer's metrics file beside the rollouts), or None; default: None.
+- ``NAMED_GLOBS``: patterns of files in the run's tree that are listed with the run's files
+  though they can't be read (a trainer's pickles): the reader names each with why, it is never
+  opened as data (default: none).
 
 A pattern of a format that reads text (``.jsonl``, ``.json``) also matches its files compressed
 (``traces.jsonl.gz``, ``.xz``, ``.bz2``, ``.zst``: ``patterns``), read through ``base.compression``.
@@ -62,6 +65,8 @@ def globs(reader) -> tuple[str, ...]:
     return getattr(reader, "GLOBS", None) or ("*" + reader.SUFFIX,)
 
 
+def named_globs(reader) -> tuple[str, ...]:
+    return tuple(getattr(reader, "NAMED_GLOBS", ()))
 TEXT_SUFFIXES = (".jsonl", ".json")  # the suffixes of files a reader reads as text: read compressed too
 
 

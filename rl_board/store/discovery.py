@@ -27,7 +27,7 @@ from ..base.compression import base_name, codec_of
 from ..base.location import RunLocation, open_location
 from ..readers import READERS, describe_size, layout
 from .cache import MANIFEST, default_cache_root
-from .tracking import EXPECTED_LAYOUT, ROOT_RUN, list_run_files, list_splits, natural_key
+from .tracking import EXPECTED_LAYOUT, ROOT_RUN, NoRunsError, list_run_files, list_splits, natural_key
 
 MAX_DEPTH = 5  # folder levels below the root looked into
 MAX_FOLDERS = 2_000  # folders looked at before the walk stops
@@ -138,7 +138,7 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
         message = f"No runs in {top}: no folder under it holds files a reader reads."
         if found.unclaimed:
             message += " " + "; ".join(f"{u.name}: {u.reason}" for u in found.unclaimed[:3]) + "."
-        raise RootError(" ".join([message, *found.notes, EXPECTED_LAYOUT]))
+        raise NoRunsError(" ".join([message, *found.notes, EXPECTED_LAYOUT]))
     return found
 
 

@@ -319,6 +319,8 @@ class RunLoader:
         if packed:
             notes = [*notes, f"{len(packed)} compressed file{'s' if len(packed) != 1 else ''} ({packed[0]}"
                              f"{', …' if len(packed) > 1 else ''}): {APPEND_NOTE}."]
+        if names and getattr(self.reader, "NOTE", None):  # what the format itself can't hold
+            notes = [*notes, self.reader.NOTE]
         notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."

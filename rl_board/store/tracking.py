@@ -42,6 +42,10 @@ def _holds_run(folder: Path) -> bool:
         return False
 
 
+class NoRunsError(RootError):
+    """A folder that holds no run (nor a sub-folder that does): ``diagnosis`` says what it holds."""
+
+
 def list_runs(root: Path | str | RunLocation) -> list[str]:
     """Run names under ``root``: its subfolders holding run files ("." for files in root itself)."""
     location = open_location(root)  # the door: before anything under it is looked at
@@ -55,7 +59,7 @@ def list_runs(root: Path | str | RunLocation) -> list[str]:
     if _holds_run(root):
         runs.insert(0, ROOT_RUN)
     if not runs:
-        raise RootError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
+        raise NoRunsError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
     return runs
 
 
@@ -83,8 +87,13 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
         ignored = sorted(p.name for p in entries if p not in kept)
     else:
         kept, ignored = _tree_files(location, patterns, text), []
+        if reader is not None and not isinstance(reader, str):
+            kept = [p for p in kept if layout.other_kind(reader, p) is None]
     if split is not None and reader is not None and not isinstance(reader, str):
         kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
+    if reader is not None and not isinstance(reader, str):  # named, whatever the split: see layout.NAMED_GLOBS
+        listed = set(kept)
+        kept += [p for p in _tree_files(location, layout.named_globs(reader)) if p not in listed]
     kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
     return kept, ignored
 

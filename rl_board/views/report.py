@@ -10,6 +10,7 @@ import streamlit as st
 from ..base import fields as F
 from ..analysis.checks import compute_data_checks
 from ..analysis.run import Run
+from ..store.diagnosis import describe_folder
 from ..readers import format_field_mapping
 from ..readers.mapping import suggest_field_mapping
 
@@ -74,6 +75,10 @@ def metrics_files(run_dir: Path, names) -> list[str]:
 def _nothing_loaded(run: Run) -> None:
     """Nothing loaded: say so, and what the lines hold, so the field mapping can name it."""
     report = run.report
+    if not report.files:
+        st.error("Nothing loaded: no reader finds its files in this folder.")
+        st.text(describe_folder(run.path))
+        return
     if not report.lines_bad:
         st.error("Nothing loaded: the run's files hold no lines yet.")
         return

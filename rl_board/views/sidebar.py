@@ -10,8 +10,10 @@ import streamlit as st
 
 from ..base import fields as F
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
+from ..store.diagnosis import describe_folder
 from ..store.discovery import discover_runs
 from ..store.loader import ROOT_RUN, RootError
+from ..store.tracking import NoRunsError
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
 from ..derive.metrics import KL_ESTIMATORS
@@ -72,6 +74,10 @@ def render() -> Settings:
     try:
         discovery = discover_runs(root, details=False)
         runs = discovery.names()
+    except NoRunsError as exc:  # say what the folder holds and what to try
+        side.error("No run in this folder.")
+        side.text(str(exc).split(" Expected layout")[0] + "\n" + describe_folder(root))
+        runs = []
     except RootError as exc:
         side.error("Can't use this root folder.")
         side.text(str(exc))
