@@ -253,3 +253,56 @@ def test_trl_trainer_state_is_named_as_used_not_ignored():
     assert not any("ignored" in i.value for i in at.info)
     assert any("The trainer's own metrics" in c.value for c in at.caption)
     assert "trainer_state.json" in [t.value for t in at.text]
+
+
+def test_a_response_level_run_offers_only_what_it_has(tmp_path):
+    """A run with rewards and texts only: Reward fields offers and picks reward alone, no reference or KL
+    control is drawn, no number of the sample shows "–"; the PPO demo (reference model, per-token KL)
+    offers reward and ref_reward, both picked, and its KL controls."""
+    write_lines(tmp_path / "plain" / "r.jsonl", [sample(s, float(i), prompt=f"p{i}", response="a b" * (i + 1))
+                                                 for s in (1, 2) for i in range(3)])
+    at = _load(_open(tmp_path, "plain"))
+    fields = at.sidebar.multiselect(key=keys.REWARD_FIELDS)
+    assert fields.options == ["reward"] and fields.value == ["reward"]
+    drawn = {w.key for w in [*at.sidebar.checkbox, *at.sidebar.selectbox]}
+    assert not {keys.SHOW_COMPARISON, keys.KL_ESTIMATOR, keys.USE_LOG_RATIO} & drawn
+    assert at.metric and all(m.value != "–" for m in at.metric)
+    assert not any("Reward gap" in m.label for m in at.metric)
+    demo = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    fields = demo.sidebar.multiselect(key=keys.REWARD_FIELDS)
+    assert fields.options == ["reward", "ref_reward"] and fields.value == ["reward", "ref_reward"]
+    assert demo.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k3"
+    assert demo.sidebar.checkbox(key=keys.SHOW_COMPARISON).value
+
+
+def test_a_shorter_response_is_not_coloured_as_worse(tmp_path):
+    """Step 2's responses are shorter than step 1's: the length metrics show the drop (−3 characters) in
+    grey, not red."""
+    write_lines(tmp_path / "short" / "r.jsonl", [sample(1, 0.0, prompt="p", response="abcdef"),
+                                                 sample(2, 1.0, prompt="p", response="abc")])
+    at = _load(_open(tmp_path, "short"))
+    chars = [m for m in at.metric if m.label == "Step mean response length (chars)"][0]
+    assert chars.value == "3" and chars.delta == "-3 vs previous step"
+    assert chars.proto.color == chars.proto.MetricColor.GRAY
+
+
+def test_each_extra_field_gets_its_own_chart(tmp_path):
+    """Extras acc (0 or 1) and num_turns (3 or 5) are drawn in a chart each, titled by the field, so the
+    counts never flatten the 0–1 field."""
+    at = _load(_open(_choices_runs(tmp_path), "verlish"), keys.OVERVIEW)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    by_title = {s["layout"]["title"]["text"]: s["data"] for s in specs}
+    assert [t["name"] for t in by_title["acc"] if t.get("mode")] == ["acc"]
+    assert [t["name"] for t in by_title["num_turns"] if t.get("mode")] == ["num_turns"]
+    assert "Extra fields" not in by_title
+
+
+def test_a_run_with_log_probs_but_no_reference_ones_says_which_are_missing(tmp_path):
+    """Per-token log-probs without ref_logprobs: the KL curve's place says the reference log-probs are
+    missing, not that the run has no per-token log-probabilities."""
+    write_lines(tmp_path / "nolref" / "r.jsonl", [sample(1, 1.0, prompt="p", response="xy", response_tokens=["x", "y"],
+                                                        logprobs=[-1.0, -2.0])])
+    at = _load(_open(tmp_path, "nolref"), keys.OVERVIEW)
+    infos = [i.value for i in at.info]
+    assert any("No reference log-probabilities" in i for i in infos)
+    assert not any("No per-token log-probabilities" in i for i in infos)

@@ -12,6 +12,7 @@ from ..base import fields as F
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..store.loader import ROOT_RUN, RootError
 from ..analysis.run import Run
+from ..analysis.traits import compute_run_traits
 from ..analysis.tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
 from ..base.text import escape_markdown
 from . import keys, state
@@ -20,6 +21,7 @@ from .sidebar import Settings
 
 #: Diagnostic curves drawn until the user picks others (each chart costs every rerun).
 DEFAULT_DIAGNOSTICS = ("entropy", "mismatch_kl", "explained_variance")
+EXTRA_CHART_PX = 260  # height of each extra field's own chart
 
 
 def render(run: Run, settings: Settings) -> None:
@@ -27,7 +29,7 @@ def render(run: Run, settings: Settings) -> None:
 
     def curve(where, names, title, key, **kw):  # a clicked point opens its step's batch
         where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
-                                              smoothing=settings.smoothing, **kw),
+                                              smoothing=settings.smoothing, band_clip=settings.band_clip, **kw),
                            key=key, on_select=partial(state.step_clicked, key, run.steps.index),
                            selection_mode="points")
 
@@ -46,6 +48,8 @@ def render(run: Run, settings: Settings) -> None:
         kl, title = KL_PREFIX[settings.kl_estimator], f"KL ({settings.kl_estimator}, mean per sample)"
     if f"{kl}_mean" in steps:
         curve(columns[1], [kl], title, "curve_kl")
+    elif compute_run_traits(run.steps, run.samples).token_lists:
+        columns[1].info("No reference log-probabilities (ref_logprobs) in this run: no KL curve.")
     else:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")
     length = next(((name, unit) for name, unit in (("response_len", "tokens"), ("response_chars", "characters"))
@@ -70,9 +74,10 @@ def render(run: Run, settings: Settings) -> None:
         state.run_choice(keys.EXTRA_CURVES, run.extras, run.extras[:3])
         chosen = st.multiselect("Extra field curves", run.extras, key=keys.EXTRA_CURVES,
                                 help="Fields of your logs beyond the board's own: mean ± std per step.")
-        if chosen:
-            curve(st, [F.extra_column(n) for n in chosen], "Extra fields", "curve_extras",
-                  labels={F.extra_column(n): n for n in chosen})
+        grid = st.columns(3)  # one small chart each: fields on different scales never share an axis
+        for i, name in enumerate(chosen):
+            curve(grid[i % 3], [F.extra_column(name)], name, f"curve_extra_{i}",
+                  labels={F.extra_column(name): name}, height=EXTRA_CHART_PX)
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
         table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)

@@ -180,6 +180,8 @@ def _render(settings) -> None:
     report.render(run)
     if not run.report.lines_ok:
         return
+    if state.note_traits(run):  # the sidebar was drawn for another run: draw it again for this one
+        st.rerun()
 
     links.apply(run)
     links.show_notes()

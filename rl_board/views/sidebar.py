@@ -14,11 +14,12 @@ from ..store.loader import ROOT_RUN, RootError, list_runs
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
 from ..derive.metrics import KL_ESTIMATORS
-from . import keys, links
+from . import keys, links, state
 
 DEFAULT_ROOT = "./rollout_samples"
 DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
 DEFAULT_EOS = EOS_TOKEN
+BAND_PERCENTILE = 95  # std bands are capped at this percentile of their steps' half-widths, unless turned off
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
 
 
@@ -39,6 +40,7 @@ class Settings:
     show_reward_curves: bool
     reward_fields: list[str]
     std_scale: float
+    band_clip: float | None  # the percentile of its steps' at which a std band's half-width is capped; None: not
     zero_shift: bool
     smoothing: float  # TensorBoard-style EMA weight; 0 = off
     show_comparison: bool
@@ -97,18 +99,30 @@ def render() -> Settings:
 
     side.header("Settings")
     show_reward = side.checkbox("Reward curves", value=True, key=keys.SHOW_REWARD_CURVES)
-    reward_fields = side.multiselect("Reward fields", list(F.REWARD_FIELDS), default=[F.REWARD, "ref_reward"],
-                                     key=keys.REWARD_FIELDS)
+    traits = state.run_traits()  # only what the loaded run has is offered (everything before a run is loaded)
+    offered = list(traits.reward_fields) or [F.REWARD]
+    state.run_choice(keys.REWARD_FIELDS, offered, [n for n in (F.REWARD, "ref_reward") if n in offered])
+    reward_fields = side.multiselect("Reward fields", offered, key=keys.REWARD_FIELDS,
+                                     help="The reward fields this run logged, drawn on the Rewards curve.")
     std_scale = side.slider("Std band × (variance scaling)", 0.0, 3.0, 1.0, 0.1, key=keys.STD_SCALE)
+    clip_bands = side.checkbox(f"Clip std bands at their {BAND_PERCENTILE}th percentile", value=True,
+                               key=keys.CLIP_BANDS,
+                               help="A band's half-width at any step is at most its value at this percentile "
+                                    "of the run's steps, so one step's spike does not stretch the axis. Off: "
+                                    "the whole std.")
     zero_shift = side.checkbox("Zero shift (curves start at 0)", key=keys.ZERO_SHIFT)
     smoothing = side.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=keys.SMOOTHING,
                             help="Exponential moving average with debiasing, as TensorBoard smooths; "
                                  "0 = off. The raw curve stays, faint.")
-    comparison = side.checkbox("Compare with the reference model", value=True, key=keys.SHOW_COMPARISON)
-    estimator = side.selectbox("KL estimator", KL_ESTIMATORS, key=keys.KL_ESTIMATOR,
-                               help="k3 = exp(d) − 1 − d with d = ref_logp − logp (what OpenRLHF and verl "
-                                    "train with); k2 = ½·log_ratio²; k1 = log_ratio.")
-    use_log_ratio = side.checkbox("Log-ratio instead of KL on the KL curve", key=keys.USE_LOG_RATIO)
+    comparison = traits.reference and side.checkbox("Compare with the reference model", value=True,
+                                                    key=keys.SHOW_COMPARISON)
+    if traits.ref_logprobs:
+        estimator = side.selectbox("KL estimator", KL_ESTIMATORS, key=keys.KL_ESTIMATOR,
+                                   help="k3 = exp(d) − 1 − d with d = ref_logp − logp (what OpenRLHF and verl "
+                                        "train with); k2 = ½·log_ratio²; k1 = log_ratio.")
+        use_log_ratio = side.checkbox("Log-ratio instead of KL on the KL curve", key=keys.USE_LOG_RATIO)
+    else:  # no KL in this run: the choice stays for the next run that has one
+        estimator, use_log_ratio = state.kept_value(keys.KL_ESTIMATOR, KL_ESTIMATORS[0]), False
     drop_pad = side.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
     pad = side.text_input("Pad token", value=DEFAULT_PAD, key=keys.PAD_TOKEN, disabled=not drop_pad,
                           help="Positions from the first pad token on are not counted, and pads are removed "
@@ -145,6 +159,7 @@ def render() -> Settings:
         root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None, follow_newest=follow_newest,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
+        band_clip=BAND_PERCENTILE if clip_bands else None,
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
         pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, tokenizer=tokenizer or None,
         system_marker=(marker or None) if drop_system else None,

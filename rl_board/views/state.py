@@ -15,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 
 from ..analysis.run import Run
+from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..analysis.source import RunSource
 from ..store.loader import SourceChanged
 from . import keys
@@ -269,6 +270,29 @@ def relabel(key: str, label: str) -> None:
     if value is not _NONE and drawn.get(key, (value, label)) != (value, label) and drawn[key][0] == value:
         st.session_state[key] = value
     drawn[key] = (value, label)
+
+
+_TRAITS = "run_traits"  # the loaded run's RunTraits: what the sidebar offers
+
+
+def run_traits() -> RunTraits:
+    """What the loaded run has (``traits.RunTraits``); everything while no run is loaded."""
+    return st.session_state.get(_TRAITS, ALL_TRAITS)
+
+
+def note_traits(run: Run) -> bool:
+    """Keep what ``run`` has for the sidebar; whether that changed since the sidebar was drawn (the page
+    is then drawn again, so it offers only what this run has)."""
+    traits = compute_run_traits(run.steps, run.samples)
+    changed = st.session_state.get(_TRAITS, ALL_TRAITS) != traits
+    st.session_state[_TRAITS] = traits
+    return changed
+
+
+def kept_value(key: str, default):
+    """The value widget ``key`` had when last drawn (``default`` if never): for a control the page does
+    not draw for this run, whose choice stays for the next run that has it."""
+    return st.session_state.get(key, default)
 
 
 def loaded_run() -> tuple[str, tuple] | None:
