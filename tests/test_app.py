@@ -418,7 +418,9 @@ def test_a_bad_link_parameter_gets_a_message_and_the_nearest_view(params, messag
     what it shows; no traceback."""
     at = _linked(root=str(REPO / "rollout_samples"), **params)
     assert not at.exception
-    assert any(message in t.value for t in at.text), [t.value for t in at.text]
+    # inside the box that says the link could not be followed, not below it
+    assert any(w.value.startswith("This link could not be followed exactly:") and message in w.value
+               for w in at.warning), [w.value for w in at.warning]
     assert check(at)
 
 

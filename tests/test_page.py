@@ -306,3 +306,44 @@ def test_a_run_with_log_probs_but_no_reference_ones_says_which_are_missing(tmp_p
     infos = [i.value for i in at.info]
     assert any("No reference log-probabilities" in i for i in infos)
     assert not any("No per-token log-probabilities" in i for i in infos)
+
+
+def test_no_deploy_button_in_either_way_of_serving():
+    """Streamlit's toolbar shows a viewer's options only (no Deploy button) under `streamlit run`
+    (.streamlit/config.toml) and under `rl-board serve` (its command line)."""
+    import tomllib
+
+    from rl_board.cli import _parser, serve_command
+
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["toolbarMode"] in ("viewer", "minimal")
+    command = serve_command(_parser().parse_args(["serve"]))
+    assert command[command.index("--client.toolbarMode") + 1] == config["client"]["toolbarMode"]
+
+
+def test_a_note_while_loading_is_inside_its_box(tmp_path, monkeypatch):
+    """The cache folder is a file: the run loads without a cache, and the box that says "While loading:"
+    holds the note itself (not a title alone with the text below it)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the cache folder should go")
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", str(blocker))
+    at = _load(_open(_growing_run(tmp_path / "root"), "live"), area=None)
+    boxes = [w.value for w in at.warning if w.value.startswith("While loading:")]
+    assert len(boxes) == 1 and "not caching" in boxes[0]
+
+
+def test_a_run_that_went_away_says_why_inside_its_box(tmp_path):
+    """The loaded run's folder is deleted and the server's caches are gone (a restart): the page shows
+    "Can't read this run." with the reason (the folder not found, named) in the same box."""
+    import shutil
+
+    import streamlit as st
+
+    write_lines(tmp_path / "other" / "r.jsonl", [sample(1, 0.0, prompt="p", response="r")])
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    shutil.rmtree(tmp_path / "live")
+    st.cache_resource.clear()
+    at.run()
+    assert not at.exception
+    boxes = [e.value for e in at.error if e.value.startswith("Can't read this run.")]
+    assert len(boxes) == 1 and f"Run folder not found: {tmp_path / 'live'}" in boxes[0]

@@ -20,7 +20,7 @@ from rl_board.store import workers
 from rl_board.base.access import check_roots
 from rl_board.store.loader import RootError, TokenizerError
 from rl_board.base import fields as F
-from rl_board.base.text import escape_markdown
+from rl_board.base.text import alert_body, escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
                             tokens, trainer, turns)
 from rl_board.views import findings, prompts, tags
@@ -165,12 +165,10 @@ def _render(settings) -> None:
     try:
         run = state.get_run(run_dir, settings, fields, refresh=settings.load)
     except RootError as exc:  # the folder went away since it was picked
-        st.error("Can't read this run.")
-        st.text(str(exc))
+        st.error(alert_body("Can't read this run.", str(exc)))
         return
     except TokenizerError as exc:  # the tokenizer typed in the sidebar can't be used
-        st.error("Can't use this tokenizer.")
-        st.text(str(exc))
+        st.error(alert_body("Can't use this tokenizer.", str(exc)))
         return
     if settings.auto_refresh_seconds:
         state.follow(run_dir, settings, fields)
