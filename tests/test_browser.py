@@ -154,6 +154,25 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_a_click_on_a_table_cell_opens_its_row(server):
+    """In Chromium: a click in the middle of a row of the batch table (a cell, not the checkbox at its
+    left) opens that row's sample: the fourth row, then the second."""
+    from playwright.sync_api import expect
+
+    with _page(server, 1600, 2400) as page:
+        _open_bundled_and_sort(page, "ppo_demo", "reward")
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r"^#1 · "), timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        table.scroll_into_view_if_needed()
+        for row in (4, 2):
+            box = table.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 35 + 35 * (row - 0.5))  # mid-row, a cell
+            expect(picker).to_have_value(re.compile(rf"^#{row} · "), timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_auto_refresh_shows_lines_appended_while_open(server, tmp_path):
     """In Chromium: with auto-refresh on, lines a trainer appends appear without pressing anything, and
     the step the user went back to stays (in the address too)."""
@@ -446,7 +465,7 @@ def _overlaps(boxes) -> list:
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
-    """In Chromium, a 40-token sample with 15 metric rows: no two numbers drawn in the heatmap's cells
+    """In Chromium, a 40-token sample with its six default heatmap rows: no two numbers drawn in the heatmap's cells
     overlap, each row's colour bar is at least 30 px tall and no two of the bars' labels overlap; in the running
     text Ġ is a space and Ċ a newline, each marked (· and ↵) with the real character kept."""
     from urllib.parse import urlencode
@@ -466,7 +485,7 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
                         labels: Array.from(g.querySelectorAll('text')).filter(t => t.textContent).map(box),
                         fill: box(g.querySelector('.cbfills') || g)}))};
         }""")
-        assert len(drawn["bars"]) == 16  # every metric but −logp (entropy is logged) and the logged-only rows
+        assert len(drawn["bars"]) == 6  # kl, log_ratio, token_reward, advantage, entropy, mismatch_k3
         assert _overlaps(drawn["cells"]) == []
         for bar in drawn["bars"]:
             assert bar["fill"][3] >= 30 and bar["labels"]

@@ -347,3 +347,57 @@ def test_a_run_that_went_away_says_why_inside_its_box(tmp_path):
     assert not at.exception
     boxes = [e.value for e in at.error if e.value.startswith("Can't read this run.")]
     assert len(boxes) == 1 and f"Run folder not found: {tmp_path / 'live'}" in boxes[0]
+
+
+def _table_key(at: AppTest, prefix: str) -> str:
+    """The key of the drawn table whose key starts with ``prefix`` (a table's key names its query)."""
+    ids = [d.proto.id for d in at.dataframe if f"-{prefix}" in d.proto.id]
+    assert len(ids) == 1, ids
+    return ids[0][ids[0].index(f"-{prefix}") + 1:]
+
+
+def _click_cell(at: AppTest, key: str, row: int, column: str) -> None:
+    """What a click on a cell (not the row's checkbox) sends: that cell selected."""
+    at.session_state[key] = {"selection": {"rows": [], "columns": [], "cells": [[row, column]]}}
+    at.run()
+    assert not at.exception, at.exception
+
+
+def test_a_click_on_any_cell_of_the_batch_table_opens_its_sample(tmp_path):
+    """At step 3 (rewards 2, 1, 0 from the top) a click on the response cell of the third row opens the
+    reward-0 sample (b.jsonl line 7), and the table then marks that row."""
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    key = _table_key(at, "batch_table-3-")
+    _click_cell(at, key, 2, "response")
+    assert _shown_sample(at) == "b.jsonl:7"
+    assert [c.value for c in at.code][:2] == ["p30", "r30"]
+    assert at.session_state[key]["selection"]["rows"] == [2]
+
+
+def test_a_click_on_a_search_result_cell_opens_its_sample(tmp_path):
+    """In Explore, a click on any cell of the fifth result opens that sample in Batch and sample: its step
+    and its prompt, read from the results table's own row."""
+    at = _area(_load(_open(_growing_run(tmp_path), "live")), keys.EXPLORE)
+    key = _table_key(at, "explore_table-")
+    results = at.dataframe[[i for i, d in enumerate(at.dataframe) if key in d.proto.id][0]].value
+    step, prompt = int(results["step"].iloc[4]), results["prompt"].iloc[4]
+    _click_cell(at, key, 4, "reward")
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.slider(key=keys.STEP).value == step and at.code[0].value == prompt
+
+
+def test_a_click_on_a_group_cell_shows_that_groups_samples(tmp_path):
+    """Prompt a (rewards 1, 0) and prompt b (2, 2): a click on any cell of a group's row in the GRPO group
+    table shows that group's samples only."""
+    write_lines(tmp_path / "grpo" / "r.jsonl", [sample(1, 1.0, prompt="a", response="a1"),
+                                                sample(1, 0.0, prompt="a", response="a0"),
+                                                sample(1, 2.0, prompt="b", response="b1"),
+                                                sample(1, 2.0, prompt="b", response="b2")])
+    at = _load(_open(tmp_path, "grpo"))
+    at.toggle(key=keys.GROUP_BATCH).set_value(True).run()
+    key = _table_key(at, "group_table-")
+    groups = at.dataframe[0].value
+    for row in range(2):
+        _click_cell(at, key, row, "size")
+        prompt = groups["prompt"].iloc[row]
+        assert at.dataframe[1].value["prompt"].tolist() == [prompt, prompt]

@@ -18,7 +18,6 @@ from .sidebar import Settings
 
 _FLASH = "tags_flash"  # (kind, message) shown once, after the rerun a save causes
 _SHOWN = "tags_shown:"  # + FILE:LINE: the entry the editor was filled from (what a save may replace)
-_LAST_OPENED = "tagged_last_opened"
 
 
 def tagged(run: Run) -> Tagged | None:
@@ -125,14 +124,13 @@ def render_list(run: Run, settings: Settings) -> None:
     table.insert(0, F.STEP, rows[F.STEP])
     st.caption(f"{len(labels):,} tagged sample{'' if len(labels) == 1 else 's'}"
                + ("" if tag == ANY_TAG else " with this tag") + ". Click one to open it in Batch and sample.")
-    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                         key=f"tagged_table-{tag}-{len(labels)}")
-    picked = event.selection.rows
-    clicked = (tag, len(labels), picked[0]) if picked else None
-    if clicked is not None and clicked != st.session_state.get(_LAST_OPENED):
-        label = labels[picked[0]]
+    key = f"tagged_table-{tag}-{len(labels)}"
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+                         key=key)
+    clicked = state.row_clicked(key, event.selection)
+    if clicked is not None and clicked < len(labels):
+        label = labels[clicked]
         state.open_sample(int(run.samples.at[label, F.STEP]), label)
-    st.session_state[_LAST_OPENED] = clicked
     st.download_button("Download as a JSONL eval set", partial(build_eval_set, run, book, settings.pad_token, tag),
                        file_name=f"{run.path.name}-tagged.jsonl", mime="application/jsonl", key="tagged_jsonl",
                        on_click="ignore", help="One line per sample: prompt, response, reward, tags, note, and "
