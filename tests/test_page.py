@@ -401,3 +401,14 @@ def test_a_click_on_a_group_cell_shows_that_groups_samples(tmp_path):
         _click_cell(at, key, row, "size")
         prompt = groups["prompt"].iloc[row]
         assert at.dataframe[1].value["prompt"].tolist() == [prompt, prompt]
+
+
+def test_trainer_metrics_preselect_the_kl_series(tmp_path):
+    """A metrics JSONL with loss, entropy, reward, kl_k3, kl_coef and grad_norm: the series shown first are
+    reward, the KL (kl_k3; kl_coef is a coefficient, not a KL), entropy and loss."""
+    write_lines(tmp_path / "run1" / "rollouts.jsonl", [sample(s, 0.5, prompt="p", response="r") for s in (1, 2)])
+    write_lines(tmp_path / "run1" / "train_metrics.jsonl", [
+        {"step": s, "loss": 1.0 / s, "entropy": 2.0, "reward": 0.1 * s, "kl_k3": 0.01 * s, "kl_coef": 0.05,
+         "grad_norm": 1.0} for s in (1, 2)])
+    at = _load(_open(tmp_path, "run1"), keys.TRAINER)
+    assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl_k3", "entropy", "loss"]

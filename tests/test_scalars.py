@@ -157,3 +157,15 @@ def test_discovered_near_a_trl_completions_run(tmp_path):
     assert discover(tmp_path / "out" / "completions") == tmp_path / "out" / "trainer_state.json"
     assert discover(tmp_path / "elsewhere") is None
     assert nearest_step(37, [5, 10, 35, 40]) == 35 and nearest_step(7.5, [5, 10]) == 5
+
+
+def test_default_series_find_the_kl_by_its_common_names():
+    """verl's actor/ppo_kl (shorter than actor/kl_loss; actor/kl_coef is a coefficient), an estimator's kl_k3,
+    NeMo-RL-style kl_penalty and plain kl are each the KL picked; a name without kl gives none."""
+    from rl_board.scalars.signs import default_series
+
+    assert default_series(["actor/kl_coef", "actor/kl_loss", "actor/ppo_kl"]) == ["actor/ppo_kl"]
+    assert default_series(["kl_coef", "kl_k3"]) == ["kl_k3"]
+    assert default_series(["train/kl_penalty"]) == ["train/kl_penalty"]
+    assert default_series(["kl", "kl_k3"]) == ["kl"]
+    assert default_series(["kl_coef", "walk"]) == []
