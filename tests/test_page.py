@@ -197,7 +197,7 @@ def test_a_link_opens_its_area(tmp_path):
 
 def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     """Step, sort, sample and the open area stay as the user left them when another area was open in
-    between, and when a run stopped early (a bad tokenizer path) in between."""
+    between, and when a tokenizer path that can't be used was typed in between."""
     at = _load(_open(_growing_run(tmp_path), "live"))
     at.slider(key=keys.STEP).set_value(2).run()
     at.selectbox(key=keys.SORT_BY).select("log order").run()
@@ -208,7 +208,7 @@ def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     assert at.slider(key=keys.STEP).value == 2 and at.selectbox(key=keys.SORT_BY).value == "log order"
     assert _shown_sample(at) == shown
     at.sidebar.text_input(key=keys.TOKENIZER).input(str(tmp_path / "nothing here")).run()
-    assert any("Can't use this tokenizer" in e.value for e in at.error)
+    assert any("Can't use this tokenizer" in w.value for w in at.warning)
     at.sidebar.text_input(key=keys.TOKENIZER).input("").run()
     assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 2
     assert _shown_sample(at) == shown
@@ -412,3 +412,30 @@ def test_trainer_metrics_preselect_the_kl_series(tmp_path):
          "grad_norm": 1.0} for s in (1, 2)])
     at = _load(_open(tmp_path, "run1"), keys.TRAINER)
     assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl_k3", "entropy", "loss"]
+
+
+def test_a_tokenizer_outside_the_allowed_folders_opens_the_run_without_it(tmp_path, monkeypatch):
+    """RL_BOARD_ROOTS = allowed; a tokenizer typed (or linked) from outside it: the run loads all its 9
+    samples, a warning box says the tokenizer can't be used and why (outside the allowed folders), and
+    no "Reading rollout files…" bar is left on the page."""
+    allowed = tmp_path / "allowed"
+    _growing_run(allowed)
+    outside = tmp_path / "secret" / "tokenizer.json"
+    outside.parent.mkdir()
+    outside.write_text("{}")
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
+
+    def check(at):
+        assert not at.exception and not at.error
+        assert any("9 samples loaded · 0 lines rejected" in t.value for t in at.text)
+        boxes = [w.value for w in at.warning if w.value.startswith("Can't use this tokenizer")]
+        assert len(boxes) == 1 and "outside the allowed folders" in boxes[0]
+        assert at.dataframe[0].value.shape[0] == 3  # step 3's batch is drawn
+        assert not at.get("progress")
+
+    at = _open(allowed, "live")
+    at.sidebar.text_input(key=keys.TOKENIZER).input(str(outside)).run()
+    check(_load(at))
+    linked = AppTest.from_file(APP, default_timeout=60)
+    linked.query_params.update({"root": str(allowed), "run": "live", "tokenizer": str(outside), "area": "batch"})
+    check(linked.run())

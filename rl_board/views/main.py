@@ -155,6 +155,10 @@ def _render(settings) -> None:
         st.info("Pick a run in the sidebar and press **Load**.")
         return
     run_dir, fields = loaded
+    settings, unusable = state.usable_tokenizer(settings)
+    if unusable:  # the run still opens: its token ids are decoded with the tokenizer found next to it, or shown as #ID
+        st.warning(alert_body("Can't use this tokenizer: the run is read without it (with the one found next to "
+                              "the run, if any; token ids are shown as #ID otherwise).", unusable))
     if settings.run_dir != run_dir:  # the sidebar is being edited: the loaded run stays until Load
         st.caption(f"Showing {escape_markdown(run_dir)}. Press Load to open the run picked in the sidebar.")
 

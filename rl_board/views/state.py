@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 import streamlit as st
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 
 from ..analysis.run import Run
+from ..base.access import RootError
+from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
 from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..analysis.source import RunSource
 from ..store.loader import SourceChanged
@@ -45,6 +48,19 @@ def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -
     return run
 
 
+def usable_tokenizer(settings):
+    """``settings`` with the tokenizer typed (or linked) if it can be used, else without it (the run is then
+    read with the one found next to it, or none), and why it can't be used (None if it can): outside the
+    allowed folders, not found, or no tokenizer."""
+    if not settings.tokenizer:
+        return settings, None
+    try:
+        load_tokenizer(str(resolve_tokenizer(settings.tokenizer)))
+    except (RootError, TokenizerError) as exc:
+        return replace(settings, tokenizer=None), str(exc)
+    return settings, None
+
+
 def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | None) -> Run:
     source = get_source(run_dir, settings.pad_token, settings.max_per_step, fields, settings.eos_token, split,
                         settings.tokenizer)
@@ -59,8 +75,10 @@ def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | Non
                 bar.progress(min(done / total, 1.0) if total else 1.0,
                              text=f"Reading rollout files… {done / 2**20:,.0f} of {total / 2**20:,.0f} MiB")
 
-        source.refresh(progress)
-        bar.empty()
+        try:
+            source.refresh(progress)
+        finally:  # a read that fails leaves no bar behind
+            bar.empty()
     return source.latest
 
 

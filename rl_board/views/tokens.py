@@ -6,7 +6,6 @@ import streamlit as st
 
 from ..base.colors import build_token_text_html, metric_scale, visible_token
 from ..analysis.figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
-from ..store.loader import NO_TOKENIZER
 from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..analysis.tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table, default_heatmap_rows
 from ..derive.tokenizer import TokenizerError, load_tokenizer
@@ -36,12 +35,10 @@ def sample_tokens(record: dict, settings: Settings, tokenizer_path: str | None) 
 def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
     """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
     decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
-    sample, undecoded = sample_tokens(record, settings, tokenizer_path)
+    sample, _ = sample_tokens(record, settings, tokenizer_path)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return
-    if undecoded:
-        st.info(NO_TOKENIZER)
     if sample.lengths_differ:
         st.warning("Per-token list lengths disagree: " +
                    ", ".join(f"{k} {v}" for k, v in sample.lengths.items()) +

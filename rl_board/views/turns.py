@@ -15,7 +15,6 @@ import pandas as pd
 import streamlit as st
 
 from ..base import fields as F
-from ..store.loader import NO_TOKENIZER
 from ..analysis.tables import TOKEN_METRIC_LABELS, compute_token_table
 from ..analysis.transcript import (TurnTokens, build_transcript, build_turn_tokens, reward_components, turn_metrics,
                                    turn_spans)
@@ -47,7 +46,7 @@ def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnT
     got = build_turn_tokens(messages, table, metric, settings.kl_estimator)
     st.caption("Each trained turn's tokens, coloured on one scale over the sample's trained tokens; "
                "the template's tokens before a completion are dimmed (not trained)."
-               + (" " + NO_TOKENIZER if undecoded else ""))
+               + (" Token ids are shown as #ID (see the load report)." if undecoded else ""))
     st.html(got.legend)
     return got
 
