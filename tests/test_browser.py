@@ -550,7 +550,8 @@ def test_same_prompt_word_diff_is_drawn_as_text(server, tmp_path):
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
-    """In Chromium: type a new tag on the open sample and save it (the table shows it); then in the list
+    """In Chromium: type a new tag and a note on the open sample, saved as they change (the table shows
+    them); then in the list
     of tagged samples click one of an earlier step: the step follows and that sample opens."""
     from playwright.sync_api import expect
 
@@ -574,11 +575,13 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
                 break
             except AssertionError:
                 continue
-        expect(tags).to_contain_text("<b>odd</b> one")  # the new tag is in the box before Save
-        page.get_by_role("textbox", name="Note").fill("looks **fine**")
-        page.get_by_role("button", name="Save tags and note").click()
+        expect(tags).to_contain_text("<b>odd</b> one")
+        note = page.get_by_role("textbox", name="Note")
+        note.fill("looks **fine**")
+        note.press("Tab")  # leaving the box saves it (no Save button)
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
         expect(page.get_by_test_id("stDataFrame").first).to_contain_text("<b>odd</b> one", timeout=30_000)
+        expect(page.get_by_test_id("stDataFrame").first).to_contain_text("looks **fine**", timeout=30_000)
         store = next((Path(os.environ["RL_BOARD_CACHE_DIR"]) / "tags").glob("tagme-*.json"))  # the server's too
         saved = json.loads(store.read_text())["samples"]["rank0.jsonl:4"]
         assert saved["tags"] == ["<b>odd</b> one"] and saved["note"] == "looks **fine**"
@@ -587,9 +590,8 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         step.focus()
         page.keyboard.press("ArrowLeft")
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
-        _pick_option(page, tags, "good")
+        _pick_option(page, tags, "good")  # saved as it is picked
         page.keyboard.press("Escape")
-        page.get_by_role("button", name="Save tags and note").click()
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
         step.focus()
         page.keyboard.press("ArrowRight")

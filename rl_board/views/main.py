@@ -53,7 +53,7 @@ def _sample_tokens(run, picked: Picked, settings) -> None:
 
 
 #: The views of the chosen sample, in order below the sample picker: ``render(run, picked, settings)``.
-SAMPLE_VIEWS = (_sample_pair, _sample_tokens, tags.render_sample, prompts.render_sample)
+SAMPLE_VIEWS = (_sample_pair, tags.render_sample, _sample_tokens, prompts.render_sample)
 
 _STEP_ANCHOR = "batch_step"  # the containers a click brings into view (CSS class st-key-<key>)
 _SAMPLE_ANCHOR = "batch_sample"

@@ -372,7 +372,7 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
 
 
 _KEPT = "kept_widgets"  # widget key -> its value at the end of the last full run
-_NOT_KEPT = {keys.LOAD, keys.REFRESH, keys.SAVE_TAGS}  # buttons: their state can't be set
+_NOT_KEPT = {keys.LOAD, keys.REFRESH}  # buttons: their state can't be set
 
 
 def _widget_keys() -> list[str]:
