@@ -439,3 +439,20 @@ def test_a_tokenizer_outside_the_allowed_folders_opens_the_run_without_it(tmp_pa
     linked = AppTest.from_file(APP, default_timeout=60)
     linked.query_params.update({"root": str(allowed), "run": "live", "tokenizer": str(outside), "area": "batch"})
     check(linked.run())
+
+
+def test_a_step_opened_from_a_finding_shows_what_drives_it(tmp_path):
+    """Opening a finding's sample (its evidence's Open) shows "What drives this step" at once: its toggle
+    is on and the KL token ranking of that step is drawn, with no click on the toggle."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), keys.OVERVIEW)
+    for kind in [b.key for b in at.button if b.key and b.key.startswith("finding-")]:
+        at.button(key=kind).click().run()
+        opened = [b for b in at.button if b.key and b.key.startswith("finding-sample-")]
+        if opened:
+            break
+    assert opened, "the demo's findings have samples to open"
+    opened[0].click().run()
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.toggle(key=keys.SHOW_DRIVERS).value
+    ranking = [d.value for d in at.dataframe if "token" in d.value.columns and "count" in d.value.columns]
+    assert ranking and len(ranking[0]) > 0

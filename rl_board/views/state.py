@@ -245,6 +245,11 @@ def _selection(table_key: str) -> dict:
     return (st.session_state.get(table_key) or {}).get("selection") or {}
 
 
+def show_drivers() -> None:
+    """Show "What drives this step" when the batch is next drawn (a step opened from a finding)."""
+    st.session_state[keys.SHOW_DRIVERS] = True
+
+
 def table_click(table_key: str) -> int | None:
     """Before the batch table ``table_key`` is drawn: the row the user clicked since it was last drawn
     (a cell of any row, or a row other than the one it marked), if any."""
