@@ -11,6 +11,7 @@ from conftest import REPO, sample, write_lines
 from page_steps import load as _load
 from page_steps import open_area as _area
 from page_steps import open_page as _open
+from test_app import _values
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")
@@ -456,3 +457,52 @@ def test_a_step_opened_from_a_finding_shows_what_drives_it(tmp_path):
     assert at.toggle(key=keys.SHOW_DRIVERS).value
     ranking = [d.value for d in at.dataframe if "token" in d.value.columns and "count" in d.value.columns]
     assert ranking and len(ranking[0]) > 0
+
+
+def _reward_runs(root: Path, name: str, rewards: list[float]) -> Path:
+    """A run ``root/name`` with one sample per step (steps 1, 2, …) of these rewards."""
+    write_lines(root / name / "r.jsonl", [sample(s, r, prompt="p", response="r") for s, r in enumerate(rewards, 1)])
+    return root / name
+
+
+def _compared_rewards(at: AppTest) -> dict[str, list]:
+    """The compare area's reward chart: each run's mean reward per step, by the run's name in the legend."""
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+    return {t["name"]: _values(t["y"]) for t in spec["data"] if t.get("mode")}
+
+
+def test_compare_a_run_from_another_folder_by_path_or_as_a_recent_run(tmp_path):
+    """A root with one run: Compare runs says what to do instead of staying blank. A run in another
+    folder, typed as a path, is drawn over this one (rewards 5, 6 over 1, 2); after loading that run and
+    coming back, it is offered as a recent run and drawn the same way."""
+    root, elsewhere = tmp_path / "a", tmp_path / "b"
+    _reward_runs(root, "mine", [1.0, 2.0])
+    theirs = _reward_runs(elsewhere, "theirs", [5.0, 6.0])
+    at = _load(_open(root, "mine"), keys.COMPARE)
+    assert any("type the path of any run folder" in i.value for i in at.info)
+    at.text_input(key=keys.COMPARE_PATH).input(str(theirs)).run()
+    assert not at.exception
+    assert _compared_rewards(at) == {"mine": [1.0, 2.0], str(theirs): [5.0, 6.0]}
+    at.text_input(key=keys.COMPARE_PATH).input("").run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(elsewhere)).run()  # open theirs, then mine again
+    at = _load(at, area=None)
+    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
+    at = _load(at, keys.COMPARE)
+    assert str(theirs) in at.multiselect(key=keys.COMPARE_RUNS).options
+    at.multiselect(key=keys.COMPARE_RUNS).select(str(theirs)).run()
+    assert _compared_rewards(at) == {"mine": [1.0, 2.0], str(theirs): [5.0, 6.0]}
+
+
+def test_compare_refuses_a_path_outside_the_allowed_folders(tmp_path, monkeypatch):
+    """With RL_BOARD_ROOTS = allowed, a run typed from outside it is not read: a warning box names the
+    reason, and only this run is drawn."""
+    allowed = tmp_path / "allowed"
+    _reward_runs(allowed, "mine", [1.0, 2.0])
+    outside = _reward_runs(tmp_path / "secret", "theirs", [5.0, 6.0])
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
+    at = _load(_open(allowed, "mine"), keys.COMPARE)
+    at.text_input(key=keys.COMPARE_PATH).input(str(outside)).run()
+    assert not at.exception
+    assert any(w.value.startswith("Can't read") and "outside the allowed folders" in w.value for w in at.warning)
+    assert not [c for c in at.get("plotly_chart")]

@@ -14,7 +14,7 @@ from ..store.loader import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.traits import compute_run_traits
 from ..analysis.tables import DIAGNOSTIC_CURVES, KL_PREFIX, curve_frame, neutralise_frame
-from ..base.text import escape_markdown
+from ..base.text import alert_body, escape_markdown
 from . import keys, state
 from .sidebar import Settings
 
@@ -89,35 +89,48 @@ _ALIGNED_FOR = "compare_aligned_for"  # (run, compared runs) the alignment was c
 
 
 def render_comparison(run: Run, settings: Settings) -> None:
-    """Other runs under the root (as the sidebar listed them), overlaid on this one's curves (the batch
-    view stays on this run)."""
+    """Other runs overlaid on this one's curves (the batch view stays on this run): the runs under the
+    root (as the sidebar listed them), the runs opened before in this session, or any run folder typed
+    (one the board may read: inside ``RL_BOARD_ROOTS`` when it is set)."""
     root = Path(settings.root).expanduser()
     here = run.path.resolve()
     names = {name: root if name == ROOT_RUN else root / name for name in settings.runs}
+    for path in state.recent_runs():  # runs opened before, wherever they are: named by their path
+        if all(Path(path).resolve() != folder.resolve() for folder in names.values()):
+            names[path] = Path(path)
     others = [name for name, folder in names.items() if folder.resolve() != here]
-    if not others:
-        return
     state.run_choice(keys.COMPARE_RUNS, others, [])
-    chosen = st.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
-                            help="Their curves are drawn over this run's, aligned by step; the batch "
-                                 "stays on this run.")
-    if not chosen:
+    left, right = st.columns([2, 1])
+    chosen = left.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
+                              placeholder="Runs under this root or opened before",
+                              help="Their curves are drawn over this run's, aligned by step; the batch "
+                                   "stays on this run.")
+    typed = right.text_input("Or a run folder's path", key=keys.COMPARE_PATH, placeholder="/runs/other_trainer/run_7",
+                             help="Any run folder the board may read (inside RL_BOARD_ROOTS when it is set), "
+                                  "in any format it reads.").strip()
+    compared = [(name, names[name]) for name in chosen]
+    if typed and Path(typed).expanduser().resolve() != here:
+        compared.append((typed, Path(typed).expanduser()))
+    if not compared:
+        st.info("Pick a run to draw its curves over this run's: one under this root or opened before in this "
+                "session (above, left), or type the path of any run folder you may read (right).")
         return
     steps = {run.path.name: curve_frame(run.steps)}
-    for name in chosen:
+    for name, folder in compared:
         try:
-            other = state.get_run(str(names[name]), settings)
-        except RootError as exc:
-            st.warning(f"Can't read {escape_markdown(name)}.")
-            st.text(str(exc))
+            other = state.get_run(str(folder), settings)
+        except (RootError, OSError) as exc:
+            st.warning(alert_body(f"Can't read {escape_markdown(name)}.", str(exc)))
             continue
         steps[name] = curve_frame(other.steps)
+    if len(steps) < 2:
+        return
     automatic = align_runs_by(steps)
     choices = {ALIGN_STEP: "step", ALIGN_PROGRESS: "progress (% of each run's steps)"}
-    compared = (str(run.path), tuple(chosen))  # other runs compared: start from their automatic alignment
-    if st.session_state.get(keys.COMPARE_ALIGN) not in choices or st.session_state.get(_ALIGNED_FOR) != compared:
+    aligned_for = (str(run.path), tuple(steps))  # other runs compared: start from their automatic alignment
+    if st.session_state.get(keys.COMPARE_ALIGN) not in choices or st.session_state.get(_ALIGNED_FOR) != aligned_for:
         st.session_state[keys.COMPARE_ALIGN] = automatic
-    st.session_state[_ALIGNED_FOR] = compared
+    st.session_state[_ALIGNED_FOR] = aligned_for
     align = st.radio("Align runs by", list(choices), format_func=choices.__getitem__, horizontal=True,
                      key=keys.COMPARE_ALIGN,
                      help="Progress puts each run's first step at 0 % and its last at 100 %, so runs of very "

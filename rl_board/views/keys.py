@@ -60,6 +60,7 @@ EXPLORE_TRUNCATED = "explore_truncated"
 SHOW_HISTORY = "show_prompt_history"
 GROUP_BATCH = "group_batch"
 COMPARE_RUNS = "compare_runs"
+COMPARE_PATH = "compare_path"  # a run folder typed to compare with, from anywhere the board may read
 COMPARE_ALIGN = "compare_align"  # align compared runs by step or by progress
 METRICS_PATH = "metrics_path"
 METRICS_GROUP = "metrics_group"

@@ -368,7 +368,18 @@ def loaded_run() -> tuple[str, tuple] | None:
 _PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, _MARKED, _OPEN_SAMPLE)
 
 
+_RECENT = "recent_runs"  # run folders loaded in this session, the latest first
+RECENT_KEPT = 8
+
+
+def recent_runs() -> list[str]:
+    """The run folders loaded in this session, the latest first (at most ``RECENT_KEPT``)."""
+    return list(st.session_state.get(_RECENT, []))
+
+
 def set_loaded_run(run_dir: str, fields: tuple) -> None:
+    recent = [r for r in st.session_state.get(_RECENT, []) if r != run_dir]
+    st.session_state[_RECENT] = [run_dir, *recent][:RECENT_KEPT]
     if st.session_state.get(keys.LOADED_RUN) not in (None, (run_dir, fields)):
         for key in _PER_RUN:
             st.session_state.pop(key, None)
