@@ -328,6 +328,7 @@ def test_sample_picker_labels_follow_the_estimator_and_eos(server):
         page.get_by_role("option", name="k1", exact=True).click()
         expect(picker).to_have_value(re.compile(rf"^#1 · .* · KL k1 {re.escape(f'{k1(first_pad + 1):.4g}')} · "
                                                 rf"len {first_pad + 1} · "), timeout=30_000)
+        sidebar.get_by_text("Tokens and text").click()  # the section of set-once options, closed at first
         eos = sidebar.get_by_role("textbox", name="EOS token")
         eos.fill("")
         eos.press("Enter")  # without an EOS the first pad is a pad: it is no longer counted

@@ -506,3 +506,23 @@ def test_compare_refuses_a_path_outside_the_allowed_folders(tmp_path, monkeypatc
     assert not at.exception
     assert any(w.value.startswith("Can't read") and "outside the allowed folders" in w.value for w in at.warning)
     assert not [c for c in at.get("plotly_chart")]
+
+
+def test_options_set_once_sit_in_closed_sidebar_sections(tmp_path):
+    """The sidebar's set-once options (bands and smoothing; pad, EOS, tokenizer and system prompt; the
+    trainer metrics path and thresholds; what the page shows) are each in a closed section, while the run
+    picker and Load stay outside any section."""
+    at = _open(_growing_run(tmp_path), "live")
+    sections = {e.label: e for e in at.sidebar.expander}
+    wanted = {"Curve bands and smoothing": [keys.STD_SCALE, keys.CLIP_BANDS, keys.ZERO_SHIFT, keys.SMOOTHING],
+              "Tokens and text": [keys.DROP_PAD, keys.PAD_TOKEN, keys.EOS_TOKEN, keys.TOKENIZER, keys.DROP_SYSTEM,
+                                  keys.SYSTEM_MARKER],
+              "Trainer metrics": [keys.METRICS_PATH, "sign_ratio"],
+              "Show on the page": [keys.SHOW_CHARTS, keys.SHOW_TABLE, keys.SHOW_PAIR, keys.SHOW_HEATMAP]}
+    for label, inside in wanted.items():
+        section = sections[label]
+        assert not section.proto.expanded, label
+        found = {w.key for kind in ("checkbox", "text_input", "slider", "number_input") for w in section.get(kind)}
+        assert set(inside) <= found, (label, found)
+    outside = {w.key for e in sections.values() for kind in ("selectbox", "button", "text_input") for w in e.get(kind)}
+    assert not {keys.ROOT, keys.RUN, keys.LOAD} & outside
