@@ -358,11 +358,12 @@ def test_the_eval_set_of_an_agent_run_carries_its_turns():
 
 def test_the_tag_editor_sits_beside_the_response_above_the_tokens(tmp_path):
     """On a run with tokens, the tags box comes right after the sample's texts, before the token view's
-    controls (not below the heatmap), and says where the tags are kept."""
+    controls (not below the heatmap), and its help says where the tags are kept."""
     write_lines(tmp_path / "runs" / "tok" / "r.jsonl", [sample(1, 1.0, prompt="p", response="xy",
                                                                response_tokens=["x", "y"], logprobs=[-1.0, -2.0],
                                                                ref_logprobs=[-1.5, -1.0])])
     at = _open(tmp_path / "runs", "tok")
     order = [m.key for m in at.multiselect]
     assert order.index(f"{keys.TAGS}:r.jsonl:1") < order.index(keys.TOKEN_METRICS)
-    assert any(c.value.startswith("Kept in ") and "RL_BOARD_TAGS_DIR" in c.value for c in at.caption)
+    assert "Kept in " in at.multiselect(key=f"{keys.TAGS}:r.jsonl:1").help  # where the tags live, on hover
+    assert "RL_BOARD_TAGS_DIR" in at.multiselect(key=f"{keys.TAGS}:r.jsonl:1").help

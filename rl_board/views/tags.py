@@ -71,12 +71,12 @@ def render_editor(run: Run, label) -> None:
     offered = list(dict.fromkeys([*SUGGESTED_TAGS, *book.names(), *st.session_state[tags_key]]))
     left, right = st.columns([1, 2])
     save = dict(on_change=_save, args=(run, label, key))
+    where = ("Kept in " + escape_markdown(str(tags_path(run.path))) + " (beside the cache, never in your logs; "
+             "`RL_BOARD_TAGS_DIR` moves it).")
     left.multiselect("Tags", offered, key=tags_key, accept_new_options=True, **save,
-                     help="Pick or type tags (no commas); saved at once, for everyone who opens this run.")
+                     help="Pick or type tags (no commas); saved at once, for everyone who opens this run. " + where)
     right.text_area("Note", key=note_key, height=68, max_chars=10_000, **save,
-                    help="Saved when you leave the box (or press Ctrl+Enter).")
-    st.caption("Kept in " + escape_markdown(str(tags_path(run.path))) + " (beside the cache, never in your logs; "
-               "`RL_BOARD_TAGS_DIR` moves it).")
+                    help="Saved when you leave the box (or press Ctrl+Enter). " + where)
 
 
 def _save(run: Run, label, key: str) -> None:
@@ -142,8 +142,7 @@ def render_list(run: Run, settings: Settings) -> None:
 
 
 def render_sample(run: Run, picked, settings: Settings) -> None:
-    """The editor below the sample and its tokens (a view of ``main.SAMPLE_VIEWS``; ``picked``: the batch's
-    choice)."""
+    """The editor right below the sample's texts, above its tokens (a view of ``main.SAMPLE_VIEWS``;
+    ``picked``: the batch's choice): two boxes, no heading, so the tokens stay in view."""
     if settings.show_pair:
-        st.subheader("Tags and note")
         render_editor(run, picked.label)
