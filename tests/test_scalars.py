@@ -178,3 +178,15 @@ def test_metrics_text_recaps_each_series(tmp_path):
     code, out, _ = _cli(tmp_path)
     row = next(line for line in out.splitlines() if line.split()[0] == "kl").split()
     assert row == ["kl", "1..4", "0.2", "→", "0.3", "0.05", "(2)", "0.9", "(3)"]
+
+
+def test_default_series_find_the_kl_by_its_common_names():
+    """verl's actor/ppo_kl (shorter than actor/kl_loss; actor/kl_coef is a coefficient), an estimator's kl_k3,
+    NeMo-RL-style kl_penalty and plain kl are each the KL picked; a name without kl gives none."""
+    from rl_board.scalars.signs import default_series
+
+    assert default_series(["actor/kl_coef", "actor/kl_loss", "actor/ppo_kl"]) == ["actor/ppo_kl"]
+    assert default_series(["kl_coef", "kl_k3"]) == ["kl_k3"]
+    assert default_series(["train/kl_penalty"]) == ["train/kl_penalty"]
+    assert default_series(["kl", "kl_k3"]) == ["kl"]
+    assert default_series(["kl_coef", "walk"]) == []

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from ..base.text import alert_body
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..store.loader import ROOT_RUN
 from ..analysis.run import Run
@@ -149,8 +150,7 @@ def show_notes() -> None:
     """The messages about the opening link, as text; shown once everything the link asked for was tried."""
     notes = st.session_state.get(_NOTES)
     if notes:
-        st.warning("This link could not be followed exactly:")
-        st.text("\n".join(notes))
+        st.warning(alert_body("This link could not be followed exactly:", "\n".join(notes)))
         pending = st.session_state.get(_PENDING, {})
         if pending.get("applied") or not pending.get("run"):
             st.session_state[_NOTES] = []

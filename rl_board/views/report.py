@@ -11,6 +11,7 @@ from ..base import fields as F
 from ..analysis.checks import compute_data_checks
 from ..analysis.run import Run
 from ..store.diagnosis import describe_folder
+from ..base.text import alert_body
 from ..readers import format_field_mapping
 from ..readers.mapping import suggest_field_mapping
 
@@ -30,8 +31,7 @@ def render(run: Run) -> None:
     if run.options.fields:
         st.text(f"Field mapping: {format_field_mapping(run.options.fields)}")
     if report.notes:
-        st.warning("While loading:")
-        st.text("\n".join(report.notes))
+        st.warning(alert_body("While loading:", "\n".join(report.notes)))
     if report.pending:
         st.info("Last line still being written (not loaded yet) in:")
         st.text(", ".join(report.pending))
@@ -54,8 +54,7 @@ def render(run: Run) -> None:
                          hide_index=True)
     checks = compute_data_checks(run.samples, run.files)
     if checks:
-        st.warning("Numbers a log should not hold:")
-        st.text("\n".join(check.message for check in checks))
+        st.warning(alert_body("Numbers a log should not hold:", "\n".join(check.message for check in checks)))
 
 
 def metrics_files(run_dir: Path, names) -> list[str]:
