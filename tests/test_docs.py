@@ -109,7 +109,8 @@ def test_cli_reference_check_fails_on_drift(tmp_path):
     assert "- `--brand-new BRAND_NEW`: an option the docs don't have yet" in drifted
     assert drifted != (DOCS / "cli.md").read_text(encoding="utf-8")
     stale = tmp_path / "cli.md"
-    stale.write_text((DOCS / "cli.md").read_text(encoding="utf-8").replace("- `--json`: print one JSON object\n", "", 1))
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    stale.write_text(page.replace("- `--json`: print one JSON object\n", "", 1))
     assert gen.main(["--check", "--page", str(stale)]) == 1
     assert gen.main(["--check"]) == 0
 
