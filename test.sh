@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run every test: unit, AppTest and the real-browser test. Installs what they need on a fresh machine:
-# Debian's chromium (needs root or sudo) and a virtualenv (.venv) with requirements-dev.txt.
+# Debian's chromium (needs root or sudo) and a virtualenv (.venv) with requirements-dev.txt and
+# requirements-docs.txt (mkdocs: tests/test_docs.py builds the docs site with --strict).
 # Extra arguments go to pytest, e.g. ./test.sh -k loader
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -11,12 +12,12 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 VENV="${RL_BOARD_VENV:-.venv}"
-if [ ! -x "$VENV/bin/python" ] || ! cat requirements.txt requirements-dev.txt | cmp -s - "$VENV/.installed-dev.txt"; then
-  echo "Setting up $VENV from requirements-dev.txt..."
+if [ ! -x "$VENV/bin/python" ] || ! cat requirements.txt requirements-dev.txt requirements-docs.txt | cmp -s - "$VENV/.installed-dev.txt"; then
+  echo "Setting up $VENV from requirements-dev.txt and requirements-docs.txt..."
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -r requirements-dev.txt
-  cat requirements.txt requirements-dev.txt > "$VENV/.installed-dev.txt"
+  "$VENV/bin/python" -m pip install --quiet -r requirements-dev.txt -r requirements-docs.txt
+  cat requirements.txt requirements-dev.txt requirements-docs.txt > "$VENV/.installed-dev.txt"
   cp requirements.txt "$VENV/.installed-requirements.txt"
 fi
 exec "$VENV/bin/python" -m pytest "$@"

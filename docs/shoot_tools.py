@@ -1,4 +1,4 @@
-"""Retake the README's screenshots of the same-prompt view and the tagged samples: python docs/shoot_tools.py.
+"""Retake the docs' screenshots of the same-prompt view and the tagged samples: python docs/shoot_tools.py.
 
 Writes two small runs that share a prompt (one learns to repeat its boxed answer) into a temporary
 folder, starts the board with start.sh on a free port (with a cache folder of its own, so the tag it

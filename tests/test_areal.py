@@ -93,9 +93,9 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     assert _steps(got)[2][0] == 3
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's two AReaL lines are one trajectory: 2 assistant turns, 1 tool call, reward 1.0."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/areal.md's two AReaL lines are one trajectory: 2 assistant turns, 1 tool call, reward 1.0."""
+    readme = (REPO / "docs" / "formats" / "areal.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"task_id": 7' in b).split("```")[0]
     folder = tmp_path / "trial" / "rollout" / "3"
     folder.mkdir(parents=True)

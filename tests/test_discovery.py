@@ -122,7 +122,7 @@ def test_the_first_screen_lists_the_runs_and_one_click_opens_one(tree):
 
 
 def test_the_bundled_samples_open_on_ppo_demo():
-    """With the bundled samples as the root, the run picked first is ppo_demo (the README's walk)."""
+    """With the bundled samples as the root, the run picked first is ppo_demo (the walk of docs/getting-started.md)."""
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
     assert at.sidebar.selectbox(key=keys.RUN).value == "ppo_demo"
     assert len(at.main.button) == 6

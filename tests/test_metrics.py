@@ -82,7 +82,7 @@ def test_pad_cut_per_sample_in_a_batch():
 
 
 def test_unequal_lengths_use_the_shortest_numeric_list():
-    """n is the shortest numeric list present; the README's extra token does not count."""
+    """n is the shortest numeric list present; the docs' extra token (docs/formats/jsonl.md) does not count."""
     line = {"step": 1, "reward": 0, "response_tokens": ["a", "b", "c", "d"],
             "logprobs": [-1.0, -2.0, -3.0], "ref_logprobs": [-1.5, -1.0], "values": None}
     agg = _agg([line])

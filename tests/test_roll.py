@@ -108,9 +108,9 @@ def test_rlvr_dump(tmp_path):
     assert run.with_text(run.samples)["response"].tolist() == ["2", "5"]
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's ROLL line: step 5, reward 1.0, 2 assistant turns, 1 call."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/roll.md's ROLL line: step 5, reward 1.0, 2 assistant turns, 1 call."""
+    readme = (REPO / "docs" / "formats" / "roll.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"trajectory_data"' in b).split("```")[0]
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "rollout_dump_data.step_5.jsonl").write_text(block.strip() + "\n", encoding="utf-8")

@@ -109,9 +109,9 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     assert _steps(got)[10][0] == 3  # A, B from search_nq.jsonl and the good math line
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's SkyRL line: reward 1.0 (the per-token list summed), 2 assistant turns, 1 call."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/skyrl.md's SkyRL line: reward 1.0 (the per-token list summed), 2 assistant turns, 1 call."""
+    readme = (REPO / "docs" / "formats" / "skyrl.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"input_prompt"' in b).split("```")[0]
     folder = tmp_path / "dumped_evals" / "global_step_4_evals"
     folder.mkdir(parents=True)

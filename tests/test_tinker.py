@@ -96,9 +96,9 @@ def test_bad_records_are_named_and_the_rest_load(tmp_path):
     assert _steps(got)[0] == (1, 0.0, 3.0, 0.0)
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's tinker record: iteration 4, reward 1.0, 2 LLM calls, 21 action tokens."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/tinker.md's tinker record: iteration 4, reward 1.0, 2 LLM calls, 21 action tokens."""
+    readme = (REPO / "docs" / "formats" / "tinker.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"schema_version": 1' in b).split("```")[0]
     folder = tmp_path / "log" / "iteration_000004"
     folder.mkdir(parents=True)

@@ -123,9 +123,9 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     assert _steps(summary)[2][0] == 2
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's multi-turn verl line: a dump folder of it opens as verl, 2 assistant turns, 1 call."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/verl.md's multi-turn verl line: a dump folder of it opens as verl, 2 assistant turns, 1 call."""
+    readme = (REPO / "docs" / "formats" / "verl.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"output": "Let me search.' in b).split("```")[0]
     (tmp_path / "rollout_data").mkdir()
     (tmp_path / "rollout_data" / "3.jsonl").write_text(block.strip() + "\n", encoding="utf-8")

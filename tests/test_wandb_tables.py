@@ -78,9 +78,9 @@ def test_record_is_the_row(tmp_path, split):
     assert canonical["step"] == 4 and canonical["reward"] == 1.0 and others["wandb_step"] == 6
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's table: two samples at global steps 1 and 2, rewards 1.0 and 0.0."""
-    readme = (REPO / "README.md").read_text()
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/wandb-tables.md's table: two samples at global steps 1 and 2, rewards 1.0 and 0.0."""
+    readme = (REPO / "docs" / "formats" / "wandb-tables.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"columns": ["global_step"' in b).split("```")[0]
     folder = tmp_path / "run-1-x" / "files" / "media" / "table" / "train"
     folder.mkdir(parents=True)

@@ -176,7 +176,7 @@ def default_heatmap_rows(available: list[str]) -> list[str]:
     return preferred[:HEATMAP_DEFAULT_ROWS]
 
 
-#: What each token metric is, for labels and the README.
+#: What each token metric is, for labels and docs/numbers.md.
 TOKEN_METRIC_LABELS = {
     "advantage": "GAE advantage", "value_error": "value error (return-to-go − value)",
     "return_to_go": "return-to-go Σ γ^(k−t)·r_k", "return": "GAE return (advantage + value)",

@@ -2,7 +2,7 @@
 ``metrics``, ``tags``, ``cache`` and ``generate``: one module per command, the parser in ``parser``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
-other tools rely on; see the README). Exit status: 0 when at least one line
+other tools rely on; see docs/commands.md). Exit status: 0 when at least one line
 loaded, 1 when none did, 2 on a bad argument or path.
 
 May import every layer but ``views`` (``serve`` starts the page as its own process).

@@ -112,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=Path, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
-    metrics.add_argument("--warnings", action="store_true", help="also list the warning signs (see the README)")
+    metrics.add_argument("--warnings", action="store_true",
+                         help="also list the warning signs (docs: The page, Trainer metrics)")
     metrics.add_argument("--ratio-max", type=float, default=None, help="policy ratio threshold (default 10)")
     metrics.add_argument("--clip-max", type=float, default=None, help="clip fraction threshold (default 0.3)")
     metrics.add_argument("--spike-k", type=float, default=None, help="robust deviations for a spike (default 6)")

@@ -1,5 +1,5 @@
 """``rl-board summary``: per-step statistics of a run (a contract other tools rely on; see the
-README), kept beside the caches and printed again while the run folder is unchanged."""
+docs/commands.md), kept beside the caches and printed again while the run folder is unchanged."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def render(run: Run, settings: Settings) -> None:
         state.run_choice(keys.DIAGNOSTIC_CURVES, available, default)
         chosen = st.multiselect("Diagnostic curves", available, key=keys.DIAGNOSTIC_CURVES,
                                 format_func=DIAGNOSTIC_CURVES.__getitem__,
-                                help="What goes wrong in RL runs, one number per step: see the README.")
+                                help="What goes wrong in RL runs, one number per step: docs, What the numbers mean.")
         grid = st.columns(3)
         for i, name in enumerate(chosen):
             curve(grid[i % 3], [name], DIAGNOSTIC_CURVES[name], f"curve_diag_{name}")

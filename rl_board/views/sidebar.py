@@ -24,7 +24,7 @@ DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
 DEFAULT_EOS = EOS_TOKEN
 BAND_PERCENTILE = 95  # std bands are capped at this percentile of their steps' half-widths, unless turned off
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
-DEFAULT_RUN = "ppo_demo"  # picked first when the root has it (the bundled samples: the README's walk starts there)
+DEFAULT_RUN = "ppo_demo"  # picked first when the root has it (docs/getting-started.md walks through it)
 #: The sidebar's sections of options set once, closed until opened.
 SECTION_CURVES = "Curve bands and smoothing"
 SECTION_TOKENS = "Tokens and text"
