@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run every test: unit, AppTest and the real-browser test. Installs what they need on a fresh machine:
 # Debian's chromium (needs root or sudo), a virtualenv (.venv) with requirements-dev.txt (moto's S3 server
-# and s3fs for the s3 tests, adlfs for the azure tests) and Azurite from npm (.azurite/).
+# and s3fs for the s3 tests, adlfs for the azure tests, ray) and requirements-docs.txt (mkdocs: tests/test_docs.py
+# builds the docs site with --strict), and Azurite from npm (.azurite/) for the az:// tests.
 # Extra arguments go to pytest, e.g. ./test.sh -k loader
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -12,12 +13,12 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 VENV="${RL_BOARD_VENV:-.venv}"
-if [ ! -x "$VENV/bin/python" ] || ! cat requirements.txt requirements-dev.txt | cmp -s - "$VENV/.installed-dev.txt"; then
-  echo "Setting up $VENV from requirements-dev.txt..."
+if [ ! -x "$VENV/bin/python" ] || ! cat requirements.txt requirements-dev.txt requirements-docs.txt | cmp -s - "$VENV/.installed-dev.txt"; then
+  echo "Setting up $VENV from requirements-dev.txt and requirements-docs.txt..."
   python3 -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -r requirements-dev.txt
-  cat requirements.txt requirements-dev.txt > "$VENV/.installed-dev.txt"
+  "$VENV/bin/python" -m pip install --quiet -r requirements-dev.txt -r requirements-docs.txt
+  cat requirements.txt requirements-dev.txt requirements-docs.txt > "$VENV/.installed-dev.txt"
   cp requirements.txt "$VENV/.installed-requirements.txt"
 fi
 AZURITE_VERSION=3.37.0  # Azure's storage emulator, for the tests marked azure (az:// runs through adlfs)

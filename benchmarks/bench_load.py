@@ -26,7 +26,7 @@ each in a fresh process:
 affinity set to the first N CPUs); by default a read uses one worker per CPU it may use.
 
 Ratios are to numbers measured in the same run, never to constants. Nothing is
-asserted here: the printed table goes in the README.
+asserted here: the printed table goes in docs/speed.md.
 """
 
 from __future__ import annotations

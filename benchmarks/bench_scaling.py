@@ -10,7 +10,7 @@ second release in the same run (DIR holds its ``rl_board`` package), so the two 
 rows are marked. Each row gives the best wall time of ``--reps`` runs and, where the release reports
 it (``RL_BOARD_PHASES``), where the time went: before the first byte range was handed out, while the
 workers parsed, and after the last range came back. The floor is one process ``orjson.loads``-ing
-every line, pinned to one CPU. Nothing is asserted: the printed table goes in the README.
+every line, pinned to one CPU. Nothing is asserted: the printed table goes in docs/speed.md.
 """
 
 from __future__ import annotations

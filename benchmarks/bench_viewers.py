@@ -15,7 +15,7 @@ slider five times. Two times per step change:
   browsers share this machine's two cores with the server, where real viewers each have their own).
 
 Reported: each median and max, the app's peak RSS (VmHWM), and how many times the run was parsed
-(the cache folders written). Nothing is asserted: the printed table goes in the README.
+(the cache folders written). Nothing is asserted: the printed table goes in docs/speed.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Retake the README's screenshots: python docs/shoot.py (the page on rollout_samples/, in Debian's chromium).
+"""Retake the docs' screenshots: python docs/shoot.py (the page on rollout_samples/, in Debian's chromium).
 
 Starts the board with start.sh on a free port, opens each view by link, waits for it to draw and
 writes docs/*.png. Not run by the tests; run it after a change to what the page draws.

@@ -1,4 +1,4 @@
-"""Retake the README's screenshots of the same-prompt view and the tagged samples: python docs/shoot_tools.py.
+"""Retake the docs' screenshots of the same-prompt view and the tagged samples: python docs/shoot_tools.py.
 
 Writes two small runs that share a prompt (one learns to repeat its boxed answer) into a temporary
 folder, starts the board with start.sh on a free port (with a cache folder of its own, so the tag it
@@ -85,8 +85,9 @@ def shoot(url: str, root: Path) -> None:
         _pick(page, page.get_by_test_id("stMultiSelect").filter(has=page.get_by_text("Tags", exact=True)),
               "reward hack")
         page.keyboard.press("Escape")
-        page.get_by_role("textbox", name="Note").fill("Repeats the boxed answer to collect the format reward four times.")
-        page.get_by_role("button", name="Save tags and note").click()
+        note = page.get_by_role("textbox", name="Note")
+        note.fill("Repeats the boxed answer to collect the format reward four times.")
+        note.press("Tab")  # leaving the box saves the note
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
         page.get_by_text("Same prompt across steps and runs (word diff)").click()
         expect(page.locator(".rlb-diff-block")).to_have_count(3, timeout=30_000)

@@ -15,4 +15,17 @@ The package's folders are its layers, lowest first; each imports only from the l
 import nothing of the layers above ``base``. Modules are imported where used
 (``from rl_board.analysis.source import load_run``), so a parsing worker process loads only what
 parsing needs.
+
+For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
+its ``Run`` (``analysis.source.load``); importing ``rl_board`` imports nothing heavy until it is called.
 """
+
+__all__ = ["load"]
+
+
+def __getattr__(name: str):
+    if name == "load":  # imported on first use: ``import rl_board`` stays free of pandas and pyarrow
+        from .analysis.source import load
+
+        return load
+    raise AttributeError(f"module 'rl_board' has no attribute {name!r}")

@@ -11,6 +11,23 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
+#: Test modules whose tests start the page many times or other processes (the CLI, pip, the
+#: benchmark): marked ``slow``, so ``./test.sh -m "not browser and not slow"`` is the quick run.
+SLOW_MODULES = {"test_app", "test_page", "test_browser", "test_benchmark", "test_install", "test_access",
+                "test_summary", "test_tags", "test_faults", "test_writer", "test_prime_rl", "test_prime_rl_tokens",
+                "test_turn_view", "test_cli", "test_s3", "test_azure", "test_cluster"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the browser tests ``browser`` and the tests of ``SLOW_MODULES`` ``slow``."""
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
+        if module == "test_browser":
+            item.add_marker(pytest.mark.browser)
+        if module in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache(tmp_path_factory, monkeypatch):
     """Every test gets its own cache folder, so no test reads another's cache."""

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -189,15 +190,21 @@ def test_blank_or_unusable_roots_is_an_error_not_allow_all(tmp_path, monkeypatch
 
 def test_cache_command_lists_and_clears_only_allowed_runs(layout, isolated_cache):
     """With RL_BOARD_ROOTS set, `cache list` shows only the inside run's cache and `cache clear` leaves
-    the outside run's in place."""
+    the outside run's cache and summary memo in place (the memos are always written: files settled)."""
     allowed, secret = layout
+    settled = time.time() - 60  # older than the memo's two-second settling, however slow the machine
+    for path in (allowed / "run" / "r.jsonl", secret / "run" / "r.jsonl"):
+        os.utime(path, (settled, settled))
     env = os.environ.copy()
     del env["RL_BOARD_ROOTS"]
     for folder in (allowed / "run", secret / "run"):
         subprocess.run([sys.executable, "-m", "rl_board", "summary", str(folder)], capture_output=True,
                        cwd=REPO, env=env, check=True)
-    caches = sorted(p.name for p in isolated_cache.iterdir())
-    assert len(caches) == 2
+    runs = [p for p in isolated_cache.iterdir() if (p / "manifest.json").exists()]
+    memos = sorted(json.loads(p.read_text())["run"] for p in (isolated_cache / "memos").glob("*.json"))
+    assert len(runs) == 2 and sorted(p.name for p in isolated_cache.iterdir()) == sorted(
+        [p.name for p in runs] + ["memos"])
+    assert memos == sorted([str((allowed / "run").resolve()), str((secret / "run").resolve())])
     proc = subprocess.run([sys.executable, "-m", "rl_board", "cache", "list", "--json"], capture_output=True,
                           text=True, cwd=REPO, env=os.environ.copy())
     assert [c["run"] for c in json.loads(proc.stdout)["caches"]] == [str((allowed / "run").resolve())]
@@ -206,6 +213,8 @@ def test_cache_command_lists_and_clears_only_allowed_runs(layout, isolated_cache
     left = [p for p in isolated_cache.iterdir() if (p / "manifest.json").exists()]
     assert len(left) == 1 and json.loads((left[0] / "manifest.json").read_text())["run_dir"] == str(
         (secret / "run").resolve())
+    assert [json.loads(p.read_text())["run"] for p in (isolated_cache / "memos").glob("*.json")] == [
+        str((secret / "run").resolve())]
 
 
 ODD_PATHS = ["/srv/a\0b", "~nosuchuser-rl-board", "/tmp/" + "x" * 300]

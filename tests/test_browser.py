@@ -72,7 +72,7 @@ def _load_in_page(page, root: Path, run: str, area: str | None = "Batch and samp
     from playwright.sync_api import expect
 
     sidebar = page.get_by_test_id("stSidebar")
-    box = sidebar.get_by_label("Root folder (one run per subfolder)")
+    box = sidebar.get_by_label("Root folder")  # the start of its label
     box.fill(str(root))
     box.press("Enter")
     expect(sidebar.get_by_role("combobox", name="Run")).to_have_value(run, timeout=30_000)
@@ -151,6 +151,25 @@ def test_load_demo_and_sort_by_kl_in_chromium(server):
         page.screenshot(path=str(OUTPUT / "sorted_by_kl.png"), full_page=True)
     assert (OUTPUT / "sorted_by_kl.png").stat().st_size > 10_000
     assert step == 30
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_a_click_on_a_table_cell_opens_its_row(server):
+    """In Chromium: a click in the middle of a row of the batch table (a cell, not the checkbox at its
+    left) opens that row's sample: the fourth row, then the second."""
+    from playwright.sync_api import expect
+
+    with _page(server, 1600, 2400) as page:
+        _open_bundled_and_sort(page, "ppo_demo", "reward")
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r"^#1 · "), timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        table.scroll_into_view_if_needed()
+        for row in (4, 2):
+            box = table.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 35 + 35 * (row - 0.5))  # mid-row, a cell
+            expect(picker).to_have_value(re.compile(rf"^#{row} · "), timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
@@ -309,6 +328,7 @@ def test_sample_picker_labels_follow_the_estimator_and_eos(server):
         page.get_by_role("option", name="k1", exact=True).click()
         expect(picker).to_have_value(re.compile(rf"^#1 · .* · KL k1 {re.escape(f'{k1(first_pad + 1):.4g}')} · "
                                                 rf"len {first_pad + 1} · "), timeout=30_000)
+        sidebar.get_by_text("Tokens and text").click()  # the section of set-once options, closed at first
         eos = sidebar.get_by_role("textbox", name="EOS token")
         eos.fill("")
         eos.press("Enter")  # without an EOS the first pad is a pad: it is no longer counted
@@ -446,7 +466,7 @@ def _overlaps(boxes) -> list:
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
-    """In Chromium, a 40-token sample with 15 metric rows: no two numbers drawn in the heatmap's cells
+    """In Chromium, a 40-token sample with its six default heatmap rows: no two numbers drawn in the heatmap's cells
     overlap, each row's colour bar is at least 30 px tall and no two of the bars' labels overlap; in the running
     text Ġ is a space and Ċ a newline, each marked (· and ↵) with the real character kept."""
     from urllib.parse import urlencode
@@ -466,7 +486,7 @@ def test_token_heatmap_reads_and_whitespace_shows(server, tmp_path):
                         labels: Array.from(g.querySelectorAll('text')).filter(t => t.textContent).map(box),
                         fill: box(g.querySelector('.cbfills') || g)}))};
         }""")
-        assert len(drawn["bars"]) == 16  # every metric but −logp (entropy is logged) and the logged-only rows
+        assert len(drawn["bars"]) == 6  # kl, log_ratio, token_reward, advantage, entropy, mismatch_k3
         assert _overlaps(drawn["cells"]) == []
         for bar in drawn["bars"]:
             assert bar["fill"][3] >= 30 and bar["labels"]
@@ -531,7 +551,8 @@ def test_same_prompt_word_diff_is_drawn_as_text(server, tmp_path):
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
-    """In Chromium: type a new tag on the open sample and save it (the table shows it); then in the list
+    """In Chromium: type a new tag and a note on the open sample, saved as they change (the table shows
+    them); then in the list
     of tagged samples click one of an earlier step: the step follows and that sample opens."""
     from playwright.sync_api import expect
 
@@ -555,11 +576,13 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
                 break
             except AssertionError:
                 continue
-        expect(tags).to_contain_text("<b>odd</b> one")  # the new tag is in the box before Save
-        page.get_by_role("textbox", name="Note").fill("looks **fine**")
-        page.get_by_role("button", name="Save tags and note").click()
+        expect(tags).to_contain_text("<b>odd</b> one")
+        note = page.get_by_role("textbox", name="Note")
+        note.fill("looks **fine**")
+        note.press("Tab")  # leaving the box saves it (no Save button)
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
         expect(page.get_by_test_id("stDataFrame").first).to_contain_text("<b>odd</b> one", timeout=30_000)
+        expect(page.get_by_test_id("stDataFrame").first).to_contain_text("looks **fine**", timeout=30_000)
         store = next((Path(os.environ["RL_BOARD_CACHE_DIR"]) / "tags").glob("tagme-*.json"))  # the server's too
         saved = json.loads(store.read_text())["samples"]["rank0.jsonl:4"]
         assert saved["tags"] == ["<b>odd</b> one"] and saved["note"] == "looks **fine**"
@@ -568,9 +591,8 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         step.focus()
         page.keyboard.press("ArrowLeft")
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
-        _pick_option(page, tags, "good")
+        _pick_option(page, tags, "good")  # saved as it is picked
         page.keyboard.press("Escape")
-        page.get_by_role("button", name="Save tags and note").click()
         expect(page.get_by_text("Saved.")).to_be_visible(timeout=30_000)
         step.focus()
         page.keyboard.press("ArrowRight")

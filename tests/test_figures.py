@@ -37,14 +37,15 @@ def test_gap_bars_colour_by_sign():
 
 
 def test_histogram_normal_fit_integrates_to_counts():
-    """The fitted normal, scaled by count × bin width, has the data's mean at its peak."""
-    rewards = [0.0, 1.0, 1.0, 2.0]
-    fig = build_reward_hist_figure(pd.DataFrame({"reward": rewards, "ref_reward": [np.nan] * 4}), bins=4)
+    """The fitted normal of a continuous reward (11 distinct values 0, 0.2, …, 2), scaled by count × bin
+    width (2 / 4 bins), has the data's mean at its peak."""
+    rewards = [0.2 * i for i in range(11)]
+    fig = build_reward_hist_figure(pd.DataFrame({"reward": rewards, "ref_reward": [np.nan] * 11}), bins=4)
     bars, fit = fig.data
-    assert sum(bars.y) == 4
+    assert sum(bars.y) == 11
     assert fit.x[int(np.argmax(fit.y))] == pytest.approx(1.0, abs=0.02)
     std = np.std(rewards)
-    assert max(fit.y) == pytest.approx(4 * 0.5 / (std * math.sqrt(2 * math.pi)), rel=1e-3)
+    assert max(fit.y) == pytest.approx(11 * 0.5 / (std * math.sqrt(2 * math.pi)), rel=1e-3)
     assert normal_pdf(np.array([0.0]), 0.0, 1.0)[0] == pytest.approx(1 / math.sqrt(2 * math.pi))
 
 
@@ -179,7 +180,8 @@ def test_figures_a_step_change_redraws_have_fixed_margins():
                 build_reward_hist_figure(both), build_token_heatmap_figure(tokens, ["kl"])):
         assert fig.layout.margin.autoexpand is False
     assert build_reward_bars_figure(both).layout.margin.b > build_reward_bars_figure(alone).layout.margin.b
-    hist = build_reward_hist_figure(both)
+    spread = pd.DataFrame({"reward": np.arange(12) / 10, "ref_reward": np.arange(12) / 20})  # 12+ values
+    hist = build_reward_hist_figure(spread)
     assert [t.name for t in hist.data if t.showlegend is not False] == ["reward", "ref_reward"]
     assert len(hist.data) == 4  # the two fitted normals are still drawn
     assert build_curve_figure(_steps(), ["reward"], "t").layout.margin.autoexpand is None  # curves: plotly fits
@@ -206,3 +208,32 @@ def test_strip_system_prompt_drops_only_a_system_turn():
     assert strip_system_prompt("<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]", "<</SYS>>") == "Hi [/INST]"
     user = "<|im_start|>user\nSolve the system x + y = 2<|im_end|>\n<|im_start|>assistant\n"
     assert strip_system_prompt(user, "<|im_end|>") == user
+
+
+def test_a_discrete_reward_gets_a_bar_per_value_and_no_fit():
+    """Rewards 0, 0.2, 1, 1.2 (counts 3, 1, 2, 1) and ref rewards 0, 1 (2 each): one bar per value of
+    either, each series counted at every value, and no fitted curve."""
+    samples = pd.DataFrame({"reward": [0, 0, 0, 0.2, 1, 1, 1.2], "ref_reward": [0, 0, 1, 1, np.nan, np.nan, np.nan]})
+    fig = build_reward_hist_figure(samples)
+    assert [t.type for t in fig.data] == ["bar", "bar"]
+    reward, ref = fig.data
+    assert list(reward.x) == ["0", "0.2", "1", "1.2"] and list(reward.y) == [3, 1, 2, 1]
+    assert list(ref.x) == ["0", "0.2", "1", "1.2"] and list(ref.y) == [2, 0, 2, 0]
+
+
+def test_band_clip_caps_a_spike_at_the_percentile():
+    """Stds 1, 1, 1, 1, 41: the 50th percentile is 1, so the spike's band is mean ± 1 like the others;
+    without the clip it is ± 41."""
+    steps = pd.DataFrame({"reward_mean": [2.0] * 5, "reward_std": [1.0, 1.0, 1.0, 1.0, 41.0]},
+                         index=[1, 2, 3, 4, 5])
+    clipped = build_curve_figure(steps, ["reward"], "t", band_clip=50).data[0]
+    assert list(clipped.y) == pytest.approx([3.0] * 5 + [1.0] * 5)
+    whole = build_curve_figure(steps, ["reward"], "t").data[0]
+    assert max(whole.y) == pytest.approx(43.0)
+
+
+def test_heatmap_labels_its_tokens_on_top():
+    """The tokens are labelled above the rows (where reading starts), the title moved below them."""
+    fig = build_token_heatmap_figure(pd.DataFrame({"token": ["a", "b"], "kl": [0.1, 0.2]}), ["kl"])
+    assert fig.layout.xaxis.side == "top"
+    assert fig.layout.title.y == 0 and fig.layout.title.yanchor == "bottom"

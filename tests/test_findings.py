@@ -903,7 +903,7 @@ def test_findings_of_one_kind_are_ranked_by_size_and_open_apart(tmp_path):
 
 
 def test_ppo_demo_gets_its_repetition_hack_and_its_critic(capsys):
-    """The bundled ppo_demo (README: a repetition hack that grows, a critic that can't fit) gets both
+    """The bundled ppo_demo (docs/getting-started.md: a repetition hack that grows, a critic that can't fit) gets both
     findings; the critic's steps are those whose explained variance in ``summary --json`` is below 0."""
     from conftest import REPO
 

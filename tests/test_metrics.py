@@ -82,7 +82,7 @@ def test_pad_cut_per_sample_in_a_batch():
 
 
 def test_unequal_lengths_use_the_shortest_numeric_list():
-    """n is the shortest numeric list present; the README's extra token does not count."""
+    """n is the shortest numeric list present; the docs' extra token (docs/formats/jsonl.md) does not count."""
     line = {"step": 1, "reward": 0, "response_tokens": ["a", "b", "c", "d"],
             "logprobs": [-1.0, -2.0, -3.0], "ref_logprobs": [-1.5, -1.0], "values": None}
     agg = _agg([line])
@@ -229,3 +229,15 @@ def test_value_error_is_the_return_to_go_minus_the_value():
     assert table["advantage"].tolist() == pytest.approx([1.0 + 0.475 * a1, a1, 0.5])
     assert table["value_error"].tolist() != pytest.approx(table["advantage"].tolist())
     assert list(table.columns).index("value_error") == list(table.columns).index("advantage") + 1
+
+
+def test_token_text_wraps_a_run_of_tokens_without_spaces():
+    """Token ids shown as #ID (no space between them) wrap inside their card: the running text's box may
+    break a line anywhere, not only at spaces."""
+    from rl_board.base.colors import build_token_text_html, metric_scale
+
+    values = np.array([0.1, 0.2, 0.3])
+    html_text = build_token_text_html(["#28", "#92", "#7"], values, "kl", metric_scale("kl", values))
+    box = html_text[html_text.index('<div class="rlb-token-text"'):]
+    style = box[box.index('style="') + 7:box.index('"', box.index('style="') + 7)]
+    assert "overflow-wrap:anywhere" in style.split(";")

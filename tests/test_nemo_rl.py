@@ -139,3 +139,24 @@ def test_a_bad_line_costs_only_itself(nemo_run):
     rows, errors, count = nemo_rl.read_table(path)
     assert rows.num_rows == len(lines) and count == len(lines) + 2
     assert [line for line, _ in errors] == [2, 3] and "missing 'reward'" in errors[1][1]
+
+
+def test_without_a_tokenizer_the_texts_are_the_messages_content(tmp_path):
+    """With no tokenizer near the run, prompt and response are the messages' own text (content), split
+    where the loss mask turns on and off, not "#ID" strings; a search finds a response's words."""
+    from rl_board.analysis.search import Query, compute_matches
+
+    tok = Tokenizer.from_file(str(train_tokenizer(tmp_path / "far" / "tok")))
+    rng = np.random.default_rng(5)
+    turns = [("<|im_start|>What is 5 + 39?", False), ("The answer is 44.<|im_end|>", True)]
+    agent = [("Let me check", False), (" the weather tool first.", True),
+             ("The tool says: sunny, 21 degrees.", False), (" So the answer is correct!", True)]
+    run_dir = tmp_path / "logs" / "exp_001"
+    write_nemo_step(run_dir, 1, [_sample(tok, turns, 1.0, rng), _sample(tok, agent, 0.5, rng)])
+    run = load_run(run_dir)
+    texts = run.with_text(run.samples)
+    assert texts["prompt"].tolist() == ["<|im_start|>What is 5 + 39?", "Let me check"]
+    assert texts["response"].tolist() == ["The answer is 44.<|im_end|>",
+                                          " the weather tool first.The tool says: sunny, 21 degrees. So the answer is "
+                                          "correct!"]
+    assert len(compute_matches(run, Query("answer is 44"))) == 1

@@ -11,6 +11,7 @@ from conftest import REPO, sample, write_lines
 from page_steps import load as _load
 from page_steps import open_area as _area
 from page_steps import open_page as _open
+from test_app import _values
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")
@@ -197,7 +198,7 @@ def test_a_link_opens_its_area(tmp_path):
 
 def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     """Step, sort, sample and the open area stay as the user left them when another area was open in
-    between, and when a run stopped early (a bad tokenizer path) in between."""
+    between, and when a tokenizer path that can't be used was typed in between."""
     at = _load(_open(_growing_run(tmp_path), "live"))
     at.slider(key=keys.STEP).set_value(2).run()
     at.selectbox(key=keys.SORT_BY).select("log order").run()
@@ -208,7 +209,7 @@ def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     assert at.slider(key=keys.STEP).value == 2 and at.selectbox(key=keys.SORT_BY).value == "log order"
     assert _shown_sample(at) == shown
     at.sidebar.text_input(key=keys.TOKENIZER).input(str(tmp_path / "nothing here")).run()
-    assert any("Can't use this tokenizer" in e.value for e in at.error)
+    assert any("Can't use this tokenizer" in w.value for w in at.warning)
     at.sidebar.text_input(key=keys.TOKENIZER).input("").run()
     assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 2
     assert _shown_sample(at) == shown
@@ -225,7 +226,7 @@ def test_an_unknown_format_says_nothing_loaded_and_lists_its_keys(tmp_path):
     texts = [t.value for t in at.text]
     assert "step (number), my_score (number), question (text), answer (text), meta (object), meta.id (number)" in texts
     assert any("Field mapping" in i.value for i in at.info)
-    assert "reward=my_score, response=answer" in texts
+    assert "reward=my_score, prompt=question, response=answer" in texts  # each by what its name means
     at.sidebar.text_input(key=keys.FIELD_MAP).input("reward=my_score, response=answer").run()
     at = _load(at)
     assert any("80 samples loaded · 0 lines rejected" in t.value for t in at.text)
@@ -253,3 +254,275 @@ def test_trl_trainer_state_is_named_as_used_not_ignored():
     assert not any("ignored" in i.value for i in at.info)
     assert any("The trainer's own metrics" in c.value for c in at.caption)
     assert "trainer_state.json" in [t.value for t in at.text]
+
+
+def test_a_response_level_run_offers_only_what_it_has(tmp_path):
+    """A run with rewards and texts only: Reward fields offers and picks reward alone, no reference or KL
+    control is drawn, no number of the sample shows "–"; the PPO demo (reference model, per-token KL)
+    offers reward and ref_reward, both picked, and its KL controls."""
+    write_lines(tmp_path / "plain" / "r.jsonl", [sample(s, float(i), prompt=f"p{i}", response="a b" * (i + 1))
+                                                 for s in (1, 2) for i in range(3)])
+    at = _load(_open(tmp_path, "plain"))
+    fields = at.sidebar.multiselect(key=keys.REWARD_FIELDS)
+    assert fields.options == ["reward"] and fields.value == ["reward"]
+    drawn = {w.key for w in [*at.sidebar.checkbox, *at.sidebar.selectbox]}
+    assert not {keys.SHOW_COMPARISON, keys.KL_ESTIMATOR, keys.USE_LOG_RATIO} & drawn
+    assert at.metric and all(m.value != "–" for m in at.metric)
+    assert not any("Reward gap" in m.label for m in at.metric)
+    demo = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    fields = demo.sidebar.multiselect(key=keys.REWARD_FIELDS)
+    assert fields.options == ["reward", "ref_reward"] and fields.value == ["reward", "ref_reward"]
+    assert demo.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k3"
+    assert demo.sidebar.checkbox(key=keys.SHOW_COMPARISON).value
+
+
+def test_a_shorter_response_is_not_coloured_as_worse(tmp_path):
+    """Step 2's responses are shorter than step 1's: the length metrics show the drop (−3 characters) in
+    grey, not red."""
+    write_lines(tmp_path / "short" / "r.jsonl", [sample(1, 0.0, prompt="p", response="abcdef"),
+                                                 sample(2, 1.0, prompt="p", response="abc")])
+    at = _load(_open(tmp_path, "short"))
+    chars = [m for m in at.metric if m.label == "Step mean response length (chars)"][0]
+    assert chars.value == "3" and chars.delta == "-3 vs previous step"
+    assert chars.proto.color == chars.proto.MetricColor.GRAY
+
+
+def test_each_extra_field_gets_its_own_chart(tmp_path):
+    """Extras acc (0 or 1) and num_turns (3 or 5) are drawn in a chart each, titled by the field, so the
+    counts never flatten the 0–1 field."""
+    at = _load(_open(_choices_runs(tmp_path), "verlish"), keys.OVERVIEW)
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    by_title = {s["layout"]["title"]["text"]: s["data"] for s in specs}
+    assert [t["name"] for t in by_title["acc"] if t.get("mode")] == ["acc"]
+    assert [t["name"] for t in by_title["num_turns"] if t.get("mode")] == ["num_turns"]
+    assert "Extra fields" not in by_title
+
+
+def test_a_run_with_log_probs_but_no_reference_ones_says_which_are_missing(tmp_path):
+    """Per-token log-probs without ref_logprobs: the KL curve's place says the reference log-probs are
+    missing, not that the run has no per-token log-probabilities."""
+    write_lines(tmp_path / "nolref" / "r.jsonl", [sample(1, 1.0, prompt="p", response="xy", response_tokens=["x", "y"],
+                                                        logprobs=[-1.0, -2.0])])
+    at = _load(_open(tmp_path, "nolref"), keys.OVERVIEW)
+    infos = [i.value for i in at.info]
+    assert any("No reference log-probabilities" in i for i in infos)
+    assert not any("No per-token log-probabilities" in i for i in infos)
+
+
+def test_no_deploy_button_in_either_way_of_serving():
+    """Streamlit's toolbar shows a viewer's options only (no Deploy button) under `streamlit run`
+    (.streamlit/config.toml) and under `rl-board serve` (its command line)."""
+    import tomllib
+
+    from rl_board.cli import _parser, serve_command
+
+    config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert config["client"]["toolbarMode"] in ("viewer", "minimal")
+    command = serve_command(_parser().parse_args(["serve"]))
+    assert command[command.index("--client.toolbarMode") + 1] == config["client"]["toolbarMode"]
+
+
+def test_a_note_while_loading_is_inside_its_box(tmp_path, monkeypatch):
+    """The cache folder is a file: the run loads without a cache, and the box that says "While loading:"
+    holds the note itself (not a title alone with the text below it)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a file where the cache folder should go")
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", str(blocker))
+    at = _load(_open(_growing_run(tmp_path / "root"), "live"), area=None)
+    boxes = [w.value for w in at.warning if w.value.startswith("While loading:")]
+    assert len(boxes) == 1 and "not caching" in boxes[0]
+
+
+def test_a_run_that_went_away_says_why_inside_its_box(tmp_path):
+    """The loaded run's folder is deleted and the server's caches are gone (a restart): the page shows
+    "Can't read this run." with the reason (the folder not found, named) in the same box."""
+    import shutil
+
+    import streamlit as st
+
+    write_lines(tmp_path / "other" / "r.jsonl", [sample(1, 0.0, prompt="p", response="r")])
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    shutil.rmtree(tmp_path / "live")
+    st.cache_resource.clear()
+    at.run()
+    assert not at.exception
+    boxes = [e.value for e in at.error if e.value.startswith("Can't read this run.")]
+    assert len(boxes) == 1 and f"Run folder not found: {tmp_path / 'live'}" in boxes[0]
+
+
+def _table_key(at: AppTest, prefix: str) -> str:
+    """The key of the drawn table whose key starts with ``prefix`` (a table's key names its query)."""
+    ids = [d.proto.id for d in at.dataframe if f"-{prefix}" in d.proto.id]
+    assert len(ids) == 1, ids
+    return ids[0][ids[0].index(f"-{prefix}") + 1:]
+
+
+def _click_cell(at: AppTest, key: str, row: int, column: str) -> None:
+    """What a click on a cell (not the row's checkbox) sends: that cell selected."""
+    at.session_state[key] = {"selection": {"rows": [], "columns": [], "cells": [[row, column]]}}
+    at.run()
+    assert not at.exception, at.exception
+
+
+def test_a_click_on_any_cell_of_the_batch_table_opens_its_sample(tmp_path):
+    """At step 3 (rewards 2, 1, 0 from the top) a click on the response cell of the third row opens the
+    reward-0 sample (b.jsonl line 7), and the table then marks that row."""
+    at = _load(_open(_growing_run(tmp_path), "live"))
+    key = _table_key(at, "batch_table-3-")
+    _click_cell(at, key, 2, "response")
+    assert _shown_sample(at) == "b.jsonl:7"
+    assert [c.value for c in at.code][:2] == ["p30", "r30"]
+    assert at.session_state[key]["selection"]["rows"] == [2]
+
+
+def test_a_click_on_a_search_result_cell_opens_its_sample(tmp_path):
+    """In Explore, a click on any cell of the fifth result opens that sample in Batch and sample: its step
+    and its prompt, read from the results table's own row."""
+    at = _area(_load(_open(_growing_run(tmp_path), "live")), keys.EXPLORE)
+    key = _table_key(at, "explore_table-")
+    results = at.dataframe[[i for i, d in enumerate(at.dataframe) if key in d.proto.id][0]].value
+    step, prompt = int(results["step"].iloc[4]), results["prompt"].iloc[4]
+    _click_cell(at, key, 4, "reward")
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.slider(key=keys.STEP).value == step and at.code[0].value == prompt
+
+
+def test_a_click_on_a_group_cell_shows_that_groups_samples(tmp_path):
+    """Prompt a (rewards 1, 0) and prompt b (2, 2): a click on any cell of a group's row in the GRPO group
+    table shows that group's samples only."""
+    write_lines(tmp_path / "grpo" / "r.jsonl", [sample(1, 1.0, prompt="a", response="a1"),
+                                                sample(1, 0.0, prompt="a", response="a0"),
+                                                sample(1, 2.0, prompt="b", response="b1"),
+                                                sample(1, 2.0, prompt="b", response="b2")])
+    at = _load(_open(tmp_path, "grpo"))
+    at.toggle(key=keys.GROUP_BATCH).set_value(True).run()
+    key = _table_key(at, "group_table-")
+    groups = at.dataframe[0].value
+    for row in range(2):
+        _click_cell(at, key, row, "size")
+        prompt = groups["prompt"].iloc[row]
+        assert at.dataframe[1].value["prompt"].tolist() == [prompt, prompt]
+
+
+def test_trainer_metrics_preselect_the_kl_series(tmp_path):
+    """A metrics JSONL with loss, entropy, reward, kl_k3, kl_coef and grad_norm: the series shown first are
+    reward, the KL (kl_k3; kl_coef is a coefficient, not a KL), entropy and loss."""
+    write_lines(tmp_path / "run1" / "rollouts.jsonl", [sample(s, 0.5, prompt="p", response="r") for s in (1, 2)])
+    write_lines(tmp_path / "run1" / "train_metrics.jsonl", [
+        {"step": s, "loss": 1.0 / s, "entropy": 2.0, "reward": 0.1 * s, "kl_k3": 0.01 * s, "kl_coef": 0.05,
+         "grad_norm": 1.0} for s in (1, 2)])
+    at = _load(_open(tmp_path, "run1"), keys.TRAINER)
+    assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl_k3", "entropy", "loss"]
+
+
+def test_a_tokenizer_outside_the_allowed_folders_opens_the_run_without_it(tmp_path, monkeypatch):
+    """RL_BOARD_ROOTS = allowed; a tokenizer typed (or linked) from outside it: the run loads all its 9
+    samples, a warning box says the tokenizer can't be used and why (outside the allowed folders), and
+    no "Reading rollout files…" bar is left on the page."""
+    allowed = tmp_path / "allowed"
+    _growing_run(allowed)
+    outside = tmp_path / "secret" / "tokenizer.json"
+    outside.parent.mkdir()
+    outside.write_text("{}")
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
+
+    def check(at):
+        assert not at.exception and not at.error
+        assert any("9 samples loaded · 0 lines rejected" in t.value for t in at.text)
+        boxes = [w.value for w in at.warning if w.value.startswith("Can't use this tokenizer")]
+        assert len(boxes) == 1 and "outside the allowed folders" in boxes[0]
+        assert at.dataframe[0].value.shape[0] == 3  # step 3's batch is drawn
+        assert not at.get("progress")
+
+    at = _open(allowed, "live")
+    at.sidebar.text_input(key=keys.TOKENIZER).input(str(outside)).run()
+    check(_load(at))
+    linked = AppTest.from_file(APP, default_timeout=60)
+    linked.query_params.update({"root": str(allowed), "run": "live", "tokenizer": str(outside), "area": "batch"})
+    check(linked.run())
+
+
+def test_a_step_opened_from_a_finding_shows_what_drives_it(tmp_path):
+    """Opening a finding's sample (its evidence's Open) shows "What drives this step" at once: its toggle
+    is on and the KL token ranking of that step is drawn, with no click on the toggle."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"), keys.OVERVIEW)
+    for kind in [b.key for b in at.button if b.key and b.key.startswith("finding-")]:
+        at.button(key=kind).click().run()
+        opened = [b for b in at.button if b.key and b.key.startswith("finding-sample-")]
+        if opened:
+            break
+    assert opened, "the demo's findings have samples to open"
+    opened[0].click().run()
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.toggle(key=keys.SHOW_DRIVERS).value
+    ranking = [d.value for d in at.dataframe if "token" in d.value.columns and "count" in d.value.columns]
+    assert ranking and len(ranking[0]) > 0
+
+
+def _reward_runs(root: Path, name: str, rewards: list[float]) -> Path:
+    """A run ``root/name`` with one sample per step (steps 1, 2, …) of these rewards."""
+    write_lines(root / name / "r.jsonl", [sample(s, r, prompt="p", response="r") for s, r in enumerate(rewards, 1)])
+    return root / name
+
+
+def _compared_rewards(at: AppTest) -> dict[str, list]:
+    """The compare area's reward chart: each run's mean reward per step, by the run's name in the legend."""
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+    return {t["name"]: _values(t["y"]) for t in spec["data"] if t.get("mode")}
+
+
+def test_compare_a_run_from_another_folder_by_path_or_as_a_recent_run(tmp_path):
+    """A root with one run: Compare runs says what to do instead of staying blank. A run in another
+    folder, typed as a path, is drawn over this one (rewards 5, 6 over 1, 2); after loading that run and
+    coming back, it is offered as a recent run and drawn the same way."""
+    root, elsewhere = tmp_path / "a", tmp_path / "b"
+    _reward_runs(root, "mine", [1.0, 2.0])
+    theirs = _reward_runs(elsewhere, "theirs", [5.0, 6.0])
+    at = _load(_open(root, "mine"), keys.COMPARE)
+    assert any("type the path of any run folder" in i.value for i in at.info)
+    at.text_input(key=keys.COMPARE_PATH).input(str(theirs)).run()
+    assert not at.exception
+    assert _compared_rewards(at) == {"mine": [1.0, 2.0], str(theirs): [5.0, 6.0]}
+    at.text_input(key=keys.COMPARE_PATH).input("").run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(elsewhere)).run()  # open theirs, then mine again
+    at = _load(at, area=None)
+    at.sidebar.text_input(key=keys.ROOT).input(str(root)).run()
+    at = _load(at, keys.COMPARE)
+    assert str(theirs) in at.multiselect(key=keys.COMPARE_RUNS).options
+    at.multiselect(key=keys.COMPARE_RUNS).select(str(theirs)).run()
+    assert _compared_rewards(at) == {"mine": [1.0, 2.0], str(theirs): [5.0, 6.0]}
+
+
+def test_compare_refuses_a_path_outside_the_allowed_folders(tmp_path, monkeypatch):
+    """With RL_BOARD_ROOTS = allowed, a run typed from outside it is not read: a warning box names the
+    reason, and only this run is drawn."""
+    allowed = tmp_path / "allowed"
+    _reward_runs(allowed, "mine", [1.0, 2.0])
+    outside = _reward_runs(tmp_path / "secret", "theirs", [5.0, 6.0])
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
+    at = _load(_open(allowed, "mine"), keys.COMPARE)
+    at.text_input(key=keys.COMPARE_PATH).input(str(outside)).run()
+    assert not at.exception
+    assert any(w.value.startswith("Can't read") and "outside the allowed folders" in w.value for w in at.warning)
+    assert not [c for c in at.get("plotly_chart")]
+
+
+def test_options_set_once_sit_in_closed_sidebar_sections(tmp_path):
+    """The sidebar's set-once options (bands and smoothing; pad, EOS, tokenizer and system prompt; the
+    trainer metrics path and thresholds; what the page shows) are each in a closed section, while the run
+    picker and Load stay outside any section."""
+    at = _open(_growing_run(tmp_path), "live")
+    sections = {e.label: e for e in at.sidebar.expander}
+    wanted = {"Curve bands and smoothing": [keys.STD_SCALE, keys.CLIP_BANDS, keys.ZERO_SHIFT, keys.SMOOTHING],
+              "Tokens and text": [keys.DROP_PAD, keys.PAD_TOKEN, keys.EOS_TOKEN, keys.TOKENIZER, keys.DROP_SYSTEM,
+                                  keys.SYSTEM_MARKER],
+              "Trainer metrics": [keys.METRICS_PATH, "sign_ratio"],
+              "Show on the page": [keys.SHOW_CHARTS, keys.SHOW_TABLE, keys.SHOW_PAIR, keys.SHOW_HEATMAP]}
+    for label, inside in wanted.items():
+        section = sections[label]
+        assert not section.proto.expanded, label
+        found = {w.key for kind in ("checkbox", "text_input", "slider", "number_input") for w in section.get(kind)}
+        assert set(inside) <= found, (label, found)
+    outside = {w.key for e in sections.values() for kind in ("selectbox", "button", "text_input") for w in e.get(kind)}
+    assert not {keys.ROOT, keys.RUN, keys.LOAD} & outside

@@ -246,10 +246,10 @@ def test_a_trace_without_token_ids_has_turns_and_no_lists(run_dir, tmp_path):
     assert "token_ids" not in canonical and "num_tokens" not in canonical["messages"][0]
 
 
-def test_the_readme_example_reads_as_the_readme_says(tmp_path):
-    """The README's prime-rl episode, written as the file monitor writes it: 8 positions, the 3 sampled
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/prime-rl.md's prime-rl episode, written as the file monitor writes it: 8 positions, the 3 sampled
     ones counted, the sampler's log-probs on them, turns of 2, 3, 1 and 2 positions."""
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "formats" / "prime-rl.md").read_text()
     block = next(b for b in readme.split("```json")[1:] if '"traces": [{"nodes"' in b).split("```")[0]
     episode = json.loads(" ".join(line.strip() for line in block.strip().splitlines()))
     write_prime_rl(tmp_path / "readme", 3, "train", "all", [episode])

@@ -157,3 +157,36 @@ def test_discovered_near_a_trl_completions_run(tmp_path):
     assert discover(tmp_path / "out" / "completions") == tmp_path / "out" / "trainer_state.json"
     assert discover(tmp_path / "elsewhere") is None
     assert nearest_step(37, [5, 10, 35, 40]) == 35 and nearest_step(7.5, [5, 10]) == 5
+
+
+def test_a_bare_log_history_list_and_trl_log_history_file_are_read(tmp_path):
+    """trainer_log_history.json (the log_history list alone) is found in a folder and read like
+    trainer_state.json; a .json file given by name holding the list is read too."""
+    history = [{"loss": 0.5, "step": 1}, {"loss": 0.25, "kl": 0.1, "step": 2}]
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "trainer_log_history.json").write_text(json.dumps(history))
+    code, out, _ = _cli(tmp_path / "out", "--json")
+    assert code == 0 and json.loads(out) == {"source": "trl", "series": {"kl": [[2, 0.1]],
+                                                                         "loss": [[1, 0.5], [2, 0.25]]}}
+    (tmp_path / "history.json").write_text(json.dumps(history))
+    assert load_scalars(tmp_path / "history.json").series["loss"] == [(1, 0.5), (2, 0.25)]
+
+
+def test_metrics_text_recaps_each_series(tmp_path):
+    """Each series' row says its steps, first → last, min and max with their steps (by hand)."""
+    _trl(tmp_path, [{"step": 1, "kl": 0.2}, {"step": 2, "kl": 0.05}, {"step": 3, "kl": 0.9}, {"step": 4, "kl": 0.3}])
+    code, out, _ = _cli(tmp_path)
+    row = next(line for line in out.splitlines() if line.split()[0] == "kl").split()
+    assert row == ["kl", "1..4", "0.2", "→", "0.3", "0.05", "(2)", "0.9", "(3)"]
+
+
+def test_default_series_find_the_kl_by_its_common_names():
+    """verl's actor/ppo_kl (shorter than actor/kl_loss; actor/kl_coef is a coefficient), an estimator's kl_k3,
+    NeMo-RL-style kl_penalty and plain kl are each the KL picked; a name without kl gives none."""
+    from rl_board.scalars.signs import default_series
+
+    assert default_series(["actor/kl_coef", "actor/kl_loss", "actor/ppo_kl"]) == ["actor/ppo_kl"]
+    assert default_series(["kl_coef", "kl_k3"]) == ["kl_k3"]
+    assert default_series(["train/kl_penalty"]) == ["train/kl_penalty"]
+    assert default_series(["kl", "kl_k3"]) == ["kl"]
+    assert default_series(["kl_coef", "walk"]) == []

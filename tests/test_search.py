@@ -107,3 +107,56 @@ def test_grpo_groups_in_the_summary(tmp_path):
     plain = {s["step"]: s for s in json.loads(_cli("summary", tmp_path, "--json", "--no-cache")[1])["steps"]}
     assert (plain[1]["prompt_groups"], plain[1]["zero_std_groups"]) == (4, 0)  # "<pad>a" differs from "a"
     assert (plain[2]["prompt_groups"], plain[2]["zero_std_groups"]) == (2, 1)
+
+
+def _text_run(folder):
+    """Ten samples over five steps with hand-picked rewards, lengths and texts."""
+    lines = []
+    for i in range(10):
+        step = i // 2 + 1
+        text = f"step {step} sample {i}: " + ("the source is here" if i % 3 == 0 else "nothing to see")
+        words = text.split(" ")
+        lines.append(sample(step, float(i % 4), response=text, prompt="q", response_tokens=words,
+                            logprobs=[-0.5] * len(words), ref_logprobs=[-0.5 - i / 10] * len(words)))
+    write_lines(folder / "r.jsonl", lines)
+    return lines
+
+
+def test_search_prints_the_match_marked_and_how_many_it_shows(tmp_path):
+    """The text output says "showing N of M" (M by Python's re) and prints each shown sample's text with its
+    match between « and »."""
+    lines = _text_run(tmp_path)
+    expected = [line for line in lines if re.search("sou?rce", line["response"])]
+    code, out, _ = _cli("search", tmp_path, "--regex", "sou?rce", "--limit", "2")
+    assert code == 0
+    assert f"{len(expected)} matches" in out and f"showing 2 of {len(expected)}" in out
+    marked = [line.strip() for line in out.splitlines() if "«" in line]
+    assert marked == [f"{line['response'].split('source')[0]}«source» is here" for line in expected[:2]]
+
+
+def test_search_steps_ranges_and_sort_filter_like_the_page(tmp_path):
+    """--steps 2:4, --range reward=1: and --sort reward keep and order exactly the samples picked by hand."""
+    lines = _text_run(tmp_path)
+    picked = [(line["step"], line["reward"]) for line in lines if 2 <= line["step"] <= 4 and line["reward"] >= 1]
+    picked.sort(key=lambda p: -p[1])  # highest reward first; ties stay in log order
+    code, out, _ = _cli("search", tmp_path, "--steps", "2:4", "--range", "reward=1:", "--sort", "reward", "--json")
+    assert code == 0
+    got = json.loads(out)
+    assert got["matches"] == len(picked)
+    assert [(s["step"], s["reward"]) for s in got["samples"]] == picked
+    code, out, _ = _cli("search", tmp_path, "--range", "response_len=:4", "--json")
+    assert json.loads(out)["matches"] == sum(1 for line in lines if len(line["response"].split(" ")) <= 4)
+
+
+@pytest.mark.parametrize("args, reason", [
+    (["--steps", "4:2"], "the first is after the last"),
+    (["--steps", "a:b"], "not A:B"),
+    (["--range", "reward"], "NAME=LOW:HIGH"),
+    (["--range", "nope=1:2"], "'nope' is not a number this run has"),
+    (["--regex", "x", "--sort", "nope"], "can't sort by 'nope'"),
+])
+def test_search_bad_filters_say_why(tmp_path, args, reason):
+    """A bad step range, filter or sort exits 2 with the reason on stderr."""
+    _text_run(tmp_path)
+    code, out, err = _cli("search", tmp_path, *args)
+    assert code == 2 and reason in err and "Traceback" not in err

@@ -166,3 +166,19 @@ def test_truncated_share_and_search(tmp_path):
     assert [s["truncated_share"] for s in got["steps"]] == [None, None]
     assert subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--json"],
                           capture_output=True, cwd=REPO).returncode == 2  # neither --regex nor --truncated
+
+
+def test_summary_text_opens_with_a_recap_and_json_is_unchanged(tmp_path):
+    """The text output opens with steps first → last and each mean's first → last, min and max (with steps),
+    computed by hand; the --json output has no recap (its keys are the contract's)."""
+    rewards = {1: [0.0, 1.0], 2: [3.0, 3.0], 3: [-1.0, 0.0], 4: [0.5, 0.5]}  # means 0.5, 3, -0.5, 0.5
+    write_lines(tmp_path / "r.jsonl", [sample(step, r) for step, rs in rewards.items() for r in rs])
+    code, out, _ = _summary(tmp_path)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[1] == "steps 1 → 4: 4 steps, 8 samples"
+    assert lines[2].split() == ["reward", "0.5", "→", "0.5", "min", "-0.5", "(step", "3)", "max", "3", "(step", "2)"]
+    assert lines[3].split()[0] == "step"  # no ref_reward, KL or length recap: the run has none
+    code, out, _ = _summary(tmp_path, "--json")
+    assert set(json.loads(out)) == {"settings", "format", "files", "lines_ok", "lines_bad", "lines_skipped", "errors",
+                                    "files_unreadable", "checks", "steps"}

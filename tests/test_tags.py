@@ -256,34 +256,35 @@ def test_the_tags_command(run_dir):
 
 
 def test_tagging_a_sample_on_the_page(run_dir):
-    """The editor under the open sample saves its tags and note to the tags file; the batch table shows
-    them in its tags and note columns; a tag with a comma is refused with the reason."""
+    """The editor beside the open sample saves its tags and note to the tags file as they change (no Save
+    click); the batch table shows them in its tags and note columns; a tag with a comma is refused with
+    the reason, inside its box."""
     at = _open(run_dir.parent, "r")  # step 2, sorted by reward: rank0:2 (1.0) is open
     name = "rank0.jsonl:2"
-    at.multiselect(key=f"{keys.TAGS}:{name}").select("reward hack").select("my own tag")
-    at.text_area(key=f"{keys.NOTE}:{name}").input("repeats <b>red</b>")
-    at.button(key=keys.SAVE_TAGS).click().run()
+    at.multiselect(key=f"{keys.TAGS}:{name}").select("reward hack").select("my own tag").run()
+    assert not at.exception and [s.value for s in at.success] == ["Saved."]
+    assert T.load_tags(run_dir)[name].tags == ("reward hack", "my own tag")
+    at.text_area(key=f"{keys.NOTE}:{name}").input("repeats <b>red</b>").run()
     assert not at.exception and [s.value for s in at.success] == ["Saved."]
     entry = T.load_tags(run_dir)[name]
     assert (entry.tags, entry.note, entry.step) == (("reward hack", "my own tag"), "repeats <b>red</b>", 2)
     table = at.dataframe[0].value
     assert table.loc[table["response"] == "red, red, red", ["tags", "note"]].values.tolist() == [
         ["reward hack, my own tag", "repeats <b>red</b>"]]
-    at.multiselect(key=f"{keys.TAGS}:{name}").select("a, b")
-    at.button(key=keys.SAVE_TAGS).click().run()
-    assert [e.value for e in at.error] == ["Can't save these tags."]
+    at.multiselect(key=f"{keys.TAGS}:{name}").select("a, b").run()
+    assert [e.value.split("\n")[0] for e in at.error] == ["Can't save these tags."]
+    assert "," in at.error[0].value.split("\n", 1)[1]  # the reason, in the same box
     assert T.load_tags(run_dir)[name].tags == ("reward hack", "my own tag")
-    _area(_area(at, keys.EXPLORE), keys.BATCH)  # the save button is no choice the page keeps across areas
+    _area(_area(at, keys.EXPLORE), keys.BATCH)
 
 
 def test_a_save_over_another_sessions_change_is_refused_on_the_page(run_dir):
-    """When another session tags the open sample after the page showed it, Save keeps theirs and says so."""
+    """When another session tags the open sample after the page showed it, a change keeps theirs and says so."""
     at = _open(run_dir.parent, "r")
     name = "rank0.jsonl:2"
     run = load_run(run_dir)
     T.set_tags(run_dir, T.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
-    at.multiselect(key=f"{keys.TAGS}:{name}").select("bad")
-    at.button(key=keys.SAVE_TAGS).click().run()
+    at.multiselect(key=f"{keys.TAGS}:{name}").select("bad").run()
     assert not at.exception
     assert any("another session changed" in w.value for w in at.warning)
     assert T.load_tags(run_dir)[name].tags == ("good",)
@@ -353,3 +354,16 @@ def test_the_eval_set_of_an_agent_run_carries_its_turns():
     user = [m["content"] for m in exported["messages"] if m["role"] == "user"]
     assert user[0] == raw["task"]["data"]["question"]
     assert not T.tags_path(run.path).is_relative_to(REPO)  # beside the cache, not in the shipped demo
+
+
+def test_the_tag_editor_sits_beside_the_response_above_the_tokens(tmp_path):
+    """On a run with tokens, the tags box comes right after the sample's texts, before the token view's
+    controls (not below the heatmap), and its help says where the tags are kept."""
+    write_lines(tmp_path / "runs" / "tok" / "r.jsonl", [sample(1, 1.0, prompt="p", response="xy",
+                                                               response_tokens=["x", "y"], logprobs=[-1.0, -2.0],
+                                                               ref_logprobs=[-1.5, -1.0])])
+    at = _open(tmp_path / "runs", "tok")
+    order = [m.key for m in at.multiselect]
+    assert order.index(f"{keys.TAGS}:r.jsonl:1") < order.index(keys.TOKEN_METRICS)
+    assert "Kept in " in at.multiselect(key=f"{keys.TAGS}:r.jsonl:1").help  # where the tags live, on hover
+    assert "RL_BOARD_TAGS_DIR" in at.multiselect(key=f"{keys.TAGS}:r.jsonl:1").help

@@ -48,3 +48,13 @@ def test_csv_export_neutralises_formula_cells_and_keeps_numbers():
     assert [r[2] for r in rows[1:]] == ["'=1+1", "'+cmd", "'-x", "'@SUM(A1)", "'\tt", "'\rr", "fine"]
     assert [r[3] for r in rows[1:]] == ["-1.5", "2.0", "3.0", "4.0", "5.0", "6.0", "7.0"]
     assert {r[0] for r in rows[1:]} == {"'=run"}
+
+
+def test_alert_body_holds_the_detail_literally_below_the_title():
+    """A detail holding a ``` fence and Markdown stays one literal block: its fence is four backticks, one
+    more than the longest run in the detail, and the detail's lines are kept as they are."""
+    from rl_board.base.text import alert_body
+
+    detail = "a.jsonl:3: bad **value**\nthen ```code``` and <b>"
+    assert alert_body("While loading:", detail) == "While loading:\n\n````text\n" + detail + "\n````"
+    assert alert_body("T", "plain").startswith("T\n\n```text\nplain\n```")

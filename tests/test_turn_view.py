@@ -8,7 +8,7 @@ import pandas as pd
 from streamlit.testing.v1 import AppTest
 
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
-from conftest import REPO
+from conftest import REPO, write_lines
 from rl_board.analysis.transcript import (FOLD_CHARS, build_transcript, build_turn_tokens, pretty_arguments,
                                           reward_components, turn_spans)
 from rl_board.views import keys
@@ -192,3 +192,20 @@ def test_page_colours_the_trained_turns_tokens_decoded_with_the_runs_tokenizer(t
     at.selectbox(key=keys.TURN_COLOR_BY).select("advantages").run()
     # the fixture's advantages are all >= 0: one sign, so a sequential scale (a diverging one only for both signs)
     assert any("advantages (sequential)" in h.proto.body for h in at.get("html"))
+
+
+def test_a_board_format_run_with_messages_counts_its_turns_and_tool_calls(tmp_path):
+    """A line of the board's own JSONL format with `messages` (user, an assistant turn calling one tool,
+    the tool's result, the assistant's answer): the turn view says 4 turns · 2 assistant turns · 1 tool
+    call, not "–"."""
+    from page_steps import load_run
+
+    write_lines(tmp_path / "msgs" / "r.jsonl", [{"step": 1, "reward": 1.0, "messages": [
+        {"role": "user", "content": "What is 2+2?"},
+        {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "calc", "arguments": "{\"x\": 4}"}]},
+        {"role": "tool", "content": "4", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "4"}]}])
+    at = load_run(tmp_path, "msgs")
+    assert not at.exception
+    assert any(c.value.startswith("4 turns · 2 assistant turns · 1 tool call. ") for c in at.caption), \
+        [c.value for c in at.caption]

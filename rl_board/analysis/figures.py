@@ -66,9 +66,19 @@ def smooth_ema(values, weight: float) -> np.ndarray:
     return out
 
 
+def clip_band(spread: np.ndarray, percentile: float | None) -> np.ndarray:
+    """``spread`` (a band's half-width per step) capped at its ``percentile`` over the steps (NaN steps
+    ignored); unchanged when ``percentile`` is None or nothing is finite. One step whose std spikes
+    then no longer stretches the axis over the whole run."""
+    finite = spread[np.isfinite(spread)]
+    if percentile is None or not len(finite):
+        return spread
+    return np.minimum(spread, np.percentile(finite, percentile))
+
+
 def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_scale: float = 1.0,
                        zero_shift: bool = False, labels: dict[str, str] | None = None, smoothing: float = 0.0,
-                       ) -> go.Figure:
+                       band_clip: float | None = None, height: int = 320) -> go.Figure:
     """Mean of each ``name`` over steps with a band of ± ``std_scale`` × std.
 
     ``steps`` is indexed by step with columns ``{name}_mean`` and optionally
@@ -76,7 +86,8 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
     first finite mean is 0, which makes curves on different scales comparable. ``labels`` names
     the curves in the legend (default: their names). Bands of series that are never negative
     (``colors.NONNEGATIVE``) are clipped at 0. With ``smoothing`` in (0, 1) the mean is smoothed
-    by ``smooth_ema`` and the raw curve stays, faint.
+    by ``smooth_ema`` and the raw curve stays, faint. With ``band_clip`` (a percentile, e.g. 95) each
+    band's half-width is capped at that percentile of its steps' (``clip_band``).
     """
     traces = []
     x = steps.index.to_numpy()
@@ -94,7 +105,7 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
         color = _COLORS[i % len(_COLORS)]
         std_col = f"{name}_std"
         if std_col in steps and std_scale > 0:
-            spread = std_scale * steps[std_col].to_numpy(dtype=float)
+            spread = clip_band(std_scale * steps[std_col].to_numpy(dtype=float), band_clip)
             lower = mean - spread
             if name in NONNEGATIVE and not zero_shift:
                 lower = np.maximum(lower, 0.0)
@@ -110,7 +121,7 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
         else:
             traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=label,
                                line=dict(color=color)))
-    return _figure(traces, title, xaxis=dict(title=dict(text="step")))
+    return _figure(traces, title, height=height, xaxis=dict(title=dict(text="step")))
 
 
 def build_reward_bars_figure(samples: pd.DataFrame) -> go.Figure:
@@ -141,7 +152,9 @@ def normal_pdf(x: np.ndarray, mean: float, std: float) -> np.ndarray:
 
 
 def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure:
-    """Histogram of reward and ref reward with the normal each one fits, scaled to counts."""
+    """Histogram of reward and ref reward with the normal each one fits, scaled to counts; a discrete
+    reward (at most ``DISCRETE_REWARD_VALUES`` distinct values over both) gets one bar per value and
+    no fit (``build_reward_counts_figure``)."""
     title = "Reward distribution (lines: normal fits)"
     traces = []
     columns = [c for c in (F.REWARD, "ref_reward") if c in samples and samples[c].notna().any()]
@@ -149,6 +162,8 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
     finite = np.concatenate([v[np.isfinite(v)] for v in values.values()]) if values else np.zeros(0)
     if not len(finite):
         return _figure(traces, title, margin={})
+    if len(np.unique(finite)) <= DISCRETE_REWARD_VALUES:
+        return build_reward_counts_figure(values)
     lo, hi = float(finite.min()), float(finite.max())
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
@@ -165,6 +180,24 @@ def build_reward_hist_figure(samples: pd.DataFrame, bins: int = 20) -> go.Figure
                            mode="lines", name=f"{column} normal fit", line=dict(color=color), showlegend=False))
     return _figure(traces, title, barmode="overlay", margin={}, xaxis=dict(title=dict(text="reward")),
                    yaxis=dict(title=dict(text="samples")))
+
+
+DISCRETE_REWARD_VALUES = 10  # distinct reward values at most that are counted one bar each, unfitted
+
+
+def build_reward_counts_figure(values: dict[str, np.ndarray]) -> go.Figure:
+    """How many samples got each reward value: one bar per distinct value (of any series in ``values``,
+    name -> float array; NaN left out), the series side by side, no fitted curve (a normal says nothing
+    about a reward of a few values)."""
+    finite = {name: v[np.isfinite(v)] for name, v in values.items()}
+    levels = np.unique(np.concatenate(list(finite.values())))
+    x = [f"{level:.4g}" for level in levels]
+    traces = []
+    for i, (name, v) in enumerate(finite.items()):
+        counts = [int(np.count_nonzero(v == level)) for level in levels]
+        traces.append(dict(type="bar", x=x, y=counts, name=name, marker=dict(color=_COLORS[i])))
+    return _figure(traces, "Reward distribution (samples per value)", barmode="group", margin={},
+                   xaxis=dict(title=dict(text="reward"), type="category"), yaxis=dict(title=dict(text="samples")))
 
 
 def heatmap_cell_text(values: np.ndarray) -> list[str]:
@@ -219,12 +252,15 @@ def build_token_heatmap_figure(table: pd.DataFrame, metrics: list[str], estimato
             trace["texttemplate"] = "%{text}"
             trace["textfont"] = dict(size=10)
         traces.append(trace)
-    # room for the rows' names on the left, the colour bars on the right, slanted tokens below
-    return _figure(traces, "Per-token heatmap (each row on its own scale)", height=160 + HEATMAP_ROW_PX * rows,
-                   margin=dict(l=110, r=90, b=110),
-                   xaxis=dict(tickangle=-60, type="category"),
+    # room for the rows' names on the left, the colour bars on the right, slanted tokens on top (where
+    # the eye starts reading; the title moves down to the bottom)
+    fig = _figure(traces, "Per-token heatmap (each row on its own scale)", height=160 + HEATMAP_ROW_PX * rows,
+                   margin=dict(l=110, r=90, t=110, b=40),
+                   xaxis=dict(tickangle=-60, type="category", side="top"),
                    yaxis=dict(autorange="reversed", tickmode="array", tickvals=list(range(rows)),
                               ticktext=list(metrics), zeroline=False, showgrid=False))
+    fig.layout.title.update(yref="container", y=0, yanchor="bottom", x=0, xanchor="left")
+    return fig
 
 
 def build_matches_figure(per_step: pd.Series, title: str = "Matches per step") -> go.Figure:

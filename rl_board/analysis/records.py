@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from ..base import fields as F
@@ -110,6 +112,22 @@ class SourceRecords:
 
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
                                      load_tokenizer(self.options.tokenizer))
+
+    def token_table(self, label) -> pd.DataFrame:
+        """One sample's per-token lists (``sample_tokens``), one row per position: ``token``, each
+        per-token number the sample has (``logprobs``, ``ref_logprobs``, ``values``, ``token_rewards``,
+        ``rollout_logprobs``, ``entropy`` and the logged ones, float64, NaN where absent) and ``counted``
+        (False after the EOS, from the pad token on, or where a loss mask is false)."""
+        tokens = self.sample_tokens(label)
+        columns = {"token": tokens.tokens}
+        for name in ("logprobs", "ref_logprobs", "values", "token_rewards", "rollout_logprobs", "entropy"):
+            values = getattr(tokens, name)
+            if values is not None and not np.isnan(values).all():
+                columns[name] = np.asarray(values, dtype=np.float64)
+        for name, values in tokens.logged.items():
+            columns[name] = np.asarray(values, dtype=np.float64)
+        columns["counted"] = ~np.asarray(tokens.is_pad, dtype=bool)
+        return pd.DataFrame(columns)
 
 
 def _kind(value) -> str:

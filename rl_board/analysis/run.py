@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import open_stream
 from ..base.location import RunLocation, open_location
 from ..readers import ReadOptions
 from ..store.loader import LoadReport, Snapshot
@@ -67,9 +68,9 @@ class Run(SegmentQueries, SourceRecords):
 
     def _open(self, path):
         """One of the run's files, opened through its location (checked again: it may be a symlink out
-        by now)."""
+        by now); a compressed file as its uncompressed bytes (the offsets its samples were read at)."""
         location = self.location if self.location is not None else open_location(self.path)
-        return location.open(path)
+        return open_stream(location.open(path), path)
 
     @property
     def pad_token(self) -> str | None:

@@ -88,3 +88,124 @@ def build_search_json(run: Run, matches: pd.DataFrame) -> dict:
                     for step, file, line, reward in zip(matches[F.STEP], matches[F.FILE], matches[F.LINE],
                                                        matches[F.REWARD])],
     }
+
+
+_OPEN, _CLOSE = "\ue000", "\ue001"  # private-use characters: where RE2 found the match, before it is marked
+MARK_OPEN, MARK_CLOSE = "«", "»"  # how a printed excerpt marks the match
+
+
+def parse_steps(text: str) -> tuple[int | None, int | None]:
+    """``A:B`` (inclusive; either end may be left out: ``A:``, ``:B``) or one step ``A`` as (first, last).
+    Raises ``ValueError`` with the reason."""
+    first, sep, last = text.partition(":")
+    try:
+        low = int(first) if first.strip() else None
+        high = (int(last) if last.strip() else None) if sep else low
+    except ValueError:
+        raise ValueError(f"steps {text!r} are not A:B with whole numbers (e.g. 100:200, 100: or :200)") from None
+    if low is not None and high is not None and low > high:
+        raise ValueError(f"steps {text!r}: the first is after the last")
+    return low, high
+
+
+def parse_range(text: str) -> tuple[str, float | None, float | None]:
+    """``NAME=LOW:HIGH`` (inclusive; either end may be left out) as (name, low, high). Raises ``ValueError``."""
+    name, sep, bounds = text.partition("=")
+    low, colon, high = bounds.partition(":")
+    try:
+        values = [float(v) if v.strip() else None for v in (low, high)]
+    except ValueError:
+        values = None
+    if not sep or not name.strip() or not colon or values is None or values == [None, None]:
+        raise ValueError(f"filter {text!r} is not NAME=LOW:HIGH with numbers (e.g. reward=0:0.5, "
+                         "response_len=512:)")
+    return name.strip(), values[0], values[1]
+
+
+def numeric_columns(run: Run, estimator: str = "k3") -> dict[str, str]:
+    """What a numeric filter or a sort may name, -> the column of ``run.samples``: the page's sort
+    choices (``reward``, ``KL mean``…, KL by ``estimator``), their column names (``kl_mean``,
+    ``response_len``…) and each extra field by its name. Only those the run has values of."""
+    from .tables import KL_PREFIX, SORT_KEYS, sort_choices
+
+    out = {}
+    for key in sort_choices(run.extras, run.samples):
+        column = SORT_KEYS.get(key, F.extra_column(key))
+        if column == F.LINE:
+            continue
+        if column.startswith("kl_"):
+            column = column.replace("kl", KL_PREFIX[estimator], 1)
+        out[key] = column
+        out.setdefault(SORT_KEYS.get(key, key), column)
+    return out
+
+
+def column_for(run: Run, name: str, estimator: str = "k3") -> str:
+    """The column a filter or sort ``name`` stands for; ``ValueError`` naming the choices."""
+    columns = numeric_columns(run, estimator)
+    if name not in columns:
+        raise ValueError(f"{name!r} is not a number this run has; use one of: " + ", ".join(columns))
+    return columns[name]
+
+
+def sort_key_for(run: Run, name: str) -> str:
+    """The page's sort choice (``tables.sort_samples``) a ``--sort`` name stands for: a choice
+    (``KL mean``), its column (``kl_mean``), an extra's name or ``log order``; ``ValueError`` otherwise."""
+    from .tables import SORT_KEYS, sort_choices
+
+    choices = sort_choices(run.extras, run.samples)
+    by_column = {SORT_KEYS.get(key, key): key for key in choices}
+    if name in choices:
+        return name
+    if name in by_column:
+        return by_column[name]
+    raise ValueError(f"can't sort by {name!r}; use one of: " + ", ".join(choices))
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, control characters shown as escapes (a log's bytes never drive a terminal)."""
+    return "".join(ch if ch.isprintable() or ch in (_OPEN, _CLOSE) else repr(ch)[1:-1] for ch in text)
+
+
+def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str:
+    """A one-line excerpt of ``text`` around the first match of the RE2 ``pattern``, the match between
+    ``MARK_OPEN`` and ``MARK_CLOSE``, ``width`` characters of context on each side (… where cut);
+    the text's start when there is no pattern or no match; "" for no text."""
+    if not text:
+        return ""
+    marked = text
+    if pattern:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            marked = pc.replace_substring_regex(pa.array([text]), pattern, _OPEN + r"\0" + _CLOSE,
+                                                max_replacements=1)[0].as_py()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            marked = text
+    start = marked.find(_OPEN)
+    if start < 0:
+        head = _printable(text[: 2 * width])
+        return head + ("…" if len(text) > 2 * width else "")
+    end = marked.find(_CLOSE, start)
+    before, match, after = marked[:start], marked[start + 1:end], marked[end + 1:]
+    left = ("…" + before[-width:]) if len(before) > width else before
+    right = (after[:width] + "…") if len(after) > width else after
+    return (_printable(left) + MARK_OPEN + _printable(match) + MARK_CLOSE + _printable(right))
+
+
+def first_matching(texts: list[str], pattern: str | None) -> str:
+    """The first of ``texts`` in which the RE2 ``pattern`` matches (a turn of a conversation), else the
+    last one ("" for none)."""
+    if pattern and texts:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        try:
+            hits = pc.match_substring_regex(pa.array(texts, pa.string()), pattern).to_pylist()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            hits = []
+        for text, hit in zip(texts, hits):
+            if hit:
+                return text
+    return texts[-1] if texts else ""

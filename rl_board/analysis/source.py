@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
 from ..store.loader import Progress, RunLoader, Snapshot
 
 
@@ -28,3 +29,27 @@ def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: in
     """Read a run folder once and return it as a ``Run`` (``RunSource(...).refresh()``)."""
     return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split,
                      tokenizer).refresh(progress)
+
+
+def load(path: Path | str, *, pad_token: str | None = PAD_TOKEN, eos_token: str | None = EOS_TOKEN,
+         fields: dict[str, str] | list[str] | str | None = None, split: str | None = None,
+         tokenizer: Path | str | None = None, max_samples_per_step: int | None = None, cache: bool = True):
+    """A run folder read as the page and the commands read it, for a notebook: ``rl_board.load(path)``.
+
+    The read options are the page's and the commands' (``--pad-token``…), with their defaults:
+    ``pad_token`` and ``eos_token`` (``<|endoftext|>``; None or "none" turns either off), ``fields``
+    (the field mapping: ``{"reward": "my_score"}``, ``["reward=my_score"]`` or ``"reward=my_score"``),
+    ``split``, ``tokenizer`` (a ``tokenizer.json`` or a model folder; default: one found near the run),
+    ``max_samples_per_step`` and ``cache`` (False: neither read nor write the board's cache).
+
+    Returns a ``Run``: ``run.samples`` is a pandas DataFrame, one row per sample (numbers only),
+    ``run.with_text(run.samples)`` the same with the texts, ``run.steps`` one row per step, and
+    ``run.token_table(label)`` one sample's per-token lists as a DataFrame. Raises ``RootError`` for a
+    folder that can't be read, ``FieldMappingError`` for a bad mapping, ``TokenizerError``."""
+    from ..readers import parse_field_mapping
+
+    if isinstance(fields, dict):
+        fields = [f"{canonical}={source}" for canonical, source in fields.items()]
+    mapping = parse_field_mapping(fields or [])
+    return load_run(path, token_option(pad_token), max_samples_per_step, None if cache else False, fields=mapping,
+                    eos_token=token_option(eos_token), split=split, tokenizer=tokenizer)

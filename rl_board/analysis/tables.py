@@ -164,7 +164,19 @@ def length_change(steps: pd.DataFrame, step: int, column: str = "response_len_me
 TOKEN_METRICS = ("token_reward", "log_ratio", "kl", "value", "advantage", "value_error", "return_to_go", "return",
                  "logp", "ref_logp", "prob", "ref_prob", "rollout_logp", "rollout_ratio", "mismatch_k3", "entropy",
                  "neg_logp", *F.LOGGED_TOKEN_FIELDS)
-#: What each token metric is, for labels and the README.
+#: The heatmap's rows until the user picks others, in this order of preference (each row is ~50 px tall).
+HEATMAP_ROWS = ("kl", "log_ratio", "token_reward", "advantage", "entropy", "mismatch_k3", "logp", "value")
+HEATMAP_DEFAULT_ROWS = 6  # rows drawn at most by default
+
+
+def default_heatmap_rows(available: list[str]) -> list[str]:
+    """The heatmap's first rows: of the metrics ``available``, the first ``HEATMAP_DEFAULT_ROWS`` in the
+    order of ``HEATMAP_ROWS``, then in ``available``'s order."""
+    preferred = [m for m in HEATMAP_ROWS if m in available] + [m for m in available if m not in HEATMAP_ROWS]
+    return preferred[:HEATMAP_DEFAULT_ROWS]
+
+
+#: What each token metric is, for labels and docs/numbers.md.
 TOKEN_METRIC_LABELS = {
     "advantage": "GAE advantage", "value_error": "value error (return-to-go − value)",
     "return_to_go": "return-to-go Σ γ^(k−t)·r_k", "return": "GAE return (advantage + value)",

@@ -92,6 +92,13 @@ def build_transcript(messages: list[dict]) -> list[TurnBlock]:
     return blocks
 
 
+def count_turns(messages: list[dict]) -> tuple[int, int]:
+    """(assistant turns, tool calls of those turns) of a conversation: what ``derive`` counts as the
+    ``num_turns`` and ``num_tool_calls`` extras of an agent format's samples."""
+    assistant = [t for t in messages or [] if t.get("role") == "assistant"]
+    return len(assistant), sum(len(t.get("tool_calls") or ()) for t in assistant)
+
+
 def reward_components(row) -> dict[str, float]:
     """A sample's reward parts: its extras named ``reward/NAME`` or ``rewards/NAME`` (``row``: a row of
     ``Run.samples``), NaN left out, by name."""

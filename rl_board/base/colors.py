@@ -146,8 +146,9 @@ def build_token_text_html(tokens: list[str], values, metric: str, scale: Scale, 
         title = html.escape(f"{metric} = {value:.4g}")
         spans.append(f'<span class="rlb-tok" style="background:{color};color:{_text_color(color)}" '
                      f'title="{title}">{text}</span>')
-    return (_WHITESPACE_STYLE + '<div class="rlb-token-text" style="white-space:pre-wrap;line-height:1.9;'
-            'font-family:monospace">' + "".join(spans) + "</div>" + (build_legend_html(metric, scale) if legend else ""))
+    # a run of tokens with no space (ids shown as #ID, code) still wraps inside its box: breaks anywhere
+    return (_WHITESPACE_STYLE + '<div class="rlb-token-text" style="white-space:pre-wrap;overflow-wrap:anywhere;'
+            'line-height:1.9;font-family:monospace">' + "".join(spans) + "</div>" + (build_legend_html(metric, scale) if legend else ""))
 
 
 def build_legend_html(metric: str, scale: Scale) -> str:

@@ -529,6 +529,7 @@ def folder_path(text) -> "Path | RemotePath":
 def open_file(path) -> BinaryIO:
     """A run's file opened for reading in binary: a ``RemotePath`` through its filesystem, anything else
     with the built-in ``open``."""
+    path = as_path(path)  # a URL string too
     return path.open("rb") if isinstance(path, RemotePath) else open(path, "rb")
 
 

@@ -18,6 +18,15 @@ def escape_markdown(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
 
 
+def alert_body(title: str, detail: str) -> str:
+    """The body of an alert box holding its whole message: ``title`` (the board's own words, Markdown)
+    and below it ``detail`` (text from disk or an exception: names, paths, reasons) as a fenced block,
+    shown literally, line by line; the fence is longer than any run of backticks in ``detail``."""
+    longest = max((len(run) for run in re.findall(r"`+", detail)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{title}\n\n{fence}text\n{detail}\n{fence}"
+
+
 def escape_plotly(text: str) -> str:
     """``text`` for a plotly title, legend or hover label: plotly reads a subset of HTML (<a>, <b>,
     <br>, entities), so every <, > and & becomes an entity (with no tag, a quote is just a quote)."""

@@ -2,7 +2,7 @@
 ``metrics``, ``tags``, ``cache``, ``index`` and ``generate``: one module per command, the parser in ``parser``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
-other tools rely on; see the README). Exit status: 0 when at least one line
+other tools rely on; see docs/commands.md). Exit status: 0 when at least one line
 loaded, 1 when none did, 2 on a bad argument or path.
 
 May import every layer but ``views`` (``serve`` starts the page as its own process).
@@ -25,16 +25,25 @@ __all__ = ["main", "serve_command"]
 # starts its parsing workers first, so their start overlaps this process's own imports.
 
 
-#: command -> (module of this package, its function); the four that print a run's results share one
-#: broken-pipe guard (``rl-board summary | head`` is not an error)
+#: command -> (module of this package, its function)
 COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findings"), "tags": ("tags", "_tags"),
             "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
-            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate"),
+            "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate"), "detect": ("detect", "_detect"),
             "index": ("index", "_index")}
-PRINTING = ("summary", "findings", "tags", "search")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every command behind one broken-pipe guard: ``rl-board cache list | head`` is not an error."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at exit: a reader gone away is found while we can still say nothing
+        return status
+    except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str] | None) -> int:
     from ..base.access import check_roots
 
     parser = _parser()
@@ -54,13 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     try:
-        if args.command not in PRINTING:
-            return command(args)
-        try:
-            return command(args)
-        except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+        return command(args)
     finally:
         if os.environ.get(PHASES_ENV):
             _print_phases()

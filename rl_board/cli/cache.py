@@ -48,7 +48,8 @@ def _cache(args) -> int:
         from ..store import memo
 
         cleared = clear_caches(caches)
-        memo.clear(args.run_dir)
+        # like the caches, only the memos of runs inside the allowed folders
+        memo.clear(args.run_dir, allowed=None if roots is None else (lambda run: _allowed(run, roots)))
         print(f"cleared {cleared} run cache{'s' if cleared != 1 else ''} in {default_cache_root()}")
         return 0
     rows = [{"folder": c.folder.name, "run": c.run_dir(), "bytes": c.size(),

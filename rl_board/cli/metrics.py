@@ -36,10 +36,26 @@ def _metrics(args) -> int:
     else:
         print(f"{scalars.source}: {scalars.path} · {len(scalars.series)} series · "
               f"{scalars.non_finite} non-finite values · {scalars.skipped} records skipped")
-        for name, points in scalars.series.items():
-            last = points[-1]
-            print(f"  {name}: {len(points)} steps, {points[0][0]}..{last[0]}, last {_fmt(last[1])}")
+        _print_series(scalars.series)
         for sign in signs:
             print(f"  ! {sign.kind}: {sign.series} at step {sign.step}: {sign.message}")
     return 0 if scalars.series else 1
 
+
+def _print_series(series: dict) -> None:
+    """One row per series: its steps, and first → last, min and max with their steps (finite values)."""
+    from ..analysis.recap import compute_recap
+
+    if not series:
+        return
+    width = max(len(name) for name in series)
+    print(f"  {'series':<{width}}  {'steps':>12}  {'first → last':>23}  {'min (step)':>18}  {'max (step)':>18}")
+    for name, points in series.items():
+        recap = compute_recap(points)
+        span = f"{points[0][0]}..{points[-1][0]}"
+        if recap is None:
+            print(f"  {name:<{width}}  {span:>12}  (no finite value)")
+            continue
+        change = f"{_fmt(recap.first)} → {_fmt(recap.last)}"
+        low, high = f"{_fmt(recap.min)} ({recap.min_step})", f"{_fmt(recap.max)} ({recap.max_step})"
+        print(f"  {name:<{width}}  {span:>12}  {change:>23}  {low:>18}  {high:>18}")

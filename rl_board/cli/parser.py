@@ -13,6 +13,8 @@ from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
 READS_A_RUN = ("summary", "search", "findings", "tags")
 
 
+SEARCH_SHOWN = 50  # matches ``search`` prints without --limit
+
 FORMATS = ("board", "verl", "trl", "prime-rl", "art", "prime-rl-tokens")
 
 
@@ -34,8 +36,9 @@ def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions
     parser.add_argument("--pad-token", default=PAD_TOKEN, type=token_option,
                         help=f"{pad_help} (default {PAD_TOKEN}; 'none': no pad token)")
     parser.add_argument("--eos-token", default=EOS_TOKEN, type=token_option,
-                        help=f"positions after this token are not counted; it is (may equal --pad-token; "
-                             f"default {EOS_TOKEN}; 'none': no EOS)")
+                        help=f"the model's end-of-sequence token: it is counted (it carries the reward) and the "
+                             f"positions after it are not; it may equal --pad-token, whose first occurrence is "
+                             f"then the EOS (default {EOS_TOKEN}; 'none': no EOS)")
 
 
 def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
@@ -78,6 +81,19 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--in", dest="text_field", default="response",
                         choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
                         help="the text searched; messages: any turn's content or tool-call arguments")
+    search.add_argument("--steps", default=None, metavar="A:B",
+                        help="only steps A to B, both included; either end may be left out (100: or :200)")
+    search.add_argument("--range", dest="ranges", action="append", default=[], metavar="NAME=LOW:HIGH",
+                        help="only samples whose number NAME lies in [LOW, HIGH]; either end may be left out "
+                             "(repeatable); NAME is reward, kl_mean, log_ratio_mean, response_len, reward_gap, "
+                             "another number the page sorts by, or an extra field's name")
+    search.add_argument("--sort", default=None, metavar="NAME",
+                        help="order the matches by this number, highest first (a NAME as for --range, or 'log "
+                             "order'); default: step, file and line order")
+    search.add_argument("--ascending", action="store_true", help="with --sort: lowest first")
+    search.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                        help=f"print the first N matches (default {SEARCH_SHOWN}; with --json, every match "
+                             "unless given)")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     _run_arguments(search, pad_help="removed from the texts before matching; positions from it on are not counted")
     findings = sub.add_parser("findings", help="what went wrong in a run, most worrying first: reward hacking (of "
@@ -110,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     metrics = sub.add_parser("metrics", help="the trainer's own scalars: TRL, verl, TensorBoard or a metrics JSONL")
     metrics.add_argument("path", type=run_location, help="a file, or a folder holding one")
     metrics.add_argument("--json", action="store_true", help="print one JSON object")
-    metrics.add_argument("--warnings", action="store_true", help="also list the warning signs (see the README)")
+    metrics.add_argument("--warnings", action="store_true",
+                         help="also list the warning signs (docs: The page, Trainer metrics)")
     metrics.add_argument("--ratio-max", type=float, default=None, help="policy ratio threshold (default 10)")
     metrics.add_argument("--clip-max", type=float, default=None, help="clip fraction threshold (default 0.3)")
     metrics.add_argument("--spike-k", type=float, default=None, help="robust deviations for a spike (default 6)")
@@ -118,6 +135,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="entropy collapse below this fraction of its early mean (default 0.2)")
     metrics.add_argument("--kl-noise-k", type=float, default=None,
                          help="negative KL below 0 by more than this many noise scales of the series (default 3)")
+    detect = sub.add_parser("detect", help="the reader that opens a folder, its files, splits and steps; "
+                                           "or why no reader opens it and what to try")
+    detect.add_argument("run_dir", type=Path)
+    detect.add_argument("--json", action="store_true", help="print one JSON object")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))
     cache.add_argument("run_dir", nargs="?", type=run_location, default=None, help="only this run's caches")

@@ -7,30 +7,76 @@ import sys
 
 from ..base.defaults import read_settings
 from .common import _fmt, _load
+from .parser import SEARCH_SHOWN
+
 
 def _search(args) -> int:
-    from ..analysis.search import Query, build_search_json, compute_matches
+    from ..analysis.search import (Query, build_search_json, column_for, compute_matches, parse_range, parse_steps,
+                                   sort_key_for)
+    from ..analysis.tables import sort_samples
     from ..store.tags import TagsError
 
-    if args.regex is None and not args.truncated and args.tag is None:
-        print("error: give --regex PATTERN, --truncated, --tag TAG, or several", file=sys.stderr)
+    if args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None:
+        print("error: give --regex PATTERN, --truncated, --tag TAG, --range NAME=LOW:HIGH, --steps A:B, or several",
+              file=sys.stderr)
+        return 2
+    try:
+        steps = parse_steps(args.steps) if args.steps is not None else (None, None)
+        bounds = [parse_range(text) for text in args.ranges]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     run = _load(args)
     if isinstance(run, int):
         return run
     try:
-        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token,
+        ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
+        sort = sort_key_for(run, args.sort) if args.sort is not None else None
+        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
                                              truncated=True if args.truncated else None, tag=args.tag))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    ordered = sort_samples(matches, sort, not args.ascending) if sort is not None else matches
+    limit = args.limit if args.limit is not None else (None if args.json else SEARCH_SHOWN)
+    shown = ordered if limit is None else ordered.head(limit)
     result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
+    if sort is not None or limit is not None:  # the samples listed: those shown, in the order asked
+        result["samples"] = build_search_json(run, shown)["samples"]
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
-    else:
-        print(f"{result['matches']} matches in {len(run.report.files)} files "
-              f"({run.report.lines_ok} samples loaded, {run.report.lines_bad} lines rejected)")
-        for s in result["samples"][:50]:
-            print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")
+        return 0 if run.report.lines_ok else 1
+    print(f"{result['matches']} matches in {len(run.report.files)} files "
+          f"({run.report.lines_ok} samples loaded, {run.report.lines_bad} lines rejected); "
+          f"showing {len(shown)} of {result['matches']}"
+          + (f" (--limit N for more)" if len(shown) < result["matches"] else ""))
+    excerpts = _excerpts(run, shown, args.text_field, args.regex, args.pad_token)
+    for s, excerpt in zip(result["samples"], excerpts):
+        print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")
+        if excerpt:
+            print(f"      {excerpt}")
     return 0 if run.report.lines_ok else 1
 
+
+def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None) -> list[str]:
+    """Each shown sample's text around its first match (the match between « and »)."""
+    from ..analysis.search import build_excerpt, first_matching
+    from ..base import fields as F
+
+    if shown.empty:
+        return []
+    if field != F.MESSAGES:
+        texts = run.with_text(shown)[field].tolist()
+    else:
+        texts = []
+        for label in shown.index:
+            try:
+                turns = run.record(label)[0].get(F.MESSAGES) or []
+            except Exception:  # a sample whose file changed since: no excerpt, the row still prints
+                turns = []
+            parts = [str(t.get("content") or "") for t in turns]
+            parts += [str(c.get("arguments") or "") for t in turns for c in (t.get("tool_calls") or [])]
+            texts.append(first_matching(parts, pattern))
+    if pad_token:
+        texts = [t.replace(pad_token, "") if isinstance(t, str) else t for t in texts]
+    return [build_excerpt(text, pattern) for text in texts]

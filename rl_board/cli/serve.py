@@ -14,6 +14,7 @@ SERVER_SETTINGS = {
     "server.maxUploadSize": "1",
     "browser.gatherUsageStats": "false",
     "client.showErrorDetails": "none",  # no traceback (with server paths) ever reaches a viewer
+    "client.toolbarMode": "viewer",  # a viewer's options only: no Deploy button, no developer menu
     "runner.postScriptGC": "false",  # a full collection after every run held each answer back
     # Streamlit's cache of large messages lets a browser ask for one the server already
     # dropped under fast reruns ("Cached ForwardMsg MISS"), which kills the session: send all.

@@ -1,5 +1,5 @@
 """``rl-board summary``: per-step statistics of a run (a contract other tools rely on; see the
-README), kept beside the caches and printed again while the run folder is unchanged."""
+docs/commands.md), kept beside the caches and printed again while the run folder is unchanged."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ def _summary(args) -> int:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
         for error in summary["files_unreadable"]:
             print(f"  {error['file']}: {error['error']}")
+        _print_recap(summary["steps"])
         print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
         for s in summary["steps"]:
             cells = [_fmt(s[k]) for k in ("reward_mean", "reward_std", "ref_reward_mean", "kl_mean",
@@ -38,6 +39,26 @@ def _summary(args) -> int:
             print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
                   f"{cells[3]:>10} {cells[4]:>7}")
     return 0 if summary["lines_ok"] else 1
+
+
+#: The per-step series the text output recaps before its table: summary key -> label.
+RECAP_KEYS = {"reward_mean": "reward", "ref_reward_mean": "ref_reward", "kl_mean": "kl", "response_len_mean": "len"}
+
+
+def _print_recap(steps: list[dict]) -> None:
+    """A few lines before the table: the steps and samples, then each series' first → last, min and max
+    (of the per-step means; a series no step has is left out)."""
+    from ..analysis.recap import compute_recap
+
+    if not steps:
+        return
+    samples = sum(s["samples"] for s in steps)
+    print(f"steps {steps[0]['step']} → {steps[-1]['step']}: {len(steps)} steps, {samples} samples")
+    for key, label in RECAP_KEYS.items():
+        recap = compute_recap((s["step"], s[key]) for s in steps)
+        if recap is not None:
+            print(f"  {label:<10} {_fmt(recap.first)} → {_fmt(recap.last)}   min {_fmt(recap.min)} (step "
+                  f"{recap.min_step})   max {_fmt(recap.max)} (step {recap.max_step})")
 
 
 def _memo_name(args) -> str | None:

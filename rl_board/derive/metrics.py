@@ -1,6 +1,6 @@
 """Derived numbers: per-token log-ratio, KL and probabilities; per-sample and per-step aggregates.
 
-Definitions (the README repeats them for users):
+Definitions (docs/numbers.md repeats them for users):
 
 - A sample's token positions are its first ``n`` positions, ``n`` the length of
   the shortest numeric per-token list present. Its *counted* positions: with a

@@ -260,9 +260,12 @@ def holds_run(folder: Path) -> bool:
 from . import layout  # noqa: E402
 # the registry needs the modules above defined first
 from . import jsonl, nemo_rl, parquet, prime_rl_tokens  # noqa: E402
-from . import art, prime_rl, rllm, trackio, verifiers_v0  # noqa: E402
+from . import areal, art, prime_rl, rllm, roll, skyrl, slime, tinker, trackio, verifiers_v0, verl  # noqa: E402
+from . import tensorboard_text, wandb_tables  # noqa: E402
 
 #: Every reader, in detection order: formats recognised by their layout or content first, then the
-#: flat folders of lines or tables. prime-rl's episodes come before its token exports: an output
+#: flat folders of lines or tables; TensorBoard text last (event files beside a run's own lines are
+#: its scalars, not its samples). prime-rl's episodes come before its token exports: an output
 #: folder holding both opens as episodes, and its token_exports/ folder as the token export.
-READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, verifiers_v0, trackio, jsonl, parquet)
+READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, skyrl, roll, areal, tinker, slime, wandb_tables,
+           verifiers_v0, trackio, verl, jsonl, parquet, tensorboard_text)

@@ -35,7 +35,7 @@ import pyarrow as pa
 import ujson
 
 from ..base import fields as F
-from ..base.location import open_file
+from ..base.compression import open_path
 from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, is_path, line_too_long,
                merged_aliases)
 from . import rawlists
@@ -613,9 +613,9 @@ def other_kind(path: Path) -> str | None:
     if "metric" not in path.name.lower():
         return None
     try:
-        with open_file(path) as fh:
+        with open_path(path) as fh:
             head = fh.read(_SNIFF_BYTES)
-    except OSError:
+    except (OSError, EOFError, ValueError):
         return None
     first = head.split(b"\n", 1)[0].strip()
     try:

@@ -18,12 +18,20 @@ Optional parts of a reader module, with their defaults here:
 - ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``);
 - ``other_kind(path) -> str | None``: what a file matching ``GLOBS`` is when it is not one of
   the run's files (a trainer's metrics file beside the rollouts), or None; default: None.
+- ``NAMED_GLOBS``: patterns of files in the run's tree that are listed with the run's files
+  though they can't be read (a trainer's pickles): the reader names each with why, it is never
+  opened as data (default: none).
+
+A pattern of a format that reads text (``.jsonl``, ``.json``) also matches its files compressed
+(``traces.jsonl.gz``, ``.xz``, ``.bz2``, ``.zst``: ``patterns``), read through ``base.compression``.
 """
 
 from __future__ import annotations
 
 import re
 from pathlib import Path, PurePosixPath
+
+from ..base.compression import variants
 
 #: Path components that carry a step, tried on each component from the last.
 _STEP_PATTERNS = (
@@ -55,6 +63,22 @@ def step_in(name: str | PurePosixPath) -> int | None:
 
 def globs(reader) -> tuple[str, ...]:
     return getattr(reader, "GLOBS", None) or ("*" + reader.SUFFIX,)
+
+
+def named_globs(reader) -> tuple[str, ...]:
+    return tuple(getattr(reader, "NAMED_GLOBS", ()))
+TEXT_SUFFIXES = (".jsonl", ".json")  # the suffixes of files a reader reads as text: read compressed too
+
+
+def patterns(reader, pattern: str) -> tuple[str, ...]:
+    """The file patterns one of ``reader``'s ``GLOBS`` stands for: itself, and compressed when the
+    reader reads text."""
+    return variants(pattern) if reader_reads_text(reader) else (pattern,)
+
+
+def reader_reads_text(reader) -> bool:
+    """Whether the reader's files are text (JSON lines or JSON), which are also read compressed."""
+    return getattr(reader, "SUFFIX", "") in TEXT_SUFFIXES
 
 
 def is_flat(reader) -> bool:
@@ -93,7 +117,8 @@ def holds(reader, run_dir: Path) -> bool:
         except OSError:
             return False
     keep = (lambda path: other_kind(reader, path) is None) if hasattr(reader, "other_kind") else None
-    return any(first_match(run_dir, pattern, keep) is not None for pattern in globs(reader))
+    return any(first_match(run_dir, variant, keep) is not None
+               for pattern in globs(reader) for variant in patterns(reader, pattern))
 
 
 def other_kind(reader, path: Path) -> str | None:

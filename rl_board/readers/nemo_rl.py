@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..base.compression import read_bytes
 from ..base import fields as F
 from ..base.location import as_path
 from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
@@ -50,7 +51,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     step = step_in(path.name)
     resolver = KeyResolver(options.fields, ALIASES)
     rows, lines, offsets, lengths, errors = [], [], [], [], []
-    data = path.read_bytes()
+    data = read_bytes(path)  # compressed or not
     offset, number = 0, 0
     while offset < len(data):
         stop = data.find(b"\n", offset)
@@ -73,14 +74,45 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     return rows_table(rows, lines, offsets, lengths), errors, number
 
 
+def texts_from_content(content, mask, length=None) -> tuple[str | None, str | None]:
+    """(prompt, response) from a line's ``content`` (each message's text, in order) and its
+    ``token_loss_mask`` (cut to ``input_lengths``): the messages are laid end to end in the tokens, a
+    trained message under ones and the others under zeros, so the runs of equal mask values are the
+    messages (where there are fewer runs than messages, the first run holds the first ones: a system
+    and a user message, both untrained). The prompt is the messages before the first trained one
+    joined as they lie (None when there are none), the response the first to the last trained one
+    (None when none is trained); (None, None) when the two can't be matched up. What the ids decode
+    to with the tokenizer, without it."""
+    if not isinstance(content, list) or not content or not all(isinstance(text, str) for text in content):
+        return None, None
+    if not isinstance(mask, list) or not all(isinstance(v, (int, float)) for v in mask):
+        return None, None
+    if isinstance(length, int) and not isinstance(length, bool) and 0 <= length <= len(mask):
+        mask = mask[:length]
+    runs = [bool(v) for i, v in enumerate(mask) if i == 0 or bool(v) != bool(mask[i - 1])]
+    if not runs or len(runs) > len(content):
+        return None, None
+    flags = [runs[0]] * (len(content) - len(runs) + 1) + runs[1:]
+    trained = [i for i, flag in enumerate(flags) if flag]
+    if not trained:
+        return "".join(content), None
+    return "".join(content[:trained[0]]) or None, "".join(content[trained[0]:trained[-1] + 1])
+
+
 def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions) -> dict | str:
     if len(raw) > options.max_line:
         return line_too_long(len(raw), options.max_line)
     obj = jsonl.parse_line(raw)
     if isinstance(obj, str):
         return obj
+    obj = unwrap(obj)
+    if options.tokenizer is None and "prompt" not in obj and "response" not in obj:
+        # no tokenizer to decode the ids: the texts the messages had, not "#28 #92 …"
+        prompt, response = texts_from_content(obj.get("content"), obj.get("token_loss_mask"), obj.get("input_lengths"))
+        obj = {**obj, **({"prompt": prompt} if prompt is not None else {}),
+               **({"response": response} if response is not None else {})}
     try:
-        got = canonical_row(unwrap(obj), resolver, default_step=step)
+        got = canonical_row(obj, resolver, default_step=step)
     except RecursionError:
         return "a value is nested too deeply"
     if not isinstance(got, str):

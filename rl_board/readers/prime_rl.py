@@ -31,6 +31,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
+from ..base.compression import read_bytes
 from ..base import fields as F
 from ..base.location import as_path
 from . import FileError, ReadOptions, SourceChanged, value_at
@@ -165,7 +166,7 @@ def _trained_ids(path: Path) -> set[str]:
     """The episode ids of the ``effective`` file beside an ``all`` file (none while there is none)."""
     effective = path.parent.parent / "effective" / path.name
     try:
-        data = effective.read_bytes()
+        data = read_bytes(effective)
     except OSError:
         return set()
     ids = set()
@@ -180,7 +181,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     """(canonical rows, (line, reason) for each rejected line, lines read)."""
     path = as_path(path)
     try:
-        data = path.read_bytes()
+        data = read_bytes(path)  # compressed or not
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     path_step = step_in(path.as_posix())

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..base.compression import read_bytes
 from ..base import fields as F
-from ..base.location import as_path
 from . import ReadOptions
 from . import jsonl
 
@@ -44,7 +44,7 @@ BLOCK_BYTES = 4 << 20  # bytes decoded at once (a longer line is one block of it
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (line, reason) for each rejected line, lines read) of one rank file."""
-    data = as_path(path).read_bytes()
+    data = read_bytes(path)  # compressed or not
     end = data.rfind(b"\n") + 1
     if end < len(data) and jsonl.is_whole_record(data[end:]):  # the writer stopped before its newline
         data, end = data + b"\n", len(data) + 1

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
+from ..base.compression import read_bytes
 from ..base import fields as F
 from ..base.location import as_path
 from . import FileError, ReadOptions, SourceChanged
@@ -84,7 +85,7 @@ def _load(data: bytes) -> dict | str:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, [] or (1, why the episode can't be read), 1)."""
     try:
-        episode = _load(as_path(path).read_bytes())
+        episode = _load(read_bytes(path))  # compressed or not
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     if isinstance(episode, str):

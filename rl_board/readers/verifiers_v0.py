@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..base.compression import open_path, read_bytes, variants
 from ..base import fields as F
-from ..base.location import as_path, open_file
+from ..base.location import as_path
 from . import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
 from .turns import number, sample_rows, turn, turns
@@ -32,11 +33,13 @@ NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
 
 
 def matches(run_dir: Path) -> bool:
-    """A ``results.jsonl`` whose first line has ``prompt`` or ``completion`` and ``reward``."""
+    """A ``results.jsonl`` (compressed or not) whose first line has ``prompt`` or ``completion`` and
+    ``reward``."""
+    found = [as_path(run_dir) / name for name in variants("results.jsonl") if (as_path(run_dir) / name).is_file()]
     try:
-        with open_file(as_path(run_dir) / "results.jsonl") as fh:
+        with open_path(found[0]) as fh:
             first = fh.readline(1 << 20)
-    except OSError:
+    except (OSError, IndexError, EOFError, ValueError):
         return False
     obj = parse_line(first.rstrip(b"\r\n"))
     return isinstance(obj, dict) and "reward" in obj and ("completion" in obj or "prompt" in obj)
@@ -63,7 +66,7 @@ def sample(obj: dict, line: int, offset: int) -> dict | str:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (line, reason) for each rejected line, lines read)."""
     try:
-        data = as_path(path).read_bytes()
+        data = read_bytes(path)  # compressed or not
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     samples, errors, offset, count = [], [], 0, 0

@@ -23,8 +23,11 @@ class ScalarsError(ValueError):
     """The path holds no metrics source the board can read; the message says what was expected."""
 
 
-EXPECTED = ("Expected a trainer_state.json (TRL / transformers), TensorBoard event files "
-            "(events.out.tfevents.*), or a JSONL of metrics (verl's file logger, or {\"step\": N, ...} lines).")
+#: File names of TRL / transformers metrics, in the order a folder is searched.
+TRL_FILES = ("trainer_state.json", "trainer_log_history.json")
+
+EXPECTED = ("Expected a trainer_state.json or trainer_log_history.json (TRL / transformers), TensorBoard event "
+            "files (events.out.tfevents.*), or a JSONL of metrics (verl's file logger, or {\"step\": N, ...} lines).")
 
 
 @dataclass
@@ -94,7 +97,7 @@ def detect(path: Path | str | RunLocation, deep: bool = True):
     if not path.exists():
         raise ScalarsError(f"Not found: {path}. " + EXPECTED)
     if path.is_file():
-        if path.name == "trainer_state.json":
+        if path.name in TRL_FILES or path.suffix == ".json" and _holds_log_history(path):
             return trl, path
         if path.name.startswith("events.out.tfevents"):
             return tensorboard, path.parent
@@ -102,8 +105,9 @@ def detect(path: Path | str | RunLocation, deep: bool = True):
             return jsonl, path
         raise ScalarsError(f"{path} is not a metrics file. " + EXPECTED)
     # every candidate is checked: a symlink inside an allowed folder may point outside
-    if (path / "trainer_state.json").is_file() and location.contains(path / "trainer_state.json"):
-        return trl, path / "trainer_state.json"
+    for name in TRL_FILES:
+        if (path / name).is_file() and location.contains(path / name):
+            return trl, path / name
     checkpoints = sorted((p for p in path.glob("checkpoint-*/trainer_state.json") if location.contains(p)),
                          key=_checkpoint_number)
     if checkpoints:
@@ -115,6 +119,18 @@ def detect(path: Path | str | RunLocation, deep: bool = True):
         if location.contains(candidate) and jsonl.looks_like_metrics(candidate):
             return jsonl, candidate
     raise ScalarsError(f"No metrics source in {path}. " + EXPECTED)
+
+
+def _holds_log_history(path: Path) -> bool:
+    """Whether a JSON file given by name starts like a ``log_history``: an object with one, or a list
+    whose first item is an object with a ``step`` (read from its first 64 KiB)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(1 << 16).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{") and b'"log_history"' in head or bool(
+        re.match(rb'\[\s*\{[^{}]*"step"\s*:', head))
 
 
 def discover(run_dir: Path | str | RunLocation) -> Path | None:

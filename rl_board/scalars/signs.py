@@ -31,7 +31,8 @@ NAME_RULES = {
 #: expressions over the name; a name with std, min or max is a spread, not the series itself).
 MEANING_RULES = {
     "reward": r"reward|(^|/)score(/|$)",
-    "KL": r"(^|/)(approx_|ppo_)?kl(_mean|_loss)?($|/)|(^|/)kl/",
+    # kl, approx_kl, ppo_kl, ref_kl, kl_k3 (an estimator named), kl_div, kl_penalty, kl_loss; not kl_coef
+    "KL": r"(^|[/_])kl(_k[123]|_div(ergence)?|_penalty)?(_mean|_loss)?($|/)|(^|/)kl/",
     "entropy": r"entropy",
     "loss": r"^(?!.*kl).*loss",  # the policy's loss, not a KL term of it
     "clip fraction": NAME_RULES["clip"],

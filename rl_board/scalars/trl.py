@@ -1,6 +1,8 @@
 """TRL / transformers ``trainer_state.json``: ``log_history`` is a list of dicts, each with ``step``
 and numeric metrics (``loss``, ``reward``, ``kl``, ``clip_ratio/...``). Every numeric key other
-than ``step`` is a series; for a step logged twice, the later entry wins."""
+than ``step`` is a series; for a step logged twice, the later entry wins. A file holding the bare
+``log_history`` list (``trainer_log_history.json``, as scripts save ``trainer.state.log_history``)
+is read the same way."""
 
 from __future__ import annotations
 
@@ -27,9 +29,9 @@ def read(path: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
         state = json.loads(path.read_text(encoding="utf-8"))  # Python's json: NaN and Infinity too
     except (OSError, ValueError) as exc:
         raise ScalarsError(f"{path} is not readable JSON ({exc}).") from exc
-    history = state.get("log_history") if isinstance(state, dict) else None
+    history = state.get("log_history") if isinstance(state, dict) else state
     if not isinstance(history, list):
-        raise ScalarsError(f"{path} has no log_history list.")
+        raise ScalarsError(f"{path} has no log_history list (an object with one, or the list itself).")
     builder, skipped = SeriesBuilder(), 0
     for entry in history:
         step = as_step(entry.get("step")) if isinstance(entry, dict) else None

@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 
 import xxhash
 
+from ..base.compression import codec_of
 from ..base.location import as_path, open_file
 
 CACHE_VERSION = 12  # 12: a file's parsed part hashed in spans (each range's parser hashes what it reads)
@@ -174,7 +175,8 @@ class FileEntry:
 
     def status(self, path: Path, appendable: bool = True) -> str:
         """"same" when the file is as parsed, "grown" when lines were only appended (a format that
-        appends), else "stale"."""
+        appends; never a compressed file, which is read whole), else "stale"."""
+        appendable = appendable and codec_of(path) is None
         try:
             st = path.stat()
         except OSError:

@@ -28,6 +28,7 @@ import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
+from ..base.compression import codec_of, open_path
 from ..base.location import LocationError, RunLocation, as_path, fault_line, open_file, restore
 from . import cluster, workers
 from ..derive.samples import derive
@@ -87,9 +88,16 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
     while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
-        size = range_bytes(sum(stop - start for _, start, stop in tasks), workers.count())
-        return run_ranges(reader, tasks_for(tasks, size), out_dir, options, quota, max_per_step, progress, meanwhile,
-                          location, publish)
+        plain = [task for task in tasks if codec_of(task[0]) is None]
+        size = range_bytes(sum(stop - start for _, start, stop in plain), workers.count())
+        results = run_ranges(reader, tasks_for(plain, size), out_dir, options, quota, max_per_step, progress,
+                             meanwhile, location, publish) if plain else []
+        for path, _, stop in tasks:
+            if codec_of(path) is not None:  # read whole, in this process: its bytes can't be cut into ranges
+                results.append(ingest_compressed(reader, str(path), stop, out_dir, options, quota, max_per_step))
+                if progress is not None:
+                    progress(stop)
+        return results
     results = []
     for path, _, stop in tasks:
         result = RangeResult(str(path), 0, stop)
@@ -98,6 +106,8 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
             table = derive(rows, options)
         except FileError as exc:
             result.error = str(exc)
+        except OSError as exc:  # a file gone or a compressed one that can't be decompressed
+            result.error = f"can't be read ({exc.strerror or exc})"
         except (pa.ArrowException, ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
             result.error = f"could not be read ({type(exc).__name__}: {exc})"  # costs this file only
         else:
@@ -199,6 +209,64 @@ def _open(location: RunLocation | None, path):
     return open(path, "rb") if location is None else location.open(location.file(path))
 
 
+def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options: ReadOptions,
+                      quota: dict[int, int] | None = None, max_per_step: int | None = None) -> RangeResult:
+    """Read every line of the compressed file ``path`` (``base.compression``; ``size`` bytes on disk)
+    into a segment, block by block as it decompresses. Offsets and lines count in the uncompressed
+    bytes (where ``Run.record`` finds a sample again); the result covers the whole file on disk, so
+    the file is read again whole when it changes."""
+    result = RangeResult(path, 0, size)
+    tables = []
+    limit = options.max_line
+
+    def take(data: bytes, offset: int) -> None:
+        parsed = reader.parse_block(data, result.lines + 1, offset, options)
+        result.lines += parsed.lines
+        table = derive(parsed.table, options)
+        errors = parsed.errors
+        if max_per_step is not None:
+            table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
+                                                   errors, parsed.steps)
+            result.skipped += skipped
+        result.errors.extend(errors)
+        if table.num_rows:
+            tables.append(table)
+
+    try:
+        with open_path(path) as fh:
+            position, carry, skipping = 0, b"", False  # skipping: inside a line over the limit
+            while True:
+                chunk = fh.read(READ_CHUNK)
+                if not chunk:
+                    break
+                if skipping:
+                    cut = chunk.find(b"\n")
+                    if cut < 0:
+                        position += len(chunk)
+                        continue
+                    position, chunk, skipping = position + cut + 1, chunk[cut + 1:], False
+                data = carry + chunk
+                complete = data.rfind(b"\n") + 1
+                if complete:
+                    take(data[:complete], position)
+                    position += complete
+                carry = data[complete:]
+                if len(carry) > limit:  # named and passed over, never held whole in memory
+                    result.errors.append((result.lines + 1, line_too_long(len(carry), limit)))
+                    result.lines += 1
+                    position += len(carry)
+                    carry, skipping = b"", True
+            if carry and not skipping and reader.is_whole_record(carry):  # the last line, without its newline
+                take(carry + b"\n", position)
+    except MemoryError:
+        raise
+    except Exception as exc:  # a broken archive (EOFError, lzma's and zstd's errors) costs this file only
+        result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
+    if tables:
+        _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
+    return result
+
+
 def _keep(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:
     """Put a range's segment rows where they go: a segment file in ``out_dir``, else memory."""
     result.rows = table.num_rows
@@ -279,8 +347,8 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
                meanwhile: Callable[[], None] | None = None,
                location: RunLocation | None = None, publish: str | None = None) -> list[RangeResult]:
     """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes
-    finished; ``meanwhile`` as in ``read``. A location that worker processes can't reach
-    (``memory://``) is read here."""
+    finished; ``meanwhile`` as in ``read``. With ``RL_BOARD_RAY`` set, the ranges go to Ray tasks
+    (``cluster``); a location worker processes can't reach (``memory://``) is read here."""
     total = sum(stop - start for _, start, stop in tasks)
     count = min(workers.count(), len(tasks))
     where = cluster.address()  # RL_BOARD_RAY: the ranges go to Ray tasks on that cluster
@@ -326,50 +394,55 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
     results: dict[int, RangeResult] = {}
     LAST_READ.clear()
     LAST_READ.update(workers=count, ranges=len(tasks))
-    with workers.borrow(count) as procs:
-        selector = selectors.DefaultSelector()
-        busy = set()
+    selector = selectors.DefaultSelector()
+    busy = set()
+    faults: list[str] = []  # a URL's range that could not be read: the read stops, caching nothing
 
-        def dispatch(proc) -> None:
-            if queue:
-                index, (path, start, stop) = queue.pop()
-                task = [index, path, start, stop, out_dir, reader.NAME, options.to_json(),
-                        location.to_json() if location is not None else None]
-                proc.stdin.write((json.dumps(task) + "\n").encode())
-                proc.stdin.flush()
-                busy.add(proc)
-            else:
-                busy.discard(proc)
+    def dispatch(proc) -> None:
+        if queue:
+            index, (path, start, stop) = queue.pop()
+            task = [index, path, start, stop, out_dir, reader.NAME, options.to_json(),
+                    location.to_json() if location is not None else None]
+            proc.stdin.write((json.dumps(task) + "\n").encode())
+            proc.stdin.flush()
+            busy.add(proc)
+        else:
+            busy.discard(proc)
 
-        faults: list[str] = []
+    def start(proc) -> None:  # a worker is there: its first range at once, before the next is forked
+        LAST_READ.setdefault("first_task", time.time())
         try:
-            LAST_READ["first_task"] = time.time()
-            for proc in procs:
-                selector.register(proc.stdout, selectors.EVENT_READ, proc)
-                dispatch(proc)
+            selector.register(proc.stdout, selectors.EVENT_READ, proc)
+            dispatch(proc)
+        except (OSError, ValueError) as exc:  # a worker that died at once
+            raise WorkerError(str(exc)) from exc
+
+    try:
+        with workers.borrow(count, start):
             if meanwhile is not None:
                 meanwhile()
-            while busy and not faults:
-                for key, _ in selector.select():
-                    line = key.fileobj.readline()
-                    if not line:  # the worker died
-                        raise WorkerError(workers.stop(key.data) or "a worker ended")
-                    index, fields_ = json.loads(line)
-                    if "fault" in fields_:  # a URL's range could not be read: the read stops, caching nothing
-                        faults.append(fields_["fault"])
-                        break
-                    result = RangeResult(**fields_)
-                    result.errors = [tuple(e) for e in result.errors]
-                    results[index] = result
-                    if progress is not None:
-                        progress(tasks[index][2] - tasks[index][1])
-                    dispatch(key.data)
-        except (OSError, ValueError, TypeError) as exc:
-            raise WorkerError(str(exc)) from exc
-        finally:
-            selector.close()
-        if faults:
-            raise LocationError(faults[0])  # leaving ``borrow`` by an error ends its workers
+            try:
+                while busy and not faults:
+                    for key, _ in selector.select():
+                        line = key.fileobj.readline()
+                        if not line:  # the worker died
+                            raise WorkerError(workers.stop(key.data) or "a worker ended")
+                        index, fields_ = json.loads(line)
+                        if "fault" in fields_:
+                            faults.append(fields_["fault"])
+                            break
+                        result = RangeResult(**fields_)
+                        result.errors = [tuple(e) for e in result.errors]
+                        results[index] = result
+                        if progress is not None:
+                            progress(tasks[index][2] - tasks[index][1])
+                        dispatch(key.data)
+            except (OSError, ValueError, TypeError) as exc:
+                raise WorkerError(str(exc)) from exc
+            if faults:
+                raise LocationError(faults[0])  # leaving ``borrow`` by an error ends its workers
+    finally:
+        selector.close()
     LAST_READ["last_result"] = time.time()
     return [results[i] for i in range(len(tasks))]
 

@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..base.compression import APPEND_NOTE, codec_of
 from ..base import fields as F
 from ..base.access import RootError, is_url
 from ..base.location import LocationError, RunLocation, as_path, fault_line, open_location
@@ -357,6 +358,12 @@ class RunLoader:
         if "from_ids" in samples and samples["from_ids"].any():
             notes = [*notes, *self._tokenizer_notes,
                      f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
+        packed = [name for name in names if codec_of(name)]
+        if packed:
+            notes = [*notes, f"{len(packed)} compressed file{'s' if len(packed) != 1 else ''} ({packed[0]}"
+                             f"{', …' if len(packed) > 1 else ''}): {APPEND_NOTE}."]
+        if names and getattr(self.reader, "NOTE", None):  # what the format itself can't hold
+            notes = [*notes, self.reader.NOTE]
         notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."

@@ -22,6 +22,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 FOLDER = "memos"
 VERSION = 1
@@ -104,8 +105,10 @@ def save(name: str, run_dir: Path | str, print_: list | None, output: dict, note
         pass
 
 
-def clear(run_dir: Path | str | None = None, cache_root: Path | None = None) -> int:
-    """Remove the memos of ``run_dir`` (every memo when None); returns how many went."""
+def clear(run_dir: Path | str | None = None, cache_root: Path | None = None,
+          allowed: Callable[[str], bool] | None = None) -> int:
+    """Remove the memos of ``run_dir`` (every memo when None) whose run ``allowed`` accepts (every run
+    when None: a memo of a run one may not read is left alone); returns how many went."""
     folder = _root(cache_root)
     wanted = None if run_dir is None else str(Path(run_dir).expanduser().resolve())
     removed = 0
@@ -115,8 +118,11 @@ def clear(run_dir: Path | str | None = None, cache_root: Path | None = None) -> 
         return 0
     for path in paths:
         try:
-            if wanted is not None and json.loads(path.read_text()).get("run") != wanted:
-                continue
+            if wanted is not None or allowed is not None:
+                run = json.loads(path.read_text()).get("run")
+                if (wanted is not None and run != wanted) or (
+                        allowed is not None and not (isinstance(run, str) and allowed(run))):
+                    continue
             path.unlink()
             removed += 1
         except (OSError, ValueError, AttributeError):

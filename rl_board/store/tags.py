@@ -17,6 +17,9 @@ is now another sample, the tag is listed as *changed* and not shown on the new s
 beside it (threads of one page server and separate processes alike wait for each other, so no
 session's change is lost), written to a temporary file and renamed into place (a reader sees the old
 file or the new one, never half of one).
+
+One module for one job, the tags of a run: the file and its writes, then which samples of a snapshot
+carry which tags and their exports (a little over 400 lines).
 """
 
 from __future__ import annotations

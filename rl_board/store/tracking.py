@@ -17,15 +17,16 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base.access import RootError
+from ..base.compression import variants
 from ..base.location import RunLocation, as_path, open_file, open_location
 from .cache import FileEntry
 from ..readers import holds_run, layout
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (
-    "Expected layout: ROOT/RUN_NAME/*.jsonl or ROOT/RUN_NAME/*.parquet, one folder per run: JSON lines, one "
-    "object per line (e.g. rollout_data_rank0.jsonl per rank, or verl's {step}.jsonl), or TRL's "
-    "completions_*.parquet."
+    "Expected layout: ROOT/RUN_NAME/*.jsonl or ROOT/RUN_NAME/*.parquet, one folder per run (at any depth under "
+    "ROOT, or ROOT itself): JSON lines, one object per line (e.g. rollout_data_rank0.jsonl per rank, or verl's "
+    "{step}.jsonl; also compressed: .jsonl.gz, .xz, .bz2, .zst), or TRL's completions_*.parquet."
 )
 
 
@@ -39,6 +40,10 @@ def _holds_run(folder: Path) -> bool:
         return holds_run(folder)
     except OSError:
         return False
+
+
+class NoRunsError(RootError):
+    """A folder that holds no run (nor a sub-folder that does): ``diagnosis`` says what it holds."""
 
 
 def list_runs(root: Path | str | RunLocation) -> list[str]:
@@ -55,7 +60,7 @@ def list_runs(root: Path | str | RunLocation) -> list[str]:
     if _holds_run(root):
         runs.insert(0, ROOT_RUN)
     if not runs:
-        raise RootError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
+        raise NoRunsError(f"No runs in {root}: no subfolder holds .jsonl or .parquet files. " + EXPECTED_LAYOUT)
     return runs
 
 
@@ -74,16 +79,23 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
         patterns = ("*" + suffix,)
     else:
         patterns = layout.globs(reader)
+    text = reader is None or isinstance(reader, str) or layout.reader_reads_text(reader)
     entries = [p for p in location.entries() if p.is_file() and not p.name.startswith(".")]
     if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
-        kept = [p for p in entries if any(p.match(pattern) for pattern in patterns)]
+        kept = [p for p in entries if any(p.match(variant) for pattern in patterns
+                                          for variant in (variants(pattern) if text else (pattern,)))]
         if reader is not None and not isinstance(reader, str):  # a trainer's metrics file is no run file
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
         ignored = sorted(p.name for p in entries if p not in kept)
     else:
-        kept, ignored = _tree_files(location, patterns), []
+        kept, ignored = _tree_files(location, patterns, text), []
+        if reader is not None and not isinstance(reader, str):
+            kept = [p for p in kept if layout.other_kind(reader, p) is None]
     if split is not None and reader is not None and not isinstance(reader, str):
         kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
+    if reader is not None and not isinstance(reader, str):  # named, whatever the split: see layout.NAMED_GLOBS
+        listed = set(kept)
+        kept += [p for p in _tree_files(location, layout.named_globs(reader)) if p not in listed]
     kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
     return kept, ignored
 
@@ -93,11 +105,11 @@ def file_name(run_dir: Path | RunLocation, path: Path) -> str:
     return layout.relative_name(run_dir.path if isinstance(run_dir, RunLocation) else as_path(run_dir).expanduser(), path)
 
 
-def _tree_files(location: RunLocation, patterns: tuple[str, ...]) -> list[Path]:
-    """The files matching the first of ``patterns`` that matches any, inside the allowed folders,
-    no hidden component."""
+def _tree_files(location: RunLocation, patterns: tuple[str, ...], text: bool = False) -> list[Path]:
+    """The files matching the first of ``patterns`` that matches any (with ``text``, compressed or
+    not), inside the allowed folders, no hidden component."""
     for pattern in patterns:
-        found = list(location.files(pattern))
+        found = [path for variant in (variants(pattern) if text else (pattern,)) for path in location.files(variant)]
         if found:
             return found
     return []

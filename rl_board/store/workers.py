@@ -28,6 +28,7 @@ import tempfile
 import threading
 import traceback
 from pathlib import Path
+from typing import Callable
 
 IDLE_SECONDS = 300  # a worker with nothing to do for this long exits
 MIN_BYTES = 16 << 20  # a read of fewer new bytes is done in the calling process (``ingest``)
@@ -259,13 +260,20 @@ def _lower_priority() -> None:
         pass
 
 
-def _top_up(wanted: int) -> None:
-    """Keep ``wanted`` live workers in the pool (holding ``_lock``)."""
+def _top_up(wanted: int, ready: Callable | None = None) -> None:
+    """Keep ``wanted`` live workers in the pool (holding ``_lock``); ``ready`` is called with each of the
+    first ``wanted`` as soon as it is there (a live one at once, a new one as it is made), so a read can
+    hand it a range before the next is forked (16 forks of a large process take a good part of a second)."""
     for proc in [p for p in _pool if p.poll() is not None]:
         _pool.remove(proc)
         stop(proc)
+    if ready is not None:
+        for proc in _pool[:wanted]:
+            ready(proc)
     while len(_pool) < wanted:
         _pool.append(fork() if forkable() else spawn())
+        if ready is not None:
+            ready(_pool[-1])
 
 
 def warm_up_for(run_dir, cache_root: Path | None = None) -> None:
@@ -294,20 +302,24 @@ def warm_up(wanted: int | None = None) -> None:
 
 
 @contextlib.contextmanager
-def borrow(wanted: int):
+def borrow(wanted: int, ready: Callable | None = None):
     """``wanted`` live workers of the pool for one read, or fresh ones (ended afterwards) when
-    another read holds the pool. If the read fails, the pool's workers are ended: the next read
-    starts afresh."""
+    another read holds the pool; ``ready`` (optional) is called with each as soon as it is there. If
+    the read fails, the pool's workers are ended: the next read starts afresh."""
     if not _lock.acquire(blocking=False):
-        procs = [spawn() for _ in range(wanted)]
+        procs = []
         try:
+            for _ in range(wanted):
+                procs.append(spawn())
+                if ready is not None:
+                    ready(procs[-1])
             yield procs
         finally:
             for proc in procs:
                 stop(proc)
         return
     try:
-        _top_up(wanted)
+        _top_up(wanted, ready)
         yield _pool[:wanted]
     except BaseException:
         while _pool:

@@ -65,10 +65,13 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
                  help="One row per prompt; groups whose rewards are all equal carry no learning signal in "
                       "GRPO and come first. Pick a group to see its samples."):
         groups = build_group_table(ordered, settings.system_marker, settings.pad_token)
-        event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode="single-row",
-                             key=f"group_table-{step}")
-        if event.selection.rows:
-            group = groups.index[event.selection.rows[0]]
+        key = f"group_table-{step}"
+        event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+                             key=key)
+        state.row_clicked(key, event.selection)
+        picked = state.row_picked(key)
+        if picked is not None and picked < len(groups):
+            group = groups.index[picked]
             ordered = ordered[ordered["prompt_key"] == group]
             st.caption(f"The {len(ordered)} samples of the chosen group:")
     order = (step, sort_by, descending, group)
@@ -78,7 +81,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     state.mark_row(key, list(ordered["source"]).index(chosen))
     table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token,
                               settings.kl_estimator)
-    st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row", key=key)
+    st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK, key=key)
     name = run.path.name
     left, right = st.columns(2)
     left.download_button("Download this table (CSV)", partial(build_export_csv, table, ordered, name),

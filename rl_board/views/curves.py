@@ -12,15 +12,17 @@ from ..base.location import folder_path
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..store.loader import ROOT_RUN, RootError
 from ..analysis.run import Run
-from ..analysis.tables import KL_PREFIX, neutralise_frame
 from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
-from ..base.text import escape_markdown
+from ..analysis.tables import KL_PREFIX, neutralise_frame
+from ..analysis.traits import compute_run_traits
+from ..base.text import alert_body, escape_markdown
 from . import keys, state
 from .sidebar import Settings
 
 
 #: Diagnostic curves drawn until the user picks others (each chart costs every rerun).
 DEFAULT_DIAGNOSTICS = ("entropy", "mismatch_kl", "explained_variance")
+EXTRA_CHART_PX = 260  # height of each extra field's own chart
 
 
 def render(run: Run, settings: Settings) -> None:
@@ -28,7 +30,7 @@ def render(run: Run, settings: Settings) -> None:
 
     def curve(where, names, title, key, **kw):  # a clicked point opens its step's batch
         where.plotly_chart(build_curve_figure(steps, names, title, settings.std_scale, settings.zero_shift,
-                                              smoothing=settings.smoothing, **kw),
+                                              smoothing=settings.smoothing, band_clip=settings.band_clip, **kw),
                            key=key, on_select=partial(state.step_clicked, key, run.steps.index),
                            selection_mode="points")
 
@@ -47,6 +49,8 @@ def render(run: Run, settings: Settings) -> None:
         kl, title = KL_PREFIX[settings.kl_estimator], f"KL ({settings.kl_estimator}, mean per sample)"
     if f"{kl}_mean" in steps:
         curve(columns[1], [kl], title, "curve_kl")
+    elif compute_run_traits(run.steps, run.samples).token_lists:
+        columns[1].info("No reference log-probabilities (ref_logprobs) in this run: no KL curve.")
     else:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")
     length = next(((name, unit) for name, unit in (("response_len", "tokens"), ("response_chars", "characters"))
@@ -63,7 +67,7 @@ def render(run: Run, settings: Settings) -> None:
         state.run_choice(keys.DIAGNOSTIC_CURVES, available, default)
         chosen = st.multiselect("Diagnostic curves", available, key=keys.DIAGNOSTIC_CURVES,
                                 format_func=DIAGNOSTIC_CURVES.__getitem__,
-                                help="What goes wrong in RL runs, one number per step: see the README.")
+                                help="What goes wrong in RL runs, one number per step: docs, What the numbers mean.")
         grid = st.columns(3)
         for i, name in enumerate(chosen):
             curve(grid[i % 3], [name], DIAGNOSTIC_CURVES[name], f"curve_diag_{name}")
@@ -71,9 +75,10 @@ def render(run: Run, settings: Settings) -> None:
         state.run_choice(keys.EXTRA_CURVES, run.extras, run.extras[:3])
         chosen = st.multiselect("Extra field curves", run.extras, key=keys.EXTRA_CURVES,
                                 help="Fields of your logs beyond the board's own: mean ± std per step.")
-        if chosen:
-            curve(st, [F.extra_column(n) for n in chosen], "Extra fields", "curve_extras",
-                  labels={F.extra_column(n): n for n in chosen})
+        grid = st.columns(3)  # one small chart each: fields on different scales never share an axis
+        for i, name in enumerate(chosen):
+            curve(grid[i % 3], [F.extra_column(name)], name, f"curve_extra_{i}",
+                  labels={F.extra_column(name): name}, height=EXTRA_CHART_PX)
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
         table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)
@@ -85,35 +90,48 @@ _ALIGNED_FOR = "compare_aligned_for"  # (run, compared runs) the alignment was c
 
 
 def render_comparison(run: Run, settings: Settings) -> None:
-    """Other runs under the root (as the sidebar listed them), overlaid on this one's curves (the batch
-    view stays on this run)."""
+    """Other runs overlaid on this one's curves (the batch view stays on this run): the runs under the
+    root (as the sidebar listed them), the runs opened before in this session, or any run folder typed
+    (one the board may read: inside ``RL_BOARD_ROOTS`` when it is set)."""
     root = folder_path(settings.root)
     here = run.path.resolve()
     names = {name: root if name == ROOT_RUN else root / name for name in settings.runs}
+    for path in state.recent_runs():  # runs opened before, wherever they are: named by their path
+        if all(folder_path(path).resolve() != folder.resolve() for folder in names.values()):
+            names[path] = folder_path(path)
     others = [name for name, folder in names.items() if folder.resolve() != here]
-    if not others:
-        return
     state.run_choice(keys.COMPARE_RUNS, others, [])
-    chosen = st.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
-                            help="Their curves are drawn over this run's, aligned by step; the batch "
-                                 "stays on this run.")
-    if not chosen:
+    left, right = st.columns([2, 1])
+    chosen = left.multiselect("Compare with runs", others, key=keys.COMPARE_RUNS,
+                              placeholder="Runs under this root or opened before",
+                              help="Their curves are drawn over this run's, aligned by step; the batch "
+                                   "stays on this run.")
+    typed = right.text_input("Or a run folder's path", key=keys.COMPARE_PATH, placeholder="/runs/other_trainer/run_7",
+                             help="Any run folder the board may read (inside RL_BOARD_ROOTS when it is set), "
+                                  "in any format it reads.").strip()
+    compared = [(name, names[name]) for name in chosen]
+    if typed and folder_path(typed).resolve() != here:
+        compared.append((typed, folder_path(typed)))
+    if not compared:
+        st.info("Pick a run to draw its curves over this run's: one under this root or opened before in this "
+                "session (above, left), or type the path of any run folder you may read (right).")
         return
     steps = {run.path.name: curve_frame(run.steps)}
-    for name in chosen:
+    for name, folder in compared:
         try:
-            other = state.get_run(str(names[name]), settings)
-        except RootError as exc:
-            st.warning(f"Can't read {escape_markdown(name)}.")
-            st.text(str(exc))
+            other = state.get_run(str(folder), settings)
+        except (RootError, OSError) as exc:
+            st.warning(alert_body(f"Can't read {escape_markdown(name)}.", str(exc)))
             continue
         steps[name] = curve_frame(other.steps)
+    if len(steps) < 2:
+        return
     automatic = align_runs_by(steps)
     choices = {ALIGN_STEP: "step", ALIGN_PROGRESS: "progress (% of each run's steps)"}
-    compared = (str(run.path), tuple(chosen))  # other runs compared: start from their automatic alignment
-    if st.session_state.get(keys.COMPARE_ALIGN) not in choices or st.session_state.get(_ALIGNED_FOR) != compared:
+    aligned_for = (str(run.path), tuple(steps))  # other runs compared: start from their automatic alignment
+    if st.session_state.get(keys.COMPARE_ALIGN) not in choices or st.session_state.get(_ALIGNED_FOR) != aligned_for:
         st.session_state[keys.COMPARE_ALIGN] = automatic
-    st.session_state[_ALIGNED_FOR] = compared
+    st.session_state[_ALIGNED_FOR] = aligned_for
     align = st.radio("Align runs by", list(choices), format_func=choices.__getitem__, horizontal=True,
                      key=keys.COMPARE_ALIGN,
                      help="Progress puts each run's first step at 0 % and its last at 100 %, so runs of very "

@@ -22,7 +22,6 @@ from .tags import tagged as get_tagged, with_tags
 
 NO_FILTER = "(no numeric filter)"
 SHOWN_DEFAULT = 200  # matches listed; the count and the curve cover all
-_LAST_OPENED = "explore_last_opened"
 
 
 def _number(text: str, label: str):
@@ -92,14 +91,13 @@ def render(run: Run, settings: Settings) -> None:
     ordered = run.with_text(ordered.head(shown))
     table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
     table.insert(0, F.STEP, ordered[F.STEP])
-    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                         key=f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}")
-    rows = event.selection.rows
-    clicked = (repr(query), order, descending, rows[0]) if rows else None
-    if clicked is not None and clicked != st.session_state.get(_LAST_OPENED):
-        label = ordered.index[rows[0]]
+    key = f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}"
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+                         key=key)
+    clicked = state.row_clicked(key, event.selection)
+    if clicked is not None and clicked < len(ordered):
+        label = ordered.index[clicked]
         state.open_sample(int(ordered.loc[label, F.STEP]), label)
-    st.session_state[_LAST_OPENED] = clicked
     name = run.path.name
     left, right = st.columns(2)
     left.download_button("Download these matches (CSV)", partial(build_export_csv, table.drop(columns=F.STEP), ordered, name),

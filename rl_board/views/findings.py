@@ -85,6 +85,18 @@ def _toggle(run: Run, key: str, finding) -> None:
             state.go_to_step(finding.focus_step, run.steps.index, show=False)
 
 
+def _open_step(step: int, steps) -> None:
+    """A finding's step opened in the batch, with what drives it shown (no toggle to find first)."""
+    state.go_to_step(step, steps)
+    state.show_drivers()
+
+
+def _open_sample(step: int, label) -> None:
+    """A finding's sample opened in the batch, with what drives its step shown."""
+    state.open_sample(step, label)
+    state.show_drivers()
+
+
 def _evidence(run: Run, finding, words_from_tokens: bool, key: str) -> None:
     with st.container(border=True):
         steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
@@ -95,12 +107,12 @@ def _evidence(run: Run, finding, words_from_tokens: bool, key: str) -> None:
             st.table(table.set_index(table.columns[0]))
         if not finding.labels:
             st.button(f"Show step {finding.focus_step} in the batch", key=f"finding-step-{key}",
-                      on_click=state.go_to_step, args=(finding.focus_step, run.steps.index))
+                      on_click=_open_step, args=(finding.focus_step, run.steps.index))
             return
         for i, item in enumerate(compute_evidence(run, finding)):
             left, right = st.columns([6, 1])
             left.text(f"step {item.step} · {item.sample_id} · reward {item.reward:.4g}")
-            right.button("Open", key=f"finding-sample-{key}-{i}", on_click=state.open_sample,
+            right.button("Open", key=f"finding-sample-{key}-{i}", on_click=_open_sample,
                          args=(item.step, item.label))
             st.html(item.html)
 

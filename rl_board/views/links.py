@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..base.text import alert_body
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
 from ..store.loader import ROOT_RUN
@@ -75,15 +76,14 @@ def _note(text: str) -> None:
     st.session_state.setdefault(_NOTES, []).append(text)
 
 
-def wanted_run(runs: list[str]) -> None:
+def wanted_run(runs: list[str], default: str | None = None) -> None:
     """Before the run picker is drawn: a linked run that is not under the root is named and not loaded;
-    the picker falls back to the first run."""
+    the picker falls back to ``default`` (the first run when None)."""
     wanted = st.session_state.get(_PENDING, {}).get("run")
     if wanted and wanted not in runs:
-        _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one in the sidebar and press "
-              "Load.")
+        _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one below or in the sidebar.")
         st.session_state[_PENDING] = {}
-    state.keep_choice(keys.RUN, runs, runs[0])
+    state.keep_choice(keys.RUN, runs, runs[0] if default is None else default)
 
 
 def autoload(run_dir: str | None, fields) -> None:
@@ -150,8 +150,7 @@ def show_notes() -> None:
     """The messages about the opening link, as text; shown once everything the link asked for was tried."""
     notes = st.session_state.get(_NOTES)
     if notes:
-        st.warning("This link could not be followed exactly:")
-        st.text("\n".join(notes))
+        st.warning(alert_body("This link could not be followed exactly:", "\n".join(notes)))
         pending = st.session_state.get(_PENDING, {})
         if pending.get("applied") or not pending.get("run"):
             st.session_state[_NOTES] = []

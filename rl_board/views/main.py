@@ -20,10 +20,10 @@ from rl_board.store import workers
 from rl_board.base.access import check_roots
 from rl_board.store.loader import RootError, TokenizerError
 from rl_board.base import fields as F
-from rl_board.base.text import escape_markdown
+from rl_board.base.text import alert_body, escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
                             tokens, trainer, turns)
-from rl_board.views import findings, prompts, tags
+from rl_board.views import findings, prompts, runs, tags
 
 
 class Picked(NamedTuple):
@@ -53,7 +53,7 @@ def _sample_tokens(run, picked: Picked, settings) -> None:
 
 
 #: The views of the chosen sample, in order below the sample picker: ``render(run, picked, settings)``.
-SAMPLE_VIEWS = (_sample_pair, _sample_tokens, tags.render_sample, prompts.render_sample)
+SAMPLE_VIEWS = (_sample_pair, tags.render_sample, _sample_tokens, prompts.render_sample)
 
 _STEP_ANCHOR = "batch_step"  # the containers a click brings into view (CSS class st-key-<key>)
 _SAMPLE_ANCHOR = "batch_sample"
@@ -152,9 +152,13 @@ def _render(settings) -> None:
     loaded = state.loaded_run()
     if loaded is None:
         links.show_notes()
-        st.info("Pick a run in the sidebar and press **Load**.")
+        runs.render(settings)
         return
     run_dir, fields = loaded
+    settings, unusable = state.usable_tokenizer(settings)
+    if unusable:  # the run still opens: its token ids are decoded with the tokenizer found next to it, or shown as #ID
+        st.warning(alert_body("Can't use this tokenizer: the run is read without it (with the one found next to "
+                              "the run, if any; token ids are shown as #ID otherwise).", unusable))
     if settings.run_dir != run_dir:  # the sidebar is being edited: the loaded run stays until Load
         st.caption(f"Showing {escape_markdown(run_dir)}. Press Load to open the run picked in the sidebar.")
 
@@ -165,12 +169,10 @@ def _render(settings) -> None:
     try:
         run = state.get_run(run_dir, settings, fields, refresh=settings.load)
     except RootError as exc:  # the folder went away since it was picked
-        st.error("Can't read this run.")
-        st.text(str(exc))
+        st.error(alert_body("Can't read this run.", str(exc)))
         return
     except TokenizerError as exc:  # the tokenizer typed in the sidebar can't be used
-        st.error("Can't use this tokenizer.")
-        st.text(str(exc))
+        st.error(alert_body("Can't use this tokenizer.", str(exc)))
         return
     if settings.auto_refresh_seconds:
         state.follow(run_dir, settings, fields)
@@ -180,6 +182,8 @@ def _render(settings) -> None:
     report.render(run)
     if not run.report.lines_ok:
         return
+    if state.note_traits(run):  # the sidebar was drawn for another run: draw it again for this one
+        st.rerun()
 
     links.apply(run)
     links.show_notes()

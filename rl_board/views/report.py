@@ -10,7 +10,10 @@ import streamlit as st
 from ..base import fields as F
 from ..analysis.checks import compute_data_checks
 from ..analysis.run import Run
+from ..store.diagnosis import describe_folder
+from ..base.text import alert_body
 from ..readers import format_field_mapping
+from ..readers.mapping import suggest_field_mapping
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
 ERRORS_QUOTED = 3  # rejected lines quoted above the table
@@ -28,8 +31,7 @@ def render(run: Run) -> None:
     if run.options.fields:
         st.text(f"Field mapping: {format_field_mapping(run.options.fields)}")
     if report.notes:
-        st.warning("While loading:")
-        st.text("\n".join(report.notes))
+        st.warning(alert_body("While loading:", "\n".join(report.notes)))
     if report.pending:
         st.info("Last line still being written (not loaded yet) in:")
         st.text(", ".join(report.pending))
@@ -52,8 +54,7 @@ def render(run: Run) -> None:
                          hide_index=True)
     checks = compute_data_checks(run.samples, run.files)
     if checks:
-        st.warning("Numbers a log should not hold:")
-        st.text("\n".join(check.message for check in checks))
+        st.warning(alert_body("Numbers a log should not hold:", "\n".join(check.message for check in checks)))
 
 
 def metrics_files(run_dir: Path, names) -> list[str]:
@@ -73,6 +74,10 @@ def metrics_files(run_dir: Path, names) -> list[str]:
 def _nothing_loaded(run: Run) -> None:
     """Nothing loaded: say so, and what the lines hold, so the field mapping can name it."""
     report = run.report
+    if not report.files:
+        st.error("Nothing loaded: no reader finds its files in this folder.")
+        st.text(describe_folder(run.path))
+        return
     if not report.lines_bad:
         st.error("Nothing loaded: the run's files hold no lines yet.")
         return
@@ -84,23 +89,8 @@ def _nothing_loaded(run: Run) -> None:
         return
     st.caption("Keys in the first lines of the first files:")
     st.text(", ".join(f"{key} ({kind})" for key, kind in found))
-    example = suggest_mapping(found)
+    example = suggest_field_mapping(found)
     st.info("Say which of these holds each field of the board in the sidebar's **Field mapping** box "
             "(CANONICAL=SOURCE pairs), then press **Load**" + (". For example:" if example else "."))
     if example:
         st.text(example)
-
-
-def suggest_mapping(found: list[tuple[str, str]]) -> str:
-    """A field mapping to start from: the first number key that is not the step for ``reward``, the first
-    text key for ``response`` (the last of several: a question comes before its answer); "" when there is
-    neither."""
-    taken = {F.STEP, F.REWARD, "score", *F.TEXT_FIELDS}
-    numbers = [k for k, kind in found if kind == "number" and k not in taken]
-    texts = [k for k, kind in found if kind == "text" and k not in taken]
-    pairs = []
-    if not any(k in (F.REWARD, "score") and kind == "number" for k, kind in found) and numbers:
-        pairs.append(f"{F.REWARD}={numbers[0]}")
-    if not any(k in ("response", "output", "completion") for k, _ in found) and texts:
-        pairs.append(f"response={texts[-1]}")
-    return ", ".join(pairs)

@@ -35,8 +35,12 @@ def _text(label: str, value) -> None:
                            key=f"whole-{label}", on_click="ignore")
 
 
+def _known(value) -> bool:
+    return not (value is None or (isinstance(value, float) and math.isnan(value)))
+
+
 def _number(value) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
+    return f"{value:.4g}" if _known(value) else "–"
 
 
 def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dict] | None) -> None:
@@ -51,15 +55,20 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
         with columns[1]:
             _text(f"Reference response · ref reward {_number(row['ref_reward'])}",
                   strip_pad(row["ref_response"], settings.pad_token))
-    metrics = st.columns(4)
-    metrics[0].metric("Reward gap (reward − ref)", _number(row["reward_gap"]))
+    shown = []  # only the numbers this sample and run have: no "–" for what was never logged
+    if settings.show_comparison and _known(row["reward_gap"]):
+        shown.append(("Reward gap (reward − ref)", _number(row["reward_gap"]), None))
     lengths = [("Step mean response length (tokens)", "response_len_mean"),
                ("Step mean response length (chars)", "response_chars_mean")]
     if settings.show_comparison:
         lengths.append(("Step mean ref response length (chars)", "ref_response_chars_mean"))
-    for column, (label, name) in zip(metrics[1:], lengths):
+    for label, name in lengths:
         now, delta = length_change(run.steps, step, name)
-        column.metric(label, _number(now), None if math.isnan(delta) else f"{delta:+.3g} vs previous step")
+        if _known(now):
+            shown.append((label, _number(now), None if math.isnan(delta) else f"{delta:+.3g} vs previous step"))
+    for column, (label, value, delta) in zip(st.columns(4), shown):
+        # a shorter response is neither good nor bad: the change is not coloured
+        column.metric(label, value, delta, delta_color="off")
     extras = {F.extra_name(c): row[c] for c in F.extra_columns(row.index) if row[c] == row[c]}
     if extras:
         st.caption("Extra fields of this sample")

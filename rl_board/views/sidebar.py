@@ -10,16 +10,31 @@ import streamlit as st
 from ..base import fields as F
 from ..base.location import folder_path
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
-from ..store.loader import ROOT_RUN, RootError, list_runs
+from ..store.diagnosis import describe_folder
+from ..store.discovery import discover_runs
+from ..store.loader import ROOT_RUN, RootError
+from ..store.tracking import NoRunsError
 from ..readers import FieldMappingError, parse_field_mapping
 from ..scalars.signs import Thresholds
 from ..derive.metrics import KL_ESTIMATORS
-from . import keys, links
+from . import keys, links, state
 
 DEFAULT_ROOT = "./rollout_samples"
 DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
 DEFAULT_EOS = EOS_TOKEN
+BAND_PERCENTILE = 95  # std bands are capped at this percentile of their steps' half-widths, unless turned off
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
+DEFAULT_RUN = "ppo_demo"  # picked first when the root has it (docs/getting-started.md walks through it)
+#: The sidebar's sections of options set once, closed until opened.
+SECTION_CURVES = "Curve bands and smoothing"
+SECTION_TOKENS = "Tokens and text"
+SECTION_TRAINER = "Trainer metrics"
+SECTION_SHOW = "Show on the page"
+
+
+def run_dir_of(root: str, run: str) -> str:
+    """The folder of run ``run`` (a path relative to ``root``, a folder or a URL; "." for the root itself)."""
+    return str(folder_path(root) / run) if run != ROOT_RUN else str(folder_path(root))  # a URL root too
 
 
 @dataclass(frozen=True)
@@ -27,7 +42,7 @@ class Settings:
     """What the user chose in the sidebar."""
 
     root: str  # the root folder as typed, surrounding whitespace removed
-    runs: list[str]  # the runs under it (empty when it can't be used)
+    runs: list[str]  # the runs under it, at any depth, by relative path (empty when it can't be used)
     metrics_path: str  # the trainer metrics to show ("" = found near the run)
     thresholds: object  # scalars.signs.Thresholds
     run_dir: str | None  # the folder picked (not necessarily loaded yet)
@@ -39,6 +54,7 @@ class Settings:
     show_reward_curves: bool
     reward_fields: list[str]
     std_scale: float
+    band_clip: float | None  # the percentile of its steps' at which a std band's half-width is capped; None: not
     zero_shift: bool
     smoothing: float  # TensorBoard-style EMA weight; 0 = off
     show_comparison: bool
@@ -52,25 +68,32 @@ class Settings:
     show_table: bool
     show_pair: bool
     show_heatmap: bool
+    discovery: object = None  # store.discovery.Discovery of the root (names only), None when it can't be used
 
 
 def render() -> Settings:
     side = st.sidebar
     side.header("Run")
-    root = side.text_input("Root folder (one run per subfolder)", value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
+    root = side.text_input("Root folder (runs at any depth under it, or a run folder)",
+                           value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
                            key=keys.ROOT).strip()  # a pasted path often brings an invisible space
-    run_dir, load = None, False
+    run_dir, load, discovery = None, False, None
     try:
-        runs = list_runs(root)
+        discovery = discover_runs(root, details=False)
+        runs = discovery.names()
+    except NoRunsError as exc:  # say what the folder holds and what to try
+        side.error("No run in this folder.")
+        side.text(str(exc).split(" Expected layout")[0] + "\n" + describe_folder(root))
+        runs = []
     except RootError as exc:
         side.error("Can't use this root folder.")
         side.text(str(exc))
         runs = []
     if runs:
-        links.wanted_run(runs)
+        links.wanted_run(runs, DEFAULT_RUN if DEFAULT_RUN in runs else runs[0])
         run = side.selectbox("Run", runs, key=keys.RUN,
-                             format_func=lambda r: "(files in the root)" if r == ROOT_RUN else r)
-        run_dir = str(folder_path(root) / run) if run != ROOT_RUN else str(folder_path(root))  # a URL too
+                             format_func=lambda r: "(the root folder itself)" if r == ROOT_RUN else r)
+        run_dir = run_dir_of(root, run)
     max_samples = side.number_input("Max samples per step (0 = all)", min_value=0, value=0, step=16,
                                     key=keys.MAX_SAMPLES,
                                     help="Keeps the first N samples of each step, in file then line order.")
@@ -97,59 +120,76 @@ def render() -> Settings:
 
     side.header("Settings")
     show_reward = side.checkbox("Reward curves", value=True, key=keys.SHOW_REWARD_CURVES)
-    reward_fields = side.multiselect("Reward fields", list(F.REWARD_FIELDS), default=[F.REWARD, "ref_reward"],
-                                     key=keys.REWARD_FIELDS)
-    std_scale = side.slider("Std band × (variance scaling)", 0.0, 3.0, 1.0, 0.1, key=keys.STD_SCALE)
-    zero_shift = side.checkbox("Zero shift (curves start at 0)", key=keys.ZERO_SHIFT)
-    smoothing = side.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=keys.SMOOTHING,
-                            help="Exponential moving average with debiasing, as TensorBoard smooths; "
-                                 "0 = off. The raw curve stays, faint.")
-    comparison = side.checkbox("Compare with the reference model", value=True, key=keys.SHOW_COMPARISON)
-    estimator = side.selectbox("KL estimator", KL_ESTIMATORS, key=keys.KL_ESTIMATOR,
-                               help="k3 = exp(d) − 1 − d with d = ref_logp − logp (what OpenRLHF and verl "
-                                    "train with); k2 = ½·log_ratio²; k1 = log_ratio.")
-    use_log_ratio = side.checkbox("Log-ratio instead of KL on the KL curve", key=keys.USE_LOG_RATIO)
-    drop_pad = side.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
-    pad = side.text_input("Pad token", value=DEFAULT_PAD, key=keys.PAD_TOKEN, disabled=not drop_pad,
+    traits = state.run_traits()  # only what the loaded run has is offered (everything before a run is loaded)
+    offered = list(traits.reward_fields) or [F.REWARD]
+    state.run_choice(keys.REWARD_FIELDS, offered, [n for n in (F.REWARD, "ref_reward") if n in offered])
+    reward_fields = side.multiselect("Reward fields", offered, key=keys.REWARD_FIELDS,
+                                     help="The reward fields this run logged, drawn on the Rewards curve.")
+    comparison = traits.reference and side.checkbox("Compare with the reference model", value=True,
+                                                    key=keys.SHOW_COMPARISON)
+    if traits.ref_logprobs:
+        estimator = side.selectbox("KL estimator", KL_ESTIMATORS, key=keys.KL_ESTIMATOR,
+                                   help="k3 = exp(d) − 1 − d with d = ref_logp − logp (what OpenRLHF and verl "
+                                        "train with); k2 = ½·log_ratio²; k1 = log_ratio.")
+        use_log_ratio = side.checkbox("Log-ratio instead of KL on the KL curve", key=keys.USE_LOG_RATIO)
+    else:  # no KL in this run: the choice stays for the next run that has one
+        estimator, use_log_ratio = state.kept_value(keys.KL_ESTIMATOR, KL_ESTIMATORS[0]), False
+    # options set once and seldom changed: in sections of their own, closed until opened
+    bands = side.expander(SECTION_CURVES)
+    std_scale = bands.slider("Std band × (variance scaling)", 0.0, 3.0, 1.0, 0.1, key=keys.STD_SCALE)
+    clip_bands = bands.checkbox(f"Clip std bands at their {BAND_PERCENTILE}th percentile", value=True,
+                                key=keys.CLIP_BANDS,
+                                help="A band's half-width at any step is at most its value at this percentile "
+                                     "of the run's steps, so one step's spike does not stretch the axis. Off: "
+                                     "the whole std.")
+    zero_shift = bands.checkbox("Zero shift (curves start at 0)", key=keys.ZERO_SHIFT)
+    smoothing = bands.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=keys.SMOOTHING,
+                             help="Exponential moving average with debiasing, as TensorBoard smooths; "
+                                  "0 = off. The raw curve stays, faint.")
+    text = side.expander(SECTION_TOKENS)
+    drop_pad = text.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
+    pad = text.text_input("Pad token", value=DEFAULT_PAD, key=keys.PAD_TOKEN, disabled=not drop_pad,
                           help="Positions from the first pad token on are not counted, and pads are removed "
                                "from the texts shown.")
-    eos = side.text_input("EOS token", value=DEFAULT_EOS, key=keys.EOS_TOKEN,
+    eos = text.text_input("EOS token", value=DEFAULT_EOS, key=keys.EOS_TOKEN,
                           help="The model's end-of-sequence action: counted (it carries the reward), and "
                                "nothing after it is. When it equals the pad token, its first occurrence is "
                                "the EOS. Empty: no EOS.")
-    tokenizer = side.text_input("Tokenizer (empty: found next to the run)", key=keys.TOKENIZER,
+    tokenizer = text.text_input("Tokenizer (empty: found next to the run)", key=keys.TOKENIZER,
                                 placeholder="/models/Qwen3-8B or …/tokenizer.json",
                                 help="Decodes runs that log token ids (prime-rl's token exports, NeMo-RL): a "
                                      "tokenizer.json or a model folder holding one, read from disk only. Empty: "
                                      "the one in the run folder or up to two folders above it (also in a model "
                                      "folder there).").strip()
-    drop_system = side.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
-    marker = side.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
+    drop_system = text.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
+    marker = text.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
                              disabled=not drop_system)
-    side.header("Trainer metrics")
-    metrics_path = side.text_input("Metrics file or folder (empty: found near the run)", key=keys.METRICS_PATH,
-                                   help="trainer_state.json (TRL), TensorBoard event files, verl's file logger "
-                                        "or a JSONL of metrics.").strip()
-    with side.expander("Warning thresholds"):
-        thresholds = Thresholds(
-            ratio_max=st.number_input("Policy ratio above", 1.0, 1e6, Thresholds.ratio_max, key="sign_ratio"),
-            clip_max=st.number_input("Clip fraction above", 0.0, 1.0, Thresholds.clip_max, key="sign_clip"),
-            spike_k=st.number_input("Spike: robust deviations above the median", 1.0, 100.0, Thresholds.spike_k,
-                                    key="sign_spike"),
-            entropy_fraction=st.number_input("Entropy below this fraction of its early mean", 0.0, 1.0,
-                                             Thresholds.entropy_fraction, key="sign_entropy"),
-            kl_noise_k=st.number_input("Negative KL: below 0 by this many noise scales", 0.0, 100.0,
-                                       Thresholds.kl_noise_k, key="sign_kl_noise"))
-    side.header("Show")
+    trainer = side.expander(SECTION_TRAINER)
+    metrics_path = trainer.text_input("Metrics file or folder (empty: found near the run)", key=keys.METRICS_PATH,
+                                      help="trainer_state.json (TRL), TensorBoard event files, verl's file logger "
+                                           "or a JSONL of metrics.").strip()
+    trainer.caption("Warning thresholds")
+    thresholds = Thresholds(
+        ratio_max=trainer.number_input("Policy ratio above", 1.0, 1e6, Thresholds.ratio_max, key="sign_ratio"),
+        clip_max=trainer.number_input("Clip fraction above", 0.0, 1.0, Thresholds.clip_max, key="sign_clip"),
+        spike_k=trainer.number_input("Spike: robust deviations above the median", 1.0, 100.0, Thresholds.spike_k,
+                                     key="sign_spike"),
+        entropy_fraction=trainer.number_input("Entropy below this fraction of its early mean", 0.0, 1.0,
+                                              Thresholds.entropy_fraction, key="sign_entropy"),
+        kl_noise_k=trainer.number_input("Negative KL: below 0 by this many noise scales", 0.0, 100.0,
+                                        Thresholds.kl_noise_k, key="sign_kl_noise"))
+    shown = side.expander(SECTION_SHOW)
     return Settings(
         root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
         auto_refresh_seconds=int(seconds) if auto else None, follow_newest=follow_newest,
         show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
+        band_clip=BAND_PERCENTILE if clip_bands else None,
         zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
         pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, tokenizer=tokenizer or None,
         system_marker=(marker or None) if drop_system else None,
-        show_charts=side.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
-        show_table=side.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
-        show_pair=side.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),
-        show_heatmap=side.checkbox("Token view and heatmap", value=True, key=keys.SHOW_HEATMAP),
+        show_charts=shown.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
+        show_table=shown.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
+        show_pair=shown.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),
+        show_heatmap=shown.checkbox("Token view and heatmap", value=True, key=keys.SHOW_HEATMAP),
+        discovery=discovery,
     )

@@ -3,18 +3,27 @@
 A run is read by a ``RunSource`` kept in ``st.cache_resource`` (one per folder and
 load settings, shared by sessions, never copied); its latest snapshot is what
 every view draws. Session state holds only the user's choices.
+
+It is longer than the other views on purpose: every ``st.cache_*`` and ``st.session_state`` use of the
+page stays in this one module (STYLE.md), so a view never caches or remembers anything on its own.
+Its two halves are the cached reads (run, scalars, findings, tags) and the user's navigation (areas,
+steps, samples, table clicks, widgets).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 
 import streamlit as st
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
 
 from ..analysis.run import Run
+from ..base.access import RootError
+from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
+from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..analysis.source import RunSource
 from ..store.loader import SourceChanged
 from . import keys
@@ -32,6 +41,16 @@ def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
                      tokenizer=tokenizer)
 
 
+@st.cache_data(ttl=10, max_entries=8, show_spinner=False)
+def get_run_details(root: str, runs: tuple[str, ...], allowed: str | None = None):
+    """The runs under ``root`` with their files and counts (``store.discovery``), kept ten seconds: the
+    runs list's sizes and counts may be that late. ``runs`` (the names found now) and ``allowed`` (the
+    allowed folders setting) are part of the key, so a new run is listed at once."""
+    from ..store.discovery import discover_runs
+
+    return discover_runs(root)
+
+
 def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -> Run:
     """The run as last read with the sidebar's load settings and the split picked on the page; read
     (what is new in) its files first when ``refresh`` or never read. A picked split the run doesn't
@@ -42,6 +61,19 @@ def get_run(run_dir: str, settings, fields: tuple = (), refresh: bool = False) -
         st.session_state.pop(keys.SPLIT, None)
         run = _read(run_dir, settings, fields, refresh, None)
     return run
+
+
+def usable_tokenizer(settings):
+    """``settings`` with the tokenizer typed (or linked) if it can be used, else without it (the run is then
+    read with the one found next to it, or none), and why it can't be used (None if it can): outside the
+    allowed folders, not found, or no tokenizer."""
+    if not settings.tokenizer:
+        return settings, None
+    try:
+        load_tokenizer(str(resolve_tokenizer(settings.tokenizer)))
+    except (RootError, TokenizerError) as exc:
+        return replace(settings, tokenizer=None), str(exc)
+    return settings, None
 
 
 def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | None) -> Run:
@@ -58,8 +90,10 @@ def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | Non
                 bar.progress(min(done / total, 1.0) if total else 1.0,
                              text=f"Reading rollout files… {done / 2**20:,.0f} of {total / 2**20:,.0f} MiB")
 
-        source.refresh(progress)
-        bar.empty()
+        try:
+            source.refresh(progress)
+        finally:  # a read that fails leaves no bar behind
+            bar.empty()
     return source.latest
 
 
@@ -218,10 +252,26 @@ def open_sample(step: int, label, show: bool = True) -> None:
         show_area(keys.BATCH, "sample")
 
 
+#: How a table of samples is selected: a click on any cell picks its row, as does the row's checkbox.
+ROW_CLICK = ("single-row", "single-cell")
+
+
+def _selection(table_key: str) -> dict:
+    return (st.session_state.get(table_key) or {}).get("selection") or {}
+
+
+def show_drivers() -> None:
+    """Show "What drives this step" when the batch is next drawn (a step opened from a finding)."""
+    st.session_state[keys.SHOW_DRIVERS] = True
+
+
 def table_click(table_key: str) -> int | None:
     """Before the batch table ``table_key`` is drawn: the row the user clicked since it was last drawn
-    (a row other than the one it marked), if any."""
-    rows = ((st.session_state.get(table_key) or {}).get("selection") or {}).get("rows") or []
+    (a cell of any row, or a row other than the one it marked), if any."""
+    selection = _selection(table_key)
+    cells, rows = selection.get("cells") or [], selection.get("rows") or []
+    if cells:  # ``mark_row`` clears the cells: one here is a new click
+        return int(cells[0][0])
     marked = st.session_state.get(_MARKED)
     if not rows or marked == (table_key, rows[0]):
         return None
@@ -229,11 +279,41 @@ def table_click(table_key: str) -> int | None:
 
 
 def mark_row(table_key: str, row: int) -> None:
-    """Before the batch table ``table_key`` is drawn: select its ``row`` (the sample shown)."""
-    rows = ((st.session_state.get(table_key) or {}).get("selection") or {}).get("rows")
-    if rows != [row]:
-        st.session_state[table_key] = {"selection": {"rows": [row], "columns": []}}
+    """Before the batch table ``table_key`` is drawn: select its ``row`` (the sample shown), no cell."""
+    selection = _selection(table_key)
+    if selection.get("rows") != [row] or selection.get("cells"):
+        st.session_state[table_key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
     st.session_state[_MARKED] = (table_key, row)
+
+
+_SEEN = "table_selections"  # table key -> (rows, cells, the row picked) of its selection when last read
+_SEEN_KEPT = 16  # tables remembered (each search, sort and group draws a table of its own)
+
+
+def row_clicked(table_key: str, selection) -> int | None:
+    """The row a click in table ``table_key`` (drawn with ``ROW_CLICK``; ``selection`` its event's
+    selection) picked since its selection was last read: any cell of a row, or the row's checkbox (the
+    one that changed, when both did); None when nothing changed."""
+    rows = [int(r) for r in selection.get("rows") or []]
+    cells = [(int(c[0]), str(c[1])) for c in selection.get("cells") or []]
+    seen = st.session_state.setdefault(_SEEN, {})
+    before_rows, before_cells, before = seen.pop(table_key, ([], [], None))
+    clicked = None
+    if cells and cells != before_cells:
+        clicked = cells[0][0]
+    elif rows and rows != before_rows:
+        clicked = rows[0]
+    picked = clicked if clicked is not None else (before if rows or cells else None)
+    seen[table_key] = (rows, cells, picked)
+    for old in list(seen)[:-_SEEN_KEPT]:
+        del seen[old]
+    return clicked
+
+
+def row_picked(table_key: str) -> int | None:
+    """The row last picked in table ``table_key`` (``row_clicked``) while it is still selected; None once
+    the selection is cleared."""
+    return st.session_state.get(_SEEN, {}).get(table_key, ([], [], None))[2]
 
 
 def choose_sample(ordered, context: tuple, clicked: int | None) -> str:
@@ -271,6 +351,29 @@ def relabel(key: str, label: str) -> None:
     drawn[key] = (value, label)
 
 
+_TRAITS = "run_traits"  # the loaded run's RunTraits: what the sidebar offers
+
+
+def run_traits() -> RunTraits:
+    """What the loaded run has (``traits.RunTraits``); everything while no run is loaded."""
+    return st.session_state.get(_TRAITS, ALL_TRAITS)
+
+
+def note_traits(run: Run) -> bool:
+    """Keep what ``run`` has for the sidebar; whether that changed since the sidebar was drawn (the page
+    is then drawn again, so it offers only what this run has)."""
+    traits = compute_run_traits(run.steps, run.samples)
+    changed = st.session_state.get(_TRAITS, ALL_TRAITS) != traits
+    st.session_state[_TRAITS] = traits
+    return changed
+
+
+def kept_value(key: str, default):
+    """The value widget ``key`` had when last drawn (``default`` if never): for a control the page does
+    not draw for this run, whose choice stays for the next run that has it."""
+    return st.session_state.get(key, default)
+
+
 def loaded_run() -> tuple[str, tuple] | None:
     """(the folder, the field mapping) the user loaded last, if any."""
     return st.session_state.get(keys.LOADED_RUN)
@@ -280,7 +383,18 @@ def loaded_run() -> tuple[str, tuple] | None:
 _PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, _MARKED, _OPEN_SAMPLE)
 
 
+_RECENT = "recent_runs"  # run folders loaded in this session, the latest first
+RECENT_KEPT = 8
+
+
+def recent_runs() -> list[str]:
+    """The run folders loaded in this session, the latest first (at most ``RECENT_KEPT``)."""
+    return list(st.session_state.get(_RECENT, []))
+
+
 def set_loaded_run(run_dir: str, fields: tuple) -> None:
+    recent = [r for r in st.session_state.get(_RECENT, []) if r != run_dir]
+    st.session_state[_RECENT] = [run_dir, *recent][:RECENT_KEPT]
     if st.session_state.get(keys.LOADED_RUN) not in (None, (run_dir, fields)):
         for key in _PER_RUN:
             st.session_state.pop(key, None)
@@ -289,7 +403,7 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
 
 
 _KEPT = "kept_widgets"  # widget key -> its value at the end of the last full run
-_NOT_KEPT = {keys.LOAD, keys.REFRESH, keys.SAVE_TAGS}  # buttons: their state can't be set
+_NOT_KEPT = {keys.LOAD, keys.REFRESH}  # buttons: their state can't be set
 
 
 def _widget_keys() -> list[str]:

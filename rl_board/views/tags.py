@@ -12,13 +12,12 @@ from ..analysis.run import Run
 from ..analysis.tables import build_batch_table, cut_cells
 from ..store.tags import (ANY_TAG, CHANGED, SUGGESTED_TAGS, TagConflict, Tagged, TagsError, add_tag_columns,
                           build_eval_set, new_entry, sample_key, set_tags, tags_path)
-from ..base.text import escape_markdown
+from ..base.text import alert_body, escape_markdown
 from . import keys, state
 from .sidebar import Settings
 
-_FLASH = "tags_flash"  # (kind, message) shown once, after the rerun a save causes
+_FLASH = "tags_flash"  # (kind, message[, detail]) of the last save, shown once when the page is drawn again
 _SHOWN = "tags_shown:"  # + FILE:LINE: the entry the editor was filled from (what a save may replace)
-_LAST_OPENED = "tagged_last_opened"
 
 
 def tagged(run: Run) -> Tagged | None:
@@ -48,19 +47,19 @@ def _untouched_but_stale(shown, stored, tags: list, note: str) -> bool:
 
 
 def render_editor(run: Run, label) -> None:
-    """Tags and a note for sample ``label``; saved for everyone who opens this run."""
+    """Tags and a note for sample ``label``, saved as soon as either changes; kept for everyone who
+    opens this run."""
     if flash := st.session_state.pop(_FLASH, None):
-        (st.success if flash[0] == "success" else st.warning)(flash[1])
-        if len(flash) > 2:
-            st.text(flash[2])
+        {"success": st.success, "error": st.error}.get(flash[0], st.warning)(
+            flash[1] if len(flash) < 3 else alert_body(flash[1], flash[2]))
     book = tagged(run)
     if book is None:
         return
     key = sample_key(run, label)
     stored = entry = book.entries.get(key)
     if stored is not None and any(e.key == key and why == CHANGED for e, why in book.missing):
-        st.caption("This line had tags for another sample before its file was rewritten (shown empty here; saving "
-                   "replaces them): " + escape_markdown(", ".join(stored.tags) or "a note"))
+        st.caption("This line had tags for another sample before its file was rewritten (shown empty here; a "
+                   "change replaces them): " + escape_markdown(", ".join(stored.tags) or "a note"))
         entry = None
     tags_key, note_key, shown_key = f"{keys.TAGS}:{key}", f"{keys.NOTE}:{key}", _SHOWN + key
     if (shown_key not in st.session_state or tags_key not in st.session_state
@@ -70,32 +69,36 @@ def render_editor(run: Run, label) -> None:
         st.session_state[tags_key] = list(entry.tags) if entry else []
         st.session_state[note_key] = entry.note if entry else ""
     offered = list(dict.fromkeys([*SUGGESTED_TAGS, *book.names(), *st.session_state[tags_key]]))
-    with st.form(key="tag_form", border=False):
-        left, right = st.columns([1, 2])
-        chosen = left.multiselect("Tags", offered, key=tags_key, accept_new_options=True,
-                                  help="Pick or type tags (no commas); kept beside the cache, never in your logs, "
-                                       "for everyone who opens this run.")
-        note = right.text_area("Note", key=note_key, height=68, max_chars=10_000)
-        saved = st.form_submit_button("Save tags and note", key=keys.SAVE_TAGS)
-    if not saved:
-        return
-    shown = st.session_state.pop(shown_key, None)  # the next run fills the editor from the file again
+    left, right = st.columns([1, 2])
+    save = dict(on_change=_save, args=(run, label, key))
+    where = ("Kept in " + escape_markdown(str(tags_path(run.path))) + " (beside the cache, never in your logs; "
+             "`RL_BOARD_TAGS_DIR` moves it).")
+    left.multiselect("Tags", offered, key=tags_key, accept_new_options=True, **save,
+                     help="Pick or type tags (no commas); saved at once, for everyone who opens this run. " + where)
+    right.text_area("Note", key=note_key, height=68, max_chars=10_000, **save,
+                    help="Saved when you leave the box (or press Ctrl+Enter). " + where)
+
+
+def _save(run: Run, label, key: str) -> None:
+    """Store the editor's tags and note of sample ``key`` (a callback: it runs before the page is drawn
+    again, which then shows the outcome)."""
+    tags_key, note_key, shown_key = f"{keys.TAGS}:{key}", f"{keys.NOTE}:{key}", _SHOWN + key
+    chosen, note = st.session_state.get(tags_key, []), st.session_state.get(note_key, "")
+    shown = st.session_state.get(shown_key)
     try:
-        set_tags(run.path, new_entry(run, label, chosen, note), shown=shown)
+        saved = set_tags(run.path, new_entry(run, label, chosen, note), shown=shown)
     except TagConflict as exc:
         now = exc.current
+        st.session_state.pop(shown_key, None)  # the editor is filled from the file again: theirs
         st.session_state[_FLASH] = ("warning", "Not saved: another session changed this sample's tags or note since "
                                                "they were shown. The editor now shows theirs; yours were:",
                                     f"tags: {', '.join(chosen)}\nnote: {note}\n\nnow: "
                                     f"{', '.join(now.tags) if now else '(none)'}; {now.note if now else ''}")
     except TagsError as exc:  # a tag with a comma, a tags file that can't be written: the editor keeps them
-        st.session_state[shown_key] = shown
-        st.error("Can't save these tags.")
-        st.text(str(exc))
-        return
+        st.session_state[_FLASH] = ("error", "Can't save these tags.", str(exc))
     else:
+        st.session_state[shown_key] = saved  # what the file holds now: the next change is checked against it
         st.session_state[_FLASH] = ("success", "Saved.")
-    st.rerun()  # the whole page: the tables show the new tags
 
 
 def render_list(run: Run, settings: Settings) -> None:
@@ -125,14 +128,13 @@ def render_list(run: Run, settings: Settings) -> None:
     table.insert(0, F.STEP, rows[F.STEP])
     st.caption(f"{len(labels):,} tagged sample{'' if len(labels) == 1 else 's'}"
                + ("" if tag == ANY_TAG else " with this tag") + ". Click one to open it in Batch and sample.")
-    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode="single-row",
-                         key=f"tagged_table-{tag}-{len(labels)}")
-    picked = event.selection.rows
-    clicked = (tag, len(labels), picked[0]) if picked else None
-    if clicked is not None and clicked != st.session_state.get(_LAST_OPENED):
-        label = labels[picked[0]]
+    key = f"tagged_table-{tag}-{len(labels)}"
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+                         key=key)
+    clicked = state.row_clicked(key, event.selection)
+    if clicked is not None and clicked < len(labels):
+        label = labels[clicked]
         state.open_sample(int(run.samples.at[label, F.STEP]), label)
-    st.session_state[_LAST_OPENED] = clicked
     st.download_button("Download as a JSONL eval set", partial(build_eval_set, run, book, settings.pad_token, tag),
                        file_name=f"{run.path.name}-tagged.jsonl", mime="application/jsonl", key="tagged_jsonl",
                        on_click="ignore", help="One line per sample: prompt, response, reward, tags, note, and "
@@ -140,8 +142,7 @@ def render_list(run: Run, settings: Settings) -> None:
 
 
 def render_sample(run: Run, picked, settings: Settings) -> None:
-    """The editor below the sample and its tokens (a view of ``main.SAMPLE_VIEWS``; ``picked``: the batch's
-    choice)."""
+    """The editor right below the sample's texts, above its tokens (a view of ``main.SAMPLE_VIEWS``;
+    ``picked``: the batch's choice): two boxes, no heading, so the tokens stay in view."""
     if settings.show_pair:
-        st.subheader("Tags and note")
         render_editor(run, picked.label)

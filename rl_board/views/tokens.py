@@ -6,9 +6,8 @@ import streamlit as st
 
 from ..base.colors import build_token_text_html, metric_scale, visible_token
 from ..analysis.figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
-from ..store.loader import NO_TOKENIZER
 from ..derive.metrics import SampleTokens, compute_sample_tokens
-from ..analysis.tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
+from ..analysis.tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table, default_heatmap_rows
 from ..derive.tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
 from .sidebar import Settings
@@ -36,12 +35,10 @@ def sample_tokens(record: dict, settings: Settings, tokenizer_path: str | None) 
 def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
     """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
     decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
-    sample, undecoded = sample_tokens(record, settings, tokenizer_path)
+    sample, _ = sample_tokens(record, settings, tokenizer_path)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return
-    if undecoded:
-        st.info(NO_TOKENIZER)
     if sample.lengths_differ:
         st.warning("Per-token list lengths disagree: " +
                    ", ".join(f"{k} {v}" for k, v in sample.lengths.items()) +
@@ -65,11 +62,12 @@ def render(record: dict, settings: Settings, tokenizer_path: str | None = None) 
     st.html(build_token_text_html(table["token"].tolist(), values, color_by,
                                   metric_scale(color_by, values[counted], settings.kl_estimator),
                                   dimmed=~counted if sample.has_mask else None))
-    state.run_choice(keys.TOKEN_METRICS, list(TOKEN_METRICS), available)
-    chosen = st.multiselect("Token metrics", TOKEN_METRICS, key=keys.TOKEN_METRICS, format_func=_label)
-    shown = [m for m in chosen if m in available]
-    st.dataframe(table[["token", *shown, *(["counted"] if sample.has_mask else [])]]
+    st.dataframe(table[["token", *available, *(["counted"] if sample.has_mask else [])]]
                  .assign(token=table["token"].map(visible_token)), key="token_table")
+    state.run_choice(keys.TOKEN_METRICS, list(TOKEN_METRICS), default_heatmap_rows(available))
+    chosen = st.multiselect("Heatmap rows", TOKEN_METRICS, key=keys.TOKEN_METRICS, format_func=_label,
+                            help="The metrics drawn in the heatmap, one row each; the table above has them all.")
+    shown = [m for m in chosen if m in available]
     if shown:
         drawn = table
         if len(table) > HEATMAP_RANGE:  # a long response: the heatmap draws a range of positions

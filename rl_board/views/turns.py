@@ -15,10 +15,9 @@ import pandas as pd
 import streamlit as st
 
 from ..base import fields as F
-from ..store.loader import NO_TOKENIZER
 from ..analysis.tables import TOKEN_METRIC_LABELS, compute_token_table
-from ..analysis.transcript import (TurnTokens, build_transcript, build_turn_tokens, reward_components, turn_metrics,
-                                   turn_spans)
+from ..analysis.transcript import (TurnTokens, build_transcript, build_turn_tokens, count_turns, reward_components,
+                                   turn_metrics, turn_spans)
 from ..base.text import escape_markdown
 from . import keys
 from .tokens import sample_tokens
@@ -47,7 +46,7 @@ def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnT
     got = build_turn_tokens(messages, table, metric, settings.kl_estimator)
     st.caption("Each trained turn's tokens, coloured on one scale over the sample's trained tokens; "
                "the template's tokens before a completion are dimmed (not trained)."
-               + (" " + NO_TOKENIZER if undecoded else ""))
+               + (" Token ids are shown as #ID (see the load report)." if undecoded else ""))
     st.html(got.legend)
     return got
 
@@ -63,8 +62,9 @@ def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | 
     columns[0].metric("Reward", _number(row[F.REWARD]))
     for column, (name, value) in zip(columns[1:], components.items()):
         column.metric(escape_markdown(name), _number(value))
-    turns, calls = row.get(F.extra_column(F.NUM_TURNS)), row.get(F.extra_column(F.NUM_TOOL_CALLS))
-    st.caption(f"{len(blocks)} turns · {_number(turns)} assistant turns · {_number(calls)} tool calls. "
+    turns, calls = count_turns(canonical.get(F.MESSAGES) or [])  # the conversation drawn, whatever its format
+    st.caption(f"{len(blocks)} turns · {turns} assistant turn{'' if turns == 1 else 's'} · "
+               f"{calls} tool call{'' if calls == 1 else 's'}. "
                "Turns marked trained are the policy's own tokens.")
     coloured = _turn_tokens(canonical, settings, tokenizer_path)
     for block in blocks:

@@ -1,7 +1,7 @@
 """Findings: what went wrong in a run, found without a human looking (issue 16). Pure functions
 over a ``Run``; the page, ``rl-board findings`` and the tests all use ``compute_findings``.
 
-Definitions (the README repeats them for users):
+Definitions (docs/findings.md repeats them for users):
 
 - Windows: S = the steps that have samples, ascending; the *early* window is the first
   ceil(S/4) of them, the *late* window the last ceil(S/4); E and L are their samples.

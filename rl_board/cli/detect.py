@@ -1,0 +1,30 @@
+"""``rl-board detect``: the reader that opens a folder, its files, splits and steps; or what the folder
+holds, why no reader opens it and the one thing to try (``store.diagnosis``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def _detect(args) -> int:
+    """0 when a reader opens the folder, 1 when none does, 2 when it can't be looked at."""
+    from ..store.diagnosis import compute_diagnosis, format_diagnosis
+
+    try:
+        found = compute_diagnosis(args.run_dir)
+    except (ValueError, OSError) as exc:  # RootError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(found, ensure_ascii=False) if args.json else format_diagnosis(found))
+    return 0 if found["reader"] is not None else 2 if found.get("error") else 1
+
+
+def why_no_files(run) -> None:
+    """A run of no files: say on stderr what the folder holds and what to try."""
+    from ..store.diagnosis import compute_diagnosis, format_diagnosis
+
+    try:
+        print("note: no run files here.\n" + format_diagnosis(compute_diagnosis(run.path)), file=sys.stderr)
+    except (ValueError, OSError):  # RootError is a ValueError
+        pass

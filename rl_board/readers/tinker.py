@@ -1,0 +1,114 @@
+"""tinker-cookbook's RL rollout summaries: ``{log_path}/iteration_{NNNNNN}/{base}_rollout_summaries.jsonl``.
+
+tinker-cookbook's RL loop (``rl/train.py``) exports, per iteration, one record per
+trajectory through ``rl/rollout_logging.serialize_rollout_summaries`` and
+``TrainingRunStore.write_rollouts`` (``json.dumps(record)`` per line): ``schema_version``,
+``split``, ``iteration``, ``group_idx``, ``traj_idx``, ``tags``, ``sampling_client_step``,
+``total_reward``, ``final_reward``, ``trajectory_metrics``, ``final_ob_len`` and ``steps[]``
+(one per LLM call: ``step_idx``, ``ob_len``, ``ac_len``, ``reward``, ``episode_done``,
+``metrics``, ``logs``). No token text is saved. ``base`` is ``train`` (split ``train``) or
+``eval_{label}`` (split ``eval_{label}``); the step is the iteration (the folder's number).
+
+One sample per trajectory: reward ``total_reward``; one assistant turn per step (its
+content the step's ``logs``, one ``key: value`` line each, as text; no tool calls are
+recorded); extras ``final_reward``, ``final_ob_len``, ``group_idx``, the numbers of
+``trajectory_metrics``, and ``ac_tokens`` (the steps' ``ac_len`` summed) and ``ob_tokens``
+(the last step's ``ob_len``). ``metrics.jsonl`` beside the iteration folders is the trainer's
+scalars (``rl_board.scalars``); the logtree files of an iteration (``{base}.html``,
+``{base}_logtree.json``) are named in each sample's record (``logtree``), not parsed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+import pyarrow as pa
+
+from ..base import fields as F
+from ..base.location import as_path
+from . import ReadOptions, SourceChanged, jsonl, line_too_long
+from .lines import count_lines, whole_lines
+from .records import is_number, json_type, short
+from .turns import number, numbers, sample_rows, turn
+
+NAME = "tinker"
+SUFFIX = ".jsonl"
+APPENDABLE = False  # each file is written whole
+ALIASES: dict[str, str] = {}
+GLOBS = ("iteration_*/*_rollout_summaries.jsonl",)
+DEFAULT_SPLIT = "train"
+KEYS = frozenset({"total_reward", "steps"})
+EXPECTS = "iteration_NNNNNN/{train|eval_LABEL}_rollout_summaries.jsonl records with total_reward and steps"
+_ITERATION = re.compile(r"^iteration_(\d+)$")
+_SUFFIX = "_rollout_summaries.jsonl"
+
+
+def split_of(name: str) -> str | None:
+    base = PurePosixPath(name).name
+    return base[:-len(_SUFFIX)] if base.endswith(_SUFFIX) else None
+
+
+def step_of(name: str) -> int | None:
+    parts = PurePosixPath(name).parts
+    match = _ITERATION.match(parts[-2]) if len(parts) >= 2 else None
+    return int(match.group(1)) if match else None
+
+
+def _logs_text(logs) -> str:
+    if not isinstance(logs, dict):
+        return "" if logs is None else str(logs)
+    return "\n".join(f"{k}: {v}" for k, v in logs.items())
+
+
+def sample_of(obj, step: int) -> dict | str:
+    """One record's sample dict, or why it is rejected."""
+    if not isinstance(obj, dict):
+        return "not a JSON object"
+    if "total_reward" not in obj:
+        return "missing 'total_reward'"
+    if not is_number(obj["total_reward"]):
+        return f"'total_reward' must be a number, got {short(obj['total_reward'])}"
+    steps = obj.get("steps")
+    if not isinstance(steps, list) or not all(isinstance(s, dict) for s in steps):
+        return f"'steps' must be a list of objects, got {json_type(steps)}"
+    extras = numbers(obj.get("trajectory_metrics"))
+    for key in ("final_reward", "final_ob_len", "group_idx"):
+        if number(obj.get(key)) is not None:
+            extras[key] = number(obj[key])
+    acs = [s.get("ac_len") for s in steps if is_number(s.get("ac_len"))]
+    extras["ac_tokens"] = float(sum(acs))
+    if steps and is_number(steps[-1].get("ob_len")):
+        extras["ob_tokens"] = float(steps[-1]["ob_len"])
+    turns = [turn({"role": "assistant", "content": _logs_text(s.get("logs"))}) for s in steps]
+    return {F.STEP: step, F.REWARD: float(obj["total_reward"]), F.MESSAGES: turns, "extras": extras}
+
+
+def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(canonical rows, one per trajectory; (line, reason) for each rejected line; lines read)."""
+    path = as_path(path)
+    step = step_of(f"{path.parent.name}/{path.name}") or 0
+    data = path.read_bytes()
+    samples, errors = [], []
+    for line, offset, stop, raw in whole_lines(data):
+        got = line_too_long(len(raw), options.max_line) if len(raw) > options.max_line else \
+            sample_of(jsonl.parse_line(raw), step)
+        if isinstance(got, str):
+            errors.append((line, got))
+        else:
+            samples.append({**got, "line": line, "offset": offset, "length": stop - offset})
+    return sample_rows(samples), errors, count_lines(data)
+
+
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """One trajectory's record, its step, reward, turns and the iteration's logtree files."""
+    obj = jsonl.record(fh, name, offset, length, line)
+    got = sample_of(obj, step_of(name) or 0)
+    if isinstance(got, str):
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+    base = split_of(name)
+    folder = PurePosixPath(name).parent
+    shown = {k: v for k, v in obj.items() if k != "steps"}
+    shown["steps"] = [{k: v for k, v in s.items() if k != "logs"} for s in obj["steps"]]
+    shown["logtree"] = [str(folder / f"{base}.html"), str(folder / f"{base}_logtree.json")]
+    return {**shown, **got["extras"], F.STEP: got[F.STEP], F.REWARD: got[F.REWARD], F.MESSAGES: got[F.MESSAGES]}

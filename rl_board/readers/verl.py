@@ -1,0 +1,164 @@
+"""verl's generation dumps, with turns: an experiment folder of rollout and validation folders,
+or one folder whose multi-turn responses are glued text.
+
+verl's ``_dump_generations`` (``RayPPOTrainer``, ``verl/trainer/ppo/ray_trainer.py``) writes
+``{dump_path}/{global_steps}.jsonl``, each line ``json.dumps({"input", "output", "gts",
+"score", "step", **reward_extra_infos}, ensure_ascii=False)``; ``trainer.rollout_data_dir``
+gets the training batches (steps from 1) and ``trainer.validation_data_dir`` the validation
+generations (step 0 is the validation before training). ``input`` and ``output`` are
+decoded with ``skip_special_tokens=True``: with the tool agent loop
+(``experimental/agent_loop/tool_agent_loop.py``) the output holds every assistant turn and
+tool result of the trajectory, the chat template's markers dropped (``chat_text``).
+
+This reader opens
+
+- the **experiment folder** holding a rollout folder and a validation folder (a subfolder
+  whose name holds ``val``, ``eval`` or ``test``): both as splits, ``train`` and
+  ``validation``;
+- a **single dump folder** whose first file's first line has verl's keys and whose first
+  64 KiB hold a turn marker (``<tool_call>``, ``<tool_response>``, ``<information>``, a chat
+  template's): one split. A dump folder without them is the JSONL reader's, as before.
+
+Rows are what the JSONL reader makes of a line (aliases ``prompt ← input``, ``response ←
+output``, ``reward ← score``, ``ground_truth ← gts``; numbers and booleans are extras),
+plus ``messages``: the prompt as one user turn (split at its markers when it keeps them)
+and the output's turns (``chat_text.split_turns``; a plain answer is one assistant turn; the
+chat template in ``tokenizer_config.json`` or ``chat_template.jinja`` in the dump folder or
+the folder above it tells Llama 3 text whose markers the decode dropped).
+An output whose turns can't be told apart stays one assistant turn and gets the extra
+``turns_unsplit`` = 1.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path, PurePosixPath
+
+import pyarrow as pa
+
+from ..base import fields as F
+from ..base.location import as_path, open_file
+from . import KeyResolver, ReadOptions, SourceChanged, jsonl, line_too_long
+from .chat_text import split_prompt, split_turns, template_family
+from .layout import first_match, step_in
+from .lines import count_lines, opened_path, table, whole_lines
+from .records import canonical_row
+
+NAME = "verl"
+SUFFIX = ".jsonl"
+APPENDABLE = False  # each step's file is written whole (one write)
+ALIASES: dict[str, str] = {}  # fields.ALIASES already holds verl's input/output/score/gts
+GLOBS = ("*/[0-9]*.jsonl", "[0-9]*.jsonl")  # the experiment folder's dump folders, else the folder's own
+DEFAULT_SPLIT = "train"
+#: What ``rl-board detect`` says the reader expects, when a folder of its layout does not open.
+EXPECTS = ("a rollout dump folder and a validation one (its name holding val, eval or test) of {step}.jsonl files "
+           "with verl's keys input, output, gts, score, step; or one such folder whose output holds turn markers")
+#: The keys ``_dump_generations`` writes on every line.
+KEYS = frozenset({"input", "output", "gts", "score", "step"})
+UNSPLIT = "turns_unsplit"
+_VALIDATION = re.compile(r"val|eval|test", re.I)
+_STEP_FILE = re.compile(r"^\d+\.jsonl$")
+_SNIFF_BYTES = 1 << 16
+_MARKERS = (b"<tool_call>", b"<tool_response>", b"<information>", b"<|im_start|>", b"<|im_end|>",
+            b"<|start_header_id|>", b"<|eot_id|>")
+
+
+def split_of(name: str) -> str | None:
+    """``validation`` for a file in a folder named like one, ``train`` in another folder, None for
+    a file of a single dump folder."""
+    parts = PurePosixPath(name).parts
+    if len(parts) < 2:
+        return None
+    return "validation" if _VALIDATION.search(parts[-2]) else "train"
+
+
+def _dump_folder(folder: Path) -> tuple[bool, bool]:
+    """(whether ``folder`` holds verl dumps, whether their first 64 KiB hold a turn marker)."""
+    found = first_match(folder, "[0-9]*.jsonl", keep=lambda p: bool(_STEP_FILE.match(p.name)))
+    if found is None:
+        return False, False
+    with open_file(found) as fh:
+        head = fh.read(_SNIFF_BYTES)
+    whole = head.split(b"\n")[:-1] if len(head) == _SNIFF_BYTES else head.split(b"\n")
+    # the first lines the writer wrote in full: one with verl's keys is enough (a bad line is the reader's to name)
+    objs = (jsonl.parse_line(line) for line in whole[:16] if line.strip())
+    if not any(isinstance(obj, dict) and KEYS <= obj.keys() for obj in objs):
+        return False, False
+    return True, any(marker in head for marker in _MARKERS)
+
+
+def matches(run_dir: Path) -> bool:
+    """An experiment folder (a verl dump folder named like validation and another one), or a dump
+    folder whose output holds turns."""
+    run_dir = as_path(run_dir)
+    is_dump, marked = _dump_folder(run_dir)
+    if is_dump:
+        return marked
+    kinds = set()
+    for sub in run_dir.iterdir():
+        if sub.is_dir() and not sub.name.startswith(".") and _dump_folder(sub)[0]:
+            kinds.add(split_of(f"{sub.name}/x"))
+    return kinds == {"train", "validation"}
+
+
+def samples_of(obj: dict, hint: str | None) -> tuple[list | None, float | None]:
+    """(the turns of one line, None when its output is no text; 1.0 when they could not be told
+    apart, else None)."""
+    output = obj.get("output")
+    if not isinstance(output, str):
+        return None, None
+    got = split_turns(output, hint=hint)
+    return split_prompt(obj.get("input")) + got.turns, (1.0 if got.note is not None else None)
+
+
+def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(canonical rows, (line, reason) for each rejected line, lines read) of one step's file."""
+    path = as_path(path)
+    step = step_in(path.name)
+    hint = template_family(path.parent)
+    resolver = KeyResolver(options.fields, ALIASES)
+    rows, lines, offsets, lengths, errors = [], [], [], [], []
+    data = path.read_bytes()
+    for number, offset, stop, raw in whole_lines(data):
+        got = _row(raw, resolver, step, options, hint)
+        if isinstance(got, str):
+            errors.append((number, got))
+        else:
+            rows.append(got)
+            lines.append(number)
+            offsets.append(offset)
+            lengths.append(stop - offset)
+    return table(rows, lines, offsets, lengths), errors, count_lines(data)
+
+
+def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions, hint) -> dict | str:
+    if len(raw) > options.max_line:
+        return line_too_long(len(raw), options.max_line)
+    obj = jsonl.parse_line(raw)
+    if isinstance(obj, str):
+        return obj
+    try:
+        got = canonical_row(obj, resolver, default_step=step)
+    except RecursionError:
+        return "a value is nested too deeply"
+    if isinstance(got, str):
+        return got
+    messages, unsplit = samples_of(obj, hint)
+    got[F.MESSAGES] = messages
+    if unsplit is not None:
+        got["extras"][UNSPLIT] = unsplit
+    return got
+
+
+def record(fh, name: str, offset: int, length: int, line: int) -> dict:
+    """One sample's line, with ``messages`` where its output holds turns."""
+    obj = jsonl.record(fh, name, offset, length, line)
+    if not isinstance(obj.get("step", 0), int):
+        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+    where = opened_path(fh)
+    messages, unsplit = samples_of(obj, template_family(where.parent) if where is not None else None)
+    if messages is not None:
+        obj[F.MESSAGES] = messages
+    if unsplit is not None:
+        obj[UNSPLIT] = unsplit
+    return obj

@@ -1,0 +1,301 @@
+"""Every run under a root folder, at any depth: the runs list the page opens on.
+
+``discover_runs(root)`` walks the folders under ``root`` (breadth first, hidden ones skipped,
+never leaving the allowed folders) and names a folder a run when a reader claims it
+(``readers.holds_run``); a run of a flat format (its files lie in its folder) may hold other runs
+in its subfolders, a run of a tree format (prime-rl's ``rollouts/step_N/...``) is not looked
+into. Each run is listed by its path relative to the root ("." for the root itself, so a run
+folder given as the root opens itself), with its format, splits and, from its files, their
+count, size and last write; its steps and samples come from the board's cache when a cache of
+it holds every one of its files as they are now, else steps from the file names when every name
+carries one (``layout.step_in``), else unknown. Folders holding files that look like logs which
+no reader claims are listed with the reason. The walk stops at ``max_depth`` levels and
+``max_folders`` folders (a note says so), so a huge tree stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from fnmatch import fnmatchcase
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..base.access import RootError
+from ..base.compression import base_name, codec_of
+from ..base.location import RunLocation, open_location
+from ..readers import READERS, describe_size, layout
+from .cache import MANIFEST, default_cache_root
+from .tracking import EXPECTED_LAYOUT, ROOT_RUN, NoRunsError, list_run_files, list_splits, natural_key
+
+MAX_DEPTH = 5  # folder levels below the root looked into
+MAX_FOLDERS = 2_000  # folders looked at before the walk stops
+MAX_CACHES = 500  # cache manifests read for steps and samples
+
+#: Suffixes of files that hold logs: a folder of them that no reader claims is named, with the reason.
+LOG_SUFFIXES = {".jsonl": "JSON lines", ".json": "JSON", ".parquet": "Parquet", ".csv": "CSV", ".tsv": "TSV",
+                ".pt": "PyTorch pickles", ".pkl": "pickles", ".pickle": "pickles", ".npz": "NumPy arrays",
+                ".npy": "NumPy arrays", ".arrow": "Arrow", ".db": "SQLite", ".zip": "zip archives",
+                ".tar": "tar archives", ".log": "text logs"}
+_PICKLES = {".pt", ".pkl", ".pickle"}
+_METRICS_NAMES = ("trainer_state.json", "trainer_log_history.json", "log_history.json", "metrics.json")
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run under the root."""
+
+    name: str  # its path relative to the root, with "/"; "." for the root itself
+    path: Path
+    format: str  # the reader's NAME
+    # the rest only with ``details``
+    splits: tuple[str, ...] = ()
+    files: int = 0  # the run's files (of every split)
+    compressed: int = 0  # of them, compressed (read whole)
+    size: int = 0  # bytes on disk of its files
+    last_write: float = 0.0  # seconds since the epoch: the newest file's modification time (0 when none)
+    steps: int | None = None  # None when unknown (not in the cache, not in the file names)
+    samples: int | None = None  # None when not in the cache
+    counted_from: str = ""  # "cache", "file names" or "" (unknown)
+
+
+@dataclass(frozen=True)
+class Unclaimed:
+    """A folder holding files that look like logs, which no reader reads."""
+
+    name: str  # its path relative to the root
+    reason: str
+
+
+@dataclass
+class Discovery:
+    """The runs under a root, the folders of logs no reader claims, and whether the walk was cut."""
+
+    root: Path
+    runs: list[RunInfo] = field(default_factory=list)
+    unclaimed: list[Unclaimed] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def names(self) -> list[str]:
+        return [run.name for run in self.runs]
+
+
+def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, max_folders: int = MAX_FOLDERS,
+                  cache_root: Path | None = None, details: bool = True) -> Discovery:
+    """Every run under ``root`` (see the module). ``details``: list each run's files and look up its
+    steps and samples in the cache (``cache_root``, default the board's); without, only the names,
+    formats and folders (what a run picker needs, for the price of the walk). Raises ``RootError``
+    (or ``OutsideAllowedFolders``) for a root that is not an allowed folder, and when nothing under it
+    is a run."""
+    location = open_location(root)  # the door: before anything under it is looked at
+    top = location.path
+    if not top.exists():
+        raise RootError(f"Folder not found: {top}. " + EXPECTED_LAYOUT)
+    if not top.is_dir():
+        raise RootError(f"{top} is a file, not a folder. " + EXPECTED_LAYOUT)
+    found = Discovery(top)
+    queue, seen = deque([(top, 0)]), 0
+    runs: list[tuple[str, Path, object]] = []
+    while queue:
+        folder, depth = queue.popleft()
+        seen += 1
+        if seen > max_folders:
+            found.notes.append(f"Stopped after {max_folders:,} folders; open a folder further down to see the "
+                               "runs in the rest.")
+            break
+        try:
+            entries = location.entries(folder)
+        except OSError:
+            continue
+        reader = _claim(folder, entries)
+        name = ROOT_RUN if folder == top else folder.relative_to(top).as_posix()
+        if reader is not None:
+            runs.append((name, folder, reader))
+            if not layout.is_flat(reader):
+                continue  # its subfolders are its own files
+        else:
+            reason = _unclaimed_reason(entries)
+            if reason:
+                found.unclaimed.append(Unclaimed(name, reason))
+        subfolders = sorted((p for p in entries if not p.name.startswith(".") and _is_dir(p)),
+                            key=lambda p: natural_key(p.name))
+        if subfolders and depth >= max_depth:
+            if not any(note.startswith("Folders deeper") for note in found.notes):  # said once
+                levels = f"{max_depth} level{'s' if max_depth != 1 else ''}"
+                found.notes.append(f"Folders deeper than {levels} below the root are not looked into "
+                                   f"(e.g. {(subfolders[0].relative_to(top)).as_posix()}).")
+            continue
+        queue.extend((p, depth + 1) for p in subfolders)
+    runs.sort(key=lambda item: (item[0] != ROOT_RUN, natural_key(item[0])))
+    if details:
+        cached = _cached_counts(cache_root, {folder.resolve() for _, folder, _ in runs})
+        found.runs = [_describe(location, name, folder, reader, cached) for name, folder, reader in runs]
+    else:
+        found.runs = [RunInfo(name, folder, reader.NAME) for name, folder, reader in runs]
+    found.unclaimed.sort(key=lambda u: natural_key(u.name))
+    if not found.runs:
+        message = f"No runs in {top}: no folder under it holds files a reader reads."
+        if found.unclaimed:
+            message += " " + "; ".join(f"{u.name}: {u.reason}" for u in found.unclaimed[:3]) + "."
+        raise NoRunsError(" ".join([message, *found.notes, EXPECTED_LAYOUT]))
+    return found
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _claim(folder: Path, entries: list[Path]):
+    """The reader that claims ``folder`` (whose entries are ``entries``) as a run, or None. A reader is
+    asked (``layout.holds``, which globs) only when one of its patterns could match: its first part
+    names a file of the folder (a one-part pattern) or a subfolder; most folders of a big tree end
+    there, without a glob."""
+    files = [p.name for p in entries if not p.name.startswith(".") and _is_file(p)]
+    folders = [p.name for p in entries if not p.name.startswith(".") and _is_dir(p)]
+    for reader in READERS:
+        candidates = [variant for pattern in layout.globs(reader) for variant in layout.patterns(reader, pattern)]
+        if not any(any(fnmatchcase(name, first) for name in (files if rest == "" else folders))
+                   for first, _, rest in (c.partition("/") for c in candidates)):
+            continue
+        try:
+            if layout.holds(reader, folder):
+                return reader
+        except OSError:
+            continue
+    return None
+
+
+def _unclaimed_reason(entries: list[Path]) -> str | None:
+    """Why the log-like files among ``entries`` (a folder no reader claims) are not read, or None when
+    it holds none."""
+    kinds: Counter = Counter()
+    names = []
+    for path in entries:
+        if path.name.startswith(".") or not _is_file(path):
+            continue
+        plain = base_name(path.name)
+        suffix = Path(plain).suffix.lower()
+        if suffix in LOG_SUFFIXES:
+            kinds[suffix] += 1
+            names.append(path.name)
+    if not kinds:
+        return None
+    parts = [f"{count} {suffix} file{'s' if count != 1 else ''}" for suffix, count in kinds.most_common()]
+    held = ", ".join(parts)
+    if set(kinds) <= _PICKLES:
+        return f"{held}: pickles are never opened (they can run code); log samples as JSON lines"
+    if any(name in _METRICS_NAMES for name in names) and set(kinds) <= {".json", ".jsonl"}:
+        return f"{held}: a trainer's metrics, not samples (open them under Trainer metrics)"
+    if set(kinds) <= {".json", ".jsonl"}:
+        return f"{held}: no reader reads them as samples (a trainer's metrics? open them under Trainer metrics)"
+    return f"{held}: no reader reads this layout"
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:
+        return False
+
+
+def _describe(location: RunLocation, name: str, folder: Path, reader, cached: dict) -> RunInfo:
+    """A run's row: its files listed once (every split), counted from the cache or the listing."""
+    try:
+        run = location.within(folder)
+        paths, _ = list_run_files(run, reader)
+        splits = tuple(list_splits(run, reader))
+    except (OSError, RootError):
+        paths, splits = [], ()
+    stats = {}
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        stats[layout.relative_name(folder, path)] = (st.st_size, st.st_mtime_ns)
+    size = sum(s for s, _ in stats.values())
+    last = max((t for _, t in stats.values()), default=0) / 1e9
+    steps, samples, source = None, None, ""
+    hit = cached.get(folder.resolve())
+    if hit is not None:
+        for files, counted in hit:
+            if files == stats:
+                (steps, samples), source = counted(), "cache"
+                break
+    if source == "" and stats:
+        found = [layout.step_in(name) for name in stats]
+        if all(step is not None for step in found):
+            steps, source = len(set(found)), "file names"
+    return RunInfo(name, folder, reader.NAME, splits, len(stats), sum(1 for n in stats if codec_of(n)), size, last,
+                   steps, samples, source)
+
+
+def _cached_counts(cache_root: Path | None, wanted: set[Path]) -> dict:
+    """Run folder -> [(file name -> (size, mtime_ns) as the manifest has them, a function counting
+    (steps, samples) from its segments)], for the caches of the ``wanted`` folders."""
+    root = Path(cache_root or default_cache_root())
+    out: dict[Path, list] = {}
+    try:
+        folders = [entry for entry in os.scandir(root) if entry.is_dir()][:MAX_CACHES * 4]
+    except OSError:
+        return out
+    read = 0
+    wanted_names = {str(path) for path in wanted}
+    for entry in folders:
+        if read >= MAX_CACHES:
+            break
+        try:
+            raw = json.loads((Path(entry.path) / MANIFEST).read_text())
+        except (OSError, ValueError):
+            continue
+        read += 1
+        if not isinstance(raw, dict) or raw.get("run_dir") not in wanted_names or not isinstance(raw.get("files"),
+                                                                                                  dict):
+            continue
+        try:
+            files = {str(n): (int(e["size"]), int(e["mtime_ns"])) for n, e in raw["files"].items()}
+            segments = [s[0] for e in raw["files"].values() for s in e.get("segments", [])]
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+            continue
+        out.setdefault(Path(raw["run_dir"]), []).append((files, _counter(Path(entry.path), segments)))
+    return out
+
+
+def _counter(folder: Path, segments: list[str]):
+    def count() -> tuple[int | None, int | None]:
+        import pyarrow as pa
+
+        steps, samples = set(), 0
+        try:
+            for name in segments:
+                with pa.memory_map(str(folder / name), "r") as source:
+                    table = pa.ipc.open_file(source).read_all()
+                    samples += table.num_rows
+                    steps.update(table["step"].unique().to_pylist())
+        except (OSError, KeyError, pa.ArrowException):
+            return None, None
+        return len(steps), samples
+
+    return count
+
+
+def describe_runs(runs: list[RunInfo]) -> list[dict[str, str]]:
+    """The runs list as a person reads it, one dict of column -> text per run (unknown counts as "–")."""
+    from datetime import datetime
+
+    def count(value: int | None) -> str:
+        return "–" if value is None else f"{value:,}"
+
+    rows = []
+    for run in runs:
+        files = f"{run.files:,}" + (f" ({run.compressed:,} compressed)" if run.compressed else "")
+        rows.append({"Run": run.name, "Format": run.format, "Splits": ", ".join(run.splits) or "–",
+                     "Steps": count(run.steps), "Samples": count(run.samples), "Files": files,
+                     "Size": describe_size(run.size),
+                     "Last write": datetime.fromtimestamp(run.last_write).strftime("%Y-%m-%d %H:%M")
+                     if run.last_write else "–"})
+    return rows

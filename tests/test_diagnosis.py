@@ -1,0 +1,87 @@
+"""Why a folder does not open: rl-board detect, the note of a command, the sidebar's message."""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+from ray_writers import verl_dump
+from streamlit.testing.v1 import AppTest
+
+from rl_board.store.diagnosis import compute_diagnosis
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _detect(*args):
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "detect", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+def _rollouts(folder: Path, steps):
+    for step in steps:
+        verl_dump(folder, step, ["q"], ["a"], ["1"], [1.0], {"acc": [True]})
+
+
+def test_detect_names_reader_files_splits_and_steps(tmp_path):
+    """A folder that opens: its reader, files, splits and the steps its file names carry."""
+    _rollouts(tmp_path / "exp" / "rollout_data", [1, 2, 3, 5])
+    _rollouts(tmp_path / "exp" / "val_data", [0, 5])
+    code, out, _ = _detect(tmp_path / "exp", "--json")
+    got = json.loads(out)
+    assert code == 0 and got["reader"] == "verl" and got["file_count"] == 6
+    assert got["splits"] == ["train", "validation"] and got["steps"] == [0, 1, 2, 3, 5]
+    code, out, _ = _detect(tmp_path / "exp")
+    assert code == 0 and "reader: verl" in out and "steps: 0..3, 5" in out
+
+
+def test_detect_says_why_a_folder_does_not_open(tmp_path):
+    """An experiment folder with a rollout folder only: no reader; what was found, the first line's keys,
+    the sub-folder that opens, the closest reader and what it expects, and one thing to try."""
+    _rollouts(tmp_path / "exp" / "rollout_data", [1, 2])
+    code, out, _ = _detect(tmp_path / "exp", "--json")
+    got = json.loads(out)
+    assert code == 1 and got["reader"] is None
+    assert got["found"]["files_by_kind"] == {".jsonl": 2}
+    assert got["found"]["first_line"] == {"file": "rollout_data/1.jsonl", "keys": ["input", "output", "gts", "score", "step", "acc"]}
+    assert got["runs_below"] == [{"folder": "rollout_data", "reader": "jsonl"}]
+    assert got["closest"]["reader"] == "verl" and got["closest"]["files_of_its_layout"] == 2
+    assert got["try"].startswith("open a sub-folder: rollout_data")
+
+
+def test_pickles_are_named_never_opened(tmp_path):
+    """A folder of pickles: named as pickles the board never opens (loading one would raise here)."""
+    folder = tmp_path / "dump" / "batches"
+    folder.mkdir(parents=True)
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('unpickled')",))
+
+    (folder / "0.pkl").write_bytes(pickle.dumps(Boom()))
+    got = compute_diagnosis(tmp_path / "dump")
+    assert got["reader"] is None and got["pickles"] == ["batches/0.pkl"] and "never unpickles" in got["try"]
+
+
+def test_summary_of_an_empty_run_says_what_it_holds(tmp_path):
+    """summary of a folder no reader opens prints the diagnosis on stderr."""
+    _rollouts(tmp_path / "exp" / "rollout_data", [1])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(tmp_path / "exp")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 1
+    assert "note: no run files here." in proc.stderr and "try: open a sub-folder: rollout_data" in proc.stderr
+
+
+def test_sidebar_says_why_a_root_holds_no_run(tmp_path):
+    """The sidebar, given a folder of pickles as root, shows what it found and what to try, as text."""
+    folder = tmp_path / "root" / "x" / "deep"
+    folder.mkdir(parents=True)
+    (folder / "1.pkl").write_bytes(b"\x80\x04N.")
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+    at.sidebar.text_input(key="root").input(str(tmp_path / "root")).run()
+    assert not at.exception
+    assert any("No run in this folder" in e.value for e in at.sidebar.error)
+    text = "\n".join(t.value for t in at.sidebar.text)
+    assert "pickles (never unpickled): x/deep/1.pkl" in text and "try:" in text

@@ -1,0 +1,117 @@
+"""ROLL's rollout dumps: one line of columns per step, JSON strings inside, one sample per trajectory."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ray_writers import (
+    roll_dump_rollout_trajectories,
+    roll_trajectory_batch,
+    roll_write_to_json_process,
+)
+
+from rl_board.analysis.source import load_run
+from rl_board.readers import detect, roll
+
+REPO = Path(__file__).resolve().parents[1]
+
+SYSTEM = {"role": "system", "content": "You can call tools."}
+USER = {"role": "user", "content": "Wie spät ist es in Tokyo?"}
+CALL = {"role": "assistant", "content": "", "tool_calls": [
+    {"id": "c1", "type": "function", "function": {"name": "clock", "arguments": '{"tz": "Asia/Tokyo"}'}}]}
+HERMES = {"role": "assistant", "content": 'Checking.\n<tool_call>\n{"name": "clock", "arguments": {"tz": "UTC"}}\n</tool_call>'}
+RESULT = {"role": "tool", "tool_call_id": "c1", "content": "21:04"}
+ANSWER = {"role": "assistant", "content": "Es ist 21:04 Uhr."}
+
+
+def _trajectory(messages, step_rewards):
+    return {"messages": messages, "step_rewards": step_rewards, "tools": [{"name": "clock"}],
+            "num_actions": sum(m["role"] == "assistant" for m in messages)}
+
+
+# assistant turns and tool calls by hand: T1 2 turns 1 call, reward 1.0; T2 3 turns 2 calls, 0.5; T3 1 turn, 0
+T1 = _trajectory([SYSTEM, USER, CALL, RESULT, ANSWER], [0.0, 1.0])
+T2 = _trajectory([SYSTEM, USER, CALL, RESULT, HERMES, RESULT, ANSWER], [0.0, 0.25, 0.25])
+T3 = _trajectory([SYSTEM, USER, ANSWER], [0.0])
+
+
+def _dump(folder: Path, step: int, trajectories):
+    batch, config = roll_trajectory_batch(trajectories)
+    roll_dump_rollout_trajectories(str(folder), step, batch, config)
+
+
+def _summary(*args):
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _steps(summary):
+    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}
+
+
+def test_agentic_dump_one_sample_per_trajectory(tmp_path):
+    """Stepwise rows without trajectory data are dropped by the writer; each trajectory is one sample
+    with its episode reward, assistant turns and tool calls (OpenAI tool_calls and Hermes blocks)."""
+    _dump(tmp_path / "dump", 1, [T1, T2, T3])
+    _dump(tmp_path / "dump", 2, [T2, T2])
+    line = (tmp_path / "dump" / "rollout_dump_data.step_1.jsonl").read_text()
+    assert line.count("\n") == 1 and len(json.loads(line)["trajectory_data"]) == 3
+    assert detect(tmp_path / "dump") is roll
+    got = _summary(tmp_path / "dump")
+    assert got["format"] == "roll" and got["lines_bad"] == 0
+    assert _steps(got) == {1: (3, pytest.approx(0.5), pytest.approx(2.0), pytest.approx(1.0)),
+                           2: (2, pytest.approx(0.5), pytest.approx(3.0), pytest.approx(2.0))}
+    assert got["steps"][1]["tool_calls"] == {"clock": 4}
+
+
+def test_record_shows_turns_and_decoded_columns(tmp_path):
+    """A sample's record: the turns, the Hermes call read from the content, trajectory_data decoded."""
+    _dump(tmp_path / "dump", 1, [T2])
+    run = load_run(tmp_path / "dump", cache_root=False)
+    canonical, others = run.record(0)
+    turns = canonical["messages"]
+    assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert turns[4]["content"] == "Checking." and turns[4]["tool_calls"][0]["arguments"] == '{"tz": "UTC"}'
+    assert others["trajectory_data"]["reward_info"]["step_rewards"] == [0.0, 0.25, 0.25]
+    assert canonical["reward"] == 0.5
+
+
+def test_a_non_json_string_in_a_column_costs_only_its_row(tmp_path):
+    """A trajectory_data value that is not JSON and a reward that is a string are named with file, line
+    and row; the other rows load."""
+    _dump(tmp_path / "dump", 1, [T1, T2, T3])
+    path = tmp_path / "dump" / "rollout_dump_data.step_1.jsonl"
+    obj = json.loads(path.read_text())
+    obj["trajectory_data"][0] = obj["trajectory_data"][0][:-5]
+    data = json.loads(obj["trajectory_data"][2])
+    data["reward_info"]["episode_reward"] = "high"
+    obj["trajectory_data"][2] = json.dumps(data)
+    path.write_text(json.dumps(obj, ensure_ascii=False) + "\n")
+    got = _summary(tmp_path / "dump")
+    assert [(e["file"], e["line"]) for e in got["errors"]] == [("rollout_dump_data.step_1.jsonl", 1)] * 2
+    assert got["errors"][0]["error"].startswith("row 0: 'trajectory_data' is not JSON")
+    assert got["errors"][1]["error"].startswith("row 2: 'trajectory_data.reward_info.episode_reward' must be a number")
+    assert _steps(got) == {1: (1, 0.5, 3.0, 2.0)}
+
+
+def test_rlvr_dump(tmp_path):
+    """An RLVR dump: responses and scores columns, one sample per row."""
+    data = {"global_step": [3, 3], "prompt": ["1+1?", "2+2?"], "responses": ["2", "5"], "scores": [1.0, 0.0],
+            "ground_truth": ["2", "4"], "id": ["a", "b"]}
+    roll_write_to_json_process(str(tmp_path / "r"), data, [[k, "string"] for k in data])
+    run = load_run(tmp_path / "r", cache_root=False)
+    assert run.report.reader == "roll" and run.samples["reward"].tolist() == [1.0, 0.0]
+    assert run.with_text(run.samples)["response"].tolist() == ["2", "5"]
+
+
+def test_the_docs_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/roll.md's ROLL line: step 5, reward 1.0, 2 assistant turns, 1 call."""
+    readme = (REPO / "docs" / "formats" / "roll.md").read_text()
+    block = next(b for b in readme.split("```json")[1:] if '"trajectory_data"' in b).split("```")[0]
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "rollout_dump_data.step_5.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
+    assert _steps(_summary(tmp_path / "d")) == {5: (1, 1.0, 2.0, 1.0)}

@@ -1,0 +1,94 @@
+"""slime's debug rollout data (.pt pickles): opened by torch's restricted loader in a worker process,
+never unpickled by the board; without torch each file says what to install."""
+
+import importlib.util
+import json
+import pickle
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rl_board.readers import detect, slime
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).resolve().parent / "data"
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def _summary(*args):
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
+                          capture_output=True, text=True, cwd=REPO)
+    return json.loads(proc.stdout)
+
+
+def _worker_output(name: str) -> dict:
+    """What torch_load.py printed for a fixture file where torch was installed (make_slime_fixtures.py)."""
+    return json.loads((DATA / "slime_json" / f"{name}.json").read_text())
+
+
+def test_samples_from_what_the_restricted_loader_returned():
+    """The worker's JSON of rollout 0 (written by slime's save_debug_rollout_data, loaded with
+    weights_only=True): 2 samples, rewards 1.0 and 0.5 (a dict's score), turns and tool calls split
+    from the glued response, the response's token ids and mask; the third sample's 3 log-probs for a
+    2-token response rejected, named."""
+    out = _worker_output("0")
+    assert out["returncode"] == 0
+    samples, errors = slime.samples_from(json.loads(out["stdout"]), 0)
+    assert [s["reward"] for s in samples] == [1.0, 0.5]
+    assert errors == [(3, "'rollout_log_probs' has 3 values for a response of 2 tokens (response_length)")]
+    first = samples[0]
+    assert [t["role"] for t in first["messages"]] == ["system", "user", "assistant", "tool", "assistant"]
+    assert first["messages"][2]["tool_calls"][0]["name"] == "calc" and first["messages"][4]["content"] == "It is 4 — vier."
+    assert first["token_ids"] == list(range(105, 113)) and first["loss_mask"] == [True] * 3 + [False] * 3 + [True] * 2
+    assert samples[1]["extras"]["reward/acc"] == 1.0 and samples[1]["extras"]["truncated"] == 1.0
+    assert samples[1]["ground_truth"] == "6"
+
+
+def test_the_restricted_loader_refuses_a_class_of_the_trainer():
+    """A file holding an object of the trainer's own class: torch.load(weights_only=True) refused it."""
+    out = _worker_output("2")
+    assert out["returncode"] == 4 and "UnpicklingError" in out["stderr"]
+
+
+def test_without_torch_each_file_says_what_to_install(tmp_path, monkeypatch):
+    """With no torch for the worker, each .pt is named with the extra to install; a hostile pickle placed
+    among them is never run (the board never unpickles)."""
+    run = tmp_path / "dump"
+    shutil.copytree(DATA / "slime_run", run)
+    marker = tmp_path / "ran"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    (run / "rollout_data" / "3.pt").write_bytes(pickle.dumps(Boom()))
+    assert detect(run) is slime and detect(run / "rollout_data") is slime
+    if HAS_TORCH:  # hide torch from the worker: a folder first on its path with a torch that fails to import
+        fake = tmp_path / "notorch" / "torch"
+        fake.mkdir(parents=True)
+        (fake / "__init__.py").write_text("raise ImportError('hidden')")
+        monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+    got = _summary(run)
+    assert got["format"] == "slime" and got["lines_ok"] == 0
+    unreadable = {f["file"]: f["error"] for f in got["files_unreadable"]}
+    assert set(unreadable) == {"rollout_data/0.pt", "rollout_data/1.pt", "rollout_data/2.pt", "rollout_data/3.pt"}
+    assert all("pip install 'rl-board[torch]'" in why for why in unreadable.values())
+    evals = _summary(run, "--split", "eval")["files_unreadable"]
+    assert [f["file"] for f in evals] == ["rollout_data/eval_1.pt"] and "rl-board[torch]" in evals[0]["error"]
+    assert not marker.exists()
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
+def test_summary_with_torch(tmp_path):
+    """With torch: per rollout id, samples, mean reward, assistant turns and tool calls; eval_1 is the
+    eval split; the refused file is named."""
+    got = _summary(DATA / "slime_run")
+    steps = {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in got["steps"]}
+    assert steps == {0: (2, 0.75, 1.5, 0.5), 1: (1, 0.0, 1.0, 0.0)}
+    assert [e["line"] for e in got["errors"]] == [3]
+    assert [f["file"] for f in got["files_unreadable"]] == ["rollout_data/2.pt"]
+    evals = _summary(DATA / "slime_run", "--split", "eval")
+    assert [(s["step"], s["samples"], s["reward_mean"]) for s in evals["steps"]] == [(1, 2, 0.5)]
