@@ -260,3 +260,19 @@ def test_the_cache_command_lists_and_clears_a_url_run(monkeypatch):
     assert status == 0, err
     listed = {c["run"] for c in json.loads(cli("cache", "list", "--json")[1])["caches"]}
     assert url not in listed and other in listed
+
+
+def test_a_compressed_log_at_a_url_reads_as_the_local_one(tmp_path):
+    """A gzip-compressed rank file in memory:// is decompressed through the run's filesystem: the same
+    rows as the same file read from a local folder."""
+    import gzip
+
+    lines = [sample(i % 3, float(i), prompt=f"p{i}") for i in range(40)]
+    write_lines(tmp_path / "plain" / "rank0.jsonl", lines)
+    packed = tmp_path / "run" / "rank0.jsonl.gz"
+    packed.parent.mkdir()
+    packed.write_bytes(gzip.compress((tmp_path / "plain" / "rank0.jsonl").read_bytes()))
+    local = RunSource(tmp_path / "run", cache_root=False).refresh()
+    remote = RunSource(to_memory(tmp_path / "run"), cache_root=False).refresh()
+    assert local.samples["reward"].tolist() == [float(i) for i in sorted(range(40), key=lambda i: (i % 3, i))]
+    pd.testing.assert_frame_equal(local.samples, remote.samples)
