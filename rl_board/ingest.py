@@ -31,6 +31,7 @@ from . import fields as F
 from . import workers
 from .derive import derive
 from .readers import FileError, ReadOptions, line_too_long, reader_for
+from .readers.extras import cap, merged_notes
 from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
@@ -164,7 +165,9 @@ def ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None, 
     result.digest = hasher.hexdigest() if whole else None
     result.pending = position < stop
     if tables:
-        _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
+        notes = merged_notes(tables)  # a concatenation keeps only the first table's
+        table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
+        _keep(result, table, out_dir)
     return result
 
 

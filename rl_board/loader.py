@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+from itertools import chain
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -26,8 +27,9 @@ from . import fields as F
 from . import ingest
 from .access import RootError, check_allowed
 from .cache import RunCache, cache_dir_for
-from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
+from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_extra_fields, max_line_bytes
 from .derive import SCHEMA, TURN_COLUMNS
+from .readers.extras import FieldNotes, first_met, merged_notes
 from .segments import SegmentStore
 from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
@@ -95,7 +97,8 @@ class RunSource:
         self.wanted_split = split or None
         self.split: str | None = None  # the split read (chosen when the format is detected)
         self.splits: tuple[str, ...] = ()
-        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes())
+        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes(),
+                                   max_extras=max_extra_fields())
         self._tokenizer_given = str(tokenizer) if tokenizer else None
         self._tokenizer_notes: list[str] = []
         self._tokenizer_chosen = False
@@ -268,6 +271,7 @@ class RunSource:
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
                 segments[(file_index, seg_index)] = table
                 parts.append(_numbers(table, first_line, file_index, seg_index))
+        parts, field_notes = _cap_extras(parts, self.options.max_extras)
         numbers = (pa.concat_tables(parts, promote_options="default") if parts
                    else _numbers(SCHEMA.empty_table(), 1, 0, 0))
         samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
@@ -283,7 +287,8 @@ class RunSource:
         if "from_ids" in samples and samples["from_ids"].any():
             notes = [*notes, *self._tokenizer_notes,
                      f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
-        notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
+        notes = [*notes, *field_notes.messages(self.options.max_extras),
+                 *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
                    for name in names if self._files[name].long_tail)]
@@ -297,6 +302,25 @@ class RunSource:
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
                    segments, self.reader, (cache.folder, stamp) if stamp is not None else None,
                    self.split, self.splits)
+
+
+def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
+    """(``parts``, the run's segments in file order, with the first ``limit`` extra fields met kept and
+    the others dropped; what became of the run's field names: renamed, and dropped here or while read)."""
+    notes = merged_notes(parts)
+    columns = set(chain.from_iterable(F.extra_columns(part.column_names) for part in parts))
+    if len(columns) > limit:
+        met = list(dict.fromkeys(chain.from_iterable(first_met(part) for part in parts)))
+        over = set(met[limit:])
+        parts = [part.drop_columns([c for c in part.column_names if c in over]) for part in parts]
+        known = set(notes.dropped)
+        notes.drop(F.extra_name(c) for c in met[limit:] if F.extra_name(c) not in known)
+        columns = set(met[:limit])
+    kept = [name for name in notes.dropped if F.extra_column(name) in columns]  # dropped in one file only
+    if kept:
+        notes.dropped = [name for name in notes.dropped if F.extra_column(name) not in columns]
+        notes.dropped_count -= len(kept)
+    return parts, notes
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:

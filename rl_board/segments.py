@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from . import fields as F
 from .cache import FileEntry, RunCache, enforce_limit
 from .derive import SCHEMA, is_segment_schema
+from .readers.extras import merged_notes
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
@@ -166,6 +167,7 @@ class SegmentStore:
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
             (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged),
             promote_options="default")
+        table = merged_notes(t for _, _, t in merged).attach(table)
         name = ""
         if keep:
             name = write_segment(table, out_dir)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import fields as F
+from .extras import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields  # noqa: F401 (the setting, read by the loader)
 
 
 class SourceChanged(RuntimeError):
@@ -68,6 +69,7 @@ class ReadOptions:
     max_line: bytes; a longer line is rejected (named, not read).
     tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
         are shown as ``#ID`` (see ``rl_board.tokenizer``).
+    max_extras: extra-field columns a run makes at most (``extras.max_extra_fields``).
     """
 
     pad_token: str | None = None
@@ -75,16 +77,21 @@ class ReadOptions:
     eos_token: str | None = None
     max_line: int = DEFAULT_MAX_LINE
     tokenizer: str | None = None
+    max_extras: int = DEFAULT_MAX_EXTRA_FIELDS
 
     def to_json(self) -> str:
-        return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
-                           "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer})
+        got = {"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
+               "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer}
+        if self.max_extras != DEFAULT_MAX_EXTRA_FIELDS:  # keys of caches written before the limit stay valid
+            got["max_extras"] = self.max_extras
+        return json.dumps(got)
 
     @classmethod
     def from_json(cls, text: str) -> "ReadOptions":
         raw = json.loads(text)
         return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
-                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"))
+                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"),
+                   raw.get("max_extras", DEFAULT_MAX_EXTRA_FIELDS))
 
 
 def describe_size(size: int) -> str:
