@@ -133,7 +133,9 @@ class FileEntry:
     tail_hash: str
     # [start, end, xxh3-128] spans covering the whole parsed part: a line rewritten in its middle changes one
     prefix_spans: list[list] = field(default_factory=list)
-    segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
+    # [segment file, line number of its first line], or [segment file, line, first row, rows] for a slice of a
+    # segment several small files share
+    segments: list[list] = field(default_factory=list)
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
     unterminated: bool = False  # the last line read had no newline (its newline, if it comes, is skipped)
@@ -205,12 +207,13 @@ class FileEntry:
                 for span in entry.prefix_spans):
             raise ValueError("a hash is not a string")
         if not (isinstance(entry.segments, list) and all(
-                isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)
+                isinstance(s, list) and len(s) in (2, 4) and isinstance(s[0], str)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in s[1:])
                 for s in entry.segments)):
             raise ValueError("segments are not [name, line] pairs")
         if not (isinstance(entry.errors, list) and all(isinstance(e, list) and len(e) == 2 for e in entry.errors)):
             raise ValueError("errors are not [line, reason] pairs")
-        if any("/" in name or name.startswith(".") for name, _ in entry.segments):
+        if any("/" in s[0] or s[0].startswith(".") for s in entry.segments):
             raise ValueError("a segment name is not a file of this folder")
         return entry
 

@@ -250,10 +250,15 @@ class RunSource:
             out_dir, keep, done[0] = None, False, 0
             results = parse(None)
         by_path = {str(state.path): state for state, _ in todo}
+        opened: dict[str, tuple[str, pa.Table]] = {}  # a segment small files share is opened once
         for result in results:
             name, table = "", result.table
             if result.segment is not None:
-                name, table = self._store.open(result.segment, out_dir, keep)
+                if result.segment not in opened:
+                    opened[result.segment] = self._store.open(result.segment, out_dir, keep)
+                name, table = opened[result.segment]
+            if result.span is not None:
+                table = self._store.slices.slice(table, *result.span)
             by_path[result.path].take(result, table, name)
         for state, _ in todo:
             self._store.compact(state.segments, out_dir, keep)
@@ -266,11 +271,26 @@ class RunSource:
         from .run import LoadReport, Run
         from .tables import compute_step_stats
 
-        parts, segments = [], {}
+        parts, segments, group = [], {}, None  # group: consecutive slices of one shared segment
+        shared = self._store.slices
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
                 segments[(file_index, seg_index)] = table
-                parts.append(_numbers(table, first_line, file_index, seg_index))
+                where = shared.where(table)
+                if where is not None and group is not None and group.follows(*where):
+                    group.add(where[2], first_line, file_index, seg_index)
+                    continue
+                if group is not None:
+                    parts.append(group.numbers())
+                    group = None
+                if where is not None:
+                    group = _Group(*where)
+                    group.add(where[2], first_line, file_index, seg_index)
+                else:
+                    parts.append(_numbers(table, first_line, file_index, seg_index))
+        if group is not None:
+            parts.append(group.numbers())
+        shared.keep(segments.values())
         parts, field_notes = _cap_extras(parts, self.options.max_extras)
         numbers = (pa.concat_tables(parts, promote_options="default") if parts
                    else _numbers(SCHEMA.empty_table(), 1, 0, 0))
@@ -321,6 +341,38 @@ def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], Fiel
         notes.dropped = [name for name in notes.dropped if F.extra_column(name) not in columns]
         notes.dropped_count -= len(kept)
     return parts, notes
+
+
+class _Group:
+    """Rows [start, end) of a segment several small files share, each file's slice in turn: their
+    numbers are made at once (``_numbers`` per slice costs a table each, 100,000 of them for a
+    run of 100,000 one-line files)."""
+
+    def __init__(self, parent: pa.Table, start: int, rows: int):
+        self.parent, self.start, self.end = parent, start, start
+        self.rows, self.first_lines, self.files, self.segs = [], [], [], []
+
+    def follows(self, parent: pa.Table, start: int, rows: int) -> bool:
+        return parent is self.parent and start == self.end
+
+    def add(self, rows: int, first_line: int, file_index: int, seg_index: int) -> None:
+        self.end += rows
+        self.rows.append(rows)
+        self.first_lines.append(first_line)
+        self.files.append(file_index)
+        self.segs.append(seg_index)
+
+    def numbers(self) -> pa.Table:
+        rows = np.asarray(self.rows, np.int64)
+        numbers = self.parent.slice(self.start, self.end - self.start).drop_columns(
+            [*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+        line = numbers.schema.get_field_index(F.LINE)
+        numbers = numbers.set_column(line, F.LINE, pa.array(
+            numbers[F.LINE].to_numpy() + np.repeat(np.asarray(self.first_lines, np.int64) - 1, rows)))
+        within = np.arange(int(rows.sum()), dtype=np.int64) - np.repeat(np.cumsum(rows) - rows, rows)
+        return (numbers.append_column(F.FILE, pa.array(np.repeat(np.asarray(self.files, np.int64), rows)))
+                .append_column("seg", pa.array(np.repeat(np.asarray(self.segs, np.int64), rows)))
+                .append_column("row", pa.array(within)))
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:

@@ -51,6 +51,31 @@ def _source_bytes(table: pa.Table) -> int:
     return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
 
 
+class SharedSegments:
+    """The segments several small files share (``ingest.read_small_files``), so a snapshot can take the
+    numbers of consecutive files' slices at once: which shared segment a table is a slice of, and where."""
+
+    def __init__(self):
+        # id(slice) -> (the slice, held so its id is not reused; the segment, first row, rows)
+        self._slices: dict[int, tuple[pa.Table, pa.Table, int, int]] = {}
+
+    def slice(self, parent: pa.Table, start: int, rows: int) -> pa.Table:
+        """Rows [start, start + rows) of ``parent``, remembered as a slice of it."""
+        table = parent.slice(start, rows)
+        self._slices[id(table)] = (table, parent, start, rows)
+        return table
+
+    def where(self, table: pa.Table) -> tuple[pa.Table, int, int] | None:
+        """(the shared segment, first row, rows) of a slice ``slice`` made, else None."""
+        got = self._slices.get(id(table))
+        return got[1:] if got is not None and got[0] is table else None
+
+    def keep(self, tables) -> None:
+        """Forget the slices not among ``tables`` (those of files read again or gone)."""
+        live = {id(t) for t in tables}
+        self._slices = {k: v for k, v in self._slices.items() if k in live}
+
+
 class SegmentStore:
     """Where one run's segments live: its cache folder, or a scratch folder when there is none.
 
@@ -62,6 +87,7 @@ class SegmentStore:
     def __init__(self, cache: RunCache | None, notes: list[str]):
         self.cache = cache
         self.notes = notes
+        self.slices = SharedSegments()
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stamp: tuple | None = None  # the manifest as this process last read or wrote it
 
@@ -95,7 +121,7 @@ class SegmentStore:
         cleared and a note says so)."""
         if self.cache is None:
             return {}
-        found = {}
+        found, opened = {}, {}  # a segment small files share is opened once
         try:
             entries = self.cache.read_manifest(key)
             for file_name, path in files:
@@ -103,10 +129,16 @@ class SegmentStore:
                 if entry is None or entry.status(path, appendable) == "stale":
                     continue
                 segments = []
-                for name, first_line in entry.segments:
-                    table = self.cache.open_segment(name)
-                    if not is_segment_schema(table.schema):
-                        raise ValueError(f"segment {name} has an unexpected schema")
+                for name, first_line, *span in entry.segments:
+                    if name not in opened:
+                        opened[name] = self.cache.open_segment(name)
+                        if not is_segment_schema(opened[name].schema):
+                            raise ValueError(f"segment {name} has an unexpected schema")
+                    table = opened[name]
+                    if span:
+                        if span[0] + span[1] > table.num_rows:
+                            raise ValueError(f"segment {name} is shorter than its manifest says")
+                        table = self.slices.slice(table, *span)
                     segments.append((name, first_line, table))
                 found[file_name] = (entry, segments)
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
@@ -138,7 +170,7 @@ class SegmentStore:
         if self.cache is not None:  # segments other workers finished before the failure: orphans now
             try:
                 named = self.cache.read_manifest(key)
-                self.cache.remove_segments({seg for e in named.values() for seg, _ in e.segments})
+                self.cache.remove_segments({s[0] for e in named.values() for s in e.segments})
             except OSError:
                 pass
         self.cache = None
@@ -181,7 +213,7 @@ class SegmentStore:
             return
         try:
             self.cache.write_manifest(entries, key, run_dir.resolve())
-            self.cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
+            self.cache.remove_segments({s[0] for e in entries.values() for s in e.segments})
             for folder in enforce_limit(self.cache.folder):
                 self.notes.append(f"The cache was over its size limit: removed {folder.name}, used least recently.")
         except OSError as exc:

@@ -134,3 +134,51 @@ def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):
         with cache.locked(wait=False):  # BlockingIOError if a worker still held the read's lock
             pass
     assert sorted(got.samples["reward"]) == [float(i) for i in range(400)]
+
+
+def _small_files_run(run):
+    """120 small files as verl writes them ({step}.jsonl), with a rejected line, an extra field, a blank
+    line and a last line without its newline among them."""
+    for step in range(120):
+        lines = [sample(step, step / 10, prompt="p", response=f"r{step}"), sample(step, 1.0, prompt="q", response="s")]
+        if step == 7:
+            lines.insert(1, "not json")
+        if step == 9:
+            lines[0]["acc"] = 1
+        if step == 11:
+            lines.insert(1, "   ")
+        write_lines(run / f"{step}.jsonl", lines)
+    with open(run / "60.jsonl", "ab") as fh:
+        fh.write(b'{"step": 60, "reward": 0.25}')
+
+
+def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypatch):
+    """120 small files read in batches (a few segments in the cache) give the samples, lines, offsets and
+    rejected lines that reading them one by one gives, and so does a re-open from the cache."""
+    run = tmp_path / "run"
+    _small_files_run(run)
+    batched = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    segments = list((list_caches(tmp_path / "cache")[0].folder).glob("seg-*.arrow"))
+    assert len(segments) <= 2  # one batch, and the file without its last newline read alone
+    reopened = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    monkeypatch.setattr(ingest, "BATCH_MIN_FILES", 10**9)
+    alone = RunSource(run, cache_root=False).refresh()
+    assert batched.report.errors == alone.report.errors == (("7.jsonl", 2, batched.report.errors[0][2]),)
+    columns = [c for c in alone.samples.columns]
+    for got in (batched, reopened):
+        pd.testing.assert_frame_equal(got.samples[columns], alone.samples[columns])
+        assert got.report.lines_ok == 241
+    row = alone.samples.index[(alone.samples["step"] == 60) & (alone.samples["reward"] == 0.25)][0]
+    assert batched.record(row)[0]["reward"] == 0.25
+    row = alone.samples.index[(alone.samples["step"] == 30) & (alone.samples["reward"] == 3.0)][0]
+    assert batched.record(row)[0]["response"] == "r30"
+    assert batched.with_text(batched.samples.loc[[row]])["response"].tolist() == ["r30"]
+
+
+def test_an_unchanged_run_of_small_files_is_not_read_again(tmp_path):
+    """A refresh of an unchanged run of batched small files reads nothing and returns the same snapshot."""
+    run = tmp_path / "run"
+    _small_files_run(run)
+    source = RunSource(run, cache_root=False)
+    first = source.refresh()
+    assert source.refresh() is first

@@ -1,0 +1,29 @@
+"""File tracking: listing a run folder is linear in its files."""
+
+from pathlib import PurePath
+
+from rl_board.readers import reader_for
+from rl_board.tracking import list_run_files
+
+
+def test_listing_4000_files_compares_paths_linearly(tmp_path, monkeypatch):
+    """Listing a folder of 4,000 run files and 10 others makes no more path comparisons than files
+    (a list searched per file made 8 million)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for i in range(4000):
+        (run / f"{i}.jsonl").write_bytes(b'{"step": 0, "reward": 1}\n')
+    for i in range(10):
+        (run / f"notes{i}.txt").write_bytes(b"x")
+    calls = [0]
+    original = PurePath.__eq__
+
+    def counted(self, other):
+        calls[0] += 1
+        return original(self, other)
+
+    monkeypatch.setattr(PurePath, "__eq__", counted)
+    kept, ignored = list_run_files(run, reader_for("jsonl"))
+    assert len(kept) == 4000 and kept[0].name == "0.jsonl" and kept[-1].name == "3999.jsonl"
+    assert ignored == [f"notes{i}.txt" for i in range(10)]
+    assert calls[0] <= 4010
