@@ -77,6 +77,12 @@ def hash_span(path: Path, start: int, end: int) -> str:
         return hashlib.sha1(fh.read(end - start)).hexdigest()
 
 
+def head_tail_hashes(data: bytes) -> list[str]:
+    """[head hash, tail hash] of a file whose bytes [0, offset) are ``data``, as ``FileEntry.describe``
+    computes them from the file."""
+    return [hashlib.sha1(data[:_HASH_SPAN]).hexdigest(), hashlib.sha1(data[-_HASH_SPAN:]).hexdigest()]
+
+
 def hash_spans(path: Path, spans: list[tuple[int, int]]) -> list[str]:
     """xxh3-128 of each span [start, end) of ``path``, hashed from a memory map (several GB/s)."""
     if not spans:
@@ -145,14 +151,17 @@ class FileEntry:
 
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
-                 file_error: str | None = None, unterminated: bool = False, read: list = ()) -> "FileEntry":
+                 file_error: str | None = None, unterminated: bool = False, read: list = (),
+                 hashes: list[str] | None = None) -> "FileEntry":
         """The entry of a file parsed up to ``offset``; ``read``: [start, end, xxh3-128] of the byte
-        ranges its parsers hashed as they read them (``prefix_spans``)."""
+        ranges its parsers hashed as they read them (``prefix_spans``); ``hashes``: the head and tail
+        hashes of bytes [0, offset) as read (``head_tail_hashes``), None to hash them from the file."""
         st = path.stat()
+        if hashes is None:
+            hashes = [hash_span(path, 0, min(offset, _HASH_SPAN)), hash_span(path, max(0, offset - _HASH_SPAN), offset)]
         return cls(
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
-            head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
-            tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
+            head_hash=hashes[0], tail_hash=hashes[1],
             prefix_spans=prefix_spans(path, offset, list(read)),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
             unterminated=unterminated, checked_ns=time.time_ns(),

@@ -32,6 +32,7 @@ from . import workers
 from .derive import derive
 from .readers import FileError, ReadOptions, line_too_long, reader_for
 from .readers.extras import cap, merged_notes
+from .cache import head_tail_hashes
 from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
@@ -74,6 +75,9 @@ class RangeResult:
     # [first row, rows] of this range's rows in ``segment`` (or ``table``), when several small files share
     # one (``read_small_files``); None: the segment holds this range's rows only
     span: list[int] | None = None
+    # sha1 of the head and of the tail (``cache.hash_span``) of bytes [0, end), when this range is the whole
+    # of them (a small file read in a batch): its cache entry needs not read the file again
+    hashes: list[str] | None = None
 
 
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
@@ -194,9 +198,13 @@ def read_small_files(reader, tasks: list[tuple[Path, int, int]], out_dir: str | 
     them; a file whose new bytes don't end with a newline is read by ``ingest_range``."""
     results, batch, size = [], [], 0
     for path, start, stop in tasks:
-        with open(path, "rb") as fh:
-            fh.seek(start)
-            data = fh.read(stop - start)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(start)
+                data = fh.read(stop - start)
+        except OSError as exc:  # gone or locked since it was listed: this file only
+            results.append(RangeResult(str(path), start, start, error=f"could not be read ({exc.strerror or exc})"))
+            continue
         if not data.endswith(b"\n"):  # a line still being written, or a last line without its newline
             results.append(ingest_range(reader, str(path), start, stop, out_dir, options))
             if progress is not None:
@@ -239,6 +247,8 @@ def _read_batch(reader, batch: list[tuple[str, int, bytes]], out_dir, options, p
     for i, (path, start, chunk) in enumerate(batch):
         result = RangeResult(path, start, start + len(chunk), lines=int(lines[i]), rows=int(counts[i]),
                              errors=errors[i], digest=xxhash.xxh3_128(chunk).hexdigest())
+        if start == 0:
+            result.hashes = head_tail_hashes(chunk)
         if counts[i]:
             result.span = [int(first_rows[i]), int(counts[i])]
             if segment is None:

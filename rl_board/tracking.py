@@ -11,15 +11,17 @@ the segment store's business (``segments.py``).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
-from .access import RootError, allowed_roots, check_allowed, is_allowed, usable_path
-from .cache import FileEntry
+from .access import ROOTS_ENV, RootError, allowed_roots, check_allowed, is_allowed, usable_path
+from .cache import SETTLED_NS, FileEntry
 from .readers import holds_run, layout
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
@@ -109,12 +111,27 @@ def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tupl
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
         chosen = {p.name for p in kept}  # a set: a folder of 100,000 files is listed in linear time
         ignored = sorted(p.name for p in entries if p.name not in chosen)
+        name = _name  # a file of the folder itself: its name is its relative path
     else:
         kept, ignored = _tree_files(run_dir, patterns), []
+        name = functools.partial(layout.relative_name, run_dir)
     if split is not None and reader is not None and not isinstance(reader, str):
-        kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
-    kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
+        kept = [p for p in kept if layout.split_of(reader, name(p)) == split]
+    kept.sort(key=lambda p: natural_key(name(p)))
     return kept, ignored
+
+
+def _folder_stat(folder: Path) -> tuple[int, int] | None:
+    """(modification time in ns, inode) of ``folder``, None when it can't be looked at."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_ino
+
+
+def _name(path: Path) -> str:
+    return path.name
 
 
 def file_name(run_dir: Path, path: Path) -> str:
@@ -176,6 +193,7 @@ class FileState:
         self.unterminated = False  # the last line read had no newline: skip one if it comes
         self.long_tail = 0  # bytes after the last newline, over the line limit already: never read
         self.read: list[list] = []  # [start, end, xxh3-128] of the byte ranges parsed (``cache.prefix_spans``)
+        self.hashes: list[str] | None = None  # head and tail hashes of bytes [0, offset) as read, when known
         self.spans: dict[str, list[int]] = {}  # segment name -> [first row, rows]: a slice of a shared segment
 
     @classmethod
@@ -203,6 +221,8 @@ class FileState:
             if segment_name and getattr(result, "span", None) is not None:
                 self.spans[segment_name] = list(result.span)
         self.next_line += result.lines
+        whole = getattr(result, "hashes", None) is not None and result.start == 0 and self.offset == 0
+        self.hashes = result.hashes if whole else None
         if result.digest is not None and result.end > result.start:
             self.read.append([result.start, result.end, result.digest])
         self.offset = result.end
@@ -215,7 +235,8 @@ class FileState:
         self.entry = FileEntry.describe(self.path, self.offset, self.next_line,
                                         [[n, first, *self.spans.get(n, ())] for n, first, _ in self.segments if n],
                                         self.errors,
-                                        self.error, self.unterminated, self.read)
+                                        self.error, self.unterminated, self.read, self.hashes)
+        self.hashes = None
         self.read = [list(span) for span in self.entry.prefix_spans]
 
 
@@ -246,6 +267,7 @@ class FileTracker:
     def __init__(self):
         self.files: dict[str, FileState] = {}  # file name (relative to the run folder) -> state
         self.quota: dict[int, int] = {}  # step -> samples kept so far (max samples per step)
+        self._listed: tuple | None = None  # (what was listed, the folder's stat then, when, paths, names, ignored)
 
     def forget(self) -> None:
         """Forget every file: the next plan reads them all from the start."""
@@ -253,27 +275,33 @@ class FileTracker:
         self.quota.clear()
 
     def list(self, run_dir: Path, reader, split: str | None = None) -> Listing:
-        """The run's files of ``reader``'s layout (of ``split`` only, when given). A file read before
-        whose size and time are as read is not opened to see whether it can be."""
-        paths, ignored = list_run_files(run_dir, reader, split)
-        base = str(usable_path(run_dir))
-        named = [(p, text[len(base) + 1:] if (text := str(p)).startswith(base + "/") else file_name(run_dir, p))
-                 for p in paths]
+        """The run's files of ``reader``'s layout (of ``split`` only, when given). A file read before is
+        not opened to see whether it can be (a refresh of 100,000 files would open each)."""
+        check_allowed(run_dir)
+        key = (str(run_dir), reader.NAME, split, os.environ.get(ROOTS_ENV))
+        folder = _folder_stat(run_dir) if layout.is_flat(reader) else None
+        if self._listed is not None and folder is not None and self._listed[:2] == (key, folder) \
+                and folder[0] < self._listed[2] - SETTLED_NS:
+            # a flat folder whose entries are as listed (its time changes when a file comes, goes or is
+            # renamed; one changed within SETTLED_NS of the listing is listed again): its files are too
+            paths, named, ignored = self._listed[3:]
+        else:
+            now = time.time_ns()
+            paths, ignored = list_run_files(run_dir, reader, split)
+            base = str(usable_path(run_dir))
+            named = [(p, text[len(base) + 1:] if (text := str(p)).startswith(base + "/") else file_name(run_dir, p))
+                     for p in paths]
+            self._listed = (key, folder, now, paths, named, ignored) if folder is not None else None
         failed = {name: why for p, name in named
-                  if not self._as_read(name, p) and (why := unreadable(p, reader.APPENDABLE))}
+                  if not self._was_read(name) and (why := unreadable(p, reader.APPENDABLE))}
         kept = [(p, name) for p, name in named if name not in failed]
         return Listing([p for p, _ in kept], [name for _, name in kept], ignored, failed)
 
-    def _as_read(self, name: str, path: Path) -> bool:
-        """Whether ``path`` was read before and its size and time are as they were then."""
+    def _was_read(self, name: str) -> bool:
+        """Whether file ``name`` was read before (then ``plan`` sees whether it changed; one that can't be
+        read any more fails when it is read again, and says so)."""
         state = self.files.get(name)
-        if state is None or state.entry is None:
-            return False
-        try:
-            st = os.stat(path)
-        except OSError:
-            return False
-        return (st.st_size, st.st_mtime_ns, st.st_ino) == (state.entry.size, state.entry.mtime_ns, state.entry.inode)
+        return state is not None and state.entry is not None
 
     def plan(self, listing: Listing, appendable: bool, max_per_step: int | None, read_before: bool) -> Plan:
         """Sort the listed files into unchanged, grown and stale ones; forget files that went.

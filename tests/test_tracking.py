@@ -27,3 +27,24 @@ def test_listing_4000_files_compares_paths_linearly(tmp_path, monkeypatch):
     assert len(kept) == 4000 and kept[0].name == "0.jsonl" and kept[-1].name == "3999.jsonl"
     assert ignored == [f"notes{i}.txt" for i in range(10)]
     assert calls[0] <= 4010
+
+
+def test_a_file_added_after_a_listing_is_listed(tmp_path):
+    """A refresh lists a file added since the last one, even when the folder's listing was reused before."""
+    import os
+
+    from rl_board.loader import RunSource
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "0.jsonl").write_bytes(b'{"step": 0, "reward": 1}\n')
+    old = 1_000_000_000  # 2001: long settled
+    os.utime(run / "0.jsonl", (old, old))
+    os.utime(run, (old, old))
+    source = RunSource(run, cache_root=False)
+    assert source.refresh().report.files == ("0.jsonl",)
+    assert source.refresh().report.files == ("0.jsonl",)  # the folder as listed: its listing is reused
+    (run / "1.jsonl").write_bytes(b'{"step": 1, "reward": 0}\n')
+    run_now = source.refresh()
+    assert run_now.report.files == ("0.jsonl", "1.jsonl")
+    assert run_now.samples["reward"].tolist() == [1.0, 0.0]
