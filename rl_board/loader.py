@@ -30,6 +30,7 @@ from .cache import RunCache, cache_dir_for
 from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_extra_fields, max_line_bytes
 from .derive import SCHEMA, TURN_COLUMNS
 from .readers.extras import FieldNotes, first_met, merged_notes
+from .readers.notes import notes_of
 from .segments import SegmentStore
 from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
@@ -292,6 +293,8 @@ class RunSource:
             parts.append(group.numbers())
         shared.keep(segments.values())
         parts, field_notes = _cap_extras(parts, self.options.max_extras)
+        file_notes = [f"{name}: {note}" for name in names for _, _, table in self._files[name].segments
+                      for note in notes_of(table)]
         numbers = (pa.concat_tables(parts, promote_options="default") if parts
                    else _numbers(SCHEMA.empty_table(), 1, 0, 0))
         samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
@@ -307,7 +310,7 @@ class RunSource:
         if "from_ids" in samples and samples["from_ids"].any():
             notes = [*notes, *self._tokenizer_notes,
                      f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
-        notes = [*notes, *field_notes.messages(self.options.max_extras),
+        notes = [*notes, *file_notes, *field_notes.messages(self.options.max_extras),
                  *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
                    f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."

@@ -175,9 +175,12 @@ class FieldNotes:
 
 def merged_notes(tables) -> FieldNotes:
     """The notes of ``tables`` together."""
-    notes = FieldNotes()
+    notes, seen = FieldNotes(), set()
     for table in tables:
-        notes.add(FieldNotes.of(table))
+        raw = (table.schema.metadata or {}).get(_METADATA_KEY)
+        if raw is not None and raw not in seen:  # slices of one batch carry its notes each: counted once
+            seen.add(raw)
+            notes.add(FieldNotes.of(table))
     return notes
 
 
