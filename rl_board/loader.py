@@ -154,8 +154,10 @@ class RunSource:
             if path is not None:
                 try:
                     load_tokenizer(str(path))
-                except TokenizerError as exc:
-                    self._tokenizer_notes = [f"{exc}: token ids are shown as #ID."]
+                except TokenizerError as exc:  # one note: this file, what is wrong, what to do
+                    self._tokenizer_notes = [f"{exc}: token ids are shown as #ID. Replace it, or give another "
+                                             "tokenizer: the sidebar's Tokenizer box, or --tokenizer PATH on the "
+                                             "command line."]
                     path = None
         self.options = replace(self.options, tokenizer=str(path) if path is not None else None)
         self._tokenizer_chosen = True
@@ -308,8 +310,10 @@ class RunSource:
         failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
         failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
         if "from_ids" in samples and samples["from_ids"].any():
-            notes = [*notes, *self._tokenizer_notes,
-                     f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
+            if self.options.tokenizer:
+                notes = [*notes, f"Token ids decoded with {self.options.tokenizer}."]
+            else:  # the found tokenizer's problem, or that none was found: never both
+                notes = [*notes, *(self._tokenizer_notes or [NO_TOKENIZER])]
         notes = [*notes, *file_notes, *field_notes.messages(self.options.max_extras),
                  *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
                  *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
@@ -319,12 +323,18 @@ class RunSource:
             files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
             ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
             notes=tuple(self._notes + notes), unreadable=failed, reader=self.reader.NAME,
+            tokenizer_problem=self._tokenizer_notes[0] if self._tokenizer_notes else None,
         )
         cache = self._store.cache
         stamp = cache.manifest_stamp() if cache is not None else None
         return Run(self.run_dir, tuple(names), samples, compute_step_stats(samples), report, self.options,
                    segments, self.reader, (cache.folder, stamp) if stamp is not None else None,
                    self.split, self.splits)
+
+
+def undecoded_note(report: LoadReport) -> str:
+    """What the page says by token ids shown as #ID: the found tokenizer's problem, else how to give one."""
+    return report.tokenizer_problem or NO_TOKENIZER
 
 
 def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:

@@ -37,6 +37,7 @@ class LoadReport:
     notes: tuple[str, ...] = ()
     unreadable: tuple[tuple[str, str], ...] = ()  # (file, reason) for each file that could not be read
     reader: str = "jsonl"  # the format the run was read as (``readers``)
+    tokenizer_problem: str | None = None  # the note on a tokenizer found next to the run that can't be read
 
 
 @dataclass(frozen=True)

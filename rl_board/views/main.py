@@ -18,7 +18,7 @@ import streamlit as st
 
 from rl_board import workers
 from rl_board.access import check_roots
-from rl_board.loader import RootError, TokenizerError
+from rl_board.loader import RootError, TokenizerError, undecoded_note
 from rl_board import fields as F
 from rl_board.text import escape_markdown
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
@@ -41,7 +41,7 @@ def _sample_pair(run, picked: Picked, settings) -> None:
     if settings.show_pair:
         st.subheader("Sample")
         if picked.record is not None and picked.record[0].get(F.MESSAGES):
-            turns.render(picked.row, picked.record, settings, run.options.tokenizer)
+            turns.render(picked.row, picked.record, settings, run.options.tokenizer, undecoded_note(run.report))
         else:
             sample.render(run, picked.row, picked.step, settings, picked.record)
 
@@ -49,7 +49,7 @@ def _sample_pair(run, picked: Picked, settings) -> None:
 def _sample_tokens(run, picked: Picked, settings) -> None:
     if settings.show_heatmap and picked.record is not None:
         st.subheader("Tokens")
-        tokens.render(picked.record[0], settings, run.options.tokenizer)
+        tokens.render(picked.record[0], settings, run.options.tokenizer, undecoded_note(run.report))
 
 
 #: The views of the chosen sample, in order below the sample picker: ``render(run, picked, settings)``.

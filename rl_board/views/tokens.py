@@ -8,6 +8,7 @@ from ..colors import build_token_text_html, metric_scale, visible_token
 from ..figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
 from ..loader import NO_TOKENIZER
 from ..metrics import SampleTokens, compute_sample_tokens
+from ..text import escape_markdown
 from ..tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table
 from ..tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
@@ -33,15 +34,17 @@ def sample_tokens(record: dict, settings: Settings, tokenizer_path: str | None) 
     return sample, sample.from_ids and tokenizer is None
 
 
-def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
+def render(record: dict, settings: Settings, tokenizer_path: str | None = None,
+           undecoded_note: str = NO_TOKENIZER) -> None:
     """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
-    decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
+    decoded with the tokenizer at ``tokenizer_path`` (the run's); ``undecoded_note``: what to say when
+    there is none (``loader.undecoded_note``)."""
     sample, undecoded = sample_tokens(record, settings, tokenizer_path)
     if not len(sample.tokens):
         st.info("This sample has no per-token lists (a response-level log).")
         return
     if undecoded:
-        st.info(NO_TOKENIZER)
+        st.info(undecoded_note if undecoded_note == NO_TOKENIZER else escape_markdown(undecoded_note))  # names a file
     if sample.lengths_differ:
         st.warning("Per-token list lengths disagree: " +
                    ", ".join(f"{k} {v}" for k, v in sample.lengths.items()) +

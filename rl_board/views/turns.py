@@ -27,7 +27,8 @@ def _number(value) -> str:
     return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
 
-def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnTokens | None:
+def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None,
+                 undecoded_note: str = NO_TOKENIZER) -> TurnTokens | None:
     """The coloured tokens of the sample's trained turns, with the metric picker; None when the sample
     has no per-token lists with a loss mask, or its turns don't say where their tokens lie."""
     messages = canonical.get(F.MESSAGES) or []
@@ -46,12 +47,18 @@ def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnT
     got = build_turn_tokens(messages, table, metric, settings.kl_estimator)
     st.caption("Each trained turn's tokens, coloured on one scale over the sample's trained tokens; "
                "the template's tokens before a completion are dimmed (not trained)."
-               + (" " + NO_TOKENIZER if undecoded else ""))
+               + (" " + _shown(undecoded_note) if undecoded else ""))
     st.html(got.legend)
     return got
 
 
-def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | None = None) -> None:
+def _shown(note: str) -> str:
+    """A note on the tokenizer as Markdown shows it: our own as written, one naming a file escaped."""
+    return note if note == NO_TOKENIZER else escape_markdown(note)
+
+
+def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | None = None,
+           undecoded_note: str = NO_TOKENIZER) -> None:
     """Draw the conversation of one sample: ``row`` its row of the step's samples, ``record`` its
     (canonical, other fields) read from the source; with ``settings`` (the sidebar's), the trained
     turns' tokens are coloured, decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
@@ -65,7 +72,7 @@ def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | 
     turns, calls = row.get(F.extra_column(F.NUM_TURNS)), row.get(F.extra_column(F.NUM_TOOL_CALLS))
     st.caption(f"{len(blocks)} turns · {_number(turns)} assistant turns · {_number(calls)} tool calls. "
                "Turns marked trained are the policy's own tokens.")
-    coloured = _turn_tokens(canonical, settings, tokenizer_path)
+    coloured = _turn_tokens(canonical, settings, tokenizer_path, undecoded_note)
     for block in blocks:
         with st.container(border=True, key=f"turn-{block.number}"):
             st.caption(f"{block.number}. " + escape_markdown(block.label))
