@@ -72,6 +72,8 @@ def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
     parser.add_argument("--split", default=None, metavar="NAME",
                         help="the split to read (train, eval, train/all…), for a format that has them")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    parser.add_argument("--max-extra-fields", type=_positive_int, default=None, metavar="N",
+                        help="extra-field columns a run makes at most (sets RL_BOARD_MAX_EXTRA_FIELDS; default 256)")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -383,9 +385,12 @@ def _memo_name(args) -> str | None:
     if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
         return None
     from . import memo
+    from .readers import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
 
-    return memo.key("summary", args.run_dir, {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field,
-                                              "split": args.split})
+    settings = {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field, "split": args.split}
+    if max_extra_fields() != DEFAULT_MAX_EXTRA_FIELDS:  # the key of a summary kept before the limit stays
+        settings["max_extras"] = max_extra_fields()
+    return memo.key("summary", args.run_dir, settings)
 
 
 def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
@@ -467,6 +472,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     if getattr(args, "roots", None) is not None:
         os.environ["RL_BOARD_ROOTS"] = args.roots
+    if getattr(args, "max_extra_fields", None) is not None:
+        os.environ["RL_BOARD_MAX_EXTRA_FIELDS"] = str(args.max_extra_fields)
     try:
         check_roots()  # a blank or unusable RL_BOARD_ROOTS must stop us, never mean "allow all"
     except RootError as exc:

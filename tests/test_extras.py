@@ -92,3 +92,13 @@ def test_the_limit_holds_over_files_and_from_the_cache(tmp_path):
         loaded = load_run(run, cache_root=cache)
         assert sorted(loaded.extras) == sorted([f"a{i}" for i in range(200)] + [f"b{i}" for i in range(56)])
         assert any("144 more" in note and '"b56"' in note for note in loaded.report.notes)
+
+
+def test_the_limit_is_a_command_line_option(tmp_path):
+    """``summary --max-extra-fields 300`` keeps 300 of 400 distinct keys and its note says 100 more."""
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [_line(0, 1.0, **{f"k{i}": float(i)}) for i in range(400)])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--no-cache", "--json",
+                           "--max-extra-fields", "300"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "limit of 300 extra fields, 100 more" in proc.stderr

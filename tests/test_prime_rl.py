@@ -263,8 +263,10 @@ def test_the_readme_example_reads_as_the_readme_says(tmp_path):
 
 def _looped_nodes() -> list:
     """Three nodes whose parents form a cycle (0 -> 2 -> 1 -> 0) and a leaf hanging from it."""
-    return [v1_node({"role": "user", "content": "a"}, False, 2), v1_node({"role": "assistant", "content": "b"}, True, 0),
-            v1_node({"role": "user", "content": "c"}, False, 1), v1_node({"role": "assistant", "content": "d"}, True, 2)]
+    return [v1_node({"role": "user", "content": "a"}, False, 2),
+            v1_node({"role": "assistant", "content": "b"}, True, 0),
+            v1_node({"role": "user", "content": "c"}, False, 1),
+            v1_node({"role": "assistant", "content": "d"}, True, 2)]
 
 
 def _dangling_nodes() -> list:

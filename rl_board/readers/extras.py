@@ -168,8 +168,8 @@ class FieldNotes:
             exact = "" if self.exact else "up to "
             shown = ", ".join(json.dumps(n, ensure_ascii=False) for n in self.dropped[:NAMES_SHOWN])
             out.append(f"Past the limit of {limit:,} extra fields, {exact}{self.dropped_count:,} more field name(s) "
-                       f"were not made columns (their samples loaded; set {MAX_EXTRA_FIELDS_ENV} to keep more). "
-                       f"Among them: {shown}.")
+                       f"were not made columns (their samples loaded; set {MAX_EXTRA_FIELDS_ENV}, or "
+                       f"--max-extra-fields on the command line, to keep more). Among them: {shown}.")
         return out
 
 
