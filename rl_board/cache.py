@@ -103,6 +103,8 @@ def prefix_spans(path: Path, offset: int, read: list) -> list[list]:
     (each range's parser hashed the bytes it read), the gaps between them hashed from the file, and
     runs of spans under ``SPAN_MIN`` bytes joined (hashed again from the file), so a followed log
     keeps few."""
+    if len(read) == 1 and read[0][0] == 0 and read[0][1] == offset and read[0][2]:  # read whole at once
+        return [list(read[0])]
     spans, at = [], 0
     for start, end, digest in sorted((int(a), int(b), d) for a, b, d in read if b > a):
         if start < at or end > offset:  # overlapping, or beyond what the entry covers: not trusted

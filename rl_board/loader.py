@@ -12,6 +12,7 @@ snapshot the views draw from.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import threading
 from itertools import chain
@@ -31,7 +32,7 @@ from .readers import ReadOptions, SourceChanged, describe_size, detect, layout, 
 from .derive import SCHEMA, TURN_COLUMNS
 from .readers.extras import FieldNotes, first_met, merged_notes
 from .readers.notes import notes_of
-from .segments import SegmentStore
+from .segments import SegmentStore, SharedSlice
 from .tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
 from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
                        natural_key)
@@ -192,6 +193,15 @@ class RunSource:
 
     def _refresh(self, progress: Progress | None) -> Run:
         """The refresh itself, under both locks."""
+        enabled = gc.isenabled()
+        gc.disable()  # a run of 100,000 files makes ~10 objects a file, none in a cycle: collecting only costs
+        try:
+            return self._refresh_now(progress)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _refresh_now(self, progress: Progress | None) -> Run:
         listing = self._tracker.list(self.run_dir, self.reader, self.split)
         names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
@@ -261,7 +271,7 @@ class RunSource:
                     opened[result.segment] = self._store.open(result.segment, out_dir, keep)
                 name, table = opened[result.segment]
             if result.span is not None:
-                table = self._store.slices.slice(table, *result.span)
+                table = SharedSlice(table, *result.span)
             by_path[result.path].take(result, table, name)
         for state, _ in todo:
             self._store.compact(state.segments, out_dir, keep)
@@ -274,29 +284,28 @@ class RunSource:
         from .run import LoadReport, Run
         from .tables import compute_step_stats
 
-        parts, segments, group = [], {}, None  # group: consecutive slices of one shared segment
-        shared = self._store.slices
+        parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
-                segments[(file_index, seg_index)] = table
-                where = shared.where(table)
-                if where is not None and group is not None and group.follows(*where):
-                    group.add(where[2], first_line, file_index, seg_index)
-                    continue
+                if isinstance(table, SharedSlice):  # its rows are read from the whole segment: "row" is there
+                    segments[(file_index, seg_index)] = table.parent
+                    if group is not None and group.follows(table):
+                        group.add(table.num_rows, first_line, file_index, seg_index)
+                        continue
                 if group is not None:
                     parts.append(group.numbers())
                     group = None
-                if where is not None:
-                    group = _Group(*where)
-                    group.add(where[2], first_line, file_index, seg_index)
+                if isinstance(table, SharedSlice):
+                    group = _Group(table.parent, table.start)
+                    group.add(table.num_rows, first_line, file_index, seg_index)
                 else:
+                    segments[(file_index, seg_index)] = table
                     parts.append(_numbers(table, first_line, file_index, seg_index))
         if group is not None:
             parts.append(group.numbers())
-        shared.keep(segments.values())
         parts, field_notes = _cap_extras(parts, self.options.max_extras)
         file_notes = [f"{name}: {note}" for name in names for _, _, table in self._files[name].segments
-                      for note in notes_of(table)]
+                      if not isinstance(table, SharedSlice) for note in notes_of(table)]
         numbers = (pa.concat_tables(parts, promote_options="default") if parts
                    else _numbers(SCHEMA.empty_table(), 1, 0, 0))
         samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
@@ -357,16 +366,16 @@ def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], Fiel
 
 
 class _Group:
-    """Rows [start, end) of a segment several small files share, each file's slice in turn: their
-    numbers are made at once (``_numbers`` per slice costs a table each, 100,000 of them for a
-    run of 100,000 one-line files)."""
+    """Rows [start, end) of a segment several small files share, each file's part in turn: their
+    numbers are made at once (``_numbers`` per part costs a table each, 100,000 of them for a
+    run of 100,000 one-line files). Their ``row`` is the row in the whole segment."""
 
-    def __init__(self, parent: pa.Table, start: int, rows: int):
+    def __init__(self, parent: pa.Table, start: int):
         self.parent, self.start, self.end = parent, start, start
         self.rows, self.first_lines, self.files, self.segs = [], [], [], []
 
-    def follows(self, parent: pa.Table, start: int, rows: int) -> bool:
-        return parent is self.parent and start == self.end
+    def follows(self, part: SharedSlice) -> bool:
+        return part.parent is self.parent and part.start == self.end
 
     def add(self, rows: int, first_line: int, file_index: int, seg_index: int) -> None:
         self.end += rows
@@ -382,10 +391,9 @@ class _Group:
         line = numbers.schema.get_field_index(F.LINE)
         numbers = numbers.set_column(line, F.LINE, pa.array(
             numbers[F.LINE].to_numpy() + np.repeat(np.asarray(self.first_lines, np.int64) - 1, rows)))
-        within = np.arange(int(rows.sum()), dtype=np.int64) - np.repeat(np.cumsum(rows) - rows, rows)
         return (numbers.append_column(F.FILE, pa.array(np.repeat(np.asarray(self.files, np.int64), rows)))
                 .append_column("seg", pa.array(np.repeat(np.asarray(self.segs, np.int64), rows)))
-                .append_column("row", pa.array(within)))
+                .append_column("row", pa.array(np.arange(self.start, self.end, dtype=np.int64))))
 
 
 def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:

@@ -51,29 +51,24 @@ def _source_bytes(table: pa.Table) -> int:
     return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
 
 
-class SharedSegments:
-    """The segments several small files share (``ingest.read_small_files``), so a snapshot can take the
-    numbers of consecutive files' slices at once: which shared segment a table is a slice of, and where."""
+class SharedSlice:
+    """Rows [start, start + num_rows) of a segment several small files share (``ingest.read_small_files``):
+    one file's part of it, in a file's segment list where a table would be. A table slice per file
+    costs a table of ~80 columns each (GBs for 100,000 files); this costs three numbers. ``table()``
+    makes the slice where one is needed; a snapshot takes consecutive files' parts at once."""
 
-    def __init__(self):
-        # id(slice) -> (the slice, held so its id is not reused; the segment, first row, rows)
-        self._slices: dict[int, tuple[pa.Table, pa.Table, int, int]] = {}
+    __slots__ = ("parent", "start", "num_rows")
 
-    def slice(self, parent: pa.Table, start: int, rows: int) -> pa.Table:
-        """Rows [start, start + rows) of ``parent``, remembered as a slice of it."""
-        table = parent.slice(start, rows)
-        self._slices[id(table)] = (table, parent, start, rows)
-        return table
+    def __init__(self, parent: pa.Table, start: int, num_rows: int):
+        self.parent, self.start, self.num_rows = parent, start, num_rows
 
-    def where(self, table: pa.Table) -> tuple[pa.Table, int, int] | None:
-        """(the shared segment, first row, rows) of a slice ``slice`` made, else None."""
-        got = self._slices.get(id(table))
-        return got[1:] if got is not None and got[0] is table else None
+    def table(self) -> pa.Table:
+        return self.parent.slice(self.start, self.num_rows)
 
-    def keep(self, tables) -> None:
-        """Forget the slices not among ``tables`` (those of files read again or gone)."""
-        live = {id(t) for t in tables}
-        self._slices = {k: v for k, v in self._slices.items() if k in live}
+
+def as_table(table) -> pa.Table:
+    """A segment's rows as a table (a ``SharedSlice`` sliced)."""
+    return table.table() if isinstance(table, SharedSlice) else table
 
 
 class SegmentStore:
@@ -87,7 +82,6 @@ class SegmentStore:
     def __init__(self, cache: RunCache | None, notes: list[str]):
         self.cache = cache
         self.notes = notes
-        self.slices = SharedSegments()
         self._scratch: tempfile.TemporaryDirectory | None = None
         self._stamp: tuple | None = None  # the manifest as this process last read or wrote it
 
@@ -138,7 +132,7 @@ class SegmentStore:
                     if span:
                         if span[0] + span[1] > table.num_rows:
                             raise ValueError(f"segment {name} is shorter than its manifest says")
-                        table = self.slices.slice(table, *span)
+                        table = SharedSlice(table, *span)
                     segments.append((name, first_line, table))
                 found[file_name] = (entry, segments)
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
@@ -188,8 +182,10 @@ class SegmentStore:
 
     def compact(self, segments: list[Segment], out_dir: str | None, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
+        if len(segments) <= MAX_SMALL_SEGMENTS:  # too few to merge (and no slice made for each of 100,000 files)
+            return
         tail = 0
-        while tail < len(segments) and _source_bytes(segments[-1 - tail][2]) < SMALL_SEGMENT_BYTES:
+        while tail < len(segments) and _source_bytes(as_table(segments[-1 - tail][2])) < SMALL_SEGMENT_BYTES:
             tail += 1
         if tail <= MAX_SMALL_SEGMENTS:
             return
@@ -197,9 +193,10 @@ class SegmentStore:
         first_line = merged[0][1]
         line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
-            (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged),
+            (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line))
+             for _, first, t in ((n, f, as_table(t)) for n, f, t in merged)),
             promote_options="default")
-        table = merged_notes(t for _, _, t in merged).attach(table)
+        table = merged_notes(as_table(t) for _, _, t in merged).attach(table)
         name = ""
         if keep:
             name = write_segment(table, out_dir)

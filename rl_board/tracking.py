@@ -23,6 +23,7 @@ import pyarrow as pa
 from .access import ROOTS_ENV, RootError, allowed_roots, check_allowed, is_allowed, usable_path
 from .cache import SETTLED_NS, FileEntry
 from .readers import holds_run, layout
+from .segments import SharedSlice
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (
@@ -176,6 +177,11 @@ def _byte_at(path: Path, offset: int) -> bytes:
         return fh.read(1)
 
 
+def _span(table) -> tuple[int, ...]:
+    """(first row, rows) of a part of a shared segment (``segments.SharedSlice``), () for a segment of its own."""
+    return (table.start, table.num_rows) if isinstance(table, SharedSlice) else ()
+
+
 class FileState:
     """How far one file was read, and the segments parsed from it: (file name in the cache or "",
     number of its first line, table)."""
@@ -194,7 +200,6 @@ class FileState:
         self.long_tail = 0  # bytes after the last newline, over the line limit already: never read
         self.read: list[list] = []  # [start, end, xxh3-128] of the byte ranges parsed (``cache.prefix_spans``)
         self.hashes: list[str] | None = None  # head and tail hashes of bytes [0, offset) as read, when known
-        self.spans: dict[str, list[int]] = {}  # segment name -> [first row, rows]: a slice of a shared segment
 
     @classmethod
     def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
@@ -205,7 +210,6 @@ class FileState:
         state.error = entry.file_error
         state.unterminated = entry.unterminated
         state.segments = list(segments)
-        state.spans = {s[0]: list(s[2:]) for s in entry.segments if len(s) == 4}
         state.read = [list(span) for span in entry.prefix_spans]
         return state
 
@@ -218,8 +222,6 @@ class FileState:
         self.error = result.error
         if table is not None:
             self.segments.append((segment_name, first_line, table))
-            if segment_name and getattr(result, "span", None) is not None:
-                self.spans[segment_name] = list(result.span)
         self.next_line += result.lines
         whole = getattr(result, "hashes", None) is not None and result.start == 0 and self.offset == 0
         self.hashes = result.hashes if whole else None
@@ -233,7 +235,7 @@ class FileState:
     def describe(self) -> None:
         """Record what was read as the manifest entry of this file."""
         self.entry = FileEntry.describe(self.path, self.offset, self.next_line,
-                                        [[n, first, *self.spans.get(n, ())] for n, first, _ in self.segments if n],
+                                        [[n, first, *_span(t)] for n, first, t in self.segments if n],
                                         self.errors,
                                         self.error, self.unterminated, self.read, self.hashes)
         self.hashes = None

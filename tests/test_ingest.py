@@ -164,10 +164,13 @@ def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypat
     monkeypatch.setattr(ingest, "BATCH_MIN_FILES", 10**9)
     alone = RunSource(run, cache_root=False).refresh()
     assert batched.report.errors == alone.report.errors == (("7.jsonl", 2, batched.report.errors[0][2]),)
-    columns = [c for c in alone.samples.columns]
+    columns = [c for c in alone.samples.columns if c != "row"]  # row: its place in the segment it lives in
+    texts = ["prompt", "response", "source"]
     for got in (batched, reopened):
         pd.testing.assert_frame_equal(got.samples[columns], alone.samples[columns])
         assert got.report.lines_ok == 241
+        assert got.with_text(got.samples)[texts].equals(alone.with_text(alone.samples)[texts])
+        assert (got.word_counts() == alone.word_counts()).all()
     row = alone.samples.index[(alone.samples["step"] == 60) & (alone.samples["reward"] == 0.25)][0]
     assert batched.record(row)[0]["reward"] == 0.25
     row = alone.samples.index[(alone.samples["step"] == 30) & (alone.samples["reward"] == 3.0)][0]

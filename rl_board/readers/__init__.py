@@ -243,7 +243,8 @@ def detect(run_dir: Path):
     ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
     run_dir = Path(run_dir)
     try:
-        suffixes = {p.suffix for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
+        with os.scandir(run_dir) as entries:  # a file's type comes with its entry: no stat per file
+            suffixes = {os.path.splitext(e.name)[1] for e in entries if not e.name.startswith(".") and e.is_file()}
     except OSError:
         suffixes = set()
     for reader in READERS:
