@@ -102,3 +102,16 @@ def test_the_limit_is_a_command_line_option(tmp_path):
                            "--max-extra-fields", "300"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "limit of 300 extra fields, 100 more" in proc.stderr
+
+
+def test_the_page_loads_a_run_with_a_hostile_key_and_reports_renames(tmp_path):
+    """The page loads a run whose keys hold the issue's HTML name and a newline: no exception, the
+    sample's extras table shows the HTML name as written, and the load report names the renamed one."""
+    from page_steps import load_run as load_on_page
+
+    root = tmp_path / "root"
+    write_lines(root / "run" / "a.jsonl", [_line(1, 1.0, **{HOSTILE: 2.0, "a\nb": 1.0}), _line(1, 0.5)])
+    at = load_on_page(root, "run")
+    assert not at.exception
+    assert any(HOSTILE in frame.value.columns for frame in at.dataframe)
+    assert any("a\\u000ab#" in text.value and "control character" in text.value for text in at.text)
