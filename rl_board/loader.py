@@ -285,6 +285,7 @@ class RunSource:
         from .tables import compute_step_stats
 
         parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
+        grouped = False
         for file_index, name in enumerate(names):
             for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
                 if isinstance(table, SharedSlice):  # its rows are read from the whole segment: "row" is there
@@ -296,6 +297,7 @@ class RunSource:
                     parts.append(group.numbers())
                     group = None
                 if isinstance(table, SharedSlice):
+                    grouped = True
                     group = _Group(table.parent, table.start)
                     group.add(table.num_rows, first_line, file_index, seg_index)
                 else:
@@ -308,6 +310,8 @@ class RunSource:
                       if not isinstance(table, SharedSlice) for note in notes_of(table)]
         numbers = (pa.concat_tables(parts, promote_options="default") if parts
                    else _numbers(SCHEMA.empty_table(), 1, 0, 0))
+        if grouped:
+            numbers = _extras_in_file_order(numbers)
         samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
         skipped = sum(s.skipped for s in self._files.values())
         if self.max_per_step is not None:
@@ -363,6 +367,27 @@ def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], Fiel
         notes.dropped = [name for name in notes.dropped if F.extra_column(name) not in columns]
         notes.dropped_count -= len(kept)
     return parts, notes
+
+
+def _extras_in_file_order(numbers: pa.Table) -> pa.Table:
+    """``numbers`` with its extra-field columns where reading each file on its own puts them: a file's new
+    ones after those of the files before it, by name (the first file's before ``file``, ``seg`` and
+    ``row``). A shared segment holds the extras of all its files, by name: without this, a run read in
+    batches would list its extras in another order than the same run read file by file."""
+    extras = F.extra_columns(numbers.column_names)
+    if not extras:
+        return numbers
+    files = numbers[F.FILE].to_numpy()
+    first = {}
+    for column in extras:
+        row = pc.index(pc.is_valid(numbers[column]), True).as_py()
+        first[column] = int(files[row]) if row >= 0 else len(files)
+    start = int(files[0]) if len(files) else 0
+    where = ["file", "seg", "row"]
+    base = [c for c in numbers.column_names if c not in first and c not in where]
+    own = sorted(c for c in extras if first[c] == start)
+    later = sorted((c for c in extras if first[c] != start), key=lambda c: (first[c], c))
+    return numbers.select(base + own + where + later)
 
 
 class _Group:

@@ -137,14 +137,20 @@ def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):
 
 
 def _small_files_run(run):
-    """120 small files as verl writes them ({step}.jsonl), with a rejected line, an extra field, a blank
-    line and a last line without its newline among them."""
+    """120 small files as verl writes them ({step}.jsonl), with a rejected line, extra fields first met in
+    different files, a blank line and a last line without its newline among them."""
     for step in range(120):
         lines = [sample(step, step / 10, prompt="p", response=f"r{step}"), sample(step, 1.0, prompt="q", response="s")]
         if step == 7:
             lines.insert(1, "not json")
         if step == 9:
             lines[0]["acc"] = 1
+        if step == 0:
+            lines[1]["mid"] = 2.5
+        if step == 3:
+            lines[0]["zeta"] = 1.5
+        if step == 5:
+            lines[1]["alpha"] = 0.5
         if step == 11:
             lines.insert(1, "   ")
         write_lines(run / f"{step}.jsonl", lines)
@@ -165,8 +171,10 @@ def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypat
     alone = RunSource(run, cache_root=False).refresh()
     assert batched.report.errors == alone.report.errors == (("7.jsonl", 2, batched.report.errors[0][2]),)
     columns = [c for c in alone.samples.columns if c != "row"]  # row: its place in the segment it lives in
+    assert [c for c in columns if c.startswith("extra:")] == ["extra:mid", "extra:zeta", "extra:alpha", "extra:acc"]
     texts = ["prompt", "response", "source"]
     for got in (batched, reopened):
+        assert list(got.samples.columns) == list(alone.samples.columns)
         pd.testing.assert_frame_equal(got.samples[columns], alone.samples[columns])
         assert got.report.lines_ok == 241
         assert got.with_text(got.samples)[texts].equals(alone.with_text(alone.samples)[texts])
