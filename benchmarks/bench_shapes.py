@@ -15,6 +15,9 @@ process, against a baseline of the same kind measured in the same run:
   and a refresh of the unchanged run in the process that opened it; against one file
   holding the same lines.
 
+Each case also times a regular expression over every response (``Run.text_matches``), as
+search does, after the refresh.
+
 ``--quick`` uses a tenth of each size (for the test that keeps this script working).
 Nothing is asserted: the printed table goes in the README.
 """
@@ -43,14 +46,18 @@ opened = time.perf_counter() - start
 start = time.perf_counter()
 again = source.refresh()
 refresh = time.perf_counter() - start
-print(json.dumps({{"seconds": opened, "refresh": refresh, "samples": run.report.lines_ok,
+start = time.perf_counter()
+found = int(run.text_matches("response", "^r$").sum())
+search = time.perf_counter() - start
+print(json.dumps({{"seconds": opened, "refresh": refresh, "search": search, "found": found, "samples": run.report.lines_ok,
                   "extras": len(run.extras), "notes": len(run.report.notes),
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
 
 def measure(run: Path, cache: Path | None = None) -> dict:
-    """Open ``run`` in a fresh process: seconds, refresh seconds, samples, extras, peak RSS (MB)."""
+    """Open ``run`` in a fresh process: seconds, refresh seconds, search seconds, samples, extras, peak
+    RSS (MB)."""
     code = _PROBE.format(repo=str(REPO), run=str(run), cache=str(cache) if cache else None)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600)
     if proc.returncode:
@@ -119,13 +126,14 @@ def main(argv=None) -> int:
             cache = tmp / f"cache-{count}"
             results[f"files {count}"] = {"no cache": measure(many), "cold cache": measure(many, cache),
                                          "from cache": measure(many, cache), "one file": measure(one)}
-    print(f"{'case':<14} {'run':<11} {'seconds':>8} {'ratio':>6} {'refresh s':>9} {'peak RSS MB':>11} "
-          f"{'samples':>8} {'extras':>6}")
+    print(f"{'case':<14} {'run':<11} {'seconds':>8} {'ratio':>6} {'refresh s':>9} {'search s':>8} "
+          f"{'peak RSS MB':>11} {'samples':>8} {'extras':>6}")
     for case, runs in results.items():
         base = list(runs.values())[-1]
         for name, got in runs.items():
             print(f"{case:<14} {name:<11} {got['seconds']:8.2f} {got['seconds'] / base['seconds']:6.1f} "
-                  f"{got['refresh']:9.3f} {got['peak_rss_mb']:11.0f} {got['samples']:8,} {got['extras']:6,}")
+                  f"{got['refresh']:9.3f} {got['search']:8.3f} {got['peak_rss_mb']:11.0f} {got['samples']:8,} "
+                  f"{got['extras']:6,}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

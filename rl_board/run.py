@@ -9,6 +9,7 @@ when it is shown.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,34 @@ class Run:
         """The run's extra fields (columns ``extra:NAME`` of ``samples``), by name."""
         return [F.extra_name(c) for c in F.extra_columns(self.samples.columns)]
 
+    @functools.cached_property
+    def _table_codes(self) -> tuple[list[pa.Table], np.ndarray, int]:
+        """(the distinct segment tables; for file * width + seg, the index of its table; width). Small files
+        read in a batch share one table (``segments.SharedSlice``): their rows are taken from it at once."""
+        tables, index = [], {}
+        width = 1 + max((seg for _, seg in self._segments), default=0)
+        files = 1 + max((file for file, _ in self._segments), default=0)
+        codes = np.full(files * width, -1, dtype=np.int64)
+        for (file, seg), table in self._segments.items():
+            at = index.setdefault(id(table), len(tables))
+            if at == len(tables):
+                tables.append(table)
+            codes[file * width + seg] = at
+        return tables, codes, width
+
+    def _by_table(self, frame: pd.DataFrame) -> list[tuple[pa.Table, np.ndarray]]:
+        """(segment table, positions in ``frame`` of its rows, in frame order) for each table ``frame``'s
+        rows live in, in the order each is first met."""
+        if not len(frame):
+            return []
+        tables, codes, width = self._table_codes
+        which = codes[frame[F.FILE].to_numpy().astype(np.int64) * width + frame["seg"].to_numpy().astype(np.int64)]
+        order = np.argsort(which, kind="stable")
+        distinct, starts = np.unique(which[order], return_index=True)
+        groups = np.split(order, starts[1:])
+        firsts = [group[0] for group in groups]
+        return [(tables[distinct[i]], groups[i]) for i in np.argsort(firsts, kind="stable")]
+
     def step_samples(self, step: int) -> pd.DataFrame:
         """The samples of one step with their texts, in file and line order."""
         return self.with_text(self.samples[self.samples[F.STEP] == step])
@@ -82,11 +111,9 @@ class Run:
         """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
         and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
-        position = pd.Series(np.arange(len(frame)), index=frame.index)
-        for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
-            table = self._segments[(int(file), int(seg))]
-            rows = group["row"].to_numpy()
-            places = position[group.index].to_numpy()
+        all_rows = frame["row"].to_numpy()
+        for table, places in self._by_table(frame):
+            rows = all_rows[places]
             for name in F.TEXT_FIELDS:
                 values = _take(table.column(name), rows)
                 column = texts[name]
@@ -102,8 +129,8 @@ class Run:
         No log file is read."""
         out: list = [None] * len(frame)
         places = np.arange(len(frame))
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
+        for table, at in self._by_table(frame):
+            column = table.column("words")
             # decoded in Arrow first: a dictionary's entries become Python strings ten times slower
             for place, value in zip(places[at], _take(column, frame["row"].to_numpy()[at], pa.list_(pa.string()))):
                 out[place] = value
@@ -121,8 +148,8 @@ class Run:
         lengths = np.full(len(frame), -1, dtype=np.int64)
         parts = []  # (places in frame, their lengths, their ids)
         rows = frame["row"].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
+        for table, at in self._by_table(frame):
+            column = table.column("words")
             for picked, values in _take_chunks(column, rows[at]):
                 places = at[picked]
                 lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
@@ -147,8 +174,8 @@ class Run:
 
         counts = np.full(len(self.samples), -1, dtype=np.int64)
         rows = self.samples["row"].to_numpy()
-        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
+        for table, places in self._by_table(self.samples):
+            column = table.column("words")
             lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
             counts[places] = lengths[rows[places]]
         return counts
@@ -163,8 +190,7 @@ class Run:
 
         found = np.zeros(len(self.samples), dtype=bool)
         rows = self.samples["row"].to_numpy()
-        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            table = self._segments[(int(file), int(seg))]
+        for table, places in self._by_table(self.samples):
             if field == F.MESSAGES:  # any turn's content or tool-call arguments
                 lists = table.column("turn_texts").combine_chunks()
                 column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
@@ -189,8 +215,8 @@ class Run:
         out: dict[int, dict[str, int]] = {}
         rows = frame["row"].to_numpy()
         steps = frame[F.STEP].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("tool_names")
+        for table, at in self._by_table(frame):
+            column = table.column("tool_names")
             for picked, values in _take_chunks(column, rows[at]):
                 owner = pc.list_parent_indices(values).to_numpy()
                 names = pc.list_flatten(values).to_pylist()

@@ -179,6 +179,8 @@ def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypat
         assert got.report.lines_ok == 241
         assert got.with_text(got.samples)[texts].equals(alone.with_text(alone.samples)[texts])
         assert (got.word_counts() == alone.word_counts()).all()
+        assert (got.text_matches("response", "^r1") == alone.text_matches("response", "^r1")).all()
+        assert got.text_matches("response", "^r1").sum() == 31  # r1, r10-r19, r100-r119
     row = alone.samples.index[(alone.samples["step"] == 60) & (alone.samples["reward"] == 0.25)][0]
     assert batched.record(row)[0]["reward"] == 0.25
     row = alone.samples.index[(alone.samples["step"] == 30) & (alone.samples["reward"] == 3.0)][0]
