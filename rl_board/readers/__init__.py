@@ -157,6 +157,11 @@ class KeyResolver:
         self.mapped = dict(fields)
         self.aliases = merged_aliases(aliases)
         self._cache: dict[tuple, tuple[dict[str, str], frozenset]] = {}
+        # the keys a resolution looks at (candidates, and the heads of nested ones): lines whose key sets
+        # differ only in other keys (a key of its own on every line) resolve alike
+        candidates = [key for name in F.CANONICAL for key in candidate_keys(name, self.mapped, self.aliases)]
+        self._looked_at = frozenset(candidates) | {key.split(".", 1)[0] for key in candidates if is_path(key)}
+        self._by_looked_at: dict[frozenset, tuple[dict[str, str], frozenset]] = {}
 
     def resolve(self, keys) -> tuple[dict[str, str], frozenset]:
         """(canonical name -> source key present in ``keys``, the keys that are not extras)."""
@@ -164,7 +169,10 @@ class KeyResolver:
         hit = self._cache.get(keys)
         if hit is not None:
             return hit
-        present = set(keys)
+        present = self._looked_at.intersection(keys)
+        hit = self._by_looked_at.get(present)
+        if hit is not None:
+            return hit
         sources = {}
         for name in F.CANONICAL:
             for key in candidate_keys(name, self.mapped, self.aliases):
@@ -174,6 +182,8 @@ class KeyResolver:
         taken = frozenset(F.CANONICAL) | frozenset(sources.values())
         if len(self._cache) < 1024:
             self._cache[keys] = (sources, taken)
+        if len(self._by_looked_at) < 1024:
+            self._by_looked_at[present] = (sources, taken)
         return sources, taken
 
     def source_of(self, name: str) -> str:
