@@ -140,10 +140,13 @@ class FieldNotes:
         raw = (table.schema.metadata or {}).get(_METADATA_KEY)
         if raw is None:
             return cls()
-        got = json.loads(raw)
-        dropped = list(got["dropped"])
-        return cls(dict(got["renamed"]), dropped, int(got["dropped_count"]), bool(got.get("exact", True)),
-                   list(got.get("dropped_at", [None] * len(dropped))))
+        try:
+            got = json.loads(raw)
+            dropped = [str(name) for name in got["dropped"]]
+            return cls({str(k): str(v) for k, v in got["renamed"].items()}, dropped, int(got["dropped_count"]),
+                       bool(got.get("exact", True)), list(got.get("dropped_at", [None] * len(dropped))))
+        except (ValueError, TypeError, KeyError, AttributeError):  # not ours as written: no notes
+            return cls()
 
     def attach(self, table: pa.Table) -> pa.Table:
         """``table`` carrying these notes (replacing any it carried)."""

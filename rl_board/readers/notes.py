@@ -27,4 +27,8 @@ def with_notes(table: pa.Table, notes: list[str]) -> pa.Table:
 def notes_of(table: pa.Table) -> list[str]:
     """The notes ``table`` carries."""
     raw = (table.schema.metadata or {}).get(_METADATA_KEY)
-    return list(json.loads(raw)) if raw is not None else []
+    try:
+        got = json.loads(raw) if raw is not None else []
+    except ValueError:  # not ours as written: no notes
+        return []
+    return [str(note) for note in got] if isinstance(got, list) else []
