@@ -143,8 +143,9 @@ class FieldNotes:
         try:
             got = json.loads(raw)
             dropped = [str(name) for name in got["dropped"]]
+            at = list(got.get("dropped_at", ()))
             return cls({str(k): str(v) for k, v in got["renamed"].items()}, dropped, int(got["dropped_count"]),
-                       bool(got.get("exact", True)), list(got.get("dropped_at", [None] * len(dropped))))
+                       bool(got.get("exact", True)), at if len(at) == len(dropped) else [None] * len(dropped))
         except (ValueError, TypeError, KeyError, AttributeError):  # not ours as written: no notes
             return cls()
 
