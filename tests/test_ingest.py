@@ -1,5 +1,6 @@
 """Parsing in worker processes gives exactly what parsing in one process gives."""
 
+import json
 import os
 
 import pandas as pd
@@ -195,3 +196,30 @@ def test_an_unchanged_run_of_small_files_is_not_read_again(tmp_path):
     source = RunSource(run, cache_root=False)
     first = source.refresh()
     assert source.refresh() is first
+
+
+def test_small_files_that_grow_are_read_on_in_a_batch(tmp_path):
+    """100 one-line files that each get a second line: the refresh reads the new lines in a batch (line 2
+    of each file, at its own offset), and a re-open from the cache gives the same samples."""
+    run = tmp_path / "run"
+    for i in range(100):
+        write_lines(run / f"{i}.jsonl", [sample(i, 0.0, response="old")])
+    source = RunSource(run, cache_root=tmp_path / "cache")
+    assert source.refresh().report.lines_ok == 100
+    first = [(run / f"{i}.jsonl").stat().st_size for i in range(100)]  # where each file's second line starts
+    for i in range(100):
+        with open(run / f"{i}.jsonl", "a") as fh:
+            fh.write(json.dumps(sample(i, 1.0, response="new")) + "\n")
+    grown = source.refresh()
+    assert set(source.last_status.values()) == {"appended"}
+    assert len(list(list_caches(tmp_path / "cache")[0].folder.glob("seg-*.arrow"))) == 2  # a batch each read
+    assert grown.report.lines_ok == 200
+    new = grown.samples[grown.samples["reward"] == 1.0]
+    assert new["step"].tolist() == list(range(100))
+    assert new["line"].tolist() == [2] * 100 and new["offset"].tolist() == first
+    assert grown.with_text(new)["response"].tolist() == ["new"] * 100
+    reopened = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    columns = [c for c in grown.samples.columns if c != "row"]
+    pd.testing.assert_frame_equal(reopened.samples[columns], grown.samples[columns])
+    texts = reopened.with_text(reopened.samples)["response"].tolist()
+    assert texts == grown.with_text(grown.samples)["response"].tolist()
