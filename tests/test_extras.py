@@ -115,3 +115,14 @@ def test_the_page_loads_a_run_with_a_hostile_key_and_reports_renames(tmp_path):
     assert not at.exception
     assert any(HOSTILE in frame.value.columns for frame in at.dataframe)
     assert any("a\\u000ab#" in text.value and "control character" in text.value for text in at.text)
+
+
+def test_a_field_mapping_naming_a_key_with_a_quote_reads_it(tmp_path):
+    """``reward=my"score`` (a mapped source holding a quote) reads each line's reward from that key; a line
+    without it is rejected as missing it, and costs only itself."""
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [{"step": 1, "response": "r", 'my"score': 0.25},
+                                  {"step": 2, "response": "s", 'my"score': 0.75}, {"step": 3, "response": "t"}])
+    loaded = load_run(run, cache_root=False, fields=(("reward", 'my"score'),))
+    assert loaded.samples["reward"].tolist() == [0.25, 0.75]
+    assert [(line, "missing" in why) for _, line, why in loaded.report.errors] == [(3, True)]

@@ -201,6 +201,8 @@ class _Shape:
         kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
         # a key feeding two kinds, or a nested source (``run.work.step``): every line by the slow path
         self.usable = all(len(k) == 1 for k in kinds.values()) and not any(is_path(s) for s in mapped.values())
+        # a mapped key msgspec can't name (a quote, a backslash, a control character): every line by the slow path
+        self.usable = self.usable and all(struct_safe(key) for key in feeds)
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
         # keys that are never extras: the canonical names and every key that can feed one
         self.taken = frozenset(F.CANONICAL).union(*self.candidates.values())
