@@ -51,10 +51,10 @@ def _allowed_entries(folder: Path) -> list[Path]:
     return [p for p in folder.iterdir() if roots is None or is_allowed(p, roots)]
 
 
-def _allowed_files(folder: Path) -> list[Path]:
+def _allowed_files(folder: Path, links: list | None = None) -> list[Path]:
     """The files of ``folder`` (no hidden ones) that resolve inside the allowed folders (all when
     unrestricted). One ``scandir``: a file's type comes with its entry, and only a symbolic link is
-    resolved (any other entry of an allowed folder lies in it)."""
+    resolved (any other entry of an allowed folder lies in it). ``links`` gets each symbolic link met."""
     roots = allowed_roots()
     inside = roots is None or is_allowed(folder, roots)
     found = []
@@ -69,6 +69,8 @@ def _allowed_files(folder: Path) -> list[Path]:
                     continue
             except OSError:
                 continue
+            if link and links is not None:
+                links.append(path)
             if (inside and not link) or roots is None or is_allowed(path, roots):
                 found.append(path)
     return found
@@ -91,11 +93,13 @@ def list_runs(root: Path | str) -> list[str]:
     return runs
 
 
-def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tuple[list[Path], list[str]]:
+def list_run_files(run_dir: Path, reader=None, split: str | None = None, links: list | None = None
+                   ) -> tuple[list[Path], list[str]]:
     """(the run's files of ``reader``'s layout, in natural order of their names; names of other files
     lying in the run folder, ignored). A file's name is its path relative to ``run_dir``
     (``layout.relative_name``). With ``split``, only the files of that split (``layout.split_of``).
-    ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted."""
+    ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted. ``links`` (a list)
+    gets the symbolic links of a flat run folder."""
     check_allowed(run_dir)
     run_dir = usable_path(run_dir)
     if not run_dir.is_dir():
@@ -105,7 +109,7 @@ def list_run_files(run_dir: Path, reader=None, split: str | None = None) -> tupl
         patterns = ("*" + suffix,)
     else:
         patterns = layout.globs(reader)
-    entries = _allowed_files(run_dir)
+    entries = _allowed_files(run_dir, links)
     if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
         kept = [p for p in entries if any(fnmatch.fnmatchcase(p.name, pattern) for pattern in patterns)]
         if reader is not None and not isinstance(reader, str):  # a trainer's metrics file is no run file
@@ -289,7 +293,10 @@ class FileTracker:
             paths, named, ignored = self._listed[3:]
         else:
             now = time.time_ns()
-            paths, ignored = list_run_files(run_dir, reader, split)
+            links: list[Path] = []
+            paths, ignored = list_run_files(run_dir, reader, split, links)
+            if links and allowed_roots() is not None:
+                folder = None  # where a link leads can change without the folder changing: list it each time
             base = str(usable_path(run_dir))
             named = [(p, text[len(base) + 1:] if (text := str(p)).startswith(base + "/") else file_name(run_dir, p))
                      for p in paths]

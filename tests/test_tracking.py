@@ -48,3 +48,32 @@ def test_a_file_added_after_a_listing_is_listed(tmp_path):
     run_now = source.refresh()
     assert run_now.report.files == ("0.jsonl", "1.jsonl")
     assert run_now.samples["reward"].tolist() == [1.0, 0.0]
+
+
+def test_a_link_retargeted_outside_the_allowed_folders_is_dropped_on_refresh(tmp_path, monkeypatch):
+    """With allowed folders set, a run file that is a link to a link is listed while it leads inside them,
+    and no longer once the inner link is pointed outside (the run folder itself unchanged)."""
+    import os
+
+    from rl_board.loader import RunSource
+
+    allowed, outside = tmp_path / "allowed", tmp_path / "outside"
+    run = allowed / "run"
+    run.mkdir(parents=True)
+    outside.mkdir()
+    (run / "0.jsonl").write_bytes(b'{"step": 0, "reward": 1}\n')
+    (allowed / "real.jsonl").write_bytes(b'{"step": 1, "reward": 1}\n')
+    (outside / "secret.jsonl").write_bytes(b'{"step": 1, "reward": 9}\n')
+    (allowed / "hop.jsonl").symlink_to(allowed / "real.jsonl")
+    (run / "1.jsonl").symlink_to(allowed / "hop.jsonl")
+    old = 1_000_000_000
+    os.utime(run, (old, old))
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(allowed))
+    source = RunSource(run, cache_root=False)
+    assert source.refresh().report.files == ("0.jsonl", "1.jsonl")
+    (allowed / "hop.jsonl").unlink()
+    (allowed / "hop.jsonl").symlink_to(outside / "secret.jsonl")
+    os.utime(run, (old, old))
+    got = source.refresh()
+    assert got.report.files == ("0.jsonl",)
+    assert 9.0 not in got.samples["reward"].tolist()
