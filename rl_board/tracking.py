@@ -318,8 +318,28 @@ class FileTracker:
         gone = set(self.files) - set(listing.names)
         for name in gone:
             del self.files[name]
-        statuses = {name: s.entry.status(s.path, appendable)
-                    for name, s in self.files.items() if s.entry is not None}
+        statuses, failed = {}, {}
+        for name, s in self.files.items():
+            if s.entry is None:
+                continue
+            try:
+                statuses[name] = s.entry.status(s.path, appendable)
+            except OSError as exc:
+                statuses[name] = "stale"
+                failed[name] = exc.strerror or str(exc)
+            if statuses[name] not in ("same", "settled") and name not in failed:
+                # a file read before is not opened when listed (``list``): one that changed is, now
+                why = unreadable(s.path, appendable)
+                if why:
+                    failed[name] = why
+        if failed:  # as if the listing had found them unreadable
+            for name in failed:
+                del self.files[name]
+                del statuses[name]
+            kept = [(p, n) for p, n in zip(listing.paths, listing.names) if n not in failed]
+            listing.paths[:] = [p for p, _ in kept]
+            listing.names[:] = [n for _, n in kept]
+            listing.unreadable.update(failed)
         for name, status in statuses.items():
             state = self.files[name]
             if status == "grown" and state.unterminated and _byte_at(state.path, state.offset) != b"\n":

@@ -77,3 +77,30 @@ def test_a_link_retargeted_outside_the_allowed_folders_is_dropped_on_refresh(tmp
     got = source.refresh()
     assert got.report.files == ("0.jsonl",)
     assert 9.0 not in got.samples["reward"].tolist()
+
+
+def test_a_read_file_that_changes_and_cant_be_read_is_named_not_a_traceback(tmp_path):
+    """A file read before that grows and loses its read permission is named as unreadable on refresh;
+    the other files stay loaded."""
+    import os
+
+    import pytest
+
+    from rl_board.loader import RunSource
+
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a.jsonl").write_bytes(b'{"step": 0, "reward": 1}\n')
+    (run / "b.jsonl").write_bytes(b'{"step": 1, "reward": 0}\n')
+    source = RunSource(run, cache_root=False)
+    assert source.refresh().report.lines_ok == 2
+    with open(run / "b.jsonl", "ab") as fh:
+        fh.write(b'{"step": 2, "reward": 0}\n')
+    (run / "b.jsonl").chmod(0)
+    try:
+        got = source.refresh()
+    finally:
+        (run / "b.jsonl").chmod(0o644)
+    assert got.report.files == ("a.jsonl",) and [name for name, _ in got.report.unreadable] == ["b.jsonl"]
