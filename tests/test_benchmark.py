@@ -19,3 +19,18 @@ def test_benchmark_small_mode_produces_its_table(tmp_path):
     for key in ("load", "step", "sort", "sample", "rss_mb"):
         assert got["cold"][key] > 0 and got["reopen"][key] > 0
     assert got["floor_s"] > 0
+
+
+def test_shapes_benchmark_quick_mode_reports_every_case(tmp_path):
+    """`bench_shapes.py --quick` opens each case in a fresh process; the numbers of samples and extras
+    are those written (2,000 lines of distinct keys keep 256; one line of 20,000 keys keeps 256)."""
+    out = tmp_path / "shapes.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_shapes.py"), "--quick",
+                           "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert got["keys"]["distinct"]["samples"] == 2000 and got["keys"]["distinct"]["extras"] == 256
+    assert got["wide"]["one line"]["samples"] == 1 and got["wide"]["one line"]["extras"] == 256
+    for count in (200, 800, 10_000):
+        for case in got[f"files {count}"].values():
+            assert case["samples"] == count and case["found"] == count and case["peak_rss_mb"] > 0

@@ -79,7 +79,7 @@ def test_an_index_on_ray_is_what_a_local_read_gives(local_cluster, tmp_path, mon
         assert close_to(json.loads(cached.stdout), json.loads(local.stdout)), argv
 
 
-def test_an_unreachable_cluster_is_one_line(tmp_path):
+def test_an_unreachable_cluster_is_one_line(tmp_path, isolated_cache):
     """``--ray HOST:PORT`` where nothing listens: one line naming the address, exit 2, nothing cached."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -90,7 +90,7 @@ def test_an_unreachable_cluster_is_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
     assert f"127.0.0.1:{port}" in lines[0] and "can't be reached" in lines[0]
-    assert not list((tmp_path.parent).glob("cache*/run-*/manifest.json"))
+    assert not list(isolated_cache.rglob("manifest.json"))  # this test's cache (the command inherits it)
 
 
 def test_ray_is_not_asked_without_the_setting(tmp_path, monkeypatch):

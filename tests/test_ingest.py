@@ -1,5 +1,6 @@
 """Parsing in worker processes gives exactly what parsing in one process gives."""
 
+import json
 import os
 import subprocess
 import sys
@@ -173,3 +174,91 @@ def test_ranges_are_sized_so_every_worker_gets_several():
     assert ingest.range_bytes(540 * mb, 16) == -(-540 * mb // 64)
     assert ingest.range_bytes(540 * mb, 2) == 24 * mb
     assert ingest.range_bytes(20 * mb, 16) == 4 * mb
+
+
+def _small_files_run(run):
+    """120 small files as verl writes them ({step}.jsonl), with a rejected line, extra fields first met in
+    different files, a blank line and a last line without its newline among them."""
+    for step in range(120):
+        lines = [sample(step, step / 10, prompt="p", response=f"r{step}"), sample(step, 1.0, prompt="q", response="s")]
+        if step == 7:
+            lines.insert(1, "not json")
+        if step == 9:
+            lines[0]["acc"] = 1
+        if step == 0:
+            lines[1]["mid"] = 2.5
+        if step == 3:
+            lines[0]["zeta"] = 1.5
+        if step == 5:
+            lines[1]["alpha"] = 0.5
+        if step == 11:
+            lines.insert(1, "   ")
+        write_lines(run / f"{step}.jsonl", lines)
+    with open(run / "60.jsonl", "ab") as fh:
+        fh.write(b'{"step": 60, "reward": 0.25}')
+
+
+def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypatch):
+    """120 small files read in batches (a few segments in the cache) give the samples, lines, offsets and
+    rejected lines that reading them one by one gives, and so does a re-open from the cache."""
+    run = tmp_path / "run"
+    _small_files_run(run)
+    batched = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    segments = list((list_caches(tmp_path / "cache")[0].folder).glob("seg-*.arrow"))
+    assert len(segments) <= 2  # one batch, and the file without its last newline read alone
+    reopened = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    monkeypatch.setattr(ingest, "BATCH_MIN_FILES", 10**9)
+    alone = RunSource(run, cache_root=False).refresh()
+    assert batched.report.errors == alone.report.errors == (("7.jsonl", 2, batched.report.errors[0][2]),)
+    columns = [c for c in alone.samples.columns if c != "row"]  # row: its place in the segment it lives in
+    assert [c for c in columns if c.startswith("extra:")] == ["extra:mid", "extra:zeta", "extra:alpha", "extra:acc"]
+    texts = ["prompt", "response", "source"]
+    for got in (batched, reopened):
+        assert list(got.samples.columns) == list(alone.samples.columns)
+        pd.testing.assert_frame_equal(got.samples[columns], alone.samples[columns])
+        assert got.report.lines_ok == 241
+        assert got.with_text(got.samples)[texts].equals(alone.with_text(alone.samples)[texts])
+        assert (got.word_counts() == alone.word_counts()).all()
+        assert (got.text_matches("response", "^r1") == alone.text_matches("response", "^r1")).all()
+        assert got.text_matches("response", "^r1").sum() == 31  # r1, r10-r19, r100-r119
+    row = alone.samples.index[(alone.samples["step"] == 60) & (alone.samples["reward"] == 0.25)][0]
+    assert batched.record(row)[0]["reward"] == 0.25
+    row = alone.samples.index[(alone.samples["step"] == 30) & (alone.samples["reward"] == 3.0)][0]
+    assert batched.record(row)[0]["response"] == "r30"
+    assert batched.with_text(batched.samples.loc[[row]])["response"].tolist() == ["r30"]
+
+
+def test_an_unchanged_run_of_small_files_is_not_read_again(tmp_path):
+    """A refresh of an unchanged run of batched small files reads nothing and returns the same snapshot."""
+    run = tmp_path / "run"
+    _small_files_run(run)
+    source = RunSource(run, cache_root=False)
+    first = source.refresh()
+    assert source.refresh() is first
+
+
+def test_small_files_that_grow_are_read_on_in_a_batch(tmp_path):
+    """100 one-line files that each get a second line: the refresh reads the new lines in a batch (line 2
+    of each file, at its own offset), and a re-open from the cache gives the same samples."""
+    run = tmp_path / "run"
+    for i in range(100):
+        write_lines(run / f"{i}.jsonl", [sample(i, 0.0, response="old")])
+    source = RunSource(run, cache_root=tmp_path / "cache")
+    assert source.refresh().report.lines_ok == 100
+    first = [(run / f"{i}.jsonl").stat().st_size for i in range(100)]  # where each file's second line starts
+    for i in range(100):
+        with open(run / f"{i}.jsonl", "a") as fh:
+            fh.write(json.dumps(sample(i, 1.0, response="new")) + "\n")
+    grown = source.refresh()
+    assert set(source.last_status.values()) == {"appended"}
+    assert len(list(list_caches(tmp_path / "cache")[0].folder.glob("seg-*.arrow"))) == 2  # a batch each read
+    assert grown.report.lines_ok == 200
+    new = grown.samples[grown.samples["reward"] == 1.0]
+    assert new["step"].tolist() == list(range(100))
+    assert new["line"].tolist() == [2] * 100 and new["offset"].tolist() == first
+    assert grown.with_text(new)["response"].tolist() == ["new"] * 100
+    reopened = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    columns = [c for c in grown.samples.columns if c != "row"]
+    pd.testing.assert_frame_equal(reopened.samples[columns], grown.samples[columns])
+    texts = reopened.with_text(reopened.samples)["response"].tolist()
+    assert texts == grown.with_text(grown.samples)["response"].tolist()

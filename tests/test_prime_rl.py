@@ -260,3 +260,45 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     assert [i for i, m in enumerate(canonical["loss_mask"]) if m] == [3, 4, 7]
     assert canonical["rollout_logprobs"] == [None, None, None, -0.1, -0.4, None, None, -0.02]
     assert [t["num_tokens"] for t in canonical["messages"]] == [2, 3, 1, 2]
+
+
+def _looped_nodes() -> list:
+    """Three nodes whose parents form a cycle (0 -> 2 -> 1 -> 0) and a leaf hanging from it."""
+    return [v1_node({"role": "user", "content": "a"}, False, 2),
+            v1_node({"role": "assistant", "content": "b"}, True, 0),
+            v1_node({"role": "user", "content": "c"}, False, 1),
+            v1_node({"role": "assistant", "content": "d"}, True, 2)]
+
+
+def _dangling_nodes() -> list:
+    """A chain whose second node's parent points past the list."""
+    return [v1_node({"role": "user", "content": "a"}), v1_node({"role": "user", "content": "b"}, False, 7),
+            v1_node({"role": "assistant", "content": "c"}, True, 1)]
+
+
+def test_broken_trace_graphs_are_counted_per_file_and_named(tmp_path):
+    """A trace whose parents form a cycle and one whose parent points past the list load as samples
+    keeping the turns that can be ordered, and the load report names both, with the file."""
+    out = tmp_path / "runs" / "prime"
+    scored = {"correct": {"score": 1.0, "weight": 1.0}}
+    write_prime_rl(out, 1, "train", "all", [
+        v1_episode("e1", 1, [v1_trace(_looped_nodes(), scored, {})]),
+        v1_episode("e2", 1, [_tool_trace(1.0), v1_trace(_dangling_nodes(), scored, {})])])
+    run = load_run(out, cache_root=False)
+    assert run.report.lines_ok == 3 and not run.report.errors
+    name = "rollouts/step_1/train/all/traces.jsonl"
+    note = next(n for n in run.report.notes if n.startswith(name))
+    assert "2 trace(s) with a broken node graph" in note
+    assert "line 1 trace 0 (a cycle of parent pointers)" in note
+    assert "line 2 trace 1 (a parent past the node list)" in note
+    looped = run.record(0)[0]["messages"]
+    assert [t["content"] for t in looped] == ["d"]  # the cycle a -> c -> b -> a can't be ordered
+    dangling = run.record(2)[0]["messages"]
+    assert [t["content"] for t in dangling] == ["b", "c"]  # b's parent is missing: b is where it starts
+
+
+def test_a_whole_graph_is_not_broken():
+    """A forest of nodes (two leaves under one root) has no graph problem."""
+    nodes = [v1_node({"role": "user", "content": "a"}), v1_node({"role": "assistant", "content": "old"}, True, 0),
+             v1_node({"role": "assistant", "content": "new"}, True, 0)]
+    assert prime_rl.graph_problems(nodes) == []

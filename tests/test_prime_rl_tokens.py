@@ -231,3 +231,15 @@ def test_the_page_opens_a_token_export_decoded_dimmed_and_without_reward_views(e
     assert not at.exception and not at.error
     assert not any(NO_TOKENIZER in e.value for e in (*at.info, *at.warning, *at.caption))
     assert "rlb-untrained" in at.get("html")[0].proto.body
+
+
+def test_a_tokenizer_that_cant_be_read_gets_one_note_naming_it(export_run):
+    """A tokenizer.json next to the run that is no tokenizer: the load report has one note on it, naming
+    the file and what was wrong, and none saying that no tokenizer was found."""
+    out, tokenizer_path = export_run
+    tokenizer_path.write_text("{not a tokenizer")
+    run = load_run(out, cache_root=False)
+    about = [n for n in run.report.notes if "tokenizer" in n.lower()]
+    assert len(about) == 1, about
+    assert str(tokenizer_path) in about[0] and "not a tokenizer the tokenizers library can read" in about[0]
+    assert NO_TOKENIZER not in run.report.notes

@@ -16,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
@@ -89,11 +88,9 @@ class Run(SegmentQueries, SourceRecords):
         """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
         and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
-        position = pd.Series(np.arange(len(frame)), index=frame.index)
-        for (file, seg), group in frame.groupby([F.FILE, "seg"], sort=False):
-            table = self._segments[(int(file), int(seg))]
-            rows = group["row"].to_numpy()
-            places = position[group.index].to_numpy()
+        all_rows = frame["row"].to_numpy()
+        for table, places in self._by_table(frame):
+            rows = all_rows[places]
             for name in F.TEXT_FIELDS:
                 values = take_rows(table.column(name), rows)
                 column = texts[name]

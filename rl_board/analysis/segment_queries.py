@@ -5,6 +5,8 @@ file, segment and row) and ``_segments`` of the run."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -15,14 +17,42 @@ from ..base import fields as F
 class SegmentQueries:
     """The queries of a ``Run`` answered from its memory-mapped segments."""
 
+    @functools.cached_property
+    def _table_codes(self) -> tuple[list[pa.Table], np.ndarray, int]:
+        """(the distinct segment tables; for file * width + seg, the index of its table; width). Small files
+        read in a batch share one table (``segments.SharedSlice``): their rows are taken from it at once."""
+        tables, index = [], {}
+        width = 1 + max((seg for _, seg in self._segments), default=0)
+        files = 1 + max((file for file, _ in self._segments), default=0)
+        codes = np.full(files * width, -1, dtype=np.int64)
+        for (file, seg), table in self._segments.items():
+            at = index.setdefault(id(table), len(tables))
+            if at == len(tables):
+                tables.append(table)
+            codes[file * width + seg] = at
+        return tables, codes, width
+
+    def _by_table(self, frame: pd.DataFrame) -> list[tuple[pa.Table, np.ndarray]]:
+        """(segment table, positions in ``frame`` of its rows, in frame order) for each table ``frame``'s
+        rows live in, in the order each is first met."""
+        if not len(frame):
+            return []
+        tables, codes, width = self._table_codes
+        which = codes[frame[F.FILE].to_numpy().astype(np.int64) * width + frame["seg"].to_numpy().astype(np.int64)]
+        order = np.argsort(which, kind="stable")
+        distinct, starts = np.unique(which[order], return_index=True)
+        groups = np.split(order, starts[1:])
+        firsts = [group[0] for group in groups]
+        return [(tables[distinct[i]], groups[i]) for i in np.argsort(firsts, kind="stable")]
+
     def words(self, frame: pd.DataFrame) -> list[list[str] | None]:
         """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``samples``), in its order,
         taken from the memory-mapped segments; None for a sample with neither tokens nor a response.
         No log file is read."""
         out: list = [None] * len(frame)
         places = np.arange(len(frame))
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
+        for table, at in self._by_table(frame):
+            column = table.column("words")
             # decoded in Arrow first: a dictionary's entries become Python strings ten times slower
             for place, value in zip(places[at], take_rows(column, frame["row"].to_numpy()[at], pa.list_(pa.string()))):
                 out[place] = value
@@ -40,8 +70,8 @@ class SegmentQueries:
         lengths = np.full(len(frame), -1, dtype=np.int64)
         parts = []  # (places in frame, their lengths, their ids)
         rows = frame["row"].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
+        for table, at in self._by_table(frame):
+            column = table.column("words")
             for picked, values in _take_chunks(column, rows[at]):
                 places = at[picked]
                 lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
@@ -66,8 +96,8 @@ class SegmentQueries:
 
         counts = np.full(len(self.samples), -1, dtype=np.int64)
         rows = self.samples["row"].to_numpy()
-        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("words")
+        for table, places in self._by_table(self.samples):
+            column = table.column("words")
             lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
             counts[places] = lengths[rows[places]]
         return counts
@@ -79,8 +109,7 @@ class SegmentQueries:
         turns)."""
         out: list = [[] for _ in range(len(frame))]
         rows = frame["row"].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            table = self._segments[(int(file), int(seg))]
+        for table, at in self._by_table(frame):
             names = take_rows(table.column("tool_names"), rows[at])
             if not any(names):
                 continue
@@ -100,8 +129,7 @@ class SegmentQueries:
 
         found = np.zeros(len(self.samples), dtype=bool)
         rows = self.samples["row"].to_numpy()
-        for (file, seg), places in self.samples.groupby([F.FILE, "seg"], sort=False).indices.items():
-            table = self._segments[(int(file), int(seg))]
+        for table, places in self._by_table(self.samples):
             if field == F.MESSAGES:  # any turn's content or tool-call arguments
                 lists = table.column("turn_texts").combine_chunks()
                 column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
@@ -126,8 +154,8 @@ class SegmentQueries:
         out: dict[int, dict[str, int]] = {}
         rows = frame["row"].to_numpy()
         steps = frame[F.STEP].to_numpy()
-        for (file, seg), at in frame.groupby([F.FILE, "seg"], sort=False).indices.items():
-            column = self._segments[(int(file), int(seg))].column("tool_names")
+        for table, at in self._by_table(frame):
+            column = table.column("tool_names")
             for picked, values in _take_chunks(column, rows[at]):
                 owner = pc.list_parent_indices(values).to_numpy()
                 names = pc.list_flatten(values).to_pylist()

@@ -383,6 +383,33 @@ class RunLocation:
         found = self.fs.entries(self.path if folder is None else self.file(folder))
         return found if self.roots is None else [p for p in found if self.contains(p)]
 
+    def scan(self, folder: Path | None = None, links: list | None = None) -> list[Path]:
+        """The files of ``folder`` (default: the run folder; no hidden ones) that resolve inside the roots.
+        One ``scandir``: a file's type comes with its entry, and only a symbolic link is resolved (any
+        other entry of a folder inside the roots lies inside them). ``links`` gets each symbolic link met."""
+        folder = self.path if folder is None else self.file(folder)
+        if isinstance(folder, RemotePath):  # one listing through the store's filesystem (no links there)
+            return [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()
+                    and (self.roots is None or self.contains(p))]
+        inside = self.contains(folder)
+        found = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                path = folder / entry.name
+                try:
+                    link = entry.is_symlink()
+                    if not entry.is_file():  # follows a link
+                        continue
+                except OSError:
+                    continue
+                if link and links is not None:
+                    links.append(path)
+                if (inside and not link) or self.roots is None or self.contains(path):
+                    found.append(path)
+        return found
+
     def files(self, pattern: str) -> Iterator[Path]:
         """The files of the run folder matching the glob ``pattern``, none with a hidden component
         and none resolving outside the roots."""

@@ -53,6 +53,8 @@ def _main(argv: list[str] | None) -> int:
         return int(exc.code or 0)
     if getattr(args, "roots", None) is not None:
         os.environ["RL_BOARD_ROOTS"] = args.roots
+    if getattr(args, "max_extra_fields", None) is not None:
+        os.environ["RL_BOARD_MAX_EXTRA_FIELDS"] = str(args.max_extra_fields)
     try:
         check_roots()  # a blank or unusable RL_BOARD_ROOTS must stop us, never mean "allow all"
     except RootError as exc:

@@ -55,6 +55,8 @@ def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
     parser.add_argument("--split", default=None, metavar="NAME",
                         help="the split to read (train, eval, train/all…), for a format that has them")
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
+    parser.add_argument("--max-extra-fields", type=_positive_int, default=None, metavar="N",
+                        help="extra-field columns a run makes at most (sets RL_BOARD_MAX_EXTRA_FIELDS; default 256)")
 
 
 def _parser() -> argparse.ArgumentParser:

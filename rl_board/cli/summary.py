@@ -66,10 +66,13 @@ def _memo_name(args) -> str | None:
     limit, or a tokenizer given (its file lies outside the run folder)."""
     if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
         return None
+    from ..readers import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
     from ..store import memo
 
-    return memo.key("summary", args.run_dir, {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field,
-                                              "split": args.split})
+    settings = {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field, "split": args.split}
+    if max_extra_fields() != DEFAULT_MAX_EXTRA_FIELDS:  # the key of a summary kept before the limit stays
+        settings["max_extras"] = max_extra_fields()
+    return memo.key("summary", args.run_dir, settings)
 
 
 def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:

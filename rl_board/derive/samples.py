@@ -92,6 +92,7 @@ def prompt_key(prompt: str | None, pad_token: str | None) -> int | None:
 
 def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     """The segment rows of a block of canonical rows (see the module's docstring)."""
+    metadata = rows.schema.metadata  # the notes on its extra fields (``readers.extras``) stay with the rows
     rows = rows.unify_dictionaries().combine_chunks()
     count = rows.num_rows
     rows, turned = _from_messages(rows)
@@ -153,7 +154,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     for name in sorted(F.extra_columns(rows.column_names)):
         arrays.append(rows[name])
         names.append(name)
-    return pa.Table.from_arrays(arrays, names=names)
+    return pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
 
 
 def _from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:

@@ -80,7 +80,11 @@ def _tokenizer_in(folder: Path, location: RunLocation) -> Path | None:
     if own.is_file() and location.contains(own):
         return own
     try:
-        subfolders = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+        if isinstance(folder, Path):
+            with os.scandir(folder) as entries:  # a folder of 100,000 run files: no stat per file
+                subfolders = sorted(folder / e.name for e in entries if not e.name.startswith(".") and e.is_dir())
+        else:  # a URL's folder, listed through its filesystem
+            subfolders = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
     except OSError:
         return None
     from ..readers import holds_run

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from ..base import fields as F
 from ..base.location import as_path
+from .extras import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields  # noqa: F401 (the setting, read by the loader)
 
 
 class SourceChanged(RuntimeError):
@@ -72,6 +73,7 @@ class ReadOptions:
     max_line: bytes; a longer line is rejected (named, not read).
     tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
         are shown as ``#ID`` (see ``rl_board.derive.tokenizer``).
+    max_extras: extra-field columns a run makes at most (``extras.max_extra_fields``).
     """
 
     pad_token: str | None = None
@@ -79,16 +81,21 @@ class ReadOptions:
     eos_token: str | None = None
     max_line: int = DEFAULT_MAX_LINE
     tokenizer: str | None = None
+    max_extras: int = DEFAULT_MAX_EXTRA_FIELDS
 
     def to_json(self) -> str:
-        return json.dumps({"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
-                           "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer})
+        got = {"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
+               "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer}
+        if self.max_extras != DEFAULT_MAX_EXTRA_FIELDS:  # keys of caches written before the limit stay valid
+            got["max_extras"] = self.max_extras
+        return json.dumps(got)
 
     @classmethod
     def from_json(cls, text: str) -> "ReadOptions":
         raw = json.loads(text)
         return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
-                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"))
+                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"),
+                   raw.get("max_extras", DEFAULT_MAX_EXTRA_FIELDS))
 
 
 def describe_size(size: int) -> str:
@@ -154,6 +161,11 @@ class KeyResolver:
         self.mapped = dict(fields)
         self.aliases = merged_aliases(aliases)
         self._cache: dict[tuple, tuple[dict[str, str], frozenset]] = {}
+        # the keys a resolution looks at (candidates, and the heads of nested ones): lines whose key sets
+        # differ only in other keys (a key of its own on every line) resolve alike
+        candidates = [key for name in F.CANONICAL for key in candidate_keys(name, self.mapped, self.aliases)]
+        self._looked_at = frozenset(candidates) | {key.split(".", 1)[0] for key in candidates if is_path(key)}
+        self._by_looked_at: dict[frozenset, tuple[dict[str, str], frozenset]] = {}
 
     def resolve(self, keys) -> tuple[dict[str, str], frozenset]:
         """(canonical name -> source key present in ``keys``, the keys that are not extras)."""
@@ -161,7 +173,10 @@ class KeyResolver:
         hit = self._cache.get(keys)
         if hit is not None:
             return hit
-        present = set(keys)
+        present = self._looked_at.intersection(keys)
+        hit = self._by_looked_at.get(present)
+        if hit is not None:
+            return hit
         sources = {}
         for name in F.CANONICAL:
             for key in candidate_keys(name, self.mapped, self.aliases):
@@ -171,6 +186,8 @@ class KeyResolver:
         taken = frozenset(F.CANONICAL) | frozenset(sources.values())
         if len(self._cache) < 1024:
             self._cache[keys] = (sources, taken)
+        if len(self._by_looked_at) < 1024:
+            self._by_looked_at[present] = (sources, taken)
         return sources, taken
 
     def source_of(self, name: str) -> str:
@@ -240,7 +257,12 @@ def detect(run_dir: Path):
     ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
     run_dir = as_path(run_dir)
     try:
-        suffixes = {p.suffix for p in run_dir.iterdir() if p.is_file() and not p.name.startswith(".")}
+        if isinstance(run_dir, Path):
+            with os.scandir(run_dir) as entries:  # a file's type comes with its entry: no stat per file
+                suffixes = {os.path.splitext(e.name)[1] for e in entries
+                            if not e.name.startswith(".") and e.is_file()}
+        else:  # a URL's folder: one listing through its filesystem
+            suffixes = {p.suffix for p in run_dir.iterdir() if not p.name.startswith(".") and p.is_file()}
     except OSError:
         suffixes = set()
     for reader in READERS:

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..base import fields as F
+from .extras import FieldNotes, column_name, why_unusable
 
 TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
 #: One tool call of an assistant turn: its id, the tool's name and the arguments as text (JSON as written).
@@ -110,7 +111,8 @@ def build_rows(columns: dict, extras: dict) -> pa.Table:
     """A canonical table from ``columns`` (``ROWS`` name -> values: Python sequences, numpy
     or Arrow arrays; per-token lists as sequences of lists or Arrow list arrays; turns as lists of
     ``readers.turns`` dicts; a name left out is null in every row) and ``extras`` (extra field
-    name -> float values or None, one per row, or an Arrow array)."""
+    name -> float values or None, one per row, or an Arrow array). A name that can't be a column is
+    renamed (``extras.column_name``) and the table's notes say so (``extras.FieldNotes``)."""
     arrays = []
     count = len(columns[F.STEP])
     for f in ROWS:
@@ -130,12 +132,18 @@ def build_rows(columns: dict, extras: dict) -> pa.Table:
         else:
             arrays.append(pa.array(values, type=f.type))
     names = list(ROWS.names)
+    notes = FieldNotes()
     for name in sorted(extras):
+        column = F.extra_column(column_name(name))
+        if column in names:  # a renamed name meeting a real one (a hash collision): the first keeps it
+            continue
+        if column != F.extra_column(name):
+            notes.renamed[F.extra_name(column)] = why_unusable(name)
         values = extras[name]
         arrays.append(values.cast(pa.float64()) if isinstance(values, (pa.Array, pa.ChunkedArray))
                       else pa.array(values, pa.float64()))
-        names.append(F.extra_column(name))
-    return pa.Table.from_arrays(arrays, names=names)
+        names.append(column)
+    return notes.attach(pa.Table.from_arrays(arrays, names=names))
 
 
 def empty_rows() -> pa.Table:

@@ -39,6 +39,7 @@ from ..base.compression import open_path
 from . import (KeyResolver, ReadOptions, SourceChanged, candidate_keys, is_extra_value, is_path, line_too_long,
                merged_aliases)
 from . import rawlists
+from .extras import cap, merged_notes, struct_safe
 from .canonical import ROWS, build_rows, float_lists, int_lists, present_mask, token_lists
 from .records import MAX_STEP as _MAX_STEP
 from .records import canonical_row as _canonical
@@ -53,6 +54,9 @@ APPENDABLE = True  # a file that grew is read from where the last read stopped
 ALIASES: dict[str, tuple[str, ...]] = {}  # beyond fields.ALIASES
 
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path
+# Times one block is decoded again after its shape learned keys: lines with a new key on every line
+# (a dict keyed by request id) would otherwise decode the block once per key; past it, they read slowly
+_MAX_RELEARNS = 32
 _MAX_RETRIES = 16  # refused lines in a block before its other lines are decoded one at a time
 _UNSET = msgspec.UNSET
 _RAW = msgspec.Raw
@@ -147,14 +151,17 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
                 kept.append(index)
         if records:
             kept = np.asarray(kept, np.int64)
-            tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept]))
+            tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept],
+                                     options.max_extras))
     if not tables:
         table = ROWS.empty_table()
     elif len(tables) == 1:
         table = tables[0]
     else:
+        notes = merged_notes(tables)
         table = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
-        table = table.take(np.argsort(table[F.LINE].to_numpy(), kind="stable"))
+        table = notes.attach(table.take(np.argsort(table[F.LINE].to_numpy(), kind="stable")))
+    table, _ = cap(table, options.max_extras)  # the block's first extra fields met, at most the run's limit
     errors.sort()
     return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
                        len(slow))
@@ -195,18 +202,24 @@ class _Shape:
         kinds = {key: {_kind(name) for name in names} for key, names in feeds.items()}
         # a key feeding two kinds, or a nested source (``run.work.step``): every line by the slow path
         self.usable = all(len(k) == 1 for k in kinds.values()) and not any(is_path(s) for s in mapped.values())
+        # a mapped key msgspec can't name (a quote, a backslash, a control character): every line by the slow path
+        self.usable = self.usable and all(struct_safe(key) for key in feeds)
         self.types = {key: _TYPES[kind.pop()] for key, kind in kinds.items() if len(kind) == 1}
         # keys that are never extras: the canonical names and every key that can feed one
         self.taken = frozenset(F.CANONICAL).union(*self.candidates.values())
         self._lock = threading.Lock()  # one shape serves every thread of a process (the page's sessions)
         self.keys: list[str] = []
+        self._known: set[str] = set()  # the keys, for a cheap look-up
         for key in [*self.types, *F.CANONICAL]:
             self._add(key)
         self._build()
 
     def _add(self, key: str) -> None:
-        if key not in self.keys:
+        # a key msgspec can't name (a quote, a backslash, a control character) is never in the struct:
+        # its lines take the slow path, where any name is data
+        if key not in self._known and struct_safe(key):
             self.keys.append(key)
+            self._known.add(key)
 
     def _build(self) -> None:
         def type_of(key):
@@ -228,7 +241,7 @@ class _Shape:
 
     def _learn(self, message: str, line) -> bool:
         unknown = _UNKNOWN.search(message)
-        if not unknown or len(self.keys) >= _MAX_KEYS or unknown[1] in self.keys:
+        if not unknown or len(self.keys) >= _MAX_KEYS or unknown[1] in self._known or not struct_safe(unknown[1]):
             return False
         self._add(unknown[1])
         if line is not None:
@@ -247,14 +260,16 @@ class _Shape:
         that decoded them) for ``lines``."""
         if not self.usable or not len(lines):
             return [], [], list(lines), self.version
+        relearned = 0
         while True:
             version = self.version
             try:
-                return (*self._decode(data, starts, ends, lines, version.decoder), version)
+                return (*self._decode(data, starts, ends, lines, version.decoder, relearned < _MAX_RELEARNS),
+                        version)
             except _Relearned:
-                continue
+                relearned += 1
 
-    def _decode(self, data, starts, ends, lines, decoder):
+    def _decode(self, data, starts, ends, lines, decoder, may_learn=True):
         objs, fast, slow = [], [], []
         retries = [0]
         view = memoryview(data)
@@ -285,7 +300,7 @@ class _Shape:
                 message = str(exc)
                 at = _failed_line(message, chunk, starts, lines, a, b)
                 line = None if at is None else view[starts[lines[at]]:ends[lines[at]]]
-                if self.learn(message, line):
+                if may_learn and self.learn(message, line):
                     raise _Relearned from None
                 retries[0] += 1
                 if at is None:
@@ -311,7 +326,7 @@ class _Shape:
                 slow.append(index)
                 return
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                if self.learn(str(exc), view[starts[index]:ends[index]]):
+                if may_learn and self.learn(str(exc), view[starts[index]:ends[index]]):
                     raise _Relearned from None
                 slow.append(index)
                 return

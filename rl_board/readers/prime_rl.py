@@ -37,6 +37,7 @@ from ..base.location import as_path
 from . import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import step_in
+from .notes import with_notes
 from .turns import number, numbers, sample_rows, turn
 
 NAME = "prime-rl"
@@ -46,6 +47,7 @@ ALIASES: dict[str, str] = {}
 GLOBS = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
 DEFAULT_SPLIT = "train/all"
 TRAINED = "trained"
+BROKEN_SHOWN = 5  # traces with a broken node graph named in the load report, per file
 
 
 def split_of(name: str) -> str | None:
@@ -55,17 +57,49 @@ def split_of(name: str) -> str | None:
 
 
 def branch(nodes: list) -> list:
-    """The nodes of the final branch: the path from the root to the last leaf (``Trace.messages``)."""
+    """The nodes of the final branch: the path from the root to the last leaf (``Trace.messages``).
+    In a broken graph (``graph_problems``), the nodes that can be ordered: a parent past the list ends
+    the path there (that node is its root); a cycle of parents is left out, the nodes from the leaf up
+    to it kept."""
     if not nodes:
         return []
     parents = {n.get("parent") for n in nodes if isinstance(n, dict) and n.get("parent") is not None}
     leaves = [i for i in range(len(nodes)) if i not in parents]
-    path, at, seen = [], leaves[-1] if leaves else len(nodes) - 1, set()
-    while isinstance(at, int) and 0 <= at < len(nodes) and at not in seen:
-        seen.add(at)
+    path, at, seen = [], leaves[-1] if leaves else len(nodes) - 1, {}
+    while _index(at, len(nodes)) and at not in seen:
+        seen[at] = len(path)
         path.append(nodes[at])
         at = nodes[at].get("parent") if isinstance(nodes[at], dict) else None
+    if _index(at, len(nodes)):  # back at a node of the path: from there on it is a cycle
+        path = path[:seen[at]]
     return path[::-1]
+
+
+def _index(value, count: int) -> bool:
+    return type(value) is int and 0 <= value < count
+
+
+def graph_problems(nodes: list) -> list[str]:
+    """What is wrong with a trace's node graph: "a cycle of parent pointers", "a parent past the node
+    list" (not a node's index: out of range, or not an integer); [] for a forest."""
+    count = len(nodes)
+    parent = [n.get("parent") if isinstance(n, dict) else None for n in nodes]
+    problems = []
+    if any(p is not None and not _index(p, count) for p in parent):
+        problems.append("a parent past the node list")
+    state = [0] * count  # 0 not seen, 1 on the walk now, 2 done
+    for start in range(count):
+        walk, at = [], start
+        while _index(at, count) and state[at] == 0:
+            state[at] = 1
+            walk.append(at)
+            at = parent[at]
+        if _index(at, count) and state[at] == 1:
+            problems.insert(0, "a cycle of parent pointers")
+            break
+        for i in walk:
+            state[i] = 2
+    return problems
 
 
 #: A ``MessageNode``'s per-token fields (verifiers/v1/graph.py) -> the canonical list each fills. ``logprobs``
@@ -186,7 +220,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     path_step = step_in(path.as_posix())
     trained = _trained_ids(path) if path.parent.name == "all" else None
-    samples, errors, count = [], [], 0
+    samples, errors, count, broken = [], [], 0, []
     for line, offset, raw in _episodes(data):
         count = line
         if len(raw) > options.max_line:
@@ -210,11 +244,21 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             if not isinstance(trace, dict):
                 errors.append((line, f"trace {index} is not an object"))
                 continue
+            nodes = trace.get("nodes")
+            problems = graph_problems(nodes) if isinstance(nodes, list) else []
+            if problems:
+                broken.append(f"line {line} trace {index} ({' and '.join(problems)})")
             got = trace_sample(trace, step)
             if trained is not None:
                 got["extras"][TRAINED] = float(episode.get("id") in trained)
             samples.append({**got, "line": line, "offset": offset, "length": index})
-    return sample_rows(samples), errors, count
+    rows = sample_rows(samples)
+    if broken:
+        shown = "; ".join(broken[:BROKEN_SHOWN]) + (f"; and {len(broken) - BROKEN_SHOWN:,} more"
+                                                    if len(broken) > BROKEN_SHOWN else "")
+        rows = with_notes(rows, [f"{len(broken):,} trace(s) with a broken node graph: {shown}. Their samples "
+                                 "keep the turns that can be ordered."])
+    return rows, errors, count
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:

@@ -10,6 +10,7 @@ canonical table of many. The checks and messages are the same for every format.
 from __future__ import annotations
 
 import json
+from itertools import chain
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +18,7 @@ import pyarrow as pa
 from ..base import fields as F
 from . import KeyResolver, is_extra_value, value_at
 from .canonical import build_rows
+from .extras import FieldNotes
 
 STRICT = ("logprobs", "ref_logprobs")  # a record whose list here holds a non-number is rejected
 # Fields a record may hold as something else than a list (a per-sample ``advantages`` number, say): such
@@ -94,16 +96,37 @@ def canonical_row(obj: dict, resolver: KeyResolver, default_step: int | None = N
     return row
 
 
-def rows_table(rows: list[dict], lines, offsets, lengths) -> pa.Table:
+def rows_table(rows: list[dict], lines, offsets, lengths, max_extras: int | None = None) -> pa.Table:
     """The canonical table of ``rows`` (``canonical_row`` results), with where each lies: its line
-    (1-based), and ``offset``/``length`` as the format's ``record`` reads them again."""
+    (1-based), and ``offset``/``length`` as the format's ``record`` reads them again. With
+    ``max_extras``, only the first that many extra fields met (row by row) become columns; the
+    table's notes (``extras.FieldNotes``) count the others as dropped. Time and memory are linear in
+    the extras the rows hold (columns are filled where a row has the field, not row by field)."""
     columns = {name: [r[name] for r in rows] for name in F.CANONICAL}
     columns[F.LINE] = np.asarray(lines, np.int64)
     columns["offset"] = np.asarray(offsets, np.int64)
     columns["length"] = np.asarray(lengths, np.int64)
-    names = sorted({key for r in rows for key in r["extras"]})
-    extras = {name: [r["extras"].get(name) for r in rows] for name in names}
-    return build_rows(columns, extras)
+    met = list(dict.fromkeys(chain.from_iterable(r["extras"] for r in rows)))
+    kept = met if max_extras is None else met[:max_extras]
+    values = {name: np.full(len(rows), np.nan) for name in kept}
+    present = {name: np.zeros(len(rows), bool) for name in kept}
+    first: dict[str, int] = {}  # dropped name -> the row it is first met in
+    for i, r in enumerate(rows):
+        for key, value in r["extras"].items():
+            column = values.get(key)
+            if column is not None:
+                column[i] = value
+                present[key][i] = True
+            elif key not in first:
+                first[key] = i
+    extras = {name: pa.array(values[name], pa.float64(), mask=~present[name]) for name in kept}
+    table = build_rows(columns, extras)
+    if len(kept) == len(met):
+        return table
+    notes = FieldNotes.of(table)
+    lines = columns[F.LINE]
+    notes.drop(met[len(kept):], [int(lines[first[name]]) for name in met[len(kept):]])
+    return notes.attach(table)
 
 
 def to_float(value) -> float:

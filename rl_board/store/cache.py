@@ -84,6 +84,12 @@ def hash_span(path: Path, start: int, end: int) -> str:
         return hashlib.sha1(fh.read(end - start)).hexdigest()
 
 
+def head_tail_hashes(data: bytes) -> list[str]:
+    """[head hash, tail hash] of a file whose bytes [0, offset) are ``data``, as ``FileEntry.describe``
+    computes them from the file."""
+    return [hashlib.sha1(data[:_HASH_SPAN]).hexdigest(), hashlib.sha1(data[-_HASH_SPAN:]).hexdigest()]
+
+
 def hash_spans(path: Path, spans: list[tuple[int, int]]) -> list[str]:
     """xxh3-128 of each span [start, end) of ``path``, hashed from a memory map (several GB/s)."""
     if not spans:
@@ -113,6 +119,8 @@ def prefix_spans(path: Path, offset: int, read: list) -> list[list]:
     (each range's parser hashed the bytes it read), the gaps between them hashed from the file, and
     runs of spans under ``SPAN_MIN`` bytes joined (hashed again from the file), so a followed log
     keeps few."""
+    if len(read) == 1 and read[0][0] == 0 and read[0][1] == offset and read[0][2]:  # read whole at once
+        return [list(read[0])]
     spans, at = [], 0
     for start, end, digest in sorted((int(a), int(b), d) for a, b, d in read if b > a):
         if start < at or end > offset:  # overlapping, or beyond what the entry covers: not trusted
@@ -149,7 +157,9 @@ class FileEntry:
     tail_hash: str
     # [start, end, xxh3-128] spans covering the whole parsed part: a line rewritten in its middle changes one
     prefix_spans: list[list] = field(default_factory=list)
-    segments: list[list] = field(default_factory=list)  # [segment file, line number of its first line]
+    # [segment file, line number of its first line], or [segment file, line, first row, rows] for a slice of a
+    # segment several small files share
+    segments: list[list] = field(default_factory=list)
     errors: list[list] = field(default_factory=list)  # [line, reason]
     file_error: str | None = None  # why the whole file could not be read
     unterminated: bool = False  # the last line read had no newline (its newline, if it comes, is skipped)
@@ -160,14 +170,17 @@ class FileEntry:
 
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
-                 file_error: str | None = None, unterminated: bool = False, read: list = ()) -> "FileEntry":
+                 file_error: str | None = None, unterminated: bool = False, read: list = (),
+                 hashes: list[str] | None = None) -> "FileEntry":
         """The entry of a file parsed up to ``offset``; ``read``: [start, end, xxh3-128] of the byte
-        ranges its parsers hashed as they read them (``prefix_spans``)."""
+        ranges its parsers hashed as they read them (``prefix_spans``); ``hashes``: the head and tail
+        hashes of bytes [0, offset) as read (``head_tail_hashes``), None to hash them from the file."""
         st = path.stat()
+        if hashes is None:
+            hashes = [hash_span(path, 0, min(offset, _HASH_SPAN)), hash_span(path, max(0, offset - _HASH_SPAN), offset)]
         return cls(
             size=st.st_size, mtime_ns=st.st_mtime_ns, inode=st.st_ino, offset=offset, next_line=next_line,
-            head_hash=hash_span(path, 0, min(offset, _HASH_SPAN)),
-            tail_hash=hash_span(path, max(0, offset - _HASH_SPAN), offset),
+            head_hash=hashes[0], tail_hash=hashes[1],
             prefix_spans=prefix_spans(path, offset, list(read)),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
             unterminated=unterminated, checked_ns=time.time_ns(), etag=getattr(st, "etag", ""),
@@ -223,12 +236,13 @@ class FileEntry:
                 for span in entry.prefix_spans):
             raise ValueError("a hash is not a string")
         if not (isinstance(entry.segments, list) and all(
-                isinstance(s, list) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], int)
+                isinstance(s, list) and len(s) in (2, 4) and isinstance(s[0], str)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in s[1:])
                 for s in entry.segments)):
             raise ValueError("segments are not [name, line] pairs")
         if not (isinstance(entry.errors, list) and all(isinstance(e, list) and len(e) == 2 for e in entry.errors)):
             raise ValueError("errors are not [line, reason] pairs")
-        if any("/" in name or name.startswith(".") for name, _ in entry.segments):
+        if any("/" in s[0] or s[0].startswith(".") for s in entry.segments):
             raise ValueError("a segment name is not a file of this folder")
         return entry
 

@@ -33,6 +33,8 @@ from ..base.location import LocationError, RunLocation, as_path, fault_line, ope
 from . import cluster, workers
 from ..derive.samples import derive
 from ..readers import FileError, ReadOptions, line_too_long, reader_for
+from ..readers.extras import cap, merged_notes
+from .cache import head_tail_hashes
 from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
@@ -43,6 +45,9 @@ RANGES_PER_WORKER = 4  # a read is cut into about this many ranges per worker, d
 # free up, so the last ones end within a small range of each other (24 MB ranges on 16 workers left most
 # of them idle through a second round)
 _SCAN_PIECE = 1 << 20  # bytes read at a time while looking for a line's end
+SMALL_FILE_BYTES = 64 << 10  # a file with fewer new bytes than this may be read in a batch with others
+BATCH_MIN_FILES = 64  # small files to read before they are batched (fewer cost little one by one)
+BATCH_BYTES = READ_CHUNK  # bytes of small files parsed as one block and kept as one segment
 PARALLEL_MIN_BYTES = workers.MIN_BYTES  # below this, handing bytes to workers costs more than it saves
 
 
@@ -73,6 +78,12 @@ class RangeResult:
     unterminated: bool = False
     long_tail: int = 0  # bytes after the last newline, already over the line limit: never read
     digest: str | None = None  # xxh3-128 of bytes [start, end) as read (None: not all of them were held)
+    # [first row, rows] of this range's rows in ``segment`` (or ``table``), when several small files share
+    # one (``read_small_files``); None: the segment holds this range's rows only
+    span: list[int] | None = None
+    # sha1 of the head and of the tail (``cache.hash_span``) of bytes [0, end), when this range is the whole
+    # of them (a small file read in a batch): its cache entry needs not read the file again
+    hashes: list[str] | None = None
 
 
 def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
@@ -89,9 +100,16 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
     while they parse; not called when no workers parse)."""
     if reader.APPENDABLE:
         plain = [task for task in tasks if codec_of(task[0]) is None]
-        size = range_bytes(sum(stop - start for _, start, stop in plain), workers.count())
-        results = run_ranges(reader, tasks_for(plain, size), out_dir, options, quota, max_per_step, progress,
-                             meanwhile, location, publish) if plain else []
+        small = [t for t in plain if 0 < t[2] - t[1] <= SMALL_FILE_BYTES] if max_per_step is None else []
+        if len(small) < BATCH_MIN_FILES:
+            small = []
+        chosen = {str(path) for path, _, _ in small}
+        others = [t for t in plain if str(t[0]) not in chosen]
+        size = range_bytes(sum(stop - start for _, start, stop in others), workers.count())
+        results = run_ranges(reader, tasks_for(others, size), out_dir, options, quota, max_per_step, progress,
+                             meanwhile, location, publish) if others else []
+        if small:
+            results += read_small_files(reader, small, out_dir, options, progress, location)
         for path, _, stop in tasks:
             if codec_of(path) is not None:  # read whole, in this process: its bytes can't be cut into ranges
                 results.append(ingest_compressed(reader, str(path), stop, out_dir, options, quota, max_per_step))
@@ -199,7 +217,9 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
     result.digest = hasher.hexdigest() if whole else None
     result.pending = position < stop
     if tables:
-        _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
+        notes = merged_notes(tables)  # a concatenation keeps only the first table's
+        table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
+        _keep(result, table, out_dir)
     return result
 
 
@@ -263,8 +283,86 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
     except Exception as exc:  # a broken archive (EOFError, lzma's and zstd's errors) costs this file only
         result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
     if tables:
-        _keep(result, pa.concat_tables(tables, promote_options="default"), out_dir)
+        notes = merged_notes(tables)  # a concatenation keeps only the first table's
+        table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
+        _keep(result, table, out_dir)
     return result
+
+
+def read_small_files(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, options: ReadOptions,
+                     progress: Callable[[int], None] | None = None,
+                     location: RunLocation | None = None) -> list[RangeResult]:
+    """Read the new bytes (path, start, stop) of many small files a batch at a time: each batch's
+    complete lines are parsed as one block, derived once and kept as one segment, every file's rows a
+    slice of it (``RangeResult.span``), so a run of 100,000 one-line files costs a few blocks, not
+    100,000. Rows, line numbers, offsets and errors are each file's own, as ``ingest_range`` gives
+    them; a file whose new bytes don't end with a newline is read by ``ingest_range``. Each file is read
+    through ``location`` (a URL's object: a store that fails raises ``LocationError``)."""
+    results, batch, size = [], [], 0
+    for path, start, stop in tasks:
+        try:
+            with _open(location, path) as fh:
+                fh.seek(start)
+                data = fh.read(stop - start)
+        except OSError as exc:  # gone or locked since it was listed: this file only
+            if location is not None and location.is_url:
+                raise LocationError(fault_line(path, exc)) from None
+            results.append(RangeResult(str(path), start, start, error=f"could not be read ({exc.strerror or exc})"))
+            continue
+        if not data.endswith(b"\n"):  # a line still being written, or a last line without its newline
+            results.append(ingest_range(reader, str(path), start, stop, out_dir, options, location=location))
+            if progress is not None:
+                progress(stop - start)
+            continue
+        batch.append((str(path), start, data))
+        size += len(data)
+        if size >= BATCH_BYTES:
+            results += _read_batch(reader, batch, out_dir, options, progress)
+            batch, size = [], 0
+    if batch:
+        results += _read_batch(reader, batch, out_dir, options, progress)
+    return results
+
+
+def _read_batch(reader, batch: list[tuple[str, int, bytes]], out_dir, options, progress) -> list[RangeResult]:
+    """One block of small files' complete lines (path, start, bytes): their results, sharing one segment."""
+    data = b"".join(chunk for _, _, chunk in batch)
+    sizes = np.fromiter((len(chunk) for _, _, chunk in batch), np.int64, len(batch))
+    lines = np.fromiter((chunk.count(b"\n") for _, _, chunk in batch), np.int64, len(batch))
+    byte_base = np.r_[0, np.cumsum(sizes)[:-1]]
+    line_base = np.r_[0, np.cumsum(lines)[:-1]]  # lines of the files before each one
+    parsed = reader.parse_block(data, 1, 0, options)
+    table = derive(parsed.table, options).combine_chunks()
+    offsets = table["offset"].to_numpy()
+    owner = np.searchsorted(byte_base, offsets, side="right") - 1  # the file each row comes from
+    starts = np.fromiter((start for _, start, _ in batch), np.int64, len(batch))
+    table = table.set_column(table.schema.get_field_index(F.LINE), F.LINE,
+                             pa.array(table[F.LINE].to_numpy() - line_base[owner]))
+    table = table.set_column(table.schema.get_field_index("offset"), "offset",
+                             pa.array(offsets - byte_base[owner] + starts[owner]))
+    counts = np.bincount(owner, minlength=len(batch))
+    first_rows = np.r_[0, np.cumsum(counts)[:-1]]
+    errors: list[list] = [[] for _ in batch]
+    for line, reason in parsed.errors:
+        at = int(np.searchsorted(line_base, line - 1, side="right") - 1)
+        errors[at].append((line - int(line_base[at]), reason))
+    segment = write_segment(table, out_dir) if out_dir is not None and table.num_rows else None
+    results = []
+    for i, (path, start, chunk) in enumerate(batch):
+        result = RangeResult(path, start, start + len(chunk), lines=int(lines[i]), rows=int(counts[i]),
+                             errors=errors[i], digest=xxhash.xxh3_128(chunk).hexdigest())
+        if start == 0:
+            result.hashes = head_tail_hashes(chunk)
+        if counts[i]:
+            result.span = [int(first_rows[i]), int(counts[i])]
+            if segment is None:
+                result.table = table  # the whole batch: its reader slices it
+            else:
+                result.segment = segment
+        results.append(result)
+        if progress is not None:
+            progress(len(chunk))
+    return results
 
 
 def _keep(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:

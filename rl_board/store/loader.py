@@ -12,72 +12,28 @@ the ``Run`` the views draw from.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from ..base.compression import APPEND_NOTE, codec_of
-from ..base import fields as F
 from ..base.access import RootError, is_url
 from ..base.location import LocationError, RunLocation, as_path, fault_line, open_location
-from ..derive.samples import SCHEMA, TURN_COLUMNS
 from ..derive.tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
-from ..readers import ReadOptions, SourceChanged, describe_size, detect, layout, max_line_bytes
+from ..readers import ReadOptions, SourceChanged, detect, layout, max_extra_fields, max_line_bytes
 from . import ingest
 from .cache import RunCache, cache_dir_for
-from .segments import SegmentStore
-from .tracking import (EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits,
-                       natural_key)
+from .segments import SegmentStore, SharedSlice
+from .snapshot import NO_TOKENIZER, LoadReport, Snapshot, take_snapshot
+from .tracking import EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits
 
-__all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "LoadReport", "RunLoader", "Snapshot", "SourceChanged",
-           "TokenizerError", "list_runs", "list_run_files"]
+__all__ = ["EXPECTED_LAYOUT", "NO_TOKENIZER", "ROOT_RUN", "RootError", "LoadReport", "RunLoader", "Snapshot",
+           "SourceChanged", "TokenizerError", "list_runs", "list_run_files"]
 
-
-@dataclass(frozen=True)
-class LoadReport:
-    """What a load read: counts, the rejected lines, and notes for the user."""
-
-    files: tuple[str, ...]
-    lines_ok: int
-    lines_bad: int
-    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
-    skipped: int = 0  # lines left out by max samples per step
-    ignored_files: tuple[str, ...] = ()
-    pending: tuple[str, ...] = ()  # files whose last line has no newline yet
-    notes: tuple[str, ...] = ()
-    unreadable: tuple[tuple[str, str], ...] = ()  # (file, reason) for each file that could not be read
-    reader: str = "jsonl"  # the format the run was read as (``readers``)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """What one refresh read, as the store holds it: one row of numbers per sample (``samples``,
-    ordered by step, file, line), the parsed segments the texts stay in, and the report.
-    ``analysis.run.Run`` is built from it."""
-
-    path: Path
-    files: tuple[str, ...]
-    samples: "pd.DataFrame"  # noqa: F821 (pandas is imported by Arrow's to_pandas when first needed)
-    report: LoadReport
-    options: ReadOptions
-    segments: dict[tuple[int, int], pa.Table] = field(repr=False)
-    reader: object = field(repr=False, default=None)  # the reader module (``readers``)
-    cache: tuple[Path, tuple] | None = field(repr=False, default=None)  # cache folder, manifest stamp
-    split: str | None = None
-    splits: tuple[str, ...] = ()
-    location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
-
-
-#: What the page and the commands say when a run's token ids can't be decoded.
-NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
-                "the model folder holding one) in the run folder or up to two folders above it, or give it: the "
-                "sidebar's Tokenizer box, or --tokenizer PATH on the command line.")
 
 Progress = Callable[[int, int], None]
 
@@ -114,7 +70,8 @@ class RunLoader:
         self.wanted_split = split or None
         self.split: str | None = None  # the split read (chosen when the format is detected)
         self.splits: tuple[str, ...] = ()
-        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes())
+        self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes(),
+                                   max_extras=max_extra_fields())
         self._tokenizer_given = str(tokenizer) if tokenizer else None
         self._tokenizer_notes: list[str] = []
         self._tokenizer_chosen = False
@@ -185,8 +142,10 @@ class RunLoader:
             if path is not None:
                 try:
                     load_tokenizer(str(path))
-                except TokenizerError as exc:
-                    self._tokenizer_notes = [f"{exc}: token ids are shown as #ID."]
+                except TokenizerError as exc:  # one note: this file, what is wrong, what to do
+                    self._tokenizer_notes = [f"{exc}: token ids are shown as #ID. Replace it, or give another "
+                                             "tokenizer: the sidebar's Tokenizer box, or --tokenizer PATH on the "
+                                             "command line."]
                     path = None
         self.options = replace(self.options, tokenizer=str(path) if path is not None else None)
         self._tokenizer_chosen = True
@@ -248,6 +207,15 @@ class RunLoader:
 
     def _refresh(self, progress: Progress | None):
         """The refresh itself, under both locks."""
+        enabled = gc.isenabled()
+        gc.disable()  # a run of 100,000 files makes ~10 objects a file, none in a cycle: collecting only costs
+        try:
+            return self._refresh_now(progress)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _refresh_now(self, progress: Progress | None):
         listing = self._tracker.list(self.location, self.reader, self.split)
         names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
@@ -312,10 +280,15 @@ class RunLoader:
             results = parse(None)
         self._check_unchanged(todo)
         by_path = {str(state.path): state for state, _ in todo}
+        opened: dict[str, tuple[str, pa.Table]] = {}  # a segment small files share is opened once
         for result in results:
             name, table = "", result.table
             if result.segment is not None:
-                name, table = self._store.open(result.segment, out_dir, keep)
+                if result.segment not in opened:
+                    opened[result.segment] = self._store.open(result.segment, out_dir, keep)
+                name, table = opened[result.segment]
+            if result.span is not None:
+                table = SharedSlice(table, *result.span)
             by_path[result.path].take(result, table, name)
         for state, _ in todo:
             self._store.compact(state.segments, out_dir, keep)
@@ -334,60 +307,6 @@ class RunLoader:
                     raise LocationError(f"{state.path}: the object was replaced while it was read (ETag "
                                         f"{before} then {after}); nothing of it was kept: open the run again.")
 
-    # -- the snapshot ---------------------------------------------------------------------------
 
-    def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str],
-                  notes: list[str] = ()):
-        parts, segments = [], {}
-        for file_index, name in enumerate(names):
-            for seg_index, (_, first_line, table) in enumerate(self._files[name].segments):
-                segments[(file_index, seg_index)] = table
-                parts.append(_numbers(table, first_line, file_index, seg_index))
-        numbers = (pa.concat_tables(parts, promote_options="default") if parts
-                   else _numbers(SCHEMA.empty_table(), 1, 0, 0))
-        samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
-        skipped = sum(s.skipped for s in self._files.values())
-        if self.max_per_step is not None:
-            before = len(samples)
-            samples = samples.groupby(F.STEP, sort=False).head(self.max_per_step).reset_index(drop=True)
-            skipped += before - len(samples)
-        samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
-        errors = tuple((name, line, reason) for name in names for line, reason in self._files[name].errors)
-        failed = {**unreadable, **{n: self._files[n].error for n in names if self._files[n].error}}
-        failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
-        if "from_ids" in samples and samples["from_ids"].any():
-            notes = [*notes, *self._tokenizer_notes,
-                     f"Token ids decoded with {self.options.tokenizer}." if self.options.tokenizer else NO_TOKENIZER]
-        packed = [name for name in names if codec_of(name)]
-        if packed:
-            notes = [*notes, f"{len(packed)} compressed file{'s' if len(packed) != 1 else ''} ({packed[0]}"
-                             f"{', …' if len(packed) > 1 else ''}): {APPEND_NOTE}."]
-        if names and getattr(self.reader, "NOTE", None):  # what the format itself can't hold
-            notes = [*notes, self.reader.NOTE]
-        notes = [*notes, *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
-                 *(f"{name} ends in {describe_size(self._files[name].long_tail)} without a newline, more than the "
-                   f"line limit of {describe_size(self.options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
-                   for name in names if self._files[name].long_tail)]
-        report = LoadReport(
-            files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
-            ignored_files=tuple(ignored), pending=tuple(n for n in names if self._files[n].pending),
-            notes=tuple(self._notes + notes), unreadable=failed, reader=self.reader.NAME,
-        )
-        cache = self._store.cache
-        stamp = cache.manifest_stamp() if cache is not None else None
-        return self._build(Snapshot(self.run_dir, tuple(names), samples, report, self.options, segments, self.reader,
-                                    (cache.folder, stamp) if stamp is not None else None, self.split, self.splits,
-                                    self.location))
-
-
-def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
-    """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
-    (segments count lines from their own start), and where each row lives: file, seg, row."""
-    rows = table.num_rows
-    numbers = table.drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
-    numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
-                                 pc.add(numbers[F.LINE], first_line - 1))
-    return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
-            .append_column("seg", pa.array(np.full(rows, seg_index, dtype=np.int64)))
-            .append_column("row", pa.array(np.arange(rows, dtype=np.int64))))
-
+    def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str], notes: list[str] = ()):
+        return self._build(take_snapshot(self, names, ignored, unreadable, notes))

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from ..base import fields as F
 from .cache import FileEntry, RunCache, enforce_limit
 from ..derive.samples import SCHEMA, is_segment_schema
+from ..readers.extras import merged_notes
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
@@ -48,6 +49,26 @@ def _source_bytes(table: pa.Table) -> int:
     """How many bytes of its log file a segment's rows span."""
     offsets, lengths = table["offset"], table["length"]
     return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
+
+
+class SharedSlice:
+    """Rows [start, start + num_rows) of a segment several small files share (``ingest.read_small_files``):
+    one file's part of it, in a file's segment list where a table would be. A table slice per file
+    costs a table of ~80 columns each (GBs for 100,000 files); this costs three numbers. ``table()``
+    makes the slice where one is needed; a snapshot takes consecutive files' parts at once."""
+
+    __slots__ = ("parent", "start", "num_rows")
+
+    def __init__(self, parent: pa.Table, start: int, num_rows: int):
+        self.parent, self.start, self.num_rows = parent, start, num_rows
+
+    def table(self) -> pa.Table:
+        return self.parent.slice(self.start, self.num_rows)
+
+
+def as_table(table) -> pa.Table:
+    """A segment's rows as a table (a ``SharedSlice`` sliced)."""
+    return table.table() if isinstance(table, SharedSlice) else table
 
 
 class SegmentStore:
@@ -95,7 +116,7 @@ class SegmentStore:
         cleared and a note says so)."""
         if self.cache is None:
             return {}
-        found = {}
+        found, opened = {}, {}  # a segment small files share is opened once
         if self.remote is not None:
             try:
                 self.remote.pull(self.cache)
@@ -109,10 +130,16 @@ class SegmentStore:
                 if entry is None or entry.status(path, appendable) == "stale":
                     continue
                 segments = []
-                for name, first_line in entry.segments:
-                    table = self.cache.open_segment(name)
-                    if not is_segment_schema(table.schema):
-                        raise ValueError(f"segment {name} has an unexpected schema")
+                for name, first_line, *span in entry.segments:
+                    if name not in opened:
+                        opened[name] = self.cache.open_segment(name)
+                        if not is_segment_schema(opened[name].schema):
+                            raise ValueError(f"segment {name} has an unexpected schema")
+                    table = opened[name]
+                    if span:
+                        if span[0] + span[1] > table.num_rows:
+                            raise ValueError(f"segment {name} is shorter than its manifest says")
+                        table = SharedSlice(table, *span)
                     segments.append((name, first_line, table))
                 found[file_name] = (entry, segments)
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
@@ -151,7 +178,7 @@ class SegmentStore:
         if self.cache is not None:  # segments other workers finished before the failure: orphans now
             try:
                 named = self.cache.read_manifest(key)
-                self.cache.remove_segments({seg for e in named.values() for seg, _ in e.segments})
+                self.cache.remove_segments({s[0] for e in named.values() for s in e.segments})
             except OSError:
                 pass
         self.cache = None
@@ -169,8 +196,10 @@ class SegmentStore:
 
     def compact(self, segments: list[Segment], out_dir: str | None, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
+        if len(segments) <= MAX_SMALL_SEGMENTS:  # too few to merge (and no slice made for each of 100,000 files)
+            return
         tail = 0
-        while tail < len(segments) and _source_bytes(segments[-1 - tail][2]) < SMALL_SEGMENT_BYTES:
+        while tail < len(segments) and _source_bytes(as_table(segments[-1 - tail][2])) < SMALL_SEGMENT_BYTES:
             tail += 1
         if tail <= MAX_SMALL_SEGMENTS:
             return
@@ -178,8 +207,10 @@ class SegmentStore:
         first_line = merged[0][1]
         line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
-            (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line)) for _, first, t in merged),
+            (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line))
+             for _, first, t in ((n, f, as_table(t)) for n, f, t in merged)),
             promote_options="default")
+        table = merged_notes(as_table(t) for _, _, t in merged).attach(table)
         name = ""
         if keep:
             name = write_segment(table, out_dir)
@@ -193,7 +224,7 @@ class SegmentStore:
             return
         try:
             self.cache.write_manifest(entries, key, run_dir.resolve())
-            self.cache.remove_segments({seg for e in entries.values() for seg, _ in e.segments})
+            self.cache.remove_segments({s[0] for e in entries.values() for s in e.segments})
             if self.remote is not None:
                 try:
                     self.remote.push(self.cache)

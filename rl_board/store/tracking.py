@@ -10,7 +10,11 @@ the segment store's business (``segments.py``).
 
 from __future__ import annotations
 
+import fnmatch
+import functools
+import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +23,9 @@ import pyarrow as pa
 from ..base.access import RootError
 from ..base.compression import variants
 from ..base.location import RunLocation, as_path, open_file, open_location
-from .cache import FileEntry
 from ..readers import holds_run, layout
+from .cache import SETTLED_NS, FileEntry
+from .segments import SharedSlice
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (
@@ -64,11 +69,13 @@ def list_runs(root: Path | str | RunLocation) -> list[str]:
     return runs
 
 
-def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None = None) -> tuple[list[Path], list[str]]:
+def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None = None, links: list | None = None
+                   ) -> tuple[list[Path], list[str]]:
     """(the run's files of ``reader``'s layout, in natural order of their names; names of other files
     lying in the run folder, ignored). A file's name is its path relative to ``run_dir``
     (``layout.relative_name``). With ``split``, only the files of that split (``layout.split_of``).
-    ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted."""
+    ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted. ``links`` (a list)
+    gets the symbolic links of a flat run folder."""
     location = open_location(run_dir)  # a location is taken as it is: checked once, at its door
     location.invalidate()  # a URL's new and grown objects show (s3fs keeps listings)
     run_dir = location.path
@@ -80,24 +87,43 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
     else:
         patterns = layout.globs(reader)
     text = reader is None or isinstance(reader, str) or layout.reader_reads_text(reader)
-    entries = [p for p in location.entries() if p.is_file() and not p.name.startswith(".")]
+    entries = location.scan(None, links)
     if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
-        kept = [p for p in entries if any(p.match(variant) for pattern in patterns
-                                          for variant in (variants(pattern) if text else (pattern,)))]
+        wanted = [variant for pattern in patterns for variant in (variants(pattern) if text else (pattern,))]
+        kept = [p for p in entries if any(fnmatch.fnmatchcase(p.name, variant) for variant in wanted)]
         if reader is not None and not isinstance(reader, str):  # a trainer's metrics file is no run file
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
-        ignored = sorted(p.name for p in entries if p not in kept)
+        chosen = {p.name for p in kept}  # a set: a folder of 100,000 files is listed in linear time
+        ignored = sorted(p.name for p in entries if p.name not in chosen)
+        name = _name  # a file of the folder itself: its name is its relative path
     else:
         kept, ignored = _tree_files(location, patterns, text), []
         if reader is not None and not isinstance(reader, str):
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
+        name = functools.partial(layout.relative_name, run_dir)
     if split is not None and reader is not None and not isinstance(reader, str):
-        kept = [p for p in kept if layout.split_of(reader, layout.relative_name(run_dir, p)) == split]
+        kept = [p for p in kept if layout.split_of(reader, name(p)) == split]
     if reader is not None and not isinstance(reader, str):  # named, whatever the split: see layout.NAMED_GLOBS
         listed = set(kept)
         kept += [p for p in _tree_files(location, layout.named_globs(reader)) if p not in listed]
-    kept.sort(key=lambda p: natural_key(layout.relative_name(run_dir, p)))
+    kept.sort(key=lambda p: natural_key(name(p)))
     return kept, ignored
+
+
+def _folder_stat(folder: Path) -> tuple[int, int] | None:
+    """(modification time in ns, inode) of ``folder``, None when it can't be looked at, or is a URL's
+    (an object store's folder has no time that a new object changes: it is listed each time)."""
+    if not isinstance(folder, Path):
+        return None
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_ino
+
+
+def _name(path: Path) -> str:
+    return path.name
 
 
 def file_name(run_dir: Path | RunLocation, path: Path) -> str:
@@ -141,6 +167,11 @@ def _byte_at(path: Path, offset: int) -> bytes:
         return fh.read(1)
 
 
+def _span(table) -> tuple[int, ...]:
+    """(first row, rows) of a part of a shared segment (``segments.SharedSlice``), () for a segment of its own."""
+    return (table.start, table.num_rows) if isinstance(table, SharedSlice) else ()
+
+
 class FileState:
     """How far one file was read, and the segments parsed from it: (file name in the cache or "",
     number of its first line, table)."""
@@ -159,6 +190,7 @@ class FileState:
         self.long_tail = 0  # bytes after the last newline, over the line limit already: never read
         self.read: list[list] = []  # [start, end, xxh3-128] of the byte ranges parsed (``cache.prefix_spans``)
         self.planned_etag = ""  # a URL's object: its ETag when the read was planned (checked after it)
+        self.hashes: list[str] | None = None  # head and tail hashes of bytes [0, offset) as read, when known
 
     @classmethod
     def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
@@ -182,6 +214,8 @@ class FileState:
         if table is not None:
             self.segments.append((segment_name, first_line, table))
         self.next_line += result.lines
+        whole = getattr(result, "hashes", None) is not None and result.start == 0 and self.offset == 0
+        self.hashes = result.hashes if whole else None
         if result.digest is not None and result.end > result.start:
             self.read.append([result.start, result.end, result.digest])
         self.offset = result.end
@@ -192,8 +226,10 @@ class FileState:
     def describe(self) -> None:
         """Record what was read as the manifest entry of this file."""
         self.entry = FileEntry.describe(self.path, self.offset, self.next_line,
-                                        [[n, first] for n, first, _ in self.segments if n], self.errors,
-                                        self.error, self.unterminated, self.read)
+                                        [[n, first, *_span(t)] for n, first, t in self.segments if n],
+                                        self.errors,
+                                        self.error, self.unterminated, self.read, self.hashes)
+        self.hashes = None
         self.read = [list(span) for span in self.entry.prefix_spans]
 
 
@@ -224,20 +260,44 @@ class FileTracker:
     def __init__(self):
         self.files: dict[str, FileState] = {}  # file name (relative to the run folder) -> state
         self.quota: dict[int, int] = {}  # step -> samples kept so far (max samples per step)
+        self._listed: tuple | None = None  # (what was listed, the folder's stat then, when, paths, names, ignored)
 
     def forget(self) -> None:
         """Forget every file: the next plan reads them all from the start."""
         self.files.clear()
         self.quota.clear()
 
-    @staticmethod
-    def list(run_dir: Path | RunLocation, reader, split: str | None = None) -> Listing:
-        """The run's files of ``reader``'s layout (of ``split`` only, when given)."""
-        paths, ignored = list_run_files(run_dir, reader, split)
-        named = [(p, file_name(run_dir, p)) for p in paths]
-        failed = {name: why for p, name in named if (why := unreadable(p, reader.APPENDABLE))}
+    def list(self, run_dir: Path | RunLocation, reader, split: str | None = None) -> Listing:
+        """The run's files of ``reader``'s layout (of ``split`` only, when given). A file read before is
+        not opened to see whether it can be (a refresh of 100,000 files would open each)."""
+        location = open_location(run_dir)
+        key = (str(location.path), reader.NAME, split, location.roots)
+        folder = _folder_stat(location.path) if layout.is_flat(reader) else None
+        if self._listed is not None and folder is not None and self._listed[:2] == (key, folder) \
+                and folder[0] < self._listed[2] - SETTLED_NS:
+            # a flat folder whose entries are as listed (its time changes when a file comes, goes or is
+            # renamed; one changed within SETTLED_NS of the listing is listed again): its files are too
+            paths, named, ignored = self._listed[3:]
+        else:
+            now = time.time_ns()
+            links: list[Path] = []
+            paths, ignored = list_run_files(location, reader, split, links)
+            if links and location.roots is not None:
+                folder = None  # where a link leads can change without the folder changing: list it each time
+            base = str(location.path)
+            named = [(p, text[len(base) + 1:] if (text := str(p)).startswith(base + "/") else file_name(location, p))
+                     for p in paths]
+            self._listed = (key, folder, now, paths, named, ignored) if folder is not None else None
+        failed = {name: why for p, name in named
+                  if not self._was_read(name) and (why := unreadable(p, reader.APPENDABLE))}
         kept = [(p, name) for p, name in named if name not in failed]
         return Listing([p for p, _ in kept], [name for _, name in kept], ignored, failed)
+
+    def _was_read(self, name: str) -> bool:
+        """Whether file ``name`` was read before (then ``plan`` sees whether it changed; one that can't be
+        read any more fails when it is read again, and says so)."""
+        state = self.files.get(name)
+        return state is not None and state.entry is not None
 
     def plan(self, listing: Listing, appendable: bool, max_per_step: int | None, read_before: bool) -> Plan:
         """Sort the listed files into unchanged, grown and stale ones; forget files that went.
@@ -245,8 +305,28 @@ class FileTracker:
         gone = set(self.files) - set(listing.names)
         for name in gone:
             del self.files[name]
-        statuses = {name: s.entry.status(s.path, appendable)
-                    for name, s in self.files.items() if s.entry is not None}
+        statuses, failed = {}, {}
+        for name, s in self.files.items():
+            if s.entry is None:
+                continue
+            try:
+                statuses[name] = s.entry.status(s.path, appendable)
+            except OSError as exc:
+                statuses[name] = "stale"
+                failed[name] = exc.strerror or str(exc)
+            if statuses[name] not in ("same", "settled") and name not in failed:
+                # a file read before is not opened when listed (``list``): one that changed is, now
+                why = unreadable(s.path, appendable)
+                if why:
+                    failed[name] = why
+        if failed:  # as if the listing had found them unreadable
+            for name in failed:
+                del self.files[name]
+                del statuses[name]
+            kept = [(p, n) for p, n in zip(listing.paths, listing.names) if n not in failed]
+            listing.paths[:] = [p for p, _ in kept]
+            listing.names[:] = [n for _, n in kept]
+            listing.unreadable.update(failed)
         for name, status in statuses.items():
             state = self.files[name]
             if status == "grown" and state.unterminated and _byte_at(state.path, state.offset) != b"\n":

@@ -1,0 +1,225 @@
+"""A snapshot of what a run's loader holds: every file's segments joined into one row of numbers per
+sample (``Snapshot``), and what the load read (``LoadReport``: counts, rejected lines, notes).
+``analysis.run.Run`` is built from it. Texts stay in the segments; a segment several small files
+share (``segments.SharedSlice``) gives its numbers at once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..base import fields as F
+from ..base.compression import APPEND_NOTE, codec_of
+from ..base.location import RunLocation
+from ..derive.samples import SCHEMA, TURN_COLUMNS
+from ..readers import ReadOptions, describe_size
+from ..readers.extras import FieldNotes, first_met, merged_notes
+from ..readers.notes import notes_of
+from .segments import SharedSlice
+from .tracking import natural_key
+
+#: What the page and the commands say when a run's token ids can't be decoded.
+NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
+                "the model folder holding one) in the run folder or up to two folders above it, or give it: the "
+                "sidebar's Tokenizer box, or --tokenizer PATH on the command line.")
+
+
+@dataclass(frozen=True)
+class LoadReport:
+    """What a load read: counts, the rejected lines, and notes for the user."""
+
+    files: tuple[str, ...]
+    lines_ok: int
+    lines_bad: int
+    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
+    skipped: int = 0  # lines left out by max samples per step
+    ignored_files: tuple[str, ...] = ()
+    pending: tuple[str, ...] = ()  # files whose last line has no newline yet
+    notes: tuple[str, ...] = ()
+    unreadable: tuple[tuple[str, str], ...] = ()  # (file, reason) for each file that could not be read
+    reader: str = "jsonl"  # the format the run was read as (``readers``)
+    tokenizer_problem: str | None = None  # the note on a tokenizer found next to the run that can't be read
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one refresh read, as the store holds it: one row of numbers per sample (``samples``,
+    ordered by step, file, line), the parsed segments the texts stay in, and the report.
+    ``analysis.run.Run`` is built from it."""
+
+    path: Path
+    files: tuple[str, ...]
+    samples: "pd.DataFrame"  # noqa: F821 (pandas is imported by Arrow's to_pandas when first needed)
+    report: LoadReport
+    options: ReadOptions
+    segments: dict[tuple[int, int], pa.Table] = field(repr=False)
+    reader: object = field(repr=False, default=None)  # the reader module (``readers``)
+    cache: tuple[Path, tuple] | None = field(repr=False, default=None)  # cache folder, manifest stamp
+    split: str | None = None
+    splits: tuple[str, ...] = ()
+    location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
+
+
+def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict[str, str],
+                  notes: list[str] = ()) -> Snapshot:
+    """What ``loader`` (a ``loader.RunLoader``) holds now, as one ``Snapshot``: every file's segments
+    joined into one row of numbers per sample (a shared segment's parts at once), ordered by step,
+    file and line, the extras capped, and the load report with its notes."""
+    files = loader._files
+    parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
+    grouped = False
+    for file_index, name in enumerate(names):
+        for seg_index, (_, first_line, table) in enumerate(files[name].segments):
+            if isinstance(table, SharedSlice):  # its rows are read from the whole segment: "row" is there
+                segments[(file_index, seg_index)] = table.parent
+                if group is not None and group.follows(table):
+                    group.add(table.num_rows, first_line, file_index, seg_index)
+                    continue
+            if group is not None:
+                parts.append(group.numbers())
+                group = None
+            if isinstance(table, SharedSlice):
+                grouped = True
+                group = _Group(table.parent, table.start)
+                group.add(table.num_rows, first_line, file_index, seg_index)
+            else:
+                segments[(file_index, seg_index)] = table
+                parts.append(_numbers(table, first_line, file_index, seg_index))
+    if group is not None:
+        parts.append(group.numbers())
+    options = loader.options
+    parts, field_notes = _cap_extras(parts, options.max_extras)
+    file_notes = [f"{name}: {note}" for name in names for _, _, table in files[name].segments
+                  if not isinstance(table, SharedSlice) for note in notes_of(table)]
+    numbers = (pa.concat_tables(parts, promote_options="default") if parts
+               else _numbers(SCHEMA.empty_table(), 1, 0, 0))
+    if grouped:
+        numbers = _extras_in_file_order(numbers)
+    samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
+    skipped = sum(s.skipped for s in files.values())
+    if loader.max_per_step is not None:
+        before = len(samples)
+        samples = samples.groupby(F.STEP, sort=False).head(loader.max_per_step).reset_index(drop=True)
+        skipped += before - len(samples)
+    samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
+    errors = tuple((name, line, reason) for name in names for line, reason in files[name].errors)
+    failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
+    failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
+    tokenizer_notes = loader._tokenizer_notes
+    if "from_ids" in samples and samples["from_ids"].any():
+        if options.tokenizer:
+            notes = [*notes, f"Token ids decoded with {options.tokenizer}."]
+        else:  # the found tokenizer's problem, or that none was found: never both
+            notes = [*notes, *(tokenizer_notes or [NO_TOKENIZER])]
+    packed = [name for name in names if codec_of(name)]
+    if packed:
+        notes = [*notes, f"{len(packed)} compressed file{'s' if len(packed) != 1 else ''} ({packed[0]}"
+                         f"{', …' if len(packed) > 1 else ''}): {APPEND_NOTE}."]
+    if names and getattr(loader.reader, "NOTE", None):  # what the format itself can't hold
+        notes = [*notes, loader.reader.NOTE]
+    notes = [*notes, *file_notes, *field_notes.messages(options.max_extras),
+             *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
+             *(f"{name} ends in {describe_size(files[name].long_tail)} without a newline, more than the "
+               f"line limit of {describe_size(options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
+               for name in names if files[name].long_tail)]
+    report = LoadReport(
+        files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
+        ignored_files=tuple(ignored), pending=tuple(n for n in names if files[n].pending),
+        notes=tuple(loader._notes + notes), unreadable=failed, reader=loader.reader.NAME,
+        tokenizer_problem=tokenizer_notes[0] if tokenizer_notes else None,
+    )
+    cache = loader._store.cache
+    stamp = cache.manifest_stamp() if cache is not None else None
+    return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
+                    (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
+                    loader.location)
+
+
+def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
+    """(``parts``, the run's segments in file order, with the first ``limit`` extra fields met kept and
+    the others dropped; what became of the run's field names: renamed, and dropped here or while read)."""
+    notes = merged_notes(parts)
+    columns = set(chain.from_iterable(F.extra_columns(part.column_names) for part in parts))
+    if len(columns) > limit:
+        met = list(dict.fromkeys(chain.from_iterable(first_met(part) for part in parts)))
+        over = set(met[limit:])
+        parts = [part.drop_columns([c for c in part.column_names if c in over]) for part in parts]
+        known = set(notes.dropped)
+        notes.drop(F.extra_name(c) for c in met[limit:] if F.extra_name(c) not in known)
+        columns = set(met[:limit])
+    kept = [name for name in notes.dropped if F.extra_column(name) in columns]  # dropped in one file only
+    if kept:
+        notes.dropped = [name for name in notes.dropped if F.extra_column(name) not in columns]
+        notes.dropped_count -= len(kept)
+    return parts, notes
+
+
+def _extras_in_file_order(numbers: pa.Table) -> pa.Table:
+    """``numbers`` with its extra-field columns where reading each file on its own puts them: a file's new
+    ones after those of the files before it, by name (the first file's before ``file``, ``seg`` and
+    ``row``). A shared segment holds the extras of all its files, by name: without this, a run read in
+    batches would list its extras in another order than the same run read file by file."""
+    extras = F.extra_columns(numbers.column_names)
+    if not extras:
+        return numbers
+    files = numbers[F.FILE].to_numpy()
+    first = {}
+    for column in extras:
+        row = pc.index(pc.is_valid(numbers[column]), True).as_py()
+        first[column] = int(files[row]) if row >= 0 else len(files)
+    start = int(files[0]) if len(files) else 0
+    where = ["file", "seg", "row"]
+    base = [c for c in numbers.column_names if c not in first and c not in where]
+    own = sorted(c for c in extras if first[c] == start)
+    later = sorted((c for c in extras if first[c] != start), key=lambda c: (first[c], c))
+    return numbers.select(base + own + where + later)
+
+
+class _Group:
+    """Rows [start, end) of a segment several small files share, each file's part in turn: their
+    numbers are made at once (``_numbers`` per part costs a table each, 100,000 of them for a
+    run of 100,000 one-line files). Their ``row`` is the row in the whole segment."""
+
+    def __init__(self, parent: pa.Table, start: int):
+        self.parent, self.start, self.end = parent, start, start
+        self.rows, self.first_lines, self.files, self.segs = [], [], [], []
+
+    def follows(self, part: SharedSlice) -> bool:
+        return part.parent is self.parent and part.start == self.end
+
+    def add(self, rows: int, first_line: int, file_index: int, seg_index: int) -> None:
+        self.end += rows
+        self.rows.append(rows)
+        self.first_lines.append(first_line)
+        self.files.append(file_index)
+        self.segs.append(seg_index)
+
+    def numbers(self) -> pa.Table:
+        rows = np.asarray(self.rows, np.int64)
+        numbers = self.parent.slice(self.start, self.end - self.start).drop_columns(
+            [*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+        line = numbers.schema.get_field_index(F.LINE)
+        numbers = numbers.set_column(line, F.LINE, pa.array(
+            numbers[F.LINE].to_numpy() + np.repeat(np.asarray(self.first_lines, np.int64) - 1, rows)))
+        return (numbers.append_column(F.FILE, pa.array(np.repeat(np.asarray(self.files, np.int64), rows)))
+                .append_column("seg", pa.array(np.repeat(np.asarray(self.segs, np.int64), rows)))
+                .append_column("row", pa.array(np.arange(self.start, self.end, dtype=np.int64))))
+
+
+
+def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
+    """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
+    (segments count lines from their own start), and where each row lives: file, seg, row."""
+    rows = table.num_rows
+    numbers = table.drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+    numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
+                                 pc.add(numbers[F.LINE], first_line - 1))
+    return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
+            .append_column("seg", pa.array(np.full(rows, seg_index, dtype=np.int64)))
+            .append_column("row", pa.array(np.arange(rows, dtype=np.int64))))
+
