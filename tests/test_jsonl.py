@@ -204,3 +204,16 @@ def test_threads_learning_keys_at_once_read_the_same_rows():
         thread.join()
     for a, b in zip(got, expected):
         _assert_same(a, b)
+
+
+def test_a_run_of_many_distinct_keys_leaves_later_runs_on_the_fast_path():
+    """After a block whose lines each carry a key of their own (more keys than a shape keeps), a block of
+    another run with extras of its own is still decoded by the block struct: no line of it is read slowly."""
+    for block in range(40):  # 8,000 keys in all: the process's shape for this field mapping is full
+        parse_block(b"".join(json.dumps({"step": 1, "reward": 0.5, f"req-{block}-{i}": 1.0}).encode() + b"\n"
+                             for i in range(200)))
+    ordinary = b"".join(json.dumps({"step": s, "reward": 1.0, "acc": 0.5, "len_bonus": 0.1}).encode() + b"\n"
+                        for s in range(20))
+    got = parse_block(ordinary)
+    assert got.slow == 0 and got.table.num_rows == 20
+    assert got.table["extra:acc"].to_pylist() == [0.5] * 20

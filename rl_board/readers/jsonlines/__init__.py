@@ -1,0 +1,141 @@
+"""The line parser every reader of JSON lines uses: a block of complete lines -> canonical rows.
+
+``parse_block`` splits the block at its newlines (numpy, no Python per line), decodes the lines by
+one msgspec call into the struct of the file's shape (``shape``), takes the columns from it, and
+reads alone, by the slow path (``slow``), each line the struct refused, which costs only itself:
+the rows are the same either way, or the line becomes an entry in ``errors``. Imports only the
+readers' own modules and ``base``.
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from ...base import fields as F
+from .. import KeyResolver, ReadOptions, line_too_long
+from ..canonical import ROWS
+from ..extras import cap, merged_notes
+from ..records import rows_table
+from .shape import ALIASES, _rows, _shape
+from .slow import _slow_row
+
+_BLANK_FIRST = frozenset(b" \t\r\x0b\x0c")
+_STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
+
+
+@dataclass
+class ParsedBlock:
+    """Samples read from a block of complete lines, and the lines rejected.
+
+    table: one canonical row per accepted line (``canonical.ROWS`` plus extras).
+    errors: ``(line_number, reason)`` for every rejected line.
+    lines: complete lines in the block (blank ones included).
+    slow: lines read one at a time by the slow path (refused by the block's struct).
+    steps: for each rejected line, the step it names when a cheap look finds exactly one, else None
+        (so a per-step quota can count a broken line of a full step as skipped, not as bad).
+    """
+
+    table: pa.Table
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    lines: int = 0
+    steps: list[int | None] = field(default_factory=list)
+    slow: int = 0
+
+
+def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
+                options: ReadOptions = ReadOptions(), fast: bool = True, reward_required: bool = True) -> ParsedBlock:
+    """Read the complete lines of ``data`` (up to its last newline) into canonical rows.
+
+    Args:
+        data: bytes of a file starting at byte ``base_offset``, at a line start.
+        first_line: the number of the first line.
+        options: the user's field mapping (which source keys feed which field) and the line limit.
+        fast: False reads every line by the slow path (what a refused line gets), for checks.
+        reward_required: False for a format that logs no reward: a line without one is a sample
+            without a reward, not an error.
+    """
+    end = data.rfind(b"\n") + 1
+    data = memoryview(data)[:end]  # the complete lines, not copied
+    buffer = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buffer == 10)
+    starts = np.r_[0, ends[:-1] + 1].astype(np.int64)
+    lengths = ends - starts
+    blank = _blank(data, buffer, starts, lengths)
+    too_long = np.flatnonzero(lengths > options.max_line)
+    blank[too_long] = True  # not read: each is an error of its own
+    lines = np.flatnonzero(~blank)
+    shape = _shape(options.fields) if fast else None
+    enabled = gc.isenabled()
+    gc.disable()  # decoded lines make no reference cycles; collecting while reading only costs time
+    try:
+        parsed = _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                             reward_required)
+    finally:
+        if enabled:
+            gc.enable()
+    if len(too_long):
+        long = [(first_line + int(i), line_too_long(int(lengths[i]), options.max_line)) for i in too_long]
+        merged = sorted([*zip(parsed.errors, parsed.steps), *((e, None) for e in long)], key=lambda e: e[0][0])
+        parsed.errors, parsed.steps = [e for e, _ in merged], [s for _, s in merged]
+    return parsed
+
+
+def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
+                reward_required=True) -> ParsedBlock:
+    if shape is None:
+        objs, fast, slow, version = [], [], list(lines), None
+    else:
+        objs, fast, slow, version = shape.decode(data, starts, ends, lines)
+    tables, errors = [], []
+    if fast:
+        table, refused = _rows(shape, version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
+                               lengths, reward_required)
+        tables.append(table)
+        slow = sorted([*slow, *(fast[i] for i in refused)])
+    if slow:
+        resolver = KeyResolver(options.fields, ALIASES)
+        records, kept = [], []
+        for index in slow:
+            raw = bytes(data[starts[index]:ends[index]])
+            got = _slow_row(raw, resolver, reward_required)
+            if isinstance(got, str):
+                errors.append((first_line + int(index), got, _step_hint(raw)))
+            else:
+                records.append(got)
+                kept.append(index)
+        if records:
+            kept = np.asarray(kept, np.int64)
+            tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept],
+                                     options.max_extras))
+    if not tables:
+        table = ROWS.empty_table()
+    elif len(tables) == 1:
+        table = tables[0]
+    else:
+        notes = merged_notes(tables)
+        table = pa.concat_tables(tables, promote_options="default").unify_dictionaries().combine_chunks()
+        table = notes.attach(table.take(np.argsort(table[F.LINE].to_numpy(), kind="stable")))
+    table, _ = cap(table, options.max_extras)  # the block's first extra fields met, at most the run's limit
+    errors.sort()
+    return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
+                       len(slow))
+
+
+def _step_hint(raw: bytes) -> int | None:
+    hits = _STEP_RE.findall(raw)
+    return int(hits[0]) if len(hits) == 1 else None
+
+
+def _blank(data: bytes, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Blank lines: empty, or shorter than 64 bytes of nothing but white space."""
+    blank = lengths == 0
+    first = buffer[np.minimum(starts, max(len(buffer) - 1, 0))] if len(buffer) else np.zeros(0, np.uint8)
+    maybe = np.flatnonzero(~blank & (lengths < 64) & np.isin(first, list(_BLANK_FIRST)))
+    for index in maybe:
+        blank[index] = not bytes(data[starts[index]:starts[index] + lengths[index]]).strip()
+    return blank
