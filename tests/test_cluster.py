@@ -110,3 +110,20 @@ def test_a_failing_ray_task_is_one_line_naming_its_file(local_cluster, tmp_path)
         cluster.run_ranges(reader_for("jsonl"), [(str(gone), 0, 100)], str(tmp_path), ReadOptions(), None, "auto")
     message = str(caught.value)
     assert str(gone) in message and "FileNotFoundError" in message and "\n" not in message
+
+
+def test_the_page_reads_on_ray_with_rl_board_ray(local_cluster, tmp_path, monkeypatch):
+    """With RL_BOARD_RAY set, the page's Load hands the run's ranges to Ray tasks and shows the run."""
+    from page_steps import load, open_page
+    from rl_board.views import keys
+
+    write_lines(tmp_path / "run" / "rank0.jsonl",
+                [sample(i % 3 + 1, float(i % 5), prompt=f"p{i}", response=f"r{i}") for i in range(2000)])
+    monkeypatch.setenv(cluster.RAY_ENV, "auto")
+    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 20_000)
+    monkeypatch.setattr(ingest, "RANGE_BYTES", 20_000)
+    cluster.LAST_READ.clear()
+    at = load(open_page(tmp_path, "run"))
+    assert not at.exception
+    assert cluster.LAST_READ["tasks"] > 2 and cluster.LAST_READ["done"] == cluster.LAST_READ["tasks"]
+    assert at.slider(key=keys.STEP).max == 3

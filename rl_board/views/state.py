@@ -25,6 +25,7 @@ from ..base.access import RootError
 from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
 from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..analysis.source import RunSource
+from ..store import cluster
 from ..store.loader import SourceChanged
 from . import keys
 
@@ -87,8 +88,10 @@ def _read(run_dir: str, settings, fields: tuple, refresh: bool, split: str | Non
             now = time.monotonic()
             if now - last[0] >= _PROGRESS_EVERY or done >= total:
                 last[0] = now
+                on_ray = (f", {cluster.LAST_READ.get('done', 0)} of {cluster.LAST_READ['tasks']} Ray tasks"
+                          if cluster.address() and cluster.LAST_READ.get("tasks") else "")  # RL_BOARD_RAY
                 bar.progress(min(done / total, 1.0) if total else 1.0,
-                             text=f"Reading rollout files… {done / 2**20:,.0f} of {total / 2**20:,.0f} MiB")
+                             text=f"Reading rollout files… {done / 2**20:,.0f} of {total / 2**20:,.0f} MiB{on_ray}")
 
         try:
             source.refresh(progress)
