@@ -192,7 +192,9 @@ def test_fault_lines_name_the_url_and_keep_secrets_out(monkeypatch):
              FileNotFoundError("NoSuchKey"): "no such object",
              OSError("InvalidAccessKeyId: the key hunter2hunter2hunter2"): "credentials were refused",
              ConnectionRefusedError("Connection refused"): "can't be reached",
-             RuntimeError("weird hunter2hunter2hunter2\nsecond line"): "could not be read"}
+             RuntimeError("weird hunter2hunter2hunter2\nsecond line"): "could not be read",
+             FileNotFoundError("s3://b/run/step_403.jsonl"): "no such object",  # a number in a name is no code
+             OSError("An error occurred (SlowDown) when calling GetObject (reached max retries: 4)"): "throttling"}
     for exc, meaning in cases.items():
         line = fault_line("s3://b/run", exc)
         assert line.startswith("s3://b/run: ") and meaning in line and "\n" not in line

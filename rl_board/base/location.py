@@ -508,12 +508,13 @@ _FAULTS = (
     (("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken", "AuthenticationFailed",
       "InvalidAuthenticationInfo", "invalid credentials"),
      "the credentials were refused (a wrong or expired key)"),
-    (("AccessDenied", "Forbidden", "AuthorizationFailure", "PermissionError", "403"),
+    (("AccessDenied", "Forbidden", "AuthorizationFailure", "PermissionError", "(403)"),
      "access denied (these credentials may not read it)"),
     (("NoSuchBucket", "ContainerNotFound", "bucket does not exist"), "no such bucket"),
-    (("FileNotFoundError", "NoSuchKey", "BlobNotFound", "404", "Not Found"), "no such object or folder"),
-    (("FileExpired", "PreconditionFailed", "412", "changed while", "ETag"), "an object was replaced while it was read"),
-    (("SlowDown", "Throttl", "TooManyRequests", "503", "429"), "the store is throttling requests (retried; try again later)"),
+    (("FileNotFoundError", "NoSuchKey", "BlobNotFound", "(404)", "Not Found"), "no such object or folder"),
+    (("FileExpired", "PreconditionFailed", "(412)", "changed while"), "an object was replaced while it was read"),
+    (("SlowDown", "Throttl", "TooManyRequests", "(503)", "(429)"),
+     "the store is throttling requests (retried; try again later)"),
     (("EndpointConnectionError", "ConnectError", "ClientConnectorError", "ConnectionRefused", "Connection refused",
       "Could not connect", "Cannot connect", "Name or service not known", "Temporary failure in name resolution",
       "ConnectTimeout", "timed out", "ServerDisconnected"),
@@ -529,7 +530,7 @@ def fault_line(where, exc: BaseException) -> str:
         seen.add(id(exc))
         texts.append(f"{type(exc).__name__} {exc}")
         exc = exc.__cause__ or exc.__context__
-    text = " ".join(texts)
+    text = " ".join(texts).replace(str(where), "")  # words in the URL itself (step_403.jsonl) say nothing
     for words, meaning in _FAULTS:
         if any(word in text for word in words):
             return f"{where}: {meaning}."
