@@ -278,3 +278,18 @@ def test_a_compressed_log_at_a_url_reads_as_the_local_one(tmp_path):
     remote = RunSource(to_memory(tmp_path / "run"), cache_root=False).refresh()
     assert local.samples["reward"].tolist() == [float(i) for i in sorted(range(40), key=lambda i: (i % 3, i))]
     pd.testing.assert_frame_equal(local.samples, remote.samples)
+
+
+def test_tags_on_a_url_run_are_kept_by_its_url(tmp_path, monkeypatch):
+    """A sample of a memory:// run tagged from the command line is listed with its tag afterwards, and the
+    same run's local copy carries no tag (tags are kept per run location)."""
+    monkeypatch.setenv("RL_BOARD_TAGS_DIR", str(tmp_path / "tags"))
+    local = REPO / "rollout_samples" / "ppo_demo"
+    url = to_memory(local)
+    status, _, err = cli("tags", url, "--sample", "rollout_data_rank0.jsonl:3", "--add", "hack")
+    assert status == 0, err
+    status, out, _ = cli("tags", url, "--json")
+    tagged = [(t["file"], t["line"], t["tags"]) for t in json.loads(out)["samples"]]
+    assert status == 0 and tagged == [("rollout_data_rank0.jsonl", 3, ["hack"])]
+    status, out, _ = cli("tags", str(local), "--json")
+    assert status == 0 and json.loads(out)["samples"] == []
