@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import sample, write_lines
+from rl_board.store import ranges
 from rl_board.analysis.source import RunSource
 
 PAD = "<pad>"
@@ -203,13 +204,13 @@ def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(
     manifest's spans cover [0, offset) without gaps, small ones joined, whatever the appends."""
     import xxhash
 
-    from rl_board.store import cache, ingest
+    from rl_board.store import cache
     from rl_board.readers import ReadOptions, jsonl
 
     path = write_lines(tmp_path / "run" / "r.jsonl", [sample(s, float(s)) for s in range(40)])
     data = path.read_bytes()
     middle = data.index(b"\n", len(data) // 2) + 1
-    result = ingest.ingest_range(jsonl, str(path), middle, len(data), None, ReadOptions())
+    result = ranges.ingest_range(jsonl, str(path), middle, len(data), None, ReadOptions())
     assert result.digest == xxhash.xxh3_128(data[middle:]).hexdigest()
 
     monkeypatch.setattr(cache, "SPAN_MIN", 64)  # bytes: every append is a small span

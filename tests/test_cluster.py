@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, sample, write_lines
 from rl_board.analysis.source import RunSource
 from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN
-from rl_board.store import cluster, ingest
+from rl_board.store import cluster, ranges
 
 pytestmark = pytest.mark.ray
 ray = pytest.importorskip("ray")
@@ -58,8 +58,8 @@ def test_an_index_on_ray_is_what_a_local_read_gives(local_cluster, tmp_path, mon
                 [sample(i % 4 + 1, float(i % 7), prompt=f"p{i}", response=f"the answer {i}") for i in range(300)])
     expected = {argv: command(argv[0], str(run), *argv[1:], "--no-cache") for argv in COMMANDS}
     monkeypatch.setenv(cluster.RAY_ENV, "")  # restored after the test (index sets it for its read)
-    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 50_000)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 50_000)
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 50_000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 50_000)
     from rl_board.cli import main
 
     assert main(["index", str(run), "--ray", "--json"]) == 0
@@ -120,8 +120,8 @@ def test_the_page_reads_on_ray_with_rl_board_ray(local_cluster, tmp_path, monkey
     write_lines(tmp_path / "run" / "rank0.jsonl",
                 [sample(i % 3 + 1, float(i % 5), prompt=f"p{i}", response=f"r{i}") for i in range(2000)])
     monkeypatch.setenv(cluster.RAY_ENV, "auto")
-    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 20_000)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 20_000)
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 20_000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 20_000)
     cluster.LAST_READ.clear()
     at = load(open_page(tmp_path, "run"))
     assert not at.exception

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from conftest import sample, write_lines
-from rl_board.store import ingest
+from rl_board.store import ranges
 from rl_board.derive.samples import SCHEMA, WORDS, derive, is_segment_schema
 from rl_board.analysis.source import load_run
 from rl_board.readers import ReadOptions
@@ -109,7 +109,7 @@ def test_words_survive_segments_of_many_blocks_and_the_cache(tmp_path, monkeypat
              if i % 2 else sample(i, 0.0, response=f"w{i} common {PAD}") for i in range(200)]
     write_lines(tmp_path / "run" / "r.jsonl", lines)
     expected = [[f"t{i % 7}", "shared"] if i % 2 else [f"w{i}", "common"] for i in range(200)]
-    monkeypatch.setattr(ingest, "READ_CHUNK", 1000)
+    monkeypatch.setattr(ranges, "READ_CHUNK", 1000)
     cold = load_run(tmp_path / "run", PAD, eos_token=EOS)
     warm = load_run(tmp_path / "run", PAD, eos_token=EOS)
     assert cold.report.notes == warm.report.notes == ()

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from conftest import sample, write_lines
-from rl_board.store import ingest, loader, workers
+from rl_board.store import batches, ingest, loader, ranges, workers
 from rl_board.store.cache import list_caches
 from rl_board.analysis.source import RunSource
 
@@ -38,7 +38,7 @@ def test_workers_match_one_process(tmp_path, monkeypatch, how):
     write_lines(tmp_path / "run" / "rank1.jsonl", lines[::-1])
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 2000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 2000)
     _start(how, monkeypatch)
     calls = []
     real = ingest._run_in_workers
@@ -57,9 +57,9 @@ def test_split_ranges_end_on_line_boundaries(tmp_path):
     """Every range but the last ends just after a newline, and together they cover the bytes."""
     path = write_lines(tmp_path / "r.jsonl", [sample(1, float(i), prompt="x" * (i % 50)) for i in range(200)])
     data = path.read_bytes()
-    ranges = ingest.split_ranges(path, 0, len(data), size=500)
-    assert ranges[0][0] == 0 and ranges[-1][1] == len(data)
-    for (_, end), (start, _) in zip(ranges, ranges[1:]):
+    cut = ranges.split_ranges(path, 0, len(data), size=500)
+    assert cut[0][0] == 0 and cut[-1][1] == len(data)
+    for (_, end), (start, _) in zip(cut, cut[1:]):
         assert end == start and data[end - 1:end] == b"\n"
 
 
@@ -69,7 +69,7 @@ def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch, how):
     write_lines(tmp_path / "run" / "r.jsonl", [sample(i % 3, float(i)) for i in range(200)] + ["{bad"])
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 1000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 1000)
     _start(how, monkeypatch)
     if how == "spawn":
         monkeypatch.setattr(ingest.sys, "executable", "/bin/false")  # every worker exits at once
@@ -87,7 +87,7 @@ def test_warm_workers_are_reused_across_reads(tmp_path, monkeypatch, how):
     write_lines(tmp_path / "a" / "r.jsonl", lines)
     write_lines(tmp_path / "b" / "r.jsonl", lines[::-1])
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 4000)
     _start(how, monkeypatch)
     workers.warm_up(2)
     started = {p.pid for p in workers._pool}
@@ -120,7 +120,7 @@ def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):
     again while they live on; and they are forked before the read starts a thread of its own."""
     write_lines(tmp_path / "run" / "r.jsonl", [sample(i % 5, float(i), logprobs=[-1.0]) for i in range(400)])
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 4000)
     _start("fork", monkeypatch)
     events = []
     real_fork, real_imports = workers.fork, RunSource._import_snapshot_modules
@@ -171,9 +171,9 @@ def test_ranges_are_sized_so_every_worker_gets_several():
     """A read is cut into about four ranges per worker, between 4 MB and 24 MB each: 540 MB on 16 workers
     in ~8.4 MB ranges (not 24 MB ones that leave most workers idle in a second round), on 2 in 24 MB ones."""
     mb = 1 << 20
-    assert ingest.range_bytes(540 * mb, 16) == -(-540 * mb // 64)
-    assert ingest.range_bytes(540 * mb, 2) == 24 * mb
-    assert ingest.range_bytes(20 * mb, 16) == 4 * mb
+    assert ranges.range_bytes(540 * mb, 16) == -(-540 * mb // 64)
+    assert ranges.range_bytes(540 * mb, 2) == 24 * mb
+    assert ranges.range_bytes(20 * mb, 16) == 4 * mb
 
 
 def _small_files_run(run):
@@ -207,7 +207,7 @@ def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypat
     segments = list((list_caches(tmp_path / "cache")[0].folder).glob("seg-*.arrow"))
     assert len(segments) <= 2  # one batch, and the file without its last newline read alone
     reopened = RunSource(run, cache_root=tmp_path / "cache").refresh()
-    monkeypatch.setattr(ingest, "BATCH_MIN_FILES", 10**9)
+    monkeypatch.setattr(batches, "BATCH_MIN_FILES", 10**9)
     alone = RunSource(run, cache_root=False).refresh()
     assert batched.report.errors == alone.report.errors == (("7.jsonl", 2, batched.report.errors[0][2]),)
     columns = [c for c in alone.samples.columns if c != "row"]  # row: its place in the segment it lives in

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import sample, write_lines
 from rl_board.base import fields as F
-from rl_board.store import ingest
+from rl_board.store import ranges
 from rl_board.derive.samples import derive
 from rl_board.analysis.source import load_run
 from rl_board.readers import ReadOptions, reader_for
@@ -134,7 +134,7 @@ def test_a_line_over_the_limit_is_named_and_skipped_with_bounded_memory(tmp_path
     """A line longer than RL_BOARD_MAX_LINE_MB is one error and is never held in memory (issue 15,
     case 11): the read of a 24 MB line with a 1 MB limit and 64 KB chunks peaks far below it."""
     monkeypatch.setenv("RL_BOARD_MAX_LINE_MB", "1")
-    monkeypatch.setattr(ingest, "READ_CHUNK", 1 << 16)
+    monkeypatch.setattr(ranges, "READ_CHUNK", 1 << 16)
     big = b'{"step": 1, "reward": 9.0, "response": "' + b"x" * (24 << 20) + b'"}'
     write_lines(tmp_path / "r" / "a.jsonl", [sample(1, 1.0), big, sample(1, 2.0)])
     tracemalloc.start()

@@ -22,8 +22,8 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto")
 
 from rl_board.analysis.source import RunSource  # noqa: E402
-from rl_board.base.location import LocationError  # noqa: E402
-from rl_board.store import ingest, workers  # noqa: E402
+from rl_board.base.remote import LocationError  # noqa: E402
+from rl_board.store import ingest, ranges, workers  # noqa: E402
 
 BUCKET = "team"
 RUNS = ("ppo_demo", "trl_grpo_demo", "prime_rl_tokens_demo")
@@ -142,8 +142,8 @@ def test_worker_processes_read_their_ranges_from_s3(as_admin, server, tmp_path, 
     server["s3"].put_object(Bucket=BUCKET, Key="runs/big/rank0.jsonl", Body=(tmp_path / "big/rank0.jsonl").read_bytes())
     expected = RunSource(tmp_path / "big", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 4000)
-    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 4000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 4000)
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 4000)
     workers.shutdown()  # workers started now see this test's environment
     seen = []
     real = ingest._run_in_workers

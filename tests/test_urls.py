@@ -17,9 +17,10 @@ import pytest
 from conftest import REPO, sample, write_lines
 from rl_board.analysis.source import RunSource
 from rl_board.base.access import OutsideAllowedFolders, RootError
-from rl_board.base.location import RemotePath, fault_line, open_location
+from rl_board.base.location import open_location
+from rl_board.base.remote import RemotePath, fault_line
 from rl_board.cli import main
-from rl_board.store import ingest, workers
+from rl_board.store import ingest, ranges, workers
 from rl_board.store.tracking import list_runs
 
 MEMORY = fsspec.filesystem("memory")
@@ -80,8 +81,8 @@ def test_file_url_ranges_are_read_by_worker_processes(tmp_path, monkeypatch):
     write_lines(tmp_path / "run" / "rank0.jsonl", lines)
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
-    monkeypatch.setattr(ingest, "RANGE_BYTES", 3000)
-    monkeypatch.setattr(ingest, "MIN_RANGE_BYTES", 3000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 3000)
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 3000)
     workers.shutdown()
     seen = []
     real = ingest._run_in_workers

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from ..base.access import RootError, check_allowed, is_url, usable_path
-from ..base.location import RunLocation, open_location, remote_path
+from ..base.location import RunLocation, open_location
+from ..base.remote import remote_path
 
 TOKENIZER_FILE = "tokenizer.json"
 SEARCH_UP = 2  # folders above the run folder looked in

@@ -1,9 +1,9 @@
 """The read on a Ray cluster: the same byte-range tasks the local workers take, as Ray tasks.
 
 With ``RL_BOARD_RAY=ADDRESS`` (``rl-board index RUN --ray [ADDRESS]`` sets it for its read), a run's
-ranges (``ingest.tasks_for``) go to ``ray.remote`` tasks on the user's cluster instead of the local
+ranges (``ranges.tasks_for``) go to ``ray.remote`` tasks on the user's cluster instead of the local
 pool: each task reads its range straight from the run's location (a URL, or a path every node sees)
-through ``ingest.ingest_range`` and writes its segment into the cache folder, which must therefore be
+through ``ranges.ingest_range`` and writes its segment into the cache folder, which must therefore be
 one every node can write (a shared filesystem path; the cache folder of this machine for a cluster on
 it). The caller then opens the segments as it opens those of its own workers. ``ADDRESS`` is what
 ``ray.init(address=...)`` takes: ``auto`` (the cluster this machine is on), ``HOST:PORT``,
@@ -91,9 +91,10 @@ def _task(path: str, start: int, stop: int, out_dir: str, reader: str, options: 
     import tempfile
     from dataclasses import asdict
 
-    from ..base.location import LocationError, fault_line, remote_path, restore
+    from ..base.location import restore
+    from ..base.remote import LocationError, fault_line, remote_path
     from ..readers import ReadOptions, reader_for
-    from .ingest import ingest_range
+    from .ranges import ingest_range
 
     location = restore(where) if where is not None else None
     with tempfile.TemporaryDirectory(prefix="rl_board-task-") as scratch:
@@ -116,7 +117,7 @@ def _task(path: str, start: int, stop: int, out_dir: str, reader: str, options: 
 
 def _fetch(publish: str, names: list[str], out_dir: str) -> None:
     """Bring the segments the tasks put in the shared cache at ``publish`` into this machine's ``out_dir``."""
-    from ..base.location import remote_path
+    from ..base.remote import remote_path
 
     folder = remote_path(publish)
     for name in names:
@@ -134,7 +135,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str, options,
     shared cache's URL folder, then fetched into ``out_dir``); ``RangeResult``s in task order.
     ``progress`` gets each finished task's bytes. Raises ``ClusterError`` (or ``LocationError`` for the
     run's store), leaving nothing half-read to keep."""
-    from .ingest import RangeResult
+    from .ranges import RangeResult
 
     connect(where)
     import ray
@@ -161,7 +162,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str, options,
                     raise ClusterError(f"a Ray task reading {path} failed ({type(cause).__name__}: {first}).") \
                         from None
                 if "fault" in fields:
-                    from ..base.location import LocationError
+                    from ..base.remote import LocationError
 
                     raise LocationError(fields["fault"])
                 result = RangeResult(**fields)
@@ -182,7 +183,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str, options,
         try:
             _fetch(publish, names, out_dir)
         except Exception as exc:  # a store's errors are many kinds
-            from ..base.location import LocationError, fault_line
+            from ..base.remote import LocationError, fault_line
 
             raise LocationError(fault_line(publish, exc)) from None
         LAST_READ["published"] = len(names)

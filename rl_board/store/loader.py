@@ -22,14 +22,36 @@ from typing import Callable
 import pyarrow as pa
 
 from ..base.access import RootError, is_url
-from ..base.location import LocationError, RunLocation, as_path, fault_line, open_location
-from ..derive.tokenizer import TokenizerError, find_tokenizer, load_tokenizer, resolve_tokenizer, stamp
-from ..readers import ReadOptions, SourceChanged, detect, layout, max_extra_fields, max_line_bytes
+from ..base.location import RunLocation, as_path, open_location
+from ..base.remote import LocationError, fault_line
+from ..derive.tokenizer import (
+    TokenizerError,
+    find_tokenizer,
+    load_tokenizer,
+    resolve_tokenizer,
+    stamp,
+)
+from ..readers import (
+    ReadOptions,
+    SourceChanged,
+    detect,
+    layout,
+    max_extra_fields,
+    max_line_bytes,
+)
 from . import ingest
 from .cache import RunCache, cache_dir_for
 from .segments import SegmentStore, SharedSlice
 from .snapshot import NO_TOKENIZER, LoadReport, Snapshot, take_snapshot
-from .tracking import EXPECTED_LAYOUT, ROOT_RUN, FileState, FileTracker, list_run_files, list_runs, list_splits
+from .tracking import (
+    EXPECTED_LAYOUT,
+    ROOT_RUN,
+    FileState,
+    FileTracker,
+    list_run_files,
+    list_runs,
+    list_splits,
+)
 
 __all__ = ["EXPECTED_LAYOUT", "NO_TOKENIZER", "ROOT_RUN", "RootError", "LoadReport", "RunLoader", "Snapshot",
            "SourceChanged", "TokenizerError", "list_runs", "list_run_files"]
@@ -44,7 +66,10 @@ class RunLoader:
     A coordinator: the file tracker (``tracking.py``) says which files changed and from which
     byte to read them, the reader parses those bytes, the segment store (``segments.py``) keeps
     the rows, and a snapshot joins every file's segments (``Snapshot``; ``analysis.source.RunSource``
-    turns it into a ``Run`` through ``_build``).
+    turns it into a ``Run`` through ``_build``). Longer than the other classes because it is only
+    this: its methods are the steps of one refresh (choose the reader and tokenizer, open the cache,
+    list, plan, read, save, snapshot) under the locks a refresh holds; the work of each step lives in
+    the module that owns it (``tracking``, ``ingest``, ``segments``, ``snapshot``, ``shared``).
 
     Args:
         run_dir: the folder of the run's files (its format is detected, see ``readers.detect``).

@@ -52,7 +52,7 @@ def _source_bytes(table: pa.Table) -> int:
 
 
 class SharedSlice:
-    """Rows [start, start + num_rows) of a segment several small files share (``ingest.read_small_files``):
+    """Rows [start, start + num_rows) of a segment several small files share (``batches.read_small_files``):
     one file's part of it, in a file's segment list where a table would be. A table slice per file
     costs a table of ~80 columns each (GBs for 100,000 files); this costs three numbers. ``table()``
     makes the slice where one is needed; a snapshot takes consecutive files' parts at once."""

@@ -26,7 +26,7 @@ import uuid
 from pathlib import Path
 
 from ..base.access import is_url
-from ..base.location import RemotePath, fault_line, remote_path
+from ..base.remote import RemotePath, fault_line, remote_path
 from .cache import MANIFEST, RunCache
 
 CACHE_ENV = "RL_BOARD_CACHE_DIR"

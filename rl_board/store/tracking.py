@@ -205,7 +205,7 @@ class FileState:
         return state
 
     def take(self, result, table: pa.Table | None, segment_name: str = "") -> None:
-        """Account for one ``ingest.RangeResult`` read from this file at its offset, whose rows
+        """Account for one ``ranges.RangeResult`` read from this file at its offset, whose rows
         are ``table`` (stored as ``segment_name`` in the cache, "" when not cached)."""
         first_line = self.next_line
         self.errors.extend((first_line + line - 1, reason) for line, reason in result.errors)

@@ -1,0 +1,319 @@
+"""Runs at URLs: the fsspec filesystem of a URL (``s3://``, ``gs://``, ``az://``, ``hf://``, ``memory://``,
+``file://``; fsspec and its implementations imported only when a URL is given, each an optional extra),
+``RemotePath`` (a URL's file or folder, with the pure parts of a path and the rest through its
+filesystem), and the one line a store's fault gives (``fault_line``: the URL named, no traceback,
+no credential). Imports nothing of ``rl_board`` but ``access``."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from datetime import datetime
+from pathlib import PurePosixPath
+from typing import BinaryIO, Iterator
+
+from .access import (
+    RootError,
+)
+
+#: what each optional extra brings, by URL scheme (the message for a scheme whose package is missing)
+EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure",
+          "adl": "azure", "hf": "hf"}
+
+
+class RemoteStat:
+    """What ``RemotePath.stat`` gives: a file's size, modification time, and its ETag (or version,
+    generation) as the object store reports it; ``st_ino`` is the inode where the filesystem has one
+    (``file://``), else 0."""
+
+    __slots__ = ("st_size", "st_mtime", "st_mtime_ns", "st_ino", "etag")
+
+    def __init__(self, info: dict):
+        self.st_size = int(info.get("size") or 0)
+        self.st_mtime_ns = _mtime_ns(info)
+        self.st_mtime = self.st_mtime_ns / 1e9
+        self.st_ino = int(info.get("ino") or 0)
+        self.etag = str(next((info[k] for k in ("ETag", "etag", "VersionId", "version_id", "generation",
+                                                 "blob_id", "md5") if info.get(k)), ""))
+
+
+def _mtime_ns(info: dict) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created", "mtime_ns"):
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return int(value.timestamp() * 1e9)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return int(value if key == "mtime_ns" else value * 1e9)
+        if isinstance(value, str):
+            try:
+                return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1e9)
+            except ValueError:
+                continue
+    return 0
+
+
+class RemotePath:
+    """A file or folder on an fsspec filesystem, named by its URL (``str``). The pure operations are
+    ``PurePosixPath``'s; ``exists``, ``is_file``, ``iterdir``, ``glob``, ``stat`` and ``open`` go
+    through the filesystem. It has no ``__fspath__``: a local ``open()`` of it is a ``TypeError``,
+    never a read of some local file of the same name."""
+
+    __slots__ = ("fs", "pure", "scheme")
+
+    def __init__(self, fs, path: str | PurePosixPath, scheme: str | None = None):
+        self.fs, self.pure = fs, PurePosixPath(path)
+        self.scheme = scheme or scheme_of(fs)  # as the user wrote it (az://, not adlfs's first name abfs://)
+
+    def _new(self, pure) -> "RemotePath":
+        return RemotePath(self.fs, pure, self.scheme)
+
+    # -- pure -----------------------------------------------------------------------------------
+
+    def __str__(self) -> str:
+        return f"{self.scheme}://{self.pure}"
+
+    def __repr__(self) -> str:
+        return f"RemotePath({str(self)!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, RemotePath) and self.pure == other.pure and scheme_of(self.fs) == scheme_of(other.fs)
+
+    def __hash__(self) -> int:
+        return hash((scheme_of(self.fs), self.pure))
+
+    def __lt__(self, other: "RemotePath") -> bool:
+        return self.pure < other.pure
+
+    def __truediv__(self, other) -> "RemotePath":
+        return self._new(self.pure / str(other))
+
+    def __reduce__(self):
+        return (remote_path_of, (str(self),))
+
+    name = property(lambda self: self.pure.name)
+    suffix = property(lambda self: self.pure.suffix)
+    suffixes = property(lambda self: self.pure.suffixes)
+    stem = property(lambda self: self.pure.stem)
+    parts = property(lambda self: self.pure.parts)
+    parent = property(lambda self: self._new(self.pure.parent))
+    parents = property(lambda self: [self._new(p) for p in self.pure.parents])
+
+    def joinpath(self, *others) -> "RemotePath":
+        return self._new(self.pure.joinpath(*map(str, others)))
+
+    def with_name(self, name: str) -> "RemotePath":
+        return self._new(self.pure.with_name(name))
+
+    def with_suffix(self, suffix: str) -> "RemotePath":
+        return self._new(self.pure.with_suffix(suffix))
+
+    def relative_to(self, other) -> PurePosixPath:
+        return self.pure.relative_to(other.pure if isinstance(other, RemotePath) else other)
+
+    def match(self, pattern: str) -> bool:
+        return self.pure.match(pattern)
+
+    def as_posix(self) -> str:
+        return str(self)
+
+    def expanduser(self) -> "RemotePath":
+        return self
+
+    def absolute(self) -> "RemotePath":
+        return self
+
+    def resolve(self, strict: bool = False) -> "RemotePath":
+        """The path with ``.`` and ``..`` taken out (an object store has no symlinks)."""
+        return self._new(normalised_key(str(self.pure)))
+
+    # -- through the filesystem -----------------------------------------------------------------
+
+    def _key(self) -> str:
+        return str(self.pure)
+
+    def exists(self) -> bool:
+        return self.fs.exists(self._key())
+
+    def is_file(self) -> bool:
+        return self.fs.isfile(self._key())
+
+    def is_dir(self) -> bool:
+        return self.fs.isdir(self._key())
+
+    def iterdir(self) -> Iterator["RemotePath"]:
+        key = self._key().rstrip("/")
+        for found in self.fs.ls(key, detail=False):
+            found = found.rstrip("/")
+            if found != key:
+                yield self._new(found)
+
+    def glob(self, pattern: str) -> Iterator["RemotePath"]:
+        for found in self.fs.glob(posixpath.join(self._key(), pattern)):
+            yield self._new(found)
+
+    def rglob(self, pattern: str) -> Iterator["RemotePath"]:
+        return self.glob("**/" + pattern)
+
+    def stat(self) -> RemoteStat:
+        return RemoteStat(self.fs.info(self._key()))
+
+    def open(self, mode: str = "rb", **kwargs) -> BinaryIO:
+        if mode not in ("rb", "r"):
+            raise ValueError("a run's files are opened for reading only")
+        # no read-ahead: every read here asks for the bytes it needs (a range, a hash's 64 KB, one
+        # record), and a block cache would fetch up to 50 MB around each of them
+        kwargs.setdefault("cache_type", "none")
+        return self.fs.open(self._key(), mode, **kwargs)
+
+    def read_bytes(self) -> bytes:
+        with self.open("rb") as fh:
+            return fh.read()
+
+    def read_text(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        return self.read_bytes().decode(encoding, errors)
+
+
+def scheme_of(fs) -> str:
+    protocol = fs.protocol
+    return protocol if isinstance(protocol, str) else protocol[0]
+
+
+def normalised_key(key: str) -> str:
+    """``key`` with ``.`` and ``..`` taken out; ``RootError`` for one that climbs above the top."""
+    lead = "/" if key.startswith("/") else ""
+    parts: list[str] = []
+    for part in key.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                raise RootError(f"{key}: '..' climbs above the top of the store.")
+            parts.pop()
+        else:
+            parts.append(part)
+    return lead + "/".join(parts) if parts or lead else "."
+
+
+def url_fs(url: str):
+    """(fsspec filesystem, normalised key) for ``url``; ``RootError`` with a plain message for a URL
+    that can't be used (fsspec or the scheme's package missing, credentials written in the URL)."""
+    scheme, _, rest = url.partition("://")
+    if "@" in rest.split("/", 1)[0] and scheme.lower() not in ("hf",):
+        raise RootError(f"{scheme}://…: credentials in a URL are not accepted; put them where the library "
+                        "reads them (the environment, ~/.aws, application default credentials, the HF token).")
+    try:
+        import fsspec.core
+    except ImportError:
+        raise RootError(f"{shown_url(url)}: reading a URL needs fsspec: pip install \"rl-board[s3]\" "
+                        "(or [gcs], [azure], [hf]).") from None
+    try:
+        fs, key = fsspec.core.url_to_fs(url)
+    except ImportError:
+        extra = EXTRAS.get(scheme.lower())
+        raise RootError(f"{shown_url(url)}: reading {scheme}:// URLs needs "
+                        + (f'pip install "rl-board[{extra}]".' if extra else "its fsspec package installed.")) from None
+    except ValueError as exc:  # an unknown protocol
+        raise RootError(f"{shown_url(url)}: {exc}") from None
+    key = normalised_key(key)
+    return fs, (getattr(fs, "root_marker", "") or ".") if key == "." else key  # the store's top: "/" in memory://
+
+
+def shown_url(url: str) -> str:
+    return url if len(url) <= 200 else url[:200] + "…"
+
+
+def remote_path_of(url: str) -> RemotePath:
+    fs, key = url_fs(url)
+    return RemotePath(fs, key, url.partition("://")[0].lower())
+
+
+def remote_path(url: str) -> RemotePath:
+    """The file or folder a URL names, on its filesystem (not checked against the roots: a value a
+    location made, such as a tokenizer found beside a run, read again). ``RootError`` when unusable."""
+    return remote_path_of(url)
+
+
+def within_root(path: RemotePath, root: RemotePath) -> bool:
+    """Whether ``path`` is ``root`` or below it, part by part (``s3://team-evil`` is not under ``s3://team``)."""
+    return scheme_of(path.fs) == scheme_of(root.fs) and (path.pure == root.pure or root.pure in path.pure.parents)
+
+
+class RemoteFiles:
+    """An fsspec filesystem, as a run location reads it (a URL's run)."""
+
+    def __init__(self, fs):
+        self.fsspec = fs
+        self.name = scheme_of(fs)
+
+    @staticmethod
+    def resolve(path: RemotePath) -> RemotePath:
+        return path.resolve()
+
+    @staticmethod
+    def entries(folder: RemotePath) -> list[RemotePath]:
+        return list(folder.iterdir())
+
+    @staticmethod
+    def open(path: RemotePath) -> BinaryIO:
+        return path.open("rb")
+
+    def invalidate(self) -> None:
+        """Forget listings the filesystem keeps (s3fs's), so a live run's new and grown objects show."""
+        self.fsspec.invalidate_cache()
+
+    @property
+    def shared(self) -> bool:
+        """Whether another process reaches the same files by the URL (not so for ``memory://``)."""
+        return self.name != "memory"
+
+
+class LocationError(RootError):
+    """A URL's store could not be reached or read as asked: the message is one line naming the URL and
+    what went wrong (never a traceback, never a credential)."""
+
+
+#: what a store's error says, by words in its type or text, as a person reads it (first match wins)
+_FAULTS = (
+    (("NoCredentials", "Unable to locate credentials", "credentials not found"),
+     "no credentials were found (set them in the environment, ~/.aws, application default credentials or "
+     "the HF token)"),
+    (("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidClientTokenId", "ExpiredToken", "AuthenticationFailed",
+      "InvalidAuthenticationInfo", "invalid credentials"),
+     "the credentials were refused (a wrong or expired key)"),
+    (("AccessDenied", "Forbidden", "AuthorizationFailure", "PermissionError", "(403)"),
+     "access denied (these credentials may not read it)"),
+    (("NoSuchBucket", "ContainerNotFound", "bucket does not exist"), "no such bucket"),
+    (("FileNotFoundError", "NoSuchKey", "BlobNotFound", "(404)", "Not Found"), "no such object or folder"),
+    (("FileExpired", "PreconditionFailed", "(412)", "changed while"), "an object was replaced while it was read"),
+    (("SlowDown", "Throttl", "TooManyRequests", "(503)", "(429)"),
+     "the store is throttling requests (retried; try again later)"),
+    (("EndpointConnectionError", "ConnectError", "ClientConnectorError", "ConnectionRefused", "Connection refused",
+      "Could not connect", "Cannot connect", "Name or service not known", "Temporary failure in name resolution",
+      "ConnectTimeout", "timed out", "ServerDisconnected"),
+     "the endpoint can't be reached"),
+)
+
+
+def fault_line(where, exc: BaseException) -> str:
+    """One line saying what went wrong reading ``where`` (a URL): the kind of fault as a person reads
+    it, else the error's type and first line, with any credential value from the environment taken out."""
+    seen, texts = set(), []
+    while exc is not None and id(exc) not in seen:  # the chain: s3fs wraps botocore wraps aiohttp
+        seen.add(id(exc))
+        texts.append(f"{type(exc).__name__} {exc}")
+        exc = exc.__cause__ or exc.__context__
+    text = " ".join(texts).replace(str(where), "")  # words in the URL itself (step_403.jsonl) say nothing
+    for words, meaning in _FAULTS:
+        if any(word in text for word in words):
+            return f"{where}: {meaning}."
+    first = (texts[0].splitlines() or [""])[0][:200]
+    return f"{where}: could not be read ({scrub(first)})."
+
+
+def scrub(text: str) -> str:
+    """``text`` with the value of every credential-like variable of the environment replaced by ``***``."""
+    for name, value in os.environ.items():
+        if value and len(value) >= 8 and any(w in name.upper() for w in ("SECRET", "TOKEN", "PASSWORD", "KEY",
+                                                                           "CREDENTIAL", "SAS")):
+            text = text.replace(value, "***")
+    return text
