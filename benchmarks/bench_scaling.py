@@ -5,6 +5,8 @@ Usage:  python benchmarks/bench_scaling.py [--size full|10x|grpo|small] [--worke
                                           [--baseline DIR] [--reps 2] [--json FILE]
 
 For each N, the command runs with its affinity set to the first N CPUs and ``RL_BOARD_WORKERS=N``
+(the releases interleaved, each repetition in the other order, after the run's files are synced to
+disk, so neither pays for the other's place in the sequence)
 (a release that ignores that variable starts the workers it always did). ``--baseline DIR`` times a
 second release in the same run (DIR holds its ``rl_board`` package), so the two can be compared; its
 rows are marked. Each row gives the best wall time of ``--reps`` runs and, where the release reports
@@ -90,15 +92,18 @@ def main() -> int:
     cpus = sorted(os.sched_getaffinity(0))
     counts = [n for n in (int(x) for x in args.workers.split(",")) if n <= len(cpus)]
     run = ensure_run(args.size)
+    os.sync()  # a run just written is still being written back: the first timings would pay for it
     size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
     base = floor(run, cpus[0])
     releases = [("this release", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
-    rows = []
-    for name, release in releases:
+    timings: dict[tuple[str, int], list[dict]] = {}
+    for rep in range(args.reps):  # releases interleaved, their order alternating: no release always goes first
         for n in counts:
-            best = min((summary(run, release, cpus[:n]) for _ in range(args.reps)), key=lambda r: r["wall"])
-            rows.append({"release": name, "n": n, **best})
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            for name, release in (releases if rep % 2 == 0 else releases[::-1]):
+                timings.setdefault((name, n), []).append(summary(run, release, cpus[:n]))
+                print(json.dumps({"release": name, "n": n, **timings[(name, n)][-1]}), file=sys.stderr, flush=True)
+    rows = [{"release": name, "n": n, **min(timings[(name, n)], key=lambda r: r["wall"])}
+            for name, _ in releases for n in counts]
     machine = f"{platform.machine()}, {len(cpus)} CPUs usable, Python {platform.python_version()}"
     print(f"Run: {args.size}, {size_mb:.0f} MiB; floor (orjson, one core) {base:.2f} s; machine: {machine}\n")
     print("| release | N | wall | × floor | before first range | workers parsing | after last range | "
