@@ -12,6 +12,7 @@ from pathlib import Path
 SERVER_SETTINGS = {
     "server.headless": "true",
     "server.maxUploadSize": "1",
+    "server.fileWatcherType": "none",  # the sources never change while serving (see .streamlit/config.toml)
     "browser.gatherUsageStats": "false",
     "client.showErrorDetails": "none",  # no traceback (with server paths) ever reaches a viewer
     "client.toolbarMode": "viewer",  # a viewer's options only: no Deploy button, no developer menu
