@@ -49,7 +49,7 @@ def _search(args) -> int:
     print(f"{result['matches']} matches in {len(run.report.files)} files "
           f"({run.report.lines_ok} samples loaded, {run.report.lines_bad} lines rejected); "
           f"showing {len(shown)} of {result['matches']}"
-          + (f" (--limit N for more)" if len(shown) < result["matches"] else ""))
+          + (" (--limit N for more)" if len(shown) < result["matches"] else ""))
     excerpts = _excerpts(run, shown, args.text_field, args.regex, args.pad_token)
     for s, excerpt in zip(result["samples"], excerpts):
         print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")

@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 
 import xxhash
 
+from ..base.access import is_url
 from ..base.compression import codec_of
 from ..base.location import as_path, open_file
 
@@ -40,16 +41,29 @@ SETTLED_NS = 2 * 10**9  # a file changed this close to its read is hashed before
 SPAN_MIN = 8 << 20  # parsed spans shorter than this are joined with a neighbour in a manifest entry
 
 
+CACHE_ENV = "RL_BOARD_CACHE_DIR"  # a folder, or a URL: a team's shared cache (``shared``)
+
+
 def default_cache_root() -> Path:
     """``$RL_BOARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/rl_board``, else ``~/.cache/rl_board``. A URL there
-    is a team's shared cache: this process works in its local mirror folder (``shared.mirror_root``)."""
+    is a team's shared cache: this process works in its local mirror folder (``mirror_root``)."""
     if os.environ.get("RL_BOARD_CACHE_DIR"):
-        from .shared import mirror_root, shared_url
-
         url = shared_url()
         return mirror_root(url) if url else Path(os.environ["RL_BOARD_CACHE_DIR"])
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return base / "rl_board"
+
+
+def shared_url() -> str | None:
+    """``$RL_BOARD_CACHE_DIR`` when it is a URL (a team's shared cache), else None."""
+    value = os.environ.get(CACHE_ENV, "").strip()
+    return value.rstrip("/") if is_url(value) else None
+
+
+def mirror_root(url: str) -> Path:
+    """The local folder that mirrors the shared cache at ``url`` (one per URL)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "rl_board" / "shared" / hashlib.sha1(url.encode()).hexdigest()[:16]
 
 
 def cache_dir_for(run_dir: Path, key: str, root: Path | None = None) -> Path:
@@ -314,7 +328,7 @@ class RunCache:
                    "files": {name: asdict(entry) for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 
-    def open_segment(self, name: str) -> pa.Table:
+    def open_segment(self, name: str) -> "pyarrow.Table":  # noqa: F821 (pyarrow is imported here, when used)
         """A segment as a table whose buffers map the file: pages load when read."""
         import pyarrow as pa  # here: the command line's first look at a cache needs none of it
 

@@ -19,29 +19,14 @@ Failures to reach the URL cost only the sharing: the local cache works as before
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import uuid
 from pathlib import Path
 
-from ..base.access import is_url
 from ..base.remote import RemotePath, fault_line, remote_path
-from .cache import MANIFEST, RunCache
+from .cache import CACHE_ENV, MANIFEST, RunCache, mirror_root, shared_url  # noqa: F401 (where the mirror lives)
 
-CACHE_ENV = "RL_BOARD_CACHE_DIR"
-
-
-def shared_url() -> str | None:
-    """``$RL_BOARD_CACHE_DIR`` when it is a URL (a team's shared cache), else None."""
-    value = os.environ.get(CACHE_ENV, "").strip()
-    return value.rstrip("/") if is_url(value) else None
-
-
-def mirror_root(url: str) -> Path:
-    """The local folder that mirrors the shared cache at ``url`` (one per URL)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rl_board" / "shared" / hashlib.sha1(url.encode()).hexdigest()[:16]
 
 
 def _segments(manifest: bytes) -> set[str]:

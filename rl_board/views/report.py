@@ -7,7 +7,6 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..base import fields as F
 from ..analysis.checks import compute_data_checks
 from ..analysis.run import Run
 from ..store.diagnosis import describe_folder

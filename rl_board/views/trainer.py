@@ -13,7 +13,7 @@ from ..base.access import RootError, check_allowed
 from ..analysis.figures import build_curve_figure, build_overlay_figure
 from ..analysis.run import Run
 from ..scalars import ScalarsError, discover
-from ..scalars.signs import Thresholds, compute_signs, default_series
+from ..scalars.signs import compute_signs, default_series
 from ..analysis.tables import KL_PREFIX
 from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
 from ..base.text import escape_markdown
