@@ -127,3 +127,56 @@ def test_the_page_reads_on_ray_with_rl_board_ray(local_cluster, tmp_path, monkey
     assert not at.exception
     assert cluster.LAST_READ["tasks"] > 2 and cluster.LAST_READ["done"] == cluster.LAST_READ["tasks"]
     assert at.slider(key=keys.STEP).max == 3
+
+
+def test_ray_workers_killed_mid_read_cost_a_retry_or_one_line(local_cluster, tmp_path, monkeypatch, capsys):
+    """Ray worker processes killed (SIGKILL) while ``index --ray`` runs: Ray runs their tasks again
+    (``cluster.MAX_RETRIES``), so the run is read whole and the cache it leaves prints what a local read
+    prints; a task that died more often than that is one line naming its file. Never a traceback."""
+    import signal
+    import threading
+    import time
+
+    from rl_board.cli import main
+
+    run = tmp_path / "run"
+    write_lines(run / "r.jsonl", [sample(i % 10 + 1, float(i % 7), prompt=f"p{i}", response=f"the answer {i} " * 40)
+                                  for i in range(6000)])
+    expected = command("summary", str(run), "--json", "--no-cache")
+    monkeypatch.setenv(cluster.RAY_ENV, "")
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 200_000)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 200_000)
+    killed, done = [], threading.Event()
+
+    def kill_running_tasks():  # a task's worker process is titled ray::_task while it runs one
+        while not done.is_set() and len(killed) < 3:
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                        running = fh.read().startswith(b"ray::_task")
+                    if running:
+                        os.kill(int(pid), signal.SIGKILL)
+                        killed.append(pid)
+                        break
+                except OSError:
+                    continue
+            time.sleep(0.005)
+
+    killer = threading.Thread(target=kill_running_tasks)
+    killer.start()
+    try:
+        status = main(["index", str(run), "--ray", "--json"])
+    finally:
+        done.set()
+        killer.join()
+    _, err = capsys.readouterr()
+    if not killed:
+        pytest.skip("every Ray task finished before one could be killed")
+    assert "Traceback" not in err
+    if status == 0:
+        monkeypatch.delenv(cluster.RAY_ENV)
+        cached = command("summary", str(run), "--json")
+        assert close_to(json.loads(cached.stdout), json.loads(expected.stdout))
+    else:
+        errors = [line for line in err.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "Ray task" in errors[0] and str(run / "r.jsonl") in errors[0], err
