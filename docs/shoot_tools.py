@@ -72,7 +72,7 @@ def shoot(url: str, root: Path) -> None:
         page = browser.new_page(viewport={"width": 1500, "height": 2600})
         page.goto(url)
         sidebar = page.get_by_test_id("stSidebar")
-        box = sidebar.get_by_label("Root folder (one run per subfolder)")
+        box = sidebar.get_by_label("Root folder (runs at any depth under it, or a run folder)")
         box.fill(str(root))
         box.press("Enter")
         expect(sidebar.get_by_role("combobox", name="Run")).to_have_value("ppo_beta_0.01", timeout=30_000)
