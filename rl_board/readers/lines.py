@@ -3,7 +3,7 @@
 Shared by the readers of trainers that write one file per step in one go (verl, SkyRL,
 AReaL, ROLL, tinker-cookbook): ``whole_lines`` walks the complete lines of a file's bytes
 (a last line without its newline is read when it is a whole JSON value, else left for the
-next read), ``table`` builds the canonical table of ``records.canonical_row`` results that
+next read), ``read_rows`` makes a file's canonical table from a row function, and ``table`` builds the canonical table of ``records.canonical_row`` results that
 may also carry ``messages`` (canonical turns).
 """
 
@@ -44,6 +44,22 @@ def count_lines(data: bytes) -> int:
     count = data.count(b"\n")
     tail = data[data.rfind(b"\n") + 1:]
     return count + (1 if tail.strip() and is_whole_record(tail) else 0)
+
+
+def read_rows(data: bytes, row_of) -> tuple[pa.Table, list[tuple[int, str]], int]:
+    """(the canonical table of ``data``'s complete lines, (line, reason) for each rejected one, lines read):
+    ``row_of(raw)`` gives a line's canonical row, or the reason it is rejected (a string)."""
+    rows, lines, offsets, lengths, errors = [], [], [], [], []
+    for number, offset, stop, raw in whole_lines(data):
+        got = row_of(raw)
+        if isinstance(got, str):
+            errors.append((number, got))
+        else:
+            rows.append(got)
+            lines.append(number)
+            offsets.append(offset)
+            lengths.append(stop - offset)
+    return table(rows, lines, offsets, lengths), errors, count_lines(data)
 
 
 def table(rows: list[dict], lines, offsets, lengths) -> pa.Table:

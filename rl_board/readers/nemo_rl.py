@@ -29,7 +29,8 @@ from ..base.location import as_path
 from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
 from .layout import step_in
-from .records import canonical_row, rows_table
+from .lines import read_rows
+from .records import canonical_row
 
 NAME = "nemo-rl"
 SUFFIX = ".jsonl"
@@ -50,28 +51,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     path = as_path(path)
     step = step_in(path.name)
     resolver = KeyResolver(options.fields, ALIASES)
-    rows, lines, offsets, lengths, errors = [], [], [], [], []
-    data = read_bytes(path)  # compressed or not
-    offset, number = 0, 0
-    while offset < len(data):
-        stop = data.find(b"\n", offset)
-        if stop < 0:  # a last line without its newline: read when whole, else still being written
-            if not jsonl.is_whole_record(data[offset:]):
-                break
-            stop = len(data)
-        number += 1
-        raw = data[offset:stop]
-        if raw.strip():
-            got = _row(raw, resolver, step, options)
-            if isinstance(got, str):
-                errors.append((number, got))
-            else:
-                rows.append(got)
-                lines.append(number)
-                offsets.append(offset)
-                lengths.append(stop - offset)
-        offset = stop + 1
-    return rows_table(rows, lines, offsets, lengths), errors, number
+    return read_rows(read_bytes(path), lambda raw: _row(raw, resolver, step, options))  # compressed or not
 
 
 def texts_from_content(content, mask, length=None) -> tuple[str | None, str | None]:

@@ -27,7 +27,7 @@ from ..base import fields as F
 from ..base.location import as_path
 from . import FileError, KeyResolver, ReadOptions, SourceChanged, jsonl, line_too_long
 from .chat_text import split_prompt, split_turns
-from .lines import count_lines, table, whole_lines
+from .lines import read_rows
 from .records import canonical_row, is_number, json_type, short
 
 NAME = "skyrl"
@@ -147,18 +147,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     if step is None:
         raise FileError("not in a global_step_N_evals or eval_only folder: its step is unknown")
     resolver = KeyResolver(options.fields, ALIASES)
-    rows, lines, offsets, lengths, errors = [], [], [], [], []
-    data = path.read_bytes()
-    for number, offset, stop, raw in whole_lines(data):
-        got = _row(raw, resolver, step, options)
-        if isinstance(got, str):
-            errors.append((number, got))
-        else:
-            rows.append(got)
-            lines.append(number)
-            offsets.append(offset)
-            lengths.append(stop - offset)
-    return table(rows, lines, offsets, lengths), errors, count_lines(data)
+    return read_rows(path.read_bytes(), lambda raw: _row(raw, resolver, step, options))
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:

@@ -41,7 +41,7 @@ from ..base.location import as_path, open_file
 from . import KeyResolver, ReadOptions, SourceChanged, jsonl, line_too_long
 from .chat_text import split_prompt, split_turns, template_family
 from .layout import first_match, step_in
-from .lines import count_lines, opened_path, table, whole_lines
+from .lines import opened_path, read_rows
 from .records import canonical_row
 
 NAME = "verl"
@@ -117,18 +117,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     step = step_in(path.name)
     hint = template_family(path.parent)
     resolver = KeyResolver(options.fields, ALIASES)
-    rows, lines, offsets, lengths, errors = [], [], [], [], []
-    data = path.read_bytes()
-    for number, offset, stop, raw in whole_lines(data):
-        got = _row(raw, resolver, step, options, hint)
-        if isinstance(got, str):
-            errors.append((number, got))
-        else:
-            rows.append(got)
-            lines.append(number)
-            offsets.append(offset)
-            lengths.append(stop - offset)
-    return table(rows, lines, offsets, lengths), errors, count_lines(data)
+    return read_rows(path.read_bytes(), lambda raw: _row(raw, resolver, step, options, hint))
 
 
 def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions, hint) -> dict | str:
