@@ -97,17 +97,7 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
     hasher, whole = xxhash.xxh3_128(), True  # what was read, hashed as it is (the cache's check of the file)
 
     def take(data: bytes, offset: int) -> None:
-        parsed = reader.parse_block(data, result.lines + 1, offset, options)
-        result.lines += parsed.lines
-        table = derive(parsed.table, options)
-        errors = parsed.errors
-        if max_per_step is not None:
-            table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
-                                                   errors, parsed.steps)
-            result.skipped += skipped
-        result.errors.extend(errors)
-        if table.num_rows:
-            tables.append(table)
+        _take_block(reader, data, offset, options, result, tables, quota, max_per_step)
 
     limit = options.max_line
     with open_in(location, path) as fh:
@@ -152,11 +142,33 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
     result.end = position
     result.digest = hasher.hexdigest() if whole else None
     result.pending = position < stop
+    _keep_blocks(result, tables, out_dir, options)
+    return result
+
+
+def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: RangeResult, tables: list,
+                quota: dict[int, int] | None, max_per_step: int | None) -> None:
+    """Parse one block of complete lines (``data``, at byte ``offset`` of its file) into ``tables``, derived,
+    counting its lines, rejected lines and (with ``max_per_step``) skipped ones into ``result``."""
+    parsed = reader.parse_block(data, result.lines + 1, offset, options)
+    result.lines += parsed.lines
+    table = derive(parsed.table, options)
+    errors = parsed.errors
+    if max_per_step is not None:
+        table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
+                                               errors, parsed.steps)
+        result.skipped += skipped
+    result.errors.extend(errors)
+    if table.num_rows:
+        tables.append(table)
+
+
+def _keep_blocks(result: RangeResult, tables: list, out_dir: str | None, options: ReadOptions) -> None:
+    """The blocks' rows as one segment of ``result`` (their field notes merged, the extras capped)."""
     if tables:
         notes = merged_notes(tables)  # a concatenation keeps only the first table's
         table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
         keep_rows(result, table, out_dir)
-    return result
 
 
 def open_in(location: RunLocation | None, path):
@@ -176,17 +188,7 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
     limit = options.max_line
 
     def take(data: bytes, offset: int) -> None:
-        parsed = reader.parse_block(data, result.lines + 1, offset, options)
-        result.lines += parsed.lines
-        table = derive(parsed.table, options)
-        errors = parsed.errors
-        if max_per_step is not None:
-            table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
-                                                   errors, parsed.steps)
-            result.skipped += skipped
-        result.errors.extend(errors)
-        if table.num_rows:
-            tables.append(table)
+        _take_block(reader, data, offset, options, result, tables, quota, max_per_step)
 
     try:
         with open_path(path) as fh:
@@ -218,10 +220,7 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
         raise
     except Exception as exc:  # a broken archive (EOFError, lzma's and zstd's errors) costs this file only
         result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
-    if tables:
-        notes = merged_notes(tables)  # a concatenation keeps only the first table's
-        table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
-        keep_rows(result, table, out_dir)
+    _keep_blocks(result, tables, out_dir, options)
     return result
 
 
