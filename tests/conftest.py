@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -72,3 +74,20 @@ def write_lines(path: Path, lines) -> Path:
 
 def sample(step: int, reward: float, **extra) -> dict:
     return {"step": step, "reward": reward, **extra}
+
+
+def command(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``rl-board ARGV`` as its own process (the real command line, its own workers), with ``env`` added."""
+    return subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, **(env or {})}, timeout=300)
+
+
+def close_to(a, b) -> bool:
+    """``a`` equals ``b``, numbers within 1e-12 relative (the tolerance runs read elsewhere are held to)."""
+    if isinstance(a, float) and isinstance(b, (int, float)):
+        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
+    return a == b

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, close_to
 
 pytestmark = pytest.mark.azure
 pytest.importorskip("adlfs")
@@ -78,16 +78,6 @@ def command(*argv: str, connection: str) -> subprocess.CompletedProcess:
     env["AZURE_STORAGE_CONNECTION_STRING"] = connection
     return subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, cwd=REPO,
                           env=env, timeout=300)
-
-
-def close_to(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, (int, float)):
-        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 @pytest.mark.parametrize("run", RUNS)

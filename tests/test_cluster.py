@@ -8,12 +8,10 @@ import json
 import os
 import shutil
 import socket
-import subprocess
-import sys
 
 import pytest
 
-from conftest import REPO, sample, write_lines
+from conftest import REPO, close_to, command, sample, write_lines
 from rl_board.analysis.source import RunSource
 from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN
 from rl_board.store import cluster, ranges
@@ -29,21 +27,6 @@ def local_cluster():
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
     yield
     ray.shutdown()
-
-
-def command(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})}, timeout=300)
-
-
-def close_to(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, (int, float)):
-        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 COMMANDS = (("summary", "--json"), ("search", "--regex", "the", "--json"), ("findings", "--json"))

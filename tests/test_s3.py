@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, sample, write_lines
+from conftest import REPO, close_to, command, sample, write_lines
 
 pytestmark = pytest.mark.s3
 boto3 = pytest.importorskip("boto3")
@@ -101,22 +101,6 @@ def _env(monkeypatch, endpoint: str, keys: tuple[str, str], home: Path) -> dict:
 @pytest.fixture
 def as_admin(server, monkeypatch, tmp_path):
     return _env(monkeypatch, server["endpoint"], server["admin"], tmp_path)
-
-
-def command(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``rl-board ARGV`` as its own process (the real command line, its own workers)."""
-    return subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, cwd=REPO,
-                          env={**os.environ, **(env or {})}, timeout=300)
-
-
-def close_to(a, b) -> bool:
-    if isinstance(a, float) and isinstance(b, (int, float)):
-        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 @pytest.mark.parametrize("run", RUNS)

@@ -14,7 +14,7 @@ import fsspec
 import pandas as pd
 import pytest
 
-from conftest import REPO, sample, write_lines
+from conftest import REPO, close_to, sample, write_lines
 from rl_board.analysis.source import RunSource
 from rl_board.base.access import OutsideAllowedFolders, RootError
 from rl_board.base.location import open_location
@@ -41,17 +41,6 @@ def to_memory(folder: Path) -> str:
         if path.is_file():
             MEMORY.pipe(f"{prefix}/{path.relative_to(folder).as_posix()}", path.read_bytes())
     return "memory://" + prefix
-
-
-def close_to(a, b) -> bool:
-    """``a`` equals ``b``, numbers within 1e-12 relative (the issue's tolerance)."""
-    if isinstance(a, float) and isinstance(b, (int, float)):
-        return a == b or abs(a - b) <= 1e-12 * max(abs(a), abs(b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close_to(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
-    return a == b
 
 
 COMMANDS = (("summary", "--json"), ("findings", "--json"), ("search", "--regex", "the", "--json"))
