@@ -91,3 +91,15 @@ def close_to(a, b) -> bool:
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(close_to(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def summary_json(*args) -> dict:
+    """``rl-board summary --json ARGS`` as its own process, which must succeed."""
+    proc = command("summary", "--json", *map(str, args))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def step_rows(summary: dict) -> dict:
+    """step -> (samples, mean reward, assistant turns and tool calls per sample) of a ``summary --json``."""
+    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}

@@ -1,11 +1,10 @@
 """AReaL's trajectory dumps: one line per LLM call, chained into trajectories by their prompts."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import step_rows, summary_json
 from ray_writers import areal_dump_trajectory, areal_individual_traj, call
 
 from rl_board.analysis.source import load_run
@@ -35,17 +34,6 @@ def _trial(root: Path) -> Path:
     return dump(0, 2, [ONE, THREE], is_eval=True)
 
 
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _steps(summary):
-    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}
-
-
 def test_trial_folder_counts_trajectories_not_calls(tmp_path):
     """summary --json of the trial folder: per version folder, trajectories (not calls), their mean
     reward, assistant turns and tool calls; eval-rollout is the split eval."""
@@ -54,11 +42,11 @@ def test_trial_folder_counts_trajectories_not_calls(tmp_path):
     assert detect(trial) is areal and detect(trial / "rollout") is areal
     lines = sum(1 for _ in (trial / "rollout" / "1").glob("*.jsonl") for _ in _.open())
     assert lines == 2 + 1 + 3  # calls written: TWO, ONE, THREE
-    got = _summary(trial)
+    got = summary_json(trial)
     assert got["format"] == "areal" and got["lines_bad"] == 0
-    assert _steps(got) == {1: (3, pytest.approx(0.5), pytest.approx(2.0), pytest.approx(1.0)),
+    assert step_rows(got) == {1: (3, pytest.approx(0.5), pytest.approx(2.0), pytest.approx(1.0)),
                            2: (3, pytest.approx(2.5 / 3), pytest.approx(7 / 3), pytest.approx(4 / 3))}
-    assert _steps(_summary(trial, "--split", "eval")) == {2: (2, 0.25, 2.0, 1.0)}
+    assert step_rows(summary_json(trial, "--split", "eval")) == {2: (2, 0.25, 2.0, 1.0)}
     assert got["steps"][0]["extras"]["llm_calls"] == pytest.approx(2.0)
 
 
@@ -86,11 +74,11 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     del missing["reward"]
     lines[2], lines[6] = json.dumps(bad), json.dumps(missing)
     path.write_text("\n".join(lines) + "\n")
-    got = _summary(trial)
+    got = summary_json(trial)
     assert [(e["file"], e["line"]) for e in got["errors"]] == [("rollout/2/2.jsonl", 3), ("rollout/2/2.jsonl", 7)]
     assert "'completion' must be a string" in got["errors"][0]["error"] and "reward" in got["errors"][1]["error"]
     # trajectories left: TWO; line 4 alone; THREE's first two calls
-    assert _steps(got)[2][0] == 3
+    assert step_rows(got)[2][0] == 3
 
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
@@ -100,4 +88,4 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     folder = tmp_path / "trial" / "rollout" / "3"
     folder.mkdir(parents=True)
     (folder / "7.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
-    assert _steps(_summary(tmp_path / "trial")) == {3: (1, 1.0, 2.0, 1.0)}
+    assert step_rows(summary_json(tmp_path / "trial")) == {3: (1, 1.0, 2.0, 1.0)}

@@ -1,11 +1,10 @@
 """ROLL's rollout dumps: one line of columns per step, JSON strings inside, one sample per trajectory."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import step_rows, summary_json
 from ray_writers import (
     roll_dump_rollout_trajectories,
     roll_trajectory_batch,
@@ -42,17 +41,6 @@ def _dump(folder: Path, step: int, trajectories):
     roll_dump_rollout_trajectories(str(folder), step, batch, config)
 
 
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _steps(summary):
-    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}
-
-
 def test_agentic_dump_one_sample_per_trajectory(tmp_path):
     """Stepwise rows without trajectory data are dropped by the writer; each trajectory is one sample
     with its episode reward, assistant turns and tool calls (OpenAI tool_calls and Hermes blocks)."""
@@ -61,9 +49,9 @@ def test_agentic_dump_one_sample_per_trajectory(tmp_path):
     line = (tmp_path / "dump" / "rollout_dump_data.step_1.jsonl").read_text()
     assert line.count("\n") == 1 and len(json.loads(line)["trajectory_data"]) == 3
     assert detect(tmp_path / "dump") is roll
-    got = _summary(tmp_path / "dump")
+    got = summary_json(tmp_path / "dump")
     assert got["format"] == "roll" and got["lines_bad"] == 0
-    assert _steps(got) == {1: (3, pytest.approx(0.5), pytest.approx(2.0), pytest.approx(1.0)),
+    assert step_rows(got) == {1: (3, pytest.approx(0.5), pytest.approx(2.0), pytest.approx(1.0)),
                            2: (2, pytest.approx(0.5), pytest.approx(3.0), pytest.approx(2.0))}
     assert got["steps"][1]["tool_calls"] == {"clock": 4}
 
@@ -91,11 +79,11 @@ def test_a_non_json_string_in_a_column_costs_only_its_row(tmp_path):
     data["reward_info"]["episode_reward"] = "high"
     obj["trajectory_data"][2] = json.dumps(data)
     path.write_text(json.dumps(obj, ensure_ascii=False) + "\n")
-    got = _summary(tmp_path / "dump")
+    got = summary_json(tmp_path / "dump")
     assert [(e["file"], e["line"]) for e in got["errors"]] == [("rollout_dump_data.step_1.jsonl", 1)] * 2
     assert got["errors"][0]["error"].startswith("row 0: 'trajectory_data' is not JSON")
     assert got["errors"][1]["error"].startswith("row 2: 'trajectory_data.reward_info.episode_reward' must be a number")
-    assert _steps(got) == {1: (1, 0.5, 3.0, 2.0)}
+    assert step_rows(got) == {1: (1, 0.5, 3.0, 2.0)}
 
 
 def test_rlvr_dump(tmp_path):
@@ -114,4 +102,4 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     block = next(b for b in readme.split("```json")[1:] if '"trajectory_data"' in b).split("```")[0]
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "rollout_dump_data.step_5.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
-    assert _steps(_summary(tmp_path / "d")) == {5: (1, 1.0, 2.0, 1.0)}
+    assert step_rows(summary_json(tmp_path / "d")) == {5: (1, 1.0, 2.0, 1.0)}

@@ -2,11 +2,10 @@
 its pickles named and never opened."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import step_rows, summary_json
 from ray_writers import (
     call,
     skyrl_dump_data,
@@ -49,30 +48,19 @@ def _export(root: Path) -> Path:
     return export
 
 
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _steps(summary):
-    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}
-
-
 def test_export_folder_opens_the_eval_dumps(tmp_path):
     """summary --json of export_path: per step (from the folder name) the samples of every data source,
     mean reward (per-token scores summed), assistant turns and tool calls per sample; the metrics file
     is no sample; the pickle is named as unreadable, never opened."""
     export = _export(tmp_path)
     assert detect(export) is skyrl and detect(export / "dumped_evals") is skyrl
-    got = _summary(export)
+    got = summary_json(export)
     assert got["format"] == "skyrl" and got["lines_bad"] == 0
-    assert _steps(got) == {0: (2, pytest.approx(0.75), pytest.approx(1.5), pytest.approx(0.5)),
+    assert step_rows(got) == {0: (2, pytest.approx(0.75), pytest.approx(1.5), pytest.approx(0.5)),
                            10: (4, pytest.approx(0.5), pytest.approx(2.0), pytest.approx(1.0))}
     assert [f["file"] for f in got["files_unreadable"]] == ["dumped_data/global_step_10_training_input.pkl"]
     assert "never unpickles" in got["files_unreadable"][0]["error"]
-    assert _steps(_summary(export, "--split", "eval_only")) == {0: (1, 0.5, 3.0, 2.0)}
+    assert step_rows(summary_json(export, "--split", "eval_only")) == {0: (1, 0.5, 3.0, 2.0)}
 
 
 def test_turns_of_a_sample(tmp_path):
@@ -101,12 +89,12 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     bad = [{k: v for k, v in good.items() if k != "score"}, {**good, "score": [0.5, "x"]},
            {**good, "output_response": 7}]
     path.write_text("".join(json.dumps(o) + "\n" for o in [*bad, good]))
-    got = _summary(export)
+    got = summary_json(export)
     errors = {e["line"]: e["error"] for e in got["errors"]}
     assert {e["file"] for e in got["errors"]} == {"dumped_evals/global_step_10_evals/math.jsonl"}
     assert set(errors) == {1, 2, 3}
     assert "score" in errors[1] and "numbers" in errors[2] and "output_response" in errors[3]
-    assert _steps(got)[10][0] == 3  # A, B from search_nq.jsonl and the good math line
+    assert step_rows(got)[10][0] == 3  # A, B from search_nq.jsonl and the good math line
 
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
@@ -116,4 +104,4 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     folder = tmp_path / "dumped_evals" / "global_step_4_evals"
     folder.mkdir(parents=True)
     (folder / "search_nq.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
-    assert _steps(_summary(tmp_path)) == {4: (1, 1.0, 2.0, 1.0)}
+    assert step_rows(summary_json(tmp_path)) == {4: (1, 1.0, 2.0, 1.0)}

@@ -1,11 +1,10 @@
 """tinker-cookbook's rollout summaries: one sample per trajectory, one turn per LLM call, no text."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import step_rows, summary_json
 from ray_writers import (
     tinker_serialize,
     tinker_write_logtree,
@@ -45,27 +44,16 @@ def _log_path(root: Path) -> Path:
     return log
 
 
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _steps(summary):
-    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}
-
-
 def test_log_folder_opens_with_splits_and_scalars(tmp_path):
     """summary --json of the log folder: per iteration, trajectories, mean total reward and LLM calls
     per trajectory (no tool calls recorded); eval_gsm8k is a split; metrics.jsonl is the scalars."""
     log = _log_path(tmp_path)
     assert detect(log) is tinker
-    got = _summary(log)
+    got = summary_json(log)
     assert got["format"] == "tinker" and got["lines_bad"] == 0
-    assert _steps(got) == {0: (3, pytest.approx(2 / 3), pytest.approx(2.0), 0.0), 3: (1, 2.0, 1.0, 0.0)}
+    assert step_rows(got) == {0: (3, pytest.approx(2 / 3), pytest.approx(2.0), 0.0), 3: (1, 2.0, 1.0, 0.0)}
     assert got["steps"][0]["extras"]["ac_tokens"] == pytest.approx(20.0)  # (10 + 20 + 30) / 3
-    assert _steps(_summary(log, "--split", "eval_gsm8k")) == {3: (1, 1.0, 2.0, 0.0)}
+    assert step_rows(summary_json(log, "--split", "eval_gsm8k")) == {3: (1, 1.0, 2.0, 0.0)}
     assert discover(log) == (log / "metrics.jsonl").resolve()
     series = load_scalars(log / "metrics.jsonl").series["env/all/reward/total"]
     assert [s for s, _ in series] == [0, 1, 2, 3]
@@ -89,11 +77,11 @@ def test_bad_records_are_named_and_the_rest_load(tmp_path):
     a["total_reward"] = "1.0"
     b["steps"] = None
     path.write_text("\n".join([json.dumps(a), json.dumps(b), lines[2]]) + "\n")
-    got = _summary(log)
+    got = summary_json(log)
     assert [(e["file"], e["line"]) for e in got["errors"]] == [("iteration_000000/train_rollout_summaries.jsonl", 1),
                                                                 ("iteration_000000/train_rollout_summaries.jsonl", 2)]
     assert "'total_reward' must be a number" in got["errors"][0]["error"] and "'steps'" in got["errors"][1]["error"]
-    assert _steps(got)[0] == (1, 0.0, 3.0, 0.0)
+    assert step_rows(got)[0] == (1, 0.0, 3.0, 0.0)
 
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
@@ -103,5 +91,5 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     folder = tmp_path / "log" / "iteration_000004"
     folder.mkdir(parents=True)
     (folder / "train_rollout_summaries.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
-    got = _summary(tmp_path / "log")
-    assert _steps(got) == {4: (1, 1.0, 2.0, 0.0)} and got["steps"][0]["extras"]["ac_tokens"] == 21.0
+    got = summary_json(tmp_path / "log")
+    assert step_rows(got) == {4: (1, 1.0, 2.0, 0.0)} and got["steps"][0]["extras"]["ac_tokens"] == 21.0

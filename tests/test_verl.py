@@ -2,11 +2,10 @@
 validation splits, each glued multi-turn output as its turns."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import step_rows, summary_json
 from ray_writers import call, verl_dump, verl_sample
 
 from rl_board.analysis.source import load_run
@@ -43,28 +42,17 @@ def _experiment(root: Path) -> Path:
     return exp
 
 
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def _steps(summary):
-    return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}
-
-
 def test_experiment_folder_opens_rollout_and_validation_as_splits(tmp_path):
     """summary --json of the experiment folder: per split and step, samples, mean score, assistant
     turns and tool calls per sample as the trajectories held them."""
     exp = _experiment(tmp_path)
     assert detect(exp) is verl
-    train = _summary(exp)
+    train = summary_json(exp)
     assert train["format"] == "verl" and train["lines_bad"] == 0
-    assert _steps(train) == {1: (3, pytest.approx(0.5), pytest.approx(5 / 3), pytest.approx(1.0)),
+    assert step_rows(train) == {1: (3, pytest.approx(0.5), pytest.approx(5 / 3), pytest.approx(1.0)),
                              2: (2, pytest.approx(0.5), pytest.approx(2.5), pytest.approx(2.0))}
-    validation = _summary(exp, "--split", "validation")
-    assert _steps(validation) == {0: (2, pytest.approx(0.75), pytest.approx(1.5), pytest.approx(0.5)),
+    validation = summary_json(exp, "--split", "validation")
+    assert step_rows(validation) == {0: (2, pytest.approx(0.75), pytest.approx(1.5), pytest.approx(0.5)),
                                   2: (2, pytest.approx(1.0), pytest.approx(3.0), pytest.approx(2.0))}
     assert validation["steps"][1]["tool_calls"] == {"search": 4}
 
@@ -88,7 +76,7 @@ def test_the_rollout_folder_alone_opens_with_turns(tmp_path):
     """The dump folder the trainer writes opens by itself as verl (its output holds turn markers)."""
     exp = _experiment(tmp_path)
     assert detect(exp / "rollout_data") is verl
-    assert _steps(_summary(exp / "rollout_data"))[2] == (2, pytest.approx(0.5), pytest.approx(2.5), pytest.approx(2.0))
+    assert step_rows(summary_json(exp / "rollout_data"))[2] == (2, pytest.approx(0.5), pytest.approx(2.5), pytest.approx(2.0))
 
 
 def test_single_turn_dump_folder_stays_jsonl(tmp_path):
@@ -115,12 +103,12 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     second = json.loads(lines[1])
     second["score"] = "high"
     path.write_text("\n".join([json.dumps(first), json.dumps(second), lines[2]]) + "\n")
-    summary = _summary(exp)
+    summary = summary_json(exp)
     errors = {(e["file"], e["line"]): e["error"] for e in summary["errors"]}
     assert set(errors) == {("rollout_data/1.jsonl", 1), ("rollout_data/1.jsonl", 2)}
     assert "score" in errors[("rollout_data/1.jsonl", 1)] and "must be a number" in errors[("rollout_data/1.jsonl", 2)]
-    assert _steps(summary)[1] == (1, pytest.approx(0.5), pytest.approx(1.0), pytest.approx(0.0))
-    assert _steps(summary)[2][0] == 2
+    assert step_rows(summary)[1] == (1, pytest.approx(0.5), pytest.approx(1.0), pytest.approx(0.0))
+    assert step_rows(summary)[2][0] == 2
 
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
@@ -130,7 +118,7 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     (tmp_path / "rollout_data").mkdir()
     (tmp_path / "rollout_data" / "3.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert detect(tmp_path / "rollout_data") is verl
-    assert _steps(_summary(tmp_path / "rollout_data")) == {3: (1, 1.0, 2.0, 1.0)}
+    assert step_rows(summary_json(tmp_path / "rollout_data")) == {3: (1, 1.0, 2.0, 1.0)}
 
 
 def test_page_shows_the_turns_of_a_glued_output(tmp_path):
@@ -171,10 +159,10 @@ def test_llama3_outputs_split_with_the_template_beside_the_run(tmp_path):
     outputs = [decode_llama3(llama3_agent_response(r)) for r in ([SEARCH, RESULT, ANSWER], [SEARCH, RESULT, SEARCH, RESULT, ANSWER])]
     for folder, step in (("rollout_data", 1), ("val_data", 0)):
         verl_dump(exp / folder, step, ["user\n\nQ"] * 2, outputs, ["x"] * 2, [1.0, 0.0], {})
-    assert _steps(_summary(exp)) == {1: (2, 0.5, 1.0, 1.5)}
+    assert step_rows(summary_json(exp)) == {1: (2, 0.5, 1.0, 1.5)}
     (exp / "tokenizer_config.json").write_text(json.dumps({"chat_template": LLAMA3_TEMPLATE}))
-    got = _summary(exp, "--no-cache")
-    assert _steps(got) == {1: (2, 0.5, 2.5, 1.5)}
+    got = summary_json(exp, "--no-cache")
+    assert step_rows(got) == {1: (2, 0.5, 2.5, 1.5)}
     assert got["steps"][0]["extras"].get("turns_unsplit") is None
 
 
