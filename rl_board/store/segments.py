@@ -117,12 +117,7 @@ class SegmentStore:
         if self.cache is None:
             return {}
         found, opened = {}, {}  # a segment small files share is opened once
-        if self.remote is not None:
-            try:
-                self.remote.pull(self.cache)
-            except Exception as exc:  # a store's errors are many kinds: they cost the sharing only
-                self.notes.append(self.remote.note("read", exc))
-                self.remote = None
+        self._share("read")
         try:
             entries = self.cache.read_manifest(key)
             for file_name, path in files:
@@ -217,6 +212,17 @@ class SegmentStore:
             table = self.cache.open_segment(name)
         segments[-tail:] = [(name, first_line, table)]
 
+    def _share(self, verb: str) -> None:
+        """Pull the shared cache at a URL into the local one ("read") or push the local one to it ("write");
+        a store's failure costs the sharing only: a note, and no more sharing for this run."""
+        if self.remote is None:
+            return
+        try:
+            (self.remote.pull if verb == "read" else self.remote.push)(self.cache)
+        except Exception as exc:  # a store's errors are many kinds
+            self.notes.append(self.remote.note(verb, exc))
+            self.remote = None
+
     def save(self, entries: dict[str, FileEntry], key: str, run_dir: Path) -> None:
         """Write the manifest, remove the segments it doesn't name, and keep all caches under the
         size limit."""
@@ -225,12 +231,7 @@ class SegmentStore:
         try:
             self.cache.write_manifest(entries, key, run_dir.resolve())
             self.cache.remove_segments({s[0] for e in entries.values() for s in e.segments})
-            if self.remote is not None:
-                try:
-                    self.remote.push(self.cache)
-                except Exception as exc:  # a store's errors are many kinds: they cost the sharing only
-                    self.notes.append(self.remote.note("write", exc))
-                    self.remote = None
+            self._share("write")
             for folder in enforce_limit(self.cache.folder):
                 self.notes.append(f"The cache was over its size limit: removed {folder.name}, used least recently.")
         except OSError as exc:
