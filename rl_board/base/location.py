@@ -199,13 +199,6 @@ class RunLocation:
             fh.seek(start)
             return fh.read(max(0, end - start))
 
-    def stat(self, path: Path | str | None = None) -> os.stat_result:
-        return (self.path if path is None else self.file(path)).stat()
-
-    def name_of(self, path: Path) -> str:
-        """A file's name in the run: its path relative to the run folder, with ``/``."""
-        return path.relative_to(self.path).as_posix()
-
 
 def open_location(path: Path | str | RunLocation) -> RunLocation:
     """The door: ``path`` as a ``RunLocation``, checked against the allowed folders now (the one
