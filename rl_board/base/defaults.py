@@ -7,9 +7,23 @@ both the pad and the EOS token default to it (see ``metrics`` for how they cut a
 
 from __future__ import annotations
 
+import os
+
 PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|endoftext|>"
 OFF = "none"  # --pad-token none / --eos-token none: no such token
+MAX_EXTRA_FIELDS_ENV = "RL_BOARD_MAX_EXTRA_FIELDS"
+DEFAULT_MAX_EXTRA_FIELDS = 256  # extra-field columns a run makes; later new keys are dropped (readers.extras)
+
+
+def max_extra_fields() -> int:
+    """``$RL_BOARD_MAX_EXTRA_FIELDS`` (a positive integer), else ``DEFAULT_MAX_EXTRA_FIELDS``. Here, not in
+    the readers: a kept summary's name needs it, and must not import every reader to learn it."""
+    try:
+        value = int(os.environ.get(MAX_EXTRA_FIELDS_ENV, ""))
+    except ValueError:
+        return DEFAULT_MAX_EXTRA_FIELDS
+    return value if value > 0 else DEFAULT_MAX_EXTRA_FIELDS
 
 
 def token_option(value: str | None) -> str | None:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..base.access import RootError
-from ..base.defaults import read_settings
+from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields, read_settings
 from .common import _describe_settings, _fmt, _load
 
 def _summary(args) -> int:
@@ -66,7 +66,6 @@ def _memo_name(args) -> str | None:
     limit, or a tokenizer given (its file lies outside the run folder)."""
     if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
         return None
-    from ..readers import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
     from ..store import memo
 
     settings = {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field, "split": args.split}

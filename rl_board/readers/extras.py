@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from itertools import repeat
@@ -30,9 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
+from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, MAX_EXTRA_FIELDS_ENV, max_extra_fields  # noqa: F401 (the setting)
 
-MAX_EXTRA_FIELDS_ENV = "RL_BOARD_MAX_EXTRA_FIELDS"
-DEFAULT_MAX_EXTRA_FIELDS = 256  # extra-field columns a run makes; later new keys are dropped
 MAX_NAME_CHARS = 256  # characters of a field name usable as a column as it is
 KEPT_NAME_CHARS = 64  # characters of an unusable name kept in its new name (before the hash)
 NAMES_KEPT = 1000  # dropped names remembered per segment (the count covers all)
@@ -41,15 +39,6 @@ _METADATA_KEY = b"rl_board.extras"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _STRUCT_UNSAFE = re.compile(r'["\\\x00-\x1f]')  # msgspec refuses these in a struct's field names
-
-
-def max_extra_fields() -> int:
-    """``$RL_BOARD_MAX_EXTRA_FIELDS`` (a positive integer), else ``DEFAULT_MAX_EXTRA_FIELDS``."""
-    try:
-        value = int(os.environ.get(MAX_EXTRA_FIELDS_ENV, ""))
-    except ValueError:
-        return DEFAULT_MAX_EXTRA_FIELDS
-    return value if value > 0 else DEFAULT_MAX_EXTRA_FIELDS
 
 
 def struct_safe(key: str) -> bool:
