@@ -74,8 +74,9 @@ class Settings:
 def render() -> Settings:
     side = st.sidebar
     side.header("Run")
+    if keys.ROOT not in st.session_state:  # the default once; a link's root (links.read) is set in the state
+        st.session_state[keys.ROOT] = os.environ.get(ROOT_ENV) or DEFAULT_ROOT
     root = side.text_input("Root folder (runs at any depth under it, or a run folder)",
-                           value=os.environ.get(ROOT_ENV) or DEFAULT_ROOT,
                            key=keys.ROOT).strip()  # a pasted path often brings an invisible space
     run_dir, load, discovery = None, False, None
     try:
