@@ -22,6 +22,7 @@ from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded
 _NOTES = "link_notes"
+_WRITTEN = "link_written"  # the address this session last put in the address bar
 _PARAMS = ("root", "run", "split", "area", "step", "sample", "sort", "kl", "fields", "pad", "eos", "max",
            "tokenizer")
 NO_TOKEN = "none"  # pad=none, eos=none: no pad (or EOS) token
@@ -184,5 +185,11 @@ def write(settings, run: Run) -> None:
         params["max"] = str(settings.max_per_step)
     if settings.tokenizer:
         params["tokenizer"] = settings.tokenizer
-    if dict(st.query_params) != params:
+    # st.query_params is the address the browser had when it asked for this rerun: an earlier rerun, still
+    # running then, may have put another one in the address bar since (a step slider pressed fast). So the
+    # address is written when it differs from either; an unchanged one is not written again (each write
+    # is an entry in the browser's history).
+    written = st.session_state.get(_WRITTEN)
+    if dict(st.query_params) != params or (written is not None and written != params):
         st.query_params.from_dict(params)
+    st.session_state[_WRITTEN] = params
