@@ -94,13 +94,18 @@ def save(name: str, run_dir: Path | str, print_: list | None, output: dict, note
     if any(entry[2] > time.time_ns() - SETTLED_NS for entry in print_):
         return  # a rewrite in the same tick of the file system's clock would look unchanged
     folder = _root(cache_root)
-    try:
+    try:  # dumps, then one write: json's C encoder (dump to a file encodes in Python, chunk by chunk)
+        text = json.dumps({"run": str(Path(run_dir).expanduser().resolve()), "files": print_, "output": output,
+                           "notes": notes}, ensure_ascii=False, allow_nan=False)
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"run": str(Path(run_dir).expanduser().resolve()), "files": print_, "output": output,
-                       "notes": notes}, fh, ensure_ascii=False, allow_nan=False)
-        os.replace(tmp, folder / f"{name}.json")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, folder / f"{name}.json")
+        except OSError:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     except (OSError, TypeError, ValueError):
         pass
 
