@@ -60,14 +60,23 @@ def build_summary(run: Run) -> dict:
     report = run.report
     extras = run.extras
     turns = compute_turn_stats(run)
+    frame = run.steps
+    present = set(frame.columns)
+    n = len(frame)
+
+    def column(name, default=None) -> list:  # one column as Python values (a row at a time costs 100x more)
+        return frame[name].tolist() if name in present else [default] * n
+
+    numbers = {key: [_number(v) for v in column(source)] for key, source in STEP_KEYS.items()}
+    counts = {key: [int(v) for v in column(key, 0)] for key in COUNT_KEYS}
+    extra_means = {name: [_number(v) for v in column(f"{F.extra_column(name)}_mean")] for name in extras}
+    samples = column("samples")
     steps = []
-    for step, row in run.steps.iterrows():
-        entry = {"step": int(step), "samples": int(row["samples"])}
-        for key, column in STEP_KEYS.items():
-            entry[key] = _number(row[column]) if column in row.index else None
-        for key in COUNT_KEYS:
-            entry[key] = int(row[key]) if key in row.index else 0
-        entry["extras"] = {name: _number(row.get(f"{F.extra_column(name)}_mean")) for name in extras}
+    for i, step in enumerate(frame.index.tolist()):
+        entry = {"step": int(step), "samples": int(samples[i])}
+        entry.update((key, values[i]) for key, values in numbers.items())
+        entry.update((key, values[i]) for key, values in counts.items())
+        entry["extras"] = {name: values[i] for name, values in extra_means.items()}
         entry.update(turns.get(int(step), {}))
         steps.append(entry)
     return {
