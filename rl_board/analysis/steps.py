@@ -143,8 +143,10 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
       are truncated (no EOS among the counted positions, which fill the lists); NaN with none known.
     """
     has = set(samples.columns).issuperset
-    order = np.argsort(samples[F.STEP].to_numpy(), kind="stable")
-    steps = samples[F.STEP].to_numpy()[order]
+    steps = samples[F.STEP].to_numpy()
+    ordered = len(steps) < 2 or bool((steps[1:] >= steps[:-1]).all())  # a run's samples are, by step
+    order = slice(None) if ordered else np.argsort(steps, kind="stable")  # (no copy of each column then)
+    steps = steps[order]
     starts = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]]) if len(steps) else np.zeros(0, np.int64)
     bounds = list(zip(starts.tolist(), np.r_[starts[1:], len(steps)].tolist()))
 
@@ -158,7 +160,7 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
                                       for a, b in bounds]
     if has((F.REWARD, "response_len", "response_chars")):
         reward, tokens, chars = column(F.REWARD), column("response_len"), column("response_chars")
-        tokens[tokens < 0] = np.nan
+        tokens = np.where(tokens >= 0, tokens, np.nan)  # a new array: the column may be a view
         out["reward_len_corr"] = [_reward_length_correlation(reward[a:b], tokens[a:b], chars[a:b])
                                   for a, b in bounds]
     if has(_EV_COLUMNS):
