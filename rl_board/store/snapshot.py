@@ -100,12 +100,13 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                else _numbers(SCHEMA.empty_table(), 1, 0, 0))
     if grouped:
         numbers = _extras_in_file_order(numbers)
-    samples = _sorted_frame(numbers)
+    samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
         before = len(samples)
         samples = samples.groupby(F.STEP, sort=False).head(loader.max_per_step).reset_index(drop=True)
         skipped += before - len(samples)
+    samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
     errors = tuple((name, line, reason) for name in names for line, reason in files[name].errors)
     failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
     failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
@@ -137,24 +138,6 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
                     loader.location)
-
-
-def _sorted_frame(numbers: pa.Table) -> "pd.DataFrame":  # noqa: F821
-    """``numbers`` as a pandas frame ordered by step, file and line, with ``reward_gap`` (reward - ref_reward)
-    added: the order made on the three key columns,
-    the rows gathered once by Arrow into one contiguous table, and each column handed to pandas as it lies
-    (no second copy to sort, nor to gather columns into 2-D blocks). A cold read's parent touches new memory
-    once for the run's numbers, not three times."""
-    keys = [numbers.column(name).to_numpy() for name in (F.LINE, F.FILE, F.STEP)]
-    order = np.lexsort(keys)  # the keys are unique (a file's lines), so any sort gives this order
-    if len(order) and not (np.diff(order) == 1).all():
-        numbers = numbers.take(order)
-    numbers = numbers.append_column("reward_gap", pc.subtract(numbers[F.REWARD], numbers["ref_reward"]))
-    # past ~100 columns (a run with many extra fields) pandas works slowly on a frame of one block each
-    return numbers.to_pandas(split_blocks=numbers.num_columns <= _MAX_SPLIT_COLUMNS)
-
-
-_MAX_SPLIT_COLUMNS = 100
 
 
 def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
