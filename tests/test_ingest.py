@@ -98,20 +98,38 @@ def test_warm_workers_are_reused_across_reads(tmp_path, monkeypatch, how):
 
 
 def test_warm_up_for_a_run_skips_small_or_cached_runs(tmp_path, monkeypatch):
-    """Workers are started only for a run large enough, and not when a cache newer than it exists."""
+    """Workers are started at a command's start only for a run large enough, read by more than one
+    worker, and not when a cache newer than it exists; a process that may fork its workers later starts
+    them early only for a long read or many workers."""
     calls = []
     monkeypatch.setattr(workers, "warm_up", lambda *a: calls.append(a))
-    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0)])
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    monkeypatch.setattr(workers, "can_fork", lambda: False)
+    size = write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0)]).stat().st_size
     workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
     assert calls == []  # too small
     monkeypatch.setattr(workers, "MIN_BYTES", 1)
     workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
     assert len(calls) == 1
+    monkeypatch.setenv(workers.WORKERS_ENV, "1")
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert len(calls) == 1  # one worker: the read is done in the calling process
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    monkeypatch.setattr(workers, "can_fork", lambda: True)
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert len(calls) == 1  # a short read, two workers: forked when the read starts
+    monkeypatch.setenv(workers.WORKERS_ENV, str(workers.EARLY_SPAWN_WORKERS))
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert len(calls) == 2  # many workers: spawned now
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    monkeypatch.setattr(workers, "EARLY_SPAWN_BYTES", size)
+    workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
+    assert len(calls) == 3  # a long read: spawned now
     cached = tmp_path / "cache" / "run-0123456789abcdef"
     cached.mkdir(parents=True)
     (cached / "manifest.json").write_text("{}")
     workers.warm_up_for(tmp_path / "run", tmp_path / "cache")
-    assert len(calls) == 1  # a cache as new as the run: no workers
+    assert len(calls) == 3  # a cache as new as the run: no workers
 
 
 def test_forked_workers_hold_nothing_of_the_reader(tmp_path, monkeypatch):

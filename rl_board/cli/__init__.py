@@ -60,8 +60,10 @@ def _main(argv: list[str] | None) -> int:
     except RootError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.command in READS_A_RUN and args.max_samples_per_step is None and not workers.can_fork():
-        workers.warm_up_for(args.run_dir)  # where a read can't fork its workers, start them as we import
+    if args.command in READS_A_RUN and args.max_samples_per_step is None:
+        # for a long read (or where this process can't fork), the parsing workers start now, as new
+        # interpreters that import while this process does (workers.EARLY_SPAWN_BYTES says why)
+        workers.warm_up_for(args.run_dir)
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     try:

@@ -5,9 +5,10 @@ multiprocessing: nothing of the caller's main module is re-imported, so this wor
 from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
 waiting: the page calls it as it first draws, so the workers' imports run while the
 page draws. A process that runs one thread and has imported the reading code already
-(a command, on Linux) forks its workers instead (``fork``): they share its imports and
-take a task at once, where three interpreters importing the same modules on two cores
-would keep the read waiting. ``borrow()`` lends the pool to one read at a time; a
+(a command, on Linux) forks its workers instead (``fork``) for a short read with few workers:
+they share its imports and take a task at once, where three interpreters importing the same
+modules on two cores would keep the read waiting; for a long read, or many workers, a command
+starts them as new interpreters at its start (``warm_up_for``: see ``EARLY_SPAWN_BYTES``). ``borrow()`` lends the pool to one read at a time; a
 second read at the same moment gets fresh workers. A worker left idle for
 ``IDLE_SECONDS`` exits (freeing what its last parse used), and is started again the
 next time it is needed.
@@ -276,15 +277,31 @@ def _top_up(wanted: int, ready: Callable | None = None) -> None:
             ready(_pool[-1])
 
 
+#: a command that may fork (``can_fork``) still starts its workers early, as new interpreters, for a read of
+#: this many bytes or more, or with this many workers or more: forked workers and their parent share its
+#: pages copy-on-write, and on a long read the copies cost more than the workers' own imports (10x, 5.4 GB
+#: on 2 cores: 10.6 s spawned early, 15.7 s forked), as do 16 forks of a large process; on a short read with
+#: few workers, three interpreters importing on two cores keep the read waiting (full, 540 MB: 1.60 s
+#: spawned early, 1.49 s forked)
+EARLY_SPAWN_BYTES = 1 << 30
+EARLY_SPAWN_WORKERS = 4
+
+
 def warm_up_for(run_dir, cache_root: Path | None = None) -> None:
     """``warm_up`` when a cold read of ``run_dir`` would use workers: its JSON lines add up to
     ``MIN_BYTES`` or more and no cache of a folder of that name is as new as its newest file (a
-    look at sizes and times only; the exact cache is known only once the loader runs)."""
+    look at sizes and times only; the exact cache is known only once the loader runs). Nothing when a
+    read would use one worker (it reads in the calling process then), nor when this process may fork
+    them later and the read is short with few workers (``EARLY_SPAWN_BYTES``, ``EARLY_SPAWN_WORKERS``)."""
+    wanted = count()
+    if wanted < 2:
+        return
     try:
         files = [entry.stat() for entry in os.scandir(run_dir) if entry.name.endswith(".jsonl") and entry.is_file()]
     except OSError:
         return
-    if sum(st.st_size for st in files) < MIN_BYTES:
+    size = sum(st.st_size for st in files)
+    if size < MIN_BYTES or (can_fork() and size < EARLY_SPAWN_BYTES and wanted < EARLY_SPAWN_WORKERS):
         return
     from .cache import cached_since
 
