@@ -280,3 +280,20 @@ def test_small_files_that_grow_are_read_on_in_a_batch(tmp_path):
     pd.testing.assert_frame_equal(reopened.samples[columns], grown.samples[columns])
     texts = reopened.with_text(reopened.samples)["response"].tolist()
     assert texts == grown.with_text(grown.samples)["response"].tolist()
+
+
+def test_a_command_starts_workers_early_only_for_its_own_pool(tmp_path, monkeypatch, capsys):
+    """A command that reads a run asks for its workers at its start, except when its ranges go to a Ray
+    cluster (RL_BOARD_RAY): no local interpreter is started for nothing."""
+    from rl_board.cli import _main
+
+    calls = []
+    monkeypatch.setattr(workers, "warm_up_for", lambda *a, **k: calls.append(a))
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0)])
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", str(tmp_path / "cache"))
+    assert _main(["summary", str(tmp_path / "run"), "--json"]) == 0
+    assert len(calls) == 1
+    monkeypatch.setenv("RL_BOARD_RAY", "127.0.0.1:9")  # nothing listens there: the read fails at once
+    _main(["summary", str(tmp_path / "run"), "--json", "--no-cache"])
+    assert len(calls) == 1
+    capsys.readouterr()

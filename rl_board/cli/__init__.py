@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..base.access import RootError
-from ..store import workers
+from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
 
@@ -60,9 +60,10 @@ def _main(argv: list[str] | None) -> int:
     except RootError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.command in READS_A_RUN and args.max_samples_per_step is None:
+    if args.command in READS_A_RUN and args.max_samples_per_step is None and not cluster.address():
         # for a long read (or where this process can't fork), the parsing workers start now, as new
-        # interpreters that import while this process does (workers.EARLY_SPAWN_BYTES says why)
+        # interpreters that import while this process does (workers.EARLY_SPAWN_BYTES says why); with
+        # RL_BOARD_RAY set, the ranges go to Ray tasks instead
         workers.warm_up_for(args.run_dir)
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
