@@ -100,6 +100,18 @@ def summary_json(*args) -> dict:
     return json.loads(proc.stdout)
 
 
+def summary_and_notes(*args) -> tuple[dict, str]:
+    """(``rl-board summary --json ARGS`` as its own process, what it wrote on stderr: its notes)."""
+    proc = command("summary", "--json", *map(str, args))
+    return json.loads(proc.stdout), proc.stderr
+
+
+def docs_example(page: str, marker: str) -> str:
+    """The ```json block of docs/formats/PAGE.md that holds ``marker``, without its fences."""
+    text = (REPO / "docs" / "formats" / f"{page}.md").read_text()
+    return next(b for b in text.split("```json")[1:] if marker in b).split("```")[0]
+
+
 def step_rows(summary: dict) -> dict:
     """step -> (samples, mean reward, assistant turns and tool calls per sample) of a ``summary --json``."""
     return {s["step"]: (s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"]) for s in summary["steps"]}

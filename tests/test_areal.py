@@ -4,13 +4,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import step_rows, summary_json
+from conftest import docs_example, step_rows, summary_json
 from ray_writers import areal_dump_trajectory, areal_individual_traj, call
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import areal, detect
-
-REPO = Path(__file__).resolve().parents[1]
 
 PROMPT = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "Combien font 12×12 ?"}]
 CALC = {"role": "assistant", "content": "<think>multiply</think>", "tool_calls": [call("calc", expr="12*12")]}
@@ -83,8 +81,7 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/areal.md's two AReaL lines are one trajectory: 2 assistant turns, 1 tool call, reward 1.0."""
-    readme = (REPO / "docs" / "formats" / "areal.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"task_id": 7' in b).split("```")[0]
+    block = docs_example("areal", '"task_id": 7')
     folder = tmp_path / "trial" / "rollout" / "3"
     folder.mkdir(parents=True)
     (folder / "7.jsonl").write_text(block.strip() + "\n", encoding="utf-8")

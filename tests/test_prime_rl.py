@@ -8,7 +8,7 @@ import pytest
 
 from agent_writers import (v1_chain, v1_episode, v1_input_node, v1_node, v1_sampled_node, v1_trace,
                            write_prime_rl)
-from conftest import REPO
+from conftest import REPO, docs_example
 from rl_board.analysis.source import load_run
 from rl_board.store.loader import list_runs
 from rl_board.readers import detect, prime_rl
@@ -249,8 +249,7 @@ def test_a_trace_without_token_ids_has_turns_and_no_lists(run_dir, tmp_path):
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/prime-rl.md's prime-rl episode, written as the file monitor writes it: 8 positions, the 3 sampled
     ones counted, the sampler's log-probs on them, turns of 2, 3, 1 and 2 positions."""
-    readme = (REPO / "docs" / "formats" / "prime-rl.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"traces": [{"nodes"' in b).split("```")[0]
+    block = docs_example("prime-rl", '"traces": [{"nodes"')
     episode = json.loads(" ".join(line.strip() for line in block.strip().splitlines()))
     write_prime_rl(tmp_path / "readme", 3, "train", "all", [episode])
     run = load_run(tmp_path / "readme", cache_root=False)

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import step_rows, summary_json
+from conftest import docs_example, step_rows, summary_json
 from ray_writers import (
     roll_dump_rollout_trajectories,
     roll_trajectory_batch,
@@ -13,8 +13,6 @@ from ray_writers import (
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, roll
-
-REPO = Path(__file__).resolve().parents[1]
 
 SYSTEM = {"role": "system", "content": "You can call tools."}
 USER = {"role": "user", "content": "Wie spät ist es in Tokyo?"}
@@ -98,8 +96,7 @@ def test_rlvr_dump(tmp_path):
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/roll.md's ROLL line: step 5, reward 1.0, 2 assistant turns, 1 call."""
-    readme = (REPO / "docs" / "formats" / "roll.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"trajectory_data"' in b).split("```")[0]
+    block = docs_example("roll", '"trajectory_data"')
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "rollout_dump_data.step_5.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert step_rows(summary_json(tmp_path / "d")) == {5: (1, 1.0, 2.0, 1.0)}

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import step_rows, summary_json
+from conftest import docs_example, step_rows, summary_json
 from ray_writers import (
     call,
     skyrl_dump_data,
@@ -16,8 +16,6 @@ from ray_writers import (
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, skyrl
-
-REPO = Path(__file__).resolve().parents[1]
 
 SEARCH = [{"role": "assistant", "content": "<think>look up</think>Searching.", "tool_calls": [call("search", q="Zürich")]}]
 OBSERVE = [{"role": "user", "content": "<information>Zürich has 443 037 people.</information>"}]
@@ -99,8 +97,7 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/skyrl.md's SkyRL line: reward 1.0 (the per-token list summed), 2 assistant turns, 1 call."""
-    readme = (REPO / "docs" / "formats" / "skyrl.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"input_prompt"' in b).split("```")[0]
+    block = docs_example("skyrl", '"input_prompt"')
     folder = tmp_path / "dumped_evals" / "global_step_4_evals"
     folder.mkdir(parents=True)
     (folder / "search_nq.jsonl").write_text(block.strip() + "\n", encoding="utf-8")

@@ -1,24 +1,14 @@
 """Samples logged as TensorBoard text (OpenRLHF's TensorboardLogger): one sample per add_text."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import write_lines
+from conftest import summary_and_notes, write_lines
 from ray_writers import TextSummaryWriter, openrlhf_tensorboard_log_train
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, jsonl, tensorboard_text
 from rl_board.scalars import discover, load_scalars
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    return proc, json.loads(proc.stdout)
 
 
 def _openrlhf(folder: Path) -> Path:
@@ -36,10 +26,10 @@ def test_openrlhf_text_samples_one_per_step(tmp_path):
     backslash-n as line breaks), the reward after 'Reward:'; the scalars stay the trainer's metrics."""
     run_dir = _openrlhf(tmp_path / "tb" / "ppo_run")
     assert detect(run_dir) is tensorboard_text
-    proc, got = _summary(run_dir)
+    got, notes = summary_and_notes(run_dir)
     assert got["format"] == "tensorboard-text" and got["lines_bad"] == 0
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(1, 1, 1.0), (2, 1, -0.25)]
-    assert "all of its samples it saved" in proc.stderr
+    assert "all of its samples it saved" in notes
     run = load_run(run_dir, cache_root=False)
     assert run.with_text(run.samples)["response"].tolist()[1] == "<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n7 — sieben"
     canonical, others = run.record(0)
@@ -53,7 +43,7 @@ def test_json_texts_are_records_and_a_bad_one_is_named(tmp_path):
     writer.add_text("samples", json.dumps({"prompt": "p", "response": "r", "reward": 0.5}), 3)
     writer.add_text("samples", json.dumps({"prompt": "p", "response": "r", "reward": "x"}), 3)
     writer.close()
-    _, got = _summary(tmp_path / "run")
+    got, _ = summary_and_notes(tmp_path / "run")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(3, 1, 0.5)]
     assert [(e["line"], e["error"]) for e in got["errors"]] == [(2, "'reward' must be a number, got \"x\"")]
 

@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import step_rows, summary_json
+from conftest import docs_example, step_rows, summary_json
 from ray_writers import (
     tinker_serialize,
     tinker_write_logtree,
@@ -15,8 +15,6 @@ from ray_writers import (
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, tinker
 from rl_board.scalars import discover, load_scalars
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def _transition(reward, done, ac_len=10, ob_len=30, logs=None):
@@ -86,8 +84,7 @@ def test_bad_records_are_named_and_the_rest_load(tmp_path):
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/tinker.md's tinker record: iteration 4, reward 1.0, 2 LLM calls, 21 action tokens."""
-    readme = (REPO / "docs" / "formats" / "tinker.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"schema_version": 1' in b).split("```")[0]
+    block = docs_example("tinker", '"schema_version": 1')
     folder = tmp_path / "log" / "iteration_000004"
     folder.mkdir(parents=True)
     (folder / "train_rollout_summaries.jsonl").write_text(block.strip() + "\n", encoding="utf-8")

@@ -5,15 +5,14 @@ import json
 import re
 
 import pandas as pd
-from streamlit.testing.v1 import AppTest
 
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
-from conftest import REPO, write_lines
+from conftest import write_lines
+from page_steps import load, load_run, open_area, open_page
 from rl_board.analysis.transcript import (FOLD_CHARS, build_transcript, build_turn_tokens, pretty_arguments,
                                           reward_components, turn_spans)
 from rl_board.views import keys
 
-APP = str(REPO / "app.py")
 HTML = "<img src=x onerror=alert(1)><b>bold</b>"
 
 
@@ -68,14 +67,9 @@ def _agent_run(root):
 def test_page_opens_an_agent_run_sorts_by_tool_calls_and_shows_turns(tmp_path):
     """Load the run, sort by num_tool_calls: the 3-call sample comes first and its turns show, tool
     results as text; the split picker reads the eval split."""
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.sidebar.text_input(key=keys.ROOT).input(str(_agent_run(tmp_path))).run()
-    at.sidebar.selectbox(key=keys.RUN).select("agent_run").run()
-    at.sidebar.button(key=keys.LOAD).click().run()
-    assert not at.exception, at.exception
+    at = load(open_page(_agent_run(tmp_path), "agent_run"), area=None)
     assert at.selectbox(key=keys.SPLIT).value == "train/all"
-    at.session_state[keys.AREA] = keys.BATCH
-    at.run()
+    open_area(at, keys.BATCH)
     at.selectbox(key=keys.SORT_BY).select("num_tool_calls").run()
     assert not at.exception, at.exception
     assert at.dataframe[0].value["num_tool_calls"].tolist() == [3.0, 2.0, 1.0]
@@ -166,13 +160,7 @@ def test_page_colours_the_trained_turns_tokens_decoded_with_the_runs_tokenizer(t
     out, tokenizer = _tokenized_agent_run(tmp_path)
     episode = json.loads((out / "rollouts/step_1/train/all/traces.jsonl").read_text())
     nodes = episode["traces"][0]["nodes"]
-    at = AppTest.from_file(APP, default_timeout=60).run()
-    at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path)).run()
-    at.sidebar.selectbox(key=keys.RUN).select("tok_agent").run()
-    at.sidebar.button(key=keys.LOAD).click().run()
-    assert not at.exception, at.exception
-    at.session_state[keys.AREA] = keys.BATCH
-    at.run()
+    at = load_run(tmp_path, "tok_agent")
     assert at.selectbox(key=keys.TURN_COLOR_BY).value == "rollout_logp"
     bodies = _token_bodies(at)
     assert len(bodies) == 3  # turn 2, turn 4, then the token view's whole sequence
@@ -198,8 +186,6 @@ def test_a_board_format_run_with_messages_counts_its_turns_and_tool_calls(tmp_pa
     """A line of the board's own JSONL format with `messages` (user, an assistant turn calling one tool,
     the tool's result, the assistant's answer): the turn view says 4 turns · 2 assistant turns · 1 tool
     call, not "–"."""
-    from page_steps import load_run
-
     write_lines(tmp_path / "msgs" / "r.jsonl", [{"step": 1, "reward": 1.0, "messages": [
         {"role": "user", "content": "What is 2+2?"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "calc", "arguments": "{\"x\": 4}"}]},

@@ -5,13 +5,12 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import step_rows, summary_json
+from conftest import docs_example, step_rows, summary_json
 from ray_writers import call, verl_dump, verl_sample
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, jsonl, verl
 
-REPO = Path(__file__).resolve().parents[1]
 
 SEARCH = [{"role": "assistant", "content": "Let me search.", "tool_calls": [call("search", query="北京 人口")]}]
 RESULT = [{"role": "tool", "content": "21.9 million"}]
@@ -113,8 +112,7 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/verl.md's multi-turn verl line: a dump folder of it opens as verl, 2 assistant turns, 1 call."""
-    readme = (REPO / "docs" / "formats" / "verl.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"output": "Let me search.' in b).split("```")[0]
+    block = docs_example("verl", '"output": "Let me search.')
     (tmp_path / "rollout_data").mkdir()
     (tmp_path / "rollout_data" / "3.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert detect(tmp_path / "rollout_data") is verl
@@ -125,19 +123,14 @@ def test_page_shows_the_turns_of_a_glued_output(tmp_path):
     """The page opens the experiment folder: train split first, sorted by num_tool_calls a 2-call sample
     comes first (step 2: the two-search one) and its turns, tool results and call arguments show as
     text; validation is a split."""
-    from streamlit.testing.v1 import AppTest
+    from page_steps import load, open_area, open_page
 
     from rl_board.views import keys
 
     _experiment(tmp_path)
-    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
-    at.sidebar.text_input(key=keys.ROOT).input(str(tmp_path)).run()
-    at.sidebar.selectbox(key=keys.RUN).select("exp").run()
-    at.sidebar.button(key=keys.LOAD).click().run()
-    assert not at.exception, at.exception
+    at = load(open_page(tmp_path, "exp"), area=None)
     assert at.selectbox(key=keys.SPLIT).value == "train"
-    at.session_state[keys.AREA] = keys.BATCH
-    at.run()
+    open_area(at, keys.BATCH)
     at.selectbox(key=keys.SORT_BY).select("num_tool_calls").run()
     assert not at.exception, at.exception
     assert at.dataframe[0].value["num_tool_calls"].tolist()[:2] == [2.0, 2.0]

@@ -1,24 +1,14 @@
 """Samples logged as W&B tables (OpenRLHF's train/generated_samples): each row once, the step from
 the table's own column."""
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import docs_example, summary_and_notes
 from ray_writers import OpenRLHFWandbLogger, WandbRun, WandbTable
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, wandb_tables
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
-    return proc, json.loads(proc.stdout)
 
 
 def _openrlhf(root: Path) -> Path:
@@ -38,11 +28,11 @@ def test_openrlhf_table_rows_are_taken_once(tmp_path):
     files = sorted(p.name for p in (run_dir / "files" / "media" / "table" / "train").iterdir())
     assert len(files) == 4 and files[0].startswith("generated_samples_0_")
     assert detect(run_dir) is wandb_tables
-    proc, got = _summary(run_dir)
+    got, notes = summary_and_notes(run_dir)
     assert got["format"] == "wandb-tables" and got["lines_bad"] == 0
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(1, 1, 1.0), (2, 1, 0.0), (3, 1, 1.0),
                                                                                  (4, 1, 1.0)]
-    assert "all of its samples it saved" in proc.stderr
+    assert "all of its samples it saved" in notes
     run = load_run(run_dir, cache_root=False)
     assert run.splits == ("train/generated_samples",)
     assert run.with_text(run.samples)["response"].tolist()[:2] == ["user: 2+2? assistant: 4", "user: 3+3? assistant: 7"]
@@ -54,7 +44,7 @@ def test_a_table_without_a_step_column_uses_wandbs_step_and_bad_rows_are_named(t
     run = WandbRun(tmp_path / "wandb", "x1", offline=True)
     run.log({"eval/samples": WandbTable(["prompt", "completion", "score", "len"],
                                         [["a", "b", 0.5, 3], ["c", "d", "high", 2], ["e", "f", 1.0]])})
-    proc, got = _summary(run.dir)
+    got, notes = summary_and_notes(run.dir)
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(0, 1, 0.5)]
     assert [(e["line"], e["error"]) for e in got["errors"]] == [(2, "'reward' must be a number, got \"high\""),
                                                                 (3, "row of 3 values for 4 columns")]
@@ -80,12 +70,11 @@ def test_record_is_the_row(tmp_path, split):
 
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/wandb-tables.md's table: two samples at global steps 1 and 2, rewards 1.0 and 0.0."""
-    readme = (REPO / "docs" / "formats" / "wandb-tables.md").read_text()
-    block = next(b for b in readme.split("```json")[1:] if '"columns": ["global_step"' in b).split("```")[0]
+    block = docs_example("wandb-tables", '"columns": ["global_step"')
     folder = tmp_path / "run-1-x" / "files" / "media" / "table" / "train"
     folder.mkdir(parents=True)
     (folder / "generated_samples_2_0123456789abcdef0123.table.json").write_text(block.strip())
-    _, got = _summary(tmp_path / "run-1-x")
+    got, _ = summary_and_notes(tmp_path / "run-1-x")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(1, 1, 1.0), (2, 1, 0.0)]
 
 
@@ -97,7 +86,7 @@ def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
     run, state = WandbRun(tmp_path / "wandb", "v1"), {}
     verl_log_generations_to_wandb(state, run, [("q1", "a1", 1.0), ("q2", "a2", 0.0), ("q3", "a3", 0.5)], 0)
     verl_log_generations_to_wandb(state, run, [("q1", "b1", 1.0), ("q2", "b2", 1.0), ("q3", "b3", 1.0)], 10)
-    _, got = _summary(run.dir)
+    got, _ = summary_and_notes(run.dir)
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(0, 3, 0.5), (10, 3, 1.0)]
     loaded = load_run(run.dir, cache_root=False)
     canonical, _ = loaded.record(4)
