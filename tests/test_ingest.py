@@ -297,3 +297,20 @@ def test_a_command_starts_workers_early_only_for_its_own_pool(tmp_path, monkeypa
     _main(["summary", str(tmp_path / "run"), "--json", "--no-cache"])
     assert len(calls) == 1
     capsys.readouterr()
+
+
+def test_a_long_read_spawns_its_workers_where_a_short_one_forks_them(tmp_path, monkeypatch):
+    """The pool forks new workers only for a short read with few workers (workers.short_read); a read of
+    EARLY_SPAWN_BYTES or more gets new interpreters, from a command or from Python alike."""
+    made, real_spawn = [], workers.spawn  # every worker is a real spawned one; the test records which was asked
+    monkeypatch.setattr(workers, "forkable", lambda: True)
+    monkeypatch.setattr(workers, "fork", lambda: made.append("fork") or real_spawn())
+    monkeypatch.setattr(workers, "spawn", lambda: made.append("spawn") or real_spawn())
+    for size, expected in ((workers.EARLY_SPAWN_BYTES - 1, ["fork", "fork"]),
+                           (workers.EARLY_SPAWN_BYTES, ["spawn", "spawn"])):
+        workers.shutdown()
+        made.clear()
+        with workers.borrow(2, size=size) as procs:
+            assert len(procs) == 2
+        assert made == expected, size
+    workers.shutdown()

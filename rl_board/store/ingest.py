@@ -165,7 +165,7 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
             raise WorkerError(str(exc)) from exc
 
     try:
-        with workers.borrow(count, start):
+        with workers.borrow(count, start, sum(stop - begin for _, begin, stop in tasks)):
             if meanwhile is not None:
                 meanwhile()
             try:

@@ -5,10 +5,11 @@ multiprocessing: nothing of the caller's main module is re-imported, so this wor
 from Streamlit, notebooks and scripts alike). ``warm_up()`` starts the pool without
 waiting: the page calls it as it first draws, so the workers' imports run while the
 page draws. A process that runs one thread and has imported the reading code already
-(a command, on Linux) forks its workers instead (``fork``) for a short read with few workers:
-they share its imports and take a task at once, where three interpreters importing the same
-modules on two cores would keep the read waiting; for a long read, or many workers, a command
-starts them as new interpreters at its start (``warm_up_for``: see ``EARLY_SPAWN_BYTES``). ``borrow()`` lends the pool to one read at a time; a
+(a command, on Linux) forks its workers instead (``fork``) for a short read with few workers
+(``short_read``): they share its imports and take a task at once, where three interpreters
+importing the same modules on two cores would keep the read waiting; for a long read, or many
+workers, they are new interpreters all the same, which a command starts at its own start
+(``warm_up_for``) so that they import while it does. ``borrow()`` lends the pool to one read at a time; a
 second read at the same moment gets fresh workers. A worker left idle for
 ``IDLE_SECONDS`` exits (freeing what its last parse used), and is started again the
 next time it is needed.
@@ -261,10 +262,12 @@ def _lower_priority() -> None:
         pass
 
 
-def _top_up(wanted: int, ready: Callable | None = None) -> None:
+def _top_up(wanted: int, ready: Callable | None = None, size: int | None = None) -> None:
     """Keep ``wanted`` live workers in the pool (holding ``_lock``); ``ready`` is called with each of the
     first ``wanted`` as soon as it is there (a live one at once, a new one as it is made), so a read can
-    hand it a range before the next is forked (16 forks of a large process take a good part of a second)."""
+    hand it a range before the next is forked (16 forks of a large process take a good part of a second).
+    New ones are forked only for a short read with few workers (``size`` bytes, ``short_read``)."""
+    forks = forkable() and (size is None or short_read(size, wanted))
     for proc in [p for p in _pool if p.poll() is not None]:
         _pool.remove(proc)
         stop(proc)
@@ -272,19 +275,25 @@ def _top_up(wanted: int, ready: Callable | None = None) -> None:
         for proc in _pool[:wanted]:
             ready(proc)
     while len(_pool) < wanted:
-        _pool.append(fork() if forkable() else spawn())
+        _pool.append(fork() if forks else spawn())
         if ready is not None:
             ready(_pool[-1])
 
 
-#: a command that may fork (``can_fork``) still starts its workers early, as new interpreters, for a read of
-#: this many bytes or more, or with this many workers or more: forked workers and their parent share its
-#: pages copy-on-write, and on a long read the copies cost more than the workers' own imports (10x, 5.4 GB
-#: on 2 cores: 10.6 s spawned early, 15.7 s forked), as do 16 forks of a large process; on a short read with
-#: few workers, three interpreters importing on two cores keep the read waiting (full, 540 MB: 1.60 s
-#: spawned early, 1.49 s forked)
+#: a process that may fork (``can_fork``) still makes its workers new interpreters for a read of this many
+#: bytes or more, or with this many workers or more (a command starts them at its own start): forked workers
+#: and their parent share its pages copy-on-write, and on a long read the copies cost more than the workers'
+#: own imports (10x, 5.4 GB on 2 cores: 10.6 s spawned at the command's start, 10.7-11.2 s spawned at the
+#: read, 15-16.8 s forked), as do 16 forks of a large process; on a short read with few workers, three
+#: interpreters importing on two cores keep the read waiting (full, 540 MB: 1.60 s spawned early, 1.49 s forked)
 EARLY_SPAWN_BYTES = 1 << 30
 EARLY_SPAWN_WORKERS = 4
+
+
+def short_read(size: int, wanted: int) -> bool:
+    """Whether a read of ``size`` bytes by ``wanted`` workers is short enough to fork them (where
+    ``can_fork``): under ``EARLY_SPAWN_BYTES`` with fewer than ``EARLY_SPAWN_WORKERS``."""
+    return size < EARLY_SPAWN_BYTES and wanted < EARLY_SPAWN_WORKERS
 
 
 def warm_up_for(run_dir, cache_root: Path | None = None) -> None:
@@ -301,7 +310,7 @@ def warm_up_for(run_dir, cache_root: Path | None = None) -> None:
     except OSError:
         return
     size = sum(st.st_size for st in files)
-    if size < MIN_BYTES or (can_fork() and size < EARLY_SPAWN_BYTES and wanted < EARLY_SPAWN_WORKERS):
+    if size < MIN_BYTES or (can_fork() and short_read(size, wanted)):
         return
     from .cache import cached_since
 
@@ -319,10 +328,11 @@ def warm_up(wanted: int | None = None) -> None:
 
 
 @contextlib.contextmanager
-def borrow(wanted: int, ready: Callable | None = None):
-    """``wanted`` live workers of the pool for one read, or fresh ones (ended afterwards) when
-    another read holds the pool; ``ready`` (optional) is called with each as soon as it is there. If
-    the read fails, the pool's workers are ended: the next read starts afresh."""
+def borrow(wanted: int, ready: Callable | None = None, size: int | None = None):
+    """``wanted`` live workers of the pool for one read (of ``size`` bytes: new workers are forked only
+    for a short one, see ``short_read``), or fresh ones (ended afterwards) when another read holds the
+    pool; ``ready`` (optional) is called with each as soon as it is there. If the read fails, the pool's
+    workers are ended: the next read starts afresh."""
     if not _lock.acquire(blocking=False):
         procs = []
         try:
@@ -336,7 +346,7 @@ def borrow(wanted: int, ready: Callable | None = None):
                 stop(proc)
         return
     try:
-        _top_up(wanted, ready)
+        _top_up(wanted, ready, size)
         yield _pool[:wanted]
     except BaseException:
         while _pool:
