@@ -35,13 +35,15 @@ def compute_dead_steps(samples: pd.DataFrame) -> tuple[list[int], list[int]]:
     grouped = have.groupby([F.STEP, "prompt_key"], sort=False)[F.REWARD]
     groups = pd.DataFrame({"size": grouped.size(), "distinct": grouped.nunique(dropna=False)})
     groups = groups[groups["size"] >= 2]
-    shaped, dead = [], []
-    for step, per_step in groups.groupby(level=0, sort=True):
-        if Fraction(int(per_step["size"].sum()), int(sizes[step])) < GROUPED_SHARE:
-            continue
-        shaped.append(int(step))
-        if Fraction(int((per_step["distinct"] == 1).sum()), len(per_step)) >= DEAD_GROUP_SHARE:
-            dead.append(int(step))
+    per_step = pd.DataFrame({"size": groups["size"].to_numpy(), "dead": (groups["distinct"] == 1).to_numpy(),
+                             "groups": 1}, index=groups.index.get_level_values(0)).groupby(level=0, sort=True).sum()
+    steps = per_step.index.to_numpy()
+    # every step's shares at once, compared exactly (a / b >= p / q as a * q >= p * b)
+    in_groups, step_size = per_step["size"].to_numpy(np.int64), sizes.reindex(steps).to_numpy(np.int64)
+    is_shaped = in_groups * GROUPED_SHARE.denominator >= GROUPED_SHARE.numerator * step_size
+    is_dead = is_shaped & (per_step["dead"].to_numpy(np.int64) * DEAD_GROUP_SHARE.denominator
+                           >= DEAD_GROUP_SHARE.numerator * per_step["groups"].to_numpy(np.int64))
+    shaped, dead = [int(step) for step in steps[is_shaped]], [int(step) for step in steps[is_dead]]
     return shaped, dead
 
 
