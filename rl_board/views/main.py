@@ -182,12 +182,12 @@ def _render(settings) -> None:
     report.render(run)
     if not run.report.lines_ok:
         return
+    state.start_findings(run)  # in a thread of its own: the checks run while the page draws (and reruns)
     if state.note_traits(run):  # the sidebar was drawn for another run: draw it again for this one
         st.rerun()
 
     links.apply(run)
     links.show_notes()
-    state.start_findings(run)  # in a thread of its own: the checks run while the page draws
     state.open_requested_area()
     tabs = st.tabs(list(AREAS), key=keys.AREA, on_change="rerun")
     for tab, views in zip(tabs, AREAS.values()):
