@@ -31,7 +31,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-from bench_load import PAD, ensure_run  # noqa: E402  (the benchmark runs are written the same way)
+from bench_load import PAD, compile_package, ensure_run  # noqa: E402  (the benchmark runs are written the same way)
 
 FLOOR = """
 import sys, time, orjson
@@ -96,6 +96,8 @@ def main() -> int:
     size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
     base = floor(run, cpus[0])
     releases = [("this release", REPO)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
+    for _, release in releases:
+        compile_package(release)
     timings: dict[tuple[str, int], list[dict]] = {}
     for rep in range(args.reps):  # releases interleaved, their order alternating: no release always goes first
         for n in counts:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_load import SIZES, ensure_run  # noqa: E402
+from bench_load import SIZES, compile_package, ensure_run  # noqa: E402
 
 BUCKET = "bench"
 
@@ -66,6 +66,7 @@ def main() -> int:
     parser.add_argument("--size", choices=SIZES, default="full")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
+    compile_package()
     run = ensure_run(args.size)
     size = sum(p.stat().st_size for p in run.rglob("*") if p.is_file())
     port = _free_port()
