@@ -58,3 +58,44 @@ def test_help_texts_are_whole_phrases():
         for clause in re.split(r"[;:]", bare):
             words = clause.split()
             assert not words or words[-1].lower().strip(",.") not in dangling, (command, option, text)
+
+
+_PROGRAM = """
+import atexit, sys, threading, time
+from pathlib import Path
+out = Path(sys.argv[1])
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+atexit.register(lambda: sys.stdout.write("said at exit"))  # buffered: the program must still flush it
+def late():  # not a daemon: the program must wait for it
+    time.sleep(0.5)
+    (out / "thread").write_text("done")
+if sys.argv[2] == "thread":
+    threading.Thread(target=late).start()
+sys.argv = ["rl-board", *sys.argv[3:]]
+from rl_board.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("thread", ["thread", "none"])
+def test_the_program_ends_at_once_but_keeps_what_an_exit_must_do(tmp_path, thread):
+    """``rl-board`` ends its process without taking its modules apart, yet the functions registered with
+    ``atexit`` run (what they print arrives too), a thread that is not a daemon is waited for, the whole
+    output arrives through a pipe (here more than a pipe holds), and the exit status is the command's."""
+    lines = [sample(s, 1.0, response=f"answer {i} " + "word " * 40) for s in range(1, 51) for i in range(30)]
+    write_lines(tmp_path / "run" / "r.jsonl", lines)
+    proc = subprocess.run([sys.executable, "-c", _PROGRAM, str(tmp_path), thread, "search", str(tmp_path / "run"),
+                           "--regex", "answer", "--limit", "2000"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"})  # buffered, as usual
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "thread").exists() == (thread == "thread")
+    assert proc.stdout.endswith("\nsaid at exit")
+    lines = proc.stdout.splitlines()[:-1]
+    shown = [line for line in lines if "«answer»" in line]
+    assert len(proc.stdout) > 65536 and len(shown) == 1500  # every sample matches once: 50 steps x 30
+    assert "r.jsonl:1500 " in lines[-2] and "«answer» 29 " in lines[-1]
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(tmp_path / "nowhere")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 2 and "not found" in proc.stderr

@@ -19,7 +19,7 @@ from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
 
-__all__ = ["main", "serve_command"]
+__all__ = ["main", "run", "serve_command"]
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
@@ -30,6 +30,31 @@ COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findi
             "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
             "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate"), "detect": ("detect", "_detect"),
             "index": ("index", "_index")}
+
+
+def run() -> None:
+    """The ``rl-board`` program (and ``python -m rl_board``): ``main``, then the process ends at once.
+
+    An interpreter's normal exit takes every module and object apart one at a time; once pandas and
+    pyarrow are imported that is some 0.05 s of every command that reads a run, for memory the system
+    frees at once anyway. What of that exit matters is kept: the functions registered with ``atexit``
+    run (logging's, Ray's, temporary folders'), the output is flushed, and while a thread that is not a
+    daemon still runs (a library's), the process exits the normal way, which waits for it. ``main``
+    itself returns (tests and notebooks call it)."""
+    import atexit
+    import threading
+
+    status = main()
+    if any(thread is not threading.main_thread() and not thread.daemon and thread.is_alive()
+           for thread in threading.enumerate()):
+        sys.exit(status)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader gone away, a stream closed: nothing more can be said
+            pass
+    os._exit(status)
 
 
 def main(argv: list[str] | None = None) -> int:
