@@ -283,10 +283,11 @@ def _top_up(wanted: int, ready: Callable | None = None, size: int | None = None)
 #: a process that may fork (``can_fork``) still makes its workers new interpreters for a read of this many
 #: bytes or more, or with this many workers or more (a command starts them at its own start): forked workers
 #: and their parent share its pages copy-on-write, and on a long read the copies cost more than the workers'
-#: own imports (10x, 5.4 GB on 2 cores: 10.6 s spawned at the command's start, 10.7-11.2 s spawned at the
-#: read, 15-16.8 s forked), as do 16 forks of a large process; on a short read with few workers, three
-#: interpreters importing on two cores keep the read waiting (full, 540 MB: 1.60 s spawned early, 1.49 s forked)
-EARLY_SPAWN_BYTES = 1 << 30
+#: own imports (10x, 5.4 GB on 2 cores: 10.6 s spawned at the command's start, 15-16.8 s forked; full,
+#: 540 MB: 1.44-1.54 s spawned, 1.61-1.82 s forked), as do 16 forks of a large process; on a short read
+#: with few workers, three interpreters importing on two cores keep the read waiting (135 MB: 0.69-0.73 s
+#: spawned, 0.57-0.62 s forked; 270 MB: even). Measured with the package's bytecode compiled, as installed.
+EARLY_SPAWN_BYTES = 256 << 20
 EARLY_SPAWN_WORKERS = 4
 
 
