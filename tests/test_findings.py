@@ -104,18 +104,40 @@ def test_top_five_phrases_by_ratio_then_tokens(tmp_path):
     assert got["samples"] == ["rank0.jsonl:11", "rank0.jsonl:12", "rank0.jsonl:13"]
 
 
-def test_phrases_counted_one_response_at_a_time_are_the_same(tmp_path, monkeypatch):
+@pytest.mark.parametrize("lookup", ["table", "binary search"])
+def test_phrases_counted_one_response_at_a_time_are_the_same(tmp_path, monkeypatch, lookup):
     """With every block of n-gram occurrences a single response, the top five of the test above are
-    unchanged: a gram's responses are summed across blocks."""
+    unchanged: a gram's responses are summed across blocks; the same when the candidates are found by a
+    binary search (grams of a large vocabulary) instead of a table."""
     from rl_board.analysis.findings import phrases
 
     monkeypatch.setattr(phrases, "GRAM_BLOCK", 1)
+    if lookup == "binary search":
+        monkeypatch.setattr(phrases, "RANK_TABLE_MAX", 0)
     early = [{"reward": 0.0, "response": t} for t in ["b", "b", "e1", "e2", "e3", "e4", "e5", "e6"]]
     late = [{"reward": 1.0, "response": "a b c d"} for _ in range(4)]
     got = _found(_four_steps(tmp_path, early, late))["reward_with_spreading_phrases"]["evidence"]["phrases"]
     assert [(p["tokens"], p["share_early"], p["share_late"]) for p in got] == [
         (["a"], 0.0, 1.0), (["a", "b"], 0.0, 1.0), (["a", "b", "c"], 0.0, 1.0), (["b", "c"], 0.0, 1.0),
         (["b", "c", "d"], 0.0, 1.0)]
+
+
+@pytest.mark.parametrize("lookup", ["table", "binary search"])
+def test_phrases_ignore_words_that_are_not_candidates(tmp_path, monkeypatch, lookup):
+    """Words in one late response only (x1, x2, met first, so their ids come before every candidate's)
+    are no phrase's occurrence: the nine 1-3-grams of 'b c d a' all have ratio 8 and share 1, and the
+    first five by token list, among them the candidates with the lowest and the highest id (b, a), are
+    shown with their own words, whether the candidates are found by a table or by a binary search."""
+    from rl_board.analysis.findings import phrases
+
+    if lookup == "binary search":
+        monkeypatch.setattr(phrases, "RANK_TABLE_MAX", 0)
+    early = [{"reward": 0.0, "response": t} for t in ["x1", "x2", "e1", "e2", "e3", "e4", "e5", "e6"]]
+    late = [{"reward": 1.0, "response": t} for t in ["b c d a", "b c d a", "b c d a x2", "b c d a x1"]]
+    got = _found(_four_steps(tmp_path, early, late))["reward_with_spreading_phrases"]["evidence"]["phrases"]
+    assert [(p["tokens"], p["share_early"], p["share_late"]) for p in got] == [
+        (["a"], 0.0, 1.0), (["b"], 0.0, 1.0), (["b", "c"], 0.0, 1.0), (["b", "c", "d"], 0.0, 1.0),
+        (["c"], 0.0, 1.0)]
 
 
 def test_words_are_counted_tokens_without_pad_and_eos(tmp_path):

@@ -92,10 +92,15 @@ class _Grams:
             self._first[n] = np.full(len(grams), -1, dtype=np.int64)
             # the candidates' occurrences (few keys: a binary search each): their pairs, and extended by a word
             pairs, longer = [], []
+            table = _rank_table(keys, bound)
             for lo, hi in blocks:
-                rank = np.searchsorted(keys, key[lo:hi])
-                found = rank < len(keys)
-                found[found] = keys[rank[found]] == key[lo:hi][found]
+                if table is not None:
+                    rank = table[key[lo:hi]].astype(np.int64)
+                    found = rank >= 0
+                else:
+                    rank = np.searchsorted(keys, key[lo:hi])
+                    found = rank < len(keys)
+                    found[found] = keys[rank[found]] == key[lo:hi][found]
                 at, rank = starts[lo:hi][found], rank[found]
                 gram_of, owner_of = _distinct_pairs(rank, who[lo:hi][found], max(len(keys), 1), count)
                 pairs.append((chosen[gram_of], owner_of))
@@ -118,6 +123,20 @@ class _Grams:
     def tokens(self, n: int, gram: int) -> tuple[str, ...]:
         at = int(self._first[n][gram])
         return tuple(self._vocabulary[i] for i in self._ids[at:at + n].tolist())
+
+
+RANK_TABLE_MAX = 1 << 22  # keys below this bound are looked up in a table (4 bytes a key), not searched for
+
+
+def _rank_table(keys: np.ndarray, bound: int) -> np.ndarray | None:
+    """For ``keys`` (distinct, ascending, each < ``bound``): a table giving each key below ``bound`` its
+    rank in ``keys``, -1 for one not there (a look-up per occurrence instead of a binary search); None
+    when ``bound`` is over ``RANK_TABLE_MAX``."""
+    if bound > RANK_TABLE_MAX:
+        return None
+    table = np.full(bound, -1, np.int32)
+    table[keys] = np.arange(len(keys), dtype=np.int32)
+    return table
 
 
 def _blocks(owner: np.ndarray) -> list[tuple[int, int]]:
