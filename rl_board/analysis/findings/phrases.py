@@ -90,7 +90,8 @@ class _Grams:
             candidate = late_counts >= need
             chosen, keys = np.flatnonzero(candidate).astype(index), grams[candidate]
             self._first[n] = np.full(len(grams), -1, dtype=np.int64)
-            # the candidates' occurrences (few keys: a binary search each): their pairs, and extended by a word
+            # the candidates' occurrences (found by a table look-up each, or a binary search among few keys):
+            # their pairs, and extended by a word
             pairs, longer = [], []
             table = _rank_table(keys, bound)
             for lo, hi in blocks:
