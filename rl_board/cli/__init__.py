@@ -15,6 +15,7 @@ import os
 import sys
 
 from ..base.access import RootError
+from ..base.defaults import MAX_EXTRA_FIELDS_ENV
 from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
@@ -79,7 +80,7 @@ def _main(argv: list[str] | None) -> int:
     if getattr(args, "roots", None) is not None:
         os.environ["RL_BOARD_ROOTS"] = args.roots
     if getattr(args, "max_extra_fields", None) is not None:
-        os.environ["RL_BOARD_MAX_EXTRA_FIELDS"] = str(args.max_extra_fields)
+        os.environ[MAX_EXTRA_FIELDS_ENV] = str(args.max_extra_fields)
     try:
         check_roots()  # a blank or unusable RL_BOARD_ROOTS must stop us, never mean "allow all"
     except RootError as exc:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from ..base import fields as F
 from ..base.location import as_path
-from .extras import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields  # noqa: F401 (the setting, read by the loader)
+from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS
 
 
 class SourceChanged(RuntimeError):
@@ -73,7 +73,7 @@ class ReadOptions:
     max_line: bytes; a longer line is rejected (named, not read).
     tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
         are shown as ``#ID`` (see ``rl_board.derive.tokenizer``).
-    max_extras: extra-field columns a run makes at most (``extras.max_extra_fields``).
+    max_extras: extra-field columns a run makes at most (``base.defaults.max_extra_fields``).
     """
 
     pad_token: str | None = None

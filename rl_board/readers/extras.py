@@ -9,7 +9,7 @@ character or a lone surrogate) is renamed deterministically: its control
 characters written as ``\\uXXXX``, cut to ``KEPT_NAME_CHARS`` characters, and
 ``#`` plus 8 hex digits of its BLAKE2b hash appended, so two names never meet.
 
-A run makes at most ``max_extra_fields()`` extra-field columns (default
+A run makes at most ``base.defaults.max_extra_fields()`` extra-field columns (default
 ``DEFAULT_MAX_EXTRA_FIELDS``, ``$RL_BOARD_MAX_EXTRA_FIELDS`` raises it): the first
 met, in file order then line order; the keys past the limit are not made columns
 (the samples still load). What was renamed or dropped travels with the rows, in
@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
-from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, MAX_EXTRA_FIELDS_ENV, max_extra_fields  # noqa: F401 (the setting)
+from ..base.defaults import MAX_EXTRA_FIELDS_ENV
 
 MAX_NAME_CHARS = 256  # characters of a field name usable as a column as it is
 KEPT_NAME_CHARS = 64  # characters of an unusable name kept in its new name (before the hash)

@@ -3,8 +3,9 @@
 Shared by the readers of trainers that write one file per step in one go (verl, SkyRL,
 AReaL, ROLL, tinker-cookbook): ``whole_lines`` walks the complete lines of a file's bytes
 (a last line without its newline is read when it is a whole JSON value, else left for the
-next read), ``read_rows`` makes a file's canonical table from a row function, and ``table`` builds the canonical table of ``records.canonical_row`` results that
-may also carry ``messages`` (canonical turns).
+next read), ``read_rows`` makes a file's canonical table from a row function, and ``table``
+builds the canonical table of ``records.canonical_row`` results that may also carry
+``messages`` (canonical turns).
 """
 
 from __future__ import annotations

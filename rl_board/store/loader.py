@@ -22,6 +22,7 @@ from typing import Callable
 import pyarrow as pa
 
 from ..base.access import RootError, is_url
+from ..base.defaults import max_extra_fields
 from ..base.location import RunLocation, as_path, open_location
 from ..base.remote import LocationError, fault_line
 from ..derive.tokenizer import (
@@ -36,7 +37,6 @@ from ..readers import (
     SourceChanged,
     detect,
     layout,
-    max_extra_fields,
     max_line_bytes,
 )
 from . import ingest
