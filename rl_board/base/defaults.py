@@ -42,3 +42,13 @@ def read_settings(run, max_per_step: int | None = None) -> dict:
     return {"pad_token": options.pad_token, "eos_token": options.eos_token,
             "fields": {canonical: source for canonical, source in options.fields},
             "split": getattr(run, "split", None), "max_samples_per_step": max_per_step}
+
+
+# What a shared report (``rl-board report``, the page's download button) shows of each finding
+REPORT_SAMPLES = 3  # samples under each finding, unless asked otherwise (``--samples``)
+MAX_REPORT_SAMPLES = 20  # the most a finding shows, whatever is asked: the file stays small enough to mail
+
+# What one sample by its address gives a program (``analysis.address``, the MCP server's sample tool)
+SAMPLE_TOKENS = 256  # per-token positions given unless more are asked for
+MAX_SAMPLE_TOKENS = 4_096  # the most positions given, whatever is asked
+MAX_SAMPLE_CHARS = 20_000  # characters of each text (prompt, response, a turn's content) given

@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from ..base.access import is_url
-from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
+from ..base.defaults import EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
-READS_A_RUN = ("summary", "search", "findings", "tags")
+READS_A_RUN = ("summary", "search", "findings", "tags", "report")
 
 
 SEARCH_SHOWN = 50  # matches ``search`` prints without --limit
@@ -27,6 +27,13 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be at least 0")
     return value
 
 
@@ -105,6 +112,25 @@ def _parser() -> argparse.ArgumentParser:
                                                "responses")
     findings.add_argument("--json", action="store_true", help="print one JSON object: the settings used and the findings")
     _run_arguments(findings)
+    report = sub.add_parser("report", help="one self-contained HTML file of a run to share: its recap, main curves, "
+                                           "every finding with its evidence and samples, and how it was made "
+                                           "(opens in any browser, with no network)")
+    report.add_argument("-o", "--output", default=None, metavar="FILE.html",
+                        help="the file written (default RUN_NAME.report.html in the current folder; '-': standard "
+                             "output)")
+    report.add_argument("--steps", default=None, metavar="A:B",
+                        help="the recap and curves cover steps A to B, both included (either end may be left "
+                             "out); the findings are always the whole run's")
+    report.add_argument("--samples", type=_non_negative_int, default=REPORT_SAMPLES, metavar="N",
+                        help=f"samples shown under each finding (default {REPORT_SAMPLES}, at most "
+                             f"{MAX_REPORT_SAMPLES}; 0: none)")
+    _run_arguments(report)
+    mcp = sub.add_parser("mcp", help="a Model Context Protocol server on stdio for coding agents: runs, summary, "
+                                     "findings, search, a sample, the trainer's metrics as JSON (needs the "
+                                     "mcp extra: pip install 'rl-board[mcp]')")
+    mcp.add_argument("--roots", default=None, metavar="DIR[:DIR…]",
+                     help="only runs inside these folders can be listed or read (sets RL_BOARD_ROOTS; default: "
+                          "RL_BOARD_ROOTS as set, else every folder this process can read)")
     index = sub.add_parser("index", help="read a run into its cache now (on a Ray cluster with --ray), so the page "
                                          "and the commands open it without reading the logs")
     index.add_argument("--ray", nargs="?", const="auto", default=None, metavar="ADDRESS",

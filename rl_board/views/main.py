@@ -23,7 +23,7 @@ from rl_board.store import workers
 from rl_board.store.loader import RootError, TokenizerError
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
                             tokens, trainer, turns)
-from rl_board.views import findings, prompts, runs, tags
+from rl_board.views import findings, prompts, runs, share, tags
 
 
 class Picked(NamedTuple):
@@ -185,6 +185,7 @@ def _render(settings) -> None:
     state.start_findings(run)  # in a thread of its own: the checks run while the page draws (and reruns)
     if state.note_traits(run):  # the sidebar was drawn for another run: draw it again for this one
         st.rerun()
+    share.render(run, settings)
 
     links.apply(run)
     links.show_notes()

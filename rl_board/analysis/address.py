@@ -1,0 +1,78 @@
+"""One sample by its address, ``FILE:LINE`` (as ``findings`` and ``search`` name samples), as JSON for a
+program (the MCP server's ``sample`` tool): its numbers, its texts, its turns and its per-token numbers,
+each cut to a documented bound that the JSON says when it bites."""
+
+from __future__ import annotations
+
+import math
+
+from ..base import fields as F
+from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_TOKENS
+from .run import Run
+from .tables import compute_token_table
+
+#: The per-token numbers given, as the page's token table names them.
+TOKEN_COLUMNS = ("logp", "ref_logp", "log_ratio", "kl", "entropy", "token_reward", "value", "advantage",
+                 "rollout_logp", "mismatch_k3", *F.LOGGED_TOKEN_FIELDS)
+
+
+class AddressError(ValueError):
+    """No sample of the run has this address; the message says what an address is."""
+
+
+def find_sample(run: Run, address: str):
+    """The row label in ``run.samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it)."""
+    name, _, line = address.rpartition(":")
+    samples = run.samples
+    if name in run.files and line.isdigit():
+        hit = samples.index[(samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == int(line))]
+        if len(hit):
+            return hit[0]
+    raise AddressError(f"no sample {address} in {run.path} (FILE:LINE, FILE as the run names it, as findings "
+                       "and search print it)")
+
+
+def _number(value):
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _text(value, cut: list[str], name: str):
+    if not isinstance(value, str):
+        return value if value is None else str(value)
+    if len(value) > MAX_SAMPLE_CHARS:
+        cut.append(name)
+        return value[:MAX_SAMPLE_CHARS]
+    return value
+
+
+def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
+    """The sample ``label`` of ``run``: ``address``, ``step``, ``reward`` and its other numbers (null where
+    absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (role,
+    content, tool calls; [] when it has none), ``tokens`` (the first ``max_tokens`` positions, at most
+    ``MAX_SAMPLE_TOKENS``: ``token``, ``counted`` and each per-token number the sample has), ``n_tokens``
+    (all of its positions) and ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``)."""
+    row = run.samples.loc[label]
+    cut: list[str] = []
+    texts = run.with_text(run.samples.loc[[label]]).iloc[0]
+    canonical, _ = run.record(label)
+    turns = []
+    for i, turn in enumerate(canonical.get(F.MESSAGES) or []):
+        calls = [{"name": str(c.get("name") or ""), "arguments": _text(c.get("arguments"), cut, f"turns[{i}]")}
+                 for c in (turn.get("tool_calls") or [])]
+        turns.append({"role": str(turn.get("role") or ""), "content": _text(turn.get("content"), cut, f"turns[{i}]"),
+                      **({"tool_calls": calls} if calls else {})})
+    tokens = compute_token_table(run.sample_tokens(label), drop_pad=False)
+    shown = tokens.iloc[:max(0, min(max_tokens, MAX_SAMPLE_TOKENS))]
+    columns = {"token": [str(t) for t in shown["token"]], "counted": [bool(c) for c in shown["counted"]]}
+    for name in TOKEN_COLUMNS:
+        if name in tokens and tokens[name].notna().any():
+            columns[name] = [_number(v) for v in shown[name]]
+    numbers = {name: _number(row[name]) for name in (F.REWARD, "ref_reward", "response_len", "kl_mean",
+                                                     "log_ratio_mean", "entropy_mean") if name in row.index}
+    return {"address": f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", "step": int(row[F.STEP]), **numbers,
+            **{name: _text(texts.get(name), cut, name) for name in F.TEXT_FIELDS},
+            "turns": turns, "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut))}
