@@ -157,3 +157,32 @@ def test_hostile_run_report_runs_no_script_in_chromium(tmp_path):
         text = section.inner_text()
         assert "</div><script>window.pwned=3</script>" in text and HOSTILE_PROMPT in text
         assert HOSTILE_FOLDER in page.locator("h1").inner_text()
+
+
+@pytest.mark.slow
+def test_page_button_downloads_the_same_report(monkeypatch, capsys):
+    """The page's download button, for the run on screen, builds the report with every finding of
+    ``findings --json``, the run's own path in its title, and the page named as its maker."""
+    import streamlit as st
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    from page_steps import load_run
+    from rl_board.views import keys
+
+    built = []
+    register = MediaFileManager.add_deferred
+
+    def keep(self, data_callable, *args, **kwargs):  # the button's callable, as Streamlit registers it
+        built.append(data_callable)
+        return register(self, data_callable, *args, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", keep)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    at = load_run(REPO / "rollout_samples", "ppo_demo", keys.OVERVIEW)
+    assert not at.exception
+    assert [b.proto.label for b in at.get("download_button")] == ["Download a report (HTML)"]
+    page = built[-1]().decode("utf-8")
+    kinds = [f["kind"] for f in _findings(PPO, capsys)]
+    assert re.findall(r'<section class="rlb-finding [^"]*" data-kind="([^"]*)"', page) == kinds
+    assert f"<h1>rl-board report: {PPO}</h1>" in page and "report button" in page
