@@ -162,10 +162,10 @@ def _findings_html(run: Run, found: Findings, samples: int) -> str:
     for finding in found.findings:
         steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
                  else f"steps {finding.first_step} to {finding.last_step}")
-        since = f" · since step {finding.onset_step}" if finding.onset_step is not None else ""
         out.append(f'<section class="rlb-finding rlb-severity-{_e(finding.severity)}" data-kind="{_e(finding.kind)}">')
         out.append(f"<h3>{_e(finding.kind)}</h3><p>{_e(finding.message)}</p>")
-        out.append(f'<p class="rlb-meta">{_e(finding.severity)} · {_e(steps)}{_e(since)}'
+        # the detail says how much and since when (its onset step)
+        out.append(f'<p class="rlb-meta">{_e(finding.severity)} · {_e(steps)}'
                    + (f" · {_e(finding.detail)}" if finding.detail else "") + "</p>")
         out += [_table_html(table) for table in compute_evidence_tables(finding, found.words_from_tokens)]
         items = compute_evidence(run, finding)[:samples]
