@@ -1,7 +1,8 @@
 """The numbers a person reads, computed from a loaded run without Streamlit: the run snapshot and
 its queries (``run``), step tables (``tables``), what drives a step (``drivers``), token positions
 (``positions``), findings, search, prompts across steps, transcripts, the headless summary, the
-load-time checks (``checks``) and the plotly figures (``figures``).
+load-time checks (``checks``), the plotly figures (``figures``), the shared HTML report (``report``) and one
+sample by its address as JSON (``address``).
 
 May import ``base``, ``readers``, ``scalars``, ``derive`` and ``store``; nothing of ``views`` or ``cli``.
 """
