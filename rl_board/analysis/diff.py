@@ -231,3 +231,28 @@ def diff_settings(diff: PromptDiff) -> dict:
     """What the diff was computed with, as its JSON's ``settings`` carry it (beside the read settings)."""
     return {"by": diff.by, "key_a": diff.key_a, "key_b": diff.key_b, "steps_a": _range(diff.steps_a),
             "steps_b": _range(diff.steps_b), "min_samples": diff.min_samples}
+
+
+def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None = None, by: str = "prompt",
+         min_samples: int = 1, **read_options) -> pd.DataFrame:
+    """``rl_board.diff(a, b)``: the ``diff`` command's table for a notebook. ``a`` and ``b`` are ``Run``s
+    (``rl_board.load``) or run folders, read with ``read_options`` (``rl_board.load``'s: ``pad_token``,
+    ``split``…; the same folder twice is read once); ``steps``/``steps_b`` are ``"A:B"`` strings or
+    (first, last) tuples. Returns ``PromptDiff.table``: one row per matched prompt, most negative
+    ``delta`` first; its ``attrs`` hold ``matched``, ``only_a``, ``only_b`` and ``too_few``."""
+    from .search import parse_steps
+    from .source import load
+
+    def side(value):
+        return value if isinstance(value, Run) else load(value, **read_options)
+
+    def steps_of(value):
+        return parse_steps(value) if isinstance(value, str) else tuple(value) if value is not None else (None, None)
+
+    run_a = side(a)
+    run_b = run_a if (not isinstance(b, Run) and not isinstance(a, Run) and str(a) == str(b)) else side(b)
+    found = compute_diff(run_a, run_b, steps_of(steps), None if steps_b is None else steps_of(steps_b), by,
+                         min_samples)
+    table = found.table.copy()
+    table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few)
+    return table
