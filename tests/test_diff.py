@@ -153,3 +153,57 @@ def test_the_python_function_gives_the_same_table(tmp_path):
     assert by_prompt.at["Spell cat.", "delta"] == pytest.approx((0.2 + 0.1) / 2 - (0.2 + 0.9) / 2)
     assert by_prompt.at["Name a prime.", "delta"] == pytest.approx(0.25 - 0.5)
     assert by_prompt.at["What is 7 * 6?", "delta"] == 0.0
+
+
+def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_link(tmp_path):
+    """AppTest: the Diff area with the verl run as B lists the three changed prompts as regressions (most
+    negative first), the three unchanged folded; the first is opened with both sides' samples; the
+    address keeps run B and the steps, and a link with them reopens the same choice."""
+    from page_steps import load as load_page, open_page
+    from rl_board.views import keys
+
+    _write_pair(tmp_path)
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    assert at.selectbox(key=keys.DIFF_RUN).value == "board"
+    at.selectbox(key=keys.DIFF_RUN).select("verl").run()
+    assert not at.exception, at.exception
+    frames = [frame.value for frame in at.dataframe]
+    assert list(frames[0]["prompt"]) == ["Name a prime.", "What is 7 * 6?", "Spell cat."]
+    assert list(frames[0]["delta"]) == pytest.approx([DELTAS[p] for p in frames[0]["prompt"]])
+    assert sorted(frames[1]["prompt"]) == sorted(set(REWARDS_A) - set(DELTAS))  # the unchanged, folded
+    assert at.selectbox(key=keys.DIFF_PROMPT).format_func(at.selectbox(key=keys.DIFF_PROMPT).value).endswith(
+        "Name a prime.")
+    heads = [h for h in at.get("html") if "rlb-diff" in h.proto.body]
+    assert len(heads) == 8  # four samples of each side
+    at.text_input(key=keys.DIFF_STEPS).input("2:2").run()
+    assert at.query_params["area"] == "diff" and at.query_params["diff_run"] == "verl"
+    assert at.query_params["diff_steps"] == "2:2"
+    from streamlit.testing.v1 import AppTest
+
+    linked = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    linked.query_params.update(root=str(tmp_path / "runs"), run="board", area="diff", diff_run="verl",
+                               diff_steps="2:2")
+    linked.run()
+    assert not linked.exception, linked.exception
+    assert linked.selectbox(key=keys.DIFF_RUN).value == "verl"
+    # step 2 only: Spell cat. lost most ((0.2 + 0.1) / 2 - (0.2 + 0.9) / 2 = -0.4)
+    assert linked.dataframe[0].value["prompt"].iloc[0] == "Spell cat."
+
+
+def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
+    """The loaded run as B with steps 1 against 2: each prompt's second half against its first."""
+    from page_steps import load as load_page, open_page
+    from rl_board.views import keys
+
+    _write_pair(tmp_path)
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    at.text_input(key=keys.DIFF_STEPS).input("1:1").run()
+    at.text_input(key=keys.DIFF_STEPS_B).input("2").run()
+    assert not at.exception, at.exception
+    worse, better, same = (frame.value for frame in at.dataframe)
+    # by hand, step 2's mean − step 1's: 7 * 6 (1, 1) -> (0, 1): -0.5; Capital (0.6, 0.6) -> (0.2, 0.2): -0.4;
+    # Sort (0, 0) -> (1, 0): +0.5; 2 + 3 and Spell cat. +0.35; Name a prime. 0
+    assert list(worse["prompt"]) == ["What is 7 * 6?", "Capital of France?"]
+    assert list(worse["delta"]) == pytest.approx([-0.5, -0.4])
+    assert better["prompt"].iloc[0] == "Sort 3 1 2." and len(better) == 3
+    assert list(same["prompt"]) == ["Name a prime."]

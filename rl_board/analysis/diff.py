@@ -256,3 +256,21 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     table = found.table.copy()
     table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few)
     return table
+
+
+def split_diff_table(diff: PromptDiff) -> dict[str, pd.DataFrame]:
+    """The diff's prompts in the page's three tables: ``regressions`` (most negative delta first),
+    ``improvements`` (most positive first) and ``unchanged`` (delta 0, or no delta: a side without
+    rewards), each with the columns people read: prompt, A mean, A samples, B mean, B samples, delta
+    (and the pass rates when a side's rewards are 0/1); indexed by the match key."""
+    table = diff.table
+    shown = pd.DataFrame({"prompt": table["prompt"], "A mean": table["a_reward_mean"], "A samples": table["a_samples"],
+                          "B mean": table["b_reward_mean"], "B samples": table["b_samples"], "delta": table["delta"]},
+                         index=table.index)
+    if diff.binary[0]:
+        shown.insert(3, "A pass rate", table["a_pass_rate"])
+    if diff.binary[1]:
+        shown.insert(len(shown.columns) - 1, "B pass rate", table["b_pass_rate"])
+    delta = table["delta"].to_numpy(dtype=float)
+    return {"regressions": shown[delta < 0], "improvements": shown[delta > 0].iloc[::-1],
+            "unchanged": shown[~((delta < 0) | (delta > 0))]}
