@@ -54,44 +54,40 @@ def _diff(args) -> int:
           + (f", {result['too_few']} with fewer than {args.min_samples} samples on a side left out"
              if result["too_few"] else "")
           + f"; {result['regressions']} worse in B, {result['improvements']} better, {result['unchanged']} the same")
-    prompts = result["prompts"]
-    worse = [p for p in prompts if p["delta"] is not None and p["delta"] < 0]
-    better = [p for p in reversed(prompts) if p["delta"] is not None and p["delta"] > 0]
+    prompts = result["prompts"]  # in the table's order: its i-th is the table's i-th row
+    worse = [i for i, p in enumerate(prompts) if p["delta"] is not None and p["delta"] < 0]
+    better = [i for i, p in reversed(list(enumerate(prompts))) if p["delta"] is not None and p["delta"] > 0]
     for title, shown in (("Regressions (mean reward B − A, most negative first)", worse),
                          ("Improvements (most positive first)", better)):
         if not shown:
             continue
         print(f"\n{title}" + (f"; showing {DIFF_SHOWN} of {len(shown)} (--json for all)"
                               if len(shown) > DIFF_SHOWN else "") + ":")
-        _print_prompts(diff, run_a, run_b, shown[:DIFF_SHOWN])
+        _print_prompts(diff, run_a, run_b, prompts, shown[:DIFF_SHOWN])
     return status
 
 
-def _print_prompts(diff, run_a, run_b, shown: list[dict]) -> None:
-    """Each prompt's numbers, its responses (one of each side) and B's words against A's."""
+def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) -> None:
+    """Each prompt's numbers (``prompts[i]`` for ``i`` in ``shown``: rows of ``diff.table``), one response
+    of each side and B's words against A's."""
     from ..analysis.prompts import compute_word_diff
     from ..analysis.search import _printable
     from ..analysis.tables import strip_pad
 
-    keys = {p["key"] for p in shown}
-    rows = diff.table[[k in keys for k in (int(x) if diff.key_a == "prompt" else x for x in diff.table.index)]]
-    by_key = {int(k) if diff.key_a == "prompt" else float(k): row for k, row in rows.iterrows()}
-    for p in shown:
-        row = by_key[p["key"]]
-        texts = {}
+    for i in shown:
+        p, row = prompts[i], diff.table.iloc[i]
+        picked = {}
         for name, run in (("a", run_a), ("b", run_b)):
-            label = row[f"{name}_sample"]
-            one = run.with_text(run.samples.loc[[label]]).iloc[0]
-            texts[name] = (strip_pad(one["response"], run.pad_token) or "", one)
+            one = run.with_text(run.samples.loc[[row[f"{name}_sample"]]]).iloc[0]
+            picked[name] = (strip_pad(one["response"], run.pad_token) or "", one)
         print(f"  {_fmt(p['delta']):>8}  A {_fmt(p['a']['reward_mean'])} ({p['a']['samples']})  "
               f"B {_fmt(p['b']['reward_mean'])} ({p['b']['samples']})  {_cut(_printable(p['prompt'] or ''), 100)}")
         for name in ("a", "b"):
-            one = texts[name][1]
+            one = picked[name][1]
             print(f"      {name.upper()}: step {int(one['step'])}  {one['source']}  reward {_fmt(one['reward'])}")
-        words = compute_word_diff(texts["a"][0], texts["b"][0])
-        marked = "".join(part if kind == "same" else
-                         (REMOVED if kind == "removed" else ADDED)[0] + part + (REMOVED if kind == "removed" else ADDED)[1]
-                         for kind, part in words.ops)
+        words = compute_word_diff(picked["a"][0], picked["b"][0])
+        marks = {"removed": REMOVED, "added": ADDED}
+        marked = "".join(part if kind == "same" else marks[kind][0] + part + marks[kind][1] for kind, part in words.ops)
         print(f"      B against A: {_cut(_printable(marked), DIFF_CHARS)}")
 
 
