@@ -33,6 +33,14 @@ def _runs(run: Run, settings: Settings) -> tuple[dict, str]:
     return folders, name
 
 
+def _number(value) -> str:
+    return f"{value:.4g}" if value == value else "–"  # NaN: no reward on that side
+
+
+def _signed(value) -> str:
+    return f"{value:+.3g}" if value == value else "no reward"
+
+
 def _steps(text: str, label: str):
     """Typed steps ``A:B`` as (first, last); every step when empty; None (a message shown) when unreadable."""
     if not text.strip():
@@ -105,7 +113,7 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
         state.set_choice(keys.DIFF_PROMPT, clicked)
     state.run_choice(keys.DIFF_PROMPT, options, options[0])  # a new diff opens its first prompt
     key = st.selectbox("Prompt opened", options, key=keys.DIFF_PROMPT,
-                       format_func=lambda k: f"{table.at[k, 'delta']:+.3g} · "
+                       format_func=lambda k: f"{_signed(table.at[k, 'delta'])} · "
                                              f"{cut_text(' '.join(str(table.at[k, 'prompt']).split()), 90)[0]}")
     row = table.loc[key]
     st.code(cut_text(strip_pad(row["prompt"], settings.pad_token) or "")[0], language=None, wrap_lines=True)
@@ -125,7 +133,7 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
         rows = sides[name]
         with column:
             st.caption(f"**{name}**: {min(SHOWN_PER_SIDE, len(rows))} of {len(rows)} samples, mean reward "
-                       f"{row[f'{name.lower()}_reward_mean']:.4g}; words only in {other}'s response shown struck "
+                       f"{_number(row[f'{name.lower()}_reward_mean'])}; words only in {other}'s response shown struck "
                        f"through, words only in this one on green")
             for _, sample in rows.head(SHOWN_PER_SIDE).iterrows():
                 st.html(build_word_diff_html(compute_word_diff(shown[other], sample["response"]),
