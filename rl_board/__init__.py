@@ -17,10 +17,11 @@ import nothing of the layers above ``base``. Modules are imported where used
 parsing needs.
 
 For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
-its ``Run`` (``analysis.source.load``); importing ``rl_board`` imports nothing heavy until it is called.
+its ``Run`` (``analysis.source.load``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
+(``analysis.diff.diff``); importing ``rl_board`` imports nothing heavy until it is called.
 """
 
-__all__ = ["load"]
+__all__ = ["diff", "load"]
 
 
 def __getattr__(name: str):
@@ -28,4 +29,8 @@ def __getattr__(name: str):
         from .analysis.source import load
 
         return load
+    if name == "diff":
+        from .analysis.diff import diff
+
+        return diff
     raise AttributeError(f"module 'rl_board' has no attribute {name!r}")

@@ -34,3 +34,15 @@ def test_shapes_benchmark_quick_mode_reports_every_case(tmp_path):
     for count in (200, 800, 10_000):
         for case in got[f"files {count}"].values():
             assert case["samples"] == count and case["found"] == count and case["peak_rss_mb"] > 0
+
+
+def test_diff_benchmark_quick_mode_matches_every_prompt(tmp_path):
+    """`bench_diff.py --quick` lines two cached runs of 25,600 samples up: every one of the 1,600 prompts
+    matched, and only the one in eight whose rewards B changed can move (the rest exactly unchanged)."""
+    out = tmp_path / "diff.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_diff.py"), "--quick",
+                           "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert got["samples"] == [25_600, 25_600] and got["matched"] == got["floor_matched"] == 1_600
+    assert got["regressions"] + got["improvements"] <= 200 and got["unchanged"] >= 1_400

@@ -749,3 +749,35 @@ def test_turn_view_colours_the_trained_turns_tokens_as_text(server):
         assert page.get_by_test_id("stException").count() == 0
         box.scroll_into_view_if_needed()
         page.screenshot(path=str(OUTPUT / "turn_tokens.png"))
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_diff_area_lists_regressions_and_a_click_opens_both_sides(server, tmp_path):
+    """In Chromium: the Diff area with board lines as A and shuffled verl dumps as B lists the three
+    prompts whose rewards B changed as regressions; a click on the second row (What is 7 * 6?, delta
+    -0.25 by hand) opens its samples of both sides, four each, with B's changed word marked; the
+    address keeps run B."""
+    from urllib.parse import parse_qs, urlparse
+
+    from playwright.sync_api import expect
+
+    from test_diff import _write_pair
+
+    _write_pair(tmp_path)
+    with _page(server, 1500, 2400) as page:
+        _load_in_page(page, tmp_path / "runs", "board", area="Diff")
+        _pick_option(page, page.get_by_test_id("stSelectbox").filter(has_text="Run B"), "verl")
+        expect(page.get_by_text("3 worse in B")).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 35 + 35 * 1.5)  # mid second row, a cell
+        opened = page.get_by_role("combobox", name="Prompt opened")
+        expect(opened).to_have_value(re.compile(r"What is 7 \* 6\?$"), timeout=30_000)
+        blocks = page.locator(".rlb-diff-block")
+        expect(blocks).to_have_count(8, timeout=30_000)
+        assert "changed" in " ".join(blocks.locator("ins").all_inner_texts())
+        assert page.get_by_test_id("stException").count() == 0
+        query = parse_qs(urlparse(page.url).query)
+        assert query["area"] == ["diff"] and query["diff_run"] == ["verl"]
+        page.screenshot(path=str(OUTPUT / "diff_area.png"), full_page=True)

@@ -49,8 +49,12 @@ def _cli_json(*args) -> dict:
 def test_tools_and_findings_are_the_commands():
     """The server lists its tools; its findings on ppo_demo are the kinds, steps and samples that
     ``rl-board findings --json`` prints, in the same order."""
-    names, (result,) = _session([("findings", {"run": str(PPO)})])
-    assert set(names) == {"runs", "summary", "findings", "search", "sample", "metrics"}
+    names, (result, diffed) = _session([("findings", {"run": str(PPO)}),
+                                        ("diff", {"run_a": str(PPO), "run_b": str(PPO), "steps": "1:15",
+                                                  "steps_b": "16:30"})])
+    assert set(names) == {"runs", "summary", "findings", "search", "sample", "metrics", "diff"}
+    assert not diffed.is_error, diffed.content
+    assert diffed.structured_content == _cli_json("diff", str(PPO), str(PPO), "--steps", "1:15", "--steps-b", "16:30")
     assert not result.is_error, result.content
     expected = _cli_json("findings", str(PPO))
     assert [f["kind"] for f in result.structured_content["findings"]] == [f["kind"] for f in expected["findings"]]

@@ -194,8 +194,19 @@ def build_server(mcp_server_class):
         `rl-board metrics PATH --json --warnings`."""
         return call(run_command, ["metrics", path, "--json", *(["--warnings"] if warnings else [])])
 
-    # diff: add `@server.tool() def diff(...)` here once `rl-board diff --json` exists, the same way
-    # (call(run_command, ["diff", a, b, "--json", ...])).
+    @server.tool()
+    def diff(run_a: str, run_b: str, steps: str | None = None, steps_b: str | None = None, by: str = "prompt",
+             min_samples: int = 1, pad_token: str | None = None, eos_token: str | None = None,
+             split: str | None = None, fields: list[str] | None = None,
+             max_samples_per_step: int | None = None) -> dict[str, Any]:
+        """Two runs (or two step ranges of one run) prompt by prompt: each prompt's samples and mean reward in A
+        and B, `delta` = mean B - mean A, most negative first: `rl-board diff RUN_A RUN_B --json`. `steps`: A:B
+        of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads) or id (a logged prompt id)."""
+        argv = ["diff", run_a, run_b, "--json", "--by", by, "--min-samples", str(min_samples)]
+        for flag, value in (("--steps", steps), ("--steps-b", steps_b)):
+            if value is not None:
+                argv += [flag, value]
+        return call(run_command, argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step))
 
     return server
 

@@ -10,10 +10,11 @@ from ..base.defaults import EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAM
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
-READS_A_RUN = ("summary", "search", "findings", "tags", "report")
+READS_A_RUN = ("summary", "search", "findings", "tags", "report", "diff")
 
 
 SEARCH_SHOWN = 50  # matches ``search`` prints without --limit
+DIFF_SHOWN = 10  # regressions and improvements ``diff`` prints each, with their responses
 
 FORMATS = ("board", "verl", "trl", "prime-rl", "art", "prime-rl-tokens")
 
@@ -48,9 +49,14 @@ def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions
                              f"then the EOS (default {EOS_TOKEN}; 'none': no EOS)")
 
 
-def _run_arguments(parser: argparse.ArgumentParser, **token_help) -> None:
-    """What every command that reads a run takes: the run folder and how it is read (the page's options)."""
-    parser.add_argument("run_dir", type=run_location)
+def _run_arguments(parser: argparse.ArgumentParser, two_runs: bool = False, **token_help) -> None:
+    """What every command that reads a run takes: the run folder (``two_runs``: RUN_A and RUN_B, both
+    read the same way) and how it is read (the page's options)."""
+    if two_runs:
+        parser.add_argument("run_dir", type=run_location, metavar="RUN_A")
+        parser.add_argument("run_b", type=run_location, metavar="RUN_B", help="may be RUN_A again (with --steps-b)")
+    else:
+        parser.add_argument("run_dir", type=run_location)
     _token_arguments(parser, **token_help)
     parser.add_argument("--max-samples-per-step", type=_positive_int, default=None)
     parser.add_argument("--tokenizer", default=None, metavar="PATH",
@@ -105,6 +111,22 @@ def _parser() -> argparse.ArgumentParser:
                              "unless given)")
     search.add_argument("--json", action="store_true", help="print one JSON object")
     _run_arguments(search, pad_help="removed from the texts before matching; positions from it on are not counted")
+    diff = sub.add_parser("diff", help="two runs, or two step ranges of one run, prompt by prompt: each prompt's "
+                                       "mean reward in A and B, regressions first")
+    diff.add_argument("--steps", default=None, metavar="A:B",
+                      help="only steps A to B of RUN_A (and of RUN_B unless --steps-b), both included; either end "
+                           "may be left out (100: or :200)")
+    diff.add_argument("--steps-b", default=None, metavar="A:B", help="only steps A to B of RUN_B")
+    diff.add_argument("--by", choices=("prompt", "id"), default="prompt",
+                      help="match samples by their prompt's text with pads removed, or by the prompt id the "
+                           "trainer logs (a number named uid, index, idx, example_id, prompt_id, problem_id or "
+                           "id; TRL: its prompt column)")
+    diff.add_argument("--min-samples", type=_positive_int, default=1, metavar="N",
+                      help="leave out (and count) the prompts with fewer than N samples on either side")
+    diff.add_argument("--json", action="store_true", help="print one JSON object: settings, counts and every "
+                                                          "matched prompt, most negative delta first")
+    _run_arguments(diff, two_runs=True, pad_help="removed from the prompts before they are matched; positions "
+                                                 "from it on are not counted")
     findings = sub.add_parser("findings", help="what went wrong in a run, most worrying first: reward hacking (of "
                                                "the total or one component, by repetition), KL runaway, length "
                                                "growth, critics that can't fit, entropy collapse, sampler mismatch, "

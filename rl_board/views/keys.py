@@ -76,6 +76,7 @@ BATCH = "Batch and sample"
 EXPLORE = "Explore"
 TRAINER = "Trainer metrics"
 COMPARE = "Compare runs"
+DIFF = "Diff"
 
 #: session_state entry (not a widget): the run folder the user last loaded.
 LOADED_RUN = "loaded_run"
@@ -95,3 +96,9 @@ NOTE = "note"
 SHOW_TAGGED = "show_tagged"
 TAGGED_FILTER = "tagged_filter"
 EXPLORE_TAG = "explore_tag"
+
+# Diff by prompt (views/diff.py)
+DIFF_RUN = "diff_run"  # run B, by its name under the root
+DIFF_STEPS = "diff_steps"  # A's steps, typed A:B
+DIFF_STEPS_B = "diff_steps_b"  # B's steps, typed A:B
+DIFF_PROMPT = "diff_prompt"  # the prompt opened (its prompt key)

@@ -1,5 +1,6 @@
 """Links that reopen a view: the address bar always holds
-``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus how the run was
+``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus the Diff area's
+choice once made (``diff_run=RUN_B``, ``diff_steps=A:B``, ``diff_steps_b=A:B``) and how the run was
 read when that is not the default (``split=SPLIT``, ``fields=reward=my_score,response=answer``, ``pad=TOKEN``,
 ``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run,
 read that way, without a click and shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
@@ -24,12 +25,14 @@ _PENDING = "link_pending"  # what the opening link asked for, until the run it n
 _NOTES = "link_notes"
 _WRITTEN = "link_written"  # the address this session last put in the address bar
 _PARAMS = ("root", "run", "split", "area", "step", "sample", "sort", "kl", "fields", "pad", "eos", "max",
-           "tokenizer")
+           "tokenizer", "diff_run", "diff_steps", "diff_steps_b")
+#: the Diff area's choice: address parameter -> widget (written while set, read into the widget as is)
+_DIFF_PARAMS = {"diff_run": keys.DIFF_RUN, "diff_steps": keys.DIFF_STEPS, "diff_steps_b": keys.DIFF_STEPS_B}
 NO_TOKEN = "none"  # pad=none, eos=none: no pad (or EOS) token
 
 #: The page's areas as the address names them.
 AREAS = {"overview": keys.OVERVIEW, "batch": keys.BATCH, "explore": keys.EXPLORE, "trainer": keys.TRAINER,
-         "compare": keys.COMPARE}
+         "compare": keys.COMPARE, "diff": keys.DIFF}
 
 
 def read() -> None:
@@ -66,6 +69,9 @@ def read() -> None:
         st.session_state[keys.SPLIT] = params["split"]  # a split the run doesn't have gives way to its default
     if params["tokenizer"]:
         st.session_state[keys.TOKENIZER] = params["tokenizer"]
+    for param, widget in _DIFF_PARAMS.items():  # a run B not under the root gives way to the default
+        if params[param]:
+            st.session_state[widget] = params[param]
     if params["max"]:
         if params["max"].isdigit():
             st.session_state[keys.MAX_SAMPLES] = int(params["max"])
@@ -185,6 +191,9 @@ def write(settings, run: Run) -> None:
         params["max"] = str(settings.max_per_step)
     if settings.tokenizer:
         params["tokenizer"] = settings.tokenizer
+    for param, widget in _DIFF_PARAMS.items():
+        if st.session_state.get(widget):
+            params[param] = str(st.session_state[widget])
     # st.query_params is the address the browser had when it asked for this rerun: an earlier rerun, still
     # running then, may have put another one in the address bar since (a step slider pressed fast). So the
     # address is written when it differs from either; an unchanged one is not written again (each write

@@ -23,7 +23,7 @@ from rl_board.store import workers
 from rl_board.store.loader import RootError, TokenizerError
 from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
                             tokens, trainer, turns)
-from rl_board.views import findings, prompts, runs, share, tags
+from rl_board.views import diff, findings, prompts, runs, share, tags
 
 
 class Picked(NamedTuple):
@@ -103,6 +103,7 @@ AREAS = {
     keys.EXPLORE: (explore.render, tags.render_list),
     keys.TRAINER: (trainer.render,),
     keys.COMPARE: (curves.render_comparison,),
+    keys.DIFF: (diff.render,),
 }
 
 

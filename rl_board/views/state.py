@@ -522,3 +522,21 @@ def get_tagged(run: Run):
     from ..store.tags import stamp
 
     return _tagged(_run_key(run), stamp(run.path), run)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Lining the prompts up…")
+def _diff(key_a: tuple, key_b: tuple, steps_a: tuple, steps_b: tuple, _a: Run, _b: Run):
+    from ..analysis.diff import compute_diff
+
+    return compute_diff(_a, _b, steps_a, steps_b)
+
+
+def get_diff(a: Run, b: Run, steps_a: tuple, steps_b: tuple):
+    """``diff.compute_diff`` of two runs' snapshots (by prompt), once per pair and step ranges. Don't
+    mutate it."""
+    return _diff(_run_key(a), _run_key(b), steps_a, steps_b, a, b)
+
+
+def set_choice(key: str, value) -> None:
+    """Give widget ``key`` ``value`` before it is drawn (a click elsewhere chose it)."""
+    _set(key, value)

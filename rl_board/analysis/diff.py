@@ -1,0 +1,276 @@
+"""Two runs (or two step ranges of one run) lined up prompt by prompt: each prompt's samples and mean
+reward on each side, and ``delta`` = mean B − mean A, regressions first; the ``diff --json`` contract.
+
+How samples are matched (``by``):
+
+- ``prompt``: by the prompt's text with every occurrence of the run's pad token removed and nothing
+  else changed (no trimming, no case or whitespace folding): the run's ``prompt_key``, a 64-bit BLAKE2b
+  hash of that text (``derive.samples.prompt_key``). So a prompt left-padded differently in two batches
+  is one prompt, and the join is on integers, never on texts. A sample without a prompt is in no match.
+- ``id``: by the first of ``ID_FIELDS`` that the run logs as a number (an extra field: verl's ``index``
+  or ``uid`` from the reward's extra info, prime-rl's and verifiers' ``example_id``); TRL's completions
+  name a prompt by its prompt column, so a TRL run is matched by ``prompt``.
+
+A prompt's ``samples`` are its samples in the side's step range; its ``reward_mean`` is the mean of
+their finite rewards, summed in ascending order of value (so the same rewards in any line order give the
+same bytes, and ``delta`` is exactly 0 for a prompt whose rewards did not change). ``pass_rate`` is the
+share of rewards equal to 1 when every finite reward of that side (in its range) is 0 or 1, else None.
+No Streamlit here: ``views/diff.py`` draws what this returns.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..base import fields as F
+from .run import Run
+from .tables import strip_pad
+
+BY = ("prompt", "id")
+#: the extra fields that name a prompt, tried in this order (``--by id``)
+ID_FIELDS = ("uid", "index", "idx", "example_id", "prompt_id", "problem_id", "id")
+#: the columns of a side in the diff table, each ``a_`` or ``b_`` + this
+SIDE_COLUMNS = ("samples", "reward_mean", "pass_rate", "sample")
+
+
+@dataclass(frozen=True)
+class PromptDiff:
+    """The diff of two sides. ``table``: one row per matched prompt with enough samples, indexed by the
+    match key (``prompt_key``, or the id), sorted by ``delta`` ascending (None last), ties by prompt text,
+    then key; columns ``prompt`` (its text from A, pads removed), ``a_samples``, ``a_reward_mean``,
+    ``a_pass_rate``, ``a_sample`` (the label in A's ``samples`` of the response shown: A's highest
+    reward for a regression, its lowest otherwise), the same for ``b_`` (B's lowest for a regression,
+    its highest otherwise) and ``delta``. ``matched`` counts every prompt in both sides, ``only_a`` and
+    ``only_b`` those in one side, ``too_few`` the matched prompts left out of ``table`` for having
+    fewer than ``min_samples`` samples on a side."""
+
+    table: pd.DataFrame
+    matched: int
+    only_a: int
+    only_b: int
+    too_few: int
+    by: str
+    key_a: str  # what A's samples are keyed by: "prompt" or the id field's name
+    key_b: str
+    steps_a: tuple[int | None, int | None]
+    steps_b: tuple[int | None, int | None]
+    min_samples: int = 1
+    binary: tuple[bool, bool] = field(default=(False, False))  # each side's rewards are all 0 or 1
+
+
+def id_field(run: Run) -> str | None:
+    """The first of ``ID_FIELDS`` that ``run`` logs as a number for any sample, or None."""
+    for name in ID_FIELDS:
+        column = F.extra_column(name)
+        if column in run.samples and run.samples[column].notna().any():
+            return name
+    return None
+
+
+def _keys(run: Run, by: str) -> tuple[pd.Series, str]:
+    """(each sample's match key, NaN/None where it has none; what it is keyed by)."""
+    if by == "id":
+        name = id_field(run)
+        if name is not None:
+            return run.samples[F.extra_column(name)], name
+        if run._reader is not None and getattr(run._reader, "NAME", "") == "parquet":  # TRL
+            return run.samples["prompt_key"], "prompt"
+        raise ValueError(f"{run.path} logs no prompt id (a number named one of {', '.join(ID_FIELDS)}); "
+                         "match by prompt instead (--by prompt)")
+    if by != "prompt":
+        raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
+    return run.samples["prompt_key"], "prompt"
+
+
+def _in_steps(samples: pd.DataFrame, steps: tuple[int | None, int | None]) -> np.ndarray:
+    keep = np.ones(len(samples), dtype=bool)
+    first, last = steps
+    step = samples[F.STEP].to_numpy()
+    if first is not None:
+        keep &= step >= first
+    if last is not None:
+        keep &= step <= last
+    return keep
+
+
+@dataclass(frozen=True)
+class _Side:
+    stats: pd.DataFrame  # indexed by key: samples, reward_mean, pass_rate, low, high (labels)
+    binary: bool
+
+
+def _side(run: Run, keys: pd.Series, steps) -> _Side:
+    """Per key: samples, the mean of its finite rewards (summed in ascending order), the pass rate, and
+    the labels of its lowest- and highest-reward samples (the first in the run's order on a tie)."""
+    samples = run.samples
+    keep = _in_steps(samples, steps) & keys.notna().to_numpy()
+    whole = pd.api.types.is_integer_dtype(keys.dtype)
+    key = keys.to_numpy(dtype=np.int64 if whole else float, na_value=0 if whole else np.nan)[keep]
+    labels = samples.index.to_numpy()[keep]
+    reward = samples[F.REWARD].to_numpy(dtype=float)[keep]
+    if "has_reward" in samples:
+        reward = np.where(samples["has_reward"].to_numpy(dtype=bool)[keep], reward, np.nan)
+    finite = np.isfinite(reward)
+    binary = bool(finite.any()) and bool(np.isin(reward[finite], (0.0, 1.0)).all())
+    if not len(key):
+        return _Side(pd.DataFrame(columns=["samples", "reward_mean", "pass_rate", "low", "high"]), binary)
+    codes, uniques = pd.factorize(key, sort=True)
+    counts = np.bincount(codes, minlength=len(uniques))
+    # rewarded samples grouped by key, each group's rewards ascending (then in the run's order): the
+    # sum is the same whatever order the lines came in
+    order = np.lexsort((np.arange(len(codes)), reward, codes))
+    order = order[finite[order]]
+    code_sorted, reward_sorted = codes[order], reward[order]
+    starts = np.r_[0, np.flatnonzero(code_sorted[1:] != code_sorted[:-1]) + 1] if len(order) else np.array([], int)
+    with_reward = code_sorted[starts]
+    sums = np.add.reduceat(reward_sorted, starts) if len(order) else np.array([])
+    ends = np.r_[starts[1:], len(order)] - 1
+    rewarded = np.zeros(len(uniques), dtype=np.int64)
+    rewarded[with_reward] = ends - starts + 1
+    mean = np.full(len(uniques), np.nan)
+    mean[with_reward] = sums / rewarded[with_reward]
+    # the first lowest and the first highest of each group (in the run's order on a tie)
+    low = np.full(len(uniques), -1, dtype=np.int64)
+    high = np.full(len(uniques), -1, dtype=np.int64)
+    if len(order):
+        low[with_reward] = order[starts]
+        top = np.lexsort((np.arange(len(codes)), -reward, codes))
+        top = top[finite[top]]
+        top_starts = np.r_[0, np.flatnonzero(codes[top][1:] != codes[top][:-1]) + 1]
+        high[codes[top][top_starts]] = top[top_starts]
+    first = np.unique(codes, return_index=True)[1]  # a group without rewards: its first sample
+    low, high = np.where(low < 0, first, low), np.where(high < 0, first, high)
+    stats = pd.DataFrame({"samples": counts, "reward_mean": mean,
+                          "pass_rate": mean if binary else np.full(len(uniques), np.nan),
+                          "low": labels[low], "high": labels[high]}, index=pd.Index(uniques, name="key"))
+    return _Side(stats, binary)
+
+
+def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None, None),
+                 steps_b: tuple[int | None, int | None] | None = None, by: str = "prompt",
+                 min_samples: int = 1) -> PromptDiff:
+    """``b`` against ``a`` prompt by prompt (see the module's docstring): ``steps_a`` and ``steps_b``
+    ((first, last), inclusive, None for open; ``steps_b`` None: as ``steps_a``) are the steps each side
+    takes; ``by`` is ``prompt`` or ``id``. Raises ``ValueError`` for a run without the id asked for."""
+    steps_b = steps_a if steps_b is None else steps_b
+    keys_a, key_a = _keys(a, by)
+    keys_b, key_b = _keys(b, by)
+    if key_a != key_b and "prompt" in (key_a, key_b):
+        raise ValueError(f"{a.path} is keyed by {key_a!r} and {b.path} by {key_b!r}: they can't be matched "
+                         "by id; match them by prompt (--by prompt)")
+    side_a, side_b = _side(a, keys_a, steps_a), _side(b, keys_b, steps_b)
+    both = side_a.stats.index.intersection(side_b.stats.index, sort=False)
+    matched = len(both)
+    sa, sb = side_a.stats.loc[both], side_b.stats.loc[both]
+    enough = (sa["samples"].to_numpy() >= min_samples) & (sb["samples"].to_numpy() >= min_samples)
+    sa, sb = sa[enough], sb[enough]
+    delta = sb["reward_mean"].to_numpy(dtype=float) - sa["reward_mean"].to_numpy(dtype=float)
+    worse = delta < 0
+    table = pd.DataFrame({
+        "a_samples": sa["samples"].to_numpy(dtype=np.int64), "a_reward_mean": sa["reward_mean"].to_numpy(float),
+        "a_pass_rate": sa["pass_rate"].to_numpy(float),
+        "a_sample": np.where(worse, sa["high"].to_numpy(), sa["low"].to_numpy()),
+        "b_samples": sb["samples"].to_numpy(dtype=np.int64), "b_reward_mean": sb["reward_mean"].to_numpy(float),
+        "b_pass_rate": sb["pass_rate"].to_numpy(float),
+        "b_sample": np.where(worse, sb["low"].to_numpy(), sb["high"].to_numpy()),
+        "delta": delta,
+    }, index=sa.index)
+    texts = a.with_text(a.samples.loc[table["a_sample"].to_numpy()])["prompt"] if len(table) else []
+    table.insert(0, "prompt", [strip_pad(t, a.pad_token) for t in texts])
+    order = np.lexsort((np.arange(len(table)), table["prompt"].fillna("").to_numpy(dtype=str),
+                        np.where(np.isnan(delta), np.inf, delta)))
+    table = table.iloc[order]
+    return PromptDiff(table, matched, len(side_a.stats) - matched, len(side_b.stats) - matched,
+                      matched - int(enough.sum()), by, key_a, key_b, steps_a, steps_b, min_samples,
+                      (side_a.binary, side_b.binary))
+
+
+def _number(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _range(steps) -> str | None:
+    first, last = steps
+    if first is None and last is None:
+        return None
+    return f"{'' if first is None else first}:{'' if last is None else last}"
+
+
+def build_diff_json(diff: PromptDiff, a: Run, b: Run) -> dict:
+    """The ``diff --json`` contract (without ``settings``): ``matched``, ``only_a``, ``only_b``,
+    ``too_few``, ``regressions``, ``improvements``, ``unchanged`` (prompts of ``prompts`` with delta
+    below, above and at 0) and ``prompts``: each ``prompt`` (text), ``key`` (the prompt key or id),
+    ``a`` and ``b`` ({``samples``, ``reward_mean``, ``pass_rate``, ``shown``: FILE:LINE of the response
+    the text output shows}) and ``delta``, in the table's order."""
+    table = diff.table
+    shown = {}
+    for name, run in (("a", a), ("b", b)):
+        labels = table[f"{name}_sample"].to_numpy()
+        rows = run.samples.loc[labels] if len(labels) else run.samples.iloc[:0]
+        shown[name] = [f"{run.files[int(f)]}:{int(line)}" for f, line in zip(rows[F.FILE], rows[F.LINE])]
+    delta = table["delta"].to_numpy(dtype=float)
+    prompts = []
+    for i, (key, row) in enumerate(table.iterrows()):
+        prompts.append({
+            "prompt": row["prompt"], "key": int(key) if diff.key_a == "prompt" else _number(key),
+            **{name: {"samples": int(row[f"{name}_samples"]), "reward_mean": _number(row[f"{name}_reward_mean"]),
+                      "pass_rate": _number(row[f"{name}_pass_rate"]), "shown": shown[name][i]}
+               for name in ("a", "b")},
+            "delta": _number(row["delta"])})
+    return {"matched": diff.matched, "only_a": diff.only_a, "only_b": diff.only_b, "too_few": diff.too_few,
+            "regressions": int((delta < 0).sum()), "improvements": int((delta > 0).sum()),
+            "unchanged": int((delta == 0).sum()), "prompts": prompts}
+
+
+def diff_settings(diff: PromptDiff) -> dict:
+    """What the diff was computed with, as its JSON's ``settings`` carry it (beside the read settings)."""
+    return {"by": diff.by, "key_a": diff.key_a, "key_b": diff.key_b, "steps_a": _range(diff.steps_a),
+            "steps_b": _range(diff.steps_b), "min_samples": diff.min_samples}
+
+
+def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None = None, by: str = "prompt",
+         min_samples: int = 1, **read_options) -> pd.DataFrame:
+    """``rl_board.diff(a, b)``: the ``diff`` command's table for a notebook. ``a`` and ``b`` are ``Run``s
+    (``rl_board.load``) or run folders, read with ``read_options`` (``rl_board.load``'s: ``pad_token``,
+    ``split``…; the same folder twice is read once); ``steps``/``steps_b`` are ``"A:B"`` strings or
+    (first, last) tuples. Returns ``PromptDiff.table``: one row per matched prompt, most negative
+    ``delta`` first; its ``attrs`` hold ``matched``, ``only_a``, ``only_b`` and ``too_few``."""
+    from .search import parse_steps
+    from .source import load
+
+    def side(value):
+        return value if isinstance(value, Run) else load(value, **read_options)
+
+    def steps_of(value):
+        return parse_steps(value) if isinstance(value, str) else tuple(value) if value is not None else (None, None)
+
+    run_a = side(a)
+    run_b = run_a if (not isinstance(b, Run) and not isinstance(a, Run) and str(a) == str(b)) else side(b)
+    found = compute_diff(run_a, run_b, steps_of(steps), None if steps_b is None else steps_of(steps_b), by,
+                         min_samples)
+    table = found.table.copy()
+    table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few)
+    return table
+
+
+def split_diff_table(diff: PromptDiff) -> dict[str, pd.DataFrame]:
+    """The diff's prompts in the page's three tables: ``regressions`` (most negative delta first),
+    ``improvements`` (most positive first) and ``unchanged`` (delta 0, or no delta: a side without
+    rewards), each with the columns people read: prompt, A mean, A samples, B mean, B samples, delta
+    (and the pass rates when a side's rewards are 0/1); indexed by the match key."""
+    table = diff.table
+    shown = pd.DataFrame({"prompt": table["prompt"], "A mean": table["a_reward_mean"], "A samples": table["a_samples"],
+                          "B mean": table["b_reward_mean"], "B samples": table["b_samples"], "delta": table["delta"]},
+                         index=table.index)
+    if diff.binary[0]:
+        shown.insert(3, "A pass rate", table["a_pass_rate"])
+    if diff.binary[1]:
+        shown.insert(len(shown.columns) - 1, "B pass rate", table["b_pass_rate"])
+    delta = table["delta"].to_numpy(dtype=float)
+    return {"regressions": shown[delta < 0], "improvements": shown[delta > 0].iloc[::-1],
+            "unchanged": shown[~((delta < 0) | (delta > 0))]}

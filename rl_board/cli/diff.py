@@ -1,0 +1,95 @@
+"""``rl-board diff``: two runs (or two step ranges of one run) prompt by prompt, regressions first, as on
+the page's Diff area."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..base.defaults import read_settings
+from .common import _describe_settings, _fmt, _load
+from .parser import DIFF_SHOWN
+
+DIFF_CHARS = 400  # characters of a response's word diff printed; the rest is cut (…)
+ADDED, REMOVED = ("{+", "+}"), ("[-", "-]")  # how the text output marks words only in B and only in A
+
+
+def _diff(args) -> int:
+    from ..analysis.diff import build_diff_json, compute_diff, diff_settings
+    from ..analysis.search import parse_steps
+
+    try:
+        steps_a = parse_steps(args.steps) if args.steps is not None else (None, None)
+        steps_b = parse_steps(args.steps_b) if args.steps_b is not None else steps_a
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    run_a = _load(args)
+    if isinstance(run_a, int):
+        return run_a
+    if str(args.run_b) == str(args.run_dir):
+        run_b = run_a
+    else:
+        run_b = _load(argparse.Namespace(**{**vars(args), "run_dir": args.run_b}))
+        if isinstance(run_b, int):
+            return run_b
+    try:
+        diff = compute_diff(run_a, run_b, steps_a, steps_b, args.by, args.min_samples)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
+              **build_diff_json(diff, run_a, run_b)}
+    status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
+    if args.json:
+        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
+        return status
+    settings = result["settings"]
+    print(f"A: {args.run_dir}" + (f" steps {settings['steps_a']}" if settings["steps_a"] else "")
+          + f"   B: {args.run_b}" + (f" steps {settings['steps_b']}" if settings["steps_b"] else ""))
+    print(f"matched by {diff.key_a if diff.key_a == diff.key_b else diff.key_a + ' / ' + diff.key_b}; "
+          f"{_describe_settings(settings)}")
+    print(f"{result['matched']} prompts in both, {result['only_a']} only in A, {result['only_b']} only in B"
+          + (f", {result['too_few']} with fewer than {args.min_samples} samples on a side left out"
+             if result["too_few"] else "")
+          + f"; {result['regressions']} worse in B, {result['improvements']} better, {result['unchanged']} the same")
+    prompts = result["prompts"]  # in the table's order: its i-th is the table's i-th row
+    worse = [i for i, p in enumerate(prompts) if p["delta"] is not None and p["delta"] < 0]
+    better = [i for i, p in reversed(list(enumerate(prompts))) if p["delta"] is not None and p["delta"] > 0]
+    for title, shown in (("Regressions (mean reward B − A, most negative first)", worse),
+                         ("Improvements (most positive first)", better)):
+        if not shown:
+            continue
+        print(f"\n{title}" + (f"; showing {DIFF_SHOWN} of {len(shown)} (--json for all)"
+                              if len(shown) > DIFF_SHOWN else "") + ":")
+        _print_prompts(diff, run_a, run_b, prompts, shown[:DIFF_SHOWN])
+    return status
+
+
+def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) -> None:
+    """Each prompt's numbers (``prompts[i]`` for ``i`` in ``shown``: rows of ``diff.table``), one response
+    of each side and B's words against A's."""
+    from ..analysis.prompts import compute_word_diff
+    from ..analysis.search import _printable
+    from ..analysis.tables import strip_pad
+
+    for i in shown:
+        p, row = prompts[i], diff.table.iloc[i]
+        picked = {}
+        for name, run in (("a", run_a), ("b", run_b)):
+            one = run.with_text(run.samples.loc[[row[f"{name}_sample"]]]).iloc[0]
+            picked[name] = (strip_pad(one["response"], run.pad_token) or "", one)
+        print(f"  {_fmt(p['delta']):>8}  A {_fmt(p['a']['reward_mean'])} ({p['a']['samples']})  "
+              f"B {_fmt(p['b']['reward_mean'])} ({p['b']['samples']})  {_cut(_printable(p['prompt'] or ''), 100)}")
+        for name in ("a", "b"):
+            one = picked[name][1]
+            print(f"      {name.upper()}: step {int(one['step'])}  {one['source']}  reward {_fmt(one['reward'])}")
+        words = compute_word_diff(picked["a"][0], picked["b"][0])
+        marks = {"removed": REMOVED, "added": ADDED}
+        marked = "".join(part if kind == "same" else marks[kind][0] + part + marks[kind][1] for kind, part in words.ops)
+        print(f"      B against A: {_cut(_printable(marked), DIFF_CHARS)}")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,209 @@
+"""Diff by prompt: a run in the board's lines against the same prompts as verl dumps (lines shuffled, some
+rewards changed), matched by the prompt's text with pads removed; numbers against hand-computed values."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, write_lines
+
+PAD = "<|endoftext|>"
+#: prompt -> its rewards in run A, two steps of two samples each (step 1: the first two)
+REWARDS_A = {
+    "What is 2 + 3?": [0.1, 0.2, 0.3, 0.7],
+    "What is 7 * 6?": [1.0, 1.0, 0.0, 1.0],
+    "Name a prime.": [0.5, 0.5, 0.5, 0.5],
+    "Spell cat.": [0.3, 0.1, 0.2, 0.9],
+    "Sort 3 1 2.": [0.0, 0.0, 1.0, 0.0],
+    "Capital of France?": [0.6, 0.6, 0.2, 0.2],
+}
+#: what B changes: prompt -> its rewards in B (the others as in A); deltas by hand below
+CHANGED_B = {
+    "What is 7 * 6?": [1.0, 0.0, 0.0, 1.0],  # mean 0.75 -> 0.5: -0.25
+    "Spell cat.": [0.3, 0.1, 0.2, 0.1],  # mean 0.375 -> 0.175: -0.2
+    "Name a prime.": [0.0, 0.5, 0.0, 0.5],  # mean 0.5 -> 0.25: -0.25
+}
+DELTAS = {"What is 7 * 6?": 0.5 - 0.75, "Name a prime.": 0.25 - 0.5, "Spell cat.": 0.175 - 0.375}
+
+
+def _write_pair(tmp_path, changed=CHANGED_B, pad_a=True):
+    """Run A in the board's lines (prompts left-padded, a different number of pads per batch) and run B
+    as verl's ``{step}.jsonl`` dumps (as ``_dump_generations`` writes them), its lines shuffled."""
+    a, b = tmp_path / "runs" / "board", tmp_path / "runs" / "verl"
+    lines = []
+    for n, (prompt, rewards) in enumerate(REWARDS_A.items()):
+        for i, reward in enumerate(rewards):
+            step = 1 + i // 2
+            pads = PAD * ((n + step) % 3) if pad_a else ""
+            lines.append({"step": step, "prompt": pads + prompt, "response": f"answer {n} {i}{PAD}",
+                          "reward": reward})
+    write_lines(a / "rollout_data_rank0.jsonl", lines)
+    b.mkdir(parents=True)
+    rng = random.Random(7)
+    for step in (1, 2):
+        entries = []
+        for n, prompt in enumerate(REWARDS_A):
+            rewards = changed.get(prompt, REWARDS_A[prompt])
+            for i in ((0, 1) if step == 1 else (2, 3)):
+                entries.append({"input": prompt, "output": f"answer {n} {i} changed", "gts": "x",
+                                "score": rewards[i], "step": step})
+        rng.shuffle(entries)
+        (b / f"{step}.jsonl").write_text("\n".join(json.dumps(e, ensure_ascii=False) for e in entries) + "\n")
+    return a, b
+
+
+def test_every_prompt_matches_across_formats_and_only_the_changed_ones_move(tmp_path):
+    """Board lines against shuffled verl dumps: every prompt matched, the changed ones first by delta
+    (ties by prompt text), every other delta exactly 0 though its rewards were summed in another order."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff
+
+    a, b = _write_pair(tmp_path)
+    run_a, run_b = load(a), load(b)
+    diff = compute_diff(run_a, run_b)
+    assert (diff.matched, diff.only_a, diff.only_b, diff.too_few) == (6, 0, 0, 0)
+    table = diff.table
+    assert list(table["prompt"][:3]) == ["Name a prime.", "What is 7 * 6?", "Spell cat."]
+    for prompt, delta in DELTAS.items():
+        assert table.set_index("prompt").at[prompt, "delta"] == pytest.approx(delta, abs=1e-12)
+    assert list(table["delta"][3:]) == [0.0, 0.0, 0.0]
+    assert list(table["prompt"][3:]) == sorted(set(REWARDS_A) - set(DELTAS))
+    assert list(table["a_samples"]) == [4] * 6 and list(table["b_samples"]) == [4] * 6
+    row = table.set_index("prompt").loc["What is 2 + 3?"]
+    assert row["a_reward_mean"] == row["b_reward_mean"] == pytest.approx((0.1 + 0.2 + 0.3 + 0.7) / 4)
+    assert row["a_pass_rate"] != row["a_pass_rate"]  # not 0/1 rewards: no pass rate
+
+
+def test_cli_json_and_text(tmp_path):
+    """``diff --json`` carries the counts and prompts in the contract's order; the text names the
+    regressions with the words that changed."""
+    a, b = _write_pair(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", str(a), str(b), "--json"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["matched"], out["only_a"], out["only_b"]) == (6, 0, 0)
+    assert (out["regressions"], out["improvements"], out["unchanged"]) == (3, 0, 3)
+    assert [p["prompt"] for p in out["prompts"][:3]] == ["Name a prime.", "What is 7 * 6?", "Spell cat."]
+    assert [p["delta"] for p in out["prompts"][3:]] == [0.0, 0.0, 0.0]
+    first = out["prompts"][0]
+    assert first["a"]["samples"] == 4 and first["a"]["reward_mean"] == 0.5 and first["b"]["reward_mean"] == 0.25
+    assert out["settings"]["by"] == "prompt" and out["settings"]["steps_a"] is None
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", str(a), str(b)], capture_output=True,
+                          text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 prompts in both, 0 only in A, 0 only in B; 3 worse in B, 0 better, 3 the same" in proc.stdout
+    assert "{+changed+}" in proc.stdout  # B's word only in B, marked
+    assert "Improvements" not in proc.stdout
+
+
+def test_pass_rate_counts_and_step_ranges_inside_one_run(tmp_path):
+    """0/1 rewards give a pass rate; steps 1 against steps 2 of one run: each prompt's two halves, a
+    prompt only in one range counted; --min-samples leaves out and counts the thin ones."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff
+
+    lines = [{"step": 1, "prompt": "p", "response": "r", "reward": 1.0},
+             {"step": 1, "prompt": "p", "response": "r", "reward": 1.0},
+             {"step": 1, "prompt": "q", "response": "r", "reward": 0.0},
+             {"step": 2, "prompt": "p", "response": "r", "reward": 0.0},
+             {"step": 2, "prompt": "p", "response": "s", "reward": 1.0},
+             {"step": 2, "prompt": "early only", "response": "r", "reward": 1.0}]
+    write_lines(tmp_path / "run" / "rollout.jsonl", lines)
+    run = load(tmp_path / "run")
+    diff = compute_diff(run, run, (1, 1), (2, 2))
+    assert (diff.matched, diff.only_a, diff.only_b) == (1, 1, 1)
+    row = diff.table.iloc[0]
+    assert (row["prompt"], row["a_pass_rate"], row["b_pass_rate"], row["delta"]) == ("p", 1.0, 0.5, -0.5)
+    thin = compute_diff(run, run, (1, 1), (2, 2), min_samples=3)
+    assert thin.table.empty and thin.too_few == 1
+
+
+def test_by_id_uses_the_logged_index_and_refuses_a_run_without_one(tmp_path):
+    """--by id matches on a logged ``index`` even where the prompts' texts differ; a run without an id
+    is refused with a message naming --by prompt."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff
+
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "old wording", "reward": 1.0, "index": 3}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": "new wording", "reward": 0.0, "index": 3}])
+    write_lines(tmp_path / "c" / "r.jsonl", [{"step": 1, "prompt": "new wording", "reward": 0.0}])
+    a, b, c = load(tmp_path / "a"), load(tmp_path / "b"), load(tmp_path / "c")
+    by_id = compute_diff(a, b, by="id")
+    assert (by_id.matched, by_id.key_a, list(by_id.table["delta"])) == (1, "index", [-1.0])
+    assert compute_diff(a, b).matched == 0
+    with pytest.raises(ValueError, match="--by prompt"):
+        compute_diff(a, c, by="id")
+
+
+def test_the_python_function_gives_the_same_table(tmp_path):
+    """``rl_board.diff`` on two folders returns the command's table, its counts in ``attrs``."""
+    import rl_board
+
+    a, b = _write_pair(tmp_path)
+    table = rl_board.diff(a, b, steps="2:2")
+    # step 2 only: samples 3 and 4 of each prompt
+    assert table.attrs["matched"] == 6 and list(table["a_samples"]) == [2] * 6
+    by_prompt = table.set_index("prompt")
+    assert by_prompt.at["Spell cat.", "delta"] == pytest.approx((0.2 + 0.1) / 2 - (0.2 + 0.9) / 2)
+    assert by_prompt.at["Name a prime.", "delta"] == pytest.approx(0.25 - 0.5)
+    assert by_prompt.at["What is 7 * 6?", "delta"] == 0.0
+
+
+def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_link(tmp_path):
+    """AppTest: the Diff area with the verl run as B lists the three changed prompts as regressions (most
+    negative first), the three unchanged folded; the first is opened with both sides' samples; the
+    address keeps run B and the steps, and a link with them reopens the same choice."""
+    from page_steps import load as load_page, open_page
+    from rl_board.views import keys
+
+    _write_pair(tmp_path)
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    assert at.selectbox(key=keys.DIFF_RUN).value == "board"
+    at.selectbox(key=keys.DIFF_RUN).select("verl").run()
+    assert not at.exception, at.exception
+    frames = [frame.value for frame in at.dataframe]
+    assert list(frames[0]["prompt"]) == ["Name a prime.", "What is 7 * 6?", "Spell cat."]
+    assert list(frames[0]["delta"]) == pytest.approx([DELTAS[p] for p in frames[0]["prompt"]])
+    assert sorted(frames[1]["prompt"]) == sorted(set(REWARDS_A) - set(DELTAS))  # the unchanged, folded
+    assert at.selectbox(key=keys.DIFF_PROMPT).format_func(at.selectbox(key=keys.DIFF_PROMPT).value).endswith(
+        "Name a prime.")
+    heads = [h for h in at.get("html") if "rlb-diff" in h.proto.body]
+    assert len(heads) == 8  # four samples of each side
+    at.text_input(key=keys.DIFF_STEPS).input("2:2").run()
+    assert at.query_params["area"] == "diff" and at.query_params["diff_run"] == "verl"
+    assert at.query_params["diff_steps"] == "2:2"
+    from streamlit.testing.v1 import AppTest
+
+    linked = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    linked.query_params.update(root=str(tmp_path / "runs"), run="board", area="diff", diff_run="verl",
+                               diff_steps="2:2")
+    linked.run()
+    assert not linked.exception, linked.exception
+    assert linked.selectbox(key=keys.DIFF_RUN).value == "verl"
+    # step 2 only: Spell cat. lost most ((0.2 + 0.1) / 2 - (0.2 + 0.9) / 2 = -0.4)
+    assert linked.dataframe[0].value["prompt"].iloc[0] == "Spell cat."
+
+
+def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
+    """The loaded run as B with steps 1 against 2: each prompt's second half against its first."""
+    from page_steps import load as load_page, open_page
+    from rl_board.views import keys
+
+    _write_pair(tmp_path)
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    at.text_input(key=keys.DIFF_STEPS).input("1:1").run()
+    at.text_input(key=keys.DIFF_STEPS_B).input("2").run()
+    assert not at.exception, at.exception
+    worse, better, same = (frame.value for frame in at.dataframe)
+    # by hand, step 2's mean − step 1's: 7 * 6 (1, 1) -> (0, 1): -0.5; Capital (0.6, 0.6) -> (0.2, 0.2): -0.4;
+    # Sort (0, 0) -> (1, 0): +0.5; 2 + 3 and Spell cat. +0.35; Name a prime. 0
+    assert list(worse["prompt"]) == ["What is 7 * 6?", "Capital of France?"]
+    assert list(worse["delta"]) == pytest.approx([-0.5, -0.4])
+    assert better["prompt"].iloc[0] == "Sort 3 1 2." and len(better) == 3
+    assert list(same["prompt"]) == ["Name a prime."]
