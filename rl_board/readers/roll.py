@@ -148,7 +148,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     path = as_path(path)
     data = path.read_bytes()
     samples, errors = [], []
-    for number, offset, stop, raw in whole_lines(data):
+    for number, _offset, _stop, raw in whole_lines(data):
         if len(raw) > options.max_line:
             errors.append((number, line_too_long(len(raw), options.max_line)))
             continue

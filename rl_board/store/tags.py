@@ -386,8 +386,8 @@ def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str =
         row, entry = rows.loc[label], tagged.frame.loc[label]
         file, _, line = entry["key"].rpartition(":")
 
-        def text(name):
-            value = row[name]
+        def text(name):  # called within this label's iteration only
+            value = row[name]  # noqa: B023
             return value.replace(pad_token, "") if isinstance(value, str) and pad_token else value
 
         item = {
