@@ -13,7 +13,6 @@ append) grew with its parsed prefix intact; anything else is parsed again.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import mmap
@@ -25,11 +24,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
+import platformdirs
 import xxhash
 
 from ..base.access import is_url
 from ..base.compression import codec_of
 from ..base.location import as_path, open_file
+from .locks import locked
 
 CACHE_VERSION = 12  # 12: a file's parsed part hashed in spans (each range's parser hashes what it reads)
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
@@ -42,16 +43,23 @@ SPAN_MIN = 8 << 20  # parsed spans shorter than this are joined with a neighbour
 
 
 CACHE_ENV = "RL_BOARD_CACHE_DIR"  # a folder, or a URL: a team's shared cache (``shared``)
+APP_NAME = "rl_board"  # the folder named in the platform's cache folder
 
 
 def default_cache_root() -> Path:
-    """``$RL_BOARD_CACHE_DIR``, else ``$XDG_CACHE_HOME/rl_board``, else ``~/.cache/rl_board``. A URL there
-    is a team's shared cache: this process works in its local mirror folder (``mirror_root``)."""
+    """``$RL_BOARD_CACHE_DIR``, else the user's cache folder (``user_cache_root``). A URL there is a
+    team's shared cache: this process works in its local mirror folder (``mirror_root``)."""
     if os.environ.get("RL_BOARD_CACHE_DIR"):
         url = shared_url()
         return mirror_root(url) if url else Path(os.environ["RL_BOARD_CACHE_DIR"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rl_board"
+    return user_cache_root()
+
+
+def user_cache_root() -> Path:
+    """The platform's cache folder for the board, from ``platformdirs``: ``$XDG_CACHE_HOME/rl_board``,
+    else ``~/.cache/rl_board`` on Linux; ``~/Library/Caches/rl_board`` on macOS;
+    ``%LOCALAPPDATA%\\rl_board\\Cache`` on Windows."""
+    return platformdirs.user_cache_path(APP_NAME, appauthor=False)
 
 
 def shared_url() -> str | None:
@@ -62,8 +70,7 @@ def shared_url() -> str | None:
 
 def mirror_root(url: str) -> Path:
     """The local folder that mirrors the shared cache at ``url`` (one per URL)."""
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "rl_board" / "shared" / hashlib.sha1(url.encode()).hexdigest()[:16]
+    return user_cache_root() / "shared" / hashlib.sha1(url.encode()).hexdigest()[:16]
 
 
 def cache_dir_for(run_dir: Path, key: str, root: Path | None = None) -> Path:
@@ -283,14 +290,8 @@ class RunCache:
     def locked(self, wait: bool = True):
         """Hold the folder's exclusive lock (creating the folder); marks it as just used. With
         ``wait`` False, raises ``BlockingIOError`` when another holder has it."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-            os.utime(fd)
+        with locked(self.folder / _LOCK, wait=wait, touch=True):
             yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     def manifest_stamp(self) -> tuple | None:
         """What identifies the manifest's current version (it is replaced, never edited)."""

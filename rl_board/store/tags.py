@@ -25,7 +25,6 @@ carry which tags and their exports (a little over 400 lines).
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import math
@@ -43,6 +42,7 @@ from ..base import fields as F
 from ..base.access import RootError
 from ..base.location import as_path
 from .cache import default_cache_root
+from .locks import locked
 from ..readers import SourceChanged
 
 TAGS_DIR_ENV = "RL_BOARD_TAGS_DIR"
@@ -194,16 +194,13 @@ def stamp(run_dir: Path | str, root: Path | None = None) -> tuple | None:
 
 @contextlib.contextmanager
 def _locked(path: Path):
+    held = contextlib.ExitStack()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        held.enter_context(locked(path.with_name(path.name + ".lock")))
     except OSError as exc:
         raise TagsError(f"Can't write tags in {path.parent}: {exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held:
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _write(path: Path, run_dir: Path | str, entries: dict[str, Entry]) -> None:
