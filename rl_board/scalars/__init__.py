@@ -6,7 +6,7 @@ by what it holds (TRL's ``trainer_state.json`` first, the top-level one, else th
 ``checkpoint-*``'s; then TensorBoard event files; then a JSONL of metrics: verl's file logger
 or plain ``{"step": N, name: number}`` lines).
 
-The same layer as ``readers``: may import ``base`` only.
+May import ``base`` only; nothing of ``readers`` (the same floor), ``derive``, ``store`` or above.
 """
 
 from __future__ import annotations
