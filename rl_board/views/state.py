@@ -508,7 +508,8 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _tagged(key: tuple, stamp: tuple | None, _run: Run):
-    from ..store.tags import TagsError, compute_tagged, load_tags
+    from ..analysis.tagged import compute_tagged
+    from ..store.tags import TagsError, load_tags
 
     try:
         return compute_tagged(_run, load_tags(_run.path))
