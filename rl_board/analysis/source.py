@@ -53,3 +53,14 @@ def load(path: Path | str, *, pad_token: str | None = PAD_TOKEN, eos_token: str 
     mapping = parse_field_mapping(fields or [])
     return load_run(path, token_option(pad_token), max_samples_per_step, None if cache else False, fields=mapping,
                     eos_token=token_option(eos_token), split=split, tokenizer=tokenizer)
+
+
+def read_settings(run, max_per_step: int | None = None) -> dict:
+    """The settings ``run`` (a ``Run``) was read with, as the JSON of ``summary``, ``search`` and
+    ``findings`` carries them: ``pad_token`` and ``eos_token`` (null when off), ``fields`` (the field
+    mapping, canonical -> source), ``split`` (null for a format without splits) and
+    ``max_samples_per_step`` (null: all)."""
+    options = run.options
+    return {"pad_token": options.pad_token, "eos_token": options.eos_token,
+            "fields": {canonical: source for canonical, source in options.fields},
+            "split": getattr(run, "split", None), "max_samples_per_step": max_per_step}

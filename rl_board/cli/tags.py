@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from ..base.defaults import read_settings
 from .common import _fmt, _load
 
 def _tags(args) -> int:
     from ..analysis import tagged as TG
+    from ..analysis.source import read_settings
     from ..store import tags as T
 
     changing = bool(args.add or args.remove or args.note is not None)
