@@ -18,9 +18,29 @@ parsing needs.
 
 For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
 its ``Run`` (``analysis.source.load``); importing ``rl_board`` imports nothing heavy until it is called.
+``rl_board.__version__`` is the installed distribution's version (``importlib.metadata``), else, in a
+source checkout that was not installed, the version its ``pyproject.toml`` names.
 """
 
-__all__ = ["load"]
+__all__ = ["__version__", "load"]
+
+DISTRIBUTION = "rl-board"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a checkout: the version the checkout's pyproject.toml names
+        import tomllib
+        from pathlib import Path
+
+        try:
+            with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as fh:
+                return tomllib.load(fh)["project"]["version"]
+        except (OSError, KeyError, ValueError):
+            return "0+unknown"
 
 
 def __getattr__(name: str):
@@ -28,4 +48,7 @@ def __getattr__(name: str):
         from .analysis.source import load
 
         return load
+    if name == "__version__":
+        globals()["__version__"] = value = _version()
+        return value
     raise AttributeError(f"module 'rl_board' has no attribute {name!r}")
