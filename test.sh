@@ -3,6 +3,7 @@
 # Debian's chromium (needs root or sudo), a virtualenv (.venv) with requirements-dev.txt (moto's S3 server
 # and s3fs for the s3 tests, adlfs for the azure tests, ray) and requirements-docs.txt (mkdocs: tests/test_docs.py
 # builds the docs site with --strict), and Azurite from npm (.azurite/) for the az:// tests.
+# `ruff check .` runs first (settings in pyproject.toml) and stops the run on a finding.
 # Extra arguments go to pytest, e.g. ./test.sh -k loader
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -26,4 +27,5 @@ if [ ! -x .azurite/node_modules/.bin/azurite-blob ] && command -v npm >/dev/null
   echo "Installing Azurite $AZURITE_VERSION from npm into .azurite/ for the az:// tests..."
   npm install --silent --no-audit --no-fund --prefix .azurite "azurite@$AZURITE_VERSION" >/dev/null
 fi
+"$VENV/bin/ruff" check .  # the linter first: an unused import or a shadowed name fails fast
 exec "$VENV/bin/python" -m pytest "$@"

@@ -19,9 +19,29 @@ parsing needs.
 For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
 its ``Run`` (``analysis.source.load``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
 (``analysis.diff.diff``); importing ``rl_board`` imports nothing heavy until it is called.
+``rl_board.__version__`` is the installed distribution's version (``importlib.metadata``), else, in a
+source checkout that was not installed, the version its ``pyproject.toml`` names.
 """
 
-__all__ = ["diff", "load"]
+__all__ = ["__version__", "diff", "load"]
+
+DISTRIBUTION = "rl-board"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a checkout: the version the checkout's pyproject.toml names
+        import tomllib
+        from pathlib import Path
+
+        try:
+            with open(Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as fh:
+                return tomllib.load(fh)["project"]["version"]
+        except (OSError, KeyError, ValueError):
+            return "0+unknown"
 
 
 def __getattr__(name: str):
@@ -33,4 +53,7 @@ def __getattr__(name: str):
         from .analysis.diff import diff
 
         return diff
+    if name == "__version__":
+        globals()["__version__"] = value = _version()
+        return value
     raise AttributeError(f"module 'rl_board' has no attribute {name!r}")

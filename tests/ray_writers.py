@@ -292,7 +292,7 @@ def areal_individual_traj(conversations: list[tuple[list[dict], list[dict], floa
     rows = []
     for prompt_messages, later, reward in conversations:
         history = list(prompt_messages)
-        for k, message in enumerate(later):
+        for _k, message in enumerate(later):
             if message["role"] == "assistant":
                 prompt = CharTokenizer.encode(chatml(history, add_generation_prompt=True))
                 completion = CharTokenizer.encode(generated(message))

@@ -457,7 +457,8 @@ def _wait_settled(page, step: str, timeout_ms: int) -> None:
             slider: document.querySelector('input[type="range"][aria-label="Step"]')?.value,
             stale: document.querySelectorAll('[data-stale="true"]').length,
             connection: document.body.innerText.includes('Connection error')})""")
-        raise AssertionError(f"step {step} did not settle in {timeout_ms / 1000:.0f} s; the page showed {seen}")
+        raise AssertionError(
+            f"step {step} did not settle in {timeout_ms / 1000:.0f} s; the page showed {seen}") from None
 
 
 def _pick_option(page, widget, name: str, tries: int = 6) -> None:

@@ -147,7 +147,10 @@ def test_cache_stays_under_its_limit_least_recently_used_first(tmp_path, monkeyp
         runs.append(tmp_path / name)
     for run in runs[:2]:
         RunSource(run).refresh()
-        time.sleep(0.05)  # distinct "last used" times
+    now = time.time()
+    for cache in list_caches():  # "last used" is the lock file's mtime: "old" an hour ago, "mid" a minute ago
+        used = now - (3600 if cache.run_dir() == str(runs[0].resolve()) else 60)
+        os.utime(cache.folder / ".lock", (used, used))
     one = sum(c.size() for c in list_caches()) / 2
     monkeypatch.setenv("RL_BOARD_CACHE_MAX", str(int(one * 2.5)))
     got = RunSource(runs[2]).refresh()

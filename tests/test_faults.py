@@ -6,7 +6,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
+
+import pytest
 
 from conftest import REPO, sample, write_lines
 from rl_board.demo import write_train_run
@@ -60,19 +61,28 @@ def test_two_processes_share_a_growing_run_cache(tmp_path):
                 fh.write(json.dumps(sample(10 + round_, float(round_), response="more")) + "\n")
 
 
-def test_killed_during_a_cold_parse_then_reopened(tmp_path):
-    """SIGKILL while the first load parses: the next load is complete and correct, and nothing the
-    killed process left behind stays in the cache."""
+#: a summary that SIGKILLs itself the first time the segment store's method ``sys.argv[1]`` is called
+_KILLED_AT = """import os, signal, sys
+from rl_board.store.segments import SegmentStore
+setattr(SegmentStore, sys.argv[1], lambda *args, **kwargs: os.kill(os.getpid(), signal.SIGKILL))
+sys.argv = ["rl-board", "summary", sys.argv[2], "--json"]
+from rl_board.cli import run
+run()
+"""
+
+
+@pytest.mark.parametrize("point", ["open", "save"])
+def test_killed_during_a_cold_parse_then_reopened(tmp_path, point):
+    """SIGKILL at a fixed point of the first load (``open``: every segment written, none taken in yet;
+    ``save``: segments compacted, the manifest not written): the next load is complete and correct, and
+    nothing the killed process left behind stays in the cache."""
     run = tmp_path / "run"
     write_train_run(run, steps=30, samples_per_step=64, max_tokens=200, ranks=2, digits=None)
     cache = tmp_path / "cache"
-    victim = _summary(run, cache)
-    deadline = time.monotonic() + 30
-    while not any(cache.rglob(".tmp-*")) and not any(cache.rglob("seg-*")) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    assert victim.returncode == -signal.SIGKILL
+    victim = subprocess.run([sys.executable, "-c", _KILLED_AT, point, str(run)], capture_output=True, cwd=REPO,
+                            env={**os.environ, "RL_BOARD_CACHE_DIR": str(cache)})
+    assert victim.returncode == -signal.SIGKILL, victim.stderr
+    assert any(cache.rglob("seg-*")) and not any(cache.rglob("manifest.json"))  # it died half-way
     assert _result(_summary(run, cache)) == _result(_summary(run, None, "--no-cache"))
     folder = next(cache.iterdir())
     assert not list(folder.glob(".tmp-*"))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,14 +87,56 @@ def test_every_module_belongs_to_a_layer():
     assert sorted(folders) == sorted(k for k in MAY_IMPORT if (PACKAGE / k).is_dir())
 
 
-def test_each_layer_says_what_it_holds_and_may_import():
-    """Every layer folder's ``__init__.py`` opens with a docstring that says what it may import."""
+def said_to_import(doc: str, layer: str) -> tuple[set[str], set[str]]:
+    """(the layers a folder's docstring says it may import, those it says it may not), from its paragraph
+    last paragraph on imports, in the three ways they are written: "May import ``a`` and ``b``; nothing of ``c``",
+    "May import every layer but ``c``", "Imports nothing (else) of ``rl_board`` (but ``a``)"."""
+    paragraph = ([p for p in doc.split("\n\n") if re.search(r"may import|imports nothing", p, re.I)] or [""])[-1]
+    named = lambda text: [n for n in re.findall(r"``(\w+)``", text) if n in MAY_IMPORT and n != layer]  # noqa: E731
+    if re.search(r"every layer but", paragraph):
+        return set(), set(named(paragraph.split("every layer but", 1)[1]))
+    if re.search(r"imports nothing", paragraph, re.I):
+        rest = paragraph.split(" but ", 1)
+        return set(named(rest[1])) if len(rest) > 1 else set(), set()
+    allowed, _, refused = paragraph.partition("nothing of")
+    return set(named(allowed)), set(named(refused))
+
+
+def test_each_layer_says_what_it_may_import_as_the_rules_do():
+    """Every layer folder's ``__init__.py`` docstring says what it may import, and says what ``MAY_IMPORT``
+    (the rules the import check applies) says: each layer it allows is allowed, each it refuses refused."""
     for layer in MAY_IMPORT:
         init = PACKAGE / layer / "__init__.py"
         if not init.parent.is_dir():
             continue
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
-        assert "import" in doc.lower(), f"{layer}/__init__.py does not say what it may import"
+        allowed, refused = said_to_import(doc, layer)
+        assert allowed or refused or "nothing else" in doc, f"{layer}/__init__.py does not say what it may import"
+        assert allowed <= MAY_IMPORT[layer], f"{layer}/__init__.py allows {allowed - MAY_IMPORT[layer]}"
+        assert not refused & MAY_IMPORT[layer], f"{layer}/__init__.py refuses {refused & MAY_IMPORT[layer]}"
+        if allowed and refused:  # "May import a, b; nothing of c": the whole list
+            assert allowed == MAY_IMPORT[layer], f"{layer}/__init__.py says {allowed}, the rules {MAY_IMPORT[layer]}"
+
+
+def test_said_to_import_reads_each_way_of_writing_it():
+    """The docstring reader gets each phrasing right (hand-written cases), so the check above can fail."""
+    assert said_to_import("Holds x.\n\nMay import ``base`` and ``readers``; nothing of ``store``.", "derive") == (
+        {"base", "readers"}, {"store"})
+    assert said_to_import("May import every layer but ``cli``.", "views") == (set(), {"cli"})
+    assert said_to_import("Imports nothing of ``rl_board`` but ``base``.", "demo") == ({"base"}, set())
+    assert said_to_import("Imports nothing else of ``rl_board``.", "base") == (set(), set())
+    assert said_to_import("Holds x.", "base") == (set(), set())
+
+
+def test_an_upward_import_planted_in_a_copy_of_the_package_is_caught(tmp_path):
+    """In a copy of the real package, one upward import planted in a real reader (inside a function,
+    the hardest place to see) is the one import the check reports."""
+    package = tmp_path / "rl_board"
+    shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    assert upward_imports(package) == []
+    with (package / "readers" / "jsonl.py").open("a") as fh:
+        fh.write("\n\ndef _planted():\n    from ..analysis.run import Run\n    return Run\n")
+    assert upward_imports(package) == ["readers/jsonl.py imports rl_board.analysis.run"]
 
 
 def test_an_upward_import_is_caught(tmp_path):

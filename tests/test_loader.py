@@ -213,3 +213,16 @@ def test_exports_hold_the_source_lines_and_run_and_step(tmp_path):
     assert run.source_lines(step2.index) == raw[0] + b"\n" + raw[2] + b"\n"
     csv = build_export_csv(build_batch_table(step2), step2, "myrun").decode().splitlines()
     assert csv[0].startswith("run,step,response,reward") and csv[1].startswith("myrun,2,café,")
+
+
+def test_the_snapshot_reads_only_the_loaders_public_surface():
+    """``take_snapshot`` reads nothing private of the loader (no ``loader._name``), read from its code."""
+    import ast
+
+    from conftest import REPO
+
+    tree = ast.parse((REPO / "rl_board" / "store" / "snapshot.py").read_text(encoding="utf-8"))
+    private = [f"line {node.lineno}: loader.{node.attr}" for node in ast.walk(tree)
+               if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+               and node.value.id == "loader" and node.attr.startswith("_")]
+    assert private == []

@@ -67,7 +67,6 @@ def export_run(tmp_path):
 
 def _independent(out: Path, tokenizer_path: Path) -> dict[int, dict]:
     """Per step, the summary's numbers read straight from the written lines over their masked positions."""
-    tok = Tokenizer.from_file(str(tokenizer_path))
     per_step: dict[int, list[dict]] = {}
     for path in sorted(out.glob("token_exports/step_*/rank_*.jsonl")):
         for text in path.read_text().splitlines():

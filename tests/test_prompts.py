@@ -18,6 +18,7 @@ from rl_board.derive.samples import prompt_key
 from rl_board.analysis.source import load_run
 from rl_board.analysis.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
                                        compute_prompt_samples, compute_word_diff)
+from rl_board.analysis import tagged as TG
 from rl_board.store import tags as T
 from rl_board.views import keys
 
@@ -55,8 +56,8 @@ def test_the_samples_of_one_prompt_in_several_runs(root):
     assert list(by_run["a"].y) == pytest.approx([0.1, 0.4]) and list(by_run["b"].x) == [5]
     assert compute_prompt_samples(runs, prompt_key("nothing", None)).empty
     b = runs["b"]
-    T.set_tags(b.path, T.new_entry(b, b.samples.index[0], ["good", "short"]))
-    tagged = {"b": T.compute_tagged(b, T.load_tags(b.path))}
+    T.set_tags(b.path, TG.new_entry(b, b.samples.index[0], ["good", "short"]))
+    tagged = {"b": TG.compute_tagged(b, T.load_tags(b.path))}
     assert compute_prompt_samples(runs, prompt_key("Q", None), tagged=tagged)["tags"].tolist() == [
         None, None, "good, short"]
 

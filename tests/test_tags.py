@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 from conftest import REPO, sample, write_lines
 from page_steps import load_run as _open
 from page_steps import open_area as _area
+from rl_board.analysis import tagged as TG
 from rl_board.store import tags as T
 from rl_board.store.cache import enforce_limit, list_caches
 from rl_board.analysis.source import RunSource, load_run
@@ -54,7 +55,7 @@ def _label(run, file, line):
 
 
 def _tag(run, file, line, tags, note=""):
-    return T.set_tags(run.path, T.new_entry(run, _label(run, file, line), tags, note))
+    return T.set_tags(run.path, TG.new_entry(run, _label(run, file, line), tags, note))
 
 
 def test_tags_live_beside_the_cache_never_in_the_log_folder(run_dir, isolated_cache):
@@ -85,7 +86,7 @@ def test_tags_survive_reopening_refreshes_other_settings_and_a_cleared_cache(run
     with open(run_dir / "rank0.jsonl", "a") as fh:  # a step-1 sample: every later label moves by one
         fh.write(json.dumps(sample(1, 0.0, prompt="new", response="new one")) + "\n")
     for run in (source.refresh(), load_run(run_dir, pad_token=PAD), load_run(run_dir, cache_root=False)):
-        tagged = T.compute_tagged(run, T.load_tags(run_dir))
+        tagged = TG.compute_tagged(run, T.load_tags(run_dir))
         assert len(tagged.frame) == 1 and not tagged.missing
         label = tagged.frame.index[0]
         assert run.with_text(run.samples.loc[[label]])["response"].iloc[0] == "<img src=x onerror=alert(1)>"
@@ -101,10 +102,10 @@ def test_a_rewritten_line_does_not_inherit_the_tag(run_dir):
     write_lines(run_dir / "rank0.jsonl", [sample(1, 0.5, prompt="x", response="y"),
                                           sample(2, 0.0, prompt="other", response="different")])
     run = load_run(run_dir)
-    tagged = T.compute_tagged(run, T.load_tags(run_dir))
+    tagged = TG.compute_tagged(run, T.load_tags(run_dir))
     assert tagged.frame.empty
-    assert sorted((e.key, why) for e, why in tagged.missing) == [("rank0.jsonl:2", T.CHANGED),
-                                                                 ("rank0.jsonl:3", T.NOT_LOADED)]
+    assert sorted((e.key, why) for e, why in tagged.missing) == [("rank0.jsonl:2", TG.CHANGED),
+                                                                 ("rank0.jsonl:3", TG.NOT_LOADED)]
 
 
 def _add_many(args):
@@ -152,14 +153,14 @@ def test_a_save_from_a_stale_view_is_refused(run_dir):
     run = load_run(run_dir)
     label = _label(run, "rank0.jsonl", 2)
     shown = T.load_tags(run_dir).get("rank0.jsonl:2")  # nothing yet
-    T.set_tags(run_dir, T.new_entry(run, label, ["good"]), shown=None)  # another session
+    T.set_tags(run_dir, TG.new_entry(run, label, ["good"]), shown=None)  # another session
     with pytest.raises(T.TagConflict) as caught:
-        T.set_tags(run_dir, T.new_entry(run, label, ["bad"]), shown=shown)
+        T.set_tags(run_dir, TG.new_entry(run, label, ["bad"]), shown=shown)
     assert caught.value.current.tags == ("good",)
     assert T.load_tags(run_dir)["rank0.jsonl:2"].tags == ("good",)
-    saved = T.set_tags(run_dir, T.new_entry(run, label, ["bad"], "x"), shown=caught.value.current)
+    saved = T.set_tags(run_dir, TG.new_entry(run, label, ["bad"], "x"), shown=caught.value.current)
     assert saved.tags == ("bad",) and T.load_tags(run_dir)["rank0.jsonl:2"].note == "x"
-    T.set_tags(run_dir, T.new_entry(run, label, [], ""))  # no tag and no note: the entry goes
+    T.set_tags(run_dir, TG.new_entry(run, label, [], ""))  # no tag and no note: the entry goes
     assert T.load_tags(run_dir) == {}
 
 
@@ -213,7 +214,7 @@ def test_the_eval_set_export(run_dir):
     run = load_run(run_dir, pad_token=PAD)
     _tag(run, "rank0.jsonl", 3, ["good"], "short\nand polite")
     _tag(run, "rank0.jsonl", 1, ["reward hack"])
-    lines = [json.loads(line) for line in T.build_eval_set(run, T.compute_tagged(run, T.load_tags(run_dir)),
+    lines = [json.loads(line) for line in TG.build_eval_set(run, TG.compute_tagged(run, T.load_tags(run_dir)),
                                                            PAD).decode().splitlines()]
     assert lines == [
         {"prompt": "What is 2+2?", "response": "4", "reward": 0.5, "tags": ["reward hack"], "note": "",
@@ -221,7 +222,7 @@ def test_the_eval_set_export(run_dir):
         {"prompt": "Say hi.", "response": "hi", "reward": None, "tags": ["good"], "note": "short\nand polite",
          "run": "r", "step": 2, "file": "rank0.jsonl", "line": 3, "ground_truth": None},
     ]
-    only = T.build_eval_set(run, T.compute_tagged(run, T.load_tags(run_dir)), PAD, "good").decode().splitlines()
+    only = TG.build_eval_set(run, TG.compute_tagged(run, T.load_tags(run_dir)), PAD, "good").decode().splitlines()
     assert [json.loads(line)["line"] for line in only] == [3]
 
 
@@ -283,7 +284,7 @@ def test_a_save_over_another_sessions_change_is_refused_on_the_page(run_dir):
     at = _open(run_dir.parent, "r")
     name = "rank0.jsonl:2"
     run = load_run(run_dir)
-    T.set_tags(run_dir, T.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
+    T.set_tags(run_dir, TG.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
     at.multiselect(key=f"{keys.TAGS}:{name}").select("bad").run()
     assert not at.exception
     assert any("another session changed" in w.value for w in at.warning)
@@ -326,7 +327,7 @@ def test_the_editor_follows_another_sessions_save_until_edited(run_dir):
     """An editor nobody has touched shows what another session saved once the page reruns."""
     at = _open(run_dir.parent, "r")
     run = load_run(run_dir)
-    T.set_tags(run_dir, T.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
+    T.set_tags(run_dir, TG.new_entry(run, _label(run, "rank0.jsonl", 2), ["good"], "theirs"))  # elsewhere
     at.selectbox(key=keys.SORT_BY).select("log order").select("reward").run()  # any rerun
     assert at.multiselect(key=f"{keys.TAGS}:rank0.jsonl:2").value == ["good"]
     assert at.text_area(key=f"{keys.NOTE}:rank0.jsonl:2").value == "theirs"
@@ -347,8 +348,8 @@ def test_the_eval_set_of_an_agent_run_carries_its_turns():
     task's question as the log line holds it."""
     run = load_run(REPO / "rollout_samples" / "prime_rl_agent_demo")
     label = run.samples.index[3]
-    T.set_tags(run.path, T.new_entry(run, label, ["good"]))
-    exported = json.loads(T.build_eval_set(run, T.compute_tagged(run, T.load_tags(run.path))))
+    T.set_tags(run.path, TG.new_entry(run, label, ["good"]))
+    exported = json.loads(TG.build_eval_set(run, TG.compute_tagged(run, T.load_tags(run.path))))
     assert exported["file"].startswith("rollouts/step_") and exported["tags"] == ["good"]
     raw = json.loads((run.path / exported["file"]).read_text().splitlines()[exported["line"] - 1])  # the episode
     user = [m["content"] for m in exported["messages"] if m["role"] == "user"]

@@ -79,7 +79,9 @@ class SourceRecords:
 
     def record(self, label) -> tuple[dict, dict]:
         """One sample's record (``label`` in ``samples``), read again from its source: (canonical
-        field -> value, every other field -> value). ``SourceChanged`` when it moved."""
+        field -> value, every other field -> value). ``SourceChanged`` when it moved. ``label`` may be
+        a ``sample_id`` (``FILE:LINE``)."""
+        label = self.label_of(label)
         row = self.samples.loc[label]
         name = self.files[int(row[F.FILE])]
         path = self.path / name

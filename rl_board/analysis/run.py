@@ -24,19 +24,24 @@ from ..base.compression import open_stream
 from ..base.location import RunLocation, open_location
 from ..readers import ReadOptions
 from ..store.loader import LoadReport, Snapshot
+from .public import PublicTable
 from .records import SourceRecords
 from .segment_queries import SegmentQueries, take_rows
 
 
-@dataclass(frozen=True)
-class Run(SegmentQueries, SourceRecords):
+@dataclass(frozen=True, eq=False, repr=False)
+class Run(SegmentQueries, SourceRecords, PublicTable):
     """A snapshot of a run.
 
     ``samples`` has one row per sample, ordered by step, file, line, with numbers
     only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample
     lies); ``with_text`` adds the texts and ``record`` reads one sample's whole
     record from its source, so memory holds neither for the whole run. ``steps``
-    has one row per step (``steps.compute_step_stats``).
+    has one row per step (``steps.compute_step_stats``). A notebook reads
+    ``to_pandas()`` (``public.PublicTable``): the sample's fields and metrics, by ``sample_id``.
+
+    Its fields are never reassigned (frozen); it compares and hashes by identity (each snapshot is
+    its own: two reads of one folder are two runs), so it can key a dict or a cache.
     """
 
     path: Path
@@ -64,6 +69,13 @@ class Run(SegmentQueries, SourceRecords):
         return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
                    snapshot.split, snapshot.splits, snapshot.location)
+
+    def __repr__(self) -> str:
+        steps = self.samples[F.STEP] if len(self.samples) else ()
+        span = f", steps {min(steps)}–{max(steps)}" if len(steps) else ""
+        split = f", split {self.split!r}" if self.split else ""
+        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self.samples)} samples"
+                f"{span}, {len(self.files)} files>")
 
     def _open(self, path):
         """One of the run's files, opened through its location (checked again: it may be a symlink out

@@ -42,13 +42,14 @@ class Query:
 
 def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
     """The rows of ``run.samples`` that match ``query``, in step, file, line order. ``tagged``
-    (``tags.compute_tagged``) is the run's tags; read from its tags file when the query names a tag
+    (``tagged.compute_tagged``) is the run's tags; read from its tags file when the query names a tag
     and it is not given (``tags.TagsError`` when that file can't be read)."""
     samples = run.samples
     keep = np.ones(len(samples), dtype=bool)
     if query.tag:
         if tagged is None:
-            from ..store.tags import compute_tagged, load_tags
+            from ..store.tags import load_tags
+            from .tagged import compute_tagged
 
             tagged = compute_tagged(run, load_tags(run.path))
         keep &= samples.index.isin(tagged.labels_with(query.tag))

@@ -4,6 +4,7 @@ reads a run once."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
@@ -31,25 +32,74 @@ def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: in
                      tokenizer).refresh(progress)
 
 
-def load(path: Path | str, *, pad_token: str | None = PAD_TOKEN, eos_token: str | None = EOS_TOKEN,
-         fields: dict[str, str] | list[str] | str | None = None, split: str | None = None,
-         tokenizer: Path | str | None = None, max_samples_per_step: int | None = None, cache: bool = True):
+def load(path: Path | str, *, rename: dict[str, str] | None = None, pad_token: str | None = PAD_TOKEN,
+         eos_token: str | None = EOS_TOKEN, split: str | None = None, tokenizer: Path | str | None = None,
+         max_samples_per_step: int | None = None, cache: bool = True,
+         fields: dict[str, str] | list[str] | str | None = None):
     """A run folder read as the page and the commands read it, for a notebook: ``rl_board.load(path)``.
 
-    The read options are the page's and the commands' (``--pad-token``…), with their defaults:
-    ``pad_token`` and ``eos_token`` (``<|endoftext|>``; None or "none" turns either off), ``fields``
-    (the field mapping: ``{"reward": "my_score"}``, ``["reward=my_score"]`` or ``"reward=my_score"``),
-    ``split``, ``tokenizer`` (a ``tokenizer.json`` or a model folder; default: one found near the run),
-    ``max_samples_per_step`` and ``cache`` (False: neither read nor write the board's cache).
+    ``rename`` maps the run's own keys to the board's fields in pandas' ``rename`` direction,
+    ``{source key: field}``: ``{"my_score": "reward"}`` reads ``reward`` from ``my_score`` (a dotted
+    key reads a nested value). A mapped key the run's first lines don't hold is a warning, and an
+    error when nothing loaded. The other read options are the page's and the commands'
+    (``--pad-token``…), with their defaults: ``pad_token`` and ``eos_token`` (``<|endoftext|>``; None
+    or "none" turns either off), ``split``, ``tokenizer`` (a ``tokenizer.json`` or a model folder;
+    default: one found near the run), ``max_samples_per_step`` and ``cache`` (False: neither read nor
+    write the board's cache). ``fields`` is the old spelling of the mapping, the other way round
+    (``{"reward": "my_score"}``, ``["reward=my_score"]``, ``"reward=my_score"``): it works, with a
+    ``DeprecationWarning``.
 
-    Returns a ``Run``: ``run.samples`` is a pandas DataFrame, one row per sample (numbers only),
-    ``run.with_text(run.samples)`` the same with the texts, ``run.steps`` one row per step, and
-    ``run.token_table(label)`` one sample's per-token lists as a DataFrame. Raises ``RootError`` for a
-    folder that can't be read, ``FieldMappingError`` for a bad mapping, ``TokenizerError``."""
-    from ..readers import parse_field_mapping
+    Returns a ``Run``: ``run.to_pandas()`` one row per sample by ``sample_id`` (``FILE:LINE``), its
+    fields and metrics; ``run.steps`` one row per step; ``run.token_table(sample_id)`` one sample's
+    per-token lists; ``run.samples`` the table the page works on (with its bookkeeping columns).
+    Raises ``RootError`` for a folder that can't be read, ``FieldMappingError`` for a bad mapping,
+    ``TokenizerError``."""
+    from ..readers import FieldMappingError, parse_field_mapping
 
-    if isinstance(fields, dict):
-        fields = [f"{canonical}={source}" for canonical, source in fields.items()]
+    if fields is not None:
+        if rename is not None:
+            raise TypeError("give rename= ({source key: field}) or the old fields=, not both")
+        warnings.warn("load(fields=...) maps field -> source key; use rename={source key: field} (pandas' "
+                      "rename direction): fields= will go", DeprecationWarning, stacklevel=2)
+        if isinstance(fields, dict):
+            fields = [f"{canonical}={source}" for canonical, source in fields.items()]
+    elif rename is not None:
+        if not isinstance(rename, dict):
+            raise FieldMappingError("rename= is a dict {source key: field}, e.g. {'my_score': 'reward'}")
+        fields = [f"{canonical}={source}" for source, canonical in rename.items()]
     mapping = parse_field_mapping(fields or [])
-    return load_run(path, token_option(pad_token), max_samples_per_step, None if cache else False, fields=mapping,
-                    eos_token=token_option(eos_token), split=split, tokenizer=tokenizer)
+    run = load_run(path, token_option(pad_token), max_samples_per_step, None if cache else False, fields=mapping,
+                   eos_token=token_option(eos_token), split=split, tokenizer=tokenizer)
+    if mapping:
+        _check_mapping(run, mapping)
+    return run
+
+
+def _check_mapping(run, mapping: tuple[tuple[str, str], ...]) -> None:
+    """Warn of each mapped source key the run's first lines don't hold (``Run.source_keys``); raise
+    ``FieldMappingError`` instead when no sample loaded: a mapping that finds nothing is never silent."""
+    from ..readers import FieldMappingError
+
+    keys = {key for key, _ in run.source_keys()}
+    if not keys:  # nothing could be read to check against
+        return
+    absent = [(c, s) for c, s in mapping if s not in keys and s.split(".", 1)[0] not in keys]
+    if not absent:
+        return
+    shown = ", ".join(sorted(keys)[:20]) + (", …" if len(keys) > 20 else "")
+    message = ("the mapping found nothing for " + ", ".join(f"{c} (key {s!r})" for c, s in absent)
+               + f": the run's first lines have no such key. Keys there: {shown}.")
+    if not len(run.samples):
+        raise FieldMappingError(message + " Nothing loaded.")
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def read_settings(run, max_per_step: int | None = None) -> dict:
+    """The settings ``run`` (a ``Run``) was read with, as the JSON of ``summary``, ``search`` and
+    ``findings`` carries them: ``pad_token`` and ``eos_token`` (null when off), ``fields`` (the field
+    mapping, canonical -> source), ``split`` (null for a format without splits) and
+    ``max_samples_per_step`` (null: all)."""
+    options = run.options
+    return {"pad_token": options.pad_token, "eos_token": options.eos_token,
+            "fields": {canonical: source for canonical, source in options.fields},
+            "split": getattr(run, "split", None), "max_samples_per_step": max_per_step}

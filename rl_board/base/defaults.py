@@ -33,17 +33,6 @@ def token_option(value: str | None) -> str | None:
     return value
 
 
-def read_settings(run, max_per_step: int | None = None) -> dict:
-    """The settings ``run`` (a ``Run``) was read with, as the JSON of ``summary``, ``search`` and
-    ``findings`` carries them: ``pad_token`` and ``eos_token`` (null when off), ``fields`` (the field
-    mapping, canonical -> source), ``split`` (null for a format without splits) and
-    ``max_samples_per_step`` (null: all)."""
-    options = run.options
-    return {"pad_token": options.pad_token, "eos_token": options.eos_token,
-            "fields": {canonical: source for canonical, source in options.fields},
-            "split": getattr(run, "split", None), "max_samples_per_step": max_per_step}
-
-
 # What a shared report (``rl-board report``, the page's download button) shows of each finding
 REPORT_SAMPLES = 3  # samples under each finding, unless asked otherwise (``--samples``)
 MAX_REPORT_SAMPLES = 20  # the most a finding shows, whatever is asked: the file stays small enough to mail

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from ..base.defaults import read_settings
+from ..analysis.source import read_settings
 from .common import _describe_settings, _fmt, _load
 from .parser import DIFF_SHOWN
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from ..base.defaults import read_settings
 from .common import _describe_settings, _load
 
 def _findings(args) -> int:
     from ..analysis.findings import get_findings
+    from ..analysis.source import read_settings
 
     run = _load(args)
     if isinstance(run, int):

@@ -73,6 +73,8 @@ def _run_arguments(parser: argparse.ArgumentParser, two_runs: bool = False, **to
 
 
 def _parser() -> argparse.ArgumentParser:
+    """Every command and its arguments, in the order ``--help`` lists them. Longer than ~80 lines on
+    purpose: one declaration per argument, read top to bottom as the CLI reference (docs/cli.md) is."""
     parser = argparse.ArgumentParser(prog="rl-board", description="RL Logging Board: token-level views of RL rollouts.")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="start the page (Streamlit) with ROOT preselected")

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..base.defaults import read_settings
+from ..analysis.source import read_settings
 from .common import _load
 
 

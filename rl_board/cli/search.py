@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-from ..base.defaults import read_settings
 from .common import _fmt, _load
 from .parser import SEARCH_SHOWN
 
@@ -13,6 +12,7 @@ from .parser import SEARCH_SHOWN
 def _search(args) -> int:
     from ..analysis.search import (Query, build_search_json, column_for, compute_matches, parse_range, parse_steps,
                                    sort_key_for)
+    from ..analysis.source import read_settings
     from ..analysis.tables import sort_samples
     from ..store.tags import TagsError
 

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..base.access import RootError
-from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields, read_settings
+from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
 from .common import _describe_settings, _fmt, _load
 
 def _summary(args) -> int:
@@ -17,6 +17,7 @@ def _summary(args) -> int:
         run = _load(args)
         if isinstance(run, int):
             return run
+        from ..analysis.source import read_settings
         from ..analysis.summary import build_summary
 
         summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from ..base.defaults import read_settings
 from .common import _fmt, _load
 
 def _tags(args) -> int:
+    from ..analysis import tagged as TG
+    from ..analysis.source import read_settings
     from ..store import tags as T
 
     changing = bool(args.add or args.remove or args.note is not None)
@@ -24,7 +25,7 @@ def _tags(args) -> int:
     try:
         if changing:
             return _tag_sample(args, run)
-        tagged = T.compute_tagged(run, T.load_tags(run.path))
+        tagged = TG.compute_tagged(run, T.load_tags(run.path))
     except T.TagsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -33,13 +34,13 @@ def _tags(args) -> int:
         print(f"note: {entry.key} ({', '.join(entry.tags) or 'a note'}) is shown on no sample: {reason}",
               file=sys.stderr)
     if args.export:
-        sys.stdout.buffer.write(T.build_eval_set(run, tagged, args.pad_token, tag))
+        sys.stdout.buffer.write(TG.build_eval_set(run, tagged, args.pad_token, tag))
     elif args.json:
         print(json.dumps({"settings": read_settings(run, args.max_samples_per_step),
-                          "tags_file": str(T.tags_path(run.path)), **T.build_tags_json(run, tagged, tag)},
+                          "tags_file": str(T.tags_path(run.path)), **TG.build_tags_json(run, tagged, tag)},
                          ensure_ascii=False, allow_nan=False))
     else:
-        result = T.build_tags_json(run, tagged, tag)
+        result = TG.build_tags_json(run, tagged, tag)
         count = len(result["samples"])
         print(f"{count} tagged sample{'' if count == 1 else 's'} in {run.path} (kept in {T.tags_path(run.path)})")
         for name, count in result["tags"].items():
@@ -54,6 +55,7 @@ def _tags(args) -> int:
 def _tag_sample(args, run) -> int:
     """``tags RUN --sample FILE:LINE --add/--remove/--note``: change one sample's entry."""
     from ..base import fields as F
+    from ..analysis import tagged as TG
     from ..store import tags as T
 
     name, _, line = args.sample.rpartition(":")
@@ -66,7 +68,7 @@ def _tag_sample(args, run) -> int:
     label = hit[0]
     added, removed = T.clean_tags(args.add), set(T.clean_tags(args.remove))
 
-    digest = T.sample_digest(run, label)
+    digest = TG.sample_digest(run, label)
 
     def change(current):
         if current is not None and current.digest in (None, digest):  # the tags of this very sample
@@ -74,9 +76,9 @@ def _tag_sample(args, run) -> int:
         else:  # none, or an old entry of a line that changed since: start afresh
             tags, note = (), ""
         tags = [t for t in (*tags, *added) if t not in removed]
-        return T.new_entry(run, label, tags, note if args.note is None else args.note)
+        return TG.new_entry(run, label, tags, note if args.note is None else args.note)
 
-    entry = T.update_tags(run.path, T.sample_key(run, label), change)
+    entry = T.update_tags(run.path, TG.sample_key(run, label), change)
     shown = entry.to_json() if entry is not None else {"file": name, "line": int(line), "tags": [], "note": ""}
     if args.json:
         print(json.dumps(shown, ensure_ascii=False))

@@ -3,19 +3,16 @@
 ``detect(run_dir)`` is the one place that picks a format: a run folder of
 ``*.jsonl`` files is read by ``jsonl`` (the board's own lines, OpenRLHF-style
 ranks and verl's ``{step}.jsonl`` dumps), a folder of ``*.parquet`` files by
-``parquet`` (TRL's ``completions_*.parquet``). A reader module has ``NAME``,
-``SUFFIX``, ``ALIASES``, ``APPENDABLE`` and ``record(fh, name, offset, length, line)``
-(one sample's source record, read again), and either
+``parquet`` (TRL's ``completions_*.parquet``). It lives in ``registry`` with ``READERS``
+and the readers third parties register (entry point group ``rl_board.readers``).
 
-- ``parse_block(data, first_line, base_offset, options) -> ParsedBlock`` when its
-  files grow by whole lines (``APPENDABLE``): the ingest layer hands it byte
-  ranges that start and end on line boundaries; or
-- ``read_table(path, options) -> (rows, errors, count)`` for a file read whole.
-
-Both return canonical rows (``canonical.ROWS``) and nothing derived: readers
-import nothing above them; ``rl_board.store.ingest`` schedules them and
-``rl_board.derive.samples`` computes what the segments keep. Adding a format is one
-module and one line in ``READERS``.
+A reader module fulfils the ``Reader`` interface written in ``base`` (``NAME``, ``SUFFIX``,
+``ALIASES``, ``APPENDABLE``, ``record`` and either ``parse_block`` for files that grow by
+lines or ``read_table`` for files read whole), returning canonical rows (``canonical.ROWS``)
+and nothing derived: ``rl_board.store.ingest`` schedules them and ``rl_board.derive.samples``
+computes what the segments keep. Adding a format is one module and one line in
+``registry.READERS``. Readers import ``base`` (and the modules they share code with), the
+registry imports the readers, and this ``__init__`` only hands their names on.
 
 Key resolution is shared: a canonical field (``fields.CANONICAL``) comes from the
 source key the user mapped to it (``--field reward=my_score``), else from the
@@ -28,266 +25,37 @@ A reader may import ``base`` only (and the other readers): nothing of ``derive``
 
 from __future__ import annotations
 
-import json
-import os
-from dataclasses import dataclass
-from pathlib import Path
+from .base import (
+    DEFAULT_MAX_LINE,
+    MAX_LINE_ENV,
+    MISSING,
+    FieldMappingError,
+    FileError,
+    KeyResolver,
+    LineReader,
+    ReadOptions,
+    Reader,
+    SourceChanged,
+    TableReader,
+    candidate_keys,
+    canonical_record,
+    describe_size,
+    format_field_mapping,
+    is_extra_value,
+    is_path,
+    line_too_long,
+    max_line_bytes,
+    merged_aliases,
+    parse_field_mapping,
+    reader_problems,
+    value_at,
+)
+from .registry import ENTRY_POINTS, READERS, all_readers, detect, holds_run, reader_for
 
-from ..base import fields as F
-from ..base.location import as_path
-from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS
-
-
-class SourceChanged(RuntimeError):
-    """A sample is no longer where the run last read it: the file changed; refresh to re-read it."""
-
-
-class FileError(ValueError):
-    """A whole file can't be read (a corrupt parquet file, a table without ``step``); the other files load."""
-
-
-class FieldMappingError(ValueError):
-    """A ``CANONICAL=SOURCE`` mapping that can't be used; the message says why."""
-
-
-MAX_LINE_ENV = "RL_BOARD_MAX_LINE_MB"
-DEFAULT_MAX_LINE = 64 << 20  # bytes: a longer line is named and skipped, never held in memory
-
-
-def max_line_bytes() -> int:
-    """``$RL_BOARD_MAX_LINE_MB`` in bytes (MiB; a positive number), else 64 MiB."""
-    try:
-        value = float(os.environ.get(MAX_LINE_ENV, ""))
-    except ValueError:
-        return DEFAULT_MAX_LINE
-    return int(value * (1 << 20)) if value > 0 else DEFAULT_MAX_LINE
-
-
-@dataclass(frozen=True)
-class ReadOptions:
-    """How a run is read; everything here changes the parsed rows, so it keys the cache.
-
-    pad_token: positions at and after its first occurrence are not counted (nor shown in texts).
-    fields: ``(canonical, source)`` pairs from the user's field mapping.
-    eos_token: positions after its first occurrence are not counted; it is (see ``metrics``).
-    max_line: bytes; a longer line is rejected (named, not read).
-    tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
-        are shown as ``#ID`` (see ``rl_board.derive.tokenizer``).
-    max_extras: extra-field columns a run makes at most (``base.defaults.max_extra_fields``).
-    """
-
-    pad_token: str | None = None
-    fields: tuple[tuple[str, str], ...] = ()
-    eos_token: str | None = None
-    max_line: int = DEFAULT_MAX_LINE
-    tokenizer: str | None = None
-    max_extras: int = DEFAULT_MAX_EXTRA_FIELDS
-
-    def to_json(self) -> str:
-        got = {"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
-               "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer}
-        if self.max_extras != DEFAULT_MAX_EXTRA_FIELDS:  # keys of caches written before the limit stay valid
-            got["max_extras"] = self.max_extras
-        return json.dumps(got)
-
-    @classmethod
-    def from_json(cls, text: str) -> "ReadOptions":
-        raw = json.loads(text)
-        return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
-                   raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"),
-                   raw.get("max_extras", DEFAULT_MAX_EXTRA_FIELDS))
-
-
-def describe_size(size: int) -> str:
-    """Bytes as a person reads them: ``3.0 GB``, ``65 MB``, ``512 bytes``."""
-    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= scale:
-            return f"{size / scale:.1f} {unit}" if size < 10 * scale else f"{size / scale:.0f} {unit}"
-    return f"{size} bytes"
-
-
-def line_too_long(size: int, limit: int) -> str:
-    """The reason a line of ``size`` bytes is rejected."""
-    return (f"line of {describe_size(size)} is longer than the limit of {describe_size(limit)} "
-            f"(set {MAX_LINE_ENV}); not read")
-
-
-def parse_field_mapping(items) -> tuple[tuple[str, str], ...]:
-    """``["reward=my_score", "response=answer"]`` (or one comma-separated string) as
-    ``(canonical, source)`` pairs, in canonical order. Raises ``FieldMappingError``."""
-    if isinstance(items, str):
-        items = items.split(",")
-    pairs: dict[str, str] = {}
-    for item in items:
-        item = item.strip()
-        if not item:
-            continue
-        canonical, sep, source = (part.strip() for part in item.partition("="))
-        if not sep or not canonical or not source:
-            raise FieldMappingError(f"field mapping {item!r} is not CANONICAL=SOURCE (e.g. reward=my_score)")
-        if canonical not in F.CANONICAL:
-            raise FieldMappingError(f"{canonical!r} is not a field the board knows; use one of: "
-                                    + ", ".join(F.CANONICAL))
-        if canonical in pairs:
-            raise FieldMappingError(f"{canonical!r} is mapped twice")
-        pairs[canonical] = source
-    return tuple((c, pairs[c]) for c in F.CANONICAL if c in pairs)
-
-
-def format_field_mapping(fields: tuple[tuple[str, str], ...]) -> str:
-    """The mapping as a user types it: ``reward=my_score, response=answer``."""
-    return ", ".join(f"{c}={s}" for c, s in fields)
-
-
-def merged_aliases(aliases: dict | None = None) -> dict[str, tuple[str, ...]]:
-    """``fields.ALIASES`` with a reader's own aliases (canonical name -> a key or a tuple of keys) first."""
-    merged = dict(F.ALIASES)
-    for name, keys in (aliases or {}).items():
-        keys = (keys,) if isinstance(keys, str) else tuple(keys)
-        merged[name] = tuple(dict.fromkeys((*keys, *merged.get(name, ()))))
-    return merged
-
-
-def candidate_keys(name: str, mapped: dict[str, str], aliases: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
-    """The source keys that can feed canonical field ``name``, in the order they are tried: the mapped
-    key alone, else the field's own name and then its aliases."""
-    return (mapped[name],) if name in mapped else (name, *aliases.get(name, ()))
-
-
-class KeyResolver:
-    """Which source key feeds each canonical field, for one key set (cached: lines of a run share keys)."""
-
-    def __init__(self, fields: tuple[tuple[str, str], ...] = (), aliases: dict | None = None):
-        self.mapped = dict(fields)
-        self.aliases = merged_aliases(aliases)
-        self._cache: dict[tuple, tuple[dict[str, str], frozenset]] = {}
-        # the keys a resolution looks at (candidates, and the heads of nested ones): lines whose key sets
-        # differ only in other keys (a key of its own on every line) resolve alike
-        candidates = [key for name in F.CANONICAL for key in candidate_keys(name, self.mapped, self.aliases)]
-        self._looked_at = frozenset(candidates) | {key.split(".", 1)[0] for key in candidates if is_path(key)}
-        self._by_looked_at: dict[frozenset, tuple[dict[str, str], frozenset]] = {}
-
-    def resolve(self, keys) -> tuple[dict[str, str], frozenset]:
-        """(canonical name -> source key present in ``keys``, the keys that are not extras)."""
-        keys = tuple(keys)
-        hit = self._cache.get(keys)
-        if hit is not None:
-            return hit
-        present = self._looked_at.intersection(keys)
-        hit = self._by_looked_at.get(present)
-        if hit is not None:
-            return hit
-        sources = {}
-        for name in F.CANONICAL:
-            for key in candidate_keys(name, self.mapped, self.aliases):
-                if key in present or is_path(key) and key.split(".", 1)[0] in present:
-                    sources[name] = key
-                    break
-        taken = frozenset(F.CANONICAL) | frozenset(sources.values())
-        if len(self._cache) < 1024:
-            self._cache[keys] = (sources, taken)
-        if len(self._by_looked_at) < 1024:
-            self._by_looked_at[present] = (sources, taken)
-        return sources, taken
-
-    def source_of(self, name: str) -> str:
-        """How a missing canonical field is described in an error: ``'reward'`` or
-        ``'reward' (mapped from 'my_score')``."""
-        if name in self.mapped:
-            return f"'{name}' (mapped from '{self.mapped[name]}')"
-        return " or ".join(f"'{key}'" for key in (name, *self.aliases.get(name, ())))
-
-
-MISSING = object()  # ``value_at`` found nothing at the path
-
-
-def is_path(source: str) -> bool:
-    """Whether a mapped source names a nested value (``run.work.step``): it has a dot."""
-    return "." in source
-
-
-def value_at(obj, source: str, default=None):
-    """``obj[source]`` when ``obj`` has that key, else the value at the dot-separated path ``source``
-    (dict keys, and list indices as integers: ``traces.0.rewards.correct.score``), else ``default``."""
-    if isinstance(obj, dict) and source in obj:
-        return obj[source]
-    value = obj
-    for part in source.split("."):
-        if isinstance(value, dict) and part in value:
-            value = value[part]
-        elif isinstance(value, list) and part.lstrip("-").isdigit() and -len(value) <= int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return default
-    return value
-
-
-def canonical_record(obj: dict, fields: tuple[tuple[str, str], ...] = (),
-                     aliases: dict | None = None) -> tuple[dict, dict]:
-    """One source record as (canonical name -> value, every other field -> value). A record's
-    ``messages`` (a list of chat messages) is canonical too, as ``turns.turns`` makes them."""
-    from .turns import turns
-
-    sources, taken = KeyResolver(fields, aliases).resolve(obj.keys())
-    canonical = {name: value for name, key in sources.items()
-                 if (value := value_at(obj, key, MISSING)) is not MISSING}
-    others = {key: value for key, value in obj.items() if key not in taken}
-    if isinstance(others.get(F.MESSAGES), list):
-        canonical[F.MESSAGES] = turns(others.pop(F.MESSAGES))
-    return canonical, others
-
-
-def is_extra_value(value) -> bool:
-    """Whether a top-level value makes its field an extra: a number or a boolean."""
-    return isinstance(value, (int, float))
-
-
-def reader_for(name: str):
-    """The reader module called ``name``."""
-    for reader in READERS:
-        if reader.NAME == name:
-            return reader
-    raise KeyError(name)
-
-
-def detect(run_dir: Path):
-    """The reader for a run folder: the first of ``READERS`` whose files it holds (jsonl when none).
-
-    A reader with a tree layout or its own check (``layout.GLOBS``, ``matches``) is asked with
-    ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
-    run_dir = as_path(run_dir)
-    try:
-        if isinstance(run_dir, Path):
-            with os.scandir(run_dir) as entries:  # a file's type comes with its entry: no stat per file
-                suffixes = {os.path.splitext(e.name)[1] for e in entries
-                            if not e.name.startswith(".") and e.is_file()}
-        else:  # a URL's folder: one listing through its filesystem
-            suffixes = {p.suffix for p in run_dir.iterdir() if not p.name.startswith(".") and p.is_file()}
-    except OSError:
-        suffixes = set()
-    for reader in READERS:
-        if hasattr(reader, "GLOBS") or hasattr(reader, "matches") or hasattr(reader, "other_kind"):
-            if layout.holds(reader, run_dir):
-                return reader
-        elif reader.SUFFIX in suffixes:
-            return reader
-    return reader_for("jsonl")
-
-
-def holds_run(folder: Path) -> bool:
-    """Whether ``folder`` holds a run of any format."""
-    return any(layout.holds(reader, folder) for reader in READERS)
-
-
-from . import layout  # noqa: E402
-# the registry needs the modules above defined first
-from . import jsonl, nemo_rl, parquet, prime_rl_tokens  # noqa: E402
-from . import areal, art, prime_rl, rllm, roll, skyrl, slime, tinker, trackio, verifiers_v0, verl  # noqa: E402
-from . import tensorboard_text, wandb_tables  # noqa: E402
-
-#: Every reader, in detection order: formats recognised by their layout or content first, then the
-#: flat folders of lines or tables; TensorBoard text last (event files beside a run's own lines are
-#: its scalars, not its samples). prime-rl's episodes come before its token exports: an output
-#: folder holding both opens as episodes, and its token_exports/ folder as the token export.
-READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, skyrl, roll, areal, tinker, slime, wandb_tables,
-           verifiers_v0, trackio, verl, jsonl, parquet, tensorboard_text)
+__all__ = [
+    "DEFAULT_MAX_LINE", "ENTRY_POINTS", "MAX_LINE_ENV", "MISSING", "READERS", "FieldMappingError", "FileError",
+    "KeyResolver", "LineReader", "ReadOptions", "Reader", "SourceChanged", "TableReader", "all_readers",
+    "candidate_keys", "canonical_record", "describe_size", "detect", "format_field_mapping", "holds_run",
+    "is_extra_value", "is_path", "line_too_long", "max_line_bytes", "merged_aliases", "parse_field_mapping",
+    "reader_for", "reader_problems", "value_at",
+]

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from ..base.compression import open_path
-from . import SourceChanged
+from .base import SourceChanged
 from .jsonlines import ParsedBlock, parse_block  # noqa: F401 (the reader's interface)
 from .jsonlines.shape import ALIASES  # noqa: F401
 from .jsonlines.slow import parse_line

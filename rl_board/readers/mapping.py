@@ -55,7 +55,7 @@ def suggest_field_mapping(found: list[tuple[str, str]]) -> str:
     """``CANONICAL=SOURCE`` pairs (comma-separated, canonical order) for the fields ``found`` (key, kind
     of its first value) lacks, each from the key whose name fits it best (then the shallower key, then
     the first seen); "" when none fits. A key is proposed once."""
-    from . import merged_aliases
+    from .base import merged_aliases
 
     aliases = merged_aliases()
     present = {key for key, _ in found}

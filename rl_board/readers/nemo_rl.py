@@ -26,7 +26,7 @@ import pyarrow as pa
 from ..base.compression import read_bytes
 from ..base import fields as F
 from ..base.location import as_path
-from . import KeyResolver, ReadOptions, SourceChanged, line_too_long
+from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
 from .layout import step_in
 from .lines import read_rows

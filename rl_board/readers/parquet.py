@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path, open_file
-from . import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
+from .base import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
 from .canonical import TOKEN_STRINGS, build_rows
 
 NAME = "parquet"

@@ -34,7 +34,7 @@ import pyarrow as pa
 from ..base.compression import read_bytes
 from ..base import fields as F
 from ..base.location import as_path
-from . import FileError, ReadOptions, SourceChanged, value_at
+from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import step_in
 from .notes import with_notes

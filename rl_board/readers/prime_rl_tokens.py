@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from ..base.compression import read_bytes
 from ..base import fields as F
-from . import ReadOptions
+from .base import ReadOptions
 from . import jsonl
 
 NAME = "prime-rl-tokens"

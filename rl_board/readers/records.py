@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..base import fields as F
-from . import KeyResolver, is_extra_value, value_at
+from .base import KeyResolver, is_extra_value, value_at
 from .canonical import build_rows
 from .extras import FieldNotes
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..base.compression import read_bytes
 from ..base import fields as F
 from ..base.location import as_path
-from . import FileError, ReadOptions, SourceChanged
+from .base import FileError, ReadOptions, SourceChanged
 from .layout import step_in
 from .turns import number, numbers, sample_rows, turn, turns
 

@@ -32,7 +32,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from . import FileError, ReadOptions, SourceChanged, jsonl, line_too_long
+from .base import FileError, ReadOptions, SourceChanged, line_too_long
+from . import jsonl
 from .chat_text import split_turns
 from .lines import count_lines, whole_lines
 from .records import is_number, json_type, short
@@ -148,7 +149,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     path = as_path(path)
     data = path.read_bytes()
     samples, errors = [], []
-    for number, offset, stop, raw in whole_lines(data):
+    for number, _offset, _stop, raw in whole_lines(data):
         if len(raw) > options.max_line:
             errors.append((number, line_too_long(len(raw), options.max_line)))
             continue

@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
-from . import FileError, ReadOptions, SourceChanged
+from .base import FileError, ReadOptions, SourceChanged
 from .chat_text import split_prompt, split_turns
 from .lines import file_path
 from .records import is_number, json_type, short

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from . import FileError, KeyResolver, ReadOptions, SourceChanged
+from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .lines import file_path
 from .records import canonical_row, rows_table
 

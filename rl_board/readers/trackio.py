@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path, open_file
-from . import FileError, ReadOptions, SourceChanged
+from .base import FileError, ReadOptions, SourceChanged
 from .turns import number, numbers, sample_rows, turns
 
 NAME = "trackio"

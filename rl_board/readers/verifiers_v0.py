@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..base.compression import open_path, read_bytes, variants
 from ..base import fields as F
 from ..base.location import as_path
-from . import FileError, ReadOptions, SourceChanged
+from .base import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
 from .turns import number, sample_rows, turn, turns
 

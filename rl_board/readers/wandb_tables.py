@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from . import FileError, KeyResolver, ReadOptions, SourceChanged
+from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .records import canonical_row, json_type, rows_table
 
 NAME = "wandb-tables"

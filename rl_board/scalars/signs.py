@@ -87,11 +87,11 @@ def compute_signs(series: dict[str, list[tuple[int, float]]], thresholds: Thresh
         values = np.array([v for _, v in points], dtype=float)
         finite = np.isfinite(values)
 
-        def first(mask, kind, text):
+        def first(mask, kind, text):  # called within this series' iteration only
             hits = np.flatnonzero(mask)
             if len(hits):
                 i = int(hits[0])
-                signs.append(Sign(kind, name, steps[i], float(values[i]), text.format(value=values[i])))
+                signs.append(Sign(kind, name, steps[i], float(values[i]), text.format(value=values[i])))  # noqa: B023
 
         if _matches("loss", name):
             first(~finite, "non-finite loss", "{value} — the loss is no longer a number")

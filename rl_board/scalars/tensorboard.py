@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from . import Scalars, ScalarsError, SeriesBuilder, anywhere
+from .base import Scalars, ScalarsError, SeriesBuilder, anywhere
 
 PATTERN = "events.out.tfevents.*"
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from . import (
+from .base import (
     Scalars,
     ScalarsError,
     SeriesBuilder,

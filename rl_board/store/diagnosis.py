@@ -67,7 +67,7 @@ def _closest(paths: list[Path], root: Path, first: dict | None):
     first line has first, then the most files; (None, 0) when none matches."""
     best, score, count = None, (0, 0), 0
     keys = set(first["keys"]) if first else set()
-    for reader in readers.READERS:
+    for reader in readers.all_readers():
         if layout.is_flat(reader) and not hasattr(reader, "matches"):
             continue
         n = sum(1 for p in paths if any(p.relative_to(root).match(pattern) for pattern in layout.globs(reader)))

@@ -15,8 +15,10 @@ from __future__ import annotations
 import gc
 import importlib
 import threading
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable
 
 import pyarrow as pa
@@ -118,6 +120,27 @@ class RunLoader:
     @property
     def _files(self) -> dict[str, FileState]:
         return self._tracker.files
+
+    # what a snapshot is taken from (``snapshot.take_snapshot``), read-only
+    @property
+    def file_states(self) -> Mapping[str, FileState]:
+        """Each file of the run (its name in the run) -> how far it was read, its segments and errors."""
+        return MappingProxyType(self._tracker.files)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The loader's own notes on the read so far (the cache's, the shared cache's)."""
+        return tuple(self._notes)
+
+    @property
+    def tokenizer_notes(self) -> tuple[str, ...]:
+        """Why the tokenizer found beside the run was not used (empty when it was, or none was found)."""
+        return tuple(self._tokenizer_notes)
+
+    @property
+    def cache(self) -> RunCache | None:
+        """The run's cache folder, None when the run is read without one."""
+        return self._store.cache
 
     @property
     def _quota(self) -> dict[int, int]:

@@ -1,8 +1,8 @@
 """A cache shared by a team at a URL: ``RL_BOARD_CACHE_DIR=s3://bucket/rl-board-cache``.
 
 Each process keeps its working cache in a local mirror folder (segments must be memory-mapped), under
-``$XDG_CACHE_HOME/rl_board/shared/<hash of the URL>/``, one run cache folder per run as always. The URL
-holds the same folders: ``URL/<run cache folder>/manifest.json`` and the segment files it names.
+``<the user's cache folder>/shared/<hash of the URL>/`` (``cache.user_cache_root``), one run cache
+folder per run as always. The URL holds the same folders: ``URL/<run cache folder>/manifest.json`` and the segment files it names.
 
 - Opening a run, a process first **pulls**: when the URL's manifest differs from its own, it fetches
   every segment that manifest names and it lacks, then takes the manifest. A run another process read

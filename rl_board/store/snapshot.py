@@ -70,7 +70,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     """What ``loader`` (a ``loader.RunLoader``) holds now, as one ``Snapshot``: every file's segments
     joined into one row of numbers per sample (a shared segment's parts at once), ordered by step,
     file and line, the extras capped, and the load report with its notes."""
-    files = loader._files
+    files = loader.file_states
     parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
     grouped = False
     for file_index, name in enumerate(names):
@@ -110,7 +110,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     errors = tuple((name, line, reason) for name in names for line, reason in files[name].errors)
     failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
     failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
-    tokenizer_notes = loader._tokenizer_notes
+    tokenizer_notes = loader.tokenizer_notes
     if "from_ids" in samples and samples["from_ids"].any():
         if options.tokenizer:
             notes = [*notes, f"Token ids decoded with {options.tokenizer}."]
@@ -130,10 +130,10 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     report = LoadReport(
         files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
         ignored_files=tuple(ignored), pending=tuple(n for n in names if files[n].pending),
-        notes=tuple(loader._notes + notes), unreadable=failed, reader=loader.reader.NAME,
+        notes=(*loader.notes, *notes), unreadable=failed, reader=loader.reader.NAME,
         tokenizer_problem=tokenizer_notes[0] if tokenizer_notes else None,
     )
-    cache = loader._store.cache
+    cache = loader.cache
     stamp = cache.manifest_stamp() if cache is not None else None
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,

@@ -18,32 +18,26 @@ beside it (threads of one page server and separate processes alike wait for each
 session's change is lost), written to a temporary file and renamed into place (a reader sees the old
 file or the new one, never half of one).
 
-One module for one job, the tags of a run: the file and its writes, then which samples of a snapshot
-carry which tags and their exports (a little over 400 lines).
+This module keeps the file and its writes; which samples of a loaded run carry which tags, and their
+exports, are ``rl_board.analysis.tagged``'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
-import math
 import os
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-import pandas as pd
 
-from ..base import fields as F
-from ..base.access import RootError
 from ..base.location import as_path
 from .cache import default_cache_root
-from ..readers import SourceChanged
+from .locks import locked
 
 TAGS_DIR_ENV = "RL_BOARD_TAGS_DIR"
 TAGS_VERSION = 1
@@ -194,16 +188,13 @@ def stamp(run_dir: Path | str, root: Path | None = None) -> tuple | None:
 
 @contextlib.contextmanager
 def _locked(path: Path):
+    held = contextlib.ExitStack()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        held.enter_context(locked(path.with_name(path.name + ".lock")))
     except OSError as exc:
         raise TagsError(f"Can't write tags in {path.parent}: {exc}") from exc
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with held:
         yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _write(path: Path, run_dir: Path | str, entries: dict[str, Entry]) -> None:
@@ -264,158 +255,3 @@ def set_tags(run_dir: Path | str, entry: Entry, shown: "Entry | None | object" =
         return entry
 
     return update_tags(run_dir, entry.key, change, root)
-
-
-# -- samples of a run -------------------------------------------------------------------------------
-
-
-def sample_key(run, label) -> str:
-    """``FILE:LINE`` of sample ``label`` (in ``run.samples``)."""
-    row = run.samples.loc[label]
-    return sample_name(run.files[int(row[F.FILE])], int(row[F.LINE]))
-
-
-def sample_digest(run, label) -> str | None:
-    """sha1 of sample ``label``'s line as it is in its file now (a table file's row as JSON), or None
-    when it can't be read."""
-    line = run.source_lines([label])
-    return hashlib.sha1(line).hexdigest() if line else None
-
-
-def new_entry(run, label, tags, note: str | None = "") -> Entry:
-    """The entry that gives sample ``label`` of ``run`` these ``tags`` and ``note`` (checked by
-    ``clean_tags`` and ``clean_note``)."""
-    row = run.samples.loc[label]
-    return Entry(run.files[int(row[F.FILE])], int(row[F.LINE]), int(row[F.STEP]), clean_tags(tags),
-                 clean_note(note), sample_digest(run, label))
-
-
-@dataclass(frozen=True)
-class Tagged:
-    """The tags of one run snapshot. ``frame``: one row per tagged sample present in the run, indexed by
-    its label in ``run.samples`` (step, file, line order), columns ``key`` (``FILE:LINE``), ``tags``
-    (tuple), ``note``; ``missing``: (entry, reason) for each entry shown on no sample: its line is not
-    among the loaded samples, or it changed since it was tagged."""
-
-    frame: pd.DataFrame
-    missing: tuple[tuple[Entry, str], ...] = ()
-    entries: dict = field(default_factory=dict, repr=False)
-
-    def labels_with(self, tag: str) -> pd.Index:
-        """Labels of the samples carrying ``tag`` (every tagged one for ``ANY_TAG``)."""
-        if tag == ANY_TAG:
-            return self.frame.index
-        return self.frame.index[[tag in tags for tags in self.frame["tags"]]]
-
-    def names(self) -> list[str]:
-        """Every tag of the run's entries, most used first, then by name."""
-        counts: dict[str, int] = {}
-        for entry in self.entries.values():
-            for tag in entry.tags:
-                counts[tag] = counts.get(tag, 0) + 1
-        return sorted(counts, key=lambda t: (-counts[t], t))
-
-
-NOT_LOADED = "not among the loaded samples (the file or line is gone, or max samples per step left it out)"
-CHANGED = "its line changed since it was tagged (the file was rewritten)"
-
-
-def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged:
-    """Which samples of ``run`` the ``entries`` (``load_tags``) are on. With ``check``, each tagged line
-    is read again and compared with its ``digest`` (one short read per tagged sample)."""
-    samples = run.samples
-    index = {name: i for i, name in enumerate(run.files)}
-    wanted = [(index.get(e.file, -1), e.line) for e in entries.values()]
-    files = np.array([f for f, _ in wanted], dtype=np.int64)
-    lines = np.array([line for _, line in wanted], dtype=np.int64)
-    near = samples[samples[F.FILE].isin(files) & samples[F.LINE].isin(lines)]  # a superset, found vectorised
-    where = {(int(f), int(line)): label for label, f, line in zip(near.index, near[F.FILE], near[F.LINE])}
-    rows, missing = [], []
-    for entry, spot in zip(entries.values(), wanted):
-        label = where.get(spot)
-        if label is None:
-            missing.append((entry, NOT_LOADED))
-        elif check and entry.digest is not None and sample_digest(run, label) != entry.digest:
-            missing.append((entry, CHANGED))
-        else:
-            rows.append((label, entry.key, entry.tags, entry.note))
-    frame = pd.DataFrame(rows, columns=["label", "key", "tags", "note"]).set_index("label")
-    frame = frame.iloc[np.argsort(samples.index.get_indexer(frame.index), kind="stable")]  # the run's order
-    frame.index.name = None
-    return Tagged(frame, tuple(missing), dict(entries))
-
-
-def add_tag_columns(frame: pd.DataFrame, tagged: Tagged | None) -> pd.DataFrame:
-    """``frame`` (rows of ``run.samples``) with columns ``tags`` (comma-separated) and ``note`` for its
-    tagged rows (None elsewhere); unchanged when none of its rows is tagged."""
-    if tagged is None or tagged.frame.empty:
-        return frame
-    shown = tagged.frame.loc[tagged.frame.index.intersection(frame.index)]
-    if shown.empty:
-        return frame
-    tags = pd.Series([", ".join(t) or None for t in shown["tags"]], index=shown.index, dtype=object)
-    notes = pd.Series([n or None for n in shown["note"]], index=shown.index, dtype=object)
-    return frame.assign(tags=tags.reindex(frame.index), note=notes.reindex(frame.index))
-
-
-def _finite(value) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
-def _messages(run, label):
-    """Sample ``label``'s turns as its reader gives them, None when it has none or can't be read again."""
-    try:
-        return run.record(label)[0].get(F.MESSAGES)
-    except (OSError, SourceChanged, RootError):  # the file moved on: the rest of the line stays
-        return None
-
-
-def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str = ANY_TAG) -> bytes:
-    """The tagged samples (those carrying ``tag``) as a JSONL eval set, one line per sample in step,
-    file, line order: ``prompt`` and ``response`` (pad tokens removed), ``reward`` (null when not
-    finite), ``tags``, ``note``, where it came from (``run``, ``step``, ``file``, ``line``), its
-    ``ground_truth`` and, for an agent trajectory, its ``messages`` (the turns as read, from its file)."""
-    labels = tagged.labels_with(tag)
-    if not len(labels):
-        return b""
-    rows = run.with_text(run.samples.loc[labels])
-    has_turns = F.extra_column(F.NUM_TURNS) in run.samples  # agent trajectories (``fields.MESSAGES``)
-    out = []
-    for label in labels:
-        row, entry = rows.loc[label], tagged.frame.loc[label]
-        file, _, line = entry["key"].rpartition(":")
-
-        def text(name):
-            value = row[name]
-            return value.replace(pad_token, "") if isinstance(value, str) and pad_token else value
-
-        item = {
-            "prompt": text("prompt"), "response": text("response"), "reward": _finite(row[F.REWARD]),
-            "tags": list(entry["tags"]), "note": entry["note"], "run": run.path.name, "step": int(row[F.STEP]),
-            "file": file, "line": int(line), "ground_truth": text("ground_truth"),
-        }
-        if has_turns and (messages := _messages(run, label)) is not None:
-            item["messages"] = messages
-        out.append(json.dumps(item, ensure_ascii=False, allow_nan=False, default=str))
-    return "".join(line + "\n" for line in out).encode()
-
-
-def build_tags_json(run, tagged: Tagged, tag: str = ANY_TAG) -> dict:
-    """The ``tags --json`` output: ``tags`` (each tag's count of shown samples), ``samples`` (the tagged
-    samples carrying ``tag``, step, file, line order: step, file, line, reward, tags, note) and
-    ``missing`` (entries on no sample: file, line, step, tags, note, reason)."""
-    labels = tagged.labels_with(tag)
-    counts: dict[str, int] = {}
-    for tags in tagged.frame["tags"]:
-        for name in tags:
-            counts[name] = counts.get(name, 0) + 1
-    samples = []
-    for label in labels:
-        entry, row = tagged.frame.loc[label], run.samples.loc[label]
-        samples.append({"step": int(row[F.STEP]), "file": run.files[int(row[F.FILE])], "line": int(row[F.LINE]),
-                        "reward": _finite(row[F.REWARD]), "tags": list(entry["tags"]), "note": entry["note"]})
-    missing = [{"file": e.file, "line": e.line, "step": e.step, "tags": list(e.tags), "note": e.note,
-                "reason": reason} for e, reason in tagged.missing]
-    return {"tags": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))), "samples": samples,
-            "missing": missing}

@@ -7,7 +7,7 @@ import streamlit as st
 
 from ..analysis.report import ReportSettings, board_version, build_report_html
 from ..analysis.run import Run
-from ..base.defaults import read_settings
+from ..analysis.source import read_settings
 
 
 def render(run: Run, settings) -> None:

@@ -72,7 +72,26 @@ class Settings:
 
 
 def render() -> Settings:
+    """The sidebar, top to bottom: the run and how it is read, the curves' settings, the tokens', the
+    trainer's metrics and what the page shows."""
     side = st.sidebar
+    run = _run_section(side)
+    curves = _curve_settings(side)
+    tokens = _token_settings(side)
+    trainer = _trainer_settings(side)
+    shown = side.expander(SECTION_SHOW)
+    return Settings(
+        **run, **curves, **tokens, **trainer,
+        show_charts=shown.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
+        show_table=shown.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
+        show_pair=shown.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),
+        show_heatmap=shown.checkbox("Token view and heatmap", value=True, key=keys.SHOW_HEATMAP),
+    )
+
+
+def _run_section(side) -> dict:
+    """The Run header: the root, the run, how many samples per step, the field mapping, Load and
+    Refresh, auto-refresh. ``Settings`` fields."""
     side.header("Run")
     if keys.ROOT not in st.session_state:  # the default once; a link's root (links.read) is set in the state
         st.session_state[keys.ROOT] = os.environ.get(ROOT_ENV) or DEFAULT_ROOT
@@ -119,6 +138,14 @@ def render() -> Settings:
                                 help="When a refresh brings a newer step, show it. Off: the step and sample you "
                                      "are looking at stay while the run grows.")
 
+    return dict(root=root, runs=runs, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None,
+                fields=fields, auto_refresh_seconds=int(seconds) if auto else None, follow_newest=follow_newest,
+                discovery=discovery)
+
+
+def _curve_settings(side) -> dict:
+    """The Settings header and the curves' section: reward fields, the reference, the KL estimator,
+    std bands and smoothing. ``Settings`` fields."""
     side.header("Settings")
     show_reward = side.checkbox("Reward curves", value=True, key=keys.SHOW_REWARD_CURVES)
     traits = state.run_traits()  # only what the loaded run has is offered (everything before a run is loaded)
@@ -147,6 +174,14 @@ def render() -> Settings:
     smoothing = bands.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key=keys.SMOOTHING,
                              help="Exponential moving average with debiasing, as TensorBoard smooths; "
                                   "0 = off. The raw curve stays, faint.")
+    return dict(show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
+                band_clip=BAND_PERCENTILE if clip_bands else None, zero_shift=zero_shift,
+                smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator,
+                use_log_ratio=use_log_ratio)
+
+
+def _token_settings(side) -> dict:
+    """The tokens' section: pad and EOS tokens, the tokenizer, the system prompt. ``Settings`` fields."""
     text = side.expander(SECTION_TOKENS)
     drop_pad = text.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
     pad = text.text_input("Pad token", value=DEFAULT_PAD, key=keys.PAD_TOKEN, disabled=not drop_pad,
@@ -165,6 +200,12 @@ def render() -> Settings:
     drop_system = text.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
     marker = text.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
                              disabled=not drop_system)
+    return dict(pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, tokenizer=tokenizer or None,
+                system_marker=(marker or None) if drop_system else None)
+
+
+def _trainer_settings(side) -> dict:
+    """The trainer's section: where its metrics are, and the warning signs' thresholds. ``Settings`` fields."""
     trainer = side.expander(SECTION_TRAINER)
     metrics_path = trainer.text_input("Metrics file or folder (empty: found near the run)", key=keys.METRICS_PATH,
                                       help="trainer_state.json (TRL), TensorBoard event files, verl's file logger "
@@ -179,18 +220,4 @@ def render() -> Settings:
                                               Thresholds.entropy_fraction, key="sign_entropy"),
         kl_noise_k=trainer.number_input("Negative KL: below 0 by this many noise scales", 0.0, 100.0,
                                         Thresholds.kl_noise_k, key="sign_kl_noise"))
-    shown = side.expander(SECTION_SHOW)
-    return Settings(
-        root=root, runs=runs, metrics_path=metrics_path, thresholds=thresholds, run_dir=run_dir, load=load, max_per_step=int(max_samples) or None, fields=fields,
-        auto_refresh_seconds=int(seconds) if auto else None, follow_newest=follow_newest,
-        show_reward_curves=show_reward, reward_fields=reward_fields, std_scale=float(std_scale),
-        band_clip=BAND_PERCENTILE if clip_bands else None,
-        zero_shift=zero_shift, smoothing=float(smoothing), show_comparison=comparison, kl_estimator=estimator, use_log_ratio=use_log_ratio,
-        pad_token=(pad or None) if drop_pad else None, eos_token=eos or None, tokenizer=tokenizer or None,
-        system_marker=(marker or None) if drop_system else None,
-        show_charts=shown.checkbox("Charts", value=True, key=keys.SHOW_CHARTS),
-        show_table=shown.checkbox("Batch table", value=True, key=keys.SHOW_TABLE),
-        show_pair=shown.checkbox("Sample pair", value=True, key=keys.SHOW_PAIR),
-        show_heatmap=shown.checkbox("Token view and heatmap", value=True, key=keys.SHOW_HEATMAP),
-        discovery=discovery,
-    )
+    return dict(metrics_path=metrics_path, thresholds=thresholds)

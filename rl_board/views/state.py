@@ -5,7 +5,7 @@ load settings, shared by sessions, never copied); its latest snapshot is what
 every view draws. Session state holds only the user's choices.
 
 It is longer than the other views on purpose: every ``st.cache_*`` and ``st.session_state`` use of the
-page stays in this one module (STYLE.md), so a view never caches or remembers anything on its own.
+page stays in this module (docs/contributing/architecture.md), so a view never caches or remembers anything on its own.
 Its two halves are the cached reads (run, scalars, findings, tags) and the user's navigation (areas,
 steps, samples, table clicks, widgets).
 """
@@ -508,7 +508,8 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _tagged(key: tuple, stamp: tuple | None, _run: Run):
-    from ..store.tags import TagsError, compute_tagged, load_tags
+    from ..analysis.tagged import compute_tagged
+    from ..store.tags import TagsError, load_tags
 
     try:
         return compute_tagged(_run, load_tags(_run.path))

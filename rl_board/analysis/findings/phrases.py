@@ -116,8 +116,9 @@ class _Grams:
             order = np.argsort(gram_of, kind="stable")  # blocks hold ascending responses: by gram, then response
             self.pairs[n] = gram_of[order], owner_of[order]
             del pairs, gram_of, owner_of, order, who, starts, key
-            starts = np.concatenate([p[0] for p in longer] or [np.zeros(0, index)])
-            key = np.concatenate([p[1] for p in longer] or [np.zeros(0, np.int64)])
+            # the next n's occurrences (read at the top of the loop; unused after the last n)
+            starts = np.concatenate([p[0] for p in longer] or [np.zeros(0, index)])  # noqa: F841
+            key = np.concatenate([p[1] for p in longer] or [np.zeros(0, np.int64)])  # noqa: F841
             bound = len(keys) * width
             del longer
 

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...base import fields as F
-from .. import KeyResolver, ReadOptions, line_too_long
+from ..base import KeyResolver, ReadOptions, line_too_long
 from ..canonical import ROWS
 from ..extras import cap, merged_notes
 from ..records import rows_table

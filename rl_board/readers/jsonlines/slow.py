@@ -10,9 +10,7 @@ import json
 import orjson
 import ujson
 
-from .. import (
-    KeyResolver,
-)
+from ..base import KeyResolver
 from ..records import canonical_row as _canonical
 from ..records import json_type as _json_type
 

@@ -1,0 +1,78 @@
+"""The run as a notebook reads it: one row per sample, named by its address, with the sample's logged
+fields and the metrics computed from it, and none of the bookkeeping ``Run.samples`` keeps for the page
+(where a sample lies in its file and segment, the partial sums the per-step statistics pool).
+
+``PublicTable`` is one of ``Run``'s parts; it reads ``samples`` and ``files`` of the run.
+
+- ``sample_id``: ``FILE:LINE``, the sample's file (its name in the run) and its 1-based line (row, for a
+  table file), as findings' evidence, links and tags name a sample. It stays the same while the log
+  grows, across refreshes and read settings, where ``samples``' row labels are positions.
+- ``to_pandas()``: the public frame, indexed by ``sample_id``; ``to_arrow()``: the same as an Arrow
+  table with ``sample_id`` as its first column.
+- ``label_of(sample_id)``: the row label of ``samples`` (what ``record`` and ``token_table`` take; they
+  take a ``sample_id`` too).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import pandas as pd
+import pyarrow as pa
+
+from ..base import fields as F
+
+#: the columns of ``samples`` a person reads, in this order (those a run has), then its extra fields
+#: (``extra:NAME``): the logged scalars, and per-sample metrics (see docs/numbers.md)
+PUBLIC_COLUMNS = (
+    F.STEP, F.REWARD, *F.SCALAR_FIELDS, "reward_gap",
+    "response_len", "n_tokens", "response_chars", "truncated", "repeat_4gram",
+    "log_ratio_mean", "kl_mean", "k2_mean", "mismatch_kl", "entropy_mean", "lengths_differ",
+)
+SAMPLE_ID = "sample_id"
+
+
+class PublicTable:
+    """The public frame of a ``Run`` and the sample ids that index it."""
+
+    def public_columns(self) -> list[str]:
+        """The columns of ``samples`` that ``to_pandas`` keeps."""
+        present = set(self.samples.columns)
+        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self.samples.columns))
+
+    def sample_ids(self, frame: pd.DataFrame | None = None) -> pd.Index:
+        """``FILE:LINE`` of each row of ``frame`` (rows of ``samples``; default all of them)."""
+        frame = self.samples if frame is None else frame
+        names = pd.Series(self.files, dtype=object)
+        files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.files) else frame[F.FILE]
+        return pd.Index([f"{name}:{line}" for name, line in zip(files, frame[F.LINE].tolist())], name=SAMPLE_ID)
+
+    @cached_property
+    def _labels_by_id(self) -> dict[str, object]:
+        return dict(zip(self.sample_ids(), self.samples.index))
+
+    def label_of(self, key):
+        """The row label in ``samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
+        ``KeyError`` naming it when the run has no such sample."""
+        if not isinstance(key, str):
+            return key
+        try:
+            return self._labels_by_id[key]
+        except KeyError:
+            raise KeyError(f"no sample {key!r} in this run (a sample id is FILE:LINE, e.g. "
+                           f"{next(iter(self._labels_by_id), 'rollout_data_rank0.jsonl:1')!r})") from None
+
+    def to_pandas(self, text: bool = False) -> pd.DataFrame:
+        """One row per sample, indexed by ``sample_id``: the public columns (``public_columns``); with
+        ``text``, also the prompt, response, reference response and ground truth (read from the segments)."""
+        frame = self.samples
+        if text:
+            frame = self.with_text(frame)
+        columns = self.public_columns() + ([c for c in F.TEXT_FIELDS if c in frame] if text else [])
+        out = frame[columns].copy()
+        out.index = self.sample_ids(frame)
+        return out
+
+    def to_arrow(self, text: bool = False) -> pa.Table:
+        """``to_pandas(text)`` as an Arrow table, ``sample_id`` its first column."""
+        return pa.Table.from_pandas(self.to_pandas(text).reset_index(), preserve_index=False)
