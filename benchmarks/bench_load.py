@@ -176,8 +176,8 @@ SEARCH_PATTERN = r"(?i)\bthe (answer|result)\b|^\W*$"  # a phrase, or an empty o
 def phase_search(run: Path) -> dict:
     """A regex over every response of the run, opened (from the cache the page left) as the page opens it."""
     sys.path.insert(0, str(REPO))
-    from rl_board.analysis.source import RunSource
     from rl_board.analysis.search import Query, compute_matches
+    from rl_board.analysis.source import RunSource
 
     loaded = RunSource(run, PAD, eos_token=PAD).refresh()
     start = time.perf_counter()

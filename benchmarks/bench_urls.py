@@ -105,7 +105,7 @@ def main() -> int:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    print(f"| run | bytes | local cold | S3 cold | ratio | loopback bytes / run | S3 cached | same output |")
+    print("| run | bytes | local cold | S3 cold | ratio | loopback bytes / run | S3 cached | same output |")
     print("|---|---|---|---|---|---|---|---|")
     print(f"| {args.size} | {size / 1e6:.0f} MB | {results['local_s']:.2f} s | {results['s3_s']:.2f} s | "
           f"{results['s3_s'] / results['local_s']:.2f} x | {results['s3_bytes_sent'] / size:.3f} | "

@@ -152,7 +152,7 @@ def main() -> int:
     one = phase(run, 1)
     many = phase(run, args.sessions)
     print(f"Run: {args.size}; {args.sessions} headless Chromium sessions at once vs one alone\n")
-    print("| measure | one session | {n} sessions | ratio | target |\n|---|---|---|---|---|".format(n=args.sessions))
+    print(f"| measure | one session | {args.sessions} sessions | ratio | target |\n|---|---|---|---|---|")
     print(f"| open by link, until the run shows (max) | {max(one['loads']):.2f} s | {max(many['loads']):.2f} s | | |")
     for measure, label in (("answered", "server's answer to a step change"),
                            ("painted", "step change until the page is painted")):

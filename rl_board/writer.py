@@ -58,7 +58,7 @@ class RolloutWriter:
             os.close(self._fd)
             self._fd = None
 
-    def __enter__(self) -> "RolloutWriter":
+    def __enter__(self) -> RolloutWriter:
         return self
 
     def __exit__(self, *exc) -> None:

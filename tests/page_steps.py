@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import REPO
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")

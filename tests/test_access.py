@@ -7,12 +7,12 @@ import sys
 import time
 
 import pytest
+from conftest import REPO, sample, write_lines
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO, sample, write_lines
+from rl_board.analysis.source import load_run
 from rl_board.base.access import OutsideAllowedFolders
 from rl_board.store.loader import list_runs
-from rl_board.analysis.source import load_run
 from rl_board.views import keys
 
 

@@ -6,12 +6,12 @@ import re
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import REPO, sample, write_lines
 from page_steps import load as _load
 from page_steps import open_area as _area
 from page_steps import open_page as _open
+from streamlit.testing.v1 import AppTest
+
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")

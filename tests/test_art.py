@@ -3,10 +3,11 @@
 import json
 
 from agent_writers import write_art
+
 from rl_board.analysis.source import load_run
-from rl_board.store.loader import list_runs
-from rl_board.readers import art, detect
 from rl_board.analysis.summary import build_summary
+from rl_board.readers import art, detect
+from rl_board.store.loader import list_runs
 
 
 def _choice(content, tool_calls=None):

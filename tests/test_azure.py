@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, close_to
 
 pytestmark = pytest.mark.azure

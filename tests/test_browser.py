@@ -13,7 +13,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
 
 CHROMIUM = "/usr/bin/chromium"
@@ -649,9 +648,8 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
 def test_turn_view_shows_a_tool_result_that_looks_like_html_as_text(server, tmp_path):
     """In Chromium: an agent sample's turns are drawn, and a tool result that looks like HTML reads as
     written: no img, script or b element is created and no dialog opens."""
-    from playwright.sync_api import expect
-
     from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
+    from playwright.sync_api import expect
 
     hostile = "<img src=x onerror=alert(1)></code><script>alert(2)</script><b>bold</b>"
     nodes = v1_chain([({"role": "user", "content": "fetch it"}, False),
@@ -761,7 +759,6 @@ def test_diff_area_lists_regressions_and_a_click_opens_both_sides(server, tmp_pa
     from urllib.parse import parse_qs, urlparse
 
     from playwright.sync_api import expect
-
     from test_diff import _write_pair
 
     _write_pair(tmp_path)

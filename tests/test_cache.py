@@ -7,10 +7,10 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import sample, write_lines
-from rl_board.store import ranges
+
 from rl_board.analysis.source import RunSource
+from rl_board.store import ranges
 
 PAD = "<pad>"
 
@@ -139,6 +139,7 @@ def test_cache_stays_under_its_limit_least_recently_used_first(tmp_path, monkeyp
     import sys
 
     from conftest import REPO
+
     from rl_board.store.cache import list_caches
 
     runs = []
@@ -207,8 +208,8 @@ def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(
     manifest's spans cover [0, offset) without gaps, small ones joined, whatever the appends."""
     import xxhash
 
-    from rl_board.store import cache
     from rl_board.readers import ReadOptions, jsonl
+    from rl_board.store import cache
 
     path = write_lines(tmp_path / "run" / "r.jsonl", [sample(s, float(s)) for s in range(40)])
     data = path.read_bytes()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from conftest import REPO, sample, write_lines
+
 from rl_board.analysis.checks import compute_data_checks
 from rl_board.analysis.source import load_run
 from rl_board.views import keys

@@ -10,8 +10,8 @@ import shutil
 import socket
 
 import pytest
-
 from conftest import REPO, close_to, command, sample, write_lines
+
 from rl_board.analysis.source import RunSource
 from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN
 from rl_board.store import cluster, ranges
@@ -98,6 +98,7 @@ def test_a_failing_ray_task_is_one_line_naming_its_file(local_cluster, tmp_path)
 def test_the_page_reads_on_ray_with_rl_board_ray(local_cluster, tmp_path, monkeypatch):
     """With RL_BOARD_RAY set, the page's Load hands the run's ranges to Ray tasks and shows the run."""
     from page_steps import load, open_page
+
     from rl_board.views import keys
 
     write_lines(tmp_path / "run" / "rank0.jsonl",

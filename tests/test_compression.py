@@ -11,14 +11,14 @@ import shutil
 import numpy as np
 import pytest
 import zstandard
+from conftest import sample, write_lines
+from token_writers import NemoSample, train_tokenizer, write_nemo_step
 from tokenizers import Tokenizer
 
-from conftest import sample, write_lines
 from rl_board.analysis.source import RunSource, load_run
 from rl_board.base.compression import open_path, read_bytes
 from rl_board.readers import detect
 from rl_board.store.tracking import list_run_files
-from token_writers import NemoSample, train_tokenizer, write_nemo_step
 
 CODECS = {".gz": gzip.compress, ".xz": lzma.compress, ".bz2": bz2.compress,
           ".zst": lambda data: zstandard.ZstdCompressor().compress(data)}

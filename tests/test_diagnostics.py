@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, sample, write_lines
 
 E = "<|e|>"  # pad and EOS at once, as OpenRLHF writes them

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, write_lines
 
 PAD = "<|endoftext|>"
@@ -159,7 +158,9 @@ def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_l
     """AppTest: the Diff area with the verl run as B lists the three changed prompts as regressions (most
     negative first), the three unchanged folded; the first is opened with both sides' samples; the
     address keeps run B and the steps, and a link with them reopens the same choice."""
-    from page_steps import load as load_page, open_page
+    from page_steps import load as load_page
+    from page_steps import open_page
+
     from rl_board.views import keys
 
     _write_pair(tmp_path)
@@ -192,7 +193,9 @@ def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_l
 
 def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
     """The loaded run as B with steps 1 against 2: each prompt's second half against its first."""
-    from page_steps import load as load_page, open_page
+    from page_steps import load as load_page
+    from page_steps import open_page
+
     from rl_board.views import keys
 
     _write_pair(tmp_path)

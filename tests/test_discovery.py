@@ -9,9 +9,9 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import REPO, sample, write_lines
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO, sample, write_lines
 from rl_board.analysis.source import load_run
 from rl_board.store.discovery import describe_runs, discover_runs
 from rl_board.views import keys

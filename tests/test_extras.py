@@ -6,8 +6,9 @@ import subprocess
 import sys
 
 from conftest import write_lines
-from rl_board.base import fields as F
+
 from rl_board.analysis.source import load_run
+from rl_board.base import fields as F
 
 HOSTILE = 'extra<img src=x onerror="…">'  # the key of issue 31: a quote and HTML
 

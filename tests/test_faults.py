@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, sample, write_lines
-from rl_board.demo import write_train_run
+
 from rl_board.analysis.source import RunSource, load_run
+from rl_board.demo import write_train_run
 
 
 def _summary(run, cache=None, *extra):

@@ -6,8 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_board.analysis.figures import (build_curve_figure, build_gap_figure, build_reward_hist_figure,
-                                       build_token_heatmap_figure, normal_pdf, smooth_ema)
+from rl_board.analysis.figures import (
+    build_curve_figure,
+    build_gap_figure,
+    build_reward_hist_figure,
+    build_token_heatmap_figure,
+    normal_pdf,
+    smooth_ema,
+)
 from rl_board.analysis.tables import build_batch_table, sort_samples, step_grid, strip_system_prompt
 
 

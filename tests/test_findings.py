@@ -10,12 +10,18 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from conftest import sample, write_lines
-from rl_board.cli import main
-from rl_board.analysis.findings import (_BLANK, compute_evidence, compute_findings, compute_window_ngrams,
-                                        compute_windows, compute_words)
+
+from rl_board.analysis.findings import (
+    _BLANK,
+    compute_evidence,
+    compute_findings,
+    compute_window_ngrams,
+    compute_windows,
+    compute_words,
+)
 from rl_board.analysis.source import load_run
+from rl_board.cli import main
 
 EOS, PAD = "<eos>", "<pad>"
 
@@ -421,9 +427,9 @@ def test_findings_command_reads_pad_and_eos_and_prints_a_table(tmp_path, capsys)
 
 
 def _page(root: Path, run: str):
+    from conftest import REPO
     from streamlit.testing.v1 import AppTest
 
-    from conftest import REPO
     from rl_board.views import keys
 
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()

@@ -7,11 +7,11 @@ import sys
 
 import pandas as pd
 import pytest
-
 from conftest import sample, write_lines
-from rl_board.store import batches, ingest, loader, ranges, workers
-from rl_board.store.cache import list_caches
+
 from rl_board.analysis.source import RunSource
+from rl_board.store import batches, ingest, ranges, workers
+from rl_board.store.cache import list_caches
 
 # how a read starts its workers: forked from this process (a command on Linux: pytest runs one
 # thread), or spawned as new interpreters (the page, whose server runs threads)

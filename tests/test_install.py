@@ -9,7 +9,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import REPO
 
 

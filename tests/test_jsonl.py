@@ -7,14 +7,14 @@ import tracemalloc
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import sample, write_lines
-from rl_board.base import fields as F
-from rl_board.store import ranges
-from rl_board.derive.samples import derive
+
 from rl_board.analysis.source import load_run
-from rl_board.readers import ReadOptions, reader_for
+from rl_board.base import fields as F
+from rl_board.derive.samples import derive
+from rl_board.readers import ReadOptions
 from rl_board.readers.jsonl import parse_block
+from rl_board.store import ranges
 
 EOS = "<eos>"
 

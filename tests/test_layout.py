@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from rl_board import readers
-from rl_board.store.loader import list_runs
 from rl_board.analysis.source import load_run
 from rl_board.readers import KeyResolver, layout
 from rl_board.readers.records import canonical_row, rows_table
+from rl_board.store.loader import list_runs
 
 
 def _tree_reader() -> types.ModuleType:
@@ -125,7 +125,7 @@ def test_flat_runs_are_listed_and_named_as_before(tmp_path, tree):
 def test_a_trainer_run_opens_from_its_output_folder_or_the_folder_of_its_files(tmp_path):
     """prime-rl's output folder or its rollouts/, rLLM's log folder or its episodes/, ART's model folder
     or its trajectories/: each opens as the same run (the writers' layouts, tests/agent_writers.py)."""
-    from agent_writers import (v1_chain, v1_episode, v1_trace, write_art, write_prime_rl, write_rllm)
+    from agent_writers import v1_chain, v1_episode, v1_trace, write_art, write_prime_rl, write_rllm
 
     out = tmp_path / "prime"
     trace = v1_trace(v1_chain([({"role": "user", "content": "q"}, False),

@@ -1,6 +1,7 @@
 """Following a run that is still being written."""
 
 from conftest import sample, write_lines
+
 from rl_board.analysis.source import RunSource
 
 

@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, sample, write_lines
-from rl_board.store.loader import RootError, list_runs
+
 from rl_board.analysis.source import load_run
+from rl_board.store.loader import RootError, list_runs
 
 
 def test_ranks_merge_by_step_in_file_then_line_order(tmp_path):

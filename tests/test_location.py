@@ -8,8 +8,8 @@ import pickle
 import sys
 
 import pytest
-
 from conftest import sample, write_lines
+
 from rl_board.base import access
 from rl_board.base.access import OutsideAllowedFolders
 from rl_board.base.location import RunLocation, open_location

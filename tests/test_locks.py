@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from rl_board.store.locks import locked
 
 _TRY = ("import sys\nfrom rl_board.store.locks import locked\n"

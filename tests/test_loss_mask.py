@@ -9,16 +9,16 @@ import os
 
 import numpy as np
 import pytest
-
 from conftest import sample, write_lines
-from rl_board.derive.samples import derive
+from token_writers import train_tokenizer
+
 from rl_board.analysis.source import load_run
+from rl_board.analysis.tables import compute_token_table
 from rl_board.derive.metrics import compute_sample_tokens
+from rl_board.derive.samples import derive
+from rl_board.derive.tokenizer import find_tokenizer, token_strings
 from rl_board.readers import ReadOptions
 from rl_board.readers.jsonl import parse_block
-from rl_board.analysis.tables import compute_token_table
-from rl_board.derive.tokenizer import find_tokenizer, token_strings
-from token_writers import train_tokenizer
 
 PAD = "<pad>"
 

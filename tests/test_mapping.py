@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from conftest import REPO, write_lines
 from streamlit.testing.v1 import AppTest
 
-from conftest import REPO, write_lines
 from rl_board.readers.mapping import suggest_field_mapping
 from rl_board.views import keys
 

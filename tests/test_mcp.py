@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")

@@ -5,8 +5,9 @@ import os
 import time
 
 from conftest import sample, write_lines
-from rl_board.store import memo
+
 from rl_board.cli import main
+from rl_board.store import memo
 
 
 def _age(folder, seconds=60):

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rl_board.derive.metrics import compute_sample_tokens, kl_per_token
-from rl_board.analysis.tables import compute_token_table
 from rl_board.analysis.steps import compute_step_stats
-from rl_board.readers import ReadOptions
+from rl_board.analysis.tables import compute_token_table
+from rl_board.derive.metrics import compute_sample_tokens, kl_per_token
 from rl_board.derive.samples import derive
+from rl_board.readers import ReadOptions
 from rl_board.readers.jsonl import parse_block
 
 # logprobs and ref_logprobs of two tokens; d = ref - logp = (-0.5, +1.0)
@@ -150,8 +150,8 @@ def test_gae_by_hand():
 
 def test_token_table_rows_for_mismatch_entropy_and_critic():
     """Rollout ratio, mismatch k3, GAE on counted positions only, and -logp only without entropy."""
-    from rl_board.derive.metrics import compute_sample_tokens
     from rl_board.analysis.tables import compute_token_table
+    from rl_board.derive.metrics import compute_sample_tokens
 
     row = {"response_tokens": ["a", "E", "E"], "logprobs": [-1.0, -0.5, -0.1], "ref_logprobs": [-1.0, -0.5, -0.1],
            "rollout_logprobs": [-1.5, -0.5, -0.1], "values": [0.2, 0.4, 9.0], "token_rewards": [0.0, 1.0, 5.0]}
@@ -216,8 +216,8 @@ def test_ngram_log_odds_by_hand():
 def test_value_error_is_the_return_to_go_minus_the_value():
     """gamma 0.5, lambda 0.95 on rewards [1, 0, 2] and values [0.5, 1.0, 1.5]: G = [1 + 0 + 0.25*2,
     0 + 0.5*2, 2] = [1.5, 1.0, 2.0]; value error = G - V = [1.0, 0.0, 0.5], not the GAE advantage."""
-    from rl_board.derive.metrics import compute_sample_tokens
     from rl_board.analysis.tables import compute_token_table
+    from rl_board.derive.metrics import compute_sample_tokens
 
     row = {"response_tokens": ["a", "b", "c"], "logprobs": [-1.0] * 3, "ref_logprobs": [-1.0] * 3,
            "values": [0.5, 1.0, 1.5], "token_rewards": [1.0, 0.0, 2.0]}

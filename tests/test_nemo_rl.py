@@ -10,13 +10,13 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import REPO
+from token_writers import NemoSample, train_tokenizer, write_nemo_step
 from tokenizers import Tokenizer
 
-from conftest import REPO
-from rl_board.store.loader import list_runs
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, nemo_rl
-from token_writers import NemoSample, train_tokenizer, write_nemo_step
+from rl_board.store.loader import list_runs
 
 
 def _sample(tok: Tokenizer, turns: list[tuple[str, bool]], reward: float, rng: np.random.Generator) -> NemoSample:

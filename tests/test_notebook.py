@@ -14,7 +14,6 @@ import warnings
 
 import pyarrow as pa
 import pytest
-
 from conftest import REPO, sample, write_lines
 
 BOOKKEEPING = ("seg", "row", "offset", "length", "ret_m2", "res_sum", "ev_n", "lr_pairs", "file", "line",

@@ -4,14 +4,13 @@ loaded, what links carry, what is offered, and where a click takes the user."""
 import json
 from pathlib import Path
 
-import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import REPO, sample, write_lines
 from page_steps import load as _load
 from page_steps import open_area as _area
 from page_steps import open_page as _open
+from streamlit.testing.v1 import AppTest
 from test_app import _values
+
 from rl_board.views import keys
 
 APP = str(REPO / "app.py")

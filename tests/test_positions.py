@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO, sample, write_lines
-from rl_board.derive.metrics import compute_sample_tokens
+
 from rl_board.analysis.positions import compute_position_profile, compute_reward_by_length
+from rl_board.derive.metrics import compute_sample_tokens
 from rl_board.views import keys
 
 E = "<e>"

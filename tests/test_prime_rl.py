@@ -5,14 +5,13 @@ import subprocess
 import sys
 
 import pytest
-
-from agent_writers import (v1_chain, v1_episode, v1_input_node, v1_node, v1_sampled_node, v1_trace,
-                           write_prime_rl)
+from agent_writers import v1_chain, v1_episode, v1_input_node, v1_node, v1_sampled_node, v1_trace, write_prime_rl
 from conftest import REPO, docs_example
+
 from rl_board.analysis.source import load_run
-from rl_board.store.loader import list_runs
-from rl_board.readers import detect, prime_rl
 from rl_board.analysis.summary import build_summary
+from rl_board.readers import detect, prime_rl
+from rl_board.store.loader import list_runs
 
 SYSTEM = {"role": "system", "content": "Use the calculator."}
 IMAGE_USER = {"role": "user", "content": [{"type": "text", "text": "Wie viel ist 2+3? ✓"},
@@ -220,8 +219,8 @@ def test_counted_positions_are_the_trained_tokens(token_run):
 def test_record_carries_the_lists_and_each_turns_positions(token_run):
     """The sample read again has its canonical lists, each turn its number of positions; the token
     table counts the trained positions and reads the sampler's log-probs there."""
-    from rl_board.derive.metrics import compute_sample_tokens
     from rl_board.analysis.tables import compute_token_table
+    from rl_board.derive.metrics import compute_sample_tokens
 
     run = load_run(token_run, cache_root=False, split="train/effective")
     canonical, _ = run.record(0)

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import REPO
+from token_writers import PrimeTokenExporter, Sequence, train_tokenizer
 from tokenizers import Tokenizer
 
-from conftest import REPO
-from rl_board.base.colors import build_token_text_html, metric_scale
-from rl_board.store.loader import NO_TOKENIZER, list_runs
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, prime_rl_tokens
 from rl_board.analysis.tables import compute_token_table
-from token_writers import PrimeTokenExporter, Sequence, train_tokenizer
+from rl_board.base.colors import build_token_text_html, metric_scale
+from rl_board.readers import detect, prime_rl_tokens
+from rl_board.store.loader import NO_TOKENIZER, list_runs
 
 
 def _sequence(tok: Tokenizer, turns: list[tuple[str, bool]], rng: np.random.Generator, advantage: float,

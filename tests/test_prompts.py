@@ -6,19 +6,21 @@ import math
 import random
 import re
 from html.parser import HTMLParser
-from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import REPO, sample, write_lines
 from page_steps import load_run as _open
-from page_steps import open_area as _area
-from rl_board.derive.samples import prompt_key
-from rl_board.analysis.source import load_run
-from rl_board.analysis.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
-                                       compute_prompt_samples, compute_word_diff)
+
 from rl_board.analysis import tagged as TG
+from rl_board.analysis.prompts import (
+    build_prompt_runs_figure,
+    build_word_diff_html,
+    compute_prompt_choices,
+    compute_prompt_samples,
+    compute_word_diff,
+)
+from rl_board.analysis.source import load_run
+from rl_board.derive.samples import prompt_key
 from rl_board.store import tags as T
 from rl_board.views import keys
 

@@ -7,11 +7,10 @@ import msgspec
 import numpy as np
 import orjson
 import pytest
+from test_jsonl import _assert_same, _both, _lines
 
 from rl_board.readers import ReadOptions, rawlists
 from rl_board.readers.jsonl import parse_block
-
-from test_jsonl import _assert_same, _both, _lines
 
 
 def _raws(values, spaced=False):

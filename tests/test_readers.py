@@ -9,11 +9,11 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import REPO, write_lines
+
 from rl_board.analysis.source import RunSource, load_run
-from rl_board.readers import FieldMappingError, detect, jsonl, parquet, parse_field_mapping
 from rl_board.analysis.summary import build_summary
+from rl_board.readers import FieldMappingError, detect, jsonl, parquet, parse_field_mapping
 
 NAN = float("nan")
 

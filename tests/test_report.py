@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO
+
 from rl_board.cli import main
 
 CHROMIUM = "/usr/bin/chromium"
@@ -164,9 +164,9 @@ def test_page_button_downloads_the_same_report(monkeypatch, capsys):
     """The page's download button, for the run on screen, builds the report with every finding of
     ``findings --json``, the run's own path in its title, and the page named as its maker."""
     import streamlit as st
+    from page_steps import load_run
     from streamlit.runtime.media_file_manager import MediaFileManager
 
-    from page_steps import load_run
     from rl_board.views import keys
 
     built = []

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, close_to, command, sample, write_lines
 
 pytestmark = pytest.mark.s3

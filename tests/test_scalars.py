@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import REPO, sample, write_lines
+
 from rl_board.scalars import ScalarsError, detect, load_scalars
 
 

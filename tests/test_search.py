@@ -8,7 +8,6 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import REPO, sample, write_lines
 
 PAD = "<pad>"

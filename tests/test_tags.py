@@ -10,16 +10,15 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import REPO, sample, write_lines
 from page_steps import load_run as _open
 from page_steps import open_area as _area
+
 from rl_board.analysis import tagged as TG
+from rl_board.analysis.search import Query, compute_matches
+from rl_board.analysis.source import RunSource, load_run
 from rl_board.store import tags as T
 from rl_board.store.cache import enforce_limit, list_caches
-from rl_board.analysis.source import RunSource, load_run
-from rl_board.analysis.search import Query, compute_matches
 from rl_board.views import keys
 
 PAD = "<|endoftext|>"

@@ -3,9 +3,10 @@
 import os
 
 from agent_writers import write_trackio
+
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, trackio
 from rl_board.analysis.summary import build_summary
+from rl_board.readers import detect, trackio
 
 
 def _messages(answer):

@@ -5,12 +5,18 @@ import json
 import re
 
 import pandas as pd
-
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
 from conftest import write_lines
 from page_steps import load, load_run, open_area, open_page
-from rl_board.analysis.transcript import (FOLD_CHARS, build_transcript, build_turn_tokens, pretty_arguments,
-                                          reward_components, turn_spans)
+
+from rl_board.analysis.transcript import (
+    FOLD_CHARS,
+    build_transcript,
+    build_turn_tokens,
+    pretty_arguments,
+    reward_components,
+    turn_spans,
+)
 from rl_board.views import keys
 
 HTML = "<img src=x onerror=alert(1)><b>bold</b>"
@@ -124,10 +130,9 @@ def test_trained_turns_are_coloured_on_one_scale_and_untrained_tokens_dimmed():
 def _tokenized_agent_run(root, hostile: str = "<img src=x onerror=alert(1)>"):
     """A prime-rl run whose nodes carry token ids of a tokenizer trained beside it: a tool call, its
     result, and an answer holding markup; all/effective (advantages 0.5 in effective)."""
-    from tokenizers import Tokenizer
-
     from agent_writers import v1_rendered_chain
     from token_writers import train_tokenizer
+    from tokenizers import Tokenizer
 
     out = root / "tok_agent"
     tokenizer = Tokenizer.from_file(str(train_tokenizer(out)))

@@ -13,8 +13,8 @@ from pathlib import Path
 import fsspec
 import pandas as pd
 import pytest
-
 from conftest import REPO, close_to, sample, write_lines
+
 from rl_board.analysis.source import RunSource
 from rl_board.base.access import OutsideAllowedFolders, RootError
 from rl_board.base.location import open_location
@@ -217,9 +217,9 @@ def test_a_shared_cache_at_a_url_opens_a_run_another_reader_read(tmp_path, monke
 def test_the_page_opens_a_run_at_a_url_and_its_link_opens_the_same_sample():
     """A memory:// root in the root box lists its runs; Load shows the run; the page's address carries
     the URL root, and opening that address in a new session shows the same step and sample."""
+    from page_steps import APP, load, open_page
     from streamlit.testing.v1 import AppTest
 
-    from page_steps import APP, load, open_page
     from rl_board.views import keys
 
     root = to_memory(REPO / "rollout_samples")

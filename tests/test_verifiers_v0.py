@@ -1,9 +1,10 @@
 """verifiers v0 results.jsonl (vf-eval -s): prompt and completion as messages, reward and metrics, step 0."""
 
 from agent_writers import v0_output, write_v0
+
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, jsonl, verifiers_v0
 from rl_board.analysis.summary import build_summary
+from rl_board.readers import detect, jsonl, verifiers_v0
 
 PROMPT = [{"role": "system", "content": "Think, then answer."}, {"role": "user", "content": "2+2?"}]
 

@@ -11,7 +11,6 @@ from ray_writers import call, verl_dump, verl_sample
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, jsonl, verl
 
-
 SEARCH = [{"role": "assistant", "content": "Let me search.", "tool_calls": [call("search", query="北京 人口")]}]
 RESULT = [{"role": "tool", "content": "21.9 million"}]
 ANSWER = [{"role": "assistant", "content": "<think>ok</think>About 21.9 million."}]

@@ -7,8 +7,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import REPO
+
 from rl_board.writer import RolloutWriter
 
 

@@ -62,7 +62,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
     location: RunLocation | None = field(repr=False, default=None)
 
     @classmethod
-    def from_snapshot(cls, snapshot: Snapshot) -> "Run":
+    def from_snapshot(cls, snapshot: Snapshot) -> Run:
         """The run as the store's ``snapshot`` holds it, with its per-step statistics."""
         from .steps import compute_step_stats
 

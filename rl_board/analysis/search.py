@@ -12,7 +12,6 @@ import pandas as pd
 from ..base import fields as F
 from .run import Run
 
-
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
 

@@ -11,7 +11,6 @@ import pandas as pd
 from ..base import fields as F
 from ..derive.metrics import pool_explained_variance
 
-
 #: Per-step statistics: base name -> the per-sample column averaged.
 STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
                "log_ratio": "log_ratio_mean", "kl_sum": "kl_sum", "log_ratio_sum": "log_ratio_sum",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
+from ..analysis.run import Run
 from ..base import fields as F
 from .checks import count_checks
-from ..analysis.run import Run
 
 #: Per-step keys of the summary and the ``Run.steps`` column each comes from.
 STEP_KEYS = {

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
-from ..derive.metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token
 from ..base.text import neutralise_cell
+from ..derive.metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token
 from .steps import rewarded
 
 MAX_CELL_CHARS = 2_000  # characters of a text cell sent to the browser's table; the CSV has all

@@ -19,8 +19,8 @@ import pandas as pd
 
 from ..base import fields as F
 from ..base.colors import build_legend_html, build_token_text_html, metric_scale
-from .tables import TOKEN_METRICS
 from ..base.text import cut_text
+from .tables import TOKEN_METRICS
 
 FOLD_CHARS = 600  # a tool result longer than this (or than FOLD_LINES lines) is folded
 FOLD_LINES = 12

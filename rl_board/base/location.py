@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from .access import (
     OutsideAllowedFolders,
@@ -107,7 +108,7 @@ class RunLocation:
         """Whether worker processes (or a cluster's tasks) reach the same files through this location."""
         return getattr(self.fs, "shared", True)
 
-    def file(self, path: "Path | RemotePath | str") -> "Path | RemotePath":
+    def file(self, path: Path | RemotePath | str) -> Path | RemotePath:
         """One of this location's files from a path or the ``str`` of one (a task's path)."""
         if isinstance(path, (Path, RemotePath)):
             return path
@@ -254,7 +255,7 @@ def _restore(path: str, roots: tuple[str, ...] | None) -> RunLocation:
     return RunLocation(Path(path), None if roots is None else tuple(Path(r) for r in roots), LOCAL, _door=_DOOR)
 
 
-def folder_path(text) -> "Path | RemotePath":
+def folder_path(text) -> Path | RemotePath:
     """A root or run folder as a user typed it: a URL's ``RemotePath`` (not checked: a value shown or
     joined, never read from without ``open_location``), else the local path with ``~`` expanded."""
     text = str(text)
@@ -268,7 +269,7 @@ def open_file(path) -> BinaryIO:
     return path.open("rb") if isinstance(path, RemotePath) else open(path, "rb")
 
 
-def as_path(path) -> "Path | RemotePath":
+def as_path(path) -> Path | RemotePath:
     """A run's file or folder as a path: a ``RemotePath`` stays one, a URL string becomes one, anything
     else is a local ``Path`` (never ``Path()`` of a ``RemotePath``, which would name a local file)."""
     if isinstance(path, RemotePath):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import PurePosixPath
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from .access import (
     RootError,
@@ -64,7 +65,7 @@ class RemotePath:
         self.fs, self.pure = fs, PurePosixPath(path)
         self.scheme = scheme or scheme_of(fs)  # as the user wrote it (az://, not adlfs's first name abfs://)
 
-    def _new(self, pure) -> "RemotePath":
+    def _new(self, pure) -> RemotePath:
         return RemotePath(self.fs, pure, self.scheme)
 
     # -- pure -----------------------------------------------------------------------------------
@@ -81,10 +82,10 @@ class RemotePath:
     def __hash__(self) -> int:
         return hash((scheme_of(self.fs), self.pure))
 
-    def __lt__(self, other: "RemotePath") -> bool:
+    def __lt__(self, other: RemotePath) -> bool:
         return self.pure < other.pure
 
-    def __truediv__(self, other) -> "RemotePath":
+    def __truediv__(self, other) -> RemotePath:
         return self._new(self.pure / str(other))
 
     def __reduce__(self):
@@ -98,13 +99,13 @@ class RemotePath:
     parent = property(lambda self: self._new(self.pure.parent))
     parents = property(lambda self: [self._new(p) for p in self.pure.parents])
 
-    def joinpath(self, *others) -> "RemotePath":
+    def joinpath(self, *others) -> RemotePath:
         return self._new(self.pure.joinpath(*map(str, others)))
 
-    def with_name(self, name: str) -> "RemotePath":
+    def with_name(self, name: str) -> RemotePath:
         return self._new(self.pure.with_name(name))
 
-    def with_suffix(self, suffix: str) -> "RemotePath":
+    def with_suffix(self, suffix: str) -> RemotePath:
         return self._new(self.pure.with_suffix(suffix))
 
     def relative_to(self, other) -> PurePosixPath:
@@ -116,13 +117,13 @@ class RemotePath:
     def as_posix(self) -> str:
         return str(self)
 
-    def expanduser(self) -> "RemotePath":
+    def expanduser(self) -> RemotePath:
         return self
 
-    def absolute(self) -> "RemotePath":
+    def absolute(self) -> RemotePath:
         return self
 
-    def resolve(self, strict: bool = False) -> "RemotePath":
+    def resolve(self, strict: bool = False) -> RemotePath:
         """The path with ``.`` and ``..`` taken out (an object store has no symlinks)."""
         return self._new(normalised_key(str(self.pure)))
 
@@ -140,18 +141,18 @@ class RemotePath:
     def is_dir(self) -> bool:
         return self.fs.isdir(self._key())
 
-    def iterdir(self) -> Iterator["RemotePath"]:
+    def iterdir(self) -> Iterator[RemotePath]:
         key = self._key().rstrip("/")
         for found in self.fs.ls(key, detail=False):
             found = found.rstrip("/")
             if found != key:
                 yield self._new(found)
 
-    def glob(self, pattern: str) -> Iterator["RemotePath"]:
+    def glob(self, pattern: str) -> Iterator[RemotePath]:
         for found in self.fs.glob(posixpath.join(self._key(), pattern)):
             yield self._new(found)
 
-    def rglob(self, pattern: str) -> Iterator["RemotePath"]:
+    def rglob(self, pattern: str) -> Iterator[RemotePath]:
         return self.glob("**/" + pattern)
 
     def stat(self) -> RemoteStat:

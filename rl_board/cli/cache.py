@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC
 
 from ..base.access import RootError
+
 
 def _allowed(run_dir: str, roots) -> bool:
     """Whether a cache's run (a folder, or a URL) is one the allowed roots let this user see."""
@@ -23,7 +25,7 @@ def _allowed(run_dir: str, roots) -> bool:
 
 
 def _cache(args) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from ..base.access import allowed_roots, check_allowed
     from ..store.cache import cache_limit, clear_caches, default_cache_root, list_caches
@@ -53,7 +55,7 @@ def _cache(args) -> int:
         print(f"cleared {cleared} run cache{'s' if cleared != 1 else ''} in {default_cache_root()}")
         return 0
     rows = [{"folder": c.folder.name, "run": c.run_dir(), "bytes": c.size(),
-             "last_used": datetime.fromtimestamp(c.last_used(), timezone.utc).isoformat(timespec="seconds")}
+             "last_used": datetime.fromtimestamp(c.last_used(), UTC).isoformat(timespec="seconds")}
             for c in caches]
     if args.json:
         print(json.dumps({"root": str(default_cache_root()), "limit_bytes": cache_limit(), "caches": rows}))

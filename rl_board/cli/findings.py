@@ -6,6 +6,7 @@ import json
 
 from .common import _describe_settings, _load
 
+
 def _findings(args) -> int:
     from ..analysis.findings import get_findings
     from ..analysis.source import read_settings

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 
 def _generate(args) -> int:
-    from ..demo import (write_art_run, write_demo_samples, write_ppo_demo, write_prime_rl_run,
-                        write_prime_rl_tokens_run, write_train_run, write_trl_run, write_verl_run)
+    from ..demo import (
+        write_art_run,
+        write_demo_samples,
+        write_ppo_demo,
+        write_prime_rl_run,
+        write_prime_rl_tokens_run,
+        write_train_run,
+        write_trl_run,
+        write_verl_run,
+    )
 
     if args.format == "prime-rl":
         write_prime_rl_run(args.out)

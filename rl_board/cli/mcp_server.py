@@ -37,9 +37,10 @@ class CommandFailed(Exception):
 def run_command(argv: list[str]) -> dict:
     """The JSON a command prints for ``argv`` (``["findings", RUN, "--json"]``), parsed; ``CommandFailed``
     with its message when it exits 2 or prints no JSON."""
+    import importlib
+
     from . import COMMANDS
     from .parser import _parser
-    import importlib
 
     out, err = io.StringIO(), io.StringIO()
     with _LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -8,8 +8,10 @@ import sys
 
 from .common import _fmt
 
+
 def _metrics(args) -> int:
-    from ..base.access import RootError as AccessError, check_allowed
+    from ..base.access import RootError as AccessError
+    from ..base.access import check_allowed
     from ..scalars import ScalarsError, load_scalars
 
     try:

@@ -10,8 +10,15 @@ from .parser import SEARCH_SHOWN
 
 
 def _search(args) -> int:
-    from ..analysis.search import (Query, build_search_json, column_for, compute_matches, parse_range, parse_steps,
-                                   sort_key_for)
+    from ..analysis.search import (
+        Query,
+        build_search_json,
+        column_for,
+        compute_matches,
+        parse_range,
+        parse_steps,
+        sort_key_for,
+    )
     from ..analysis.source import read_settings
     from ..analysis.tables import sort_samples
     from ..store.tags import TagsError

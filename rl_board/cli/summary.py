@@ -10,6 +10,7 @@ from ..base.access import RootError
 from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
 from .common import _describe_settings, _fmt, _load
 
+
 def _summary(args) -> int:
     name = _memo_name(args)
     summary, files = _kept_summary(args, name)
@@ -78,8 +79,8 @@ def _memo_name(args) -> str | None:
 def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
     """(the summary kept as ``name`` while the run's files are as they were, its notes printed as the
     read would print them, else None; the files as they are now, or None when not kept)."""
-    from ..store import memo
     from ..base.access import check_allowed
+    from ..store import memo
 
     if name is None:
         return None, None

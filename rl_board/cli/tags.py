@@ -7,6 +7,7 @@ import sys
 
 from .common import _fmt, _load
 
+
 def _tags(args) -> int:
     from ..analysis import tagged as TG
     from ..analysis.source import read_settings
@@ -54,8 +55,8 @@ def _tags(args) -> int:
 
 def _tag_sample(args, run) -> int:
     """``tags RUN --sample FILE:LINE --add/--remove/--note``: change one sample's entry."""
-    from ..base import fields as F
     from ..analysis import tagged as TG
+    from ..base import fields as F
     from ..store import tags as T
 
     name, _, line = args.sample.rpartition(":")

@@ -24,7 +24,7 @@ class FlatList:
     (float64, samples one after another), ``owner`` and ``position`` of each value. With
     ``values`` False only the lengths are read (a list shown, never aggregated)."""
 
-    def __init__(self, column: pa.ChunkedArray, like: "FlatList | None" = None, values: bool = True):
+    def __init__(self, column: pa.ChunkedArray, like: FlatList | None = None, values: bool = True):
         array, self.lengths = list_column(column)
         self.any = bool((self.lengths >= 0).any())
         self.has_values = values
@@ -36,7 +36,7 @@ class FlatList:
             else:
                 self.owner, self.position, self._like = *owners_of(self.lengths), None
 
-    def cut(self, counted: "Counted") -> tuple[np.ndarray, np.ndarray]:
+    def cut(self, counted: Counted) -> tuple[np.ndarray, np.ndarray]:
         """(values, owner) at each sample's counted positions."""
         if self._like is not None and self._like._kept is not None:
             self._kept = self._like._kept
@@ -75,7 +75,7 @@ class Tokens:
     per token; equal strings, equal ids), ``owner`` and ``position``, and ``vocabulary``; ``raw``
     (int64, one per token): the token id for a sample whose tokens are ids, else -1."""
 
-    def __init__(self, column: pa.ChunkedArray, token_ids: "Ids | None" = None, tokenizer=None):
+    def __init__(self, column: pa.ChunkedArray, token_ids: Ids | None = None, tokenizer=None):
         array, self.lengths = list_column(column)
         flat = array.flatten()
         self.vocabulary = flat.dictionary.to_pylist() if len(flat) else []
@@ -95,7 +95,7 @@ class Tokens:
         ids that decode alike are still two tokens), else the string's id; int64."""
         return np.where(self.raw >= 0, self.raw + len(self.vocabulary), self.ids)
 
-    def _add_ids(self, token_ids: "Ids", tokenizer) -> None:
+    def _add_ids(self, token_ids: Ids, tokenizer) -> None:
         """Take the decoded ids of the samples whose tokens are their ids (each distinct id decoded once)."""
         owner, _ = owners_of(token_ids.lengths)
         taken = token_ids.used[owner]
@@ -213,7 +213,7 @@ def counted_positions(n: np.ndarray, tokens: Tokens, options: ReadOptions) -> tu
     return counted, eos_at < counted  # a pad before the EOS leaves it out
 
 
-def truncated(n: np.ndarray, counted: "Counted", tokens: Tokens, options: ReadOptions) -> np.ndarray:
+def truncated(n: np.ndarray, counted: Counted, tokens: Tokens, options: ReadOptions) -> np.ndarray:
     """Per sample: 1.0 when no EOS is among its counted positions and they fill its lists (counted = n),
     0.0 otherwise, NaN without an EOS token, without tokens, or with a loss mask (the mask, not an EOS,
     says what was generated)."""

@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path, open_file
-from .base import ReadOptions, SourceChanged, line_too_long
 from . import jsonl
+from .base import ReadOptions, SourceChanged, line_too_long
 from .chat_text import split_turns
 from .layout import first_match
 from .lines import count_lines, whole_lines

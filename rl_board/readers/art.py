@@ -21,8 +21,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path, open_file
-from .base import FileError, ReadOptions, SourceChanged
 from . import parquet as _parquet
+from .base import FileError, ReadOptions, SourceChanged
 from .layout import first_match, step_in
 from .turns import number, numbers, sample_rows, turn, turns
 

@@ -135,7 +135,7 @@ class ReadOptions:
         return json.dumps(got)
 
     @classmethod
-    def from_json(cls, text: str) -> "ReadOptions":
+    def from_json(cls, text: str) -> ReadOptions:
         raw = json.loads(text)
         return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
                    raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"),

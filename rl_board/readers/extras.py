@@ -106,7 +106,7 @@ class FieldNotes:
             self.dropped = [self.dropped[i] for i in order]
             self.dropped_at = [self.dropped_at[i] for i in order]
 
-    def add(self, other: "FieldNotes") -> None:
+    def add(self, other: FieldNotes) -> None:
         """Take in another segment's notes (their dropped names not counted twice while all are known)."""
         self.renamed.update(other.renamed)
         if self.dropped_count and other.dropped_count and (len(self.dropped) < self.dropped_count
@@ -124,7 +124,7 @@ class FieldNotes:
         return bool(self.renamed or self.dropped_count)
 
     @classmethod
-    def of(cls, table: pa.Table) -> "FieldNotes":
+    def of(cls, table: pa.Table) -> FieldNotes:
         """The notes a table carries (none when it carries none)."""
         raw = (table.schema.metadata or {}).get(_METADATA_KEY)
         if raw is None:

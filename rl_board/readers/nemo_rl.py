@@ -23,11 +23,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base.compression import read_bytes
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
-from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
+from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from .layout import step_in
 from .lines import read_rows
 from .records import canonical_row

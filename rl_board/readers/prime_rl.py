@@ -31,8 +31,8 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base.compression import read_bytes
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line

@@ -17,10 +17,26 @@ import warnings
 from pathlib import Path
 
 from ..base.location import as_path
-from . import layout
-from . import jsonl, nemo_rl, parquet, prime_rl_tokens
-from . import areal, art, prime_rl, rllm, roll, skyrl, slime, tinker, trackio, verifiers_v0, verl
-from . import tensorboard_text, wandb_tables
+from . import (
+    areal,
+    art,
+    jsonl,
+    layout,
+    nemo_rl,
+    parquet,
+    prime_rl,
+    prime_rl_tokens,
+    rllm,
+    roll,
+    skyrl,
+    slime,
+    tensorboard_text,
+    tinker,
+    trackio,
+    verifiers_v0,
+    verl,
+    wandb_tables,
+)
 from .base import reader_problems
 
 ENTRY_POINTS = "rl_board.readers"  # the entry point group a third party's reader registers in

@@ -20,8 +20,8 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base.compression import read_bytes
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from .base import FileError, ReadOptions, SourceChanged
 from .layout import step_in

@@ -32,8 +32,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from .base import FileError, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
+from .base import FileError, ReadOptions, SourceChanged, line_too_long
 from .chat_text import split_turns
 from .lines import count_lines, whole_lines
 from .records import is_number, json_type, short

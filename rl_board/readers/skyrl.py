@@ -25,8 +25,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from .base import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
+from .base import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_long
 from .chat_text import split_prompt, split_turns
 from .lines import read_rows
 from .records import canonical_row, is_number, json_type, short

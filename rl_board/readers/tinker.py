@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from .base import ReadOptions, SourceChanged, line_too_long
 from . import jsonl
+from .base import ReadOptions, SourceChanged, line_too_long
 from .lines import count_lines, whole_lines
 from .records import is_number, json_type, short
 from .turns import number, numbers, sample_rows, turn

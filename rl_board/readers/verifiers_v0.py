@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base.compression import open_path, read_bytes, variants
 from ..base import fields as F
+from ..base.compression import open_path, read_bytes, variants
 from ..base.location import as_path
 from .base import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line

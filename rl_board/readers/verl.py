@@ -38,8 +38,8 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path, open_file
-from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from . import jsonl
+from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
 from .chat_text import split_prompt, split_turns, template_family
 from .layout import first_match, step_in
 from .lines import opened_path, read_rows

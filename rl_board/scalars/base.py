@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+
 class ScalarsError(ValueError):
     """The path holds no metrics source the board can read; the message says what was expected."""
 

@@ -5,8 +5,8 @@ numeric key other than ``step``). For a step logged twice, the later line wins."
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .base import (
     Scalars,

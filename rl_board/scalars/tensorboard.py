@@ -5,8 +5,8 @@ latest wall time wins, as TensorBoard shows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .base import Scalars, ScalarsError, SeriesBuilder, anywhere
 

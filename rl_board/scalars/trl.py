@@ -7,8 +7,8 @@ is read the same way."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .base import (
     Scalars,

@@ -4,8 +4,8 @@ once and kept as one segment, every file's rows a slice of it (``RangeResult.spa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa

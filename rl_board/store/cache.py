@@ -165,7 +165,7 @@ class RunCache:
                    "files": {name: asdict(entry) for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 
-    def open_segment(self, name: str) -> "pyarrow.Table":  # noqa: F821 (pyarrow is imported here, when used)
+    def open_segment(self, name: str) -> pyarrow.Table:  # noqa: F821 (pyarrow is imported here, when used)
         """A segment as a table whose buffers map the file: pages load when read."""
         import pyarrow as pa  # here: the command line's first look at a cache needs none of it
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..base.access import RootError
 

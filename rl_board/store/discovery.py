@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 import os
-from fnmatch import fnmatchcase
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ..base.access import RootError

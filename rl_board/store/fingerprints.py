@@ -120,7 +120,7 @@ class FileEntry:
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
                  file_error: str | None = None, unterminated: bool = False, read: list = (),
-                 hashes: list[str] | None = None) -> "FileEntry":
+                 hashes: list[str] | None = None) -> FileEntry:
         """The entry of a file parsed up to ``offset``; ``read``: [start, end, xxh3-128] of the byte
         ranges its parsers hashed as they read them (``prefix_spans``); ``hashes``: the head and tail
         hashes of bytes [0, offset) as read (``head_tail_hashes``), None to hash them from the file."""
@@ -171,7 +171,7 @@ class FileEntry:
         return hash_spans(path, spans) == [d for *_, d in self.prefix_spans]
 
     @classmethod
-    def from_json(cls, raw) -> "FileEntry":
+    def from_json(cls, raw) -> FileEntry:
         """An entry from its manifest JSON; ``ValueError`` when it has the wrong shape."""
         if not isinstance(raw, dict):
             raise ValueError("not an object")

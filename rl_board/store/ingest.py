@@ -19,9 +19,9 @@ import select
 import selectors
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 

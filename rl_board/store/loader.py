@@ -15,11 +15,10 @@ from __future__ import annotations
 import gc
 import importlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable
 
 import pyarrow as pa
 

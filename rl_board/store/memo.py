@@ -21,8 +21,8 @@ import json
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 FOLDER = "memos"
 VERSION = 1

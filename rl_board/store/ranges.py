@@ -7,9 +7,9 @@ compressed file is read whole, decompressing as it goes (``ingest_compressed``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa

@@ -19,9 +19,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
-from .cache import FileEntry, RunCache, enforce_limit
 from ..derive.samples import SCHEMA, is_segment_schema
 from ..readers.extras import merged_notes
+from .cache import FileEntry, RunCache, enforce_limit
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged

@@ -28,7 +28,6 @@ from ..base.remote import RemotePath, fault_line, remote_path
 from .cache import CACHE_ENV, MANIFEST, RunCache, mirror_root, shared_url  # noqa: F401 (where the mirror lives)
 
 
-
 def _segments(manifest: bytes) -> set[str]:
     files = json.loads(manifest).get("files") or {}
     return {name for entry in files.values() for name, _ in entry.get("segments", [])}
@@ -42,7 +41,7 @@ class SharedCache:
         self.root: RemotePath = remote_path(url)
 
     @classmethod
-    def from_env(cls) -> "SharedCache | None":
+    def from_env(cls) -> SharedCache | None:
         url = shared_url()
         return cls(url) if url else None
 

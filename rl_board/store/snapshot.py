@@ -54,7 +54,7 @@ class Snapshot:
 
     path: Path
     files: tuple[str, ...]
-    samples: "pd.DataFrame"  # noqa: F821 (pandas is imported by Arrow's to_pandas when first needed)
+    samples: pd.DataFrame  # noqa: F821 (pandas is imported by Arrow's to_pandas when first needed)
     report: LoadReport
     options: ReadOptions
     segments: dict[tuple[int, int], pa.Table] = field(repr=False)

@@ -29,11 +29,10 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable
-
 
 from ..base.location import as_path
 from .cache import default_cache_root
@@ -56,7 +55,7 @@ class TagsError(Exception):
 class TagConflict(TagsError):
     """The sample's tags changed in another session since they were shown (``current`` holds them now)."""
 
-    def __init__(self, current: "Entry | None"):
+    def __init__(self, current: Entry | None):
         super().__init__("Another session changed this sample's tags or note since they were shown.")
         self.current = current
 
@@ -83,7 +82,7 @@ class Entry:
                 "note": self.note, "digest": self.digest, "updated": self.updated}
 
     @classmethod
-    def from_json(cls, raw) -> "Entry":
+    def from_json(cls, raw) -> Entry:
         """An entry from its JSON; ``ValueError`` when it has the wrong shape."""
         if not isinstance(raw, dict):
             raise ValueError("an entry is not an object")
@@ -221,7 +220,7 @@ def _write(path: Path, run_dir: Path | str, entries: dict[str, Entry]) -> None:
         raise TagsError(f"Can't write the tags file {path}: {exc}") from exc
 
 
-def update_tags(run_dir: Path | str, key: str, change: Callable[["Entry | None"], "Entry | None"],
+def update_tags(run_dir: Path | str, key: str, change: Callable[[Entry | None], Entry | None],
                 root: Path | None = None) -> Entry | None:
     """Change one sample's entry: ``change`` gets its entry as stored now (None when untagged) and
     returns the new one (None, or one without tags and note, removes it). Runs under the file's lock,
@@ -239,13 +238,13 @@ def update_tags(run_dir: Path | str, key: str, change: Callable[["Entry | None"]
         else:
             if new.key != key:
                 raise ValueError(f"the entry of {key} names {new.key}")
-            entries[key] = replace(new, updated=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            entries[key] = replace(new, updated=datetime.now(UTC).isoformat(timespec="seconds"))
             new = entries[key]
         _write(path, run_dir, entries)
         return new
 
 
-def set_tags(run_dir: Path | str, entry: Entry, shown: "Entry | None | object" = ..., root: Path | None = None
+def set_tags(run_dir: Path | str, entry: Entry, shown: Entry | None | object = ..., root: Path | None = None
              ) -> Entry | None:
     """Store ``entry`` (its tags and note replace the sample's). With ``shown`` (the entry the user saw,
     None for none), raise ``TagConflict`` when another session changed the sample since."""

@@ -193,7 +193,7 @@ class FileState:
         self.hashes: list[str] | None = None  # head and tail hashes of bytes [0, offset) as read, when known
 
     @classmethod
-    def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> "FileState":
+    def from_entry(cls, path: Path, entry: FileEntry, segments: list[tuple[str, int, pa.Table]]) -> FileState:
         """The state a cache manifest entry describes, with its segments opened."""
         state = cls(path)
         state.offset, state.next_line, state.entry = entry.offset, entry.next_line, entry

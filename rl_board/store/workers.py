@@ -29,8 +29,8 @@ import sys
 import tempfile
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 IDLE_SECONDS = 300  # a worker with nothing to do for this long exits
 MIN_BYTES = 16 << 20  # a read of fewer new bytes is done in the calling process (``ingest``)
@@ -185,7 +185,7 @@ def _forked_worker(tasks: int, results: int, stderr: int) -> None:
         os.dup2(results, 1)
         os.dup2(stderr, 2)
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
-        sys.stdin = open(0, "r", closefd=False)  # the worker's streams, for its whole life
+        sys.stdin = open(0, closefd=False)  # the worker's streams, for its whole life
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
         _lower_priority()

@@ -9,11 +9,19 @@ import streamlit as st
 
 from ..analysis.figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
 from ..analysis.run import Run
-from ..analysis.tables import (build_batch_table, build_export_csv, build_group_table, cut_cells, describe_samples,
-                               sort_choices, sort_samples, step_grid)
+from ..analysis.tables import (
+    build_batch_table,
+    build_export_csv,
+    build_group_table,
+    cut_cells,
+    describe_samples,
+    sort_choices,
+    sort_samples,
+    step_grid,
+)
 from . import keys, state
-from .tags import with_tags
 from .sidebar import Settings
+from .tags import with_tags
 
 
 def render_step_picker(run: Run, follow_newest: bool = False) -> int:

@@ -124,7 +124,7 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
         keep = samples["step"].between(first if first is not None else -2**62, last if last is not None else 2**62)
         sides[name] = samples[keep]
     shown = {}
-    for name, run in (("A", run_a), ("B", run_b)):
+    for name in ("A", "B"):
         label = row[f"{name.lower()}_sample"]
         found = sides[name][sides[name]["label"] == label]
         shown[name] = found.iloc[0]["response"] if len(found) else ""

@@ -4,21 +4,21 @@ step, and an export of them."""
 
 from __future__ import annotations
 
-from functools import partial
-
 import math
+from functools import partial
 
 import streamlit as st
 
-from ..base import fields as F
 from ..analysis.figures import build_matches_figure
 from ..analysis.run import Run
 from ..analysis.search import Query, compute_matches, compute_matches_per_step, search_fields
 from ..analysis.tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
+from ..base import fields as F
 from ..store.tags import ANY_TAG
 from . import keys, state
 from .sidebar import Settings
-from .tags import tagged as get_tagged, with_tags
+from .tags import tagged as get_tagged
+from .tags import with_tags
 
 NO_FILTER = "(no numeric filter)"
 SHOWN_DEFAULT = 200  # matches listed; the count and the curve cover all

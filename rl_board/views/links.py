@@ -8,17 +8,16 @@ the run) gets a short message saying what is shown instead."""
 
 from __future__ import annotations
 
-
 import streamlit as st
 
-from ..base.text import alert_body
+from ..analysis.run import Run
+from ..analysis.tables import sort_choices
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
-from ..store.loader import ROOT_RUN
-from ..analysis.run import Run
+from ..base.text import alert_body
 from ..derive.metrics import KL_ESTIMATORS
 from ..readers import FieldMappingError, parse_field_mapping
-from ..analysis.tables import sort_choices
+from ..store.loader import ROOT_RUN
 from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded

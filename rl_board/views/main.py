@@ -21,9 +21,28 @@ from rl_board.base.access import check_roots
 from rl_board.base.text import alert_body, escape_markdown
 from rl_board.store import workers
 from rl_board.store.loader import RootError, TokenizerError
-from rl_board.views import (batch, curves, drivers, explore, keys, links, positions, report, sample, sidebar, state,
-                            tokens, trainer, turns)
-from rl_board.views import diff, findings, prompts, runs, share, tags
+from rl_board.views import (
+    batch,
+    curves,
+    diff,
+    drivers,
+    explore,
+    findings,
+    keys,
+    links,
+    positions,
+    prompts,
+    report,
+    runs,
+    sample,
+    share,
+    sidebar,
+    state,
+    tags,
+    tokens,
+    trainer,
+    turns,
+)
 
 
 class Picked(NamedTuple):

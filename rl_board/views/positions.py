@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from ..base import fields as F
 from ..analysis.figures import build_length_bucket_figure, build_position_figure
-from ..analysis.run import Run
-from ..derive.metrics import compute_sample_tokens
 from ..analysis.positions import compute_position_profile, compute_reward_by_length
+from ..analysis.run import Run
+from ..base import fields as F
+from ..derive.metrics import compute_sample_tokens
 from . import keys
 from .sidebar import Settings
 

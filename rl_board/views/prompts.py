@@ -9,14 +9,20 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from ..analysis.prompts import (
+    build_prompt_runs_figure,
+    build_word_diff_html,
+    compute_prompt_choices,
+    compute_prompt_samples,
+    compute_word_diff,
+    describe_prompt_sample,
+)
+from ..analysis.run import Run
+from ..analysis.tables import cut_cells, strip_pad, strip_system_prompt
 from ..base import fields as F
 from ..base.location import folder_path
-from ..store.loader import ROOT_RUN, RootError
-from ..analysis.run import Run
-from ..analysis.prompts import (build_prompt_runs_figure, build_word_diff_html, compute_prompt_choices,
-                                compute_prompt_samples, compute_word_diff, describe_prompt_sample)
-from ..analysis.tables import cut_cells, strip_pad, strip_system_prompt
 from ..base.text import cut_text, escape_markdown
+from ..store.loader import ROOT_RUN, RootError
 from . import keys, state
 from .sidebar import Settings
 

@@ -9,10 +9,10 @@ import streamlit as st
 
 from ..analysis.checks import compute_data_checks
 from ..analysis.run import Run
-from ..store.diagnosis import describe_folder
 from ..base.text import alert_body
 from ..readers import format_field_mapping
 from ..readers.mapping import suggest_field_mapping
+from ..store.diagnosis import describe_folder
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
 ERRORS_QUOTED = 3  # rejected lines quoted above the table

@@ -3,18 +3,23 @@ and the fields of its source the board has no place for (extras and other values
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 
 import pandas as pd
 import streamlit as st
 
-from ..base import fields as F
-from ..analysis.run import Run
 from ..analysis.figures import build_prompt_history_figure
-from ..analysis.tables import (build_batch_table, cut_cells, length_change, prompt_history, strip_pad,
-                               strip_system_prompt)
+from ..analysis.run import Run
+from ..analysis.tables import (
+    build_batch_table,
+    cut_cells,
+    length_change,
+    prompt_history,
+    strip_pad,
+    strip_system_prompt,
+)
+from ..base import fields as F
 from ..base.text import cut_text, escape_markdown
 from . import keys
 from .sidebar import Settings

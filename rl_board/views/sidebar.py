@@ -8,15 +8,15 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ..base import fields as F
-from ..base.location import folder_path
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
+from ..base.location import folder_path
+from ..derive.metrics import KL_ESTIMATORS
+from ..readers import FieldMappingError, parse_field_mapping
+from ..scalars.signs import Thresholds
 from ..store.diagnosis import describe_folder
 from ..store.discovery import discover_runs
 from ..store.loader import ROOT_RUN, RootError
 from ..store.tracking import NoRunsError
-from ..readers import FieldMappingError, parse_field_mapping
-from ..scalars.signs import Thresholds
-from ..derive.metrics import KL_ESTIMATORS
 from . import keys, links, state
 
 DEFAULT_ROOT = "./rollout_samples"

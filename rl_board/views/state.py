@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import replace
 
 import streamlit as st
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
 
 from ..analysis.run import Run
+from ..analysis.source import RunSource
+from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..base.access import RootError
 from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
-from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
-from ..analysis.source import RunSource
 from ..store import cluster
 from ..store.loader import SourceChanged
 from . import keys

@@ -9,14 +9,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from ..base.access import RootError, check_allowed
 from ..analysis.figures import build_curve_figure, build_overlay_figure
 from ..analysis.run import Run
+from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
+from ..analysis.tables import KL_PREFIX
+from ..base.access import RootError, check_allowed
+from ..base.text import escape_markdown
 from ..scalars import ScalarsError, discover
 from ..scalars.signs import compute_signs, default_series
-from ..analysis.tables import KL_PREFIX
-from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
-from ..base.text import escape_markdown
 from . import keys, state
 from .sidebar import Settings
 

@@ -14,10 +14,17 @@ import math
 import pandas as pd
 import streamlit as st
 
-from ..base import fields as F
 from ..analysis.tables import TOKEN_METRIC_LABELS, compute_token_table
-from ..analysis.transcript import (TurnTokens, build_transcript, build_turn_tokens, count_turns, reward_components,
-                                   turn_metrics, turn_spans)
+from ..analysis.transcript import (
+    TurnTokens,
+    build_transcript,
+    build_turn_tokens,
+    count_turns,
+    reward_components,
+    turn_metrics,
+    turn_spans,
+)
+from ..base import fields as F
 from ..base.text import escape_markdown
 from . import keys
 from .tokens import sample_tokens

@@ -22,8 +22,8 @@ import orjson
 import pyarrow as pa
 
 from ...base import fields as F
-from ..base import candidate_keys, is_path, merged_aliases
 from .. import rawlists
+from ..base import candidate_keys, is_path, merged_aliases
 from ..canonical import (
     ROWS,
     build_rows,
