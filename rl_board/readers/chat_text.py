@@ -144,6 +144,12 @@ def split_prompt(text) -> list[dict]:
     return [turn({"role": "user", "content": text})]
 
 
+def content_turns(role: str, content: str) -> list[dict]:
+    """The canonical turns of one message's text: its ``<tool_response>`` blocks as tool turns, an
+    assistant's Hermes calls and reasoning taken out of its text (as in ``split_turns``)."""
+    return _turns_of(role, content)
+
+
 def _strip_end(content: str, ends) -> str:
     for end in ends:
         cut = content.find(end)
