@@ -55,6 +55,21 @@ def decode(text: str, skip_special_tokens: bool) -> str:
     return text
 
 
+#: The markers a tokenizer that flags only its end markers special drops with ``skip_special_tokens``
+#: (ChatML's ``<|im_start|>`` an added token that is not special, as in several Hermes fine-tunes).
+CHATML_END_MARKERS = ("<|im_end|>", "<|endoftext|>")
+
+
+def openrlhf_sample0(messages: list[dict], dropped=CHATML_END_MARKERS, render=None) -> str:
+    """``PPOTrainer.train_step``'s ``sample0[0]``: the first experience's whole sequence (prompt and
+    response) ``tokenizer.decode(..., skip_special_tokens=True)``: the chat template's text of
+    ``messages`` (``render``, ChatML by default) with the tokenizer's special tokens (``dropped``) gone."""
+    text = (render or chatml)(messages)
+    for token in dropped:
+        text = text.replace(token, "")
+    return text
+
+
 def agent_loop_response(turns: list[list[dict]]) -> str:
     """The response text verl's ``ToolAgentLoop`` accumulates (agent_loop/tool_agent_loop.py): each
     generation's tokens, then each tool round ``apply_chat_template(add_messages,

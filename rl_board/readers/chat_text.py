@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..base import fields as F
 from ..base.location import as_path
 from .turns import tool_call, turn
 
@@ -142,6 +143,29 @@ def split_prompt(text) -> list[dict]:
         if got:
             return got
     return [turn({"role": "user", "content": text})]
+
+
+def transcript(text) -> list[dict] | None:
+    """The turns of a whole conversation logged as one text (prompt and response together, as
+    OpenRLHF logs its sample: the sequence decoded with ``skip_special_tokens=True``), when the text
+    keeps ChatML start markers (``<|im_start|>ROLE``; the end markers may be gone) or Llama 3 headers
+    (``<|eot_id|>`` may be gone) and holds an assistant turn; None otherwise (the text stays one
+    response): text whose every marker the decode dropped can't be told from a message that
+    mentions a role."""
+    if not isinstance(text, str) or ("<|im_start|>" not in text and "<|start_header_id|>" not in text):
+        return None
+    got = split_turns(text, first_role="user")
+    if got.note is not None or not any(t["role"] == "assistant" for t in got.turns):
+        return None
+    return got.turns
+
+
+def with_turns(row: dict) -> dict:
+    """A canonical row whose response is a whole conversation with its markers (and which has no
+    prompt of its own) with that conversation as its turns (``transcript``): the prompt and the
+    response then come from the turns; any other row as it is."""
+    turns = transcript(row["response"]) if row["prompt"] is None else None
+    return row if turns is None else {**row, "response": None, F.MESSAGES: turns}
 
 
 def content_turns(role: str, content: str) -> list[dict]:
