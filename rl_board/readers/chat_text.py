@@ -58,6 +58,7 @@ _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>", re.S)
 #: What a dropped ChatML header leaves before and after a tool turn (``skip_special_tokens``).
 _ROLE_BEFORE = re.compile(r"\n?(?:user|tool|observation)\n$")
 _ROLE_AFTER = re.compile(r"\s*assistant\n")  # used with match(): anchored at the position
+_ROLE = re.compile(r"[A-Za-z_][\w.-]{0,31}")  # what a template's role line holds
 
 
 @dataclass
@@ -155,9 +156,15 @@ def transcript(text) -> list[dict] | None:
     if not isinstance(text, str) or ("<|im_start|>" not in text and "<|start_header_id|>" not in text):
         return None
     got = split_turns(text, first_role="user")
-    if got.note is not None or not any(t["role"] == "assistant" for t in got.turns):
+    if got.note is not None or not any(t["role"] == "assistant" for t in got.turns) or not roles_read(got.turns):
         return None
     return got.turns
+
+
+def roles_read(turns: list[dict]) -> bool:
+    """Whether every turn's role is a role name (a word, as templates write them): a marker followed
+    by other text (``<|im_start|>What is 5 + 39?``) was not a template's."""
+    return all(t["role"] is not None and _ROLE.fullmatch(t["role"]) for t in turns)
 
 
 def with_turns(row: dict) -> dict:
