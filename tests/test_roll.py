@@ -138,3 +138,28 @@ def test_the_docs_last_observation_example_reads_as_the_docs_say(tmp_path):
     assert step_rows(summary_json(tmp_path / "d")) == {6: (1, 1.0, 2.0, 2.0)}
     turns = load_run(tmp_path / "d", cache_root=False).record(0)[0]["messages"]
     assert [t["content"] for t in turns if t["role"] == "tool"] == ["a.txt", "accepted"]
+
+
+def test_each_sample_of_a_line_has_its_own_address(tmp_path):
+    """ROLL's one line holds three samples: each has the address FILE:1#ROW, used alike by the batch's
+    source column, search, tags (set by address and exported) and links; a line of one sample keeps FILE:LINE."""
+    from conftest import command
+
+    from rl_board.base import fields as F
+
+    _dump(tmp_path / "dump", 1, [T1, T2, T3])
+    name = "rollout_dump_data.step_1.jsonl"
+    run = load_run(tmp_path / "dump", cache_root=False)
+    assert run.with_text(run.samples)["source"].tolist() == [f"{name}:1#0", f"{name}:1#1", f"{name}:1#2"]
+    found = json.loads(command("search", str(tmp_path / "dump"), "--regex", "Uhr", "--json").stdout)
+    assert [(s["line"], s["position"], s["reward"]) for s in found["samples"]] == [(1, 0, 1.0), (1, 1, 0.5), (1, 2, 0.0)]
+    env = {"RL_BOARD_TAGS_DIR": str(tmp_path / "tags")}
+    tagged = command("tags", str(tmp_path / "dump"), "--sample", f"{name}:1#1", "--add", "half", env=env)
+    assert tagged.returncode == 0, tagged.stderr
+    shown = json.loads(command("tags", str(tmp_path / "dump"), "--json", env=env).stdout)
+    assert [(s["position"], s["reward"]) for s in shown["samples"]] == [(1, 0.5)]
+    exported = [json.loads(x) for x in command("tags", str(tmp_path / "dump"), "--export", env=env).stdout.splitlines()]
+    assert [(e["line"], e["position"], e["reward"]) for e in exported] == [(1, 1, 0.5)]
+    assert F.parse_address(f"{name}:1#2") == (name, 1, 2) and F.parse_address(f"{name}:1") == (name, 1, -1)
+    assert F.address(name, 1) == f"{name}:1" and F.address("a#b.jsonl", 3) == "a#b.jsonl:3"
+    assert F.parse_address("a#b.jsonl:3") == ("a#b.jsonl", 3, -1)

@@ -25,7 +25,8 @@ The step is the row's ``global_step``, else the file name's. Train and eval batc
 share the file name (the later one overwrites it): the file holds what was written last. A
 row that can't be read (a column value that is not JSON, a missing or wrong-typed reward) is
 named with its file, line and row; the other rows load. A sample's ``line`` is its file's
-line, its ``offset`` its row in that line.
+line, its ``offset`` its row in that line; a line of several samples gives each the address
+``FILE:LINE#ROW`` (``fields.address``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ _STEP = re.compile(r"^rollout_dump_data\.step_(-?\d+)\.jsonl$")
 EXPECTS = "rollout_dump_data.step_N.jsonl files, each one JSON line of columns"
 KEYS = frozenset({"trajectory_data"})
 _JSON_COLUMNS = ("trajectory_data", "messages", "tools")
+POSITION = "offset"  # a sample's place in its line (``fields.address``'s ``#K``): its row, kept in ``offset``
 
 
 def step_of(name: str) -> int | None:

@@ -43,6 +43,7 @@ NAME = "wandb-tables"
 SUFFIX = ".json"
 APPENDABLE = False
 GLOBS = ("files/media/table/**/*.table.json",)
+POSITION = "length"  # a wide row's sample: its group (0-based), kept in ``length`` (``fields.address``'s ``#K``)
 ALIASES = {F.STEP: ("global_step", "train/global_step"), "prompt": ("question", "query"),
            "response": ("completion", "text", "generation"), F.REWARD: ("rewards",)}
 DEFAULT_SPLIT = "train/generated_samples"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ..base import fields as F
 from ..base.text import alert_body
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
@@ -96,12 +97,17 @@ def autoload(run_dir: str | None, fields) -> None:
 
 
 def _find_sample(run: Run, source: str):
-    """The label of the sample at ``source`` ("file:line"), or None."""
-    name, _, line = source.rpartition(":")
-    if name not in run.files or not line.isdigit():
+    """The label of the sample at ``source`` (its address: "file:line", or "file:line#K" for one of a line's
+    samples), or None."""
+    got = F.parse_address(source)
+    if got is None or got[0] not in run.files:
         return None
+    name, line, position = got
     samples = run.samples
-    hit = samples.index[(samples["file"] == run.files.index(name)) & (samples["line"] == int(line))]
+    in_line = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
+    hit = samples.index[in_line & ((samples[F.POSITION] if F.POSITION in samples else -1) == position)]
+    if not len(hit) and position < 0:  # a link made before lines of several samples had positions: the first
+        hit = samples.index[in_line]
     return hit[0] if len(hit) else None
 
 
