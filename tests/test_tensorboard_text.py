@@ -80,3 +80,18 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     run = load_run(tmp_path / "run", cache_root=False)
     texts = run.with_text(run.samples)
     assert texts["prompt"].tolist() == ["You can call tools.\n\nTime in Tokyo?"]
+
+
+def test_a_text_whose_markers_were_all_dropped_stays_one_response_with_a_note(tmp_path):
+    """Decoded with a tokenizer that flags both ChatML markers special (Qwen's), the sequence keeps only its
+    role words: it is one response, and the run's notes say why."""
+    writer = TextSummaryWriter(tmp_path / "run")
+    text = openrlhf_sample0(SIEBEN, ("<|im_start|>", "<|im_end|>", "<|endoftext|>"))
+    assert text == "user\n3+3?\nassistant\n7 — sieben\n"
+    openrlhf_tensorboard_log_train(writer, 1, {"generated_samples": (text, 1.0)})
+    writer.close()
+    got, notes = summary_and_notes(tmp_path / "run")
+    assert got["steps"][0].get("turns_mean") is None  # no turns
+    assert "1 logged text(s) hold a whole conversation whose chat-template markers the decode dropped" in notes
+    run = load_run(tmp_path / "run", cache_root=False)
+    assert run.with_text(run.samples)["response"].tolist() == [text]

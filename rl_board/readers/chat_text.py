@@ -59,6 +59,7 @@ _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>", re.S)
 _ROLE_BEFORE = re.compile(r"\n?(?:user|tool|observation)\n$")
 _ROLE_AFTER = re.compile(r"\s*assistant\n")  # used with match(): anchored at the position
 _ROLE = re.compile(r"[A-Za-z_][\w.-]{0,31}")  # what a template's role line holds
+_UNMARKED_START = re.compile(r"\s*(?:system|user)\n")
 
 
 @dataclass
@@ -165,6 +166,20 @@ def roles_read(turns: list[dict]) -> bool:
     """Whether every turn's role is a role name (a word, as templates write them): a marker followed
     by other text (``<|im_start|>What is 5 + 39?``) was not a template's."""
     return all(t["role"] is not None and _ROLE.fullmatch(t["role"]) for t in turns)
+
+
+def looks_unmarked(text) -> bool:
+    """Whether ``text`` looks like a whole ChatML conversation whose markers a decode dropped altogether
+    (``system``/``user`` on its first line, an ``assistant`` line later, no marker): not split, since its
+    role words can't be told from text that mentions them; the TensorBoard reader notes how many it kept
+    whole (W&B's tables, one file a step, would repeat the note per file)."""
+    return (isinstance(text, str) and _UNMARKED_START.match(text) is not None and "\nassistant\n" in text
+            and "<|im_start|>" not in text and "<|start_header_id|>" not in text)
+
+
+UNMARKED_NOTE = ("{count} logged text(s) hold a whole conversation whose chat-template markers the decode dropped "
+                 "(skip_special_tokens=True with a tokenizer that flags them special): each is kept as one "
+                 "response, since its role words can't be told from text that mentions them.")
 
 
 def with_turns(row: dict) -> dict:

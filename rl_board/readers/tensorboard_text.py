@@ -27,8 +27,9 @@ import pyarrow as pa
 from ..base import fields as F
 from ..base.location import as_path
 from . import FileError, KeyResolver, ReadOptions, SourceChanged
-from .chat_text import transcript, with_turns
+from .chat_text import UNMARKED_NOTE, looks_unmarked, transcript, with_turns
 from .lines import file_path, table
+from .notes import with_notes
 from .records import canonical_row
 
 NAME = "tensorboard-text"
@@ -98,7 +99,7 @@ def record_of(step: int, tag: str, text: str) -> dict:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, one per logged text; (text number, reason) of each rejected one; texts read)."""
     resolver = KeyResolver(options.fields, ALIASES)
-    rows, lines, offsets, errors, count = [], [], [], [], 0
+    rows, lines, offsets, errors, count, unmarked = [], [], [], [], 0, 0
     try:
         for event_number, step, tag, text in _texts(Path(path)):
             count += 1
@@ -107,12 +108,14 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
                 errors.append((count, got))
                 continue
             rows.append(with_turns(got))
+            unmarked += F.MESSAGES not in rows[-1] and rows[-1]["prompt"] is None and looks_unmarked(rows[-1]["response"])
             lines.append(count)
             offsets.append(event_number)
     except Exception as exc:
         if not rows and not errors:
             raise FileError(f"not read by tensorboard's event reader ({type(exc).__name__}: {exc})") from exc
-    return table(rows, lines, offsets, [0] * len(rows)), errors, count
+    notes = [UNMARKED_NOTE.format(count=unmarked)] if unmarked else []
+    return with_notes(table(rows, lines, offsets, [0] * len(rows)), notes), errors, count
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
