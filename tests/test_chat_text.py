@@ -1,6 +1,12 @@
 """Turns from glued text: ChatML and Llama 3 markers, markers dropped by the decode, Hermes tool calls."""
 
-from ray_writers import agent_loop_response, call, decode, llama3_message, openrlhf_sample0
+from ray_writers import (
+    agent_loop_response,
+    call,
+    decode,
+    llama3_message,
+    openrlhf_sample0,
+)
 
 from rl_board.readers.chat_text import split_prompt, split_turns, transcript
 

@@ -1,15 +1,20 @@
 """Samples logged as TensorBoard text (OpenRLHF's TensorboardLogger): one sample per add_text."""
 
+import ast
 import json
 from pathlib import Path
 
 from conftest import step_rows, summary_and_notes, write_lines
-from ray_writers import TextSummaryWriter, call, openrlhf_sample0, openrlhf_tensorboard_log_train
+from ray_writers import (
+    TextSummaryWriter,
+    call,
+    openrlhf_sample0,
+    openrlhf_tensorboard_log_train,
+)
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, jsonl, tensorboard_text
 from rl_board.scalars import discover, load_scalars
-
 
 SYSTEM = {"role": "system", "content": "You can call tools."}
 TOKYO = [SYSTEM, {"role": "user", "content": "Time in Tokyo?"},
@@ -72,8 +77,9 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/tensorboard-text.md's OpenRLHF call: step 3, reward 1.0, 2 assistant turns, 1 call."""
     text = (Path(__file__).parent.parent / "docs" / "formats" / "tensorboard-text.md").read_text()
     line = next(x for x in text.splitlines() if x.startswith('writer.add_text("train/generated_samples"'))
+    call = ast.parse(line).body[0].value  # writer.add_text(TAG, TEXT, global_step=N), its values literal
     writer = TextSummaryWriter(tmp_path / "run")
-    exec(line, {"writer": writer})
+    writer.add_text(*map(ast.literal_eval, call.args), **{k.arg: ast.literal_eval(k.value) for k in call.keywords})
     writer.close()
     got, _ = summary_and_notes(tmp_path / "run")
     assert step_rows(got) == {3: (1, 1.0, 2.0, 1.0)}

@@ -5,7 +5,14 @@ from pathlib import Path
 
 import pytest
 from conftest import docs_example, step_rows, summary_and_notes
-from ray_writers import OpenRLHFWandbLogger, WandbRun, WandbTable, call, llama3_message, openrlhf_sample0
+from ray_writers import (
+    OpenRLHFWandbLogger,
+    WandbRun,
+    WandbTable,
+    call,
+    llama3_message,
+    openrlhf_sample0,
+)
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, wandb_tables

@@ -24,6 +24,11 @@ the template opened it) is the turn's reasoning; the content is what is left. Wh
 with no role line before it in marker-less text), the response stays **one assistant
 turn** holding the whole text, and ``Split.note`` says why: nothing is lost.
 
+``transcript`` reads a whole conversation logged as one text (prompt included: OpenRLHF's logged
+sample, a decoded token sequence) as turns when it keeps the template's start markers or
+headers (its end markers may be gone) and holds an assistant turn; text whose markers are all
+gone is left whole (``looks_unmarked`` tells it, for a note).
+
 ``template_family(run_dir)`` reads the chat template beside a run (``chat_template.jinja``
 or ``tokenizer_config.json``'s ``chat_template``, in the run folder or its parent) to tell
 ChatML from Llama 3 when the text alone does not.

@@ -78,9 +78,10 @@ def turns_from_content(content, mask, length=None) -> list[dict] | None:
     the chat template's text of the system and user messages with the generation prompt, each answer
     decoded with ``skip_special_tokens=True``, each env observation as the env wrote it), when the
     text holds the template's markers: an untrained message is split at its markers
-    (``chat_text.split_prompt``: the generation prompt's open turn dropped), a trained one is an assistant turn (Hermes calls and reasoning taken out,
-    ``<tool_response>`` blocks tool turns); an untrained message after the first one and without
-    markers is an env's observation (role ``environment``, NeMo-RL's envs' own). None when the messages can't be matched to the mask,
+    (``chat_text.split_prompt``: the generation prompt's open turn dropped), a trained one is an
+    assistant turn (Hermes calls and reasoning taken out, ``<tool_response>`` blocks tool turns); an
+    untrained message after the first one and without markers is an env's observation (role
+    ``environment``, NeMo-RL's envs' own). None when the messages can't be matched to the mask,
     nothing is trained, no message holds a marker, or a marker's role is not a role name."""
     flags = _trained(content, mask, length)
     if flags is None or not any(flags) or not any(m in text for text in content for m in _MARKERS):

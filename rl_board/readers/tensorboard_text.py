@@ -11,8 +11,8 @@ as a backslash and an n is read as a line break), else none. A response that is 
 conversation (OpenRLHF decodes the sequence, prompt included, with ``skip_special_tokens=True``)
 is split into turns where the decode left ChatML start markers or Llama 3 headers
 (``chat_text.transcript``): the prompt is then the turns before the first assistant turn, the
-response the last assistant turn. The tag (without torch's
-``/text_summary``) is shown with the sample. The run folder is the folder of the event files
+response the last assistant turn; one whose markers were all dropped stays whole, and a note
+counts those. The tag (without torch's ``/text_summary``) is shown with the sample. The run folder is the folder of the event files
 (``{tensorboard_dir}/{run_name}`` for OpenRLHF); its scalars are the trainer's metrics.
 """
 
@@ -107,8 +107,9 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             if isinstance(got, str):
                 errors.append((count, got))
                 continue
-            rows.append(with_turns(got))
-            unmarked += F.MESSAGES not in rows[-1] and rows[-1]["prompt"] is None and looks_unmarked(rows[-1]["response"])
+            got = with_turns(got)
+            rows.append(got)
+            unmarked += F.MESSAGES not in got and got["prompt"] is None and looks_unmarked(got["response"])
             lines.append(count)
             offsets.append(event_number)
     except Exception as exc:

@@ -17,8 +17,8 @@ other logs, one ``key: value`` line each, as its text, and the logs that are not
 the record. Extras: ``final_reward``, ``final_ob_len``, ``group_idx``, each number of
 ``trajectory_metrics`` under its own name (``trajectory_metrics.num_tool_calls``: the board's
 own ``num_tool_calls``, counted from the turns, never replaces it), and ``ac_tokens`` (the
-steps' ``ac_len`` summed) and ``ob_tokens`` (the last step's ``ob_len``). ``metrics.jsonl`` beside the iteration folders is the trainer's
-scalars (``rl_board.scalars``); the logtree files of an iteration (``{base}.html``,
+steps' ``ac_len`` summed) and ``ob_tokens`` (the last step's ``ob_len``). ``metrics.jsonl``
+beside the iteration folders is the trainer's scalars (``rl_board.scalars``); the logtree files of an iteration (``{base}.html``,
 ``{base}_logtree.json``) are named in each sample's record (``logtree``), not parsed.
 """
 

@@ -18,8 +18,8 @@ record ``{column: value}`` read like a JSON line: the step is a ``step`` column,
 other numeric columns extras; a field map names other columns. A response that is a whole
 conversation and no prompt (OpenRLHF's ``text``: the sequence decoded with
 ``skip_special_tokens=True``) is split into turns where ChatML start markers or Llama 3 headers
-are left (``chat_text.transcript``): the prompt is the turns before the first assistant turn. A row of another length than
-the columns is named and skipped. The run folder is the wandb run folder (``run-…`` or
+are left (``chat_text.transcript``): the prompt is the turns before the first assistant turn. A
+row of another length than the columns is named and skipped. The run folder is the wandb run folder (``run-…`` or
 ``offline-run-…``); the ``wandb`` folder above lists them.
 """
 

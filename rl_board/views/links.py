@@ -1,5 +1,6 @@
 """Links that reopen a view: the address bar always holds
-``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus how the run was
+``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR`` (``FILE:LINE#K`` for one
+of a line's several samples, ``fields.address``), plus how the run was
 read when that is not the default (``split=SPLIT``, ``fields=reward=my_score,response=answer``, ``pad=TOKEN``,
 ``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run,
 read that way, without a click and shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
@@ -105,7 +106,7 @@ def _find_sample(run: Run, source: str):
     name, line, position = got
     samples = run.samples
     in_line = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
-    hit = samples.index[in_line & ((samples[F.POSITION] if F.POSITION in samples else -1) == position)]
+    hit = samples.index[in_line & (samples.get(F.POSITION, -1) == position)]
     if not len(hit) and position < 0:  # a link made before lines of several samples had positions: the first
         hit = samples.index[in_line]
     return hit[0] if len(hit) else None
