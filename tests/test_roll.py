@@ -163,3 +163,21 @@ def test_each_sample_of_a_line_has_its_own_address(tmp_path):
     assert F.parse_address(f"{name}:1#2") == (name, 1, 2) and F.parse_address(f"{name}:1") == (name, 1, -1)
     assert F.address(name, 1) == f"{name}:1" and F.address("a#b.jsonl", 3) == "a#b.jsonl:3"
     assert F.parse_address("a#b.jsonl:3") == ("a#b.jsonl", 3, -1)
+
+
+def test_findings_name_the_sample_of_a_line_by_its_address(tmp_path):
+    """An empty answer in the middle row of each step's line: empty_responses names FILE:1#1 each step, the
+    sample the evidence shows is that row."""
+    from conftest import command
+
+    from rl_board.analysis.findings import compute_evidence, compute_findings
+
+    empty = _trajectory([SYSTEM, USER, {"role": "assistant", "content": ""}], [0.0])
+    for step in (1, 2, 3):
+        _dump(tmp_path / "dump", step, [T1, empty, T2])
+    got = json.loads(command("findings", str(tmp_path / "dump"), "--json").stdout)
+    found = {f["kind"]: f["samples"] for f in got["findings"]}
+    assert found["empty_responses"] == [f"rollout_dump_data.step_{s}.jsonl:1#1" for s in (1, 2, 3)]
+    run = load_run(tmp_path / "dump", cache_root=False)
+    finding = next(f for f in compute_findings(run).findings if f.kind == "empty_responses")
+    assert [e.sample_id for e in compute_evidence(run, finding)] == found["empty_responses"]
