@@ -98,6 +98,9 @@ def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
     loaded = load_run(run.dir, cache_root=False)
     canonical, _ = loaded.record(4)
     assert canonical["prompt"] == "q2" and canonical["response"] == "b2" and canonical["step"] == 10
+    # a row of three samples: each its own address, #K the number's group from 0
+    sources = loaded.with_text(loaded.samples)["source"].tolist()
+    assert [s.rpartition(":")[2] for s in sources] == ["1#0", "1#1", "1#2", "2#0", "2#1", "2#2"]  # step 10: row 2
 
 
 def test_openrlhf_whole_sequences_are_turns(tmp_path):
