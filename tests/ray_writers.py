@@ -55,6 +55,21 @@ def decode(text: str, skip_special_tokens: bool) -> str:
     return text
 
 
+#: The markers a tokenizer that flags only its end markers special drops with ``skip_special_tokens``
+#: (ChatML's ``<|im_start|>`` an added token that is not special, as in several Hermes fine-tunes).
+CHATML_END_MARKERS = ("<|im_end|>", "<|endoftext|>")
+
+
+def openrlhf_sample0(messages: list[dict], dropped=CHATML_END_MARKERS, render=None) -> str:
+    """``PPOTrainer.train_step``'s ``sample0[0]``: the first experience's whole sequence (prompt and
+    response) ``tokenizer.decode(..., skip_special_tokens=True)``: the chat template's text of
+    ``messages`` (``render``, ChatML by default) with the tokenizer's special tokens (``dropped``) gone."""
+    text = (render or chatml)(messages)
+    for token in dropped:
+        text = text.replace(token, "")
+    return text
+
+
 def agent_loop_response(turns: list[list[dict]]) -> str:
     """The response text verl's ``ToolAgentLoop`` accumulates (agent_loop/tool_agent_loop.py): each
     generation's tokens, then each tool round ``apply_chat_template(add_messages,
@@ -231,7 +246,13 @@ def roll_trajectory_batch(trajectories: list[dict], exp_name: str = "exp") -> tu
     """The non-tensor batch ``AgentNativeStepEnvManager.formulate_rollouts`` returns for each
     trajectory (one stepwise sample per action: only the last holds ``trajectory_data``,
     ``messages`` and ``tools``, as JSON strings), concatenated, and its ``COLUMMNS_CONFIG``.
-    ``trajectories``: {"messages", "step_rewards", "tools", "num_actions"}."""
+    ``trajectories``: {"messages", "step_rewards", "tools", "num_actions", optional "last_observation"}:
+    ``messages`` is the env's whole conversation after the final action. As the manager writes them,
+    the ``messages`` column is the observation the last LLM call was given with that call's decoded
+    answer appended (``make_decision`` appends to the cached observation), i.e. the conversation up to
+    its last assistant message; ``trajectory_data.last_observation`` is the observation the env
+    returned for the final action (popped from the history in ``formulate_rollouts``): the whole
+    conversation for a message env, a string for ROCK's (``"SESSION_END"``), ``[]`` when none."""
     import numpy as np
 
     columns = {"trajectory_data": [], "messages": [], "tools": [], "exp_name": []}
@@ -251,14 +272,15 @@ def roll_trajectory_batch(trajectories: list[dict], exp_name: str = "exp") -> tu
             "failure_info": {"failure_mode": "", "stop_reason": "FINISH", "error_messages": [], "test_output": "",
                              "has_failure": False, "failure_step": t["num_actions"]},
             "metrics": {"env/tag/num_actions": t["num_actions"]},
-            "last_observation": "",
+            "last_observation": t.get("last_observation", t["messages"]),
         }
+        last_call = max((k for k, m in enumerate(t["messages"]) if m["role"] == "assistant"), default=-1)
         for _ in range(t["num_actions"] - 1):  # the earlier stepwise samples: None in these columns
             for name in ("trajectory_data", "messages", "tools"):
                 columns[name].append(None)
             columns["exp_name"].append(exp_name)
         columns["trajectory_data"].append(json.dumps(data))
-        columns["messages"].append(json.dumps([t["messages"]]))
+        columns["messages"].append(json.dumps([t["messages"][:last_call + 1]]))
         columns["tools"].append(json.dumps(t["tools"]))
         columns["exp_name"].append(exp_name)
     batch = {k: np.array(v, dtype=object) for k, v in columns.items()}

@@ -1,8 +1,14 @@
 """Turns from glued text: ChatML and Llama 3 markers, markers dropped by the decode, Hermes tool calls."""
 
-from ray_writers import agent_loop_response, call, decode
+from ray_writers import (
+    agent_loop_response,
+    call,
+    decode,
+    llama3_message,
+    openrlhf_sample0,
+)
 
-from rl_board.readers.chat_text import split_prompt, split_turns
+from rl_board.readers.chat_text import split_prompt, split_turns, transcript
 
 SEARCH = {"role": "assistant", "content": "<think>I need the population.</think>Let me look it up.",
           "tool_calls": [call("search", query="北京 人口")]}
@@ -123,3 +129,30 @@ def test_template_family_reads_tokenizer_config_or_jinja(tmp_path):
     assert template_family(run) == "llama3"
     (run / "chat_template.jinja").write_text("{{ '<|im_start|>' + message['role'] }}")
     assert template_family(run) == "chatml"
+
+
+def test_a_whole_conversation_with_only_start_markers_is_turns():
+    """ChatML with its end markers gone (a decode that drops only those): system, user, the assistant's
+    reasoning and Hermes call, the tool response as a tool turn, the answer."""
+    user = {"role": "user", "content": "How many people live in Beijing?"}
+    text = openrlhf_sample0([{"role": "system", "content": "Be brief."}, user, SEARCH, RESULT, ANSWER])
+    assert "<|im_end|>" not in text and text.startswith("<|im_start|>system\n")
+    assert _shape(transcript(text)) == [("system", "Be brief.", None, []),
+                                        ("user", "How many people live in Beijing?", None, [])] + EXPECTED
+
+
+def test_llama3_headers_without_eot_are_turns():
+    """Llama 3 headers kept, <|eot_id|> and <|begin_of_text|> dropped: one turn per header, ipython a tool turn."""
+    messages = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "", "tool_calls": [call("calc")]},
+                {"role": "tool", "content": "4"}, {"role": "assistant", "content": "4."}]
+    text = openrlhf_sample0(messages, ("<|begin_of_text|>", "<|eot_id|>"),
+                            lambda ms: "<|begin_of_text|>" + "".join(map(llama3_message, ms)))
+    assert [(t["role"], t["content"]) for t in transcript(text)] == [
+        ("user", "2+2?"), ("assistant", ""), ("tool", "4"), ("assistant", "4.")]
+
+
+def test_text_that_is_not_a_template_s_is_not_turns():
+    """No assistant turn, a marker followed by a sentence, or no marker at all: None (the text stays as it is)."""
+    assert transcript("<|im_start|>user\nhi") is None
+    assert transcript("<|im_start|>What is 5 + 39?<|im_start|>assistant\n44") is None
+    assert transcript("user\nhi\nassistant\nhello") is None

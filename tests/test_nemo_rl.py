@@ -160,3 +160,45 @@ def test_without_a_tokenizer_the_texts_are_the_messages_content(tmp_path):
                                           " the weather tool first.The tool says: sunny, 21 degrees. So the answer is "
                                           "correct!"]
     assert len(compute_matches(run, Query("answer is 44"))) == 1
+
+
+def test_chat_template_messages_are_turns(tmp_path):
+    """content as GRPO logs it (the first message the chat template's text of system and user with the
+    generation prompt, each answer decoded with skip_special_tokens=True, the code env's observation as
+    it writes it) is turns: the prompt is the turns before the first assistant turn."""
+    from ray_writers import chatml, decode, generated
+
+    tok = Tokenizer.from_file(str(train_tokenizer(tmp_path / "far" / "tok")))
+    rng = np.random.default_rng(7)
+    opening = chatml([{"role": "system", "content": "Use <code>."}, {"role": "user", "content": "What is 2**10?"}],
+                     add_generation_prompt=True)
+    answer = decode(generated({"role": "assistant", "content": "The answer is 1024."}), skip_special_tokens=True)
+    code = [(opening, False), ("<code>2**10</code>", True), ("<result>1024</result>", False), (answer, True)]
+    math = [(opening, False), (decode(generated({"role": "assistant", "content": "1000"}), True), True)]
+    run_dir = tmp_path / "logs" / "exp_001"
+    # by hand: 2 and 1 assistant turns, no calls, rewards 1.0 and 0.0
+    write_nemo_step(run_dir, 1, [_sample(tok, code, 1.0, rng), _sample(tok, math, 0.0, rng)])
+    got = json.loads(subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", str(run_dir)],
+                                    capture_output=True, text=True, check=True, cwd=REPO).stdout)
+    assert [(s["step"], s["samples"], s["reward_mean"], s["turns_mean"], s["tool_calls_mean"])
+            for s in got["steps"]] == [(1, 2, 0.5, 1.5, 0.0)]
+    run = load_run(run_dir, cache_root=False)
+    texts = run.with_text(run.samples)
+    assert texts["prompt"].tolist() == ["Use <code>.\n\nWhat is 2**10?"] * 2
+    assert texts["response"].tolist() == ["The answer is 1024.", "1000"]
+    turns = run.record(0)[0]["messages"]
+    assert [(t["role"], t["content"]) for t in turns] == [
+        ("system", "Use <code>."), ("user", "What is 2**10?"), ("assistant", "<code>2**10</code>"),
+        ("environment", "<result>1024</result>"), ("assistant", "The answer is 1024.")]
+
+
+def test_the_docs_turns_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/nemo-rl.md's ChatML line: step 4, reward 1.0, 2 assistant turns, no calls."""
+    text = (REPO / "docs" / "formats" / "nemo-rl.md").read_text()
+    block = next(b for b in text.split("```json")[1:] if "2**10" in b).split("```")[0]
+    (tmp_path / "exp_001").mkdir()
+    (tmp_path / "exp_001" / "train_data_step4.jsonl").write_text(block.strip() + "\n")
+    run = load_run(tmp_path / "exp_001", cache_root=False)
+    assert run.samples["step"].tolist() == [4] and run.samples["reward"].tolist() == [1.0]
+    assert [t["role"] for t in run.record(0)[0]["messages"]] == ["system", "user", "assistant", "environment", "assistant"]
+    assert run.with_text(run.samples)["prompt"].tolist() == ["Use <code>.\n\nWhat is 2**10?"]

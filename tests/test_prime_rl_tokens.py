@@ -242,3 +242,32 @@ def test_a_tokenizer_that_cant_be_read_gets_one_note_naming_it(export_run):
     assert len(about) == 1, about
     assert str(tokenizer_path) in about[0] and "not a tokenizer the tokenizers library can read" in about[0]
     assert NO_TOKENIZER not in run.report.notes
+
+
+def test_a_chat_template_sequence_is_turns(tmp_path):
+    """A sequence whose ids are the chat template's text (prompt, a Hermes call, the tool's response as
+    the template renders it, the answer) decodes with its markers and is split into turns: 2 assistant
+    turns, 1 call (counted by hand), the tool's response a tool turn."""
+    from ray_writers import chatml, generated
+
+    tokenizer_path = train_tokenizer(tmp_path / "outputs" / "tiny-model")
+    tok = Tokenizer.from_file(str(tokenizer_path))
+    out = tmp_path / "outputs" / "run"
+    call = {"role": "assistant", "content": "", "tool_calls": [{"name": "clock", "arguments": {}}]}
+    turns = [(chatml([{"role": "system", "content": "You can call tools."}, {"role": "user", "content": "Time?"}],
+                     add_generation_prompt=True), False),
+             (generated(call), True),
+             ("\n" + chatml([{"role": "tool", "content": "21:04"}], add_generation_prompt=True), False),
+             (generated({"role": "assistant", "content": "It is 21:04."}), True)]
+    plain = [("What is 5 + 39?", False), (" 44", True)]  # no markers: no turns
+    exporter = PrimeTokenExporter(out, 0)
+    rng = np.random.default_rng(3)
+    exporter.export(1, 0, [_sequence(tok, turns, rng, 1.0), _sequence(tok, plain, rng, 0.0)])
+    exporter.mark_stable()
+    run = load_run(out, cache_root=False, tokenizer=tokenizer_path)
+    samples = run.samples
+    assert samples["extra:num_turns"].tolist()[0] == 2.0 and samples["extra:num_tool_calls"].tolist()[0] == 1.0
+    assert math.isnan(samples["extra:num_turns"].tolist()[1])
+    turns_of = run.record(0)[0]["messages"]
+    assert [t["role"] for t in turns_of] == ["system", "user", "assistant", "tool", "assistant"]
+    assert turns_of[3]["content"] == "21:04" and turns_of[2]["tool_calls"][0]["name"] == "clock"

@@ -34,6 +34,18 @@ T2 = _trajectory([SYSTEM, USER, CALL, RESULT, HERMES, RESULT, ANSWER], [0.0, 0.2
 T3 = _trajectory([SYSTEM, USER, ANSWER], [0.0])
 
 
+# A text env (OpenReward's): calls as Hermes blocks in the answer, results as user <tool_response>
+# messages; the episode ends on the tool result of the submitting call, which only the env's last
+# observation holds. A ROCK env's last observation is the string "SESSION_END".
+BASH = {"role": "assistant", "content": '<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n</tool_call>'}
+LISTING = {"role": "user", "content": "<tool_response>\na.txt\n</tool_response>"}
+SUBMIT = {"role": "assistant", "content": 'Done.\n<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>'}
+ACCEPTED = {"role": "user", "content": "<tool_response>\naccepted\n</tool_response>"}
+# by hand: T4 2 assistant turns, 2 calls, reward 0 + 1; T5 1 turn, 0 calls, reward 1.0
+T4 = _trajectory([USER, BASH, LISTING, SUBMIT, ACCEPTED], [0.0, 1.0])
+T5 = {**_trajectory([SYSTEM, USER, ANSWER], [1.0]), "last_observation": "SESSION_END"}
+
+
 def _dump(folder: Path, step: int, trajectories):
     batch, config = roll_trajectory_batch(trajectories)
     roll_dump_rollout_trajectories(str(folder), step, batch, config)
@@ -100,3 +112,72 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "rollout_dump_data.step_5.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert step_rows(summary_json(tmp_path / "d")) == {5: (1, 1.0, 2.0, 1.0)}
+
+
+def test_turns_come_from_the_last_observation(tmp_path):
+    """ROLL's messages column stops at the last call's answer; the env's last observation adds the
+    final tool result: it is read for the turns (user <tool_response> messages as tool turns), and a
+    string last observation (ROCK's) leaves the messages column's turns."""
+    _dump(tmp_path / "dump", 7, [T4, T5])
+    obj = json.loads((tmp_path / "dump" / "rollout_dump_data.step_7.jsonl").read_text())
+    assert len(json.loads(obj["messages"][0])[0]) == 4  # the writer's messages: no final tool result
+    assert step_rows(summary_json(tmp_path / "dump")) == {7: (2, 1.0, 1.5, 1.0)}
+    run = load_run(tmp_path / "dump", cache_root=False)
+    turns = run.record(0)[0]["messages"]
+    assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [t["content"] for t in turns if t["role"] == "tool"] == ["a.txt", "accepted"]
+    assert [c["name"] for t in turns for c in t["tool_calls"]] == ["bash", "submit"]
+    assert run.with_text(run.samples)["response"].tolist() == ["Done.", "Es ist 21:04 Uhr."]
+
+
+def test_the_docs_last_observation_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/roll.md's last_observation line: step 6, reward 1.0, 2 assistant turns, 2 calls."""
+    block = docs_example("roll", "List the files")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "rollout_dump_data.step_6.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
+    assert step_rows(summary_json(tmp_path / "d")) == {6: (1, 1.0, 2.0, 2.0)}
+    turns = load_run(tmp_path / "d", cache_root=False).record(0)[0]["messages"]
+    assert [t["content"] for t in turns if t["role"] == "tool"] == ["a.txt", "accepted"]
+
+
+def test_each_sample_of_a_line_has_its_own_address(tmp_path):
+    """ROLL's one line holds three samples: each has the address FILE:1#ROW, used alike by the batch's
+    source column, search, tags (set by address and exported) and links; a line of one sample keeps FILE:LINE."""
+    from conftest import command
+
+    from rl_board.base import fields as F
+
+    _dump(tmp_path / "dump", 1, [T1, T2, T3])
+    name = "rollout_dump_data.step_1.jsonl"
+    run = load_run(tmp_path / "dump", cache_root=False)
+    assert run.with_text(run.samples)["source"].tolist() == [f"{name}:1#0", f"{name}:1#1", f"{name}:1#2"]
+    found = json.loads(command("search", str(tmp_path / "dump"), "--regex", "Uhr", "--json").stdout)
+    assert [(s["line"], s["position"], s["reward"]) for s in found["samples"]] == [(1, 0, 1.0), (1, 1, 0.5), (1, 2, 0.0)]
+    env = {"RL_BOARD_TAGS_DIR": str(tmp_path / "tags")}
+    tagged = command("tags", str(tmp_path / "dump"), "--sample", f"{name}:1#1", "--add", "half", env=env)
+    assert tagged.returncode == 0, tagged.stderr
+    shown = json.loads(command("tags", str(tmp_path / "dump"), "--json", env=env).stdout)
+    assert [(s["position"], s["reward"]) for s in shown["samples"]] == [(1, 0.5)]
+    exported = [json.loads(x) for x in command("tags", str(tmp_path / "dump"), "--export", env=env).stdout.splitlines()]
+    assert [(e["line"], e["position"], e["reward"]) for e in exported] == [(1, 1, 0.5)]
+    assert F.parse_address(f"{name}:1#2") == (name, 1, 2) and F.parse_address(f"{name}:1") == (name, 1, -1)
+    assert F.address(name, 1) == f"{name}:1" and F.address("a#b.jsonl", 3) == "a#b.jsonl:3"
+    assert F.parse_address("a#b.jsonl:3") == ("a#b.jsonl", 3, -1)
+
+
+def test_findings_name_the_sample_of_a_line_by_its_address(tmp_path):
+    """An empty answer in the middle row of each step's line: empty_responses names FILE:1#1 each step, the
+    sample the evidence shows is that row."""
+    from conftest import command
+
+    from rl_board.analysis.findings import compute_evidence, compute_findings
+
+    empty = _trajectory([SYSTEM, USER, {"role": "assistant", "content": ""}], [0.0])
+    for step in (1, 2, 3):
+        _dump(tmp_path / "dump", step, [T1, empty, T2])
+    got = json.loads(command("findings", str(tmp_path / "dump"), "--json").stdout)
+    found = {f["kind"]: f["samples"] for f in got["findings"]}
+    assert found["empty_responses"] == [f"rollout_dump_data.step_{s}.jsonl:1#1" for s in (1, 2, 3)]
+    run = load_run(tmp_path / "dump", cache_root=False)
+    finding = next(f for f in compute_findings(run).findings if f.kind == "empty_responses")
+    assert [e.sample_id for e in compute_evidence(run, finding)] == found["empty_responses"]

@@ -90,3 +90,52 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     (folder / "train_rollout_summaries.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     got = summary_json(tmp_path / "log")
     assert step_rows(got) == {4: (1, 1.0, 2.0, 0.0)} and got["steps"][0]["extras"]["ac_tokens"] == 21.0
+
+
+def _tool_use_log(root: Path) -> Path:
+    """One iteration of a tool-use env: each step's logs as ``AgentToolMessageEnv.step`` writes them."""
+    first = {"assistant_content": "Let me look.", "tool_call_0": 'search({"query": "weather"})',
+             "tool_result_0": '{"results": ["sunny"]}', "tool_call_1": 'clock({"tz": "UTC"})',
+             "tool_result_1": "21:04"}
+    answer = {"assistant_content": "Sunny, at 21:04."}
+    parse = {"assistant_content": "Oops.", "parse_errors": "bad JSON"}
+    # by hand: A 2 assistant turns, 2 calls, reward 1.0; B 2 assistant turns, 0 calls, reward 0.0
+    a = {"transitions": [_transition(0.0, False, logs=first), _transition(1.0, True, logs=answer)],
+         "final_ob_len": 90, "final_reward": 0.0, "metrics": {"num_tool_calls": 7.0}}
+    b = {"transitions": [_transition(0.0, False, logs=parse), _transition(0.0, True, logs=answer)],
+         "final_ob_len": 90, "final_reward": 0.0, "metrics": {"num_tool_calls": 1.0}}
+    log = root / "tools"
+    tinker_write_rollouts(log, 2, tinker_serialize("train", 2, [{"tags": ["weather"], "trajectories": [a, b]}]))
+    return log
+
+
+def test_tool_calls_and_results_from_the_step_logs(tmp_path):
+    """tool_call_i / tool_result_i of a step's logs are the assistant turn's calls and tool turns after it;
+    the trajectory's logged num_tool_calls keeps its own name and value."""
+    log = _tool_use_log(tmp_path)
+    got = summary_json(log)
+    assert step_rows(got) == {2: (2, 0.5, 2.0, 1.0)}  # calls (2 + 0) / 2
+    assert got["steps"][0]["tool_calls"] == {"search": 1, "clock": 1}
+    assert got["steps"][0]["extras"]["trajectory_metrics.num_tool_calls"] == pytest.approx(4.0)  # (7 + 1) / 2
+    run = load_run(log, cache_root=False)
+    canonical, others = run.record(0)
+    turns = canonical["messages"]
+    assert [(t["role"], t["content"]) for t in turns] == [
+        ("assistant", "Let me look."), ("tool", '{"results": ["sunny"]}'), ("tool", "21:04"),
+        ("assistant", "Sunny, at 21:04.")]
+    assert [(c["name"], c["arguments"]) for c in turns[0]["tool_calls"]] == [
+        ("search", '{"query": "weather"}'), ("clock", '{"tz": "UTC"}')]
+    assert run.with_text(run.samples)["response"].tolist() == ["Sunny, at 21:04.", "Sunny, at 21:04."]
+    assert others["steps"][0]["logs"] == {}
+    assert run.record(1)[1]["steps"][0]["logs"] == {"parse_errors": "bad JSON"}
+
+
+def test_the_docs_tool_use_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/tinker.md's tool-use record: iteration 2, reward 1.0, 2 assistant turns, 1 call."""
+    block = docs_example("tinker", "tool_call_0")
+    folder = tmp_path / "log" / "iteration_000002"
+    folder.mkdir(parents=True)
+    (folder / "train_rollout_summaries.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
+    got = summary_json(tmp_path / "log")
+    assert step_rows(got) == {2: (1, 1.0, 2.0, 1.0)}
+    assert got["steps"][0]["extras"]["trajectory_metrics.num_tool_calls"] == 1.0

@@ -4,8 +4,15 @@ the table's own column."""
 from pathlib import Path
 
 import pytest
-from conftest import docs_example, summary_and_notes
-from ray_writers import OpenRLHFWandbLogger, WandbRun, WandbTable
+from conftest import docs_example, step_rows, summary_and_notes
+from ray_writers import (
+    OpenRLHFWandbLogger,
+    WandbRun,
+    WandbTable,
+    call,
+    llama3_message,
+    openrlhf_sample0,
+)
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, wandb_tables
@@ -91,3 +98,40 @@ def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
     loaded = load_run(run.dir, cache_root=False)
     canonical, _ = loaded.record(4)
     assert canonical["prompt"] == "q2" and canonical["response"] == "b2" and canonical["step"] == 10
+    # a row of three samples: each its own address, #K the number's group from 0
+    sources = loaded.with_text(loaded.samples)["source"].tolist()
+    assert [s.rpartition(":")[2] for s in sources] == ["1#0", "1#1", "1#2", "2#0", "2#1", "2#2"]  # step 10: row 2
+
+
+def test_openrlhf_whole_sequences_are_turns(tmp_path):
+    """OpenRLHF's text is the whole sequence decoded with skip_special_tokens=True: where the decode
+    left ChatML start markers or Llama 3 headers (end markers gone) it is split into turns; the prompt
+    is the turns before the first assistant turn, the response the last assistant turn."""
+    tokyo = [{"role": "system", "content": "You can call tools."}, {"role": "user", "content": "Time in Tokyo?"},
+             {"role": "assistant", "content": "", "tool_calls": [call("clock", tz="Asia/Tokyo")]},
+             {"role": "tool", "content": "21:04"}, {"role": "assistant", "content": "It is 21:04."}]
+    llama = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+    run = WandbRun(tmp_path / "wandb")
+    logger = OpenRLHFWandbLogger(run)
+    # by hand: step 1 2 assistant turns, 1 call; step 2 (Llama 3) 1 turn, 0 calls
+    logger.log_train(1, {"generated_samples": (openrlhf_sample0(tokyo), 0.5)})
+    logger.log_train(2, {"generated_samples": (openrlhf_sample0(
+        llama, ("<|begin_of_text|>", "<|eot_id|>"), lambda ms: "<|begin_of_text|>" + "".join(map(llama3_message, ms))), 1.0)})
+    got, _ = summary_and_notes(run.dir)
+    assert step_rows(got) == {1: (1, 0.5, 2.0, 1.0), 2: (1, 1.0, 1.0, 0.0)}
+    loaded = load_run(run.dir, cache_root=False)
+    texts = loaded.with_text(loaded.samples)
+    assert texts["prompt"].tolist() == ["You can call tools.\n\nTime in Tokyo?", "2+2?"]
+    assert texts["response"].tolist() == ["It is 21:04.", "4"]
+    turns = loaded.record(0)[0]["messages"]
+    assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_the_docs_turns_example_reads_as_the_docs_say(tmp_path):
+    """docs/formats/wandb-tables.md's ChatML row: one sample, 2 assistant turns, 1 call."""
+    block = docs_example("wandb-tables", "Time in Tokyo")
+    folder = tmp_path / "run-1-x" / "files" / "media" / "table" / "train"
+    folder.mkdir(parents=True)
+    (folder / "generated_samples_1_0123456789abcdef0123.table.json").write_text(block.strip())
+    got, _ = summary_and_notes(tmp_path / "run-1-x")
+    assert step_rows(got) == {1: (1, 1.0, 2.0, 1.0)}

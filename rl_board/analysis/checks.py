@@ -48,7 +48,7 @@ def compute_data_checks(samples: pd.DataFrame, files: tuple[str, ...]) -> list[D
 
     def first(mask) -> str:
         at = int(np.flatnonzero(mask)[0])
-        return f"{files[int(samples[F.FILE].iloc[at])]}:{int(samples[F.LINE].iloc[at])}"
+        return F.addresses(files, samples.iloc[at:at + 1])[0]
 
     for name in F.LOGPROB_FIELDS:
         column = f"{name}_above_0"

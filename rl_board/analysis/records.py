@@ -92,6 +92,13 @@ class SourceRecords:
         except RootError as exc:
             raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
         canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
+        if F.TOKEN_IDS in canonical and F.MESSAGES not in canonical and self.options.tokenizer is not None:
+            from ..derive.samples import compute_turns_from_ids
+            from ..derive.tokenizer import load_tokenizer
+
+            turns = compute_turns_from_ids(canonical, load_tokenizer(self.options.tokenizer))
+            if turns is not None:
+                canonical[F.MESSAGES] = turns
         step = canonical.get(F.STEP)
         if not isinstance(step, (int, float)) or step != row[F.STEP]:
             raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")

@@ -108,6 +108,6 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
                 column = texts[name]
                 for place, value in zip(places, values):
                     column[place] = value
-        texts["source"] = [f"{self.files[f]}:{line}" for f, line in zip(frame[F.FILE], frame[F.LINE])]
+        texts["source"] = F.addresses(self.files, frame)
         return frame.assign(**{name: pd.Series(values, index=frame.index, dtype=object)
                                for name, values in texts.items()})

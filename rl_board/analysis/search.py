@@ -78,15 +78,18 @@ def compute_matches_per_step(run: Run, matches: pd.DataFrame) -> pd.Series:
 
 def build_search_json(run: Run, matches: pd.DataFrame) -> dict:
     """The ``search --json`` contract: ``matches``, ``per_step`` (every step of the run) and
-    ``samples`` (every match in step, file, line order: file name, 1-based line or row, reward)."""
+    ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
+    where the line holds several samples (``fields.address``), reward)."""
     per_step = compute_matches_per_step(run, matches)
     return {
         "matches": int(len(matches)),
         "per_step": [{"step": int(step), "matches": int(count)} for step, count in per_step.items()],
         "samples": [{"step": int(step), "file": run.files[int(file)], "line": int(line),
+                     **({"position": int(position)} if position >= 0 else {}),
                      "reward": float(reward) if math.isfinite(reward) else None}
-                    for step, file, line, reward in zip(matches[F.STEP], matches[F.FILE], matches[F.LINE],
-                                                       matches[F.REWARD])],
+                    for step, file, line, position, reward in zip(
+                        matches[F.STEP], matches[F.FILE], matches[F.LINE],
+                        matches[F.POSITION] if F.POSITION in matches else [-1] * len(matches), matches[F.REWARD])],
     }
 
 

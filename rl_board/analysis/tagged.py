@@ -18,13 +18,12 @@ import pandas as pd
 from ..base import fields as F
 from ..base.access import RootError
 from ..readers import SourceChanged
-from ..store.tags import ANY_TAG, Entry, clean_note, clean_tags, sample_name
+from ..store.tags import ANY_TAG, Entry, clean_note, clean_tags
 
 
 def sample_key(run, label) -> str:
-    """``FILE:LINE`` of sample ``label`` (in ``run.samples``)."""
-    row = run.samples.loc[label]
-    return sample_name(run.files[int(row[F.FILE])], int(row[F.LINE]))
+    """The address of sample ``label`` (in ``run.samples``): ``FILE:LINE`` or ``FILE:LINE#K``."""
+    return F.addresses(run.files, run.samples.loc[[label]])[0]
 
 
 def sample_digest(run, label) -> str | None:
@@ -39,7 +38,7 @@ def new_entry(run, label, tags, note: str | None = "") -> Entry:
     ``clean_tags`` and ``clean_note``)."""
     row = run.samples.loc[label]
     return Entry(run.files[int(row[F.FILE])], int(row[F.LINE]), int(row[F.STEP]), clean_tags(tags),
-                 clean_note(note), sample_digest(run, label))
+                 clean_note(note), sample_digest(run, label), position=_position(row))
 
 
 @dataclass(frozen=True)
@@ -72,6 +71,10 @@ NOT_LOADED = "not among the loaded samples (the file or line is gone, or max sam
 CHANGED = "its line changed since it was tagged (the file was rewritten)"
 
 
+def _position(row) -> int:
+    return int(row[F.POSITION]) if F.POSITION in row else -1
+
+
 def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged:
     """Which samples of ``run`` the ``entries`` (``load_tags``) are on. With ``check``, each tagged line
     is read again and compared with its ``digest`` (one short read per tagged sample)."""
@@ -81,10 +84,12 @@ def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged
     files = np.array([f for f, _ in wanted], dtype=np.int64)
     lines = np.array([line for _, line in wanted], dtype=np.int64)
     near = samples[samples[F.FILE].isin(files) & samples[F.LINE].isin(lines)]  # a superset, found vectorised
-    where = {(int(f), int(line)): label for label, f, line in zip(near.index, near[F.FILE], near[F.LINE])}
+    positions = near[F.POSITION] if F.POSITION in near else [-1] * len(near)
+    where = {(int(f), int(line), int(k)): label
+             for label, f, line, k in zip(near.index, near[F.FILE], near[F.LINE], positions)}
     rows, missing = [], []
-    for entry, spot in zip(entries.values(), wanted):
-        label = where.get(spot)
+    for entry, (f, line) in zip(entries.values(), wanted):
+        label = where.get((f, line, entry.position))
         if label is None:
             missing.append((entry, NOT_LOADED))
         elif check and entry.digest is not None and sample_digest(run, label) != entry.digest:
@@ -126,7 +131,8 @@ def _messages(run, label):
 def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str = ANY_TAG) -> bytes:
     """The tagged samples (those carrying ``tag``) as a JSONL eval set, one line per sample in step,
     file, line order: ``prompt`` and ``response`` (pad tokens removed), ``reward`` (null when not
-    finite), ``tags``, ``note``, where it came from (``run``, ``step``, ``file``, ``line``), its
+    finite), ``tags``, ``note``, where it came from (``run``, ``step``, ``file``, ``line``, and ``position``
+    for one of a line's several samples), its
     ``ground_truth`` and, for an agent trajectory, its ``messages`` (the turns as read, from its file)."""
     labels = tagged.labels_with(tag)
     if not len(labels):
@@ -136,16 +142,17 @@ def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str =
     out = []
     for label in labels:
         row, entry = rows.loc[label], tagged.frame.loc[label]
-        file, _, line = entry["key"].rpartition(":")
+        file, line, position = F.parse_address(entry["key"])
 
-        def text(name):  # called within this label's iteration only
+        def text(name):
             value = row[name]  # noqa: B023
             return value.replace(pad_token, "") if isinstance(value, str) and pad_token else value
 
         item = {
             "prompt": text("prompt"), "response": text("response"), "reward": _finite(row[F.REWARD]),
             "tags": list(entry["tags"]), "note": entry["note"], "run": run.path.name, "step": int(row[F.STEP]),
-            "file": file, "line": int(line), "ground_truth": text("ground_truth"),
+            "file": file, "line": line, **({"position": position} if position >= 0 else {}),
+            "ground_truth": text("ground_truth"),
         }
         if has_turns and (messages := _messages(run, label)) is not None:
             item["messages"] = messages
@@ -166,8 +173,9 @@ def build_tags_json(run, tagged: Tagged, tag: str = ANY_TAG) -> dict:
     for label in labels:
         entry, row = tagged.frame.loc[label], run.samples.loc[label]
         samples.append({"step": int(row[F.STEP]), "file": run.files[int(row[F.FILE])], "line": int(row[F.LINE]),
+                        **({"position": _position(row)} if _position(row) >= 0 else {}),
                         "reward": _finite(row[F.REWARD]), "tags": list(entry["tags"]), "note": entry["note"]})
-    missing = [{"file": e.file, "line": e.line, "step": e.step, "tags": list(e.tags), "note": e.note,
-                "reason": reason} for e, reason in tagged.missing]
+    missing = [{"file": e.file, "line": e.line, **({"position": e.position} if e.position >= 0 else {}),
+                "step": e.step, "tags": list(e.tags), "note": e.note, "reason": reason} for e, reason in tagged.missing]
     return {"tags": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))), "samples": samples,
             "missing": missing}

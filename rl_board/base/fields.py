@@ -62,6 +62,31 @@ EXTRA_PREFIX = "extra:"
 #: Bookkeeping columns the loader adds to every sample.
 FILE = "file"  # index into Run.files
 LINE = "line"  # 1-based line number inside that file (the 1-based row for a table file)
+#: A sample's place among the samples of its line, where one line holds several (ROLL's line of columns:
+#: its row; a wide W&B row: its number's group), 0-based; -1 for a line that holds one sample.
+POSITION = "position"
+
+
+def address(file: str, line: int, position: int = -1) -> str:
+    """A sample's one address, used alike by evidence, links, tags, search and export: ``FILE:LINE``,
+    or ``FILE:LINE#K`` for the sample at position K (0-based) of a line that holds several."""
+    return f"{file}:{int(line)}" if position is None or position < 0 else f"{file}:{int(line)}#{int(position)}"
+
+
+def parse_address(text: str) -> tuple[str, int, int] | None:
+    """(file, line, position: -1 for none) of an ``address``; None when ``text`` is not one."""
+    head, sharp, position = text.rpartition("#") if "#" in text.rpartition(":")[2] else (text, "", "")
+    name, _, line = head.rpartition(":")
+    if not name or not line.isdigit() or (sharp and not position.isdigit()):
+        return None
+    return name, int(line), int(position) if sharp else -1
+
+
+def addresses(files, frame) -> list[str]:
+    """The ``address`` of each sample of ``frame`` (rows of ``Run.samples``; ``files`` names their
+    ``file`` index)."""
+    positions = frame[POSITION] if POSITION in frame else [-1] * len(frame)
+    return [address(files[int(f)], int(line), int(k)) for f, line, k in zip(frame[FILE], frame[LINE], positions)]
 
 
 def extra_column(name: str) -> str:

@@ -168,8 +168,9 @@ def _parser() -> argparse.ArgumentParser:
     tags.add_argument("--export", action="store_true",
                       help="print the tagged samples as a JSONL eval set (prompt, response, reward, tags, note…)")
     tags.add_argument("--json", action="store_true", help="print one JSON object")
-    tags.add_argument("--sample", default=None, metavar="FILE:LINE", help="the sample to tag (with --add, --remove, "
-                                                                          "--note)")
+    tags.add_argument("--sample", default=None, metavar="FILE:LINE[#K]",
+                      help="the sample to tag (with --add, --remove, --note); #K picks the K-th (from 0) of a line's "
+                           "several samples")
     tags.add_argument("--add", action="append", default=[], metavar="TAG", help="add this tag (repeatable)")
     tags.add_argument("--remove", action="append", default=[], metavar="TAG", help="remove this tag (repeatable)")
     tags.add_argument("--note", default=None, help="replace the sample's note ('' removes it)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..base import fields as F
 from .common import _fmt, _load
 from .parser import SEARCH_SHOWN
 
@@ -59,7 +60,8 @@ def _search(args) -> int:
           + (" (--limit N for more)" if len(shown) < result["matches"] else ""))
     excerpts = _excerpts(run, shown, args.text_field, args.regex, args.pad_token)
     for s, excerpt in zip(result["samples"], excerpts):
-        print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}")
+        where = F.address(s["file"], s["line"], s.get("position", -1))
+        print(f"  step {s['step']}  {where}  reward {_fmt(s['reward'])}")
         if excerpt:
             print(f"      {excerpt}")
     return 0 if run.report.lines_ok else 1

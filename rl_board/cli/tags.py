@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..base import fields as F
 from .common import _fmt, _load
 
 
@@ -48,7 +49,8 @@ def _tags(args) -> int:
             print(f"  {count:>6}  {name}")
         for s in result["samples"]:
             note = s["note"].replace("\n", " ")
-            print(f"  step {s['step']}  {s['file']}:{s['line']}  reward {_fmt(s['reward'])}  "
+            where = F.address(s["file"], s["line"], s.get("position", -1))
+            print(f"  step {s['step']}  {where}  reward {_fmt(s['reward'])}  "
                   f"[{', '.join(s['tags'])}]" + (f"  {note[:80]}" if note else ""))
     return 0 if run.report.lines_ok else 1
 
@@ -56,15 +58,16 @@ def _tags(args) -> int:
 def _tag_sample(args, run) -> int:
     """``tags RUN --sample FILE:LINE --add/--remove/--note``: change one sample's entry."""
     from ..analysis import tagged as TG
-    from ..base import fields as F
     from ..store import tags as T
 
-    name, _, line = args.sample.rpartition(":")
+    name, line, position = F.parse_address(args.sample) or ("", -1, -1)
     samples = run.samples
     hit = samples.index[(samples[F.FILE] == (run.files.index(name) if name in run.files else -1))
-                        & (samples[F.LINE] == (int(line) if line.isdigit() else -1))]
+                        & (samples[F.LINE] == line)
+                        & ((samples[F.POSITION] if F.POSITION in samples else -1) == position)]
     if not len(hit):
-        print(f"error: no sample {args.sample} in {run.path} (FILE:LINE, FILE as the run names it)", file=sys.stderr)
+        print(f"error: no sample {args.sample} in {run.path} (FILE:LINE, or FILE:LINE#K for one of a line's "
+              "samples; FILE as the run names it)", file=sys.stderr)
         return 2
     label = hit[0]
     added, removed = T.clean_tags(args.add), set(T.clean_tags(args.remove))
@@ -80,7 +83,9 @@ def _tag_sample(args, run) -> int:
         return TG.new_entry(run, label, tags, note if args.note is None else args.note)
 
     entry = T.update_tags(run.path, TG.sample_key(run, label), change)
-    shown = entry.to_json() if entry is not None else {"file": name, "line": int(line), "tags": [], "note": ""}
+    shown = entry.to_json() if entry is not None else {"file": name, "line": line,
+                                                        **({"position": position} if position >= 0 else {}),
+                                                        "tags": [], "note": ""}
     if args.json:
         print(json.dumps(shown, ensure_ascii=False))
     else:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 from ..base import fields as F
 from ..readers import ReadOptions
 from ..readers.canonical import ROWS, TOKEN_STRINGS
+from ..readers.chat_text import transcript
 from .counting import (
     Counted,
     FlatList,
@@ -125,6 +126,8 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns = {name: rows[name] for name in _KEPT}
     prompts, responses = _texts_from_ids(ids, mask, tokenizer, rows["prompt"], rows["response"])
     columns["prompt"], columns["response"] = prompts, responses
+    if tokenizer is not None:
+        rows, turned = _turns_from_ids(rows, turned, ids.used, prompts, responses)
     columns["n_tokens"] = np.where(has_lists, n, 0).astype(np.int32)
     columns["response_len"] = np.where(has_lists | (tokens.lengths >= 0), counted.count, -1).astype(np.int32)
     columns["lengths_differ"] = has_lists & (longest != shortest)
@@ -203,6 +206,42 @@ def _from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
             rows = rows.append_column(extra, derived)
     return rows, {"has_messages": has, "turn_texts": pa.array(texts, pa.list_(pa.string())),
                   "tool_names": pa.array(names, pa.list_(pa.string()))}
+
+
+def _turns_from_ids(rows: pa.Table, turned: dict, from_ids: np.ndarray, prompts: pa.Array,
+                    responses: pa.Array) -> tuple[pa.Table, dict]:
+    """(``rows``, the turn columns) with the turns of each sample whose texts were decoded from its ids
+    with the chat template's markers kept (prime-rl's token exports) and that has no conversation of
+    its own: the decoded prompt and response split at their markers (``chat_text.transcript``)."""
+    places = np.flatnonzero(from_ids & ~turned["has_messages"])
+    if not len(places):
+        return rows, turned
+    messages = rows[F.MESSAGES].to_pylist()
+    found = False
+    for i in places.tolist():
+        prompt, response = prompts[i].as_py(), responses[i].as_py()
+        got = transcript((prompt or "") + (response or "")) if response is not None else None
+        if got is not None:
+            messages[i], found = got, True
+    if not found:
+        return rows, turned
+    index = rows.schema.get_field_index(F.MESSAGES)
+    return _from_messages(rows.set_column(index, F.MESSAGES, pa.array(messages, rows.schema.field(index).type)))
+
+
+def compute_turns_from_ids(record: dict, tokenizer) -> list[dict] | None:
+    """The turns ``derive`` finds in a canonical record with ``token_ids`` and a loss mask and no
+    conversation of its own: its prompt and response decoded as ``derive`` decodes them (the ids
+    before the first trained position, then the first to the last trained one), split at the chat
+    template's markers (``chat_text.transcript``); None without a tokenizer or markers."""
+    ids, mask = record.get(F.TOKEN_IDS), record.get(F.LOSS_MASK)
+    if tokenizer is None or record.get(F.MESSAGES) or not isinstance(ids, list) or not isinstance(mask, list):
+        return None
+    trained = [k for k, flag in enumerate(mask[:len(ids)]) if flag]
+    if not trained or not all(type(i) is int for i in ids):
+        return None
+    prompt, response = decode_texts(tokenizer, [ids[:trained[0]], ids[trained[0]:trained[-1] + 1]])
+    return transcript(prompt + response)
 
 
 def is_segment_schema(schema: pa.Schema) -> bool:

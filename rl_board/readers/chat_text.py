@@ -24,6 +24,11 @@ the template opened it) is the turn's reasoning; the content is what is left. Wh
 with no role line before it in marker-less text), the response stays **one assistant
 turn** holding the whole text, and ``Split.note`` says why: nothing is lost.
 
+``transcript`` reads a whole conversation logged as one text (prompt included: OpenRLHF's logged
+sample, a decoded token sequence) as turns when it keeps the template's start markers or
+headers (its end markers may be gone) and holds an assistant turn; text whose markers are all
+gone is left whole (``looks_unmarked`` tells it, for a note).
+
 ``template_family(run_dir)`` reads the chat template beside a run (``chat_template.jinja``
 or ``tokenizer_config.json``'s ``chat_template``, in the run folder or its parent) to tell
 ChatML from Llama 3 when the text alone does not.
@@ -36,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..base import fields as F
 from ..base.location import as_path
 from .turns import tool_call, turn
 
@@ -57,6 +63,8 @@ _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>", re.S)
 #: What a dropped ChatML header leaves before and after a tool turn (``skip_special_tokens``).
 _ROLE_BEFORE = re.compile(r"\n?(?:user|tool|observation)\n$")
 _ROLE_AFTER = re.compile(r"\s*assistant\n")  # used with match(): anchored at the position
+_ROLE = re.compile(r"[A-Za-z_][\w.-]{0,31}")  # what a template's role line holds
+_UNMARKED_START = re.compile(r"\s*(?:system|user)\n")
 
 
 @dataclass
@@ -142,6 +150,55 @@ def split_prompt(text) -> list[dict]:
         if got:
             return got
     return [turn({"role": "user", "content": text})]
+
+
+def transcript(text) -> list[dict] | None:
+    """The turns of a whole conversation logged as one text (prompt and response together, as
+    OpenRLHF logs its sample: the sequence decoded with ``skip_special_tokens=True``), when the text
+    keeps ChatML start markers (``<|im_start|>ROLE``; the end markers may be gone) or Llama 3 headers
+    (``<|eot_id|>`` may be gone) and holds an assistant turn; None otherwise (the text stays one
+    response): text whose every marker the decode dropped can't be told from a message that
+    mentions a role."""
+    if not isinstance(text, str) or ("<|im_start|>" not in text and "<|start_header_id|>" not in text):
+        return None
+    got = split_turns(text, first_role="user")
+    if got.note is not None or not any(t["role"] == "assistant" for t in got.turns) or not roles_read(got.turns):
+        return None
+    return got.turns
+
+
+def roles_read(turns: list[dict]) -> bool:
+    """Whether every turn's role is a role name (a word, as templates write them): a marker followed
+    by other text (``<|im_start|>What is 5 + 39?``) was not a template's."""
+    return all(t["role"] is not None and _ROLE.fullmatch(t["role"]) for t in turns)
+
+
+def looks_unmarked(text) -> bool:
+    """Whether ``text`` looks like a whole ChatML conversation whose markers a decode dropped altogether
+    (``system``/``user`` on its first line, an ``assistant`` line later, no marker): not split, since its
+    role words can't be told from text that mentions them; the TensorBoard reader notes how many it kept
+    whole (W&B's tables, one file a step, would repeat the note per file)."""
+    return (isinstance(text, str) and _UNMARKED_START.match(text) is not None and "\nassistant\n" in text
+            and "<|im_start|>" not in text and "<|start_header_id|>" not in text)
+
+
+UNMARKED_NOTE = ("{count} logged text(s) hold a whole conversation whose chat-template markers the decode dropped "
+                 "(skip_special_tokens=True with a tokenizer that flags them special): each is kept as one "
+                 "response, since its role words can't be told from text that mentions them.")
+
+
+def with_turns(row: dict) -> dict:
+    """A canonical row whose response is a whole conversation with its markers (and which has no
+    prompt of its own) with that conversation as its turns (``transcript``): the prompt and the
+    response then come from the turns; any other row as it is."""
+    turns = transcript(row["response"]) if row["prompt"] is None else None
+    return row if turns is None else {**row, "response": None, F.MESSAGES: turns}
+
+
+def content_turns(role: str, content: str) -> list[dict]:
+    """The canonical turns of one message's text: its ``<tool_response>`` blocks as tool turns, an
+    assistant's Hermes calls and reasoning taken out of its text (as in ``split_turns``)."""
+    return _turns_of(role, content)
 
 
 def _strip_end(content: str, ends) -> str:

@@ -28,9 +28,11 @@ from ..base.compression import read_bytes
 from ..base.location import as_path
 from . import jsonl
 from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
+from .chat_text import roles_read, split_prompt, split_turns
 from .layout import step_in
 from .lines import read_rows
 from .records import canonical_row
+from .turns import turn
 
 NAME = "nemo-rl"
 SUFFIX = ".jsonl"
@@ -39,6 +41,8 @@ ALIASES: dict[str, tuple[str, ...]] = {F.REWARD: ("rewards",)}  # beyond fields.
 GLOBS = ("train_data_step*.jsonl",)
 #: The line's position in its batch: bookkeeping, not an extra.
 BOOKKEEPING = ("idx",)
+_MARKERS = ("<|im_start|>", "<|start_header_id|>")  # a message the chat template wrote
+ENV_ROLE = "environment"  # the role NeMo-RL's envs give their observations (not logged)
 
 
 def unwrap(obj: dict) -> dict:
@@ -54,6 +58,45 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     return read_rows(read_bytes(path), lambda raw: _row(raw, resolver, step, options))  # compressed or not
 
 
+def _trained(content, mask, length=None) -> list[bool] | None:
+    """Whether each message of ``content`` is trained, read from the runs of ``token_loss_mask`` (see
+    ``texts_from_content``); None when the two can't be matched up."""
+    if not isinstance(content, list) or not content or not all(isinstance(text, str) for text in content):
+        return None
+    if not isinstance(mask, list) or not all(isinstance(v, (int, float)) for v in mask):
+        return None
+    if isinstance(length, int) and not isinstance(length, bool) and 0 <= length <= len(mask):
+        mask = mask[:length]
+    runs = [bool(v) for i, v in enumerate(mask) if i == 0 or bool(v) != bool(mask[i - 1])]
+    if not runs or len(runs) > len(content):
+        return None
+    return [runs[0]] * (len(content) - len(runs) + 1) + runs[1:]
+
+
+def turns_from_content(content, mask, length=None) -> list[dict] | None:
+    """The turns of a line's messages (``content``, each message's text as NeMo-RL keeps it: the first
+    the chat template's text of the system and user messages with the generation prompt, each answer
+    decoded with ``skip_special_tokens=True``, each env observation as the env wrote it), when the
+    text holds the template's markers: an untrained message is split at its markers
+    (``chat_text.split_prompt``: the generation prompt's open turn dropped), a trained one is an
+    assistant turn (Hermes calls and reasoning taken out, ``<tool_response>`` blocks tool turns); an
+    untrained message after the first one and without markers is an env's observation (role
+    ``environment``, NeMo-RL's envs' own). None when the messages can't be matched to the mask,
+    nothing is trained, no message holds a marker, or a marker's role is not a role name."""
+    flags = _trained(content, mask, length)
+    if flags is None or not any(flags) or not any(m in text for text in content for m in _MARKERS):
+        return None
+    turns = []
+    for text, trained in zip(content, flags):
+        if trained:
+            turns.extend(split_turns(text).turns)
+        elif turns and not any(m in text for m in _MARKERS):  # an env's observation as it wrote it
+            turns.append(turn({"role": ENV_ROLE, "content": text}))
+        else:
+            turns.extend(split_prompt(text))
+    return turns if roles_read(turns) else None
+
+
 def texts_from_content(content, mask, length=None) -> tuple[str | None, str | None]:
     """(prompt, response) from a line's ``content`` (each message's text, in order) and its
     ``token_loss_mask`` (cut to ``input_lengths``): the messages are laid end to end in the tokens, a
@@ -63,16 +106,9 @@ def texts_from_content(content, mask, length=None) -> tuple[str | None, str | No
     joined as they lie (None when there are none), the response the first to the last trained one
     (None when none is trained); (None, None) when the two can't be matched up. What the ids decode
     to with the tokenizer, without it."""
-    if not isinstance(content, list) or not content or not all(isinstance(text, str) for text in content):
+    flags = _trained(content, mask, length)
+    if flags is None:
         return None, None
-    if not isinstance(mask, list) or not all(isinstance(v, (int, float)) for v in mask):
-        return None, None
-    if isinstance(length, int) and not isinstance(length, bool) and 0 <= length <= len(mask):
-        mask = mask[:length]
-    runs = [bool(v) for i, v in enumerate(mask) if i == 0 or bool(v) != bool(mask[i - 1])]
-    if not runs or len(runs) > len(content):
-        return None, None
-    flags = [runs[0]] * (len(content) - len(runs) + 1) + runs[1:]
     trained = [i for i, flag in enumerate(flags) if flag]
     if not trained:
         return "".join(content), None
@@ -86,7 +122,10 @@ def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptio
     if isinstance(obj, str):
         return obj
     obj = unwrap(obj)
-    if options.tokenizer is None and "prompt" not in obj and "response" not in obj:
+    turns = None
+    if "prompt" not in obj and "response" not in obj:
+        turns = turns_from_content(obj.get("content"), obj.get("token_loss_mask"), obj.get("input_lengths"))
+    if turns is None and options.tokenizer is None and "prompt" not in obj and "response" not in obj:
         # no tokenizer to decode the ids: the texts the messages had, not "#28 #92 …"
         prompt, response = texts_from_content(obj.get("content"), obj.get("token_loss_mask"), obj.get("input_lengths"))
         obj = {**obj, **({"prompt": prompt} if prompt is not None else {}),
@@ -98,6 +137,8 @@ def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptio
     if not isinstance(got, str):
         for name in BOOKKEEPING:
             got["extras"].pop(name, None)
+        if turns is not None:
+            got[F.MESSAGES] = turns
     return got
 
 
@@ -105,6 +146,9 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     """One sample's line, unwrapped, with the step of its file name."""
     obj = jsonl.record(fh, name, offset, length, line)
     out = unwrap(obj)
+    turns = turns_from_content(out.get("content"), out.get("token_loss_mask"), out.get("input_lengths"))
+    if turns is not None and "prompt" not in out and "response" not in out:
+        out[F.MESSAGES] = turns
     if "step" not in out:
         out["step"] = step_in(name)
     if not isinstance(out.get("step"), int):

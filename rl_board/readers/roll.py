@@ -10,7 +10,13 @@ ROLL's ``write_to_json_process`` (``roll/pipeline/rlvr/utils.py``) writes a whol
   the reward; ``step_rewards``, ``first_round_reward``, ``final_reward``), ``length_info``,
   ``failure_info`` and ``env_info``; ``messages`` is ``json.dumps([conversation])``
   (OpenAI-shaped messages, ``tool_calls`` when the env keeps them; an assistant content that
-  holds Hermes ``<tool_call>`` blocks has them read as calls, ``chat_text``).
+  holds Hermes ``<tool_call>`` blocks has them read as calls, ``chat_text``). The manager
+  (``AgentNativeStepEnvManager.formulate_rollouts``) writes as ``messages`` the last LLM call's
+  input with its decoded answer appended, and as ``trajectory_data.last_observation`` the env's
+  observation after the final action: for a message env the whole conversation, the final tool
+  result or feedback included; for ROCK's a string (``"SESSION_END"``). The turns are read from
+  ``last_observation`` when it is a conversation at least as long as ``messages``, else from
+  ``messages``; a user message holding ``<tool_response>`` blocks is tool turns.
 - RLVR (``dump_rollout_to_specific_path``): ``prompt``, ``responses`` (decoded text),
   ``scores`` (the reward), ``ground_truth`` and the other ``COLUMMNS_CONFIG`` columns as they
   are.
@@ -19,7 +25,8 @@ The step is the row's ``global_step``, else the file name's. Train and eval batc
 share the file name (the later one overwrites it): the file holds what was written last. A
 row that can't be read (a column value that is not JSON, a missing or wrong-typed reward) is
 named with its file, line and row; the other rows load. A sample's ``line`` is its file's
-line, its ``offset`` its row in that line.
+line, its ``offset`` its row in that line; a line of several samples gives each the address
+``FILE:LINE#ROW`` (``fields.address``).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from ..base import fields as F
 from ..base.location import as_path
 from . import jsonl
 from .base import FileError, ReadOptions, SourceChanged, line_too_long
-from .chat_text import split_turns
+from .chat_text import content_turns, split_turns
 from .lines import count_lines, whole_lines
 from .records import is_number, json_type, short
 from .turns import numbers, sample_rows, turns
@@ -48,6 +55,7 @@ _STEP = re.compile(r"^rollout_dump_data\.step_(-?\d+)\.jsonl$")
 EXPECTS = "rollout_dump_data.step_N.jsonl files, each one JSON line of columns"
 KEYS = frozenset({"trajectory_data"})
 _JSON_COLUMNS = ("trajectory_data", "messages", "tools")
+POSITION = "offset"  # a sample's place in its line (``fields.address``'s ``#K``): its row, kept in ``offset``
 
 
 def step_of(name: str) -> int | None:
@@ -66,20 +74,41 @@ def _loads(columns: dict, name: str, i: int):
         return f"'{name}' is not JSON ({exc})"
 
 
+def _messages(value) -> list:
+    """The conversation of a ``messages`` value (``[conversation]`` or a conversation); [] for
+    anything that is not a list of messages (ROCK's ``last_observation`` is a string)."""
+    if isinstance(value, list) and value and all(isinstance(m, list) for m in value):
+        value = value[-1]
+    if not isinstance(value, list) or not all(isinstance(m, dict) and "role" in m for m in value):
+        return []
+    return value
+
+
 def conversation(messages) -> list[dict]:
     """The canonical turns of a ``messages`` value (``[conversation]`` or a conversation), Hermes
-    calls in an assistant's content read as calls."""
-    if isinstance(messages, list) and messages and all(isinstance(m, list) for m in messages):
-        messages = messages[-1]
+    calls in an assistant's content read as calls, ``<tool_response>`` blocks in a user message
+    (how a text env such as OpenReward's returns tool output) as tool turns."""
     out = []
-    for t in turns(messages if isinstance(messages, list) else []):
+    for t in turns(_messages(messages)):
         if t["role"] == "assistant" and not t["tool_calls"] and "<tool_call>" in t["content"]:
             got = split_turns(t["content"]).turns
             if len(got) == 1:
                 t = {**t, "content": got[0]["content"], "tool_calls": got[0]["tool_calls"],
                      "reasoning": t["reasoning"] or got[0]["reasoning"]}
+        elif t["role"] in ("user", "tool") and "<tool_response>" in t["content"]:
+            out.extend({**got, "trainable": t["trainable"]} for got in content_turns(t["role"], t["content"]))
+            continue
         out.append(t)
     return out
+
+
+def _whole(messages, last_observation) -> list:
+    """The fuller of the two conversations ROLL writes: ``last_observation`` (the env's observation
+    after the final action: the conversation with the final tool result or feedback) when it is a
+    conversation at least as long as ``messages`` (the last call's input and its answer), else
+    ``messages``."""
+    last, given = _messages(last_observation), _messages(messages)
+    return last if last and len(last) >= len(given) else given
 
 
 def _agentic(columns: dict, i: int, step: int) -> dict | str:
@@ -99,7 +128,8 @@ def _agentic(columns: dict, i: int, step: int) -> dict | str:
         return messages
     extras = {**numbers({k: v for k, v in info.items() if k != "episode_reward"}),
               **numbers(data.get("length_info")), **numbers(data.get("failure_info"))}
-    return {F.STEP: step, F.REWARD: float(reward), F.MESSAGES: conversation(messages), "extras": extras}
+    whole = _whole(messages, data.get("last_observation"))
+    return {F.STEP: step, F.REWARD: float(reward), F.MESSAGES: conversation(whole), "extras": extras}
 
 
 def _rlvr(columns: dict, i: int, step: int) -> dict | str:

@@ -7,8 +7,12 @@ keep them in the event files beside their scalars. Each text value (a summary wi
 package's own event reader: the step is the event's; a text that is a JSON object is read
 as a record (the board's keys, their aliases, a field map); any other text is the response,
 and its reward the number after ``Reward:`` when it ends with one (OpenRLHF's ``\\n`` written
-as a backslash and an n is read as a line break), else none. The tag (without torch's
-``/text_summary``) is shown with the sample. The run folder is the folder of the event files
+as a backslash and an n is read as a line break), else none. A response that is the whole
+conversation (OpenRLHF decodes the sequence, prompt included, with ``skip_special_tokens=True``)
+is split into turns where the decode left ChatML start markers or Llama 3 headers
+(``chat_text.transcript``): the prompt is then the turns before the first assistant turn, the
+response the last assistant turn; one whose markers were all dropped stays whole, and a note
+counts those. The tag (without torch's ``/text_summary``) is shown with the sample. The run folder is the folder of the event files
 (``{tensorboard_dir}/{run_name}`` for OpenRLHF); its scalars are the trainer's metrics.
 """
 
@@ -23,8 +27,10 @@ import pyarrow as pa
 from ..base import fields as F
 from ..base.location import as_path
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
-from .lines import file_path
-from .records import canonical_row, rows_table
+from .chat_text import UNMARKED_NOTE, looks_unmarked, transcript, with_turns
+from .lines import file_path, table
+from .notes import with_notes
+from .records import canonical_row
 
 NAME = "tensorboard-text"
 SUFFIX = ".tfevents"
@@ -93,7 +99,7 @@ def record_of(step: int, tag: str, text: str) -> dict:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, one per logged text; (text number, reason) of each rejected one; texts read)."""
     resolver = KeyResolver(options.fields, ALIASES)
-    rows, lines, offsets, errors, count = [], [], [], [], 0
+    rows, lines, offsets, errors, count, unmarked = [], [], [], [], 0, 0
     try:
         for event_number, step, tag, text in _texts(Path(path)):
             count += 1
@@ -101,13 +107,16 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             if isinstance(got, str):
                 errors.append((count, got))
                 continue
+            got = with_turns(got)
             rows.append(got)
+            unmarked += F.MESSAGES not in got and got["prompt"] is None and looks_unmarked(got["response"])
             lines.append(count)
             offsets.append(event_number)
     except Exception as exc:
         if not rows and not errors:
             raise FileError(f"not read by tensorboard's event reader ({type(exc).__name__}: {exc})") from exc
-    return rows_table(rows, lines, offsets, [0] * len(rows)), errors, count
+    notes = [UNMARKED_NOTE.format(count=unmarked)] if unmarked else []
+    return with_notes(table(rows, lines, offsets, [0] * len(rows)), notes), errors, count
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
@@ -115,5 +124,7 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     with file_path(fh) as path:
         for k, (event_number, step, tag, text) in enumerate(_texts(path)):
             if k + 1 == line and event_number == offset:
-                return {**record_of(step, tag, text), "text": text}
+                got = record_of(step, tag, text)
+                turns = transcript(got.get("response")) if "prompt" not in got else None
+                return {**got, "text": text, **({F.MESSAGES: turns} if turns else {})}
     raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")

@@ -15,8 +15,11 @@ record ``{column: value}`` read like a JSON line: the step is a ``step`` column,
 ``global_step`` / ``train/global_step``, else wandb's step of the file; the prompt
 ``prompt`` (or ``input``, ``question``, ``query``), the response ``response`` (or ``output``,
 ``completion``, ``text``, ``generation``), the reward ``reward`` (or ``score``, ``rewards``),
-other numeric columns extras; a field map names other columns. A row of another length than
-the columns is named and skipped. The run folder is the wandb run folder (``run-…`` or
+other numeric columns extras; a field map names other columns. A response that is a whole
+conversation and no prompt (OpenRLHF's ``text``: the sequence decoded with
+``skip_special_tokens=True``) is split into turns where ChatML start markers or Llama 3 headers
+are left (``chat_text.transcript``): the prompt is the turns before the first assistant turn. A
+row of another length than the columns is named and skipped. The run folder is the wandb run folder (``run-…`` or
 ``offline-run-…``); the ``wandb`` folder above lists them.
 """
 
@@ -32,12 +35,15 @@ import pyarrow as pa
 from ..base import fields as F
 from ..base.location import as_path
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
-from .records import canonical_row, json_type, rows_table
+from .chat_text import transcript, with_turns
+from .lines import table
+from .records import canonical_row, json_type
 
 NAME = "wandb-tables"
 SUFFIX = ".json"
 APPENDABLE = False
 GLOBS = ("files/media/table/**/*.table.json",)
+POSITION = "length"  # a wide row's sample: its group (0-based), kept in ``length`` (``fields.address``'s ``#K``)
 ALIASES = {F.STEP: ("global_step", "train/global_step"), "prompt": ("question", "query"),
            "response": ("completion", "text", "generation"), F.REWARD: ("rewards",)}
 DEFAULT_SPLIT = "train/generated_samples"
@@ -168,11 +174,11 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             if isinstance(canonical, str):
                 errors.append((i + 1, canonical if len(records) == 1 else f"sample {k + 1}: {canonical}"))
                 continue
-            out.append(canonical)
+            out.append(with_turns(canonical))
             lines.append(i + 1)
             offsets.append(i)
             groups.append(k)
-    return rows_table(out, lines, offsets, groups), errors, len(_load(path)[1])
+    return table(out, lines, offsets, groups), errors, len(_load(path)[1])
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
@@ -184,6 +190,11 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
         out = records_of([str(c) for c in table["columns"]], row)[length]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.") from exc
+    if not any(k in out for k in ("prompt", *ALIASES["prompt"], *F.ALIASES["prompt"])):
+        text = next((out[k] for k in ("response", *ALIASES["response"], *F.ALIASES["response"]) if k in out), None)
+        turns = transcript(text)
+        if turns:
+            out[F.MESSAGES] = turns
     out["wandb_step"] = step_of(name)
     if not any(k in out for k in (F.STEP, "global_step", "train/global_step")):
         out[F.STEP] = step_of(name)

@@ -101,6 +101,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     if grouped:
         numbers = _extras_in_file_order(numbers)
     samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
+    samples[F.POSITION] = _positions(samples, getattr(loader.reader, "POSITION", None))
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
         before = len(samples)
@@ -138,6 +139,18 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
                     loader.location)
+
+
+def _positions(samples, column: str | None):
+    """Each sample's ``fields.POSITION``: -1 where its line holds one sample; else its place in the line,
+    which the reader keeps in ``column`` (its ``POSITION``: ROLL's row, a wide W&B row's group). A format
+    whose lines hold one sample each declares none, and pays nothing."""
+    out = np.full(len(samples), -1, np.int64)
+    if column is None or not len(samples):
+        return out
+    shared = samples.groupby([F.FILE, F.LINE], sort=False)[F.LINE].transform("size").to_numpy() > 1
+    out[shared] = samples[column].to_numpy()[shared]
+    return out
 
 
 def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..base import fields as F
 from ..base.location import as_path
 from .cache import default_cache_root
 from .locks import locked
@@ -62,8 +63,9 @@ class TagConflict(TagsError):
 
 @dataclass(frozen=True)
 class Entry:
-    """One sample's tags and note. ``file``/``line``: where the sample is (``FILE:LINE``); ``step``: its
-    step; ``digest``: sha1 of its line when tagged (None when it could not be read); ``updated``: UTC."""
+    """One sample's tags and note. ``file``/``line``/``position``: where the sample is (its address,
+    ``FILE:LINE`` or ``FILE:LINE#K``, ``fields.address``; position -1 for a line of one sample); ``step``:
+    its step; ``digest``: sha1 of its line when tagged (None when it could not be read); ``updated``: UTC."""
 
     file: str
     line: int
@@ -72,14 +74,16 @@ class Entry:
     note: str = ""
     digest: str | None = None
     updated: str = ""
+    position: int = -1
 
     @property
     def key(self) -> str:
-        return sample_name(self.file, self.line)
+        return sample_name(self.file, self.line, self.position)
 
     def to_json(self) -> dict:
-        return {"file": self.file, "line": self.line, "step": self.step, "tags": list(self.tags),
-                "note": self.note, "digest": self.digest, "updated": self.updated}
+        return {"file": self.file, "line": self.line, **({"position": self.position} if self.position >= 0 else {}),
+                "step": self.step, "tags": list(self.tags), "note": self.note, "digest": self.digest,
+                "updated": self.updated}
 
     @classmethod
     def from_json(cls, raw) -> Entry:
@@ -94,7 +98,10 @@ class Entry:
             raise ValueError("an entry's tags or note have the wrong type")
         if digest is not None and not isinstance(digest, str):
             raise ValueError("an entry's digest is not a string")
-        return cls(file, line, step, tuple(tags), note, digest, str(raw.get("updated", "")))
+        position = raw.get("position", -1)
+        if not _is_int(position):
+            raise ValueError("an entry's position has the wrong type")
+        return cls(file, line, step, tuple(tags), note, digest, str(raw.get("updated", "")), max(position, -1))
 
 
 def _content(entry: Entry | None) -> tuple:
@@ -106,9 +113,10 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def sample_name(file: str, line: int) -> str:
-    """``FILE:LINE``, the name of a sample in links, findings and tags."""
-    return f"{file}:{line}"
+def sample_name(file: str, line: int, position: int = -1) -> str:
+    """The sample's address (``FILE:LINE``, or ``FILE:LINE#K`` for one of a line's several samples), its name
+    in links, findings and tags (``fields.address``)."""
+    return F.address(file, line, position)
 
 
 def tags_root() -> Path:

@@ -1,6 +1,7 @@
 """Links that reopen a view: the address bar always holds
-``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR``, plus the Diff area's
-choice once made (``diff_run=RUN_B``, ``diff_steps=A:B``, ``diff_steps_b=A:B``) and how the run was
+``?root=ROOT&run=RUN&area=AREA&step=STEP&sample=FILE:LINE&sort=SORT&kl=ESTIMATOR`` (``FILE:LINE#K`` for one
+of a line's several samples, ``fields.address``), plus the Diff area's choice once made (``diff_run=RUN_B``,
+``diff_steps=A:B``, ``diff_steps_b=A:B``) and how the run was
 read when that is not the default (``split=SPLIT``, ``fields=reward=my_score,response=answer``, ``pad=TOKEN``,
 ``eos=TOKEN``, ``none`` for no token, ``max=N``, ``tokenizer=PATH``). Opening such a link loads that run,
 read that way, without a click and shows that area, step and sample. A parameter that does not fit (an unknown run, a step or sample not in
@@ -12,6 +13,7 @@ import streamlit as st
 
 from ..analysis.run import Run
 from ..analysis.tables import sort_choices
+from ..base import fields as F
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
 from ..base.text import alert_body
@@ -101,12 +103,17 @@ def autoload(run_dir: str | None, fields) -> None:
 
 
 def _find_sample(run: Run, source: str):
-    """The label of the sample at ``source`` ("file:line"), or None."""
-    name, _, line = source.rpartition(":")
-    if name not in run.files or not line.isdigit():
+    """The label of the sample at ``source`` (its address: "file:line", or "file:line#K" for one of a line's
+    samples), or None."""
+    got = F.parse_address(source)
+    if got is None or got[0] not in run.files:
         return None
+    name, line, position = got
     samples = run.samples
-    hit = samples.index[(samples["file"] == run.files.index(name)) & (samples["line"] == int(line))]
+    in_line = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
+    hit = samples.index[in_line & (samples.get(F.POSITION, -1) == position)]
+    if not len(hit) and position < 0:  # a link made before lines of several samples had positions: the first
+        hit = samples.index[in_line]
     return hit[0] if len(hit) else None
 
 

@@ -106,7 +106,7 @@ def render(run: Run, label, settings: Settings) -> None:
     ids = [f"{name} · {source}" for name, source in zip(samples["run"], samples["source"])]
     samples.index = ids
     here = run.path.name
-    opened = f"{here} · {run.files[int(run.samples.at[label, F.FILE])]}:{int(run.samples.at[label, F.LINE])}"
+    opened = f"{here} · {F.addresses(run.files, run.samples.loc[[label]])[0]}"
     per_run = samples.groupby("run", sort=False)["step"].agg(["size", "nunique"])
     st.caption(", ".join(f"{escape_markdown(name)}: {_count(size, 'response')} in {_count(steps, 'step')}"
                          for name, (size, steps) in per_run.iterrows()))

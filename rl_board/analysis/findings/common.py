@@ -151,7 +151,7 @@ def _json_number(value: float) -> float | None:
 
 
 def _ids(run: Run, frame: pd.DataFrame) -> tuple[str, ...]:
-    return tuple(f"{run.files[int(f)]}:{int(line)}" for f, line in zip(frame[F.FILE], frame[F.LINE]))
+    return tuple(F.addresses(run.files, frame))
 
 
 def _log_order(frame: pd.DataFrame) -> pd.DataFrame:

@@ -132,7 +132,8 @@ def compute_evidence(run: Run, finding: Finding) -> list[EvidenceSample]:
     out = []
     for label, ws, tok in zip(labels, words, from_tokens):
         row = run.samples.loc[label]
-        out.append(EvidenceSample(label, f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", int(row[F.STEP]),
+        out.append(EvidenceSample(label, F.address(run.files[int(row[F.FILE])], int(row[F.LINE]),
+                                                   int(row.get(F.POSITION, -1))), int(row[F.STEP]),
                                   float(row[F.REWARD]), build_marked_html(ws, finding.phrases, "" if tok else " ")))
     return out
 
