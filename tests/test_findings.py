@@ -817,6 +817,30 @@ def test_reward_tracks_field_leaves_reward_components_out(tmp_path):
     assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
 
 
+def test_reward_tracks_field_not_raised_for_a_field_that_restates_the_outcome(tmp_path):
+    """A field with correlation >= 0.95 (marks, 0.99 by statistics.correlation) and a 0/1 field the reward
+    separates (correct: rewards 0 and 0.3 where 0, 1 to 2 where 1; correlation 0.82 < 0.95) restate the
+    outcome: no reward_tracks_field; a 0/1 field the reward does not separate (a reward of 0.5 where 0, 0.4
+    where 1; correlation 0.80) is still raised."""
+    import statistics
+
+    assert statistics.correlation([1.0, 2.0, 2.0, 3.5], [0.0, 1.0, 1.0, 2.0]) >= 0.95
+    early = [{"reward": 0.0, "marks": 1.0}, {"reward": 1.0, "marks": 2.0}]
+    late = [{"reward": 1.0, "marks": 2.0}, {"reward": 2.0, "marks": 3.5}]
+    assert not _of(_kinds(_four_steps(tmp_path / "a", early, late)), "reward_tracks_field")
+    # fillers carry no correct: the correlation is over the samples with both
+    assert 0.8 <= statistics.correlation([0, 0, 1, 1, 1, 1], [0.0, 0.3, 1.0, 1.0, 2.0, 1.0]) < 0.95
+    early = [{"reward": 0.0, "correct": 0.0}, {"reward": 0.3, "correct": 0.0}, {"reward": 1.0, "correct": 1.0}]
+    late = [{"reward": 1.0, "correct": 1.0}, {"reward": 2.0, "correct": 1.0}, {"reward": 1.0, "correct": 1.0}]
+    assert not _of(_kinds(_four_steps(tmp_path / "b", early, late)), "reward_tracks_field")
+    assert 0.8 <= statistics.correlation([0, 0, 0, 1, 1, 1, 1], [0.0, 0.0, 0.5, 0.4, 1.0, 1.0, 1.0]) < 0.95
+    early = [{"reward": 0.0, "correct": 0.0}, {"reward": 0.0, "correct": 0.0}, {"reward": 0.5, "correct": 0.0},
+             {"reward": 0.4, "correct": 1.0}]
+    late = [{"reward": 1.0, "correct": 1.0}] * 3
+    assert [f["evidence"]["field"] for f in _of(_kinds(_four_steps(tmp_path / "c", early, late)),
+                                                 "reward_tracks_field")] == ["correct"]
+
+
 def test_onset_is_the_first_step_whose_next_five_steps_average_above_the_midpoint(tmp_path):
     """Ten steps, one sample each, reward 0, 0, 0, then 1 (E = steps 1-3, L = 8-10, midpoint 0.5) and
     lengths 2 x 9 then 12 characters (E 2, L 16/3, midpoint 11/3): the reward's 5-step means from step 1
@@ -906,16 +930,16 @@ def test_page_shows_the_evidence_as_a_table_and_how_much_under_each_line(tmp_pat
 
 
 def test_findings_of_one_kind_are_ranked_by_size_and_open_apart(tmp_path):
-    """Two tracked fields: marks (correlation 1) before hits (0.857), though hits comes first by name; on the
-    page each has its own Evidence button, and the second opens the hits table."""
+    """Two tracked fields: marks (correlation 0.925) before hits (0.857), though hits comes first by name; on
+    the page each has its own Evidence button, and the second opens the hits table."""
     import statistics
 
     early = [{"reward": 0.0, "hits": 1.0, "marks": 1.0}, {"reward": 1.0, "hits": 2.0, "marks": 2.0}]
-    late = [{"reward": 1.0, "hits": 2.25, "marks": 2.0}, {"reward": 2.0, "hits": 2.25, "marks": 3.0}]
+    late = [{"reward": 1.0, "hits": 2.25, "marks": 2.8}, {"reward": 2.0, "hits": 2.25, "marks": 3.2}]
     _four_steps(tmp_path / "two", early, late)
     found = _of(_kinds(tmp_path / "two"), "reward_tracks_field")
     assert [(f["evidence"]["field"], f["evidence"]["correlation"]) for f in found] == [
-        ("marks", pytest.approx(1.0)),
+        ("marks", pytest.approx(statistics.correlation([1.0, 2.0, 2.8, 3.2], [0.0, 1.0, 1.0, 2.0]))),
         ("hits", pytest.approx(statistics.correlation([1.0, 2.0, 2.25, 2.25], [0.0, 1.0, 1.0, 2.0])))]
     at = _page(tmp_path, "two")
     at.button(key="finding-reward_tracks_field-2").click().run()

@@ -43,7 +43,9 @@ Issue 33 adds seven (same windows and words):
 12. ``tool_call_loops``: a sample loops when one tool call (name and arguments) appears >= 3 times
     in its assistant turns; steps where >= 10 % of the samples loop.
 13. ``reward_tracks_field``: a numeric field that is not a reward component, with a Pearson correlation
-    >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0.
+    >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0; left
+    out when it restates the outcome (issue 38): |correlation| >= 0.95, or a 0/1 field (both values
+    taken) whose two groups of samples the reward separates (each reward of one above each of the other).
 14. Onset (1, 2, 7, 8, 9, 13): the first step s such that the mean of the step means of the series the
     finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
     and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN

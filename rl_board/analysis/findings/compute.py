@@ -72,7 +72,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 2  # bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 3  # bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run) -> Findings:
