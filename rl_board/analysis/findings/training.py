@@ -115,15 +115,11 @@ def compute_kl_tokens(run: Run, frame: pd.DataFrame) -> list[tuple[str, float]]:
     (their counted positions, NaN left out), with their share of that sum, largest first, then by
     token. Reads those samples' token lists again from their source (a sample that can't be read is
     left out)."""
-    from ...base.access import RootError
     from ...derive.metrics import kl_per_token
-    from ...readers import SourceChanged
 
     totals: dict[str, float] = {}
-    for label in frame.index[frame["kl_sum"].notna().to_numpy()]:
-        try:
-            tokens = run.sample_tokens(label)
-        except (OSError, ValueError, SourceChanged, RootError):
+    for tokens in run.samples_tokens(frame.index[frame["kl_sum"].notna().to_numpy()]):
+        if tokens is None:
             continue
         kl = kl_per_token(tokens.logprobs, tokens.ref_logprobs, "k3")
         keep = ~tokens.is_pad & ~np.isnan(kl)
