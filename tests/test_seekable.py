@@ -10,8 +10,8 @@ import random
 from pathlib import Path
 
 import pytest
-
 from conftest import sample, write_lines
+
 from rl_board.analysis.source import load_run
 from rl_board.store.seekable import PREFIX
 

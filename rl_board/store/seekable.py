@@ -67,7 +67,7 @@ def seekable_copy(folder: Path, name: str, raw: BinaryIO) -> Path | None:
         return copy
     except _TooLarge:
         SKIPPED.add((str(folder), copy.name))
-    except Exception:  # noqa: BLE001 (OSError, a codec's error: no copy, the compressed file is read instead)
+    except Exception:  # noqa: BLE001, S110 (OSError, a codec's error: no copy, the compressed file is read instead)
         pass
     tmp.unlink(missing_ok=True)
     return None

@@ -46,15 +46,23 @@ Issue 33 adds seven (same windows and words):
     >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0; left
     out when it restates the outcome (issue 38): |correlation| >= 0.95, or a 0/1 field (both values
     taken) whose two groups of samples the reward separates (each reward of one above each of the other).
-14. Onset (1, 2, 7, 8, 9, 13): the first step s such that the mean of the step means of the series the
+14. Onset (1, 2, 7, 8, 9, 13, 15): the first step s such that the mean of the step means of the series the
     finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
     and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN
     step means ignored); None when no step is.
 
+Issue 38 adds one (same windows and words; ``garbled`` says it in full):
+
+15. ``garbled_output``: a response is garbled when at least 30 % of its non-whitespace characters are
+    U+FFFD, control (Cc) or private-use (Co) characters, or letters (L*, M*) of a script (the first word
+    of the character's Unicode name) that makes under 5 % of the early window's letters; raised on the
+    steps where >= 5 % of the samples are garbled, while under 1 % of E's are. Onset as in 14, on the
+    samples' garbled (1) or not (0).
+
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
 
-One module per group of findings (``reward``, ``training``, ``batches``, ``agents``), the n-gram
+One module per group of findings (``reward``, ``training``, ``batches``, ``agents``, ``garbled``), the n-gram
 finder they share (``phrases``), what every finding shares (``common``), the ranked run of every
 check (``compute``) and the evidence shown to people (``evidence``).
 """

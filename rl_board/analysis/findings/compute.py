@@ -23,6 +23,7 @@ from .common import (
     compute_empty,
     compute_windows,
 )
+from .garbled import _garbled_output
 from .phrases import _WordIds
 from .reward import (
     COMPONENT_MARKERS,
@@ -65,6 +66,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "tool_use_collapse": few or ("" if agents else "no turns logged"),
         "tool_call_loops": "" if agents else "no turns logged",
         "reward_tracks_field": few or ("" if _numeric_fields(samples) else "no other numeric fields logged"),
+        "garbled_output": "" if responses else "no responses logged",
     }
     return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
 
@@ -120,10 +122,11 @@ def _findings_from_json(raw: dict) -> Findings:
 
 
 def compute_findings(run: Run) -> Findings:
-    """Every finding of the thirteen checks on ``run``, ranked (``rank_findings``; see the module's
+    """Every finding of the fourteen checks on ``run``, ranked (``rank_findings``; see the module's
     definitions). Reads the words of the early and late windows' samples (when the reward or a reward
-    component rose) from the run's segments; only a raised ``kl_runaway`` reads log lines again (the
-    late window's token lists, for the tokens carrying the KL)."""
+    component rose) and every response's words as ids (garbled output) from the run's segments; only a
+    raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
+    the KL)."""
     samples = run.samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
@@ -154,6 +157,7 @@ def compute_findings(run: Run) -> Findings:
         _tool_use_collapse(run, early, late),
         _tool_call_loops(run),
         *_tracked_fields(run, early, late),
+        _garbled_output(run, early_steps, late_steps),
     ]
     return Findings(rank_findings([f for f in found if f is not None]),
                     _checks(run, len(early_steps) + len(late_steps) > 0 and early_steps != late_steps),
