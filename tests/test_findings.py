@@ -841,6 +841,14 @@ def test_reward_tracks_field_not_raised_for_a_field_that_restates_the_outcome(tm
                                                  "reward_tracks_field")] == ["correct"]
 
 
+def test_reward_tracks_field_leaves_an_advantage_out(tmp_path):
+    """The numbers that raise hits (test_reward_tracks_field_raised) as a field named advantage: computed from
+    the reward (TRL's advantage is the reward minus its group's mean), so not a feature it pays for."""
+    early = [{"reward": 0.0, "advantage": 1.0}, {"reward": 1.0, "advantage": 2.0}]
+    late = [{"reward": 1.0, "advantage": 2.25}, {"reward": 2.0, "advantage": 2.25}]
+    assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
+
+
 def test_onset_is_the_first_step_whose_next_five_steps_average_above_the_midpoint(tmp_path):
     """Ten steps, one sample each, reward 0, 0, 0, then 1 (E = steps 1-3, L = 8-10, midpoint 0.5) and
     lengths 2 x 9 then 12 characters (E 2, L 16/3, midpoint 11/3): the reward's 5-step means from step 1

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import sample, write_lines
+
 from rl_board.analysis.findings import compute_findings
 from rl_board.analysis.findings.garbled import compute_script
 from rl_board.analysis.source import load_run

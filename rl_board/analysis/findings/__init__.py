@@ -42,7 +42,8 @@ Issue 33 adds seven (same windows and words):
     <= 0.5 * the same over E, and the E mean >= 0.5.
 12. ``tool_call_loops``: a sample loops when one tool call (name and arguments) appears >= 3 times
     in its assistant turns; steps where >= 10 % of the samples loop.
-13. ``reward_tracks_field``: a numeric field that is not a reward component, with a Pearson correlation
+13. ``reward_tracks_field``: a numeric field that is not a reward component nor named like an
+    advantage (its name has "advantage", any case: computed from the reward), with a Pearson correlation
     >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0; left
     out when it restates the outcome (issue 38): |correlation| >= 0.95, or a 0/1 field (both values
     taken) whose two groups of samples the reward separates (each reward of one above each of the other).

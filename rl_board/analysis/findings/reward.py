@@ -49,6 +49,11 @@ TRACK_GROWTH = 1.5  # mean of the field over L / over E: and the policy is produ
 TRACK_RESTATES = 0.95  # |correlation| from which a field restates the outcome the reward pays for (verl's acc)
 
 
+#: a field whose name has one of these is computed from the reward (TRL's ``advantage``: the reward minus its
+#: group's mean, about 0 over any window, so its late / early ratio is noise): never a feature it pays for
+DERIVED_MARKERS = ("advantage",)
+
+
 def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
     phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
@@ -169,7 +174,7 @@ def _tracked_fields(run, early, late) -> list[Finding]:
     reward = samples[F.REWARD].to_numpy(dtype=float)
     out = []
     for name, column in _numeric_fields(samples):
-        if name in components:
+        if name in components or any(m in name.lower() for m in DERIVED_MARKERS):
             continue
         values = samples[column].astype(float)
         f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
