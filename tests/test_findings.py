@@ -520,7 +520,7 @@ def test_findings_are_kept_with_the_cache_until_the_run_changes(tmp_path, monkey
     assert first.to_json() == FND.compute_findings(run).to_json() and first.findings
     calls = []
     real = FND.compute_findings
-    monkeypatch.setattr(FND.compute, "compute_findings", lambda r: calls.append(1) or real(r))
+    monkeypatch.setattr(FND.compute, "compute_findings", lambda r, stop=None: calls.append(1) or real(r, stop))
     again = FND.get_findings(RunSource(folder).refresh())  # a new process would see the same
     assert calls == [] and again.to_json() == first.to_json()
     assert [f.labels for f in again.findings] == [f.labels for f in first.findings]
@@ -540,7 +540,7 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
     release = threading.Event()
     real = findings_core.get_findings
 
-    def slow(run):
+    def slow(run, stop=None):
         release.wait(30)
         return real(run)
 
@@ -558,6 +558,40 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
             break
     assert any("reward hacking" in t.value for t in at.text)
     assert "Findings: checking the run…" not in [c.value for c in at.caption]
+
+
+def test_a_runs_checks_never_wait_for_anothers_and_leaving_a_run_cancels_them(tmp_path, monkeypatch):
+    """Run "stuck"'s checks block until they are stopped; opening run "hack" next shows its findings while
+    they are still blocked (no queue behind them), and leaving "stuck" sets their stop (they end)."""
+    import threading
+
+    import rl_board.analysis.findings as findings_core
+    from rl_board.views import keys
+
+    real = findings_core.get_findings
+    stopped = threading.Event()
+
+    def blocking_on_stuck(run, stop=None):
+        if run.path.name == "stuck":
+            stop.wait(60)
+            stopped.set()
+            raise findings_core.Cancelled
+        return real(run, stop)
+
+    monkeypatch.setattr(findings_core, "get_findings", blocking_on_stuck)
+    monkeypatch.setenv("RL_BOARD_FINDINGS_WAIT", "0")
+    _hack_with_an_empty_early_response(tmp_path / "stuck")
+    _hack_with_an_empty_early_response(tmp_path / "hack")
+    at = _page(tmp_path, "stuck")
+    assert "Findings: checking the run…" in [c.value for c in at.caption]
+    at.sidebar.selectbox(key=keys.RUN).select("hack").run()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    for _ in range(50):
+        if any("reward hacking" in t.value for t in at.text):
+            break
+        at.run()
+    assert any("reward hacking" in t.value for t in at.text)
+    assert stopped.wait(10), "the checks of the run left were not cancelled"
 
 
 # --- issue 33: the seven new checks, onset, ranking, readable evidence ------------------------------

@@ -50,17 +50,22 @@ class SourceRecords:
             raw.close()
             raise
 
-    def _read_each(self, labels, read) -> list:
+    def _read_each(self, labels, read, stop=None) -> list:
         """``read(fh, name, row)`` for each label (rows of ``samples``), in ``labels``' order, each the
         value it returned or the exception it (or opening its file) raised. The samples are read a file at
-        a time in offset order through one open file: one pass over a compressed file per call."""
+        a time in offset order through one open file: one pass over a compressed file per call. Once
+        ``stop`` (a ``threading.Event``) is set, the samples not read yet get ``InterruptedError``."""
         labels = list(labels)
         rows = [self.samples.loc[label] for label in labels]
         out: list = [None] * len(labels)
         by_file: dict[int, list[int]] = {}
         for place, row in enumerate(rows):
             by_file.setdefault(int(row[F.FILE]), []).append(place)
+        for place in range(len(labels)):
+            out[place] = InterruptedError("stopped")
         for file, places in by_file.items():
+            if stop is not None and stop.is_set():
+                break
             name = self.files[file]
             places.sort(key=lambda place: int(rows[place]["offset"]))
             try:
@@ -71,6 +76,8 @@ class SourceRecords:
                 continue
             with fh:
                 for place in places:
+                    if stop is not None and stop.is_set():
+                        break
                     try:
                         out[place] = read(fh, name, rows[place])
                     except Exception as exc:  # noqa: BLE001 (handed to the caller, which raises or skips it)
@@ -178,15 +185,16 @@ class SourceRecords:
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
                                      load_tokenizer(self.options.tokenizer))
 
-    def samples_tokens(self, labels) -> list[SampleTokens | None]:
+    def samples_tokens(self, labels, stop=None) -> list[SampleTokens | None]:
         """``sample_tokens`` of each label, None for a sample that can no longer be read or whose token
-        lists are malformed; the records read a file at a time (``_read_each``)."""
+        lists are malformed or that was not read before ``stop`` was set; the records read a file at a
+        time (``_read_each``)."""
         from ..derive.tokenizer import load_tokenizer
 
         tokenizer = load_tokenizer(self.options.tokenizer)
         labels = list(labels)
         out = []
-        for label, got in zip(labels, self._read_each(labels, self._raw_record)):
+        for label, got in zip(labels, self._read_each(labels, self._raw_record, stop)):
             try:
                 out.append(compute_sample_tokens(self._canonical(label, got)[0], self.pad_token,
                                                  self.options.eos_token, tokenizer))

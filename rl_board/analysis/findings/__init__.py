@@ -87,6 +87,7 @@ from .common import (
 )
 from .compute import (
     FINDINGS_FILE,
+    Cancelled,
     FINDINGS_VERSION,
     compute_findings,
     get_findings,
@@ -103,7 +104,7 @@ from .phrases import compute_phrases
 from .reward import compute_correlation, compute_reward_components
 from .training import compute_kl_tokens
 
-__all__ = ["Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING",
+__all__ = ["Cancelled", "Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING",
            "SEVERITY", "_BLANK", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty",
            "compute_evidence", "compute_evidence_tables", "compute_findings", "compute_kl_tokens", "compute_loops",
            "compute_onset", "compute_phrases", "compute_reward_components", "compute_window_ngrams",
