@@ -189,12 +189,12 @@ def _calls(s: dict, pathology: str, q: float, rng: np.random.Generator) -> None:
     s["messages"] = messages
 
 
-def write_run(samples: list[dict], layout: str, folder: Path, pathology: str, last_step: int = STEPS) -> Path:
-    """``samples`` up to ``last_step`` in ``layout``'s files under ``folder``."""
+def write_run(samples: list[dict], layout: str, folder: Path, pathology: str, last_step: int | None = None) -> Path:
+    """``samples`` up to ``last_step`` (all of them by default) in ``layout``'s files under ``folder``."""
     import orjson
 
     folder.mkdir(parents=True, exist_ok=True)
-    kept = [s for s in samples if s["step"] <= last_step]
+    kept = [s for s in samples if last_step is None or s["step"] <= last_step]
     if layout == "board":
         lines = []
         for s in kept:
