@@ -70,7 +70,8 @@ def compress(plain: Path, codec: str, folder: Path) -> Path:
 def timed(args: list[str], cache: Path) -> float:
     env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache)}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "rl_board", *args], cwd=REPO, env=env, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "rl_board", *args], cwd=REPO, env=env, capture_output=True,
+                          check=False)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"rl-board {' '.join(args)} failed: {proc.stderr.decode()[-2000:]}")
