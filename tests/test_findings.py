@@ -561,8 +561,9 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
 
 
 def test_a_runs_checks_never_wait_for_anothers_and_leaving_a_run_cancels_them(tmp_path, monkeypatch):
-    """Run "stuck"'s checks block until they are stopped; opening run "hack" next shows its findings while
-    they are still blocked (no queue behind them), and leaving "stuck" sets their stop (they end)."""
+    """Run "stuck"'s checks block until they are stopped; opening runs "hack1" to "hack4" in turn next shows
+    each one's findings while they are still blocked (no queue behind them), and leaving "stuck" sets their
+    stop (they end)."""
     import threading
 
     import rl_board.analysis.findings as findings_core
@@ -581,16 +582,19 @@ def test_a_runs_checks_never_wait_for_anothers_and_leaving_a_run_cancels_them(tm
     monkeypatch.setattr(findings_core, "get_findings", blocking_on_stuck)
     monkeypatch.setenv("RL_BOARD_FINDINGS_WAIT", "0")
     _hack_with_an_empty_early_response(tmp_path / "stuck")
-    _hack_with_an_empty_early_response(tmp_path / "hack")
+    for n in range(1, 5):
+        _hack_with_an_empty_early_response(tmp_path / f"hack{n}")
     at = _page(tmp_path, "stuck")
     assert "Findings: checking the run…" in [c.value for c in at.caption]
-    at.sidebar.selectbox(key=keys.RUN).select("hack").run()
-    at.sidebar.button(key=keys.LOAD).click().run()
-    for _ in range(50):
-        if any("reward hacking" in t.value for t in at.text):
-            break
-        at.run()
-    assert any("reward hacking" in t.value for t in at.text)
+    for n in range(1, 5):
+        at.sidebar.selectbox(key=keys.RUN).select(f"hack{n}").run()
+        at.sidebar.button(key=keys.LOAD).click().run()
+        for _ in range(50):
+            if any("reward hacking" in t.value for t in at.text):
+                break
+            at.run()
+        assert any("reward hacking" in t.value for t in at.text), n
+        assert at.session_state[keys.RUN] == f"hack{n}"
     assert stopped.wait(10), "the checks of the run left were not cancelled"
 
 
