@@ -13,7 +13,10 @@ the same file as ``.jsonl.gz``, ``.jsonl.xz`` and ``.jsonl.zst``, and times, eac
 - ``summary`` cold (empty cache) and warm (the cache the cold one left);
 - ``search`` with a regular expression over every response, warm;
 - ``findings`` warm segments: the cache a ``summary`` left, without the findings kept in it (the
-  checks and the seekable copy of a compressed file: what the page does after a cold open).
+  checks and the seekable copy of a compressed file: what the page does after a cold open);
+- the page (Streamlit's AppTest, in a process of its own, on the cache a ``summary`` left): Load with
+  its findings, the batch area, a first sample picked (its record read again: a compressed file's
+  seekable copy is made then) and another.
 
 Each row gives the seconds for the plain file and, for each codec, the ratio to it (the target of
 issue 38: at most 1.5). Ratios are to numbers measured in the same run; nothing is asserted.
@@ -78,6 +81,35 @@ def timed(args: list[str], cache: Path) -> float:
     return seconds
 
 
+def page(run: Path) -> dict:
+    """The page in Streamlit's AppTest on ``run`` (the cache ``RL_BOARD_CACHE_DIR`` names, warm): Load (with
+    its findings: the panel waits for them), the batch area, then a sample picked (its record read again
+    from the file: for a compressed one, the first read makes its seekable copy) and another."""
+    sys.path.insert(0, str(REPO))
+    from streamlit.testing.v1 import AppTest
+
+    from rl_board.views import keys
+
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=600).run()
+    at.sidebar.text_input(key=keys.ROOT).input(str(run.parent)).run()
+    at.sidebar.selectbox(key=keys.RUN).select(run.name).run()
+    out = {}
+    start = time.perf_counter()
+    at.sidebar.button(key=keys.LOAD).click().run()
+    out["page Load with findings"] = time.perf_counter() - start
+    at.session_state[keys.AREA] = keys.BATCH
+    start = time.perf_counter()
+    at.run()
+    out["page batch area"] = time.perf_counter() - start
+    for name, index in (("page first sample", 3), ("page next sample", 7)):
+        start = time.perf_counter()
+        at.selectbox(key=keys.SAMPLE).select_index(index).run()
+        out[name] = time.perf_counter() - start
+    if at.exception:
+        raise RuntimeError(at.exception[0].message)
+    return out
+
+
 def measure(run: Path, work: Path) -> dict:
     """Seconds of each command on ``run``, each with the cache state it names."""
     out = {}
@@ -88,7 +120,13 @@ def measure(run: Path, work: Path) -> dict:
     out["summary cold"] = timed(["summary", str(run), "--json"], cache)
     out["summary warm"] = timed(["summary", str(run), "--json"], cache)
     out["search warm"] = timed(["search", str(run), "--regex", "(?i)ka[ln]o", "--json"], cache)
-    out["findings warm segments"] = timed(["findings", str(run), "--json"], cache)
+    cache = work / "cache-page"
+    timed(["summary", str(run), "--json"], cache)  # the page opens a run whose segments are cached
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache), "RL_BOARD_FINDINGS_WAIT": "600"}
+    got = subprocess.run([sys.executable, str(Path(__file__)), "--page", str(run)], cwd=REPO, env=env,
+                         capture_output=True, check=True, text=True).stdout
+    out.update(json.loads(got.splitlines()[-1]))
+    out["findings warm segments"] = timed(["findings", str(run), "--json"], work / "cache-summary")
     return out
 
 
@@ -96,7 +134,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", choices=sorted(SIZES), default="small")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--page", type=Path, help=argparse.SUPPRESS)  # one page phase, in a process of its own
     args = parser.parse_args()
+    if args.page:
+        print(json.dumps(page(args.page)))
+        return
     root = Path(tempfile.mkdtemp(prefix="rlb-compressed-"))
     try:
         plain = write_run(root / "plain", args.size)
