@@ -29,13 +29,12 @@ class SourceRecords:
     def _open_seekable(self, name: str):
         """The run file ``name`` opened as its uncompressed bytes: a compressed file through its copy in
         the run's cache folder (``store.seekable``) when there is one or one can be made, else as a stream."""
-        from ..base.compression import codec_of
+        from ..base.compression import codec_of, open_stream
+        from ..store.seekable import seekable_copy
 
         path = self.path / name
         if codec_of(name) is None or self.cache is None:
             return self._open(path)
-        from ..base.compression import open_stream
-        from ..store.seekable import seekable_copy
 
         location = self.location if self.location is not None else open_location(self.path)
         raw = location.open(path)  # checked again: it may be a symlink out by now
@@ -57,12 +56,10 @@ class SourceRecords:
         ``stop`` (a ``threading.Event``) is set, the samples not read yet get ``InterruptedError``."""
         labels = list(labels)
         rows = [self.samples.loc[label] for label in labels]
-        out: list = [None] * len(labels)
+        out: list = [InterruptedError("stopped before it was read")] * len(labels)  # each read replaces its own
         by_file: dict[int, list[int]] = {}
         for place, row in enumerate(rows):
             by_file.setdefault(int(row[F.FILE]), []).append(place)
-        for place in range(len(labels)):
-            out[place] = InterruptedError("stopped")
         for file, places in by_file.items():
             if stop is not None and stop.is_set():
                 break
