@@ -478,8 +478,8 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
                                                 for s in range(1, 5)])
     at = _page(tmp_path, "flat")
     assert [c.value for c in at.caption if c.value.startswith("Findings")] == [
-        "Findings: none. Checked reward hacking phrases, repetition with reward, length growth, dead GRPO groups, "
-        "empty responses. Not checked: reward component hacking phrases (no reward components logged); reward "
+        "Findings: none. Checked reward hacking phrases, repetition with reward, garbled output, length growth, "
+        "dead GRPO groups, empty responses. Not checked: reward component hacking phrases (no reward components logged); reward "
         "tracking a field (no other numeric fields logged); KL runaway (no log-probs with reference log-probs); "
         "critic fit (no values with token rewards logged); entropy collapse (no entropy logged); sampler mismatch "
         "(no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)); tool use collapse (no turns "
@@ -526,7 +526,7 @@ def test_findings_are_kept_with_the_cache_until_the_run_changes(tmp_path, monkey
     assert first.to_json() == FND.compute_findings(run).to_json() and first.findings
     calls = []
     real = FND.compute_findings
-    monkeypatch.setattr(FND.compute, "compute_findings", lambda r: calls.append(1) or real(r))
+    monkeypatch.setattr(FND.compute, "compute_findings", lambda r, stop=None: calls.append(1) or real(r, stop))
     again = FND.get_findings(RunSource(folder).refresh())  # a new process would see the same
     assert calls == [] and again.to_json() == first.to_json()
     assert [f.labels for f in again.findings] == [f.labels for f in first.findings]
@@ -546,7 +546,7 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
     release = threading.Event()
     real = findings_core.get_findings
 
-    def slow(run):
+    def slow(run, stop=None):
         release.wait(30)
         return real(run)
 
@@ -564,6 +564,44 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
             break
     assert any("reward hacking" in t.value for t in at.text)
     assert "Findings: checking the run…" not in [c.value for c in at.caption]
+
+
+def test_a_runs_checks_never_wait_for_anothers_and_leaving_a_run_cancels_them(tmp_path, monkeypatch):
+    """Run "stuck"'s checks block until they are stopped; opening runs "hack1" to "hack4" in turn next shows
+    each one's findings while they are still blocked (no queue behind them), and leaving "stuck" sets their
+    stop (they end)."""
+    import threading
+
+    import rl_board.analysis.findings as findings_core
+    from rl_board.views import keys
+
+    real = findings_core.get_findings
+    stopped = threading.Event()
+
+    def blocking_on_stuck(run, stop=None):
+        if run.path.name == "stuck":
+            stop.wait(60)
+            stopped.set()
+            raise findings_core.Cancelled
+        return real(run, stop)
+
+    monkeypatch.setattr(findings_core, "get_findings", blocking_on_stuck)
+    monkeypatch.setenv("RL_BOARD_FINDINGS_WAIT", "0")
+    _hack_with_an_empty_early_response(tmp_path / "stuck")
+    for n in range(1, 5):
+        _hack_with_an_empty_early_response(tmp_path / f"hack{n}")
+    at = _page(tmp_path, "stuck")
+    assert "Findings: checking the run…" in [c.value for c in at.caption]
+    for n in range(1, 5):
+        at.sidebar.selectbox(key=keys.RUN).select(f"hack{n}").run()
+        at.sidebar.button(key=keys.LOAD).click().run()
+        for _ in range(50):
+            if any("reward hacking" in t.value for t in at.text):
+                break
+            at.run()
+        assert any("reward hacking" in t.value for t in at.text), n
+        assert at.session_state[keys.RUN] == f"hack{n}"
+    assert stopped.wait(10), "the checks of the run left were not cancelled"
 
 
 # --- issue 33: the seven new checks, onset, ranking, readable evidence ------------------------------
@@ -823,6 +861,38 @@ def test_reward_tracks_field_leaves_reward_components_out(tmp_path):
     assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
 
 
+def test_reward_tracks_field_not_raised_for_a_field_that_restates_the_outcome(tmp_path):
+    """A field with correlation >= 0.95 (marks, 0.99 by statistics.correlation) and a 0/1 field the reward
+    separates (correct: rewards 0 and 0.3 where 0, 1 to 2 where 1; correlation 0.82 < 0.95) restate the
+    outcome: no reward_tracks_field; a 0/1 field the reward does not separate (a reward of 0.5 where 0, 0.4
+    where 1; correlation 0.80) is still raised."""
+    import statistics
+
+    assert statistics.correlation([1.0, 2.0, 2.0, 3.5], [0.0, 1.0, 1.0, 2.0]) >= 0.95
+    early = [{"reward": 0.0, "marks": 1.0}, {"reward": 1.0, "marks": 2.0}]
+    late = [{"reward": 1.0, "marks": 2.0}, {"reward": 2.0, "marks": 3.5}]
+    assert not _of(_kinds(_four_steps(tmp_path / "a", early, late)), "reward_tracks_field")
+    # fillers carry no correct: the correlation is over the samples with both
+    assert 0.8 <= statistics.correlation([0, 0, 1, 1, 1, 1], [0.0, 0.3, 1.0, 1.0, 2.0, 1.0]) < 0.95
+    early = [{"reward": 0.0, "correct": 0.0}, {"reward": 0.3, "correct": 0.0}, {"reward": 1.0, "correct": 1.0}]
+    late = [{"reward": 1.0, "correct": 1.0}, {"reward": 2.0, "correct": 1.0}, {"reward": 1.0, "correct": 1.0}]
+    assert not _of(_kinds(_four_steps(tmp_path / "b", early, late)), "reward_tracks_field")
+    assert 0.8 <= statistics.correlation([0, 0, 0, 1, 1, 1, 1], [0.0, 0.0, 0.5, 0.4, 1.0, 1.0, 1.0]) < 0.95
+    early = [{"reward": 0.0, "correct": 0.0}, {"reward": 0.0, "correct": 0.0}, {"reward": 0.5, "correct": 0.0},
+             {"reward": 0.4, "correct": 1.0}]
+    late = [{"reward": 1.0, "correct": 1.0}] * 3
+    assert [f["evidence"]["field"] for f in _of(_kinds(_four_steps(tmp_path / "c", early, late)),
+                                                 "reward_tracks_field")] == ["correct"]
+
+
+def test_reward_tracks_field_leaves_an_advantage_out(tmp_path):
+    """The numbers that raise hits (test_reward_tracks_field_raised) as a field named advantage: computed from
+    the reward (TRL's advantage is the reward minus its group's mean), so not a feature it pays for."""
+    early = [{"reward": 0.0, "advantage": 1.0}, {"reward": 1.0, "advantage": 2.0}]
+    late = [{"reward": 1.0, "advantage": 2.25}, {"reward": 2.0, "advantage": 2.25}]
+    assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
+
+
 def test_onset_is_the_first_step_whose_next_five_steps_average_above_the_midpoint(tmp_path):
     """Ten steps, one sample each, reward 0, 0, 0, then 1 (E = steps 1-3, L = 8-10, midpoint 0.5) and
     lengths 2 x 9 then 12 characters (E 2, L 16/3, midpoint 11/3): the reward's 5-step means from step 1
@@ -912,16 +982,16 @@ def test_page_shows_the_evidence_as_a_table_and_how_much_under_each_line(tmp_pat
 
 
 def test_findings_of_one_kind_are_ranked_by_size_and_open_apart(tmp_path):
-    """Two tracked fields: marks (correlation 1) before hits (0.857), though hits comes first by name; on the
-    page each has its own Evidence button, and the second opens the hits table."""
+    """Two tracked fields: marks (correlation 0.925) before hits (0.857), though hits comes first by name; on
+    the page each has its own Evidence button, and the second opens the hits table."""
     import statistics
 
     early = [{"reward": 0.0, "hits": 1.0, "marks": 1.0}, {"reward": 1.0, "hits": 2.0, "marks": 2.0}]
-    late = [{"reward": 1.0, "hits": 2.25, "marks": 2.0}, {"reward": 2.0, "hits": 2.25, "marks": 3.0}]
+    late = [{"reward": 1.0, "hits": 2.25, "marks": 2.8}, {"reward": 2.0, "hits": 2.25, "marks": 3.2}]
     _four_steps(tmp_path / "two", early, late)
     found = _of(_kinds(tmp_path / "two"), "reward_tracks_field")
     assert [(f["evidence"]["field"], f["evidence"]["correlation"]) for f in found] == [
-        ("marks", pytest.approx(1.0)),
+        ("marks", pytest.approx(statistics.correlation([1.0, 2.0, 2.8, 3.2], [0.0, 1.0, 1.0, 2.0]))),
         ("hits", pytest.approx(statistics.correlation([1.0, 2.0, 2.25, 2.25], [0.0, 1.0, 1.0, 2.0])))]
     at = _page(tmp_path, "two")
     at.button(key="finding-reward_tracks_field-2").click().run()

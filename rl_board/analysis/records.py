@@ -1,7 +1,12 @@
 """What a run reads again from its source files, through its location: a sample's whole record, its
 token lists, its line byte for byte, and the keys the first lines hold (what a field mapping can
 name). ``SourceRecords`` is one of ``Run``'s parts; it reads ``samples``, ``files``, ``path``,
-``options``, ``_reader`` and ``_open`` of the run."""
+``options``, ``cache``, ``_reader`` and ``_open`` of the run.
+
+Several samples are read a file at a time, in offset order, through one open file (``_read_each``):
+a compressed log is then decompressed at most once per batch, never from its start for each sample.
+A compressed log of a run with a cache folder is read through its uncompressed copy there
+(``store.seekable``), so a single sample costs what it costs in the plain file (issue 38)."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.access import RootError
+from ..base.location import open_location
 from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import SourceChanged, canonical_record
 
@@ -20,26 +26,81 @@ from ..readers import SourceChanged, canonical_record
 class SourceRecords:
     """The queries of a ``Run`` answered by reading its source files again."""
 
+    def _open_seekable(self, name: str):
+        """The run file ``name`` opened as its uncompressed bytes: a compressed file through its copy in
+        the run's cache folder (``store.seekable``) when there is one or one can be made, else as a stream."""
+        from ..base.compression import codec_of, open_stream
+        from ..store.seekable import seekable_copy
+
+        path = self.path / name
+        if codec_of(name) is None or self.cache is None:
+            return self._open(path)
+
+        location = self.location if self.location is not None else open_location(self.path)
+        raw = location.open(path)  # checked again: it may be a symlink out by now
+        try:
+            copy = seekable_copy(self.cache[0], name, raw)
+            if copy is not None:
+                raw.close()
+                return open(copy, "rb")
+            raw.seek(0)
+            return open_stream(raw, path)
+        except BaseException:
+            raw.close()
+            raise
+
+    def _read_each(self, labels, read, stop=None) -> list:
+        """``read(fh, name, row)`` for each label (rows of ``samples``), in ``labels``' order, each the
+        value it returned or the exception it (or opening its file) raised. The samples are read a file at
+        a time in offset order through one open file: one pass over a compressed file per call. Once
+        ``stop`` (a ``threading.Event``) is set, the samples not read yet get ``InterruptedError``."""
+        labels = list(labels)
+        rows = [self.samples.loc[label] for label in labels]
+        out: list = [InterruptedError("stopped before it was read")] * len(labels)  # each read replaces its own
+        by_file: dict[int, list[int]] = {}
+        for place, row in enumerate(rows):
+            by_file.setdefault(int(row[F.FILE]), []).append(place)
+        for file, places in by_file.items():
+            if stop is not None and stop.is_set():
+                break
+            name = self.files[file]
+            places.sort(key=lambda place: int(rows[place]["offset"]))
+            try:
+                fh = self._open_seekable(name)
+            except Exception as exc:  # noqa: BLE001 (each sample of the file gets it, as its own read would)
+                for place in places:
+                    out[place] = exc
+                continue
+            with fh:
+                for place in places:
+                    if stop is not None and stop.is_set():
+                        break
+                    try:
+                        out[place] = read(fh, name, rows[place])
+                    except Exception as exc:  # noqa: BLE001 (handed to the caller, which raises or skips it)
+                        out[place] = exc
+        return out
+
     def source_lines(self, labels) -> bytes:
         """The samples' lines as they are in the log files, one per line, byte for byte (a table
         file's row as one JSON line); a sample that can no longer be read is left out."""
-        out = []
-        for label in labels:
-            row = self.samples.loc[label]
-            name = self.files[int(row[F.FILE])]
-            path = self.path / name
+        appendable = self._reader.APPENDABLE
+
+        def read(fh, name, row) -> bytes:
             offset, length = int(row["offset"]), int(row["length"])
-            try:
-                if self._reader.APPENDABLE:
-                    with self._open(path) as fh:  # checked again: it may be a symlink out by now
-                        fh.seek(offset)
-                        out.append(fh.read(length))
-                else:
-                    with self._open(path) as fh:
-                        got = self._reader.record(fh, name, offset, length, int(row[F.LINE]))
-                    out.append(json.dumps(got, ensure_ascii=False, default=str).encode())
-            except (OSError, SourceChanged, RootError):
+            if appendable:
+                fh.seek(offset)
+                return fh.read(length)
+            got = self._reader.record(fh, name, offset, length, int(row[F.LINE]))
+            return json.dumps(got, ensure_ascii=False, default=str).encode()
+
+        out = []
+        for got in self._read_each(labels, read):
+            if isinstance(got, (OSError, SourceChanged, RootError)):
                 continue
+            if isinstance(got, Exception):
+                raise got
+            out.append(got)
         return b"".join(line + b"\n" for line in out)
 
     def source_keys(self, files: int = 3, lines: int = 20) -> list[tuple[str, str]]:
@@ -77,21 +138,20 @@ class SourceRecords:
                 continue
         return list(found.items())
 
-    def record(self, label) -> tuple[dict, dict]:
-        """One sample's record (``label`` in ``samples``), read again from its source: (canonical
-        field -> value, every other field -> value). ``SourceChanged`` when it moved. ``label`` may be
-        a ``sample_id`` (``FILE:LINE``)."""
-        label = self.label_of(label)
+    def _raw_record(self, fh, name: str, row) -> dict:
+        return self._reader.record(fh, name, int(row["offset"]), int(row["length"]), int(row[F.LINE]))
+
+    def _canonical(self, label, got) -> tuple[dict, dict]:
+        """What ``_read_each`` read for ``label`` as (canonical field -> value, every other field -> value);
+        raises what the read raised (``SourceChanged`` for a file that moved out) or ``SourceChanged``."""
         row = self.samples.loc[label]
         name = self.files[int(row[F.FILE])]
-        path = self.path / name
         line = int(row[F.LINE])
-        try:
-            with self._open(path) as fh:  # checked again, no symlink followed: it may point out by now
-                obj = self._reader.record(fh, name, int(row["offset"]), int(row["length"]), line)
-        except RootError as exc:
-            raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
-        canonical, others = canonical_record(obj, self.options.fields, self._reader.ALIASES)
+        if isinstance(got, RootError):
+            raise SourceChanged(f"{name} can't be read any more ({got}); refresh it.") from got
+        if isinstance(got, BaseException):
+            raise got
+        canonical, others = canonical_record(got, self.options.fields, self._reader.ALIASES)
         if F.TOKEN_IDS in canonical and F.MESSAGES not in canonical and self.options.tokenizer is not None:
             from ..derive.samples import compute_turns_from_ids
             from ..derive.tokenizer import load_tokenizer
@@ -104,13 +164,22 @@ class SourceRecords:
             raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
         return canonical, others
 
+    def record(self, label) -> tuple[dict, dict]:
+        """One sample's record (``label`` in ``samples``), read again from its source: (canonical
+        field -> value, every other field -> value). ``SourceChanged`` when it moved. ``label`` may be
+        a ``sample_id`` (``FILE:LINE``)."""
+        label = self.label_of(label)
+        return self._canonical(label, self._read_each([label], self._raw_record)[0])
+
     def records(self, labels) -> list[tuple[dict, dict] | None]:
-        """``record`` of each label, None for a sample that can no longer be read."""
+        """``record`` of each label, None for a sample that can no longer be read; read a file at a
+        time in offset order (``_read_each``)."""
+        labels = list(labels)
         out = []
-        for label in labels:
+        for label, got in zip(labels, self._read_each(labels, self._raw_record)):
             try:
-                out.append(self.record(label))
-            except (OSError, SourceChanged, RootError):
+                out.append(self._canonical(label, got))
+            except (OSError, ValueError, SourceChanged, RootError):  # a line that no longer parses changed too
                 out.append(None)
         return out
 
@@ -121,6 +190,23 @@ class SourceRecords:
 
         return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
                                      load_tokenizer(self.options.tokenizer))
+
+    def samples_tokens(self, labels, stop=None) -> list[SampleTokens | None]:
+        """``sample_tokens`` of each label, None for a sample that can no longer be read or whose token
+        lists are malformed or that was not read before ``stop`` was set; the records read a file at a
+        time (``_read_each``)."""
+        from ..derive.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(self.options.tokenizer)
+        labels = list(labels)
+        out = []
+        for label, got in zip(labels, self._read_each(labels, self._raw_record, stop)):
+            try:
+                out.append(compute_sample_tokens(self._canonical(label, got)[0], self.pad_token,
+                                                 self.options.eos_token, tokenizer))
+            except (OSError, ValueError, SourceChanged, RootError):
+                out.append(None)
+        return out
 
     def token_table(self, label) -> pd.DataFrame:
         """One sample's per-token lists (``sample_tokens``), one row per position: ``token``, each

@@ -78,11 +78,8 @@ def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None
         texts = run.with_text(shown)[field].tolist()
     else:
         texts = []
-        for label in shown.index:
-            try:
-                turns = run.record(label)[0].get(F.MESSAGES) or []
-            except Exception:  # a sample whose file changed since: no excerpt, the row still prints
-                turns = []
+        for got in run.records(shown.index):  # a file at a time: one pass over a compressed log
+            turns = (got[0].get(F.MESSAGES) or []) if got is not None else []  # changed since: no excerpt
             parts = [str(t.get("content") or "") for t in turns]
             parts += [str(c.get("arguments") or "") for t in turns for c in (t.get("tool_calls") or [])]
             texts.append(first_matching(parts, pattern))

@@ -26,6 +26,7 @@ CHECK_NAMES = {
     "tool_use_collapse": "tool use collapse",
     "tool_call_loops": "tool call loops",
     "reward_tracks_field": "reward tracking a field",
+    "garbled_output": "garbled output",
 }
 
 

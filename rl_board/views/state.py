@@ -13,9 +13,8 @@ steps, samples, table clicks, widgets).
 from __future__ import annotations
 
 import os
+import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import replace
 
 import streamlit as st
@@ -454,29 +453,79 @@ def findings_wait() -> float:
         return FINDINGS_WAIT_SECONDS
 
 
-_FINDINGS_THREAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rl-board-findings")
+class _Checks:
+    """The findings of one run, computed in a daemon thread of their own: no run's checks wait for
+    another's, and a server told to stop does not wait for them. ``stop`` cancels them; ``viewers``
+    counts the sessions showing the run (the checks are cancelled when the last one leaves it)."""
+
+    def __init__(self, run: Run):
+        self.stop = threading.Event()
+        self.done = threading.Event()
+        self.result = None  # the Findings, or the exception the checks raised
+        self.viewers = 0
+        threading.Thread(target=self._work, args=(run,), daemon=True, name="rl-board-findings").start()
+
+    def _work(self, run: Run) -> None:
+        from ..analysis.findings import get_findings as kept_or_computed
+
+        try:
+            self.result = kept_or_computed(run, self.stop)
+        except BaseException as exc:  # noqa: BLE001 (shown where the findings are read, as before)
+            self.result = exc
+        finally:
+            self.done.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self.stop.is_set() and not (self.done.is_set() and not isinstance(self.result, BaseException))
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def _findings(key: tuple, _run: Run) -> Future:
-    from ..analysis.findings import get_findings as kept_or_computed
+_CHECKS: dict[tuple, _Checks] = {}  # run key -> its checks, newest last
+_CHECKS_LOCK = threading.Lock()
+_CHECKS_KEPT = 8  # runs whose findings are kept (the oldest go first, cancelled if still running)
+_FINDINGS_RUN = "_rlb_findings_run"  # session state: the run key whose checks this session is showing
 
-    return _FINDINGS_THREAD.submit(kept_or_computed, _run)
+
+def _findings(key: tuple, run: Run) -> _Checks:
+    """The checks of the run ``key`` names, started now unless running or done (a cancelled one starts again)."""
+    with _CHECKS_LOCK:
+        checks = _CHECKS.pop(key, None)
+        if checks is None or checks.cancelled:
+            checks = _Checks(run)
+        _CHECKS[key] = checks
+        while len(_CHECKS) > _CHECKS_KEPT:
+            _CHECKS.pop(next(iter(_CHECKS))).stop.set()
+        return checks
 
 
 def start_findings(run: Run) -> None:
     """Start ``findings.compute_findings`` of the run in a thread of its own (once per snapshot), so
-    the checks run while the rest of the page draws."""
-    _findings(_run_key(run), run)
+    the checks run while the rest of the page draws; the checks of the run this session showed before
+    are cancelled when no other session is showing it."""
+    key = _run_key(run)
+    checks = _findings(key, run)
+    before = st.session_state.get(_FINDINGS_RUN)
+    if before == key:
+        return
+    with _CHECKS_LOCK:
+        checks.viewers += 1
+        left = _CHECKS.get(before) if before is not None else None
+        if left is not None:
+            left.viewers -= 1
+            if left.viewers <= 0 and not left.done.is_set():
+                left.stop.set()
+    st.session_state[_FINDINGS_RUN] = key
 
 
 def get_findings(run: Run, wait: float | None = None):
     """``findings.compute_findings`` of the run (started by ``start_findings``, or now), once done; None
     when ``wait`` seconds pass first."""
-    try:
-        return _findings(_run_key(run), run).result(timeout=wait)
-    except FuturesTimeout:
+    checks = _findings(_run_key(run), run)
+    if not checks.done.wait(wait):
         return None
+    if isinstance(checks.result, BaseException):
+        raise checks.result
+    return checks.result
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the early and late steps…")

@@ -42,17 +42,28 @@ Issue 33 adds seven (same windows and words):
     <= 0.5 * the same over E, and the E mean >= 0.5.
 12. ``tool_call_loops``: a sample loops when one tool call (name and arguments) appears >= 3 times
     in its assistant turns; steps where >= 10 % of the samples loop.
-13. ``reward_tracks_field``: a numeric field that is not a reward component, with a Pearson correlation
-    >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0.
-14. Onset (1, 2, 7, 8, 9, 13): the first step s such that the mean of the step means of the series the
+13. ``reward_tracks_field``: a numeric field that is not a reward component nor named like an
+    advantage (its name has "advantage", any case: computed from the reward), with a Pearson correlation
+    >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0; left
+    out when it restates the outcome (issue 38): |correlation| >= 0.95, or a 0/1 field (both values
+    taken) whose two groups of samples the reward separates (each reward of one above each of the other).
+14. Onset (1, 2, 7, 8, 9, 13, 15): the first step s such that the mean of the step means of the series the
     finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
     and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN
     step means ignored); None when no step is.
 
+Issue 38 adds one (same windows and words; ``garbled`` says it in full):
+
+15. ``garbled_output``: a response is garbled when at least 30 % of its non-whitespace characters are
+    U+FFFD, control (Cc) or private-use (Co) characters, or letters (L*, M*) of a script (the first word
+    of the character's Unicode name) that makes under 5 % of the early window's letters; raised on the
+    steps where >= 5 % of the samples are garbled, while under 1 % of E's are. Onset as in 14, on the
+    samples' garbled (1) or not (0).
+
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
 
-One module per group of findings (``reward``, ``training``, ``batches``, ``agents``), the n-gram
+One module per group of findings (``reward``, ``training``, ``batches``, ``agents``, ``garbled``), the n-gram
 finder they share (``phrases``), what every finding shares (``common``), the ranked run of every
 check (``compute``) and the evidence shown to people (``evidence``).
 """
@@ -77,6 +88,7 @@ from .common import (
 from .compute import (
     FINDINGS_FILE,
     FINDINGS_VERSION,
+    Cancelled,
     compute_findings,
     get_findings,
     rank_findings,
@@ -92,7 +104,7 @@ from .phrases import compute_phrases
 from .reward import compute_correlation, compute_reward_components
 from .training import compute_kl_tokens
 
-__all__ = ["Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING",
+__all__ = ["Cancelled", "Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING",
            "SEVERITY", "_BLANK", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty",
            "compute_evidence", "compute_evidence_tables", "compute_findings", "compute_kl_tokens", "compute_loops",
            "compute_onset", "compute_phrases", "compute_reward_components", "compute_window_ngrams",

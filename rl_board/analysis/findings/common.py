@@ -15,25 +15,25 @@ from ..run import Run
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
          "training_inference_mismatch", "dead_groups", "empty_responses", "component_with_spreading_phrases",
          "kl_runaway", "repetition_with_reward", "critic_cannot_fit", "tool_use_collapse", "tool_call_loops",
-         "reward_tracks_field")
+         "reward_tracks_field", "garbled_output")
 
 
 #: The order findings are listed in: hacks of the reward first (total, one component, repetition, a
-#: feature the reward pays for), then the policy running away from the reference, then what wastes
-#: or misleads training, then what concerns only some samples or agents.
+#: feature the reward pays for), then the policy running away from the reference or producing token
+#: soup, then what wastes or misleads training, then what concerns only some samples or agents.
 RANKING = ("reward_with_spreading_phrases", "component_with_spreading_phrases", "repetition_with_reward",
-           "reward_tracks_field", "kl_runaway", "length_growth_with_reward", "critic_cannot_fit",
+           "reward_tracks_field", "kl_runaway", "garbled_output", "length_growth_with_reward", "critic_cannot_fit",
            "entropy_collapse", "training_inference_mismatch", "tool_use_collapse", "tool_call_loops",
            "dead_groups", "empty_responses")
 
 
-SEVERITY = {**dict.fromkeys(RANKING[:5], "high"), **dict.fromkeys(RANKING[5:9], "medium"),
-            **dict.fromkeys(RANKING[9:], "low")}
+SEVERITY = {**dict.fromkeys(RANKING[:6], "high"), **dict.fromkeys(RANKING[6:10], "medium"),
+            **dict.fromkeys(RANKING[10:], "low")}
 
 
 #: The kinds that carry an ``onset_step`` (definition 14).
 ONSET_KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "component_with_spreading_phrases",
-               "kl_runaway", "repetition_with_reward", "reward_tracks_field")
+               "kl_runaway", "repetition_with_reward", "reward_tracks_field", "garbled_output")
 
 
 WINDOW_FRACTION = 4  # each window holds ceil(S / 4) of the S steps with samples

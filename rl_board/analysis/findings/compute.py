@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pandas as pd
 
@@ -23,6 +24,7 @@ from .common import (
     compute_empty,
     compute_windows,
 )
+from .garbled import _garbled_output
 from .phrases import _WordIds
 from .reward import (
     COMPONENT_MARKERS,
@@ -65,6 +67,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "tool_use_collapse": few or ("" if agents else "no turns logged"),
         "tool_call_loops": "" if agents else "no turns logged",
         "reward_tracks_field": few or ("" if _numeric_fields(samples) else "no other numeric fields logged"),
+        "garbled_output": "" if responses else "no responses logged",
     }
     return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
 
@@ -72,14 +75,15 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 2  # bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 3  # bump when a definition changes: kept findings of an older one are not used
 
 
-def get_findings(run: Run) -> Findings:
+def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     """``compute_findings`` of ``run``, kept in its cache folder for the snapshot it was computed on
-    (the manifest's version), so re-opening an unchanged run does not check it again."""
+    (the manifest's version), so re-opening an unchanged run does not check it again. ``Cancelled`` when
+    ``stop`` is set before the checks end (nothing is kept then)."""
     if run.cache is None:
-        return compute_findings(run)
+        return compute_findings(run, stop)
     folder, stamp = run.cache
     path = folder / FINDINGS_FILE
     try:
@@ -89,7 +93,7 @@ def get_findings(run: Run) -> Findings:
             return _findings_from_json(kept["findings"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    found = compute_findings(run)
+    found = compute_findings(run, stop)
     try:
         tmp = path.with_name(f".tmp-{os.getpid()}-{FINDINGS_FILE}")
         tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run.samples),
@@ -119,11 +123,17 @@ def _findings_from_json(raw: dict) -> Findings:
                     raw["words_from_tokens"])
 
 
-def compute_findings(run: Run) -> Findings:
-    """Every finding of the thirteen checks on ``run``, ranked (``rank_findings``; see the module's
+class Cancelled(Exception):
+    """The checks were stopped before they ended (``stop`` was set: the page left the run)."""
+
+
+def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
+    """Every finding of the fourteen checks on ``run``, ranked (``rank_findings``; see the module's
     definitions). Reads the words of the early and late windows' samples (when the reward or a reward
-    component rose) from the run's segments; only a raised ``kl_runaway`` reads log lines again (the
-    late window's token lists, for the tokens carrying the KL)."""
+    component rose) and every response's words as ids (garbled output) from the run's segments; only a
+    raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
+    the KL). With ``stop``, raises ``Cancelled`` as soon as it is set (checked between the checks and
+    between the samples a check reads again)."""
     samples = run.samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
@@ -140,21 +150,29 @@ def compute_findings(run: Run) -> Findings:
             kept.append(_WordIds(*run.word_ids(both)))
         return kept[0]
 
-    found = [
-        _spreading_phrases(run, early, late, rose, r_early, r_late, words() if rose else None, from_tokens),
-        _length_growth(run, early, late, rose, r_early, r_late),
-        _entropy_collapse(run, early, late),
-        _mismatch(run),
-        _dead_groups(run),
-        _empty_responses(run, compute_empty(run)),
-        *_component_phrases(run, early, late, words, from_tokens),
-        _kl_runaway(run, early, late),
-        _repetition(run, early, late, rose, r_early, r_late),
-        _critic(run),
-        _tool_use_collapse(run, early, late),
-        _tool_call_loops(run),
-        *_tracked_fields(run, early, late),
+    checks = [
+        lambda: [_spreading_phrases(run, early, late, rose, r_early, r_late, words() if rose else None, from_tokens)],
+        lambda: [_length_growth(run, early, late, rose, r_early, r_late)],
+        lambda: [_entropy_collapse(run, early, late)],
+        lambda: [_mismatch(run)],
+        lambda: [_dead_groups(run)],
+        lambda: [_empty_responses(run, compute_empty(run))],
+        lambda: _component_phrases(run, early, late, words, from_tokens),
+        lambda: [_kl_runaway(run, early, late, stop)],
+        lambda: [_repetition(run, early, late, rose, r_early, r_late)],
+        lambda: [_critic(run)],
+        lambda: [_tool_use_collapse(run, early, late)],
+        lambda: [_tool_call_loops(run)],
+        lambda: _tracked_fields(run, early, late),
+        lambda: [_garbled_output(run, early_steps, late_steps)],
     ]
+    found = []
+    for check in checks:
+        if stop is not None and stop.is_set():
+            raise Cancelled
+        found += check()
+    if stop is not None and stop.is_set():  # a check cut short (kl_runaway's reads) is not a result
+        raise Cancelled
     return Findings(rank_findings([f for f in found if f is not None]),
                     _checks(run, len(early_steps) + len(late_steps) > 0 and early_steps != late_steps),
                     from_tokens and bool(kept))

@@ -74,7 +74,8 @@ EVIDENCE_NAMES = {"reward_early": "reward, early window", "reward_late": "reward
                   "calls_early": "tool calls per sample, early window",
                   "calls_late": "tool calls per sample, late window",
                   "early": "mean, early window", "late": "mean, late window", "steps": "steps", "max": "largest",
-                  "min": "lowest", "component": "reward component", "field": "field", "correlation": "correlation"}
+                  "min": "lowest", "component": "reward component", "field": "field", "correlation": "correlation",
+                  "share_early": "share garbled, early window", "share_late": "share garbled, late window"}
 
 
 def _significant(value) -> str:

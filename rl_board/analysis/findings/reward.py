@@ -46,6 +46,14 @@ TRACK_CORRELATION = 0.8  # Pearson correlation of a field with the reward: the r
 TRACK_GROWTH = 1.5  # mean of the field over L / over E: and the policy is producing more of it
 
 
+TRACK_RESTATES = 0.95  # |correlation| from which a field restates the outcome the reward pays for (verl's acc)
+
+
+#: a field whose name has one of these is computed from the reward (TRL's ``advantage``: the reward minus its
+#: group's mean, about 0 over any window, so its late / early ratio is noise): never a feature it pays for
+DERIVED_MARKERS = ("advantage",)
+
+
 def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
     phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
@@ -143,20 +151,37 @@ def compute_correlation(x: np.ndarray, y: np.ndarray) -> float:
     return float((dx * dy).sum()) / denominator if denominator > 0 else math.nan
 
 
+def compute_restates_reward(values: np.ndarray, reward: np.ndarray, correlation: float) -> bool:
+    """Whether a field restates the outcome the reward pays for rather than a feature it may be paying
+    for: its |correlation| with the reward is >= ``TRACK_RESTATES``, or it is a 0/1 field (both values
+    taken) that the reward separates, every sample with one value having a higher reward than every
+    sample with the other (the field is 1 exactly above or exactly below some reward: the reward is a
+    step function of it plus what the other value's samples do not reach). Over the samples with both
+    values finite."""
+    if abs(correlation) >= TRACK_RESTATES:
+        return True
+    ok = np.isfinite(values) & np.isfinite(reward)
+    values, reward = values[ok], reward[ok]
+    ones, zeros = values == 1, values == 0
+    if not (ones | zeros).all() or not ones.any() or not zeros.any():
+        return False
+    return bool(reward[ones].min() > reward[zeros].max() or reward[zeros].min() > reward[ones].max())
+
+
 def _tracked_fields(run, early, late) -> list[Finding]:
     samples = run.samples
     components = {name for name, _ in compute_reward_components(samples, early.index.append(late.index))}
     reward = samples[F.REWARD].to_numpy(dtype=float)
     out = []
     for name, column in _numeric_fields(samples):
-        if name in components:
+        if name in components or any(m in name.lower() for m in DERIVED_MARKERS):
             continue
         values = samples[column].astype(float)
         f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
         if not (f_early > 0 and f_late >= TRACK_GROWTH * f_early):
             continue
         correlation = compute_correlation(values.to_numpy(), reward)
-        if not correlation >= TRACK_CORRELATION:
+        if not correlation >= TRACK_CORRELATION or compute_restates_reward(values.to_numpy(), reward, correlation):
             continue
         steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
         message = (f"reward follows {name} (correlation {correlation:.3g}), which grew from {f_early:.3g} to "

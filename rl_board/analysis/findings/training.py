@@ -110,20 +110,16 @@ def _mismatch(run):
                    amount=_share_of_steps(len(steps), known, "steps"))
 
 
-def compute_kl_tokens(run: Run, frame: pd.DataFrame) -> list[tuple[str, float]]:
+def compute_kl_tokens(run: Run, frame: pd.DataFrame, stop=None) -> list[tuple[str, float]]:
     """The ``KL_TOKENS`` token strings carrying most of the summed per-token k3 of ``frame``'s samples
     (their counted positions, NaN left out), with their share of that sum, largest first, then by
     token. Reads those samples' token lists again from their source (a sample that can't be read is
-    left out)."""
-    from ...base.access import RootError
+    left out; once ``stop``, a ``threading.Event``, is set, the samples not read yet are)."""
     from ...derive.metrics import kl_per_token
-    from ...readers import SourceChanged
 
     totals: dict[str, float] = {}
-    for label in frame.index[frame["kl_sum"].notna().to_numpy()]:
-        try:
-            tokens = run.sample_tokens(label)
-        except (OSError, ValueError, SourceChanged, RootError):
+    for tokens in run.samples_tokens(frame.index[frame["kl_sum"].notna().to_numpy()], stop):
+        if tokens is None:
             continue
         kl = kl_per_token(tokens.logprobs, tokens.ref_logprobs, "k3")
         keep = ~tokens.is_pad & ~np.isnan(kl)
@@ -136,12 +132,12 @@ def compute_kl_tokens(run: Run, frame: pd.DataFrame) -> list[tuple[str, float]]:
     return [(token, value / whole) for token, value in best]
 
 
-def _kl_runaway(run, early, late):
+def _kl_runaway(run, early, late, stop=None):
     k_early, k_late = _mean(early["kl_mean"]), _mean(late["kl_mean"])
     if not k_late >= KL_RUNAWAY:
         return None
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
-    tokens = compute_kl_tokens(run, late)
+    tokens = compute_kl_tokens(run, late, stop)
     labels = _top_samples(run, late, "kl_mean", KL_SAMPLES)
     message = (f"KL to the reference reached {k_late:.3g} per token over the last quarter of the steps (from "
                f"{k_early:.3g}) — the policy is running away from its reference (raise the KL penalty or check it)")

@@ -1,0 +1,88 @@
+"""The ``garbled_output`` finding (issue 38): token soup (U+FFFD, control and private-use characters,
+writing systems the early responses hardly use) raised from the step it starts; bilingual runs not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import sample, write_lines
+
+from rl_board.analysis.findings import compute_findings
+from rl_board.analysis.findings.garbled import compute_script
+from rl_board.analysis.source import load_run
+
+PLAIN = "the answer is fine"  # 15 Latin letters
+AT_THIRTY = "\ufffd\ufffd\ufffdabcdefg"  # 3 of 10 non-space characters bad: garbled
+BELOW = "\ufffd\ufffdabcdefgh"  # 2 of 10: not
+CYRILLIC = "Жжж ддд abcd"  # 6 Cyrillic letters of 10 non-space characters, Cyrillic absent early: garbled
+
+
+def _garbled(folder: Path) -> list[dict]:
+    found = compute_findings(load_run(folder, cache_root=False)).to_json(full=True)
+    return [f for f in found if f["kind"] == "garbled_output"]
+
+
+def _run(folder: Path, per_step: dict[int, list[str]], size: int = 20) -> Path:
+    """Steps 1-8 of ``size`` samples each: the responses of ``per_step`` first, PLAIN for the rest."""
+    lines = []
+    for step in range(1, 9):
+        odd = per_step.get(step, [])
+        lines += [sample(step, 0.0, response=text) for text in odd + [PLAIN] * (size - len(odd))]
+    return write_lines(folder / "rank0.jsonl", lines).parent
+
+
+def test_script_of_a_character_is_the_first_word_of_its_name():
+    """Letters by their Unicode name; fullwidth Latin is Latin; digits, punctuation and combining marks have none."""
+    assert [compute_script(c) for c in "aЖ中あ가Ａ"] == ["LATIN", "CYRILLIC", "CJK", "HIRAGANA", "HANGUL", "LATIN"]
+    assert [compute_script(c) for c in "5.\u0301 "] == [None, None, None, None]
+
+
+def test_garbled_output_raised_at_thirty_percent_of_a_response_and_five_percent_of_a_step(tmp_path):
+    """Step 3: 1 of 20 responses at exactly 30 % U+FFFD (5 % of the step: raised); step 4: one at 20 % (not
+    garbled); steps 5-8: 4 of 20 with 60 % Cyrillic letters. E = steps 1-2 (no garbled), L = 7-8 (8 of 40).
+    The garbled step means 0, 0, .05, 0, .2, .2, .2, .2 against the midpoint .1: from step 3 their 5-step
+    mean is .13 (from 2, .09): onset 3."""
+    folder = _run(tmp_path / "soup", {3: [AT_THIRTY], 4: [BELOW], **{s: [CYRILLIC] * 4 for s in range(5, 9)}})
+    (got,) = _garbled(folder)
+    assert got["evidence"] == {"share_early": 0.0, "share_late": 0.2, "steps": [3, 5, 6, 7, 8]}
+    assert (got["first_step"], got["last_step"], got["severity"], got["onset_step"]) == (3, 8, "high", 3)
+    # the step-3 response is line 41 (after 2 x 20), steps 5's first two are lines 81, 82
+    assert got["samples"] == ["rank0.jsonl:41", "rank0.jsonl:81", "rank0.jsonl:82"]
+
+
+def test_control_and_private_use_characters_are_bad(tmp_path):
+    """'\\x01\\ue000\\x02abcdefg': 3 of 10 (a control, a private-use, a control): garbled, 2 of 20 in step 6."""
+    folder = _run(tmp_path / "c", {6: ["\x01\ue000\x02abcdefg"] * 2})
+    (got,) = _garbled(folder)
+    assert got["evidence"]["steps"] == [6] and got["evidence"]["share_late"] == 0.0
+
+
+def test_garbled_output_not_raised_below_five_percent_of_a_step(tmp_path):
+    """1 garbled response in 21 (4.8 %) in each of steps 5-8: no step reaches 5 %."""
+    assert _garbled(_run(tmp_path / "few", {s: [AT_THIRTY] for s in range(5, 9)}, size=21)) == []
+
+
+def test_garbled_output_not_raised_when_the_early_window_is_garbled_already(tmp_path):
+    """Step 1: 1 garbled response of 20 (2.5 % of the early window's 40, not under 1 %): nothing, though later
+    steps are 20 % garbled."""
+    assert _garbled(_run(tmp_path / "e", {1: [AT_THIRTY], **{s: [CYRILLIC] * 4 for s in range(5, 9)}})) == []
+
+
+def test_bilingual_runs_are_not_garbled(tmp_path):
+    """Half the responses English, half Chinese, from the first step on: CJK is 40 of 190 early letters
+    (21 %, not rare), so no Chinese response is garbled; an English-only start with Chinese from step 5 is."""
+    chinese = "答案是四"  # 4 CJK letters
+    both = {s: [chinese] * 10 for s in range(1, 9)}
+    assert _garbled(_run(tmp_path / "two", both)) == []
+    switched = _garbled(_run(tmp_path / "switch", {s: [chinese] * 10 for s in range(5, 9)}))
+    assert switched[0]["evidence"]["steps"] == [5, 6, 7, 8]
+
+
+@pytest.mark.parametrize("demo", ["ppo_demo", "prime_rl_tokens_demo", "trl_grpo_demo", "verl_grpo_demo",
+                                  "prime_rl_agent_demo", "eval_demo"])
+def test_bundled_runs_are_not_garbled(demo):
+    """The bundled runs (ppo_demo mixes Chinese words into English responses) get no garbled_output."""
+    from conftest import REPO
+
+    assert _garbled(REPO / "rollout_samples" / demo) == []
