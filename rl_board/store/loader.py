@@ -49,6 +49,7 @@ from .tracking import (
     ROOT_RUN,
     FileState,
     FileTracker,
+    compressed_twin_notes,
     list_run_files,
     list_runs,
     list_splits,
@@ -285,7 +286,7 @@ class RunLoader:
             entries = {name: s.entry for name, s in self._files.items() if s.entry is not None}
             self._store.save(entries, self._cache_key(), self.run_dir)
         notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."
-                 for name in plan.reread]
+                 for name in plan.reread] + compressed_twin_notes(names, ignored)
         self.latest = self._snapshot(names, ignored, unreadable, notes)
         return self.latest
 
