@@ -267,16 +267,18 @@ class RunLoader:
         listing = self._tracker.list(self.location, self.reader, self.split)
         names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
-        if not self._opened:
+        reopened = not self._opened  # the files' states come from the cache's manifest (another process may have
+        if reopened:  # rewritten it): the last snapshot is not theirs
             self._open_cache(listing)
             self._opened = True
+        self._tracker.retry_missing(self.reader)
         plan = self._tracker.plan(listing, self.reader.APPENDABLE, self.max_per_step, self.latest is not None)
         for name, status in plan.status.items():
             if status == "unchanged":
                 self.last_status.setdefault(name, status)
             else:
                 self.last_status[name] = status
-        unchanged = (self.latest is not None and not plan.todo and not plan.gone and not unreadable
+        unchanged = (self.latest is not None and not reopened and not plan.todo and not plan.gone and not unreadable
                      and self.latest.report.files == tuple(names)
                      and self.latest.report.ignored_files == tuple(ignored))
         if unchanged:  # an idle auto-refresh costs a stat per file, nothing more

@@ -313,6 +313,14 @@ class FileTracker:
         kept = [(p, name) for p, name in named if name not in failed]
         return Listing([p for p, _ in kept], [name for _, name in kept], ignored, failed)
 
+    def retry_missing(self, reader) -> None:
+        """Forget each file that failed for want of the reader's optional module, when the module is
+        installed now: it is read again (``pip install 'rl-board[torch]'`` after a first try opens them)."""
+        failed = [name for name, s in self.files.items() if layout.missing_dependency(reader, s.error)]
+        if failed and layout.dependency_installed(reader):
+            for name in failed:
+                del self.files[name]
+
     def _was_read(self, name: str) -> bool:
         """Whether file ``name`` was read before (then ``plan`` sees whether it changed; one that can't be
         read any more fails when it is read again, and says so)."""
