@@ -157,6 +157,13 @@ def missing_dependency(reader, error: str | None) -> bool:
     return bool(getattr(reader, "NEEDS", None)) and error is not None and error == getattr(reader, "INSTALL", None)
 
 
+def step_of(reader, name: str) -> int | None:
+    """The step file ``name`` holds by its path: the reader's own ``step_of`` when it has one (AReaL's
+    version folder, not its task id), else ``step_in``."""
+    own = getattr(reader, "step_of", None)
+    return own(name) if own is not None else step_in(name)
+
+
 def dependency_installed(reader) -> bool:
     """Whether the reader's optional module (``NEEDS``) can be imported now (looked for afresh: it may have
     been installed since this process started)."""
