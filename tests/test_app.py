@@ -386,6 +386,21 @@ def test_a_link_opens_its_view_without_a_click():
     assert at.query_params["step"] == "7" and at.query_params["sample"] != "rollout_data_rank1.jsonl:18"
 
 
+def test_the_address_never_names_a_sample_of_another_step():
+    """A step chosen while the batch is not drawn (Explore open): the address holds that step and no
+    sample of the step shown before (ppo_demo's step-30 sample with step=25 was a link that "could not
+    be followed exactly")."""
+    at = _linked(root=str(REPO / "rollout_samples"), run="ppo_demo", area="batch")
+    assert at.query_params["step"] == "30"
+    before = at.query_params["sample"]
+    at.session_state[keys.AREA] = keys.EXPLORE
+    at.run()
+    at.session_state[keys.STEP] = 25
+    at.run()
+    assert not at.exception and at.query_params["step"] == "25" and at.query_params["area"] == "explore"
+    assert "sample" not in at.query_params and before.startswith("rollout_data_rank")
+
+
 def _shows_sample(at, source: str) -> bool:
     return at.selectbox(key=keys.SAMPLE).value == source and f"{source}" in at.selectbox(key=keys.SAMPLE).format_func(
         at.selectbox(key=keys.SAMPLE).value)

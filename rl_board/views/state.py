@@ -255,6 +255,11 @@ def open_sample(step: int, label, show: bool = True) -> None:
         show_area(keys.BATCH, "sample")
 
 
+def opened_sample():
+    """The sample ``open_sample`` asked for, not drawn yet (its label in ``Run.samples``), or None."""
+    return st.session_state.get(_OPEN_SAMPLE)
+
+
 #: How a table of samples is selected: a click on any cell picks its row, as does the row's checkbox.
 ROW_CLICK = ("single-row", "single-cell")
 
