@@ -1,13 +1,13 @@
-"""The one place that touches Streamlit's caches and session state.
+"""The one place that touches Streamlit's caches, and its session state (but the tables' clicks: ``clicks``).
 
 A run is read by a ``RunSource`` kept in ``st.cache_resource`` (one per folder and
 load settings, shared by sessions, never copied); its latest snapshot is what
 every view draws. Session state holds only the user's choices.
 
-It is longer than the other views on purpose: every ``st.cache_*`` and ``st.session_state`` use of the
-page stays in this module (docs/contributing/architecture.md), so a view never caches or remembers anything on its own.
-Its two halves are the cached reads (run, scalars, findings, tags) and the user's navigation (areas,
-steps, samples, table clicks, widgets).
+Every ``st.cache_*`` use of the page stays in this module, and every ``st.session_state`` use but the
+tables' clicks (``clicks``) (docs/contributing/architecture.md), so a view never caches or remembers
+anything on its own. Its two halves are the cached reads (run, scalars, findings, tags) and the user's
+navigation (areas, steps, samples, widgets).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..base.access import RootError
 from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
 from ..store import cluster
 from ..store.loader import SourceChanged
-from . import keys
+from . import clicks, keys
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
@@ -242,7 +242,6 @@ def choose_step(steps: list[int], follow_newest: bool) -> None:
 
 
 _PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction, group) the sample picker was last drawn for
-_MARKED = "batch_table_marked"  # (table key, row) the batch table was last drawn with marked
 _OPEN_SAMPLE = "open_sample"  # a sample (label in Run.samples) to show once the picker is drawn
 
 
@@ -260,68 +259,9 @@ def opened_sample():
     return st.session_state.get(_OPEN_SAMPLE)
 
 
-#: How a table of samples is selected: a click on any cell picks its row, as does the row's checkbox.
-ROW_CLICK = ("single-row", "single-cell")
-
-
-def _selection(table_key: str) -> dict:
-    return (st.session_state.get(table_key) or {}).get("selection") or {}
-
-
 def show_drivers() -> None:
     """Show "What drives this step" when the batch is next drawn (a step opened from a finding)."""
     st.session_state[keys.SHOW_DRIVERS] = True
-
-
-def table_click(table_key: str) -> int | None:
-    """Before the batch table ``table_key`` is drawn: the row the user clicked since it was last drawn
-    (a cell of any row, or a row other than the one it marked), if any."""
-    selection = _selection(table_key)
-    cells, rows = selection.get("cells") or [], selection.get("rows") or []
-    if cells:  # ``mark_row`` clears the cells: one here is a new click
-        return int(cells[0][0])
-    marked = st.session_state.get(_MARKED)
-    if not rows or marked == (table_key, rows[0]):
-        return None
-    return rows[0]
-
-
-def mark_row(table_key: str, row: int) -> None:
-    """Before the batch table ``table_key`` is drawn: select its ``row`` (the sample shown), no cell."""
-    selection = _selection(table_key)
-    if selection.get("rows") != [row] or selection.get("cells"):
-        st.session_state[table_key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
-    st.session_state[_MARKED] = (table_key, row)
-
-
-_SEEN = "table_selections"  # table key -> (rows, cells, the row picked) of its selection when last read
-_SEEN_KEPT = 16  # tables remembered (each search, sort and group draws a table of its own)
-
-
-def row_clicked(table_key: str, selection) -> int | None:
-    """The row a click in table ``table_key`` (drawn with ``ROW_CLICK``; ``selection`` its event's
-    selection) picked since its selection was last read: any cell of a row, or the row's checkbox (the
-    one that changed, when both did); None when nothing changed."""
-    rows = [int(r) for r in selection.get("rows") or []]
-    cells = [(int(c[0]), str(c[1])) for c in selection.get("cells") or []]
-    seen = st.session_state.setdefault(_SEEN, {})
-    before_rows, before_cells, before = seen.pop(table_key, ([], [], None))
-    clicked = None
-    if cells and cells != before_cells:
-        clicked = cells[0][0]
-    elif rows and rows != before_rows:
-        clicked = rows[0]
-    picked = clicked if clicked is not None else (before if rows or cells else None)
-    seen[table_key] = (rows, cells, picked)
-    for old in list(seen)[:-_SEEN_KEPT]:
-        del seen[old]
-    return clicked
-
-
-def row_picked(table_key: str) -> int | None:
-    """The row last picked in table ``table_key`` (``row_clicked``) while it is still selected; None once
-    the selection is cleared."""
-    return st.session_state.get(_SEEN, {}).get(table_key, ([], [], None))[2]
 
 
 def choose_sample(ordered, context: tuple, clicked: int | None) -> str:
@@ -388,7 +328,7 @@ def loaded_run() -> tuple[str, tuple] | None:
 
 
 #: What belongs to one run: forgotten when another run is loaded (its newest step and first sample show).
-_PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, _MARKED, _OPEN_SAMPLE)
+_PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, clicks.MARKED, _OPEN_SAMPLE)
 
 
 _RECENT = "recent_runs"  # run folders loaded in this session, the latest first
