@@ -475,6 +475,20 @@ def test_runs_side_by_side(tmp_path):
     assert not at.exception
 
 
+def test_compare_names_runs_by_their_path_under_the_root(tmp_path):
+    """Two runs both named rollout_data (a/ and b/): the curves name each by its path under the root, so
+    neither hides the other."""
+    write_lines(tmp_path / "a" / "rollout_data" / "r.jsonl", [sample(1, 0.0), sample(2, 1.0)])
+    write_lines(tmp_path / "b" / "rollout_data" / "r.jsonl", [sample(1, 2.0), sample(2, 3.0)])
+    at = _load(_open(tmp_path, "a/rollout_data"), keys.COMPARE)
+    at.multiselect(key=keys.COMPARE_RUNS).select("b/rollout_data").run()
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+    lines = {t["name"]: _values(t["y"]) for t in spec["data"] if t.get("mode") == "lines+markers"}
+    assert lines == {"a/rollout_data": [0.0, 1.0], "b/rollout_data": [2.0, 3.0]}
+    assert not at.exception
+
+
 def test_grouped_batch_puts_zero_std_groups_first(tmp_path):
     """Group by prompt: one row per prompt (pads removed) with size, reward mean and population std,
     groups whose rewards are all equal first; the export buttons are there."""
