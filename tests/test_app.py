@@ -386,6 +386,21 @@ def test_a_link_opens_its_view_without_a_click():
     assert at.query_params["step"] == "7" and at.query_params["sample"] != "rollout_data_rank1.jsonl:18"
 
 
+def test_the_address_never_names_a_sample_of_another_step():
+    """A step chosen while the batch is not drawn (Explore open): the address holds that step and no
+    sample of the step shown before (ppo_demo's step-30 sample with step=25 was a link that "could not
+    be followed exactly")."""
+    at = _linked(root=str(REPO / "rollout_samples"), run="ppo_demo", area="batch")
+    assert at.query_params["step"] == "30"
+    before = at.query_params["sample"]
+    at.session_state[keys.AREA] = keys.EXPLORE
+    at.run()
+    at.session_state[keys.STEP] = 25
+    at.run()
+    assert not at.exception and at.query_params["step"] == "25" and at.query_params["area"] == "explore"
+    assert "sample" not in at.query_params and before.startswith("rollout_data_rank")
+
+
 def _shows_sample(at, source: str) -> bool:
     return at.selectbox(key=keys.SAMPLE).value == source and f"{source}" in at.selectbox(key=keys.SAMPLE).format_func(
         at.selectbox(key=keys.SAMPLE).value)
@@ -457,6 +472,20 @@ def test_runs_side_by_side(tmp_path):
     assert lines["base"]["line"]["color"] != lines["change"]["line"]["color"]
     _area(at, keys.BATCH)
     assert at.dataframe[0].value["reward"].tolist() == [1.0]  # the batch: base's last step
+    assert not at.exception
+
+
+def test_compare_names_runs_by_their_path_under_the_root(tmp_path):
+    """Two runs both named rollout_data (a/ and b/): the curves name each by its path under the root, so
+    neither hides the other."""
+    write_lines(tmp_path / "a" / "rollout_data" / "r.jsonl", [sample(1, 0.0), sample(2, 1.0)])
+    write_lines(tmp_path / "b" / "rollout_data" / "r.jsonl", [sample(1, 2.0), sample(2, 3.0)])
+    at = _load(_open(tmp_path, "a/rollout_data"), keys.COMPARE)
+    at.multiselect(key=keys.COMPARE_RUNS).select("b/rollout_data").run()
+    spec = [json.loads(c.proto.spec) for c in at.get("plotly_chart")
+            if json.loads(c.proto.spec)["layout"]["title"]["text"] == "Reward"][0]
+    lines = {t["name"]: _values(t["y"]) for t in spec["data"] if t.get("mode") == "lines+markers"}
+    assert lines == {"a/rollout_data": [0.0, 1.0], "b/rollout_data": [2.0, 3.0]}
     assert not at.exception
 
 

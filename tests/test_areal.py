@@ -86,3 +86,14 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     folder.mkdir(parents=True)
     (folder / "7.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert step_rows(summary_json(tmp_path / "trial")) == {3: (1, 1.0, 2.0, 1.0)}
+
+
+def test_the_runs_list_counts_version_folders_not_task_ids(tmp_path):
+    """The runs list names the trial once, with 2 steps (version folders 1 and 2 of rollout/), not the 3
+    task ids its file names carry nor the eval split's."""
+    from rl_board.store.discovery import discover_runs
+
+    _trial(tmp_path)
+    found = discover_runs(tmp_path / "logs", cache_root=tmp_path / "cache")
+    assert [(r.name, r.format, r.steps, r.counted_from) for r in found.runs] == [
+        ("areal/gsm8k/trial0", "areal", 2, "file names")]

@@ -307,6 +307,54 @@ def test_search_click_opens_the_sample_in_view(server, tmp_path):
 
 
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_the_sort_and_the_address_survive_a_search_and_an_opened_match(server):
+    """In Chromium, on ppo_demo: sort the batch by KL mean, search in Explore, open a match of an earlier
+    step: the batch is still sorted by KL mean, and the address names the step and the sample shown."""
+    from urllib.parse import parse_qs, urlparse
+
+    from playwright.sync_api import expect
+
+    with _page(server, 1500, 1200) as page:
+        _open_bundled_and_sort(page, "ppo_demo", "KL mean")
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r" · KL k3 "), timeout=30_000)
+        _open_area(page, "Explore")
+        regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
+        expect(regex).to_be_visible(timeout=30_000)
+        regex.fill("haiku about the number 15")  # the prompts of a few earlier steps
+        page.get_by_role("combobox", name="in", exact=True).click()
+        page.get_by_role("option", name="prompt", exact=True).click()
+        expect(page.get_by_text(re.compile(r"^\d+ of 480 samples match$"))).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first match
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                   timeout=30_000)
+        expect(page.get_by_role("combobox", name="Sort samples by")).to_have_value("KL mean", timeout=30_000)
+        step = page.get_by_role("slider", name="Step")
+
+        def address_names_what_is_shown(not_step: str):
+            """The address's step and sample come to be the slider's and the picker's, and stay so."""
+            expect(picker).to_have_value(re.compile(r"rank\d\.jsonl:\d+$"), timeout=30_000)
+            shown = {"step": step.input_value(), "sample": picker.input_value().rsplit(" · ", 1)[-1]}
+            page.wait_for_function("""s => { const p = new URLSearchParams(location.search);
+                                             return p.get('step') === s.step && p.get('sample') === s.sample; }""",
+                                   arg=shown, timeout=30_000)
+            page.wait_for_timeout(1500)  # nothing later writes another address
+            params = parse_qs(urlparse(page.url).query)
+            assert params["step"] == [shown["step"]] and params["sample"] == [shown["sample"]]
+            assert shown["step"] != not_step and params["sort"] == ["KL mean"] and params["area"] == ["batch"]
+            return shown["step"]
+
+        address_names_what_is_shown("30")  # the match's own step, not the newest one shown before
+        _open_area(page, "Explore")
+        _open_area(page, "Batch and sample")
+        expect(page.get_by_role("combobox", name="Sort samples by")).to_have_value("KL mean", timeout=30_000)
+        assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
 def test_sample_picker_labels_follow_the_estimator_and_eos(server):
     """In Chromium: the picker's label of the open sample reads the KL by the estimator just chosen and
     the length by the EOS box just cleared, at once. Expected values are computed here from the JSON

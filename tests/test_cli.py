@@ -98,3 +98,18 @@ def test_the_program_ends_at_once_but_keeps_what_an_exit_must_do(tmp_path, threa
     proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(tmp_path / "nowhere")],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def test_generate_says_what_it_wrote(tmp_path):
+    """``generate --format prime-rl`` names the run it wrote, its format and its files (counted here from
+    the folder: prime-rl's traces.jsonl, one per step, split and kind)."""
+    out = tmp_path / "demo"
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "generate", str(out), "--format", "prime-rl"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    written = list(out.rglob("traces.jsonl"))
+    steps = {p.parts[-4] for p in written if p.parts[-3] == "train"}
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"wrote 1 run in {out}:" and written
+    assert lines[1].split() == ["(the", "folder", "itself)", "(prime-rl,", f"{len(written)}", "files,",
+                                f"{len(steps)}", "steps)"]

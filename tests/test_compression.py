@@ -138,3 +138,27 @@ def test_trainer_layouts_compressed_read_like_the_plain_ones(tmp_path, writer):
     assert packed.samples[columns].fillna(-9).values.tolist() == plain.samples[columns].fillna(-9).values.tolist()
     label = packed.samples.index[-1]
     assert packed.record(label)[0] == plain.record(plain.samples.index[-1])[0]
+
+
+@pytest.mark.parametrize("writer", [None, "write_verl_run"])
+def test_gzip_keep_leaves_one_run_not_two_copies(tmp_path, writer):
+    """``gzip -k`` leaves each log beside its ``.gz`` twin: the run holds each written sample once (the
+    plain files are read), and a note names each twin left aside."""
+    from rl_board import demo
+
+    run_dir = tmp_path / "run"
+    if writer is None:
+        lines = _lines()
+        write_lines(run_dir / "rollout_data_rank0.jsonl", lines)
+    else:
+        getattr(demo, writer)(run_dir)
+    logs = [p for p in run_dir.rglob("*.jsonl") if "metric" not in p.name]
+    expected = sum(len(p.read_text().splitlines()) for p in logs)
+    plain = load_run(run_dir, cache_root=False)
+    for path in logs:
+        path.with_name(path.name + ".gz").write_bytes(gzip.compress(path.read_bytes()))
+    both = load_run(run_dir, cache_root=False)
+    assert len(both.samples) == len(plain.samples) == expected
+    assert both.files == plain.files and not any(name.endswith(".gz") for name in both.files)
+    twins = [note for note in both.report.notes if ".gz is " in note]
+    assert len(twins) == len(logs)

@@ -85,3 +85,35 @@ def test_sidebar_says_why_a_root_holds_no_run(tmp_path):
     assert any("No run in this folder" in e.value for e in at.sidebar.error)
     text = "\n".join(t.value for t in at.sidebar.text)
     assert "pickles (never unpickled): x/deep/1.pkl" in text and "try:" in text
+
+
+def test_an_unrelated_folder_names_no_closest_reader(tmp_path):
+    """Folders of JSON lines no trainer writes (keys a, b) match only readers' suffix patterns
+    (skyrl's */*.jsonl, verl's [0-9]*.jsonl): no closest reader, no "it expects" line."""
+    (tmp_path / "logs" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "logs" / "a" / "b" / "x.jsonl").write_text('{"a": 1, "b": 2}\n')
+    (tmp_path / "logs" / "a" / "1.jsonl").write_text('{"a": 1, "b": 2}\n')
+    code, out, _ = _detect(tmp_path / "logs")
+    assert code == 1 and "closest reader" not in out and "expects" not in out
+    assert compute_diagnosis(tmp_path / "logs")["closest"] is None
+
+
+def test_detect_looks_as_deep_as_the_runs_list(tmp_path):
+    """A file 5 folder levels down is looked at (the runs list walks 5 levels), one 6 levels down is not."""
+    from rl_board.store.discovery import MAX_DEPTH
+
+    five = tmp_path / "top" / "1" / "2" / "3" / "4" / "5"
+    five.mkdir(parents=True)
+    (five / "x.jsonl").write_text('{"a": 1}\n')
+    (five / "6").mkdir()
+    (five / "6" / "y.jsonl").write_text('{"a": 1}\n')
+    assert MAX_DEPTH == 5
+    assert compute_diagnosis(tmp_path / "top")["found"]["files_looked_at"] == 1
+
+
+def test_a_command_error_is_not_preceded_by_a_detect_block(tmp_path):
+    """summary --split of a folder that holds no run prints the error alone: no detect block first."""
+    _rollouts(tmp_path / "exp" / "rollout_data", [1])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(tmp_path / "exp"), "--split", "nope"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "folder:" not in proc.stderr

@@ -134,3 +134,21 @@ def test_a_run_folder_as_the_root_is_no_dead_end(tree):
     assert not at.exception and not at.sidebar.error
     at.main.button[0].click().run()
     assert any("3 samples loaded" in t.value for t in at.text)
+
+
+def test_a_tokenizer_folder_and_a_run_folders_metrics_are_not_unread_logs(tmp_path):
+    """A model's tokenizer folder holds no logs (not "a trainer's metrics?"); a run folder holding
+    rollouts/ with its metrics and text log beside them is the run's (the Trainer metrics area of
+    mine/rollouts reads its parent's metrics), not "no reader reads this layout"; a folder of metrics with
+    no run below it still is named."""
+    root = tmp_path / "outputs"
+    (root / "model" / "tokenizer").mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json"):
+        (root / "model" / "tokenizer" / name).write_text("{}")
+    write_lines(root / "mine" / "rollouts" / "rollout_data_rank0.jsonl", [sample(1, 1.0)])
+    write_lines(root / "mine" / "train_metrics.jsonl", [{"step": 1, "loss": 0.5}])
+    (root / "mine" / "train.log").write_text("step 1 loss 0.5\n")
+    write_lines(root / "alone" / "train_metrics.jsonl", [{"step": 1, "loss": 0.5}])
+    found = discover_runs(root)
+    assert found.names() == ["mine/rollouts"]
+    assert [u.name for u in found.unclaimed] == ["alone"]

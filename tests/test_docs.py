@@ -191,6 +191,35 @@ def test_readme_is_a_front_page_whose_links_resolve():
     assert local and all((REPO / link).exists() for link in local), [l for l in local if not (REPO / l).exists()]
 
 
+def test_getting_started_points_at_a_prompt_that_recurs():
+    """The walk's prompt-over-training step names a sample whose prompt ppo_demo asks at the five steps
+    it says, counted from the JSON lines."""
+    import json
+
+    text = (REPO / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    name, line = re.search(r"open `(rollout_data_rank\d\.jsonl):(\d+)`", text).groups()
+    run = REPO / "rollout_samples" / "ppo_demo"
+    prompt = json.loads((run / name).read_text().splitlines()[int(line) - 1])["prompt"]
+    steps = sorted(json.loads(raw)["step"] for path in run.glob("*.jsonl") for raw in path.read_text().splitlines()
+                   if json.loads(raw)["prompt"] == prompt)
+    said = re.search(r"asked at steps ([\d, and]+)\)", text).group(1).replace(" and ", ", ")
+    assert steps == [int(s) for s in said.split(", ")] and len(steps) >= 3
+
+
+def test_the_docs_home_links_every_format_page():
+    """docs/index.md, the docs' home, names every format: it links each format page."""
+    home = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    pages = {p.name for p in FORMATS.glob("*.md")} - {"index.md"}
+    linked = set(re.findall(r"\]\(formats/([^)#]+\.md)", home))
+    assert pages <= linked, sorted(pages - linked)
+
+
+def test_readme_names_the_port_setting():
+    """The README says how to serve the page on another port (start.sh reads RL_BOARD_PORT)."""
+    assert "RL_BOARD_PORT" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "RL_BOARD_PORT" in (REPO / "start.sh").read_text(encoding="utf-8")
+
+
 def test_readme_links_every_format_page():
     """The README's table of trainers links each format page of the docs."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")

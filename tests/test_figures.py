@@ -10,6 +10,7 @@ from rl_board.analysis.figures import (
     build_curve_figure,
     build_gap_figure,
     build_reward_hist_figure,
+    build_runs_figure,
     build_token_heatmap_figure,
     normal_pdf,
     smooth_ema,
@@ -28,6 +29,25 @@ def test_curve_band_is_mean_plus_minus_scaled_std():
     band, line = fig.data
     assert list(line.y) == [1.0, 2.0, 4.0] and list(line.x) == [10, 20, 30]
     assert list(band.y) == [2.0, 2.0, 6.0, 2.0, 2.0, 0.0]
+
+
+def test_a_run_of_one_step_is_a_point_with_an_error_bar_on_a_readable_axis():
+    """One step (0): each curve is a marker at its mean with ± k·std as an error bar (no band of no
+    area), on an x axis from -1 to 1 ticked at the step alone; two runs of one step keep their colours."""
+    one = pd.DataFrame({"reward_mean": [0.25], "reward_std": [0.5], "response_len_mean": [12.0],
+                        "response_len_std": [10.0]}, index=pd.Index([0], name="step"))
+    fig = build_curve_figure(one, ["reward", "response_len"], "t", std_scale=2.0)
+    reward, length = fig.data
+    assert reward.mode == "markers" and list(reward.y) == [0.25] and list(reward.x) == [0]
+    assert list(reward.error_y.array) == [1.0] and list(reward.error_y.arrayminus) == [1.0]
+    assert list(length.error_y.array) == [20.0] and list(length.error_y.arrayminus) == [12.0]  # clipped at 0
+    assert list(fig.layout.xaxis.range) == [-1.0, 1.0] and list(fig.layout.xaxis.tickvals) == [0]
+    runs = build_runs_figure({"a": one, "b": one.assign(reward_mean=[0.75])}, "reward", "t")
+    assert [list(t.y) for t in runs.data] == [[0.25], [0.75]]
+    assert runs.data[0].marker.color != runs.data[1].marker.color
+    assert list(runs.layout.xaxis.tickvals) == [0]
+    many = build_curve_figure(_steps(), ["reward"], "t")
+    assert many.layout.xaxis.tickvals is None and many.data[1].mode == "lines+markers"
 
 
 def test_zero_shift_starts_each_curve_at_zero():

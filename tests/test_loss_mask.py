@@ -142,3 +142,20 @@ def test_a_tokenizer_change_is_a_new_cache(tmp_path):
     assert second.step_samples(1)["prompt"].iloc[0] != first.step_samples(1)["prompt"].iloc[0] == "#40"
     os.utime(path, ns=(1, 1))
     assert load_run(run).step_samples(1)["prompt"].iloc[0] == second.step_samples(1)["prompt"].iloc[0]
+
+
+def test_a_character_split_over_byte_level_tokens_is_whole_in_the_coloured_text(tmp_path):
+    """CJK text, which the demo tokenizer (trained on English) encodes a byte per token: each character
+    spans three tokens, which decode one by one to U+FFFD. The sample's tokens join them: the running
+    text reads as written, no position shows U+FFFD, and there is still one string per token id."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(train_tokenizer(tmp_path)))
+    text = "北京 is 21.9 million, 答案."
+    ids = tokenizer.encode(text).ids
+    assert "\ufffd" in "".join(token_strings(tokenizer, ids))  # each piece alone is U+FFFD
+    row = {"token_ids": ids, "logprobs": [-0.5] * len(ids), "reward": 1.0, "step": 1}
+    tokens = compute_sample_tokens(row, None, None, tokenizer).tokens
+    assert len(tokens) == len(ids) and "".join(tokens) == text
+    assert not any("\ufffd" in t for t in tokens)
+    assert tokens[0] == "北" and tokens[1:3] == ["", ""]  # the character at its first token

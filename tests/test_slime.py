@@ -92,3 +92,30 @@ def test_summary_with_torch(tmp_path):
     assert [f["file"] for f in got["files_unreadable"]] == ["rollout_data/2.pt"]
     evals = _summary(DATA / "slime_run", "--split", "eval")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in evals["steps"]] == [(1, 2, 0.5)]
+
+
+def _hide_torch(tmp_path, monkeypatch):
+    """Hide torch from the worker as an environment without it does: a first folder on its path whose
+    ``torch`` raises ModuleNotFoundError for itself."""
+    fake = tmp_path / "notorch" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')")
+    monkeypatch.setenv("PYTHONPATH", str(fake.parent))
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
+def test_a_file_that_needed_torch_opens_once_torch_is_there(tmp_path, monkeypatch):
+    """A run opened without torch, then with it: the open run (a refresh) and a new load through the cache
+    it wrote both read rollout 0's 2 samples, instead of the failure kept from the first try."""
+    from rl_board.analysis.source import RunSource, load_run
+
+    run = tmp_path / "dump"
+    shutil.copytree(DATA / "slime_run", run)
+    _hide_torch(tmp_path, monkeypatch)
+    source = RunSource(run, cache_root=tmp_path / "cache")
+    first = source.refresh()
+    assert len(first.samples) == 0 and dict(first.report.unreadable)["rollout_data/0.pt"] == slime.INSTALL
+    monkeypatch.delenv("PYTHONPATH")
+    again = load_run(run, cache_root=tmp_path / "cache")  # a new load, from the cache the first one wrote
+    assert sorted(again.samples["reward"]) == [0.0, 0.5, 1.0]  # 0.pt's two, 1.pt's one
+    assert sorted(source.refresh().samples["reward"]) == [0.0, 0.5, 1.0]  # the open run, refreshed

@@ -271,6 +271,11 @@ def test_tagging_a_sample_on_the_page(run_dir):
     table = at.dataframe[0].value
     assert table.loc[table["response"] == "red, red, red", ["tags", "note"]].values.tolist() == [
         ["reward hack, my own tag", "repeats <b>red</b>"]]
+    others = table.loc[table["response"] != "red, red, red", ["tags", "note"]].values.tolist()
+    assert others and all(row == ["", ""] for row in others)  # nothing shown for no tags, not "None"
+    explore = _area(at, keys.EXPLORE).dataframe[0].value  # every sample matches an empty search
+    assert sorted(explore["tags"]) == [""] * (len(explore) - 1) + ["reward hack, my own tag"]
+    _area(at, keys.BATCH)
     at.multiselect(key=f"{keys.TAGS}:{name}").select("a, b").run()
     assert [e.value.split("\n")[0] for e in at.error] == ["Can't save these tags."]
     assert "," in at.error[0].value.split("\n", 1)[1]  # the reason, in the same box

@@ -55,6 +55,15 @@ def test_experiment_folder_opens_rollout_and_validation_as_splits(tmp_path):
     assert validation["steps"][1]["tool_calls"] == {"search": 4}
 
 
+def test_load_with_a_split_the_run_lacks_raises_naming_its_splits(tmp_path):
+    """``rl_board.load(run, split="nope")`` is an error naming the run's two splits, not an empty table."""
+    import rl_board
+
+    with pytest.raises(ValueError, match=r"no split 'nope'; its splits: train, validation"):
+        rl_board.load(_experiment(tmp_path), split="nope", cache=False)
+    assert len(rl_board.load(tmp_path / "exp", split="validation", cache=False).to_pandas()) == 4
+
+
 def test_sample_turns_and_record(tmp_path):
     """A sample's record holds its turns: the prompt as a user turn, then assistant, tool and
     assistant turns with the call's arguments and the reasoning taken out."""

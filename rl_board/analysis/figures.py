@@ -104,13 +104,22 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
             mean = mean - finite[0]
         color = _COLORS[i % len(_COLORS)]
         std_col = f"{name}_std"
+        band = None
         if std_col in steps and std_scale > 0:
             spread = clip_band(std_scale * steps[std_col].to_numpy(dtype=float), band_clip)
             lower = mean - spread
             if name in NONNEGATIVE and not zero_shift:
                 lower = np.maximum(lower, 0.0)
+            band = (mean + spread, lower)
+        if len(x) == 1:  # one step: a point with its band as an error bar (a band of one step has no area)
+            error = None if band is None else dict(type="data", array=band[0] - mean, arrayminus=mean - band[1],
+                                                   visible=True, color=color)
+            traces.append(dict(type="scatter", x=x, y=mean, mode="markers", name=label, error_y=error,
+                               marker=dict(color=color, size=10)))
+            continue
+        if band is not None:
             traces.append(dict(type="scatter", x=np.concatenate([x, x[::-1]]),
-                               y=np.concatenate([mean + spread, lower[::-1]]),
+                               y=np.concatenate([band[0], band[1][::-1]]),
                                fill="toself", fillcolor=color, opacity=0.2, line=dict(width=0),
                                hoverinfo="skip", showlegend=False, name=f"{label} ± {std_scale:g}·std"))
         if 0 < smoothing < 1:
@@ -121,7 +130,16 @@ def build_curve_figure(steps: pd.DataFrame, names: list[str], title: str, std_sc
         else:
             traces.append(dict(type="scatter", x=x, y=mean, mode="lines+markers", name=label,
                                line=dict(color=color)))
-    return _figure(traces, title, height=height, xaxis=dict(title=dict(text="step")))
+    return _figure(traces, title, height=height, xaxis=step_axis(x))
+
+
+def step_axis(x) -> dict:
+    """The x axis over steps ``x``; with one step, that step alone on an axis one step wide each side
+    (plotly would centre it on a span of 2 with fractional ticks: a dot on an axis from -1 to 1)."""
+    axis = dict(title=dict(text="step"))
+    if len(x) == 1:
+        axis.update(range=[float(x[0]) - 1, float(x[0]) + 1], tickmode="array", tickvals=[x[0]])
+    return axis
 
 
 def build_reward_bars_figure(samples: pd.DataFrame) -> go.Figure:
@@ -267,7 +285,7 @@ def build_matches_figure(per_step: pd.Series, title: str = "Matches per step") -
     """How often a search matched at each step: one bar per step of the run (0 where none)."""
     trace = dict(type="bar", x=per_step.index.to_numpy(), y=per_step.to_numpy(), name="matches",
                  marker=dict(color=_COLORS[0]))
-    return _figure([trace], title, height=260, xaxis=dict(title=dict(text="step")),
+    return _figure([trace], title, height=260, xaxis=step_axis(per_step.index.to_numpy()),
                    yaxis=dict(title=dict(text="samples")))
 
 
@@ -325,6 +343,10 @@ def build_runs_figure(steps_by_run: dict[str, pd.DataFrame], name: str, title: s
                 trace["fillcolor"] = color
             else:
                 trace["line"] = {**trace.get("line", {}), "color": color}
+            if trace.get("mode") == "markers":  # a run of one step: its point and error bar
+                trace["marker"] = {**trace.get("marker", {}), "color": color}
+                if trace.get("error_y"):
+                    trace["error_y"] = {**trace["error_y"], "color": color}
             if align == ALIGN_PROGRESS:
                 raw = np.asarray(trace["x"], dtype=float)
                 trace["x"] = run_progress(raw) if not trace.get("fill") else np.concatenate(
@@ -333,8 +355,10 @@ def build_runs_figure(steps_by_run: dict[str, pd.DataFrame], name: str, title: s
                     trace["customdata"] = raw
                     trace["hovertemplate"] = "step %{customdata}: %{y:.4g}<extra>%{fullData.name}</extra>"
             traces.append(trace)
-    axis = "step" if align == ALIGN_STEP else "progress (% of each run's steps)"
-    return _figure(traces, title, xaxis=dict(title=dict(text=axis)))
+    if align == ALIGN_STEP:
+        every = np.unique(np.concatenate([s.index.to_numpy() for s in steps_by_run.values()] or [np.array([])]))
+        return _figure(traces, title, xaxis=step_axis(every))
+    return _figure(traces, title, xaxis=dict(title=dict(text="progress (% of each run's steps)")))
 
 
 def build_overlay_figure(steps: pd.DataFrame, name: str, label: str, series: pd.DataFrame, series_label: str,

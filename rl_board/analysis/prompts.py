@@ -60,7 +60,7 @@ def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: st
     ``label`` (in that run's ``samples``), ``step``, ``source`` (``FILE:LINE``), ``reward``, ``kl`` (the
     per-sample mean by ``estimator``, NaN without log-probabilities), ``response_len`` (counted tokens,
     NaN without tokens), ``response`` (pads removed) and, with ``tagged`` (name -> ``tags.Tagged``),
-    ``tags`` (comma-separated, None for an untagged sample)."""
+    ``tags`` (comma-separated, "" for an untagged sample)."""
     parts = []
     kl = f"{KL_PREFIX[estimator]}_mean"
     for name, run in runs.items():
@@ -78,7 +78,7 @@ def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: st
         if tagged is not None:
             book = tagged.get(name)
             on = book.frame["tags"] if book is not None else pd.Series(dtype=object)
-            parts[-1]["tags"] = [", ".join(on[label]) or None if label in on.index else None for label in rows.index]
+            parts[-1]["tags"] = [", ".join(on[label]) if label in on.index else "" for label in rows.index]
     if not parts:
         return pd.DataFrame(columns=["run", "label", "step", "source", F.REWARD, "kl", "response_len", "response",
                                      *(["tags"] if tagged is not None else [])])
@@ -213,7 +213,7 @@ def describe_prompt_sample(row, estimator: str = "k3") -> str:
         parts.append(f"KL {estimator} {_number(row['kl'])}")
     if row["response_len"] == row["response_len"]:
         parts.append(f"len {int(row['response_len'])}")
-    if isinstance(row.get("tags"), str):
+    if isinstance(row.get("tags"), str) and row["tags"]:
         parts.append(f"tags: {row['tags']}")
     return " · ".join(parts)
 

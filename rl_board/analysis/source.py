@@ -53,7 +53,7 @@ def load(path: Path | str, *, rename: dict[str, str] | None = None, pad_token: s
     fields and metrics; ``run.steps`` one row per step; ``run.token_table(sample_id)`` one sample's
     per-token lists; ``run.samples`` the table the page works on (with its bookkeeping columns).
     Raises ``RootError`` for a folder that can't be read, ``FieldMappingError`` for a bad mapping,
-    ``TokenizerError``."""
+    ``TokenizerError``, ``ValueError`` for a ``split`` the run doesn't have (naming the ones it has)."""
     from ..readers import FieldMappingError, parse_field_mapping
 
     if fields is not None:
@@ -70,6 +70,9 @@ def load(path: Path | str, *, rename: dict[str, str] | None = None, pad_token: s
     mapping = parse_field_mapping(fields or [])
     run = load_run(path, token_option(pad_token), max_samples_per_step, None if cache else False, fields=mapping,
                    eos_token=token_option(eos_token), split=split, tokenizer=tokenizer)
+    if split and split not in run.splits:
+        raise ValueError(f"{path} has no split {split!r}; "
+                         + (f"its splits: {', '.join(run.splits)}" if run.splits else "its format has no splits"))
     if mapping:
         _check_mapping(run, mapping)
     return run

@@ -104,15 +104,16 @@ def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged
 
 def add_tag_columns(frame: pd.DataFrame, tagged: Tagged | None) -> pd.DataFrame:
     """``frame`` (rows of ``run.samples``) with columns ``tags`` (comma-separated) and ``note`` for its
-    tagged rows (None elsewhere); unchanged when none of its rows is tagged."""
+    tagged rows ("" elsewhere: a table shows nothing, not "None"); unchanged when none of its rows is
+    tagged."""
     if tagged is None or tagged.frame.empty:
         return frame
     shown = tagged.frame.loc[tagged.frame.index.intersection(frame.index)]
     if shown.empty:
         return frame
-    tags = pd.Series([", ".join(t) or None for t in shown["tags"]], index=shown.index, dtype=object)
-    notes = pd.Series([n or None for n in shown["note"]], index=shown.index, dtype=object)
-    return frame.assign(tags=tags.reindex(frame.index), note=notes.reindex(frame.index))
+    tags = pd.Series([", ".join(t) for t in shown["tags"]], index=shown.index, dtype=object)
+    notes = pd.Series([n or "" for n in shown["note"]], index=shown.index, dtype=object)
+    return frame.assign(tags=tags.reindex(frame.index, fill_value=""), note=notes.reindex(frame.index, fill_value=""))
 
 
 def _finite(value) -> float | None:

@@ -23,17 +23,17 @@ def _load(args):
     except (RootError, FieldMappingError, TokenizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.split and args.split not in run.splits:  # an error is said first, and alone
+        print(f"error: {args.run_dir} has no split {args.split!r}"
+              + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
+              file=sys.stderr)
+        return 2
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
     if not run.report.files:
         from .detect import why_no_files
 
         why_no_files(run)
-    if args.split and args.split not in run.splits:
-        print(f"error: {args.run_dir} has no split {args.split!r}"
-              + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
-              file=sys.stderr)
-        return 2
     return run
 
 

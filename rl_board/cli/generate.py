@@ -32,4 +32,16 @@ def _generate(args) -> int:
         write_ppo_demo(args.out)
     else:
         write_demo_samples(args.out)
+    _say_what_was_written(args.out)
     return 0
+
+
+def _say_what_was_written(out) -> None:
+    """One line per run now under ``out`` (as the runs list finds them): its folder, format, files and steps."""
+    from ..store.discovery import discover_runs
+
+    runs = discover_runs(out).runs
+    print(f"wrote {len(runs)} run{'s' if len(runs) != 1 else ''} in {out}:")
+    for run in runs:
+        steps = "" if run.steps is None else f", {run.steps} steps"
+        print(f"  {'(the folder itself)' if run.name == '.' else run.name}  ({run.format}, {run.files} file{'s' if run.files != 1 else ''}{steps})")

@@ -226,8 +226,9 @@ def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: st
                           tokenizer=None) -> SampleTokens:
     """Cut one sample's lists (``row``: its canonical record) to its n positions; a
     non-numeric entry shows as NaN. ``is_pad`` marks the positions that are not counted. Token
-    ids (without ``response_tokens``) are decoded with ``tokenizer``, each on its own."""
-    from .tokenizer import token_strings
+    ids (without ``response_tokens``) are decoded with ``tokenizer``, each on its own but for the
+    byte-level pieces of one character, which are joined (``tokenizer.token_pieces``)."""
+    from .tokenizer import token_pieces
 
     numeric = {name: row.get(name) if isinstance(row.get(name), list) else None for name in F.TOKEN_FIELDS}
     lengths = {name: len(v) for name, v in numeric.items() if v is not None}
@@ -235,9 +236,7 @@ def compute_sample_tokens(row: dict, pad_token: str | None = None, eos_token: st
     ids = row.get(F.TOKEN_IDS)
     from_ids = tokens is None and isinstance(ids, list) and all(type(i) is int for i in ids)
     if from_ids:
-        distinct = list(dict.fromkeys(ids))
-        strings = dict(zip(distinct, token_strings(tokenizer, distinct)))
-        tokens = [strings[i] for i in ids]
+        tokens = token_pieces(tokenizer, ids)
     mask = row.get(F.LOSS_MASK)
     mask = mask if isinstance(mask, list) and all(
         v is None or isinstance(v, (bool, int, float)) for v in mask) else None

@@ -147,6 +147,33 @@ def token_strings(tokenizer, ids: list[int]) -> list[str]:
     return [next(decoded) if ok else id_text(i) for i, ok in zip(ids, known)]
 
 
+_REPLACEMENT = "\ufffd"
+_PIECES_MAX = 4  # tokens one character can span: a UTF-8 character is at most 4 bytes, a byte-level token at least 1
+
+
+def token_pieces(tokenizer, ids: list[int]) -> list[str]:
+    """One string per id, as ``token_strings``, except that a character split over several byte-level
+    tokens (CJK text: 3 bytes, often two tokens) is whole in the first of them and the others are "":
+    decoded on its own, each piece would be U+FFFD. A run of ids that decodes to U+FFFD whatever the
+    join is left as it is."""
+    distinct = list(dict.fromkeys(ids))
+    by_id = dict(zip(distinct, token_strings(tokenizer, distinct)))
+    out = [by_id[i] for i in ids]
+    if tokenizer is None or not any(_REPLACEMENT in by_id[i] for i in distinct):
+        return out
+    i = 0
+    while i < len(out):
+        if _REPLACEMENT in out[i]:
+            for j in range(i + 1, min(len(out), i + _PIECES_MAX)):
+                joined = decode_text(tokenizer, ids[i:j + 1])
+                if _REPLACEMENT not in joined:
+                    out[i:j + 1] = [joined] + [""] * (j - i)
+                    i = j
+                    break
+        i += 1
+    return out
+
+
 def decode_text(tokenizer, ids: list[int]) -> str:
     """A run of ids as one text: decoded together (so characters split over several tokens come
     out whole), or the ids as ``#ID`` separated by spaces without a tokenizer."""

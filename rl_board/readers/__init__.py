@@ -33,6 +33,7 @@ from .base import (
     FileError,
     KeyResolver,
     LineReader,
+    MissingDependency,
     Reader,
     ReadOptions,
     SourceChanged,
@@ -53,7 +54,7 @@ from .base import (
 from .registry import ENTRY_POINTS, READERS, all_readers, detect, holds_run, reader_for
 
 __all__ = [
-    "DEFAULT_MAX_LINE", "ENTRY_POINTS", "MAX_LINE_ENV", "MISSING", "READERS", "FieldMappingError", "FileError",
+    "DEFAULT_MAX_LINE", "ENTRY_POINTS", "MAX_LINE_ENV", "MISSING", "READERS", "FieldMappingError", "FileError", "MissingDependency",
     "KeyResolver", "LineReader", "ReadOptions", "Reader", "SourceChanged", "TableReader", "all_readers",
     "candidate_keys", "canonical_record", "describe_size", "detect", "format_field_mapping", "holds_run",
     "is_extra_value", "is_path", "line_too_long", "max_line_bytes", "merged_aliases", "parse_field_mapping",

@@ -53,6 +53,12 @@ def split_of(name: str) -> str | None:
     return SPLITS.get(parts[-3]) if len(parts) >= 3 else None
 
 
+def step_of(name: str) -> int | None:
+    """The batch's policy version: the folder holding the file (its name is a task id, not a step)."""
+    parts = PurePosixPath(name).parts
+    return int(parts[-2]) if len(parts) >= 2 and _VERSION.match(parts[-2]) else None
+
+
 def _holds_dump(folder: Path) -> bool:
     found = first_match(folder, "[0-9]*/*.jsonl", keep=lambda p: bool(_VERSION.match(p.parent.name)))
     if found is None:

@@ -90,6 +90,15 @@ class FileError(ValueError):
     """A whole file can't be read (a corrupt parquet file, a table without ``step``); the other files load."""
 
 
+class MissingDependency(FileError):
+    """A file that needs an optional module not installed: the reader's ``NEEDS``, its message the
+    reader's ``INSTALL``. The store reads such a file again once the module is installed."""
+
+    def __init__(self, module: str, message: str):
+        super().__init__(message)
+        self.module = module
+
+
 class FieldMappingError(ValueError):
     """A ``CANONICAL=SOURCE`` mapping that can't be used; the message says why."""
 

@@ -18,6 +18,9 @@ Optional parts of a reader module, with their defaults here:
 - ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``);
 - ``other_kind(path) -> str | None``: what a file matching ``GLOBS`` is when it is not one of
   the run's files (a trainer's metrics file beside the rollouts), or None; default: None.
+- ``NEEDS`` and ``INSTALL``: an optional module the files need, and the message of a file that
+  failed for want of it (``base.MissingDependency``); such a file is read again once the module is
+  installed (``dependency_installed``). Default: none.
 - ``NAMED_GLOBS``: patterns of files in the run's tree that are listed with the run's files
   though they can't be read (a trainer's pickles): the reader names each with why, it is never
   opened as data (default: none).
@@ -28,6 +31,8 @@ A pattern of a format that reads text (``.jsonl``, ``.json``) also matches its f
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import re
 from pathlib import Path, PurePosixPath
 
@@ -145,3 +150,25 @@ def choose_split(reader, splits: list[str], wanted: str | None) -> str | None:
         return None
     preferred = default_split(reader)
     return preferred if preferred in splits else sorted(splits)[0]
+
+
+def missing_dependency(reader, error: str | None) -> bool:
+    """Whether ``error`` says a file failed for want of the reader's optional module (``NEEDS``)."""
+    return bool(getattr(reader, "NEEDS", None)) and error is not None and error == getattr(reader, "INSTALL", None)
+
+
+def step_of(reader, name: str) -> int | None:
+    """The step file ``name`` holds by its path: the reader's own ``step_of`` when it has one (AReaL's
+    version folder, not its task id), else ``step_in``."""
+    own = getattr(reader, "step_of", None)
+    return own(name) if own is not None else step_in(name)
+
+
+def dependency_installed(reader) -> bool:
+    """Whether the reader's optional module (``NEEDS``) can be imported now (looked for afresh: it may have
+    been installed since this process started)."""
+    importlib.invalidate_caches()
+    try:
+        return importlib.util.find_spec(reader.NEEDS) is not None
+    except (ImportError, ValueError):
+        return False

@@ -10,7 +10,8 @@ With ``--save-debug-rollout-data`` (or ``--dump-details DIR``, which sets it to
 
 These files are pickles. The board's process never unpickles anything: each file is
 opened in a worker process by ``torch_load.py`` with ``torch.load(weights_only=True)``
-(torch's restricted loader: tensors and plain containers only) and comes back as JSON.
+(torch's restricted loader: tensors and plain containers only) and comes back as JSON. The worker
+stays for the next file (torch, seconds to import, is imported once for a run's files, not per file).
 torch is an optional extra (``pip install 'rl-board[torch]'``); without it each file is
 named with what to install. A file the restricted loader refuses is named with its reason.
 
@@ -26,16 +27,20 @@ response split as glued text (``chat_text``); extras ``truncated`` (status), ``g
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import re
+import select
 import subprocess
 import sys
+import threading
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
 from ..base import fields as F
-from .base import FileError, ReadOptions, SourceChanged
+from .base import FileError, MissingDependency, ReadOptions, SourceChanged
 from .chat_text import split_prompt, split_turns
 from .lines import file_path
 from .records import is_number, json_type, short
@@ -50,6 +55,7 @@ DEFAULT_SPLIT = "train"
 EXPECTS = "rollout_data/{rollout_id}.pt or eval_{rollout_id}.pt files written by slime's save_debug_rollout_data"
 WORKER = Path(__file__).with_name("torch_load.py")
 WORKER_SECONDS = 600  # one file's load before the worker is stopped
+NEEDS = "torch"  # the optional module the files need: a file that failed for want of it is read again once it is there
 INSTALL = ("reading slime's .pt files needs torch: pip install 'rl-board[torch]' (the board opens them with "
            "torch.load(weights_only=True) in a worker process; it never unpickles them itself)")
 _NAME = re.compile(r"^(eval_)?(\d+)\.pt$")
@@ -69,22 +75,78 @@ def other_kind(path: Path) -> str | None:
     return None if _NAME.match(Path(path).name) else "not a rollout file of slime (rollout_data/{id}.pt)"
 
 
+class _Worker:
+    """One ``torch_load.py --serve`` process, started for the first file and kept for the next ones
+    (it exits when idle; one that stopped or is stuck is replaced)."""
+
+    def __init__(self):
+        self._proc: subprocess.Popen | None = None
+        self._pid = 0  # the process that started it (a forked child starts its own)
+        self._lock = threading.Lock()
+
+    def stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None and self._pid == os.getpid():
+            proc.kill()
+            proc.wait()
+
+    def load(self, path: Path) -> dict:
+        """The worker's answer for ``path``: ``{"data": …}`` or ``{"code": N, "error": …}``."""
+        with self._lock:
+            for _ in range(2):  # a worker that exited while idle is started again, once
+                if self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None:
+                    self._proc = subprocess.Popen([sys.executable, str(WORKER), "--serve"], stdin=subprocess.PIPE,
+                                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                    self._pid = os.getpid()
+                try:
+                    self._proc.stdin.write((json.dumps(str(path)) + "\n").encode())
+                    self._proc.stdin.flush()
+                    line = self._line(self._proc)
+                except OSError:
+                    line = b""
+                if line:
+                    break
+                self.stop()
+            else:
+                raise FileError("the worker loading it stopped without an answer")
+        try:
+            answer = json.loads(line)
+        except ValueError as exc:
+            self.stop()
+            raise FileError(f"the worker's output is not JSON ({exc})") from exc
+        if "code" in answer:
+            self.stop()  # a failed import is not kept: the next file may find torch installed
+        return answer
+
+    def _line(self, proc: subprocess.Popen) -> bytes:
+        """One line of the worker's output, b"" when it exited first; a worker silent for
+        ``WORKER_SECONDS`` is stopped."""
+        out, fd = bytearray(), proc.stdout.fileno()
+        while not out.endswith(b"\n"):
+            if not select.select([fd], [], [], WORKER_SECONDS)[0]:
+                self.stop()
+                raise FileError(f"not loaded in {WORKER_SECONDS} s")
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b""
+            out += chunk
+        return bytes(out)
+
+
+_WORKER = _Worker()
+atexit.register(_WORKER.stop)
+
+
 def load(path: Path) -> dict:
-    """The file as JSON-ready data, loaded in a worker process (see the module's docstring)."""
-    try:
-        proc = subprocess.run([sys.executable, str(WORKER), str(path)], capture_output=True,
-                              timeout=WORKER_SECONDS, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise FileError(f"not loaded in {WORKER_SECONDS} s") from exc
-    if proc.returncode == 3:
-        raise FileError(INSTALL)
-    if proc.returncode != 0:
-        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise FileError("torch.load(weights_only=True) refused it: " + (why[-1] if why else f"exit {proc.returncode}"))
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError as exc:
-        raise FileError(f"the worker's output is not JSON ({exc})") from exc
+    """The file as JSON-ready data, loaded in the worker process (see the module's docstring)."""
+    answer = _WORKER.load(path)
+    if answer.get("code") == 3:
+        raise MissingDependency(NEEDS, INSTALL)
+    if answer.get("code") == 5:
+        raise FileError(f"{answer.get('error')}: reinstall it, {INSTALL}")
+    if "code" in answer:
+        raise FileError("torch.load(weights_only=True) refused it: " + str(answer.get("error")))
+    data = answer.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("samples"), list):
         raise FileError("not slime's rollout data: a dict with a 'samples' list was expected")
     return data

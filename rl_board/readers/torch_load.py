@@ -1,18 +1,25 @@
-"""Run as a script in a worker process: ``python torch_load.py FILE`` prints FILE as JSON.
+"""Run as a script in a worker process: ``python torch_load.py FILE`` prints FILE as JSON;
+``python torch_load.py --serve`` loads one file per line of stdin (a JSON string, its path) and
+answers each with one line, ``{"data": …}`` or ``{"code": N, "error": …}``, so that torch is
+imported once for many files; it exits at the end of stdin or after ``IDLE_SECONDS`` without one.
 
 The file is opened with ``torch.load(FILE, weights_only=True, map_location="cpu")``: torch's
 restricted unpickler, which builds only tensors and plain containers and refuses any other
 class. Tensors become nested lists, anything else JSON cannot hold its ``str``. This script
 imports nothing of the board (it may run under another Python that has torch) and the
 board's own process never unpickles anything. Exit status: 0 and the JSON on stdout; 3 when
-torch is missing; 4 when the restricted loader refused the file (the reason on stderr).
+torch is missing; 4 when the restricted loader refused the file (the reason on stderr); 5 when
+torch is there but fails to import.
 """
 
 import json
+import select
 import sys
 
 MISSING_TORCH = 3
 REFUSED = 4
+BROKEN_TORCH = 5
+IDLE_SECONDS = 120  # a serving worker waits this long for its next file, then exits
 
 
 def plain(value):
@@ -39,20 +46,56 @@ def reason(text: str) -> str:
     return why or (lines[0] if lines else "")
 
 
-def main(path: str) -> int:
+def import_torch():
+    """(torch, None), or (None, (exit status, why)) when it is missing or fails to import."""
     try:
         import torch
-    except ImportError:
-        print("torch is not installed", file=sys.stderr)
-        return MISSING_TORCH
-    try:
-        data = torch.load(path, weights_only=True, map_location="cpu")
+    except ModuleNotFoundError as exc:
+        if exc.name == "torch":
+            return None, (MISSING_TORCH, "torch is not installed")
+        return None, (BROKEN_TORCH, f"torch fails to import: {exc}")
     except Exception as exc:
-        print(f"{type(exc).__name__}: {reason(str(exc))}", file=sys.stderr)
+        return None, (BROKEN_TORCH, f"torch fails to import: {type(exc).__name__}: {exc}")
+    return torch, None
+
+
+def load(torch, path: str):
+    """(the file as JSON-ready data, None), or (None, why the restricted loader refused it)."""
+    try:
+        return plain(torch.load(path, weights_only=True, map_location="cpu")), None
+    except Exception as exc:
+        return None, f"{type(exc).__name__}: {reason(str(exc))}"
+
+
+def main(path: str) -> int:
+    torch, failed = import_torch()
+    if failed:
+        print(failed[1], file=sys.stderr)
+        return failed[0]
+    data, why = load(torch, path)
+    if why is not None:
+        print(why, file=sys.stderr)
         return REFUSED
-    json.dump(plain(data), sys.stdout, ensure_ascii=False, allow_nan=False)
+    json.dump(data, sys.stdout, ensure_ascii=False, allow_nan=False)
+    return 0
+
+
+def serve() -> int:
+    """Answer one line per path read from stdin (see the module's docstring)."""
+    torch, failed = import_torch()
+    while select.select([sys.stdin], [], [], IDLE_SECONDS)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        if failed:  # answered, then gone: a worker started after torch is installed imports it
+            sys.stdout.write(json.dumps({"code": failed[0], "error": failed[1]}) + "\n")
+            break
+        data, why = load(torch, json.loads(line))
+        answer = {"data": data} if why is None else {"code": REFUSED, "error": why}
+        sys.stdout.write(json.dumps(answer, ensure_ascii=False, allow_nan=False) + "\n")
+        sys.stdout.flush()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(serve() if sys.argv[1] == "--serve" else main(sys.argv[1]))

@@ -17,14 +17,23 @@ from pathlib import Path
 from .. import readers
 from ..base.location import open_location
 from ..readers import layout
+from .discovery import MAX_DEPTH as DISCOVERY_DEPTH
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
 
 MAX_WALKED = 5000  # files looked at before the counts stop
-MAX_DEPTH = 4  # folder levels below the folder
+MAX_DEPTH = DISCOVERY_DEPTH  # folder levels below the folder: as deep as the runs list looks
 SHOWN = 12  # names listed
 PICKLES = (".pt", ".pkl", ".pickle", ".bin")
 _STEP_GUESS = re.compile(r"(?:^|[_.-])(?:global_step|step|iteration|iter|version|epoch)[_-]?(\d+)", re.I)
 _SPLIT_WORDS = ("train", "eval", "val", "validation", "test", "rollout")
+_WILDCARDS = re.compile(r"\*|\?|\[[^\]]*\]")
+
+
+def _specific(pattern: str) -> bool:
+    """Whether a reader's pattern names something of its own (``dumped_evals/*/*.jsonl``,
+    ``train_data_step*.jsonl``), not only a suffix (``*/*.jsonl``, ``[0-9]*.jsonl``, ``*.pt``) that any
+    folder of logs matches."""
+    return any(_WILDCARDS.sub("", part).split(".", 1)[0] for part in pattern.split("/"))
 
 
 def _walk(root: Path) -> list[Path]:
@@ -57,8 +66,7 @@ def _first_keys(paths: list[Path], root: Path) -> dict | None:
 
 
 def _reader_steps(reader, names: list[str]) -> list[int] | None:
-    step_of = getattr(reader, "step_of", None)
-    steps = {s for n in names if (s := (step_of(n) if step_of else layout.step_in(n))) is not None}
+    steps = {s for n in names if (s := layout.step_of(reader, n)) is not None}
     return sorted(steps) or None
 
 
@@ -70,9 +78,12 @@ def _closest(paths: list[Path], root: Path, first: dict | None):
     for reader in readers.all_readers():
         if layout.is_flat(reader) and not hasattr(reader, "matches"):
             continue
-        n = sum(1 for p in paths if any(p.relative_to(root).match(pattern) for pattern in layout.globs(reader)))
         known = getattr(reader, "KEYS", None)
-        rank = (int(bool(known) and set(known) <= keys), n)
+        keyed = bool(known) and set(known) <= keys
+        # a pattern of suffixes only is no sign of the reader's layout, unless the first line has its keys
+        patterns = [pattern for pattern in layout.globs(reader) if keyed or _specific(pattern)]
+        n = sum(1 for p in paths if any(p.relative_to(root).match(pattern) for pattern in patterns))
+        rank = (int(keyed), n)
         if n and rank > score:
             best, score, count = reader, rank, n
     return best, count

@@ -40,6 +40,10 @@ LOG_SUFFIXES = {".jsonl": "JSON lines", ".json": "JSON", ".parquet": "Parquet", 
                 ".tar": "tar archives", ".log": "text logs"}
 _PICKLES = {".pt", ".pkl", ".pickle"}
 _METRICS_NAMES = ("trainer_state.json", "trainer_log_history.json", "log_history.json", "metrics.json")
+#: The JSON files of a model or tokenizer folder (Hugging Face's): not logs, so such a folder is not named.
+_MODEL_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                          "added_tokens.json", "config.json", "generation_config.json", "preprocessor_config.json",
+                          "chat_template.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"})
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class Unclaimed:
 
     name: str  # its path relative to the root
     reason: str
+    metrics_only: bool = False  # its log files are a trainer's metrics or text logs, nothing else
 
 
 @dataclass
@@ -117,7 +122,7 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
         else:
             reason = _unclaimed_reason(entries)
             if reason:
-                found.unclaimed.append(Unclaimed(name, reason))
+                found.unclaimed.append(Unclaimed(name, *reason))
         subfolders = sorted((p for p in entries if not p.name.startswith(".") and _is_dir(p)),
                             key=lambda p: natural_key(p.name))
         if subfolders and depth >= max_depth:
@@ -128,6 +133,7 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
             continue
         queue.extend((p, depth + 1) for p in subfolders)
     runs.sort(key=lambda item: (item[0] != ROOT_RUN, natural_key(item[0])))
+    found.unclaimed = [u for u in found.unclaimed if not (u.metrics_only and _holds_run_below(u.name, runs))]
     if details:
         cached = _cached_counts(cache_root, {folder.resolve() for _, folder, _ in runs})
         found.runs = [_describe(location, name, folder, reader, cached) for name, folder, reader in runs]
@@ -169,30 +175,42 @@ def _claim(folder: Path, entries: list[Path]):
     return None
 
 
-def _unclaimed_reason(entries: list[Path]) -> str | None:
-    """Why the log-like files among ``entries`` (a folder no reader claims) are not read, or None when
-    it holds none."""
+def _holds_run_below(name: str, runs: list[tuple[str, Path, object]]) -> bool:
+    """Whether folder ``name`` is the parent or grandparent of a run: the Trainer metrics area of that run
+    reads the metrics lying there (``scalars.discover``), so the folder is the run's, not unread logs."""
+    prefix = "" if name == ROOT_RUN else name + "/"
+    return any(run != ROOT_RUN and run.startswith(prefix) and run[len(prefix):].count("/") <= 1 for run, _, _ in runs)
+
+
+def _unclaimed_reason(entries: list[Path]) -> tuple[str, bool] | None:
+    """(why the log-like files among ``entries`` (a folder no reader claims) are not read, whether they
+    are all a trainer's metrics or text logs), or None when it holds none."""
+    from ..readers import jsonl
+
     kinds: Counter = Counter()
-    names = []
+    names, metrics_only = [], True
     for path in entries:
         if path.name.startswith(".") or not _is_file(path):
             continue
         plain = base_name(path.name)
         suffix = Path(plain).suffix.lower()
-        if suffix in LOG_SUFFIXES:
+        if suffix in LOG_SUFFIXES and plain not in _MODEL_FILES:
             kinds[suffix] += 1
             names.append(path.name)
+            metrics_only = metrics_only and (suffix == ".log" or plain in _METRICS_NAMES
+                                             or jsonl.other_kind(path) is not None)
     if not kinds:
         return None
     parts = [f"{count} {suffix} file{'s' if count != 1 else ''}" for suffix, count in kinds.most_common()]
     held = ", ".join(parts)
     if set(kinds) <= _PICKLES:
-        return f"{held}: pickles are never opened (they can run code); log samples as JSON lines"
+        return f"{held}: pickles are never opened (they can run code); log samples as JSON lines", False
     if any(name in _METRICS_NAMES for name in names) and set(kinds) <= {".json", ".jsonl"}:
-        return f"{held}: a trainer's metrics, not samples (open them under Trainer metrics)"
+        return f"{held}: a trainer's metrics, not samples (open them under Trainer metrics)", metrics_only
     if set(kinds) <= {".json", ".jsonl"}:
-        return f"{held}: no reader reads them as samples (a trainer's metrics? open them under Trainer metrics)"
-    return f"{held}: no reader reads this layout"
+        return (f"{held}: no reader reads them as samples (a trainer's metrics? open them under Trainer metrics)",
+                metrics_only)
+    return f"{held}: no reader reads this layout", metrics_only
 
 
 def _is_file(path: Path) -> bool:
@@ -220,14 +238,18 @@ def _describe(location: RunLocation, name: str, folder: Path, reader, cached: di
     size = sum(s for s, _ in stats.values())
     last = max((t for _, t in stats.values()), default=0) / 1e9
     steps, samples, source = None, None, ""
+    # the counts are the split the page opens first: a cache holds one split, and a run's eval steps are
+    # no more training steps
+    split = layout.choose_split(reader, list(splits), None)
+    opened = {name: stat for name, stat in stats.items() if split is None or layout.split_of(reader, name) == split}
     hit = cached.get(folder.resolve())
     if hit is not None:
         for files, counted in hit:
-            if files == stats:
+            if files == opened:
                 (steps, samples), source = counted(), "cache"
                 break
-    if source == "" and stats:
-        found = [layout.step_in(name) for name in stats]
+    if source == "" and opened:
+        found = [layout.step_of(reader, name) for name in opened]
         if all(step is not None for step in found):
             steps, source = len(set(found)), "file names"
     return RunInfo(name, folder, reader.NAME, splits, len(stats), sum(1 for n in stats if codec_of(n)), size, last,

@@ -49,6 +49,7 @@ from .tracking import (
     ROOT_RUN,
     FileState,
     FileTracker,
+    compressed_twin_notes,
     list_run_files,
     list_runs,
     list_splits,
@@ -266,16 +267,18 @@ class RunLoader:
         listing = self._tracker.list(self.location, self.reader, self.split)
         names, ignored, unreadable = listing.names, listing.ignored, listing.unreadable
         self.last_status = {}
-        if not self._opened:
+        reopened = not self._opened  # the files' states come from the cache's manifest (another process may have
+        if reopened:  # rewritten it): the last snapshot is not theirs
             self._open_cache(listing)
             self._opened = True
+        self._tracker.retry_missing(self.reader)
         plan = self._tracker.plan(listing, self.reader.APPENDABLE, self.max_per_step, self.latest is not None)
         for name, status in plan.status.items():
             if status == "unchanged":
                 self.last_status.setdefault(name, status)
             else:
                 self.last_status[name] = status
-        unchanged = (self.latest is not None and not plan.todo and not plan.gone and not unreadable
+        unchanged = (self.latest is not None and not reopened and not plan.todo and not plan.gone and not unreadable
                      and self.latest.report.files == tuple(names)
                      and self.latest.report.ignored_files == tuple(ignored))
         if unchanged:  # an idle auto-refresh costs a stat per file, nothing more
@@ -285,7 +288,7 @@ class RunLoader:
             entries = {name: s.entry for name, s in self._files.items() if s.entry is not None}
             self._store.save(entries, self._cache_key(), self.run_dir)
         notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."
-                 for name in plan.reread]
+                 for name in plan.reread] + compressed_twin_notes(names, ignored)
         self.latest = self._snapshot(names, ignored, unreadable, notes)
         return self.latest
 

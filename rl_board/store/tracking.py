@@ -21,7 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base.access import RootError
-from ..base.compression import variants
+from ..base.compression import base_name, codec_of, variants
 from ..base.location import RunLocation, as_path, open_file, open_location
 from ..readers import holds_run, layout
 from .cache import SETTLED_NS, FileEntry
@@ -106,8 +106,28 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
     if reader is not None and not isinstance(reader, str):  # named, whatever the split: see layout.NAMED_GLOBS
         listed = set(kept)
         kept += [p for p in _tree_files(location, layout.named_globs(reader)) if p not in listed]
+    kept, twins = _without_compressed_twins(kept)
     kept.sort(key=lambda p: natural_key(name(p)))
-    return kept, ignored
+    return kept, sorted(ignored + [name(p) for p in twins], key=natural_key)
+
+
+def _without_compressed_twins(paths: list[Path]) -> tuple[list[Path], list[Path]]:
+    """(``paths`` less every compressed file whose plain twin is listed beside it, those twins):
+    ``gzip -k run.jsonl`` leaves ``run.jsonl`` and ``run.jsonl.gz`` holding the same lines, read once
+    (the plain one, read without decompressing)."""
+    listed = {str(p) for p in paths}
+    twins = [p for p in paths if codec_of(p.name) and str(p.with_name(base_name(p.name))) in listed]
+    if not twins:
+        return paths, []
+    dropped = set(twins)
+    return [p for p in paths if p not in dropped], twins
+
+
+def compressed_twin_notes(names: list[str], ignored: list[str]) -> list[str]:
+    """A note for each ignored compressed file whose plain twin was read (``_without_compressed_twins``)."""
+    read = set(names)
+    return [f"{twin} is {plain} compressed: {plain} was read, {twin} left aside (one run, not two copies)."
+            for twin in ignored if codec_of(twin) and (plain := base_name(twin)) in read]
 
 
 def _folder_stat(folder: Path) -> tuple[int, int] | None:
@@ -292,6 +312,14 @@ class FileTracker:
                   if not self._was_read(name) and (why := unreadable(p, reader.APPENDABLE))}
         kept = [(p, name) for p, name in named if name not in failed]
         return Listing([p for p, _ in kept], [name for _, name in kept], ignored, failed)
+
+    def retry_missing(self, reader) -> None:
+        """Forget each file that failed for want of the reader's optional module, when the module is
+        installed now: it is read again (``pip install 'rl-board[torch]'`` after a first try opens them)."""
+        failed = [name for name, s in self.files.items() if layout.missing_dependency(reader, s.error)]
+        if failed and layout.dependency_installed(reader):
+            for name in failed:
+                del self.files[name]
 
     def _was_read(self, name: str) -> bool:
         """Whether file ``name`` was read before (then ``plan`` sees whether it changed; one that can't be

@@ -19,7 +19,7 @@ from ..analysis.tables import (
     sort_samples,
     step_grid,
 )
-from . import keys, state
+from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import with_tags
 
@@ -74,10 +74,10 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
                       "GRPO and come first. Pick a group to see its samples."):
         groups = build_group_table(ordered, settings.system_marker, settings.pad_token)
         key = f"group_table-{step}"
-        event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+        event = st.dataframe(cut_cells(groups), hide_index=True, on_select="rerun", selection_mode=clicks.ROW_CLICK,
                              key=key)
-        state.row_clicked(key, event.selection)
-        picked = state.row_picked(key)
+        clicks.row_clicked(key, event.selection)
+        picked = clicks.row_picked(key)
         if picked is not None and picked < len(groups):
             group = groups.index[picked]
             ordered = ordered[ordered["prompt_key"] == group]
@@ -85,11 +85,11 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     order = (step, sort_by, descending, group)
     # a new table per step, sort and group, so a click never points into a reordered batch
     key = f"batch_table-{step}-{sort_by}-{descending}-{group}-{settings.kl_estimator}"
-    chosen = state.choose_sample(ordered, order, state.table_click(key))
-    state.mark_row(key, list(ordered["source"]).index(chosen))
+    chosen = state.choose_sample(ordered, order, clicks.table_click(key))
+    clicks.mark_row(key, list(ordered["source"]).index(chosen))
     table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token,
                               settings.kl_estimator)
-    st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK, key=key)
+    st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=clicks.ROW_CLICK, key=key)
     name = run.path.name
     left, right = st.columns(2)
     left.download_button("Download this table (CSV)", partial(build_export_csv, table, ordered, name),

@@ -115,7 +115,8 @@ def render_comparison(run: Run, settings: Settings) -> None:
         st.info("Pick a run to draw its curves over this run's: one under this root or opened before in this "
                 "session (above, left), or type the path of any run folder you may read (right).")
         return
-    steps = {run.path.name: curve_frame(run.steps)}
+    this = next((name for name, folder in names.items() if folder.resolve() == here), str(run.path))
+    steps = {run.path.name if this == ROOT_RUN else this: curve_frame(run.steps)}  # named as the runs list names it
     for name, folder in compared:
         try:
             other = state.get_run(str(folder), settings)

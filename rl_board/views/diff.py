@@ -14,7 +14,7 @@ from ..analysis.tables import cut_cells, strip_pad
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
 from ..store.loader import ROOT_RUN, RootError
-from . import keys, state
+from . import clicks, keys, state
 from .sidebar import Settings
 
 SHOWN_PER_SIDE = 8  # samples of the opened prompt drawn per side
@@ -100,8 +100,8 @@ def _table(name: str, table, steps_a, steps_b):
     """Draw one table; the prompt key of a row clicked since it was last drawn, if any."""
     key = f"diff_table_{name}-{steps_a}-{steps_b}-{len(table)}"
     event = st.dataframe(cut_cells(table.reset_index(drop=True)), hide_index=True, on_select="rerun",
-                         selection_mode=state.ROW_CLICK, key=key)
-    row = state.row_clicked(key, event.selection)
+                         selection_mode=clicks.ROW_CLICK, key=key)
+    row = clicks.row_clicked(key, event.selection)
     return table.index[row] if row is not None and row < len(table) else None
 
 

@@ -15,7 +15,7 @@ from ..analysis.search import Query, compute_matches, compute_matches_per_step, 
 from ..analysis.tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
 from ..base import fields as F
 from ..store.tags import ANY_TAG
-from . import keys, state
+from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import tagged as get_tagged
 from .tags import with_tags
@@ -92,9 +92,9 @@ def render(run: Run, settings: Settings) -> None:
     table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
     table.insert(0, F.STEP, ordered[F.STEP])
     key = f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}"
-    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=clicks.ROW_CLICK,
                          key=key)
-    clicked = state.row_clicked(key, event.selection)
+    clicked = clicks.row_clicked(key, event.selection)
     if clicked is not None and clicked < len(ordered):
         label = ordered.index[clicked]
         state.open_sample(int(ordered.loc[label, F.STEP]), label)

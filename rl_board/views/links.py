@@ -159,6 +159,19 @@ def apply(run: Run) -> None:
         state.show_area(keys.BATCH, "sample" if label is not None else "step")
 
 
+def _shown_address(run: Run) -> str | None:
+    """The address of the sample the batch shows: one opened elsewhere and not drawn yet, else the
+    picker's; None when the picker's is not of the step chosen (the step's first sample is shown then)."""
+    opened = state.opened_sample()
+    if opened is not None and opened in run.samples.index:
+        return F.addresses(run.files, run.samples.loc[[opened]])[0]
+    source, step = st.session_state.get(keys.SAMPLE), st.session_state.get(keys.STEP)
+    label = None if source is None else _find_sample(run, str(source))
+    if label is None or (step is not None and int(run.samples.at[label, F.STEP]) != int(step)):
+        return None
+    return str(source)
+
+
 def show_notes() -> None:
     """The messages about the opening link, as text; shown once everything the link asked for was tried."""
     notes = st.session_state.get(_NOTES)
@@ -184,6 +197,11 @@ def write(settings, run: Run) -> None:
                         ("kl", keys.KL_ESTIMATOR)):
         if st.session_state.get(widget) is not None:
             params[key] = str(st.session_state[widget])
+    sample = _shown_address(run)
+    if sample is None:
+        params.pop("sample", None)
+    else:
+        params["sample"] = sample
     if run.splits:
         params["split"] = run.split
     options = run.options

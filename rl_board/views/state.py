@@ -1,19 +1,17 @@
-"""The one place that touches Streamlit's caches and session state.
+"""The one place that touches Streamlit's caches, and its session state (but the tables' clicks: ``clicks``).
 
 A run is read by a ``RunSource`` kept in ``st.cache_resource`` (one per folder and
 load settings, shared by sessions, never copied); its latest snapshot is what
 every view draws. Session state holds only the user's choices.
 
-It is longer than the other views on purpose: every ``st.cache_*`` and ``st.session_state`` use of the
-page stays in this module (docs/contributing/architecture.md), so a view never caches or remembers anything on its own.
-Its two halves are the cached reads (run, scalars, findings, tags) and the user's navigation (areas,
-steps, samples, table clicks, widgets).
+Every ``st.cache_*`` use of the page stays in this module, and every ``st.session_state`` use but the
+tables' clicks (``clicks``) (docs/contributing/architecture.md), so a view never caches or remembers
+anything on its own. Its two halves are the cached reads (run, scalars, findings, tags) and the user's
+navigation (areas, steps, samples, widgets).
 """
 
 from __future__ import annotations
 
-import os
-import threading
 import time
 from dataclasses import replace
 
@@ -26,7 +24,8 @@ from ..base.access import RootError
 from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
 from ..store import cluster
 from ..store.loader import SourceChanged
-from . import keys
+from . import clicks, keys
+from .background import CHECKS, CHECKS_LOCK, FINDINGS_WAIT_SECONDS, findings_wait, get_findings, kept_checks, run_key  # noqa: F401 (the page's names)
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
@@ -241,7 +240,6 @@ def choose_step(steps: list[int], follow_newest: bool) -> None:
 
 
 _PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction, group) the sample picker was last drawn for
-_MARKED = "batch_table_marked"  # (table key, row) the batch table was last drawn with marked
 _OPEN_SAMPLE = "open_sample"  # a sample (label in Run.samples) to show once the picker is drawn
 
 
@@ -254,68 +252,14 @@ def open_sample(step: int, label, show: bool = True) -> None:
         show_area(keys.BATCH, "sample")
 
 
-#: How a table of samples is selected: a click on any cell picks its row, as does the row's checkbox.
-ROW_CLICK = ("single-row", "single-cell")
-
-
-def _selection(table_key: str) -> dict:
-    return (st.session_state.get(table_key) or {}).get("selection") or {}
+def opened_sample():
+    """The sample ``open_sample`` asked for, not drawn yet (its label in ``Run.samples``), or None."""
+    return st.session_state.get(_OPEN_SAMPLE)
 
 
 def show_drivers() -> None:
     """Show "What drives this step" when the batch is next drawn (a step opened from a finding)."""
     st.session_state[keys.SHOW_DRIVERS] = True
-
-
-def table_click(table_key: str) -> int | None:
-    """Before the batch table ``table_key`` is drawn: the row the user clicked since it was last drawn
-    (a cell of any row, or a row other than the one it marked), if any."""
-    selection = _selection(table_key)
-    cells, rows = selection.get("cells") or [], selection.get("rows") or []
-    if cells:  # ``mark_row`` clears the cells: one here is a new click
-        return int(cells[0][0])
-    marked = st.session_state.get(_MARKED)
-    if not rows or marked == (table_key, rows[0]):
-        return None
-    return rows[0]
-
-
-def mark_row(table_key: str, row: int) -> None:
-    """Before the batch table ``table_key`` is drawn: select its ``row`` (the sample shown), no cell."""
-    selection = _selection(table_key)
-    if selection.get("rows") != [row] or selection.get("cells"):
-        st.session_state[table_key] = {"selection": {"rows": [row], "columns": [], "cells": []}}
-    st.session_state[_MARKED] = (table_key, row)
-
-
-_SEEN = "table_selections"  # table key -> (rows, cells, the row picked) of its selection when last read
-_SEEN_KEPT = 16  # tables remembered (each search, sort and group draws a table of its own)
-
-
-def row_clicked(table_key: str, selection) -> int | None:
-    """The row a click in table ``table_key`` (drawn with ``ROW_CLICK``; ``selection`` its event's
-    selection) picked since its selection was last read: any cell of a row, or the row's checkbox (the
-    one that changed, when both did); None when nothing changed."""
-    rows = [int(r) for r in selection.get("rows") or []]
-    cells = [(int(c[0]), str(c[1])) for c in selection.get("cells") or []]
-    seen = st.session_state.setdefault(_SEEN, {})
-    before_rows, before_cells, before = seen.pop(table_key, ([], [], None))
-    clicked = None
-    if cells and cells != before_cells:
-        clicked = cells[0][0]
-    elif rows and rows != before_rows:
-        clicked = rows[0]
-    picked = clicked if clicked is not None else (before if rows or cells else None)
-    seen[table_key] = (rows, cells, picked)
-    for old in list(seen)[:-_SEEN_KEPT]:
-        del seen[old]
-    return clicked
-
-
-def row_picked(table_key: str) -> int | None:
-    """The row last picked in table ``table_key`` (``row_clicked``) while it is still selected; None once
-    the selection is cleared."""
-    return st.session_state.get(_SEEN, {}).get(table_key, ([], [], None))[2]
 
 
 def choose_sample(ordered, context: tuple, clicked: int | None) -> str:
@@ -382,7 +326,7 @@ def loaded_run() -> tuple[str, tuple] | None:
 
 
 #: What belongs to one run: forgotten when another run is loaded (its newest step and first sample show).
-_PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, _MARKED, _OPEN_SAMPLE)
+_PER_RUN = (keys.STEP, keys.SAMPLE, _STEPS, _PICKER_CONTEXT, clicks.MARKED, _OPEN_SAMPLE)
 
 
 _RECENT = "recent_runs"  # run folders loaded in this session, the latest first
@@ -434,98 +378,26 @@ def get_record(run: Run, label):
         return exc
 
 
-def _run_key(run: Run) -> tuple:
-    """A cheap key of one snapshot of a run: where it is, how it was read, and what the load read."""
-    options = run.options
-    return (str(run.path), options.pad_token, options.eos_token, options.fields, options.tokenizer, hash(run.report),
-            id(run), len(run.samples))
-
-
-# the findings panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws them when they finish
-FINDINGS_WAIT_SECONDS = 0.05
-
-
-def findings_wait() -> float:
-    """Seconds the findings panel waits for the checks before it draws without them."""
-    try:
-        return max(0.0, float(os.environ.get("RL_BOARD_FINDINGS_WAIT", FINDINGS_WAIT_SECONDS)))
-    except ValueError:
-        return FINDINGS_WAIT_SECONDS
-
-
-class _Checks:
-    """The findings of one run, computed in a daemon thread of their own: no run's checks wait for
-    another's, and a server told to stop does not wait for them. ``stop`` cancels them; ``viewers``
-    counts the sessions showing the run (the checks are cancelled when the last one leaves it)."""
-
-    def __init__(self, run: Run):
-        self.stop = threading.Event()
-        self.done = threading.Event()
-        self.result = None  # the Findings, or the exception the checks raised
-        self.viewers = 0
-        threading.Thread(target=self._work, args=(run,), daemon=True, name="rl-board-findings").start()
-
-    def _work(self, run: Run) -> None:
-        from ..analysis.findings import get_findings as kept_or_computed
-
-        try:
-            self.result = kept_or_computed(run, self.stop)
-        except BaseException as exc:  # noqa: BLE001 (shown where the findings are read, as before)
-            self.result = exc
-        finally:
-            self.done.set()
-
-    @property
-    def cancelled(self) -> bool:
-        return self.stop.is_set() and not (self.done.is_set() and not isinstance(self.result, BaseException))
-
-
-_CHECKS: dict[tuple, _Checks] = {}  # run key -> its checks, newest last
-_CHECKS_LOCK = threading.Lock()
-_CHECKS_KEPT = 8  # runs whose findings are kept (the oldest go first, cancelled if still running)
 _FINDINGS_RUN = "_rlb_findings_run"  # session state: the run key whose checks this session is showing
-
-
-def _findings(key: tuple, run: Run) -> _Checks:
-    """The checks of the run ``key`` names, started now unless running or done (a cancelled one starts again)."""
-    with _CHECKS_LOCK:
-        checks = _CHECKS.pop(key, None)
-        if checks is None or checks.cancelled:
-            checks = _Checks(run)
-        _CHECKS[key] = checks
-        while len(_CHECKS) > _CHECKS_KEPT:
-            _CHECKS.pop(next(iter(_CHECKS))).stop.set()
-        return checks
 
 
 def start_findings(run: Run) -> None:
     """Start ``findings.compute_findings`` of the run in a thread of its own (once per snapshot), so
     the checks run while the rest of the page draws; the checks of the run this session showed before
     are cancelled when no other session is showing it."""
-    key = _run_key(run)
-    checks = _findings(key, run)
+    key = run_key(run)
+    checks = kept_checks(key, run)
     before = st.session_state.get(_FINDINGS_RUN)
     if before == key:
         return
-    with _CHECKS_LOCK:
+    with CHECKS_LOCK:
         checks.viewers += 1
-        left = _CHECKS.get(before) if before is not None else None
+        left = CHECKS.get(before) if before is not None else None
         if left is not None:
             left.viewers -= 1
             if left.viewers <= 0 and not left.done.is_set():
                 left.stop.set()
     st.session_state[_FINDINGS_RUN] = key
-
-
-def get_findings(run: Run, wait: float | None = None):
-    """``findings.compute_findings`` of the run (started by ``start_findings``, or now), once done; None
-    when ``wait`` seconds pass first."""
-    checks = _findings(_run_key(run), run)
-    if not checks.done.wait(wait):
-        return None
-    if isinstance(checks.result, BaseException):
-        raise checks.result
-    return checks.result
 
 
 @st.cache_data(max_entries=8, show_spinner="Reading the early and late steps…")
@@ -537,7 +409,7 @@ def _window_ngrams(key: tuple, _run: Run):
 
 def get_window_ngrams(run: Run):
     """``findings.compute_window_ngrams`` of the run (late vs early steps), computed once per snapshot."""
-    return _window_ngrams(_run_key(run), run)
+    return _window_ngrams(run_key(run), run)
 
 
 def follow(run_dir: str, settings, fields: tuple) -> None:
@@ -571,7 +443,7 @@ def get_tagged(run: Run):
     any session), or the ``TagsError`` that says why it can't be read. Don't mutate it."""
     from ..store.tags import stamp
 
-    return _tagged(_run_key(run), stamp(run.path), run)
+    return _tagged(run_key(run), stamp(run.path), run)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Lining the prompts up…")
@@ -584,7 +456,7 @@ def _diff(key_a: tuple, key_b: tuple, steps_a: tuple, steps_b: tuple, _a: Run, _
 def get_diff(a: Run, b: Run, steps_a: tuple, steps_b: tuple):
     """``diff.compute_diff`` of two runs' snapshots (by prompt), once per pair and step ranges. Don't
     mutate it."""
-    return _diff(_run_key(a), _run_key(b), steps_a, steps_b, a, b)
+    return _diff(run_key(a), run_key(b), steps_a, steps_b, a, b)
 
 
 def set_choice(key: str, value) -> None:

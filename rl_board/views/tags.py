@@ -13,7 +13,7 @@ from ..analysis.tagged import CHANGED, Tagged, add_tag_columns, build_eval_set, 
 from ..base import fields as F
 from ..base.text import alert_body, escape_markdown
 from ..store.tags import ANY_TAG, SUGGESTED_TAGS, TagConflict, TagsError, set_tags, tags_path
-from . import keys, state
+from . import clicks, keys, state
 from .sidebar import Settings
 
 _FLASH = "tags_flash"  # (kind, message[, detail]) of the last save, shown once when the page is drawn again
@@ -129,9 +129,9 @@ def render_list(run: Run, settings: Settings) -> None:
     st.caption(f"{len(labels):,} tagged sample{'' if len(labels) == 1 else 's'}"
                + ("" if tag == ANY_TAG else " with this tag") + ". Click one to open it in Batch and sample.")
     key = f"tagged_table-{tag}-{len(labels)}"
-    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=state.ROW_CLICK,
+    event = st.dataframe(cut_cells(table), hide_index=True, on_select="rerun", selection_mode=clicks.ROW_CLICK,
                          key=key)
-    clicked = state.row_clicked(key, event.selection)
+    clicked = clicks.row_clicked(key, event.selection)
     if clicked is not None and clicked < len(labels):
         label = labels[clicked]
         state.open_sample(int(run.samples.at[label, F.STEP]), label)
