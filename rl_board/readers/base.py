@@ -150,9 +150,9 @@ def describe_size(size: int) -> str:
     return f"{size} bytes"
 
 
-def line_too_long(size: int, limit: int) -> str:
-    """The reason a line of ``size`` bytes is rejected."""
-    return (f"line of {describe_size(size)} is longer than the limit of {describe_size(limit)} "
+def line_too_long(size: int, limit: int, at_least: bool = False) -> str:
+    """The reason a line of ``size`` bytes (``at_least``: of more, not read to its end) is rejected."""
+    return (f"line of {'over ' if at_least else ''}{describe_size(size)} is longer than the limit of {describe_size(limit)} "
             f"(set {MAX_LINE_ENV}); not read")
 
 

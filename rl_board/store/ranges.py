@@ -16,7 +16,7 @@ import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
-from ..base.compression import open_path
+from ..base.compression import TooLarge, open_path
 from ..base.location import RunLocation, as_path, open_file
 from ..base.remote import LocationError, fault_line
 from ..derive.samples import derive
@@ -190,6 +190,7 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
     def take(data: bytes, offset: int) -> None:
         _take_block(reader, data, offset, options, result, tables, quota, max_per_step)
 
+    long_line = None  # (index in result.errors, where it starts) of a line over the limit being passed over
     try:
         with open_path(path) as fh:
             position, carry, skipping = 0, b"", False  # skipping: inside a line over the limit
@@ -203,6 +204,9 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                         position += len(chunk)
                         continue
                     position, chunk, skipping = position + cut + 1, chunk[cut + 1:], False
+                    index, begun = long_line
+                    result.errors[index] = (result.errors[index][0], line_too_long(position - 1 - begun, limit))
+                    long_line = None
                 data = carry + chunk
                 complete = data.rfind(b"\n") + 1
                 if complete:
@@ -210,7 +214,8 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                     position += complete
                 carry = data[complete:]
                 if len(carry) > limit:  # named and passed over, never held whole in memory
-                    result.errors.append((result.lines + 1, line_too_long(len(carry), limit)))
+                    long_line = (len(result.errors), position)
+                    result.errors.append((result.lines + 1, line_too_long(len(carry), limit, at_least=True)))
                     result.lines += 1
                     position += len(carry)
                     carry, skipping = b"", True
@@ -218,6 +223,8 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                 take(carry + b"\n", position)
     except MemoryError:
         raise
+    except TooLarge as exc:  # a bomb, or a file past the bounds: what came before it is kept
+        result.error = str(exc)
     except Exception as exc:  # a broken archive (EOFError, lzma's and zstd's errors) costs this file only
         result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
     _keep_blocks(result, tables, out_dir, options)

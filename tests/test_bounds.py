@@ -1,0 +1,79 @@
+"""Bounds by design: a hostile file costs a bounded read and one clear line, never the machine."""
+
+from __future__ import annotations
+
+import bz2
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import zstandard
+from conftest import REPO
+
+from rl_board.base.compression import TooLarge, expansion_limit, read_bytes
+
+_HANG_GUARD = 240  # seconds: a hang guard for the command, never a timed assert
+
+GOOD = b"".join(json.dumps({"step": 1, "reward": k / 10, "prompt": "p", "response": "r"}).encode() + b"\n"
+                for k in range(3))
+
+
+def _summary(run, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", str(run)], capture_output=True,
+                          text=True, cwd=REPO, env={**os.environ, **env}, timeout=_HANG_GUARD)
+
+
+def _bz2_bomb(path, gib: int = 20) -> None:
+    """Three good lines, then a last line of ``gib`` GiB of ``a``: bz2 streams of 64 MiB each, one
+    compressed once and repeated (a reader reads every stream of a file), so building it is cheap."""
+    piece = bz2.compress(b"a" * (64 << 20))
+    path.write_bytes(bz2.compress(GOOD + b'{"step": 2, "reward": 1, "prompt": "') + piece * (gib * 16))
+
+
+def test_a_bz2_bomb_stops_at_the_bound_and_names_it(tmp_path):
+    """A 26 KB .bz2 whose last line expands to 20 GiB ends at the 64 MiB floor with the true reason;
+    the lines before it load."""
+    (tmp_path / "run").mkdir()
+    _bz2_bomb(tmp_path / "run" / "a.jsonl.bz2")
+    assert (tmp_path / "run" / "a.jsonl.bz2").stat().st_size < 30_000
+    proc = _summary(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["lines_ok"] == 3
+    (unreadable,) = got["files_unreadable"]
+    assert unreadable["file"] == "a.jsonl.bz2"
+    why = unreadable["error"]
+    assert why.startswith("expands past 64 MB, more than 1000× its 26 KB") and "RL_BOARD_MAX_RATIO" in why
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_bounds_are_the_users_to_change(tmp_path, monkeypatch):
+    """The relative bound follows RL_BOARD_MAX_RATIO above the 64 MiB floor, the absolute one
+    RL_BOARD_MAX_EXPANDED_GB; a read past either raises TooLarge naming it."""
+    assert expansion_limit(1 << 20)[0] == 1000 << 20
+    assert expansion_limit(1000)[0] == 64 << 20
+    monkeypatch.setenv("RL_BOARD_MAX_RATIO", "2000")
+    assert expansion_limit(1 << 20)[0] == 2000 << 20
+    monkeypatch.setenv("RL_BOARD_MAX_EXPANDED_GB", "0.5")
+    limit, why = expansion_limit(1 << 20)
+    assert limit == 512 << 20 and "512 MB" in why and "RL_BOARD_MAX_EXPANDED_GB" in why
+    monkeypatch.delenv("RL_BOARD_MAX_EXPANDED_GB")
+    monkeypatch.setenv("RL_BOARD_MAX_RATIO", "1")
+    path = tmp_path / "a.jsonl.zst"
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"x" * ((64 << 20) + 10)))
+    with pytest.raises(TooLarge, match="expands past 64 MB"):
+        read_bytes(path)
+    path.write_bytes(zstandard.ZstdCompressor().compress(b"x" * (64 << 20)))
+    assert len(read_bytes(path)) == 64 << 20  # at the bound exactly: read
+
+
+def test_a_plain_file_read_whole_past_the_absolute_bound_is_refused_unread(tmp_path, monkeypatch):
+    """A sparse 8 GiB file read whole is refused from its size (never read) when over the bound."""
+    monkeypatch.setenv("RL_BOARD_MAX_EXPANDED_GB", "1")
+    path = tmp_path / "results.json"
+    with open(path, "wb") as fh:
+        fh.truncate(8 << 30)
+    with pytest.raises(TooLarge, match="8.0 GB, more than a file read whole may hold"):
+        read_bytes(path)
