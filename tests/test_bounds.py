@@ -77,3 +77,39 @@ def test_a_plain_file_read_whole_past_the_absolute_bound_is_refused_unread(tmp_p
         fh.truncate(8 << 30)
     with pytest.raises(TooLarge, match="8.0 GB, more than a file read whole may hold"):
         read_bytes(path)
+
+
+def _peak_mib(run, **env) -> tuple[subprocess.CompletedProcess, float]:
+    """``rl-board summary --json RUN`` and the peak memory (MiB) of it and its workers, measured from
+    a parent of its own so no other process of the test counts."""
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "summary", "--json",
+                           str(run)], capture_output=True, text=True, cwd=REPO, env={**os.environ, **env},
+                          timeout=_HANG_GUARD)
+    return proc, int(proc.stderr.strip().splitlines()[-1]) / 1024
+
+
+def test_a_million_rejected_lines_are_all_counted_and_the_first_listed(tmp_path):
+    """A 2 MB file of one good line and a million bad ones: 1,000,000 rejected, the first 100 listed
+    with their line numbers (2 to 101), the rest counted in a note; memory stays under 400 MiB."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a.jsonl").write_bytes(b'{"step": 1, "reward": 0.5}\n' + b"x\n" * 1_000_000)
+    proc, peak = _peak_mib(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert (got["lines_ok"], got["lines_bad"]) == (1, 1_000_000)
+    assert [e["line"] for e in got["errors"]] == list(range(2, 102))
+    assert peak <= 400, f"{peak:.0f} MiB"
+
+
+def test_the_listed_rejections_follow_the_setting_and_survive_the_cache(tmp_path):
+    """RL_BOARD_MAX_ERRORS=3 lists 3 of 10 bad lines and counts 10, read fresh and from the cache."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "a.jsonl").write_bytes(b'{"step": 1, "reward": 0.5}\n' + b"x\n" * 10)
+    env = {"RL_BOARD_CACHE_DIR": str(tmp_path / "cache"), "RL_BOARD_MAX_ERRORS": "3"}
+    for _ in range(2):
+        proc = _summary(tmp_path / "run", **env)
+        assert proc.returncode == 0, proc.stderr
+        got = json.loads(proc.stdout)
+        assert got["lines_bad"] == 10 and [e["line"] for e in got["errors"]] == [2, 3, 4]

@@ -17,6 +17,7 @@ import xxhash
 
 from ..base import fields as F
 from ..base.compression import TooLarge, open_path
+from ..base.defaults import max_errors
 from ..base.location import RunLocation, as_path, open_file
 from ..base.remote import LocationError, fault_line
 from ..derive.samples import derive
@@ -44,7 +45,8 @@ class RangeResult:
 
     end: the end of the last complete line (where the next read starts).
     lines: newlines consumed. segment: the segment file's name in the output
-    folder, None when no line was kept. errors: (line within the range, reason).
+    folder, None when no line was kept. errors: (line within the range, reason) of the first
+    rejected lines (``defaults.max_errors``); unlisted: how many more were rejected (``note_rejected``).
     pending: bytes after ``end`` up to the range's stop: a line still being written.
     error: why the whole file could not be read (table files), else None.
     table: the rows themselves, when parsed in memory (no output folder).
@@ -59,6 +61,7 @@ class RangeResult:
     segment: str | None = None
     errors: list[tuple[int, str]] = field(default_factory=list)
     skipped: int = 0
+    unlisted: int = 0
     pending: bool = False
     error: str | None = None
     table: object = field(default=None, repr=False)
@@ -116,7 +119,7 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
                     break
                 size = len(chunk) + rest  # with its newline
                 if size - 1 > limit:  # named and passed over, never held in memory
-                    result.errors.append((result.lines + 1, line_too_long(size - 1, limit)))
+                    note_rejected(result, [(result.lines + 1, line_too_long(size - 1, limit))])
                     result.lines += 1
                     whole = False
                     position += size
@@ -158,7 +161,7 @@ def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: 
         table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
                                                errors, parsed.steps)
         result.skipped += skipped
-    result.errors.extend(errors)
+    note_rejected(result, errors, len(parsed.unlisted))
     if table.num_rows:
         tables.append(table)
 
@@ -205,7 +208,8 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                         continue
                     position, chunk, skipping = position + cut + 1, chunk[cut + 1:], False
                     index, begun = long_line
-                    result.errors[index] = (result.errors[index][0], line_too_long(position - 1 - begun, limit))
+                    if index is not None:
+                        result.errors[index] = (result.errors[index][0], line_too_long(position - 1 - begun, limit))
                     long_line = None
                 data = carry + chunk
                 complete = data.rfind(b"\n") + 1
@@ -214,8 +218,8 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                     position += complete
                 carry = data[complete:]
                 if len(carry) > limit:  # named and passed over, never held whole in memory
-                    long_line = (len(result.errors), position)
-                    result.errors.append((result.lines + 1, line_too_long(len(carry), limit, at_least=True)))
+                    listed = note_rejected(result, [(result.lines + 1, line_too_long(len(carry), limit, at_least=True))])
+                    long_line = (len(result.errors) - 1 if listed else None, position)
                     result.lines += 1
                     position += len(carry)
                     carry, skipping = b"", True
@@ -229,6 +233,16 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
         result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
     _keep_blocks(result, tables, out_dir, options)
     return result
+
+
+def note_rejected(result: RangeResult, errors: list, more: int = 0) -> bool:
+    """Add rejected lines (``errors``, (line, reason), and ``more`` counted only) to ``result``: the
+    first ``defaults.max_errors`` are listed, the rest counted in ``unlisted``. Whether all of
+    ``errors`` were listed."""
+    room = max(0, max_errors() - len(result.errors))
+    result.errors.extend(errors[:room])
+    result.unlisted += max(0, len(errors) - room) + more
+    return len(errors) <= room
 
 
 def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import gc
 import re
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from ...base import fields as F
+from ...base.defaults import max_errors
 from ..base import KeyResolver, ReadOptions, line_too_long
 from ..canonical import ROWS
 from ..extras import cap, merged_notes
@@ -33,11 +35,13 @@ class ParsedBlock:
     """Samples read from a block of complete lines, and the lines rejected.
 
     table: one canonical row per accepted line (``canonical.ROWS`` plus extras).
-    errors: ``(line_number, reason)`` for every rejected line.
+    errors: ``(line_number, reason)`` for the first rejected lines (``defaults.max_errors``).
     lines: complete lines in the block (blank ones included).
     slow: lines read one at a time by the slow path (refused by the block's struct).
     steps: for each rejected line, the step it names when a cheap look finds exactly one, else None
         (so a per-step quota can count a broken line of a full step as skipped, not as bad).
+    unlisted: the numbers of the rejected lines past those in ``errors``: counted, their reasons not
+        kept (int64), so a block of a million bad lines costs 8 MB, not a string each.
     """
 
     table: pa.Table
@@ -45,6 +49,7 @@ class ParsedBlock:
     lines: int = 0
     steps: list[int | None] = field(default_factory=list)
     slow: int = 0
+    unlisted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
@@ -81,7 +86,9 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     if len(too_long):
         long = [(first_line + int(i), line_too_long(int(lengths[i]), options.max_line)) for i in too_long]
         merged = sorted([*zip(parsed.errors, parsed.steps), *((e, None) for e in long)], key=lambda e: e[0][0])
-        parsed.errors, parsed.steps = [e for e, _ in merged], [s for _, s in merged]
+        room = max_errors()
+        parsed.errors, parsed.steps = [e for e, _ in merged[:room]], [s for _, s in merged[:room]]
+        parsed.unlisted = np.r_[parsed.unlisted, [e[0] for e, _ in merged[room:]]].astype(np.int64)
     return parsed
 
 
@@ -91,7 +98,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         objs, fast, slow, version = [], [], list(lines), None
     else:
         objs, fast, slow, version = shape.decode(data, starts, ends, lines)
-    tables, errors = [], []
+    tables, errors, unlisted, room = [], [], array("q"), max_errors()
     if fast:
         table, refused = _rows(shape, version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
                                lengths, reward_required)
@@ -104,7 +111,10 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
             raw = bytes(data[starts[index]:ends[index]])
             got = _slow_row(raw, resolver, reward_required)
             if isinstance(got, str):
-                errors.append((first_line + int(index), got, _step_hint(raw)))
+                if len(errors) < room:
+                    errors.append((first_line + int(index), got, _step_hint(raw)))
+                else:  # counted, not kept: memory stays the same whatever their number
+                    unlisted.append(first_line + int(index))
             else:
                 records.append(got)
                 kept.append(index)
@@ -123,7 +133,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     table, _ = cap(table, options.max_extras)  # the block's first extra fields met, at most the run's limit
     errors.sort()
     return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
-                       len(slow))
+                       len(slow), np.frombuffer(unlisted, np.int64) if unlisted else np.zeros(0, np.int64))
 
 
 def _step_hint(raw: bytes) -> int | None:
