@@ -113,3 +113,25 @@ def test_the_listed_rejections_follow_the_setting_and_survive_the_cache(tmp_path
         assert proc.returncode == 0, proc.stderr
         got = json.loads(proc.stdout)
         assert got["lines_bad"] == 10 and [e["line"] for e in got["errors"]] == [2, 3, 4]
+
+
+def test_a_zst_of_junk_lines_is_counted_not_a_memory_error(tmp_path):
+    """A 35 KB .zst of 80 Mi junk lines (400 MiB once expanded): read to the 64 MiB bound, every line
+    read before it counted (64 MiB of 5-byte lines after the first), no traceback, under 1 GiB."""
+    (tmp_path / "run").mkdir()
+    first = b'{"step": 1, "reward": 0.5}\n'
+    packer = zstandard.ZstdCompressor(level=19).compressobj()
+    with open(tmp_path / "run" / "a.jsonl.zst", "wb") as fh:
+        fh.write(packer.compress(first))
+        for _ in range(80):
+            fh.write(packer.compress(b"junk\n" * (1 << 20)))
+        fh.write(packer.flush())
+    proc, peak = _peak_mib(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["lines_ok"] == 1
+    assert "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
+    # the bound stops the read after 64 MiB + 1 byte; the 8 MiB blocks before it end on whole lines
+    assert got["lines_bad"] >= ((64 << 20) - (8 << 20) - len(first)) // 5
+    assert got["files_unreadable"][0]["error"].startswith("expands past 64 MB")
+    assert peak <= 1024, f"{peak:.0f} MiB"

@@ -24,9 +24,12 @@ from ..canonical import ROWS
 from ..extras import cap, merged_notes
 from ..records import rows_table
 from .shape import ALIASES, _rows, _shape
-from .slow import _slow_row
+from .slow import _slow_row, not_json
 
 _BLANK_FIRST = frozenset(b" \t\r\x0b\x0c")
+# the first bytes a JSON object's line may start with (a BOM's first byte too, as the slow path judges it);
+# a line starting with any other is no object: it goes to the slow path without a decode
+_OBJECT_FIRST = np.array(sorted({*b"{\xef", *_BLANK_FIRST}), np.uint8)
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 
 
@@ -94,30 +97,22 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
 
 def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
                 reward_required=True) -> ParsedBlock:
+    buffer = np.frombuffer(data, np.uint8)
+    hopeless = ~np.isin(buffer[starts[lines]], _OBJECT_FIRST) if len(lines) else np.zeros(0, bool)
     if shape is None:
         objs, fast, slow, version = [], [], list(lines), None
     else:
-        objs, fast, slow, version = shape.decode(data, starts, ends, lines)
-    tables, errors, unlisted, room = [], [], array("q"), max_errors()
+        objs, fast, slow, version = shape.decode(data, starts, ends, lines[~hopeless])
+        slow = np.sort(np.r_[np.asarray(slow, np.int64), lines[hopeless]]) if hopeless.any() else slow
+    tables, errors, unlisted = [], [], array("q")
     if fast:
         table, refused = _rows(shape, version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
                                lengths, reward_required)
         tables.append(table)
         slow = sorted([*slow, *(fast[i] for i in refused)])
-    if slow:
-        resolver = KeyResolver(options.fields, ALIASES)
-        records, kept = [], []
-        for index in slow:
-            raw = bytes(data[starts[index]:ends[index]])
-            got = _slow_row(raw, resolver, reward_required)
-            if isinstance(got, str):
-                if len(errors) < room:
-                    errors.append((first_line + int(index), got, _step_hint(raw)))
-                else:  # counted, not kept: memory stays the same whatever their number
-                    unlisted.append(first_line + int(index))
-            else:
-                records.append(got)
-                kept.append(index)
+    if len(slow):
+        records, kept = _read_slow(data, buffer, starts, ends, np.asarray(slow, np.int64), first_line,
+                                   KeyResolver(options.fields, ALIASES), reward_required, errors, unlisted)
         if records:
             kept = np.asarray(kept, np.int64)
             tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept],
@@ -134,6 +129,38 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     errors.sort()
     return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
                        len(slow), np.frombuffer(unlisted, np.int64) if unlisted else np.zeros(0, np.int64))
+
+
+def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_required, errors, unlisted):
+    """(the rows, their line indices) of the ``slow`` lines read one by one; each rejected line is added
+    to ``errors`` (line, reason, step hint) while it has room (``defaults.max_errors``), else its number
+    to ``unlisted``; past that room, lines that can't be an object are counted at once, unread."""
+    records, kept, room = [], [], max_errors()
+    order = slow.tolist()
+    k = 0
+    while k < len(order):
+        index = order[k]
+        if len(errors) >= room and slow is not None:  # once: the rest that is no object, counted at once
+            rest, slow = np.asarray(order[k:], np.int64), None
+            no_object = ~np.isin(buffer[starts[rest]], _OBJECT_FIRST)
+            unlisted.frombytes((first_line + rest[no_object]).astype(np.int64).tobytes())
+            order, k = rest[~no_object].tolist(), 0
+            continue
+        k += 1
+        raw = bytes(data[starts[index]:ends[index]])
+        if len(errors) >= room and not_json(raw):  # rejected, past those listed: counted only
+            unlisted.append(first_line + index)
+            continue
+        got = _slow_row(raw, resolver, reward_required)
+        if isinstance(got, str):
+            if len(errors) < room:
+                errors.append((first_line + index, got, _step_hint(raw)))
+            else:  # counted, not kept: memory stays the same whatever their number
+                unlisted.append(first_line + index)
+        else:
+            records.append(got)
+            kept.append(index)
+    return records, kept
 
 
 def _step_hint(raw: bytes) -> int | None:
