@@ -135,3 +135,69 @@ def test_a_zst_of_junk_lines_is_counted_not_a_memory_error(tmp_path):
     assert got["lines_bad"] >= ((64 << 20) - (8 << 20) - len(first)) // 5
     assert got["files_unreadable"][0]["error"].startswith("expands past 64 MB")
     assert peak <= 1024, f"{peak:.0f} MiB"
+
+
+def _command(*argv, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl_board", *map(str, argv)], capture_output=True, text=True,
+                          cwd=REPO, env={**os.environ, **env}, timeout=_HANG_GUARD)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_among_the_files_is_skipped_not_waited_on(tmp_path):
+    """A FIFO named 0.jsonl (sorted first) beside a metrics file and a run's lines: metrics, summary and
+    detect end (a FIFO with no writer would block an open forever) and read the regular files."""
+    run = tmp_path / "run"
+    run.mkdir()
+    os.mkfifo(run / "0.jsonl")
+    os.mkfifo(run / "trainer_state.json")
+    (run / "train_metrics.jsonl").write_bytes(b'{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}\n')
+    env = {"RL_BOARD_CACHE_DIR": str(tmp_path / "cache")}
+    metrics = _command("metrics", "--json", run, **env)
+    assert metrics.returncode == 0, metrics.stderr
+    assert json.loads(metrics.stdout)["series"]["loss"] == [[1, 0.5], [2, 0.25]]
+    assert _command("summary", run, **env).returncode in (0, 1)  # no run lines: 1, but it ends
+    assert _command("detect", run, **env).returncode in (0, 1)
+
+
+def test_opening_a_fifo_or_device_names_it(tmp_path):
+    """``open_regular`` refuses a FIFO and a character device with one line naming what it is."""
+    from rl_board.base.location import NotRegular, open_regular
+
+    os.mkfifo(tmp_path / "t_1_abc.table.json")
+    with pytest.raises(NotRegular, match="t_1_abc.table.json is a FIFO, not a regular file"):
+        open_regular(tmp_path / "t_1_abc.table.json")
+    with pytest.raises(NotRegular, match="null is a character device"):
+        read_bytes("/dev/null")
+
+
+def test_a_huge_line_in_a_metrics_file_is_skipped_not_a_memory_error(tmp_path):
+    """A metrics line longer than the line limit (RL_BOARD_MAX_LINE_MB=1, a 3 MB line) is counted as a
+    skipped record; the lines around it are read."""
+    (tmp_path / "metrics.jsonl").write_bytes(b'{"step": 1, "loss": 0.5}\n{"step": 2, "loss": [' + b"1," * (3 << 19)
+                                             + b'1]}\n{"step": 3, "loss": 0.25}\n')
+    proc = _command("metrics", tmp_path / "metrics.jsonl", RL_BOARD_MAX_LINE_MB="1")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 records skipped" in proc.stdout and "Traceback" not in proc.stderr
+    from rl_board.scalars import jsonl
+
+    os.environ["RL_BOARD_MAX_LINE_MB"] = "1"
+    try:
+        got = jsonl.read(tmp_path / "metrics.jsonl")
+    finally:
+        del os.environ["RL_BOARD_MAX_LINE_MB"]
+    assert got.series["loss"] == [(1, 0.5), (3, 0.25)] and got.skipped == 1
+
+
+def test_a_sparse_8_gib_results_json_is_looked_at_not_read_whole(tmp_path):
+    """detect on a folder no reader claims, holding an 8 GiB (sparse) results.json, looks at its
+    first MB only: it ends, its peak memory far below the file's size."""
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / "results.json", "wb") as fh:
+        fh.write(b'{"a": 1}')
+        fh.truncate(8 << 30)
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:], capture_output=True); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
+    proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "detect", str(run)],
+                          capture_output=True, text=True, cwd=REPO, timeout=_HANG_GUARD)
+    assert int(proc.stdout.split()[-1]) / 1024 < 1024  # MiB; reading it whole would take 8192

@@ -26,6 +26,19 @@ def max_extra_fields() -> int:
     return value if value > 0 else DEFAULT_MAX_EXTRA_FIELDS
 
 
+MAX_LINE_ENV = "RL_BOARD_MAX_LINE_MB"
+DEFAULT_MAX_LINE = 64 << 20  # bytes: a longer line is named and skipped, never held in memory
+
+
+def max_line_bytes() -> int:
+    """``$RL_BOARD_MAX_LINE_MB`` in bytes (MiB; a positive number), else 64 MiB."""
+    try:
+        value = float(os.environ.get(MAX_LINE_ENV, ""))
+    except ValueError:
+        return DEFAULT_MAX_LINE
+    return int(value * (1 << 20)) if value > 0 else DEFAULT_MAX_LINE
+
+
 # What one compressed file may expand to (``base.compression``): a bomb costs a bounded read, never the machine
 MAX_RATIO_ENV = "RL_BOARD_MAX_RATIO"
 DEFAULT_MAX_RATIO = 1000  # uncompressed bytes per compressed byte (gzip can't pass ~1032; a real log is 5-50)

@@ -28,13 +28,12 @@ default where it is used: ``GLOBS``, ``NAMED_GLOBS``, ``DEFAULT_SPLIT``, ``split
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from ..base import fields as F
-from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS
+from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, DEFAULT_MAX_LINE, MAX_LINE_ENV, max_line_bytes  # noqa: F401
 
 
 @runtime_checkable
@@ -92,19 +91,6 @@ class FileError(ValueError):
 
 class FieldMappingError(ValueError):
     """A ``CANONICAL=SOURCE`` mapping that can't be used; the message says why."""
-
-
-MAX_LINE_ENV = "RL_BOARD_MAX_LINE_MB"
-DEFAULT_MAX_LINE = 64 << 20  # bytes: a longer line is named and skipped, never held in memory
-
-
-def max_line_bytes() -> int:
-    """``$RL_BOARD_MAX_LINE_MB`` in bytes (MiB; a positive number), else 64 MiB."""
-    try:
-        value = float(os.environ.get(MAX_LINE_ENV, ""))
-    except ValueError:
-        return DEFAULT_MAX_LINE
-    return int(value * (1 << 20)) if value > 0 else DEFAULT_MAX_LINE
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .records import canonical_row, json_type, rows_table
@@ -77,7 +78,7 @@ def other_kind(path: Path) -> str | None:
 
 def _load(path: Path) -> tuple[list, list]:
     try:
-        table = json.loads(as_path(path).read_bytes())
+        table = json.loads(read_bytes(path))
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     except (ValueError, RecursionError) as exc:
