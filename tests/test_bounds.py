@@ -201,3 +201,61 @@ def test_a_sparse_8_gib_results_json_is_looked_at_not_read_whole(tmp_path):
     proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "detect", str(run)],
                           capture_output=True, text=True, cwd=REPO, timeout=_HANG_GUARD)
     assert int(proc.stdout.split()[-1]) / 1024 < 1024  # MiB; reading it whole would take 8192
+
+
+def _event_file(folder) -> tuple:
+    """An event file of 5 steps, each a text sample and a scalar (one event each), and the byte offset of
+    each record (walked by its length fields: 8-byte length, 4-byte CRC, data, 4-byte CRC)."""
+    import struct
+
+    from ray_writers import TextSummaryWriter
+
+    writer = TextSummaryWriter(folder)
+    for step in range(1, 6):
+        writer.add_text("samples", f"Sample:\\nanswer {step}\\n\\nReward: {step / 10}", step)
+        writer.add_scalar("loss", step / 100, step)
+    writer.close()
+    (path,) = folder.glob("events.out.tfevents.*")
+    data, offsets, at = path.read_bytes(), [], 0
+    while at < len(data):
+        offsets.append(at)
+        at += 16 + struct.unpack("<Q", data[at:at + 8])[0]
+    return path, offsets
+
+
+def _flip(path, offset: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_a_tensorboard_record_failing_its_crc_is_named_and_the_rest_read(tmp_path):
+    """One flipped byte in the second text's record: that sample is named lost (1 record) and the other
+    four texts and all five scalars are read (TensorBoard's reader stopped there, silently)."""
+    from rl_board.readers import tensorboard_text
+    from rl_board.scalars import tensorboard
+
+    path, offsets = _event_file(tmp_path / "run")
+    # records: the file version event, then per step a text event and a scalar event
+    text_two = offsets[3]
+    _flip(path, text_two + 20)  # inside its data
+    rows, errors, count = tensorboard_text.read_table(path)
+    assert rows.column("step").to_pylist() == [1, 3, 4, 5]
+    assert [why for _, why in errors] == [f"the record at byte {text_two:,} fails its CRC check: 1 record lost"]
+    scalars = tensorboard.read(tmp_path / "run")
+    assert [step for step, _ in scalars.series["loss"]] == [1, 2, 3, 4, 5]
+    assert scalars.skipped == 1 and "fails its CRC check" in scalars.notes[0]
+
+
+def test_a_tensorboard_length_failing_its_crc_is_searched_past(tmp_path):
+    """A flipped byte in the second text's length field: the bytes up to the next whole record are
+    named skipped, and reading goes on there (texts 1, 3, 4, 5)."""
+    from rl_board.readers import tensorboard_text
+
+    path, offsets = _event_file(tmp_path / "run")
+    _flip(path, offsets[3] + 1)
+    rows, errors, _ = tensorboard_text.read_table(path)
+    assert rows.column("step").to_pylist() == [1, 3, 4, 5]
+    assert [why for _, why in errors] == [f"the record at byte {offsets[3]:,} has a length that fails its CRC "
+                                          f"check: bytes {offsets[3]:,}-{offsets[4]:,} skipped (at least one "
+                                          "record lost)"]
