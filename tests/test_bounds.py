@@ -259,3 +259,24 @@ def test_a_tensorboard_length_failing_its_crc_is_searched_past(tmp_path):
     assert [why for _, why in errors] == [f"the record at byte {offsets[3]:,} has a length that fails its CRC "
                                           f"check: bytes {offsets[3]:,}-{offsets[4]:,} skipped (at least one "
                                           "record lost)"]
+
+
+def test_a_wandb_table_of_100000_columns_is_capped_before_the_work(tmp_path):
+    """A 1.3 MB W&B table of 10^5 numeric columns: read in one pass (it took minutes, quadratic in
+    the columns), the first 256 extra fields kept as columns, the other 99,744 counted as dropped."""
+    from rl_board.base import fields as F
+    from rl_board.readers import wandb_tables
+    from rl_board.readers.extras import FieldNotes
+
+    table = tmp_path / "run" / "files" / "media" / "table"
+    table.mkdir(parents=True)
+    columns = ["prompt", "response", "reward"] + [f"c{i}" for i in range(100_000)]
+    path = table / "samples_1_0123456789abcdef0123.table.json"
+    path.write_text(json.dumps({"columns": columns, "data": [["p", "r", 0.5] + [1] * 100_000]}))
+    rows, errors, count = wandb_tables.read_table(path)
+    extras = F.extra_columns(rows.column_names)
+    assert (rows.num_rows, errors, count) == (1, [], 1)
+    assert sorted(extras) == sorted(F.extra_column(f"c{i}") for i in range(256))  # the first 256 met
+    assert FieldNotes.of(rows).dropped_count == 100_000 - 256
+    proc = _summary(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["lines_ok"] == 1, proc.stderr

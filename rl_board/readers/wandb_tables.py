@@ -173,7 +173,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             lines.append(i + 1)
             offsets.append(i)
             groups.append(k)
-    return rows_table(out, lines, offsets, groups), errors, len(_load(path)[1])
+    # the extra-field cap before the columns are built: 10^5 columns make 256, not 10^5 then dropped
+    return rows_table(out, lines, offsets, groups, options.max_extras), errors, len(_load(path)[1])
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
