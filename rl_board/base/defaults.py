@@ -49,6 +49,15 @@ MAX_ERRORS_ENV = "RL_BOARD_MAX_ERRORS"
 DEFAULT_MAX_ERRORS = 100  # rejected lines a file keeps with their line numbers and reasons; all are counted
 
 
+# What opening one of slime's .pt files may cost (``readers.slime``: torch's restricted loader in a worker)
+PT_MEMORY_ENV = "RL_BOARD_PT_MEMORY_GB"
+DEFAULT_PT_MEMORY = 2 << 30  # bytes of address space the worker may take (RLIMIT_AS)
+PT_SECONDS_ENV = "RL_BOARD_PT_SECONDS"
+DEFAULT_PT_SECONDS = 60  # seconds of CPU (RLIMIT_CPU) and of waiting for the worker
+PT_OUTPUT_ENV = "RL_BOARD_PT_OUTPUT_MB"
+DEFAULT_PT_OUTPUT = 256 << 20  # bytes of JSON the worker may print (about 4x that once read, in the board)
+
+
 def _positive(name: str, default: float) -> float:
     """``$name`` as a positive number, else ``default``."""
     try:
@@ -68,6 +77,14 @@ def max_expanded() -> int:
     return int(_positive(MAX_EXPANDED_ENV, DEFAULT_MAX_EXPANDED / (1 << 30)) * (1 << 30))
 
 
+def pt_limits() -> tuple[int, int, int]:
+    """(memory bytes, seconds, output bytes) a .pt file's worker may use: ``$RL_BOARD_PT_MEMORY_GB``,
+    ``$RL_BOARD_PT_SECONDS``, ``$RL_BOARD_PT_OUTPUT_MB``, else the defaults."""
+    return (int(_positive(PT_MEMORY_ENV, DEFAULT_PT_MEMORY / (1 << 30)) * (1 << 30)),
+            int(_positive(PT_SECONDS_ENV, DEFAULT_PT_SECONDS)),
+            int(_positive(PT_OUTPUT_ENV, DEFAULT_PT_OUTPUT / (1 << 20)) * (1 << 20)))
+
+
 def max_errors() -> int:
     """``$RL_BOARD_MAX_ERRORS`` (rejected lines kept per file), else ``DEFAULT_MAX_ERRORS``."""
     return int(_positive(MAX_ERRORS_ENV, DEFAULT_MAX_ERRORS))
@@ -76,7 +93,7 @@ def max_errors() -> int:
 def bounds_key() -> str:
     """The bounds set away from their defaults, as a cache key's tail ("" when all are defaults, so the keys
     of caches written before the bounds stay valid): a file cut short by one is read again when it changes."""
-    names = (MAX_RATIO_ENV, MAX_EXPANDED_ENV, MAX_ERRORS_ENV)
+    names = (MAX_RATIO_ENV, MAX_EXPANDED_ENV, MAX_ERRORS_ENV, PT_MEMORY_ENV, PT_SECONDS_ENV, PT_OUTPUT_ENV)
     return "".join(f":{name}={os.environ[name]}" for name in names if os.environ.get(name))
 
 

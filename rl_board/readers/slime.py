@@ -27,14 +27,20 @@ response split as glued text (``chat_text``); extras ``truncated`` (status), ``g
 from __future__ import annotations
 
 import json
+import os
 import re
+import selectors
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.defaults import PT_MEMORY_ENV, PT_OUTPUT_ENV, PT_SECONDS_ENV, pt_limits
 from .base import FileError, ReadOptions, SourceChanged
 from .chat_text import split_prompt, split_turns
 from .lines import file_path
@@ -49,7 +55,6 @@ GLOBS = ("rollout_data/*.pt", "*.pt")  # DIR of --dump-details, or its rollout_d
 DEFAULT_SPLIT = "train"
 EXPECTS = "rollout_data/{rollout_id}.pt or eval_{rollout_id}.pt files written by slime's save_debug_rollout_data"
 WORKER = Path(__file__).with_name("torch_load.py")
-WORKER_SECONDS = 600  # one file's load before the worker is stopped
 INSTALL = ("reading slime's .pt files needs torch: pip install 'rl-board[torch]' (the board opens them with "
            "torch.load(weights_only=True) in a worker process; it never unpickles them itself)")
 _NAME = re.compile(r"^(eval_)?(\d+)\.pt$")
@@ -70,24 +75,61 @@ def other_kind(path: Path) -> str | None:
 
 
 def load(path: Path) -> dict:
-    """The file as JSON-ready data, loaded in a worker process (see the module's docstring)."""
-    try:
-        proc = subprocess.run([sys.executable, str(WORKER), str(path)], capture_output=True,
-                              timeout=WORKER_SECONDS, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise FileError(f"not loaded in {WORKER_SECONDS} s") from exc
+    """The file as JSON-ready data, loaded in a worker process (see the module's docstring) held to
+    ``defaults.pt_limits``: its memory and CPU time (resource limits it sets itself), the wall time it
+    is waited for and the JSON it may print, read as it comes. Raises ``FileError`` naming the bound
+    that bit."""
+    memory, seconds, output = pt_limits()
+    with tempfile.TemporaryFile() as stderr:
+        proc = subprocess.Popen([sys.executable, str(WORKER), str(path), str(memory), str(seconds), str(output)],
+                                stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL)
+        try:
+            out = _read_output(proc, output, time.monotonic() + seconds)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            proc.wait()
+        stderr.seek(0)
+        why = stderr.read(1 << 16).decode("utf-8", "replace").strip().splitlines()
     if proc.returncode == 3:
         raise FileError(INSTALL)
+    if proc.returncode == 5:
+        raise FileError(f"loading it needs more than {memory / (1 << 30):g} GB of memory "
+                        f"({PT_MEMORY_ENV} raises the bound)")
+    if proc.returncode == 6:
+        raise FileError(f"its data is more than {output >> 20} MB as JSON ({PT_OUTPUT_ENV} raises the bound)")
+    if proc.returncode in (-getattr(signal, "SIGXCPU", 24), -signal.SIGKILL):
+        raise FileError(f"not loaded within {seconds} s of CPU ({PT_SECONDS_ENV} raises the bound)")
     if proc.returncode != 0:
-        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise FileError("torch.load(weights_only=True) refused it: " + (why[-1] if why else f"exit {proc.returncode}"))
     try:
-        data = json.loads(proc.stdout)
+        data = json.loads(out)
     except ValueError as exc:
         raise FileError(f"the worker's output is not JSON ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("samples"), list):
         raise FileError("not slime's rollout data: a dict with a 'samples' list was expected")
     return data
+
+
+def _read_output(proc: subprocess.Popen, cap: int, deadline: float) -> bytes:
+    """The worker's stdout as it comes, until it ends; ``FileError`` past ``cap`` bytes or ``deadline``."""
+    out = bytearray()
+    fd = proc.stdout.fileno()
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise FileError(f"not loaded in {pt_limits()[1]} s ({PT_SECONDS_ENV} raises the bound)")
+            if not selector.select(left):
+                continue
+            piece = os.read(fd, 1 << 20)
+            if not piece:
+                return bytes(out)
+            out += piece
+            if len(out) > cap:
+                raise FileError(f"its data is more than {cap >> 20} MB as JSON ({PT_OUTPUT_ENV} raises the bound)")
 
 
 def _reward(value) -> tuple[float | None, dict] | str:
