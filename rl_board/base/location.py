@@ -60,17 +60,18 @@ def open_regular(path, flags: int = 0) -> BinaryIO:
     """The local file at ``path`` opened for reading in binary, if it is a regular file: opened without
     blocking (a FIFO with no writer would wait forever) and checked, else ``NotRegular`` naming what
     it is. ``flags``: more ``os.open`` flags (``O_NOFOLLOW``)."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | flags)
+    more = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | flags
+    fh = open(path, "rb", opener=lambda name, base: os.open(name, base | more))  # noqa: SIM115 - returned open
     try:
-        mode = os.fstat(fd).st_mode
+        mode = os.fstat(fh.fileno()).st_mode
         if not stat.S_ISREG(mode):
             kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
             raise NotRegular(f"{Path(path).name} is {kind}, not a regular file: skipped")
         if hasattr(os, "O_NONBLOCK"):
-            os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+            os.set_blocking(fh.fileno(), True)
+        return fh
     except BaseException:
-        os.close(fd)
+        fh.close()
         raise
 
 

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .defaults import max_line_bytes
-from .location import open_regular
+from .location import open_file
 
 _SCAN_PIECE = 1 << 20  # bytes looked through at a time for the next whole record after a broken length
 
@@ -33,7 +33,7 @@ def records(path: Path | str, lost: list[str]) -> Iterator[bytes]:
     """The bytes of each whole record of the event file at ``path`` whose checks hold; each record (or
     span of bytes) passed over adds a line to ``lost``."""
     limit = max_line_bytes()
-    with open_regular(path) as fh:
+    with open_file(path) as fh:
         size = fh.seek(0, 2)
         position = 0
         while position + 12 <= size:

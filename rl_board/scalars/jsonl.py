@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..base.defaults import max_line_bytes
-from ..base.location import open_regular
+from ..base.location import open_file
 from .base import (
     Scalars,
     ScalarsError,
@@ -27,7 +27,7 @@ def _records(path: Path):
     """Each line's record (None for a line that is no JSON object, or one longer than the line limit,
     which is passed over unread); a FIFO or device raises ``NotRegular``."""
     limit = max_line_bytes()
-    with open_regular(path) as fh:
+    with open_file(path) as fh:
         while raw := fh.readline(limit + 1):
             if len(raw) > limit and not raw.endswith(b"\n"):  # past the limit: scanned to its end, not held
                 while (piece := fh.readline(1 << 20)) and not piece.endswith(b"\n"):

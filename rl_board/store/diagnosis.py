@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from .. import readers
-from ..base.location import open_location, open_regular
+from ..base.location import open_file, open_location
 from ..readers import layout
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
 
@@ -46,7 +46,7 @@ def _first_keys(paths: list[Path], root: Path) -> dict | None:
         if path.suffix not in (".jsonl", ".json"):
             continue
         try:
-            with open_regular(path) as fh:  # a FIFO is named, never waited on; a huge file is not read whole
+            with open_file(path) as fh:  # a FIFO is named, never waited on; a huge file is not read whole
                 head = fh.readline(1 << 20) if path.suffix == ".jsonl" else fh.read(1 << 20)
             obj = json.loads(head)
         except (OSError, ValueError, RecursionError):
