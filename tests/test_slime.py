@@ -119,3 +119,57 @@ def test_a_file_that_needed_torch_opens_once_torch_is_there(tmp_path, monkeypatc
     again = load_run(run, cache_root=tmp_path / "cache")  # a new load, from the cache the first one wrote
     assert sorted(again.samples["reward"]) == [0.0, 0.5, 1.0]  # 0.pt's two, 1.pt's one
     assert sorted(source.refresh().samples["reward"]) == [0.0, 0.5, 1.0]  # the open run, refreshed
+
+
+def _pt_run(tmp_path, data) -> Path:
+    import torch
+
+    (tmp_path / "run" / "rollout_data").mkdir(parents=True)
+    torch.save(data, tmp_path / "run" / "rollout_data" / "0.pt")
+    return tmp_path / "run"
+
+
+def _unreadable(run, **env) -> str:
+    import os
+
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", "--json", str(run)], capture_output=True,
+                          text=True, cwd=REPO, env={**os.environ, "RL_BOARD_CACHE_DIR": str(run.parent / "cache"), **env},
+                          timeout=240)  # a hang guard, not a timed assert
+    (got,) = json.loads(proc.stdout)["files_unreadable"]
+    return got["error"]
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
+def test_a_small_pickle_of_a_billion_shared_numbers_stops_at_the_output_bound(tmp_path):
+    """A 14 KB .pt whose list is shared 10^6 times (10^9 numbers once printed) is counted before it is
+    made plain: more than the 256 MB of JSON the worker may print, said at once."""
+    inner = [0.5] * 1000
+    run = _pt_run(tmp_path, {"samples": [{"prompt": "p", "response": "r", "reward": 1.0,
+                                          "rollout_log_probs": [[inner] * 1000] * 1000}]})
+    assert (run / "rollout_data" / "0.pt").stat().st_size < 20_000
+    assert _unreadable(run) == "its data is more than 256 MB as JSON (RL_BOARD_PT_OUTPUT_MB raises the bound)"
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
+def test_the_worker_runs_under_its_memory_bound(tmp_path):
+    """A 2 KB .pt holding a tensor of 10^9 numbers over one stored value (stride 0): with the output
+    bound raised, making it a list meets the worker's memory bound (RLIMIT_AS), named."""
+    import torch
+
+    run = _pt_run(tmp_path, {"samples": [{"prompt": "p", "response": "r", "reward": 1.0,
+                                          "x": torch.zeros(1).expand(10 ** 9)}]})
+    why = _unreadable(run, RL_BOARD_PT_OUTPUT_MB="1000000", RL_BOARD_PT_MEMORY_GB="1.5")
+    assert why == "loading it needs more than 1.5 GB of memory (RL_BOARD_PT_MEMORY_GB raises the bound)"
+
+
+class Trainers:
+    """A class of the trainer's own, which the restricted loader does not build."""
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
+def test_a_refusal_names_the_class_and_never_suggests_loading_unrestricted(tmp_path):
+    """The refused file names the class refused; torch's advice (weights_only=False, allowlisting) is not relayed."""
+    run = _pt_run(tmp_path, {"samples": [Trainers()]})
+    why = _unreadable(run)
+    assert f"the class {__name__}.Trainers" in why or "the class test_slime.Trainers" in why
+    assert "weights_only=False" not in why and "add_safe_globals" not in why and "trust" not in why

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -46,6 +47,34 @@ from .remote import (
     within_root,
 )
 
+
+class NotRegular(OSError):
+    """A path that is no regular file (a FIFO, a device, a socket): never opened for reading, named."""
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
+
+
+def open_regular(path, flags: int = 0) -> BinaryIO:
+    """The local file at ``path`` opened for reading in binary, if it is a regular file: opened without
+    blocking (a FIFO with no writer would wait forever) and checked, else ``NotRegular`` naming what
+    it is. ``flags``: more ``os.open`` flags (``O_NOFOLLOW``)."""
+    more = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | flags
+    fh = open(path, "rb", opener=lambda name, base: os.open(name, base | more))  # noqa: SIM115 - returned open
+    try:
+        mode = os.fstat(fh.fileno()).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            raise NotRegular(f"{Path(path).name} is {kind}, not a regular file: skipped")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fh.fileno(), True)
+        return fh
+    except BaseException:
+        fh.close()
+        raise
+
+
 _DOOR = object()  # what only ``open_location`` passes: a RunLocation is made at the door or not at all
 
 
@@ -65,8 +94,7 @@ class LocalFiles:
     @staticmethod
     def open(path: Path) -> BinaryIO:
         """Open for reading in binary without following a symlink swapped in at the last component."""
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
-        return os.fdopen(fd, "rb")
+        return open_regular(path, getattr(os, "O_NOFOLLOW", 0))
 
 
 LOCAL = LocalFiles()
@@ -266,7 +294,7 @@ def open_file(path) -> BinaryIO:
     """A run's file opened for reading in binary: a ``RemotePath`` through its filesystem, anything else
     with the built-in ``open``."""
     path = as_path(path)  # a URL string too
-    return path.open("rb") if isinstance(path, RemotePath) else open(path, "rb")
+    return path.open("rb") if isinstance(path, RemotePath) else open_regular(path)
 
 
 def as_path(path) -> Path | RemotePath:

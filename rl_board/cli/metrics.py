@@ -38,6 +38,8 @@ def _metrics(args) -> int:
     else:
         print(f"{scalars.source}: {scalars.path} · {len(scalars.series)} series · "
               f"{scalars.non_finite} non-finite values · {scalars.skipped} records skipped")
+        for note in scalars.notes:
+            print(f"note: {note}", file=sys.stderr)
         _print_series(scalars.series)
         for sign in signs:
             print(f"  ! {sign.kind}: {sign.series} at step {sign.step}: {sign.message}")

@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path, open_file
 from . import jsonl
 from .base import ReadOptions, SourceChanged, line_too_long
@@ -135,7 +136,7 @@ def _step(name: str) -> int:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, one per trajectory; (line, reason) for each rejected line; lines read)."""
     path = as_path(path)
-    data = path.read_bytes()
+    data = read_bytes(path)
     groups, errors = _trajectories(data, options.max_line)
     step = _step(path.as_posix())
     samples = [{**trajectory(calls, step), "line": line, "offset": offset, "length": length}

@@ -28,13 +28,12 @@ default where it is used: ``GLOBS``, ``NAMED_GLOBS``, ``DEFAULT_SPLIT``, ``split
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
 from ..base import fields as F
-from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS
+from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, DEFAULT_MAX_LINE, MAX_LINE_ENV, max_line_bytes  # noqa: F401
 
 
 @runtime_checkable
@@ -103,19 +102,6 @@ class FieldMappingError(ValueError):
     """A ``CANONICAL=SOURCE`` mapping that can't be used; the message says why."""
 
 
-MAX_LINE_ENV = "RL_BOARD_MAX_LINE_MB"
-DEFAULT_MAX_LINE = 64 << 20  # bytes: a longer line is named and skipped, never held in memory
-
-
-def max_line_bytes() -> int:
-    """``$RL_BOARD_MAX_LINE_MB`` in bytes (MiB; a positive number), else 64 MiB."""
-    try:
-        value = float(os.environ.get(MAX_LINE_ENV, ""))
-    except ValueError:
-        return DEFAULT_MAX_LINE
-    return int(value * (1 << 20)) if value > 0 else DEFAULT_MAX_LINE
-
-
 @dataclass(frozen=True)
 class ReadOptions:
     """How a run is read; everything here changes the parsed rows, so it keys the cache.
@@ -159,9 +145,9 @@ def describe_size(size: int) -> str:
     return f"{size} bytes"
 
 
-def line_too_long(size: int, limit: int) -> str:
-    """The reason a line of ``size`` bytes is rejected."""
-    return (f"line of {describe_size(size)} is longer than the limit of {describe_size(limit)} "
+def line_too_long(size: int, limit: int, at_least: bool = False) -> str:
+    """The reason a line of ``size`` bytes (``at_least``: of more, not read to its end) is rejected."""
+    return (f"line of {'over ' if at_least else ''}{describe_size(size)} is longer than the limit of {describe_size(limit)} "
             f"(set {MAX_LINE_ENV}); not read")
 
 

@@ -132,11 +132,13 @@ def build_rows(columns: dict, extras: dict) -> pa.Table:
         else:
             arrays.append(pa.array(values, type=f.type))
     names = list(ROWS.names)
+    taken = set(names)  # looked up once per extra: linear in the extras, not quadratic
     notes = FieldNotes()
     for name in sorted(extras):
         column = F.extra_column(column_name(name))
-        if column in names:  # a renamed name meeting a real one (a hash collision): the first keeps it
+        if column in taken:  # a renamed name meeting a real one (a hash collision): the first keeps it
             continue
+        taken.add(column)
         if column != F.extra_column(name):
             notes.renamed[F.extra_name(column)] = why_unusable(name)
         values = extras[name]

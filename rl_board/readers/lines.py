@@ -63,10 +63,10 @@ def read_rows(data: bytes, row_of) -> tuple[pa.Table, list[tuple[int, str]], int
     return table(rows, lines, offsets, lengths), errors, count_lines(data)
 
 
-def table(rows: list[dict], lines, offsets, lengths) -> pa.Table:
+def table(rows: list[dict], lines, offsets, lengths, max_extras: int | None = None) -> pa.Table:
     """The canonical table of ``rows`` (``canonical_row`` results, each with an optional
-    ``messages`` list of canonical turns) with where each lies."""
-    got = rows_table(rows, lines, offsets, lengths)
+    ``messages`` list of canonical turns) with where each lies; ``max_extras`` as ``rows_table``'s."""
+    got = rows_table(rows, lines, offsets, lengths, max_extras)
     messages = [r.get(F.MESSAGES) for r in rows]
     if all(m is None for m in messages):
         return got

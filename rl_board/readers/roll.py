@@ -38,6 +38,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from . import jsonl
 from .base import FileError, ReadOptions, SourceChanged, line_too_long
@@ -177,7 +178,7 @@ def row_samples(obj, step: int | None) -> tuple[list[tuple[int, dict]], list[str
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (line, reason) for each rejected row, lines read)."""
     path = as_path(path)
-    data = path.read_bytes()
+    data = read_bytes(path)
     samples, errors = [], []
     for number, _offset, _stop, raw in whole_lines(data):
         if len(raw) > options.max_line:

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from . import jsonl
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_long
@@ -148,7 +149,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     if step is None:
         raise FileError("not in a global_step_N_evals or eval_only folder: its step is unknown")
     resolver = KeyResolver(options.fields, ALIASES)
-    return read_rows(path.read_bytes(), lambda raw: _row(raw, resolver, step, options))
+    return read_rows(read_bytes(path), lambda raw: _row(raw, resolver, step, options))
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:

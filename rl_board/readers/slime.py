@@ -32,14 +32,17 @@ import json
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.defaults import PT_MEMORY_ENV, PT_OUTPUT_ENV, PT_SECONDS_ENV, pt_limits
 from .base import FileError, MissingDependency, ReadOptions, SourceChanged
 from .chat_text import split_prompt, split_turns
 from .lines import file_path
@@ -54,7 +57,6 @@ GLOBS = ("rollout_data/*.pt", "*.pt")  # DIR of --dump-details, or its rollout_d
 DEFAULT_SPLIT = "train"
 EXPECTS = "rollout_data/{rollout_id}.pt or eval_{rollout_id}.pt files written by slime's save_debug_rollout_data"
 WORKER = Path(__file__).with_name("torch_load.py")
-WORKER_SECONDS = 600  # one file's load before the worker is stopped
 NEEDS = "torch"  # the optional module the files need: a file that failed for want of it is read again once it is there
 INSTALL = ("reading slime's .pt files needs torch: pip install 'rl-board[torch]' (the board opens them with "
            "torch.load(weights_only=True) in a worker process; it never unpickles them itself)")
@@ -92,44 +94,57 @@ class _Worker:
 
     def load(self, path: Path) -> dict:
         """The worker's answer for ``path``: ``{"data": …}`` or ``{"code": N, "error": …}``."""
+        limits = pt_limits()
         with self._lock:
             for _ in range(2):  # a worker that exited while idle is started again, once
-                if self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None:
-                    self._proc = subprocess.Popen([sys.executable, str(WORKER), "--serve"], stdin=subprocess.PIPE,
-                                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                started = self._proc is None or self._pid != os.getpid() or self._proc.poll() is not None
+                if started:
+                    self._proc = subprocess.Popen([sys.executable, str(WORKER), "--serve", *map(str, limits)],
+                                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                  stderr=subprocess.DEVNULL)
                     self._pid = os.getpid()
+                proc = self._proc
                 try:
-                    self._proc.stdin.write((json.dumps(str(path)) + "\n").encode())
-                    self._proc.stdin.flush()
-                    line = self._line(self._proc)
+                    proc.stdin.write((json.dumps(str(path)) + "\n").encode())
+                    proc.stdin.flush()
+                    line = self._line(proc, limits)
                 except OSError:
                     line = b""
                 if line:
                     break
                 self.stop()
-            else:
+                if proc.wait() == -getattr(signal, "SIGXCPU", 24):
+                    raise FileError(f"not loaded within {limits[1]} s of CPU ({PT_SECONDS_ENV} raises the bound)")
+                if started:  # a fresh worker that ended on this file: not tried again
+                    break
+            if not line:
                 raise FileError("the worker loading it stopped without an answer")
         try:
             answer = json.loads(line)
         except ValueError as exc:
             self.stop()
             raise FileError(f"the worker's output is not JSON ({exc})") from exc
-        if "code" in answer:
-            self.stop()  # a failed import is not kept: the next file may find torch installed
+        if answer.get("code") in (3, 5, 7):  # a failed import is not kept (the next file may find torch
+            self.stop()                      # installed), nor a worker that ran out of memory
         return answer
 
-    def _line(self, proc: subprocess.Popen) -> bytes:
-        """One line of the worker's output, b"" when it exited first; a worker silent for
-        ``WORKER_SECONDS`` is stopped."""
-        out, fd = bytearray(), proc.stdout.fileno()
+    def _line(self, proc: subprocess.Popen, limits: tuple[int, int, int]) -> bytes:
+        """One line of the worker's output, read as it comes, b"" when it exited first; a worker that has
+        not answered within ``limits``' seconds, or whose answer passes its output bytes, is stopped."""
+        _, seconds, output = limits
+        out, fd, deadline = bytearray(), proc.stdout.fileno(), time.monotonic() + seconds
         while not out.endswith(b"\n"):
-            if not select.select([fd], [], [], WORKER_SECONDS)[0]:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
                 self.stop()
-                raise FileError(f"not loaded in {WORKER_SECONDS} s")
+                raise FileError(f"not loaded in {seconds} s ({PT_SECONDS_ENV} raises the bound)")
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 return b""
             out += chunk
+            if len(out) > output + 64:  # the answer's own braces and key besides the data
+                self.stop()
+                raise FileError(f"its data is more than {output >> 20} MB as JSON ({PT_OUTPUT_ENV} raises the bound)")
         return bytes(out)
 
 
@@ -138,13 +153,23 @@ atexit.register(_WORKER.stop)
 
 
 def load(path: Path) -> dict:
-    """The file as JSON-ready data, loaded in the worker process (see the module's docstring)."""
+    """The file as JSON-ready data, loaded in the worker process (see the module's docstring) held to
+    ``defaults.pt_limits``: its memory and each file's CPU time (resource limits it sets itself), the wall
+    time a file is waited for and the JSON it may answer, read as it comes. Raises ``FileError`` naming the
+    bound that bit, ``MissingDependency`` without torch."""
+    memory, seconds, output = pt_limits()
     answer = _WORKER.load(path)
-    if answer.get("code") == 3:
+    code = answer.get("code")
+    if code == 3:
         raise MissingDependency(NEEDS, INSTALL)
-    if answer.get("code") == 5:
+    if code == 5:
+        raise FileError(f"loading it needs more than {memory / (1 << 30):g} GB of memory "
+                        f"({PT_MEMORY_ENV} raises the bound)")
+    if code == 6:
+        raise FileError(f"its data is more than {output >> 20} MB as JSON ({PT_OUTPUT_ENV} raises the bound)")
+    if code == 7:
         raise FileError(f"{answer.get('error')}: reinstall it, {INSTALL}")
-    if "code" in answer:
+    if code is not None:
         raise FileError("torch.load(weights_only=True) refused it: " + str(answer.get("error")))
     data = answer.get("data")
     if not isinstance(data, dict) or not isinstance(data.get("samples"), list):

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
+from ..base.tfrecords import events
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .chat_text import UNMARKED_NOTE, looks_unmarked, transcript, with_turns
 from .lines import file_path, table
@@ -45,12 +46,12 @@ _REWARD = re.compile(r"\s*Reward:\s*(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|
 _OPENRLHF = re.compile(r"^Sample:\n(?P<text>.*?)(?:\n\nReward:.*)?$", re.DOTALL)
 
 
-def _texts(path: Path, limit: int | None = None):
-    """(event number, step, tag, text) of each text summary of an event file."""
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+def _texts(path: Path, limit: int | None = None, lost: list[str] | None = None):
+    """(event number, step, tag, text) of each text summary of an event file; a record passed over
+    (``tfrecords``: its CRC check fails) adds a line to ``lost``."""
     from tensorboard.util import tensor_util
 
-    for n, event in enumerate(EventFileLoader(str(path)).Load()):
+    for n, event in enumerate(events(path, [] if lost is None else lost)):
         if limit is not None and n >= limit:
             return
         if not event.HasField("summary"):
@@ -99,9 +100,9 @@ def record_of(step: int, tag: str, text: str) -> dict:
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, one per logged text; (text number, reason) of each rejected one; texts read)."""
     resolver = KeyResolver(options.fields, ALIASES)
-    rows, lines, offsets, errors, count, unmarked = [], [], [], [], 0, 0
+    rows, lines, offsets, errors, count, unmarked, lost = [], [], [], [], 0, 0, []
     try:
-        for event_number, step, tag, text in _texts(Path(path)):
+        for event_number, step, tag, text in _texts(Path(path), lost=lost):
             count += 1
             got = canonical_row(record_of(step, tag, text), resolver, reward_required=False)
             if isinstance(got, str):
@@ -115,6 +116,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     except Exception as exc:
         if not rows and not errors:
             raise FileError(f"not read by tensorboard's event reader ({type(exc).__name__}: {exc})") from exc
+    errors.extend((count + 1, why) for why in lost)  # after the texts read: the texts lost can't be numbered
     notes = [UNMARKED_NOTE.format(count=unmarked)] if unmarked else []
     return with_notes(table(rows, lines, offsets, [0] * len(rows)), notes), errors, count
 

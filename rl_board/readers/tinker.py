@@ -30,6 +30,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from . import jsonl
 from .base import ReadOptions, SourceChanged, line_too_long
@@ -134,7 +135,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     """(canonical rows, one per trajectory; (line, reason) for each rejected line; lines read)."""
     path = as_path(path)
     step = step_of(f"{path.parent.name}/{path.name}") or 0
-    data = path.read_bytes()
+    data = read_bytes(path)
     samples, errors = [], []
     for line, offset, stop, raw in whole_lines(data):
         got = line_too_long(len(raw), options.max_line) if len(raw) > options.max_line else \

@@ -37,6 +37,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path, open_file
 from . import jsonl
 from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
@@ -118,7 +119,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     step = step_in(path.name)
     hint = template_family(path.parent)
     resolver = KeyResolver(options.fields, ALIASES)
-    return read_rows(path.read_bytes(), lambda raw: _row(raw, resolver, step, options, hint))
+    return read_rows(read_bytes(path), lambda raw: _row(raw, resolver, step, options, hint))
 
 
 def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions, hint) -> dict | str:

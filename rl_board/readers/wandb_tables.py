@@ -33,6 +33,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import read_bytes
 from ..base.location import as_path
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .chat_text import transcript, with_turns
@@ -83,7 +84,7 @@ def other_kind(path: Path) -> str | None:
 
 def _load(path: Path) -> tuple[list, list]:
     try:
-        table = json.loads(as_path(path).read_bytes())
+        table = json.loads(read_bytes(path))
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
     except (ValueError, RecursionError) as exc:
@@ -178,7 +179,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             lines.append(i + 1)
             offsets.append(i)
             groups.append(k)
-    return table(out, lines, offsets, groups), errors, len(_load(path)[1])
+    # the extra-field cap before the columns are built: 10^5 columns make 256, not 10^5 then dropped
+    return table(out, lines, offsets, groups, options.max_extras), errors, len(_load(path)[1])
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:

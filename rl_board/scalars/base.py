@@ -33,6 +33,7 @@ class Scalars:
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     non_finite: int = 0  # values logged as NaN or infinite
     skipped: int = 0  # records without a step, or unreadable
+    notes: list[str] = field(default_factory=list)  # what was passed over and why (a record failing its CRC)
 
     def to_json(self) -> dict:
         """The ``metrics --json`` contract."""

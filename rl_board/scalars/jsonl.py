@@ -8,6 +8,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ..base.defaults import max_line_bytes
+from ..base.location import open_file
 from .base import (
     Scalars,
     ScalarsError,
@@ -22,8 +24,16 @@ ROLLOUT_KEYS = {"prompt", "response", "input", "output", "completion", "logprobs
 
 
 def _records(path: Path):
-    with path.open("rb") as fh:
-        for raw in fh:
+    """Each line's record (None for a line that is no JSON object, or one longer than the line limit,
+    which is passed over unread); a FIFO or device raises ``NotRegular``."""
+    limit = max_line_bytes()
+    with open_file(path) as fh:
+        while raw := fh.readline(limit + 1):
+            if len(raw) > limit and not raw.endswith(b"\n"):  # past the limit: scanned to its end, not held
+                while (piece := fh.readline(1 << 20)) and not piece.endswith(b"\n"):
+                    pass
+                yield None
+                continue
             try:
                 record = json.loads(raw)
             except ValueError:

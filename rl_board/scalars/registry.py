@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..base.location import RunLocation, open_location
+from ..base.location import RunLocation, open_file, open_location
 from . import jsonl, tensorboard, trl
 from .base import EXPECTED, TRL_FILES, Scalars, ScalarsError
 
@@ -53,7 +53,7 @@ def _holds_log_history(path: Path) -> bool:
     """Whether a JSON file given by name starts like a ``log_history``: an object with one, or a list
     whose first item is an object with a ``step`` (read from its first 64 KiB)."""
     try:
-        with open(path, "rb") as fh:
+        with open_file(path) as fh:
             head = fh.read(1 << 16).lstrip()
     except OSError:
         return False

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..base.tfrecords import events
 from .base import Scalars, ScalarsError, SeriesBuilder, anywhere
 
 PATTERN = "events.out.tfevents.*"
@@ -26,16 +27,16 @@ def event_folder(folder: Path, deep: bool = True, inside: Callable[[Path], bool]
 
 
 def read(folder: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
     from tensorboard.util import tensor_util
 
     files = sorted(p for p in folder.glob(PATTERN) if p.is_file() and inside(p))  # no symlink out
     if not files:
         raise ScalarsError(f"No TensorBoard event files in {folder}.")
-    builder, skipped = SeriesBuilder(), 0
+    builder, skipped, notes = SeriesBuilder(), 0, []
     for path in files:
+        lost: list[str] = []
         try:
-            for event in EventFileLoader(str(path)).Load():
+            for event in events(path, lost):
                 if not event.HasField("summary"):
                     continue
                 for value in event.summary.value:
@@ -52,7 +53,9 @@ def read(folder: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
                     builder.add(value.tag, int(event.step), number, order=event.wall_time)
         except Exception:  # a corrupt file (the reader stops quietly at a truncated end): count it
             skipped += 1
+        skipped += len(lost)
+        notes.extend(f"{path.name}: {why}" for why in lost)
     series = builder.build()
     if not series and skipped:
         raise ScalarsError(f"Could not read the event files in {folder}.")
-    return Scalars("tensorboard", folder, series, builder.non_finite, skipped)
+    return Scalars("tensorboard", folder, series, builder.non_finite, skipped, notes)

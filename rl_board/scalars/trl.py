@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from ..base.compression import read_bytes
 from .base import (
     Scalars,
     ScalarsError,
@@ -26,7 +27,7 @@ def read(path: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
     if not inside(path):
         raise outside(path)
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))  # Python's json: NaN and Infinity too
+        state = json.loads(read_bytes(path).decode("utf-8"))  # Python's json: NaN and Infinity too
     except (OSError, ValueError) as exc:
         raise ScalarsError(f"{path} is not readable JSON ({exc}).") from exc
     history = state.get("log_history") if isinstance(state, dict) else state

@@ -17,7 +17,7 @@ from ..base.remote import LocationError, fault_line
 from ..derive.samples import derive
 from ..readers import ReadOptions
 from .cache import head_tail_hashes
-from .ranges import READ_CHUNK, RangeResult, ingest_range, open_in
+from .ranges import READ_CHUNK, RangeResult, ingest_range, note_rejected, open_in
 from .segments import write_segment
 
 SMALL_FILE_BYTES = 64 << 10  # a file with fewer new bytes than this may be read in a batch with others
@@ -82,11 +82,13 @@ def _read_batch(reader, batch: list[tuple[str, int, bytes]], out_dir, options, p
     for line, reason in parsed.errors:
         at = int(np.searchsorted(line_base, line - 1, side="right") - 1)
         errors[at].append((line - int(line_base[at]), reason))
+    unlisted = np.bincount(np.searchsorted(line_base, parsed.unlisted - 1, side="right") - 1, minlength=len(batch))
     segment = write_segment(table, out_dir) if out_dir is not None and table.num_rows else None
     results = []
     for i, (path, start, chunk) in enumerate(batch):
         result = RangeResult(path, start, start + len(chunk), lines=int(lines[i]), rows=int(counts[i]),
-                             errors=errors[i], digest=xxhash.xxh3_128(chunk).hexdigest())
+                             digest=xxhash.xxh3_128(chunk).hexdigest())
+        note_rejected(result, errors[i], int(unlisted[i]))
         if start == 0:
             result.hashes = head_tail_hashes(chunk)
         if counts[i]:

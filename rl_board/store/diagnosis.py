@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from .. import readers
-from ..base.location import open_location
+from ..base.location import open_file, open_location
 from ..readers import layout
 from .discovery import MAX_DEPTH as DISCOVERY_DEPTH
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
@@ -55,9 +55,9 @@ def _first_keys(paths: list[Path], root: Path) -> dict | None:
         if path.suffix not in (".jsonl", ".json"):
             continue
         try:
-            with open(path, "rb") as fh:
-                line = fh.readline(1 << 20)
-            obj = json.loads(line) if path.suffix == ".jsonl" else json.loads(path.read_bytes()[:1 << 20])
+            with open_file(path) as fh:  # a FIFO is named, never waited on; a huge file is not read whole
+                head = fh.readline(1 << 20) if path.suffix == ".jsonl" else fh.read(1 << 20)
+            obj = json.loads(head)
         except (OSError, ValueError, RecursionError):
             continue
         if isinstance(obj, dict):

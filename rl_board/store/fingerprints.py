@@ -109,7 +109,8 @@ class FileEntry:
     # [segment file, line number of its first line], or [segment file, line, first row, rows] for a slice of a
     # segment several small files share
     segments: list[list] = field(default_factory=list)
-    errors: list[list] = field(default_factory=list)  # [line, reason]
+    errors: list[list] = field(default_factory=list)  # [line, reason] of the first rejected lines
+    unlisted: int = 0  # rejected lines counted past those listed in ``errors``
     file_error: str | None = None  # why the whole file could not be read
     unterminated: bool = False  # the last line read had no newline (its newline, if it comes, is skipped)
     etag: str = ""  # a URL's object: its ETag (or version) when parsed; with its size, what says it is unchanged
@@ -120,7 +121,7 @@ class FileEntry:
     @classmethod
     def describe(cls, path: Path, offset: int, next_line: int, segments, errors,
                  file_error: str | None = None, unterminated: bool = False, read: list = (),
-                 hashes: list[str] | None = None) -> FileEntry:
+                 hashes: list[str] | None = None, unlisted: int = 0) -> FileEntry:
         """The entry of a file parsed up to ``offset``; ``read``: [start, end, xxh3-128] of the byte
         ranges its parsers hashed as they read them (``prefix_spans``); ``hashes``: the head and tail
         hashes of bytes [0, offset) as read (``head_tail_hashes``), None to hash them from the file."""
@@ -132,7 +133,7 @@ class FileEntry:
             head_hash=hashes[0], tail_hash=hashes[1],
             prefix_spans=prefix_spans(path, offset, list(read)),
             segments=[list(s) for s in segments], errors=[list(e) for e in errors], file_error=file_error,
-            unterminated=unterminated, checked_ns=time.time_ns(), etag=getattr(st, "etag", ""),
+            unterminated=unterminated, checked_ns=time.time_ns(), etag=getattr(st, "etag", ""), unlisted=unlisted,
         )
 
     def status(self, path: Path, appendable: bool = True) -> str:
@@ -176,7 +177,8 @@ class FileEntry:
         if not isinstance(raw, dict):
             raise ValueError("not an object")
         entry = cls(**raw)  # TypeError for a missing or unknown key
-        numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line, entry.checked_ns)
+        numbers = (entry.size, entry.mtime_ns, entry.inode, entry.offset, entry.next_line, entry.checked_ns,
+                   entry.unlisted)
         if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
             raise ValueError("a size, time or offset is not an integer")
         if not all(isinstance(h, str) for h in (entry.head_hash, entry.tail_hash, entry.etag)) or not all(

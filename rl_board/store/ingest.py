@@ -36,6 +36,7 @@ from .ranges import (
     ingest_compressed,
     ingest_range,
     keep_rows,
+    note_rejected,
     range_bytes,
     tasks_for,
 )
@@ -86,7 +87,8 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
         except (pa.ArrowException, ValueError, TypeError, OverflowError, KeyError, IndexError) as exc:
             result.error = f"could not be read ({type(exc).__name__}: {exc})"  # costs this file only
         else:
-            result.lines, result.errors = count, errors
+            result.lines = count
+            note_rejected(result, errors)
             keep_rows(result, table, out_dir)
         results.append(result)
         if progress is not None:

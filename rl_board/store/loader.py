@@ -23,7 +23,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from ..base.access import RootError, is_url
-from ..base.defaults import max_extra_fields
+from ..base.defaults import bounds_key, max_extra_fields
 from ..base.location import RunLocation, as_path, open_location
 from ..base.remote import LocationError, fault_line
 from ..derive.tokenizer import (
@@ -205,7 +205,7 @@ class RunLoader:
 
     def _cache_key(self) -> str:
         split = f":split={self.split}" if self.split is not None else ""
-        key = f"{self.reader.NAME}{split}:{self.options.to_json()}"
+        key = f"{self.reader.NAME}{split}:{self.options.to_json()}{bounds_key()}"
         return key + f":{stamp(self.options.tokenizer)}" if self.options.tokenizer else key
 
     #: modules the snapshot needs (pandas among them), imported in a thread while workers parse a

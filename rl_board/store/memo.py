@@ -24,6 +24,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..base.defaults import bounds_key
+
 FOLDER = "memos"
 VERSION = 1
 MAX_FILES = 20_000  # a folder with more files than this is not kept (listing it would cost too much)
@@ -40,7 +42,8 @@ def key(command: str, run_dir: Path | str, settings: dict) -> str:
     from .cache import CACHE_VERSION
 
     resolved = str(Path(run_dir).expanduser().resolve())
-    text = json.dumps([VERSION, CACHE_VERSION, command, resolved, settings, os.environ.get("RL_BOARD_MAX_LINE_MB")],
+    text = json.dumps([VERSION, CACHE_VERSION, command, resolved, settings, os.environ.get("RL_BOARD_MAX_LINE_MB"),
+                       bounds_key()],
                       sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 

@@ -16,7 +16,8 @@ import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
-from ..base.compression import open_path
+from ..base.compression import TooLarge, open_path
+from ..base.defaults import max_errors
 from ..base.location import RunLocation, as_path, open_file
 from ..base.remote import LocationError, fault_line
 from ..derive.samples import derive
@@ -44,7 +45,8 @@ class RangeResult:
 
     end: the end of the last complete line (where the next read starts).
     lines: newlines consumed. segment: the segment file's name in the output
-    folder, None when no line was kept. errors: (line within the range, reason).
+    folder, None when no line was kept. errors: (line within the range, reason) of the first
+    rejected lines (``defaults.max_errors``); unlisted: how many more were rejected (``note_rejected``).
     pending: bytes after ``end`` up to the range's stop: a line still being written.
     error: why the whole file could not be read (table files), else None.
     table: the rows themselves, when parsed in memory (no output folder).
@@ -59,6 +61,7 @@ class RangeResult:
     segment: str | None = None
     errors: list[tuple[int, str]] = field(default_factory=list)
     skipped: int = 0
+    unlisted: int = 0
     pending: bool = False
     error: str | None = None
     table: object = field(default=None, repr=False)
@@ -116,7 +119,7 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
                     break
                 size = len(chunk) + rest  # with its newline
                 if size - 1 > limit:  # named and passed over, never held in memory
-                    result.errors.append((result.lines + 1, line_too_long(size - 1, limit)))
+                    note_rejected(result, [(result.lines + 1, line_too_long(size - 1, limit))])
                     result.lines += 1
                     whole = False
                     position += size
@@ -158,7 +161,7 @@ def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: 
         table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
                                                errors, parsed.steps)
         result.skipped += skipped
-    result.errors.extend(errors)
+    note_rejected(result, errors, len(parsed.unlisted))
     if table.num_rows:
         tables.append(table)
 
@@ -190,6 +193,7 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
     def take(data: bytes, offset: int) -> None:
         _take_block(reader, data, offset, options, result, tables, quota, max_per_step)
 
+    long_line = None  # (index in result.errors, where it starts) of a line over the limit being passed over
     try:
         with open_path(path) as fh:
             position, carry, skipping = 0, b"", False  # skipping: inside a line over the limit
@@ -203,6 +207,10 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                         position += len(chunk)
                         continue
                     position, chunk, skipping = position + cut + 1, chunk[cut + 1:], False
+                    index, begun = long_line
+                    if index is not None:
+                        result.errors[index] = (result.errors[index][0], line_too_long(position - 1 - begun, limit))
+                    long_line = None
                 data = carry + chunk
                 complete = data.rfind(b"\n") + 1
                 if complete:
@@ -210,7 +218,8 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                     position += complete
                 carry = data[complete:]
                 if len(carry) > limit:  # named and passed over, never held whole in memory
-                    result.errors.append((result.lines + 1, line_too_long(len(carry), limit)))
+                    listed = note_rejected(result, [(result.lines + 1, line_too_long(len(carry), limit, at_least=True))])
+                    long_line = (len(result.errors) - 1 if listed else None, position)
                     result.lines += 1
                     position += len(carry)
                     carry, skipping = b"", True
@@ -218,10 +227,22 @@ def ingest_compressed(reader, path: str, size: int, out_dir: str | None, options
                 take(carry + b"\n", position)
     except MemoryError:
         raise
+    except TooLarge as exc:  # a bomb, or a file past the bounds: what came before it is kept
+        result.error = str(exc)
     except Exception as exc:  # a broken archive (EOFError, lzma's and zstd's errors) costs this file only
         result.error = f"can't be decompressed ({type(exc).__name__}: {exc})"
     _keep_blocks(result, tables, out_dir, options)
     return result
+
+
+def note_rejected(result: RangeResult, errors: list, more: int = 0) -> bool:
+    """Add rejected lines (``errors``, (line, reason), and ``more`` counted only) to ``result``: the
+    first ``defaults.max_errors`` are listed, the rest counted in ``unlisted``. Whether all of
+    ``errors`` were listed."""
+    room = max(0, max_errors() - len(result.errors))
+    result.errors.extend(errors[:room])
+    result.unlisted += max(0, len(errors) - room) + more
+    return len(errors) <= room
 
 
 def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:

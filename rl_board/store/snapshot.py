@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from ..base import fields as F
 from ..base.compression import APPEND_NOTE, codec_of
+from ..base.defaults import MAX_ERRORS_ENV, max_errors
 from ..base.location import RunLocation
 from ..derive.samples import SCHEMA, TURN_COLUMNS
 from ..readers import ReadOptions, describe_size
@@ -36,7 +37,9 @@ class LoadReport:
     files: tuple[str, ...]
     lines_ok: int
     lines_bad: int
-    errors: tuple[tuple[str, int, str], ...]  # (file, line, reason), by file then line
+    # (file, line, reason), by file then line: the first rejected lines of each file (``defaults.max_errors``);
+    # ``lines_bad`` counts them all
+    errors: tuple[tuple[str, int, str], ...]
     skipped: int = 0  # lines left out by max samples per step
     ignored_files: tuple[str, ...] = ()
     pending: tuple[str, ...] = ()  # files whose last line has no newline yet
@@ -109,6 +112,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
         skipped += before - len(samples)
     samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
     errors = tuple((name, line, reason) for name in names for line, reason in files[name].errors)
+    unlisted = sum(files[name].unlisted for name in names)
     failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
     failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
     tokenizer_notes = loader.tokenizer_notes
@@ -125,11 +129,13 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
         notes = [*notes, loader.reader.NOTE]
     notes = [*notes, *file_notes, *field_notes.messages(options.max_extras),
              *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
+             *([f"{unlisted:,} more rejected line{'s' if unlisted != 1 else ''} counted, not listed: the first "
+                f"{max_errors():,} of each file are ({MAX_ERRORS_ENV} changes it)."] if unlisted else []),
              *(f"{name} ends in {describe_size(files[name].long_tail)} without a newline, more than the "
                f"line limit of {describe_size(options.max_line)}: it is not read (set RL_BOARD_MAX_LINE_MB)."
                for name in names if files[name].long_tail)]
     report = LoadReport(
-        files=tuple(names), lines_ok=len(samples), lines_bad=len(errors), errors=errors, skipped=skipped,
+        files=tuple(names), lines_ok=len(samples), lines_bad=len(errors) + unlisted, errors=errors, skipped=skipped,
         ignored_files=tuple(ignored), pending=tuple(n for n in names if files[n].pending),
         notes=(*loader.notes, *notes), unreadable=failed, reader=loader.reader.NAME,
         tokenizer_problem=tokenizer_notes[0] if tokenizer_notes else None,

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..base.access import RootError
 from ..base.compression import base_name, codec_of, variants
+from ..base.defaults import max_errors
 from ..base.location import RunLocation, as_path, open_file, open_location
 from ..readers import holds_run, layout
 from .cache import SETTLED_NS, FileEntry
@@ -200,7 +201,8 @@ class FileState:
         self.path = path
         self.offset = 0
         self.next_line = 1
-        self.errors: list[tuple[int, str]] = []
+        self.errors: list[tuple[int, str]] = []  # the first rejected lines (``defaults.max_errors``)
+        self.unlisted = 0  # rejected lines counted past those
         self.skipped = 0
         self.segments: list[tuple[str, int, pa.Table]] = []
         self.entry: FileEntry | None = None
@@ -218,6 +220,7 @@ class FileState:
         state = cls(path)
         state.offset, state.next_line, state.entry = entry.offset, entry.next_line, entry
         state.errors = [(int(line), str(reason)) for line, reason in entry.errors]
+        state.unlisted = entry.unlisted
         state.error = entry.file_error
         state.unterminated = entry.unterminated
         state.segments = list(segments)
@@ -228,7 +231,9 @@ class FileState:
         """Account for one ``ranges.RangeResult`` read from this file at its offset, whose rows
         are ``table`` (stored as ``segment_name`` in the cache, "" when not cached)."""
         first_line = self.next_line
-        self.errors.extend((first_line + line - 1, reason) for line, reason in result.errors)
+        room = max(0, max_errors() - len(self.errors))
+        self.errors.extend((first_line + line - 1, reason) for line, reason in result.errors[:room])
+        self.unlisted += max(0, len(result.errors) - room) + getattr(result, "unlisted", 0)
         self.skipped += result.skipped
         self.error = result.error
         if table is not None:
@@ -248,7 +253,7 @@ class FileState:
         self.entry = FileEntry.describe(self.path, self.offset, self.next_line,
                                         [[n, first, *_span(t)] for n, first, t in self.segments if n],
                                         self.errors,
-                                        self.error, self.unterminated, self.read, self.hashes)
+                                        self.error, self.unterminated, self.read, self.hashes, self.unlisted)
         self.hashes = None
         self.read = [list(span) for span in self.entry.prefix_spans]
 

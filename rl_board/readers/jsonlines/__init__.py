@@ -11,20 +11,25 @@ from __future__ import annotations
 
 import gc
 import re
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 
 from ...base import fields as F
+from ...base.defaults import max_errors
 from ..base import KeyResolver, ReadOptions, line_too_long
 from ..canonical import ROWS
 from ..extras import cap, merged_notes
 from ..records import rows_table
 from .shape import ALIASES, _rows, _shape
-from .slow import _slow_row
+from .slow import _slow_row, not_json
 
 _BLANK_FIRST = frozenset(b" \t\r\x0b\x0c")
+# the first bytes a JSON object's line may start with (a BOM's first byte too, as the slow path judges it);
+# a line starting with any other is no object: it goes to the slow path without a decode
+_OBJECT_FIRST = np.array(sorted({*b"{\xef", *_BLANK_FIRST}), np.uint8)
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 
 
@@ -33,11 +38,13 @@ class ParsedBlock:
     """Samples read from a block of complete lines, and the lines rejected.
 
     table: one canonical row per accepted line (``canonical.ROWS`` plus extras).
-    errors: ``(line_number, reason)`` for every rejected line.
+    errors: ``(line_number, reason)`` for the first rejected lines (``defaults.max_errors``).
     lines: complete lines in the block (blank ones included).
     slow: lines read one at a time by the slow path (refused by the block's struct).
     steps: for each rejected line, the step it names when a cheap look finds exactly one, else None
         (so a per-step quota can count a broken line of a full step as skipped, not as bad).
+    unlisted: the numbers of the rejected lines past those in ``errors``: counted, their reasons not
+        kept (int64), so a block of a million bad lines costs 8 MB, not a string each.
     """
 
     table: pa.Table
@@ -45,6 +52,7 @@ class ParsedBlock:
     lines: int = 0
     steps: list[int | None] = field(default_factory=list)
     slow: int = 0
+    unlisted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
@@ -81,33 +89,30 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
     if len(too_long):
         long = [(first_line + int(i), line_too_long(int(lengths[i]), options.max_line)) for i in too_long]
         merged = sorted([*zip(parsed.errors, parsed.steps), *((e, None) for e in long)], key=lambda e: e[0][0])
-        parsed.errors, parsed.steps = [e for e, _ in merged], [s for _, s in merged]
+        room = max_errors()
+        parsed.errors, parsed.steps = [e for e, _ in merged[:room]], [s for _, s in merged[:room]]
+        parsed.unlisted = np.r_[parsed.unlisted, [e[0] for e, _ in merged[room:]]].astype(np.int64)
     return parsed
 
 
 def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
                 reward_required=True) -> ParsedBlock:
+    buffer = np.frombuffer(data, np.uint8)
+    hopeless = ~np.isin(buffer[starts[lines]], _OBJECT_FIRST) if len(lines) else np.zeros(0, bool)
     if shape is None:
         objs, fast, slow, version = [], [], list(lines), None
     else:
-        objs, fast, slow, version = shape.decode(data, starts, ends, lines)
-    tables, errors = [], []
+        objs, fast, slow, version = shape.decode(data, starts, ends, lines[~hopeless])
+        slow = np.sort(np.r_[np.asarray(slow, np.int64), lines[hopeless]]) if hopeless.any() else slow
+    tables, errors, unlisted = [], [], array("q")
     if fast:
         table, refused = _rows(shape, version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
                                lengths, reward_required)
         tables.append(table)
         slow = sorted([*slow, *(fast[i] for i in refused)])
-    if slow:
-        resolver = KeyResolver(options.fields, ALIASES)
-        records, kept = [], []
-        for index in slow:
-            raw = bytes(data[starts[index]:ends[index]])
-            got = _slow_row(raw, resolver, reward_required)
-            if isinstance(got, str):
-                errors.append((first_line + int(index), got, _step_hint(raw)))
-            else:
-                records.append(got)
-                kept.append(index)
+    if len(slow):
+        records, kept = _read_slow(data, buffer, starts, ends, np.asarray(slow, np.int64), first_line,
+                                   KeyResolver(options.fields, ALIASES), reward_required, errors, unlisted)
         if records:
             kept = np.asarray(kept, np.int64)
             tables.append(rows_table(records, first_line + kept, base_offset + starts[kept], lengths[kept],
@@ -123,7 +128,39 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     table, _ = cap(table, options.max_extras)  # the block's first extra fields met, at most the run's limit
     errors.sort()
     return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
-                       len(slow))
+                       len(slow), np.frombuffer(unlisted, np.int64) if unlisted else np.zeros(0, np.int64))
+
+
+def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_required, errors, unlisted):
+    """(the rows, their line indices) of the ``slow`` lines read one by one; each rejected line is added
+    to ``errors`` (line, reason, step hint) while it has room (``defaults.max_errors``), else its number
+    to ``unlisted``; past that room, lines that can't be an object are counted at once, unread."""
+    records, kept, room = [], [], max_errors()
+    order = slow.tolist()
+    k = 0
+    while k < len(order):
+        index = order[k]
+        if len(errors) >= room and slow is not None:  # once: the rest that is no object, counted at once
+            rest, slow = np.asarray(order[k:], np.int64), None
+            no_object = ~np.isin(buffer[starts[rest]], _OBJECT_FIRST)
+            unlisted.frombytes((first_line + rest[no_object]).astype(np.int64).tobytes())
+            order, k = rest[~no_object].tolist(), 0
+            continue
+        k += 1
+        raw = bytes(data[starts[index]:ends[index]])
+        if len(errors) >= room and not_json(raw):  # rejected, past those listed: counted only
+            unlisted.append(first_line + index)
+            continue
+        got = _slow_row(raw, resolver, reward_required)
+        if isinstance(got, str):
+            if len(errors) < room:
+                errors.append((first_line + index, got, _step_hint(raw)))
+            else:  # counted, not kept: memory stays the same whatever their number
+                unlisted.append(first_line + index)
+        else:
+            records.append(got)
+            kept.append(index)
+    return records, kept
 
 
 def _step_hint(raw: bytes) -> int | None:
