@@ -283,3 +283,75 @@ def test_tags_on_a_url_run_are_kept_by_its_url(tmp_path, monkeypatch):
     assert status == 0 and tagged == [("rollout_data_rank0.jsonl", 3, ["hack"])]
     status, out, _ = cli("tags", str(local), "--json")
     assert status == 0 and json.loads(out)["samples"] == []
+
+
+def test_s3_roots_at_the_stores_top_are_refused_and_dots_normalised(monkeypatch):
+    """``s3://``, ``s3://.`` and ``s3://bucket/..`` name every bucket: refused as a setting, never read as
+    "allow every bucket", and as a run. ``s3://bucket/team/..`` is ``s3://bucket``: it allows that bucket
+    only (no request is made)."""
+    pytest.importorskip("s3fs")
+    for top in ("s3://", "s3://.", "s3://bucket/..", "s3:///"):
+        monkeypatch.setenv("RL_BOARD_ROOTS", top)
+        with pytest.raises(RootError) as caught:
+            open_location("s3://other/x")
+        assert "RL_BOARD_ROOTS" in str(caught.value) and "whole store" in str(caught.value)
+    monkeypatch.setenv("RL_BOARD_ROOTS", "s3://bucket/team/..")
+    assert str(open_location("s3://bucket/x").path) == "s3://bucket/x"
+    with pytest.raises(OutsideAllowedFolders):
+        open_location("s3://other/x")
+    monkeypatch.delenv("RL_BOARD_ROOTS")
+    status, _, err = cli("summary", "s3://")
+    assert status == 2 and err.count("\n") == 1 and "no bucket" in err
+
+
+def test_a_file_url_root_contains_its_symlinks_as_a_local_root_does(tmp_path, monkeypatch):
+    """With ``RL_BOARD_ROOTS=file:///…/allowed``, a run that is a symlink inside it to a run outside is
+    refused, and a file symlinked out of an allowed run is not read; the same holds for the local root."""
+    outside = tmp_path / "outside"
+    write_lines(outside / "run" / "r.jsonl", [sample(1, 5.0)])
+    allowed = tmp_path / "allowed"
+    write_lines(allowed / "run" / "r.jsonl", [sample(1, 1.0)])
+    (allowed / "link").symlink_to(outside / "run")
+    (allowed / "run" / "s.jsonl").symlink_to(outside / "run" / "r.jsonl")
+    for root in (allowed.as_uri(), str(allowed)):
+        monkeypatch.setenv("RL_BOARD_ROOTS", root)
+        base = allowed.as_uri() if root.startswith("file:") else str(allowed)
+        with pytest.raises(OutsideAllowedFolders):
+            open_location(base + "/link")
+        status, out, err = cli("summary", base + "/run", "--json", "--no-cache")
+        assert status == 0, err
+        assert json.loads(out)["steps"][0]["reward_mean"] == 1.0  # r.jsonl alone: s.jsonl (5.0) not read
+
+
+SECRET = "Zq9sEkReT0kenValue"
+
+
+@pytest.mark.parametrize("url", [f"s3://AKIAEXAMPLE:{SECRET}@bucket/run", f"memory://bucket/run?sig={SECRET}",
+                                 f"memory://bucket/run?X-Amz-Signature={SECRET}&X-Amz-Date=1",
+                                 f"memory://bucket/run?token={SECRET}", f"file:///tmp/run?se=1&sig={SECRET}"])
+@pytest.mark.parametrize("command", ["detect", "summary", "metrics", "index"])
+def test_credentials_in_a_url_are_refused_by_every_command(isolated_cache, url, command):
+    """A URL with a credential in its user part or query gets one line that doesn't repeat it, from
+    ``detect`` as from the other commands, and no cache folder is made (none named after it)."""
+    status, out, err = cli(command, url)
+    assert status == 2 and not out and err.count("\n") == 1 and "credentials" in err, err
+    assert SECRET not in err
+    assert not [p for p in isolated_cache.rglob("*") if SECRET in p.name or p.is_dir()]
+
+
+def test_detect_opens_a_url_run_as_the_local_folder():
+    """``detect`` goes through the same door as the other commands: a memory:// copy of a bundled run is
+    found to be the reader and files the local folder is."""
+    local = REPO / "rollout_samples" / "ppo_demo"
+    status, expected, _ = cli("detect", str(local), "--json")
+    status_url, got, err = cli("detect", to_memory(local), "--json")
+    assert status == status_url == 0, err
+    want, have = json.loads(expected), json.loads(got)
+    assert (have["reader"], have["files"], have["steps"]) == (want["reader"], want["files"], want["steps"])
+
+
+def test_a_run_folder_that_does_not_open_makes_no_cache_folder(isolated_cache, tmp_path):
+    """``summary`` of a folder that isn't there is one error and leaves the cache folder as it was."""
+    status, _, err = cli("summary", str(tmp_path / "missing"))
+    assert status == 2 and "Run folder not found" in err
+    assert list(isolated_cache.iterdir()) == []

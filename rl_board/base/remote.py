@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -124,7 +125,10 @@ class RemotePath:
         return self
 
     def resolve(self, strict: bool = False) -> RemotePath:
-        """The path with ``.`` and ``..`` taken out (an object store has no symlinks)."""
+        """The path with ``.`` and ``..`` taken out (an object store has no symlinks); a ``file://``
+        path with its symlinks followed too, as a local path's are (``os.path.realpath``)."""
+        if scheme_of(self.fs) == "file":
+            return self._new(os.path.realpath(str(self.pure)))
         return self._new(normalised_key(str(self.pure)))
 
     # -- through the filesystem -----------------------------------------------------------------
@@ -195,13 +199,30 @@ def normalised_key(key: str) -> str:
     return lead + "/".join(parts) if parts or lead else "."
 
 
+#: a query parameter that carries a credential: a signed URL's ``X-Amz-Signature``/``X-Amz-Credential``/
+#: ``X-Amz-Security-Token``, Azure SAS's ``sig``, ``X-Goog-Signature``, ``token``, ``access_token``, ``api_key``...
+_CREDENTIAL_PARAM = re.compile(r"sig|token|key|secret|pass|credential|auth|session", re.I)
+_WHERE_CREDENTIALS_GO = ("put them where the library reads them (the environment, ~/.aws, application "
+                         "default credentials, the HF token).")
+
+
+def refuse_credentials(url: str) -> None:
+    """``RootError`` (naming neither the key nor the secret) for a URL carrying a credential: in its
+    user part (``s3://KEY:SECRET@bucket/run``) or a query parameter (``?sig=``, ``X-Amz-Signature=``,
+    ``?token=``). Such a URL would otherwise be printed, logged and named in cache folders."""
+    scheme, _, rest = url.partition("://")
+    if "@" in rest.split("/", 1)[0] and scheme.lower() not in ("hf",):
+        raise RootError(f"{scheme}://…: credentials in a URL are not accepted; " + _WHERE_CREDENTIALS_GO)
+    query = rest.partition("?")[2]
+    if any(_CREDENTIAL_PARAM.search(param.partition("=")[0]) for param in re.split(r"[&;]", query)):
+        raise RootError(f"{shown_url(url)}: credentials in a URL's query are not accepted; " + _WHERE_CREDENTIALS_GO)
+
+
 def url_fs(url: str):
     """(fsspec filesystem, normalised key) for ``url``; ``RootError`` with a plain message for a URL
     that can't be used (fsspec or the scheme's package missing, credentials written in the URL)."""
-    scheme, _, rest = url.partition("://")
-    if "@" in rest.split("/", 1)[0] and scheme.lower() not in ("hf",):
-        raise RootError(f"{scheme}://…: credentials in a URL are not accepted; put them where the library "
-                        "reads them (the environment, ~/.aws, application default credentials, the HF token).")
+    scheme = url.partition("://")[0]
+    refuse_credentials(url)
     try:
         import fsspec.core
     except ImportError:
@@ -220,7 +241,21 @@ def url_fs(url: str):
 
 
 def shown_url(url: str) -> str:
+    """``url`` as it may be printed: no user part (``KEY:SECRET@``), no query (``?sig=…``), at most 200
+    characters."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        host, slash, path = rest.partition("/")
+        rest = host.rpartition("@")[2] + slash + path
+        url = scheme + sep + (rest.partition("?")[0] + "?…" if "?" in rest else rest)
     return url if len(url) <= 200 else url[:200] + "…"
+
+
+def is_store_top(path: RemotePath) -> bool:
+    """Whether ``path`` is an object store's top, above every bucket (``s3://``, ``s3://.``, ``s3://b/..``):
+    never a run or an allowed root. ``file://`` and ``memory://`` have no buckets: their top is ``/``, a
+    folder like any other (as a local root may be ``/``)."""
+    return scheme_of(path.fs) not in ("file", "memory") and str(path.pure) in (".", "/", "")
 
 
 def remote_path_of(url: str) -> RemotePath:

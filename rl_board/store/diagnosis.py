@@ -15,7 +15,8 @@ import re
 from pathlib import Path
 
 from .. import readers
-from ..base.location import open_location
+from ..base.location import open_file, open_location
+from ..base.remote import RemotePath
 from ..readers import layout
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
 
@@ -27,7 +28,14 @@ _STEP_GUESS = re.compile(r"(?:^|[_.-])(?:global_step|step|iteration|iter|version
 _SPLIT_WORDS = ("train", "eval", "val", "validation", "test", "rollout")
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root) -> list:
+    """The files below ``root`` (no hidden ones, ``MAX_DEPTH`` levels, ``MAX_WALKED`` at most); a URL's
+    through its store's listing (``find``)."""
+    if isinstance(root, RemotePath):
+        top = str(root.pure).rstrip("/")
+        keys = sorted(root.fs.find(top, maxdepth=MAX_DEPTH + 1), key=natural_key)
+        found = (root._new(key) for key in keys if key.rstrip("/") != top)
+        return [p for p in found if not any(part.startswith(".") for part in p.relative_to(root).parts)][:MAX_WALKED]
     out = []
     for folder, dirs, files in os.walk(root):
         depth = len(Path(folder).relative_to(root).parts)
@@ -46,7 +54,7 @@ def _first_keys(paths: list[Path], root: Path) -> dict | None:
         if path.suffix not in (".jsonl", ".json"):
             continue
         try:
-            with open(path, "rb") as fh:
+            with open_file(path) as fh:
                 line = fh.readline(1 << 20)
             obj = json.loads(line) if path.suffix == ".jsonl" else json.loads(path.read_bytes()[:1 << 20])
         except (OSError, ValueError, RecursionError):
