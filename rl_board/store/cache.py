@@ -41,7 +41,7 @@ from .fingerprints import (  # noqa: F401 (re-exported: their home before they m
 )
 from .locks import locked
 
-CACHE_VERSION = 12  # 12: a file's parsed part hashed in spans (each range's parser hashes what it reads)
+CACHE_VERSION = 13  # 13: renamed extra-field names carry a 128-bit hash (12: parsed parts hashed in spans)
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
