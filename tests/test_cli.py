@@ -98,3 +98,20 @@ def test_the_program_ends_at_once_but_keeps_what_an_exit_must_do(tmp_path, threa
     proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(tmp_path / "nowhere")],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 2 and "not found" in proc.stderr
+
+
+def test_names_with_terminal_controls_are_printed_escaped(tmp_path):
+    """A run file named with ESC, BEL and a right-to-left override (a name that would retitle the terminal
+    and reorder what it shows): ``summary`` and ``detect`` print it with those characters escaped
+    (``\\x1b``, ``\\x07``, ``\\u202e``) and no raw control character but line ends."""
+    import re as regex
+
+    from conftest import command
+
+    name = "a\x1b]0;pwned\x07b\u202ec.jsonl"
+    write_lines(tmp_path / "run" / name, [sample(1, 1.0), "{broken"])
+    for argv in (("summary", str(tmp_path / "run"), "--no-cache"), ("detect", str(tmp_path / "run"))):
+        done = command(*argv)
+        printed = done.stdout + done.stderr
+        assert "a\\x1b]0;pwned\\x07b\\u202ec.jsonl" in printed, printed
+        assert not regex.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]", printed)
