@@ -23,6 +23,44 @@ EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "ab
           "adl": "azure", "hf": "hf"}
 
 
+#: how long a store may take, and how often a request is tried again (s3://; the environment's names below)
+CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT = "RL_BOARD_STORE_CONNECT_TIMEOUT", 5.0  # seconds to connect
+READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT = "RL_BOARD_STORE_READ_TIMEOUT", 10.0  # seconds waiting for an answer
+RETRIES_ENV, DEFAULT_RETRIES = "RL_BOARD_STORE_RETRIES", 2  # tries after the first (500, 503, a timeout)
+
+
+def _setting(name: str, default: float) -> float:
+    """``$name`` as a number of at least 0, else ``default``."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
+def store_limits() -> tuple[float, float, int]:
+    """(connect timeout s, read timeout s, retries) as the environment sets them, else the defaults."""
+    return (_setting(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT), _setting(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT),
+            int(_setting(RETRIES_ENV, DEFAULT_RETRIES)))
+
+
+def _store_options(scheme: str) -> dict:
+    """The filesystem's options that bound a request (``store_limits``): botocore's timeouts and its
+    standard retry mode (exponential backoff with jitter) for s3. Other schemes keep their library's."""
+    if scheme.lower() not in ("s3", "s3a"):
+        return {}
+    connect, read, retries = store_limits()
+    return {"config_kwargs": {"connect_timeout": connect, "read_timeout": read,
+                              "retries": {"total_max_attempts": 1 + retries, "mode": "standard"}}}
+
+
+def _bound(fs) -> None:
+    """s3fs tries a failed call again on its own (5 times, each with botocore's own tries): once here,
+    botocore's bounded retries being the only ones."""
+    if type(fs).__module__.startswith("s3fs"):
+        fs.retries = 1
+
+
 class RemoteStat:
     """What ``RemotePath.stat`` gives: a file's size, modification time, and its ETag (or version,
     generation) as the object store reports it; ``st_ino`` is the inode where the filesystem has one
@@ -229,7 +267,8 @@ def url_fs(url: str):
         raise RootError(f"{shown_url(url)}: reading a URL needs fsspec: pip install \"rl-board[s3]\" "
                         "(or [gcs], [azure], [hf]).") from None
     try:
-        fs, key = fsspec.core.url_to_fs(url)
+        fs, key = fsspec.core.url_to_fs(url, **_store_options(scheme))
+        _bound(fs)
     except ImportError:
         extra = EXTRAS.get(scheme.lower())
         raise RootError(f"{shown_url(url)}: reading {scheme}:// URLs needs "
@@ -322,7 +361,12 @@ _FAULTS = (
     (("FileNotFoundError", "NoSuchKey", "BlobNotFound", "(404)", "Not Found"), "no such object or folder"),
     (("FileExpired", "PreconditionFailed", "(412)", "changed while"), "an object was replaced while it was read"),
     (("SlowDown", "Throttl", "TooManyRequests", "(503)", "(429)"),
-     "the store is throttling requests (retried; try again later)"),
+     "the store is throttling requests ({tries}; try again later)"),
+    (("ReadTimeout", "Read timeout"),
+     "the endpoint did not answer within {read:g} s ({tries}; " + READ_TIMEOUT_ENV + " and " + RETRIES_ENV
+     + " change that)"),
+    (("InternalError", "ServiceUnavailable", "(500)", "(502)", "(504)", "Errno 121"),
+     "the store answered with a server error ({tries}; try again later)"),
     (("EndpointConnectionError", "ConnectError", "ClientConnectorError", "ConnectionRefused", "Connection refused",
       "Could not connect", "Cannot connect", "Name or service not known", "Temporary failure in name resolution",
       "ConnectTimeout", "timed out", "ServerDisconnected"),
@@ -339,9 +383,12 @@ def fault_line(where, exc: BaseException) -> str:
         texts.append(f"{type(exc).__name__} {exc}")
         exc = exc.__cause__ or exc.__context__
     text = " ".join(texts).replace(str(where), "")  # words in the URL itself (step_403.jsonl) say nothing
+    _, read, retries = store_limits()
+    tries = ("retried" if not str(where).startswith(("s3://", "s3a://"))  # another library's own retries
+             else f"tried {1 + retries} times" if retries else "tried once")
     for words, meaning in _FAULTS:
         if any(word in text for word in words):
-            return f"{where}: {meaning}."
+            return f"{where}: {meaning.format(read=read, tries=tries)}."
     first = (texts[0].splitlines() or [""])[0][:200]
     return f"{where}: could not be read ({scrub(first)})."
 
