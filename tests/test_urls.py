@@ -355,3 +355,85 @@ def test_a_run_folder_that_does_not_open_makes_no_cache_folder(isolated_cache, t
     status, _, err = cli("summary", str(tmp_path / "missing"))
     assert status == 2 and "Run folder not found" in err
     assert list(isolated_cache.iterdir()) == []
+
+
+def _shared_reader(tmp_path, monkeypatch, url: str, who: str):
+    """A reader of ``url`` with a local mirror of its own (``who``) of the shared cache, refreshed."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / who))
+    source = RunSource(url)
+    return source, source.refresh()
+
+
+def _two_runs_shared(tmp_path, monkeypatch):
+    """Two runs of different rewards published to one memory:// shared cache by a first reader; returns
+    (shared URL, run X's URL, X's rows as read, X's and Y's folders in the shared cache)."""
+    shared = f"memory://shared-{uuid.uuid4().hex[:8]}/cache"
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", shared)
+    x, y = [f"memory://runs-{uuid.uuid4().hex[:8]}/{name}" for name in ("x", "y")]
+    for url, reward in ((x, 1.0), (y, 9.0)):
+        for i in range(3):
+            MEMORY.pipe(f"{url[len('memory://') - 1:]}/r{i}.jsonl",
+                        "".join(json.dumps(sample(s, reward, prompt=f"p{s}")) + "\n" for s in (1, 2)).encode())
+    source, expected = _shared_reader(tmp_path, monkeypatch, x, "first")
+    _shared_reader(tmp_path, monkeypatch, y, "first")
+    folders = {}
+    for url in (x, y):
+        mirror = _shared_reader(tmp_path, monkeypatch, url, "first")[0].cache.folder
+        folders[url] = shared.replace("memory://", "/") + "/" + mirror.name
+    return shared, x, y, expected, folders
+
+
+def _segment_keys(folder: str) -> list[str]:
+    return sorted(p for p in MEMORY.find(folder) if p.rsplit("/", 1)[1].startswith("seg-"))
+
+
+def test_a_segment_swapped_in_the_shared_cache_is_refused_and_the_run_read_here(tmp_path, monkeypatch):
+    """Run X's segments in the shared cache overwritten with run Y's bytes (rewards 9, not 1): a new
+    reader refuses them (their digests are not X's manifest's), says so in a note, and reads X from its
+    logs: the same rows as the first reader's."""
+    _, x, y, expected, folders = _two_runs_shared(tmp_path, monkeypatch)
+    theirs = _segment_keys(folders[y])
+    for key, other in zip(_segment_keys(folders[x]), theirs):
+        MEMORY.pipe(key, MEMORY.cat(other))
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert any("shared cache's copy of this run was not used" in n and "digest" in n for n in got.report.notes)
+    assert set(source.last_status.values()) == {"parsed"}
+    assert got.samples["reward"].tolist() == expected.samples["reward"].tolist() == [1.0] * 6
+
+
+def test_a_manifest_copied_from_another_run_is_refused(tmp_path, monkeypatch):
+    """Run Y's manifest and segments copied into run X's folder of the shared cache (a whole, consistent
+    copy of another run): refused, as it names another run; X is read from its logs."""
+    _, x, y, expected, folders = _two_runs_shared(tmp_path, monkeypatch)
+    for key in MEMORY.find(folders[y]):
+        MEMORY.pipe(folders[x] + "/" + key.rsplit("/", 1)[1], MEMORY.cat(key))
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert any("names another run" in n for n in got.report.notes), got.report.notes
+    assert set(source.last_status.values()) == {"parsed"}
+    assert got.samples["reward"].tolist() == [1.0] * 6
+
+
+def test_the_shared_copy_is_taken_when_it_checks_out(tmp_path, monkeypatch):
+    """Untouched, the shared copy opens the run in a second reader without parsing, with no note."""
+    _, x, _, expected, _ = _two_runs_shared(tmp_path, monkeypatch)
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert set(source.last_status.values()) == {"cached"} and not got.report.notes
+    pd.testing.assert_frame_equal(expected.samples, got.samples)
+
+
+def test_temporary_keys_older_than_a_publish_are_removed(tmp_path, monkeypatch):
+    """A temporary key two hours old (a push that died) is removed at the next publish; one a minute old
+    (a push under way) is left."""
+    from datetime import UTC, datetime, timedelta
+
+    from rl_board.store import shared as shared_cache
+
+    _, x, _, _, folders = _two_runs_shared(tmp_path, monkeypatch)
+    old, young = folders[x] + "/.tmp-dead-seg-1.arrow", folders[x] + "/.tmp-alive-seg-2.arrow"
+    for key, age in ((old, 7200), (young, 60)):
+        MEMORY.pipe(key, b"partial")
+        MEMORY.store[key].created = datetime.now(tz=UTC) - timedelta(seconds=age)
+    assert shared_cache.TMP_KEY_SECONDS < 7200
+    MEMORY.pipe(f"{x[len('memory://') - 1:]}/r9.jsonl", (json.dumps(sample(3, 1.0)) + "\n").encode())
+    _shared_reader(tmp_path, monkeypatch, x, "first")  # reads the new file, publishes
+    assert not MEMORY.exists(old) and MEMORY.exists(young)
