@@ -437,3 +437,14 @@ def test_temporary_keys_older_than_a_publish_are_removed(tmp_path, monkeypatch):
     MEMORY.pipe(f"{x[len('memory://') - 1:]}/r9.jsonl", (json.dumps(sample(3, 1.0)) + "\n").encode())
     _shared_reader(tmp_path, monkeypatch, x, "first")  # reads the new file, publishes
     assert not MEMORY.exists(old) and MEMORY.exists(young)
+
+
+def test_a_shared_cache_url_with_a_credential_is_refused_without_repeating_it(tmp_path, monkeypatch):
+    """``RL_BOARD_CACHE_DIR=memory://…?X-Amz-Signature=SECRET``: the run loads from the local cache, a note
+    says the URL was refused without the secret, and no file or folder name holds it."""
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", f"memory://cache-{uuid.uuid4().hex[:8]}/c?X-Amz-Signature={SECRET}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    status, out, err = cli("summary", str(REPO / "rollout_samples" / "ppo_demo"))
+    assert status == 0 and "credentials" in err and SECRET not in out + err
+    assert not [p for p in tmp_path.rglob("*") if SECRET in p.name]
+    assert not [p for p in MEMORY.find("/") if SECRET in p]
