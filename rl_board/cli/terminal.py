@@ -1,6 +1,6 @@
 """What the commands print is data, not terminal control: a file or folder name (or a sample's text)
 holding ESC, another control character or a bidirectional override is written with that character
-escaped (``\\x1b``, ``\\u202e``), so a name can't move the cursor, retitle the window or rewrite what
+escaped (``\\x1b``, ``\\u009b``, ``\\u202e``), so a name can't move the cursor, retitle the window or rewrite what
 the user reads. Tabs and line ends are kept; JSON output is already escaped by its encoder."""
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ _UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\
 
 
 def escaped(text: str) -> str:
-    """``text`` with every character that could steer a terminal written as its escape."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", text)
+    """``text`` with every character that could steer a terminal written as its escape: ``\\xNN`` for a
+    C0 control (which JSON output never holds raw), ``\\uNNNN`` for the others, so ``--json`` output
+    stays valid JSON that decodes to the name as it is."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x20 else f"\\u{ord(m[0]):04x}", text)
 
 
 class EscapingStream:
