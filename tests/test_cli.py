@@ -113,3 +113,35 @@ def test_generate_says_what_it_wrote(tmp_path):
     assert lines[0] == f"wrote 1 run in {out}:" and written
     assert lines[1].split() == ["(the", "folder", "itself)", "(prime-rl,", f"{len(written)}", "files,",
                                 f"{len(steps)}", "steps)"]
+
+
+def test_names_with_terminal_controls_are_printed_escaped(tmp_path):
+    """A run file named with ESC, BEL and a right-to-left override (a name that would retitle the terminal
+    and reorder what it shows): ``summary`` and ``detect`` print it with those characters escaped
+    (``\\x1b``, ``\\x07``, ``\\u202e``) and no raw control character but line ends."""
+    import re as regex
+
+    from conftest import command
+
+    name = "a\x1b]0;pwned\x07b\u202ec.jsonl"
+    write_lines(tmp_path / "run" / name, [sample(1, 1.0), "{broken"])
+    for argv in (("summary", str(tmp_path / "run"), "--no-cache"), ("detect", str(tmp_path / "run"))):
+        done = command(*argv)
+        printed = done.stdout + done.stderr
+        assert "a\\x1b]0;pwned\\x07b\\u202ec.jsonl" in printed, printed
+        assert not regex.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]", printed)
+
+
+def test_json_output_keeps_a_name_with_controls_exact(tmp_path):
+    """``detect --json`` of a run file named with a C1 control (U+009B, a terminal's CSI), DEL and a
+    right-to-left override: the output holds none of them raw and still decodes to the name as it is."""
+    import json
+    import re as regex
+
+    from conftest import command
+
+    name = "a\x9b2Jb\x7fc\u202ed.jsonl"
+    write_lines(tmp_path / "run" / name, [sample(1, 1.0)])
+    done = command("detect", str(tmp_path / "run"), "--json")
+    assert not regex.search(r"[\x7f-\x9f\u202a-\u202e]", done.stdout)
+    assert json.loads(done.stdout)["files"] == [name]

@@ -113,8 +113,54 @@ def test_the_page_reads_on_ray_with_rl_board_ray(local_cluster, tmp_path, monkey
     assert at.slider(key=keys.STEP).max == 3
 
 
+def parent_of(pid: int) -> int:
+    """The parent process id of ``pid`` (field 4 of ``/proc/PID/stat``, read after the ``)`` that ends
+    the command name, which may itself hold spaces or parentheses)."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        return int(fh.read().rsplit(b")", 1)[1].split()[1])
+
+
+def started_here(pid: int) -> bool:
+    """Whether ``pid`` descends from this test process: the raylet that ``ray.init`` starts is its child
+    and the raylet forks the workers, so only this session's Ray workers pass, never another user's."""
+    me = os.getpid()
+    for _ in range(64):  # a process tree is shallow; the bound guards against a pid reused mid-walk
+        if pid == me:
+            return True
+        if pid <= 1:
+            return False
+        pid = parent_of(pid)
+    return False
+
+
+def test_only_this_sessions_ray_workers_count_as_started_here(local_cluster):
+    """The kill test's filter: a Ray task's own process descends from this one; a ``ray::`` titled
+    process started outside this test (a stand-in for another user's cluster) and pid 1 don't."""
+    import subprocess
+    import sys
+
+    @ray.remote
+    def own_pid():
+        return os.getpid()
+
+    assert started_here(ray.get(own_pid.remote()))
+    assert not started_here(1)
+    # A process titled like a Ray task but a child of pid 1 (setsid + double fork), as another cluster's is.
+    script = ("import os, sys, time\n"
+              "if os.fork(): os._exit(0)\n"
+              "os.setsid(); sys.stdout.write(str(os.getpid())); sys.stdout.flush()\n"
+              "os.close(1); os.close(2); time.sleep(60)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    stranger = int(out.stdout)
+    try:
+        assert not started_here(stranger)
+    finally:
+        os.kill(stranger, 15)
+
+
 def test_ray_workers_killed_mid_read_cost_a_retry_or_one_line(local_cluster, tmp_path, monkeypatch, capsys):
-    """Ray worker processes killed (SIGKILL) while ``index --ray`` runs: Ray runs their tasks again
+    """Ray worker processes of this test's own cluster (never another's ``ray::`` processes) killed
+    (SIGKILL) while ``index --ray`` runs: Ray runs their tasks again
     (``cluster.MAX_RETRIES``), so the run is read whole and the cache it leaves prints what a local read
     prints; a task that died more often than that is one line naming its file. Never a traceback."""
     import signal
@@ -138,7 +184,7 @@ def test_ray_workers_killed_mid_read_cost_a_retry_or_one_line(local_cluster, tmp
                 try:
                     with open(f"/proc/{pid}/cmdline", "rb") as fh:
                         running = fh.read().startswith(b"ray::_task")
-                    if running:
+                    if running and started_here(int(pid)):
                         os.kill(int(pid), signal.SIGKILL)
                         killed.append(pid)
                         break

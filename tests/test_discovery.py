@@ -152,3 +152,57 @@ def test_a_tokenizer_folder_and_a_run_folders_metrics_are_not_unread_logs(tmp_pa
     found = discover_runs(root)
     assert found.names() == ["mine/rollouts"]
     assert [u.name for u in found.unclaimed] == ["alone"]
+
+
+def test_a_run_reached_through_symlink_loops_is_listed_once(tmp_path):
+    """A run holding a link back to the root, a second link to the run and a loop of two links: the run
+    is listed once, by its own folder's name (before, once per path: run, run/up/run, ... to the depth)."""
+    root = tmp_path / "root"
+    write_lines(root / "run" / "r.jsonl", [sample(1, 1.0)])
+    (root / "run" / "up").symlink_to(root)
+    (root / "alias").symlink_to(root / "run")
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
+    found = discover_runs(root)
+    assert found.names() == ["run"]
+
+
+def _without_root_override() -> list[str]:
+    """The prefix that runs a command without root's power to read any folder (its capabilities dropped
+    from the bounding set), so a folder of mode 000 is unreadable as it is for anyone else."""
+    if os.geteuid() != 0:
+        return []
+    import shutil
+
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: every folder is readable")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
+
+
+def test_an_unreadable_folder_beside_a_run_is_skipped_and_named(tmp_path):
+    """A folder beside a run that can't be read (mode 000): ``summary`` opens the run (the tokenizer search
+    skips it; before, a PermissionError traceback), and the runs list skips it and names it in a note."""
+    import subprocess
+    import sys
+
+    root = tmp_path / "root"
+    write_lines(root / "run" / "r.jsonl", [sample(1, 1.0), sample(2, 0.5)])
+    locked = root / "locked"
+    locked.mkdir()
+    prefix = _without_root_override()
+    locked.chmod(0)
+    try:
+        probe = subprocess.run([*prefix, "ls", str(locked)], capture_output=True, timeout=60)
+        if probe.returncode == 0:
+            pytest.skip("this machine lets the test read a folder of mode 000")
+        summary = subprocess.run([*prefix, sys.executable, "-m", "rl_board", "summary", str(root / "run"), "--json",
+                                  "--no-cache"], capture_output=True, text=True, cwd=REPO, timeout=300)
+        listing = subprocess.run([*prefix, sys.executable, "-c", "import json, sys; from rl_board.store.discovery "
+                                  "import discover_runs; d = discover_runs(sys.argv[1]); print(json.dumps([d.names(), "
+                                  "d.notes]))", str(root)], capture_output=True, text=True, cwd=REPO, timeout=300)
+    finally:
+        locked.chmod(0o755)
+    assert summary.returncode == 0 and "Traceback" not in summary.stderr, summary.stderr
+    assert [s["step"] for s in json.loads(summary.stdout)["steps"]] == [1, 2]
+    names, notes = json.loads(listing.stdout)
+    assert names == ["run"] and any("locked" in n and "could not be read" in n for n in notes), listing.stderr

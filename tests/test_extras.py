@@ -39,12 +39,12 @@ def test_summary_of_a_run_with_a_hostile_key_prints_no_traceback(tmp_path):
 
 
 def test_a_name_that_cannot_be_a_column_is_renamed_and_reported(tmp_path):
-    """A key holding a newline becomes ``a\\u000ab#HASH`` (8 hex digits of its BLAKE2b hash) and the
+    """A key holding a newline becomes ``a\\u000ab#HASH`` (32 hex digits of its BLAKE2b hash) and the
     load report names the new name and why."""
     run = tmp_path / "run"
     write_lines(run / "a.jsonl", [_line(1, 1.0, **{"a\nb": 4.0})])
     loaded = load_run(run, cache_root=False)
-    expected = "a\\u000ab#" + hashlib.blake2b(b"a\nb", digest_size=4).hexdigest()
+    expected = "a\\u000ab#" + hashlib.blake2b(b"a\nb", digest_size=16).hexdigest()
     assert loaded.extras == [expected]
     assert loaded.samples[F.extra_column(expected)].tolist() == [4.0]
     assert any(expected in note and "control character" in note for note in loaded.report.notes)
@@ -128,3 +128,43 @@ def test_a_field_mapping_naming_a_key_with_a_quote_reads_it(tmp_path):
     loaded = load_run(run, cache_root=False, fields=(("reward", 'my"score'),))
     assert loaded.samples["reward"].tolist() == [0.25, 0.75]
     assert [(line, "missing" in why) for _, line, why in loaded.report.errors] == [(3, True)]
+
+
+def _extras_of_first_sample(run) -> dict:
+    """{extra field name: value} of the run's first sample, read through the page's own column names."""
+    loaded = load_run(run, cache_root=False)
+    return {name: loaded.samples[F.extra_column(name)].iloc[0] for name in loaded.extras}
+
+
+def test_a_key_spelled_like_a_renamed_key_keeps_its_own_column(tmp_path):
+    """A key with a TAB and a second key spelled exactly as the first is renamed: both are columns, each
+    with its own value (before, the second took the first's column and one value was lost silently)."""
+    from rl_board.readers.extras import column_name
+
+    tab = "a\tb"
+    look_alike = column_name(tab)  # the attack: a real key spelled like the renaming
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [_line(1, 0.0, **{tab: 1.0, look_alike: 2.0})])
+    got = _extras_of_first_sample(run)
+    assert len(got) == 2 and sorted(got.values()) == [1.0, 2.0]
+    assert got[column_name(tab)] == 1.0  # the TAB key under its renaming, the other renamed apart from it
+
+
+def test_two_long_keys_whose_short_hashes_collide_keep_their_columns(tmp_path):
+    """Two keys over 256 characters sharing their first 64 and a 4-byte BLAKE2b hash (found here by brute
+    force, the birthday bound of 2**32) are two columns with their own values."""
+    seen: dict[bytes, str] = {}
+    head = "k" * 300
+    for i in range(2_000_000):
+        key = f"{head}{i}"
+        short = hashlib.blake2b(key.encode(), digest_size=4).digest()
+        if short in seen:
+            first, second = seen[short], key
+            break
+        seen[short] = key
+    else:
+        raise AssertionError("no 4-byte collision among 2,000,000 keys")
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [_line(1, 0.0, **{first: 1.0, second: 2.0})])
+    got = _extras_of_first_sample(run)
+    assert len(got) == 2 and sorted(got.values()) == [1.0, 2.0]

@@ -283,3 +283,168 @@ def test_tags_on_a_url_run_are_kept_by_its_url(tmp_path, monkeypatch):
     assert status == 0 and tagged == [("rollout_data_rank0.jsonl", 3, ["hack"])]
     status, out, _ = cli("tags", str(local), "--json")
     assert status == 0 and json.loads(out)["samples"] == []
+
+
+def test_s3_roots_at_the_stores_top_are_refused_and_dots_normalised(monkeypatch):
+    """``s3://``, ``s3://.`` and ``s3://bucket/..`` name every bucket: refused as a setting, never read as
+    "allow every bucket", and as a run. ``s3://bucket/team/..`` is ``s3://bucket``: it allows that bucket
+    only (no request is made)."""
+    pytest.importorskip("s3fs")
+    for top in ("s3://", "s3://.", "s3://bucket/..", "s3:///"):
+        monkeypatch.setenv("RL_BOARD_ROOTS", top)
+        with pytest.raises(RootError) as caught:
+            open_location("s3://other/x")
+        assert "RL_BOARD_ROOTS" in str(caught.value) and "whole store" in str(caught.value)
+    monkeypatch.setenv("RL_BOARD_ROOTS", "s3://bucket/team/..")
+    assert str(open_location("s3://bucket/x").path) == "s3://bucket/x"
+    with pytest.raises(OutsideAllowedFolders):
+        open_location("s3://other/x")
+    monkeypatch.delenv("RL_BOARD_ROOTS")
+    status, _, err = cli("summary", "s3://")
+    assert status == 2 and err.count("\n") == 1 and "no bucket" in err
+
+
+def test_a_file_url_root_contains_its_symlinks_as_a_local_root_does(tmp_path, monkeypatch):
+    """With ``RL_BOARD_ROOTS=file:///…/allowed``, a run that is a symlink inside it to a run outside is
+    refused, and a file symlinked out of an allowed run is not read; the same holds for the local root."""
+    outside = tmp_path / "outside"
+    write_lines(outside / "run" / "r.jsonl", [sample(1, 5.0)])
+    allowed = tmp_path / "allowed"
+    write_lines(allowed / "run" / "r.jsonl", [sample(1, 1.0)])
+    (allowed / "link").symlink_to(outside / "run")
+    (allowed / "run" / "s.jsonl").symlink_to(outside / "run" / "r.jsonl")
+    for root in (allowed.as_uri(), str(allowed)):
+        monkeypatch.setenv("RL_BOARD_ROOTS", root)
+        base = allowed.as_uri() if root.startswith("file:") else str(allowed)
+        with pytest.raises(OutsideAllowedFolders):
+            open_location(base + "/link")
+        status, out, err = cli("summary", base + "/run", "--json", "--no-cache")
+        assert status == 0, err
+        assert json.loads(out)["steps"][0]["reward_mean"] == 1.0  # r.jsonl alone: s.jsonl (5.0) not read
+
+
+SECRET = "Zq9sEkReT0kenValue"
+
+
+@pytest.mark.parametrize("url", [f"s3://AKIAEXAMPLE:{SECRET}@bucket/run", f"memory://bucket/run?sig={SECRET}",
+                                 f"memory://bucket/run?X-Amz-Signature={SECRET}&X-Amz-Date=1",
+                                 f"memory://bucket/run?token={SECRET}", f"file:///tmp/run?se=1&sig={SECRET}"])
+@pytest.mark.parametrize("command", ["detect", "summary", "metrics", "index"])
+def test_credentials_in_a_url_are_refused_by_every_command(isolated_cache, url, command):
+    """A URL with a credential in its user part or query gets one line that doesn't repeat it, from
+    ``detect`` as from the other commands, and no cache folder is made (none named after it)."""
+    status, out, err = cli(command, url)
+    assert status == 2 and not out and err.count("\n") == 1 and "credentials" in err, err
+    assert SECRET not in err
+    assert not [p for p in isolated_cache.rglob("*") if SECRET in p.name or p.is_dir()]
+
+
+def test_detect_opens_a_url_run_as_the_local_folder():
+    """``detect`` goes through the same door as the other commands: a memory:// copy of a bundled run is
+    found to be the reader and files the local folder is."""
+    local = REPO / "rollout_samples" / "ppo_demo"
+    status, expected, _ = cli("detect", str(local), "--json")
+    status_url, got, err = cli("detect", to_memory(local), "--json")
+    assert status == status_url == 0, err
+    want, have = json.loads(expected), json.loads(got)
+    assert (have["reader"], have["files"], have["steps"]) == (want["reader"], want["files"], want["steps"])
+
+
+def test_a_run_folder_that_does_not_open_makes_no_cache_folder(isolated_cache, tmp_path):
+    """``summary`` of a folder that isn't there is one error and leaves the cache folder as it was."""
+    status, _, err = cli("summary", str(tmp_path / "missing"))
+    assert status == 2 and "Run folder not found" in err
+    assert list(isolated_cache.iterdir()) == []
+
+
+def _shared_reader(tmp_path, monkeypatch, url: str, who: str):
+    """A reader of ``url`` with a local mirror of its own (``who``) of the shared cache, refreshed."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / who))
+    source = RunSource(url)
+    return source, source.refresh()
+
+
+def _two_runs_shared(tmp_path, monkeypatch):
+    """Two runs of different rewards published to one memory:// shared cache by a first reader; returns
+    (shared URL, run X's URL, X's rows as read, X's and Y's folders in the shared cache)."""
+    shared = f"memory://shared-{uuid.uuid4().hex[:8]}/cache"
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", shared)
+    x, y = [f"memory://runs-{uuid.uuid4().hex[:8]}/{name}" for name in ("x", "y")]
+    for url, reward in ((x, 1.0), (y, 9.0)):
+        for i in range(3):
+            MEMORY.pipe(f"{url[len('memory://') - 1:]}/r{i}.jsonl",
+                        "".join(json.dumps(sample(s, reward, prompt=f"p{s}")) + "\n" for s in (1, 2)).encode())
+    source, expected = _shared_reader(tmp_path, monkeypatch, x, "first")
+    _shared_reader(tmp_path, monkeypatch, y, "first")
+    folders = {}
+    for url in (x, y):
+        mirror = _shared_reader(tmp_path, monkeypatch, url, "first")[0].cache.folder
+        folders[url] = shared.replace("memory://", "/") + "/" + mirror.name
+    return shared, x, y, expected, folders
+
+
+def _segment_keys(folder: str) -> list[str]:
+    return sorted(p for p in MEMORY.find(folder) if p.rsplit("/", 1)[1].startswith("seg-"))
+
+
+def test_a_segment_swapped_in_the_shared_cache_is_refused_and_the_run_read_here(tmp_path, monkeypatch):
+    """Run X's segments in the shared cache overwritten with run Y's bytes (rewards 9, not 1): a new
+    reader refuses them (their digests are not X's manifest's), says so in a note, and reads X from its
+    logs: the same rows as the first reader's."""
+    _, x, y, expected, folders = _two_runs_shared(tmp_path, monkeypatch)
+    theirs = _segment_keys(folders[y])
+    for key, other in zip(_segment_keys(folders[x]), theirs):
+        MEMORY.pipe(key, MEMORY.cat(other))
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert any("shared cache's copy of this run was not used" in n and "digest" in n for n in got.report.notes)
+    assert set(source.last_status.values()) == {"parsed"}
+    assert got.samples["reward"].tolist() == expected.samples["reward"].tolist() == [1.0] * 6
+
+
+def test_a_manifest_copied_from_another_run_is_refused(tmp_path, monkeypatch):
+    """Run Y's manifest and segments copied into run X's folder of the shared cache (a whole, consistent
+    copy of another run): refused, as it names another run; X is read from its logs."""
+    _, x, y, expected, folders = _two_runs_shared(tmp_path, monkeypatch)
+    for key in MEMORY.find(folders[y]):
+        MEMORY.pipe(folders[x] + "/" + key.rsplit("/", 1)[1], MEMORY.cat(key))
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert any("names another run" in n for n in got.report.notes), got.report.notes
+    assert set(source.last_status.values()) == {"parsed"}
+    assert got.samples["reward"].tolist() == [1.0] * 6
+
+
+def test_the_shared_copy_is_taken_when_it_checks_out(tmp_path, monkeypatch):
+    """Untouched, the shared copy opens the run in a second reader without parsing, with no note."""
+    _, x, _, expected, _ = _two_runs_shared(tmp_path, monkeypatch)
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert set(source.last_status.values()) == {"cached"} and not got.report.notes
+    pd.testing.assert_frame_equal(expected.samples, got.samples)
+
+
+def test_temporary_keys_older_than_a_publish_are_removed(tmp_path, monkeypatch):
+    """A temporary key two hours old (a push that died) is removed at the next publish; one a minute old
+    (a push under way) is left."""
+    from datetime import UTC, datetime, timedelta
+
+    from rl_board.store import shared as shared_cache
+
+    _, x, _, _, folders = _two_runs_shared(tmp_path, monkeypatch)
+    old, young = folders[x] + "/.tmp-dead-seg-1.arrow", folders[x] + "/.tmp-alive-seg-2.arrow"
+    for key, age in ((old, 7200), (young, 60)):
+        MEMORY.pipe(key, b"partial")
+        MEMORY.store[key].created = datetime.now(tz=UTC) - timedelta(seconds=age)
+    assert shared_cache.TMP_KEY_SECONDS < 7200
+    MEMORY.pipe(f"{x[len('memory://') - 1:]}/r9.jsonl", (json.dumps(sample(3, 1.0)) + "\n").encode())
+    _shared_reader(tmp_path, monkeypatch, x, "first")  # reads the new file, publishes
+    assert not MEMORY.exists(old) and MEMORY.exists(young)
+
+
+def test_a_shared_cache_url_with_a_credential_is_refused_without_repeating_it(tmp_path, monkeypatch):
+    """``RL_BOARD_CACHE_DIR=memory://…?X-Amz-Signature=SECRET``: the run loads from the local cache, a note
+    says the URL was refused without the secret, and no file or folder name holds it."""
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", f"memory://cache-{uuid.uuid4().hex[:8]}/c?X-Amz-Signature={SECRET}")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    status, out, err = cli("summary", str(REPO / "rollout_samples" / "ppo_demo"))
+    assert status == 0 and "credentials" in err and SECRET not in out + err
+    assert not [p for p in tmp_path.rglob("*") if SECRET in p.name]
+    assert not [p for p in MEMORY.find("/") if SECRET in p]

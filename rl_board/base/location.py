@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from .access import (
+    ROOTS_ENV,
     OutsideAllowedFolders,
     RootError,
+    RootsMisconfigured,
     allowed_roots,
     check_allowed,
     is_url,
@@ -38,6 +40,7 @@ from .access import (
 from .remote import (
     RemoteFiles,
     RemotePath,
+    is_store_top,
     normalised_key,
     remote_path,
     remote_path_of,
@@ -253,20 +256,30 @@ def _open_url(url: str) -> RunLocation:
     prefixes = url_roots()
     fs, key = url_fs(url)
     path = RemotePath(fs, key, url.partition("://")[0].lower())
+    if is_store_top(path):
+        raise RootError(f"{shown_url(url)} names no bucket (the whole store): give a bucket or a folder in one.")
     roots = None
     if prefixes is not None:
         roots = tuple(root for root in (_url_root(prefix) for prefix in prefixes)
                       if root is not None and scheme_of(root.fs) == scheme_of(fs))
-        if not any(within_root(path, root) for root in roots):
+        resolved = path.resolve()  # a file:// path's symlinks followed, as a local path's are
+        if not any(within_root(resolved, root) for root in roots):
             raise OutsideAllowedFolders(f"{shown_url(url)} is outside the allowed folders (set by RL_BOARD_ROOTS).")
     return RunLocation(path, roots, RemoteFiles(fs), _door=_DOOR)
 
 
 def _url_root(prefix: str) -> RemotePath | None:
+    """An allowed URL prefix, normalised (and a ``file://`` one resolved); None for one whose
+    scheme can't be used here. ``RootsMisconfigured`` for one at a store's top (``s3://``, ``s3://.``,
+    ``s3://bucket/..``), which must never mean "allow every bucket"."""
     try:
-        return remote_path_of(prefix)
+        root = remote_path_of(prefix).resolve()
     except RootError:
         return None
+    if is_store_top(root):
+        raise RootsMisconfigured(f"{ROOTS_ENV} holds {shown_url(prefix)}, a whole store: name a bucket or a "
+                                 "folder in one.")
+    return root
 
 
 def restore(text: str) -> RunLocation:

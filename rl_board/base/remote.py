@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import PurePosixPath
@@ -20,6 +21,44 @@ from .access import (
 #: what each optional extra brings, by URL scheme (the message for a scheme whose package is missing)
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure",
           "adl": "azure", "hf": "hf"}
+
+
+#: how long a store may take, and how often a request is tried again (s3://; the environment's names below)
+CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT = "RL_BOARD_STORE_CONNECT_TIMEOUT", 5.0  # seconds to connect
+READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT = "RL_BOARD_STORE_READ_TIMEOUT", 10.0  # seconds waiting for an answer
+RETRIES_ENV, DEFAULT_RETRIES = "RL_BOARD_STORE_RETRIES", 2  # tries after the first (500, 503, a timeout)
+
+
+def _setting(name: str, default: float) -> float:
+    """``$name`` as a number of at least 0, else ``default``."""
+    try:
+        value = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return value if value >= 0 else default
+
+
+def store_limits() -> tuple[float, float, int]:
+    """(connect timeout s, read timeout s, retries) as the environment sets them, else the defaults."""
+    return (_setting(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT), _setting(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT),
+            int(_setting(RETRIES_ENV, DEFAULT_RETRIES)))
+
+
+def _store_options(scheme: str) -> dict:
+    """The filesystem's options that bound a request (``store_limits``): botocore's timeouts and its
+    standard retry mode (exponential backoff with jitter) for s3. Other schemes keep their library's."""
+    if scheme.lower() not in ("s3", "s3a"):
+        return {}
+    connect, read, retries = store_limits()
+    return {"config_kwargs": {"connect_timeout": connect, "read_timeout": read,
+                              "retries": {"total_max_attempts": 1 + retries, "mode": "standard"}}}
+
+
+def _bound(fs) -> None:
+    """s3fs tries a failed call again on its own (5 times, each with botocore's own tries): once here,
+    botocore's bounded retries being the only ones."""
+    if type(fs).__module__.startswith("s3fs"):
+        fs.retries = 1
 
 
 class RemoteStat:
@@ -124,7 +163,10 @@ class RemotePath:
         return self
 
     def resolve(self, strict: bool = False) -> RemotePath:
-        """The path with ``.`` and ``..`` taken out (an object store has no symlinks)."""
+        """The path with ``.`` and ``..`` taken out (an object store has no symlinks); a ``file://``
+        path with its symlinks followed too, as a local path's are (``os.path.realpath``)."""
+        if scheme_of(self.fs) == "file":
+            return self._new(os.path.realpath(str(self.pure)))
         return self._new(normalised_key(str(self.pure)))
 
     # -- through the filesystem -----------------------------------------------------------------
@@ -195,20 +237,38 @@ def normalised_key(key: str) -> str:
     return lead + "/".join(parts) if parts or lead else "."
 
 
+#: a query parameter that carries a credential: a signed URL's ``X-Amz-Signature``/``X-Amz-Credential``/
+#: ``X-Amz-Security-Token``, Azure SAS's ``sig``, ``X-Goog-Signature``, ``token``, ``access_token``, ``api_key``...
+_CREDENTIAL_PARAM = re.compile(r"sig|token|key|secret|pass|credential|auth|session", re.I)
+_WHERE_CREDENTIALS_GO = ("put them where the library reads them (the environment, ~/.aws, application "
+                         "default credentials, the HF token).")
+
+
+def refuse_credentials(url: str) -> None:
+    """``RootError`` (naming neither the key nor the secret) for a URL carrying a credential: in its
+    user part (``s3://KEY:SECRET@bucket/run``) or a query parameter (``?sig=``, ``X-Amz-Signature=``,
+    ``?token=``). Such a URL would otherwise be printed, logged and named in cache folders."""
+    scheme, _, rest = url.partition("://")
+    if "@" in rest.split("/", 1)[0] and scheme.lower() not in ("hf",):
+        raise RootError(f"{scheme}://…: credentials in a URL are not accepted; " + _WHERE_CREDENTIALS_GO)
+    query = rest.partition("?")[2]
+    if any(_CREDENTIAL_PARAM.search(param.partition("=")[0]) for param in re.split(r"[&;]", query)):
+        raise RootError(f"{shown_url(url)}: credentials in a URL's query are not accepted; " + _WHERE_CREDENTIALS_GO)
+
+
 def url_fs(url: str):
     """(fsspec filesystem, normalised key) for ``url``; ``RootError`` with a plain message for a URL
     that can't be used (fsspec or the scheme's package missing, credentials written in the URL)."""
-    scheme, _, rest = url.partition("://")
-    if "@" in rest.split("/", 1)[0] and scheme.lower() not in ("hf",):
-        raise RootError(f"{scheme}://…: credentials in a URL are not accepted; put them where the library "
-                        "reads them (the environment, ~/.aws, application default credentials, the HF token).")
+    scheme = url.partition("://")[0]
+    refuse_credentials(url)
     try:
         import fsspec.core
     except ImportError:
         raise RootError(f"{shown_url(url)}: reading a URL needs fsspec: pip install \"rl-board[s3]\" "
                         "(or [gcs], [azure], [hf]).") from None
     try:
-        fs, key = fsspec.core.url_to_fs(url)
+        fs, key = fsspec.core.url_to_fs(url, **_store_options(scheme))
+        _bound(fs)
     except ImportError:
         extra = EXTRAS.get(scheme.lower())
         raise RootError(f"{shown_url(url)}: reading {scheme}:// URLs needs "
@@ -220,7 +280,21 @@ def url_fs(url: str):
 
 
 def shown_url(url: str) -> str:
+    """``url`` as it may be printed: no user part (``KEY:SECRET@``), no query (``?sig=…``), at most 200
+    characters."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        host, slash, path = rest.partition("/")
+        rest = host.rpartition("@")[2] + slash + path
+        url = scheme + sep + (rest.partition("?")[0] + "?…" if "?" in rest else rest)
     return url if len(url) <= 200 else url[:200] + "…"
+
+
+def is_store_top(path: RemotePath) -> bool:
+    """Whether ``path`` is an object store's top, above every bucket (``s3://``, ``s3://.``, ``s3://b/..``):
+    never a run or an allowed root. ``file://`` and ``memory://`` have no buckets: their top is ``/``, a
+    folder like any other (as a local root may be ``/``)."""
+    return scheme_of(path.fs) not in ("file", "memory") and str(path.pure) in (".", "/", "")
 
 
 def remote_path_of(url: str) -> RemotePath:
@@ -287,7 +361,12 @@ _FAULTS = (
     (("FileNotFoundError", "NoSuchKey", "BlobNotFound", "(404)", "Not Found"), "no such object or folder"),
     (("FileExpired", "PreconditionFailed", "(412)", "changed while"), "an object was replaced while it was read"),
     (("SlowDown", "Throttl", "TooManyRequests", "(503)", "(429)"),
-     "the store is throttling requests (retried; try again later)"),
+     "the store is throttling requests ({tries}; try again later)"),
+    (("ReadTimeout", "Read timeout"),
+     "the endpoint did not answer within {read:g} s ({tries}; " + READ_TIMEOUT_ENV + " and " + RETRIES_ENV
+     + " change that)"),
+    (("InternalError", "ServiceUnavailable", "(500)", "(502)", "(504)", "Errno 121"),
+     "the store answered with a server error ({tries}; try again later)"),
     (("EndpointConnectionError", "ConnectError", "ClientConnectorError", "ConnectionRefused", "Connection refused",
       "Could not connect", "Cannot connect", "Name or service not known", "Temporary failure in name resolution",
       "ConnectTimeout", "timed out", "ServerDisconnected"),
@@ -304,9 +383,12 @@ def fault_line(where, exc: BaseException) -> str:
         texts.append(f"{type(exc).__name__} {exc}")
         exc = exc.__cause__ or exc.__context__
     text = " ".join(texts).replace(str(where), "")  # words in the URL itself (step_403.jsonl) say nothing
+    _, read, retries = store_limits()
+    tries = ("retried" if not str(where).startswith(("s3://", "s3a://"))  # another library's own retries
+             else f"tried {1 + retries} times" if retries else "tried once")
     for words, meaning in _FAULTS:
         if any(word in text for word in words):
-            return f"{where}: {meaning}."
+            return f"{where}: {meaning.format(read=read, tries=tries)}."
     first = (texts[0].splitlines() or [""])[0][:200]
     return f"{where}: could not be read ({scrub(first)})."
 

@@ -19,6 +19,7 @@ from ..base.defaults import MAX_EXTRA_FIELDS_ENV
 from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
+from .terminal import escaping_output
 
 __all__ = ["main", "run", "serve_command"]
 
@@ -96,12 +97,16 @@ def _main(argv: list[str] | None) -> int:
     module, function = COMMANDS[args.command]
     command = getattr(importlib.import_module(f"{__name__}.{module}"), function)
     try:
-        return command(args)
+        if args.command in RAW_OUTPUT:
+            return command(args)
+        with escaping_output():  # names and text from disk never reach the terminal as control characters
+            return command(args)
     finally:
         if os.environ.get(PHASES_ENV):
             _print_phases()
 
 
+RAW_OUTPUT = ("serve", "mcp")  # stdio handed to another program (Streamlit) or protocol (JSON-RPC)
 PHASES_ENV = "RL_BOARD_PHASES"  # set: a command prints on stderr when its read's workers started and ended
 
 

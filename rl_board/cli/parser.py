@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="negative KL below 0 by more than this many noise scales of the series (default 3)")
     detect = sub.add_parser("detect", help="the reader that opens a folder, its files, splits and steps; "
                                            "or why no reader opens it and what to try")
-    detect.add_argument("run_dir", type=Path)
+    detect.add_argument("run_dir", type=run_location)
     detect.add_argument("--json", action="store_true", help="print one JSON object")
     cache = sub.add_parser("cache", help="list the columnar cache, or clear it (all of it, or one run's)")
     cache.add_argument("action", choices=("list", "clear"))

@@ -78,9 +78,9 @@ def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
 
 def _tokenizer_in(folder: Path, location: RunLocation) -> Path | None:
     own = folder / TOKENIZER_FILE
-    if own.is_file() and location.contains(own):
-        return own
     try:
+        if own.is_file() and location.contains(own):
+            return own
         if isinstance(folder, Path):
             with os.scandir(folder) as entries:  # a folder of 100,000 run files: no stat per file
                 subfolders = sorted(folder / e.name for e in entries if not e.name.startswith(".") and e.is_dir())
@@ -92,8 +92,11 @@ def _tokenizer_in(folder: Path, location: RunLocation) -> Path | None:
 
     for sub in subfolders:
         candidate = sub / TOKENIZER_FILE
-        if candidate.is_file() and location.contains(candidate) and not holds_run(sub):
-            return candidate
+        try:
+            if candidate.is_file() and location.contains(candidate) and not holds_run(sub):
+                return candidate
+        except OSError:  # a folder beside the run that can't be read (no permission): not the run's tokenizer
+            continue
     return None
 
 

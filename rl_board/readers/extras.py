@@ -7,7 +7,11 @@ it can name, ``struct_safe``). A name that can't be a column header on one line
 (``column_name``: empty, longer than ``MAX_NAME_CHARS``, or holding a control
 character or a lone surrogate) is renamed deterministically: its control
 characters written as ``\\uXXXX``, cut to ``KEPT_NAME_CHARS`` characters, and
-``#`` plus 8 hex digits of its BLAKE2b hash appended, so two names never meet.
+``#`` plus the 32 hex digits of its 128-bit BLAKE2b hash appended (``RENAMED``).
+Two names never meet: a name spelled like a renaming (ending in ``#`` and 32 hex
+digits) is renamed too, so no key that stays as written has that form, and two
+renamed names differ in their hashes (a collision of 128 bits is out of reach;
+one of 32 bits, which this once used, is found by brute force in under a second).
 
 A run makes at most ``base.defaults.max_extra_fields()`` extra-field columns (default
 ``DEFAULT_MAX_EXTRA_FIELDS``, ``$RL_BOARD_MAX_EXTRA_FIELDS`` raises it): the first
@@ -39,6 +43,8 @@ _METADATA_KEY = b"rl_board.extras"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 _STRUCT_UNSAFE = re.compile(r'["\\\x00-\x1f]')  # msgspec refuses these in a struct's field names
+HASH_BYTES = 16  # of a renamed name's BLAKE2b hash: 128 bits, no collision found by trying
+RENAMED = re.compile(r"#[0-9a-f]{%d}\Z" % (2 * HASH_BYTES))  # how every renamed name ends
 
 
 def struct_safe(key: str) -> bool:
@@ -56,6 +62,8 @@ def why_unusable(name: str) -> str | None:
         return "holds a control character"
     if _SURROGATE.search(name):
         return "is not valid Unicode"
+    if RENAMED.search(name):
+        return "spelled like a renamed name"
     return None
 
 
@@ -65,7 +73,7 @@ def column_name(name: str) -> str:
         return name
     raw = name.encode("utf-8", "surrogatepass")
     shown = _SURROGATE.sub("\ufffd", _CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", name))
-    return f"{shown[:KEPT_NAME_CHARS]}#{hashlib.blake2b(raw, digest_size=4).hexdigest()}"
+    return f"{shown[:KEPT_NAME_CHARS]}#{hashlib.blake2b(raw, digest_size=HASH_BYTES).hexdigest()}"
 
 
 def first_met(table: pa.Table, rows: bool = False) -> list:

@@ -10,11 +10,19 @@ per row: its turns are the messages (``trainable`` null), its reward ``metadata.
 (none when the metadata has no reward), its extras every other number or boolean of the
 metadata. Each database (project) of the folder is a split. The database is opened read-only (``file:...?mode=ro``; immutable when no writer has
 its write-ahead log open, so not even SQLite's side files are created) and never written.
+
+A database is a program as much as data (a ``traces`` VIEW may count to 10**11), so every query runs
+under a time limit (``RL_BOARD_SQLITE_SECONDS``, default ``DEFAULT_QUERY_SECONDS``; SQLite's progress
+handler interrupts it), and ``traces`` must be a table. Only a regular file is opened: a FIFO named
+``proj.db`` would block the open forever.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
+import time
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
@@ -33,6 +41,9 @@ ALIASES: dict[str, str] = {}
 GLOBS = ("*.db",)
 _QUERY = ("SELECT rowid, step, key, trace_index, run_name, messages, metadata FROM traces")
 _SQLITE_HEADER = b"SQLite format 3\x00"
+QUERY_SECONDS_ENV = "RL_BOARD_SQLITE_SECONDS"
+DEFAULT_QUERY_SECONDS = 20.0  # a query of one database may run this long (trackio's own: well under a second)
+_PROGRESS_STEPS = 10_000  # SQLite virtual-machine steps between looks at the clock
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}  # as serialize_values writes them
 
 
@@ -42,9 +53,11 @@ def split_of(name: str) -> str | None:
 
 
 def matches(run_dir: Path) -> bool:
-    """A folder holding a ``.db`` file that starts like an SQLite database."""
+    """A folder holding a ``.db`` regular file that starts like an SQLite database."""
     try:
         for path in as_path(run_dir).glob("*.db"):
+            if not path.is_file():  # a FIFO (or a device) named *.db: opening it may never return
+                continue
             with open_file(path) as fh:
                 if fh.read(16) == _SQLITE_HEADER:
                     return True
@@ -53,19 +66,59 @@ def matches(run_dir: Path) -> bool:
     return False
 
 
+def query_seconds() -> float:
+    """``$RL_BOARD_SQLITE_SECONDS`` (a positive number), else ``DEFAULT_QUERY_SECONDS``."""
+    try:
+        value = float(os.environ.get(QUERY_SECONDS_ENV, ""))
+    except ValueError:
+        return DEFAULT_QUERY_SECONDS
+    return value if value > 0 else DEFAULT_QUERY_SECONDS
+
+
+def _time_limited(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """``conn`` with every query from now on interrupted past ``query_seconds()`` (``OperationalError``:
+    interrupted)."""
+    deadline = time.monotonic() + query_seconds()
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
+    return conn
+
+
+def _too_slow(exc: sqlite3.Error) -> bool:
+    return "interrupted" in str(exc)
+
+
+def _why(exc: sqlite3.Error) -> str:
+    """An SQLite error as the reason a file is unreadable; the time limit named with how to raise it."""
+    if _too_slow(exc):
+        return (f"its query ran past the limit of {query_seconds():g} s (set {QUERY_SECONDS_ENV} to allow "
+                "longer)")
+    return str(exc)
+
+
 def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """The database at ``path`` opened read-only, never written. Without a write-ahead log beside it
-    (no writer has it open), as immutable: SQLite then creates no ``-wal``/``-shm`` files either.
-    With one (trackio is writing), read-only through the writer's log, so its newest rows count."""
+    """The database at ``path`` opened read-only, never written, its queries time-limited. Without a
+    write-ahead log beside it (no writer has it open), as immutable: SQLite then creates no
+    ``-wal``/``-shm`` files either. With one (trackio is writing), read-only through the writer's log,
+    so its newest rows count. ``sqlite3.DatabaseError`` when ``traces`` is no table (a view)."""
     path = Path(path).resolve()
+    if not stat.S_ISREG(os.stat(path).st_mode):  # SQLite's open of a FIFO would wait for a writer
+        raise sqlite3.DatabaseError("not a regular file")
     live = path.with_name(path.name + "-wal").exists()
     conn = sqlite3.connect("file:" + quote(str(path)) + ("?mode=ro" if live else "?mode=ro&immutable=1"), uri=True)
     try:
-        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        _check_traces(_time_limited(conn))
     except sqlite3.DatabaseError:
         conn.close()
         raise
     return conn
+
+
+def _check_traces(conn: sqlite3.Connection) -> None:
+    """``sqlite3.DatabaseError`` unless ``traces`` is absent or a table (trackio's): a view is a query
+    of the database's author, not rows."""
+    kind = conn.execute("SELECT type FROM sqlite_master WHERE name = 'traces'").fetchone()
+    if kind is not None and kind[0] != "table":
+        raise sqlite3.DatabaseError(f"traces is a {kind[0]}, not trackio's table")
 
 
 def _json(value):
@@ -99,12 +152,13 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     is its row id."""
     try:
         conn = _connect_read_only(path)
-    except sqlite3.Error as exc:
-        raise FileError(f"not a readable SQLite database: {exc}") from exc
+    except (sqlite3.Error, OSError) as exc:
+        raise FileError(f"not a readable SQLite database: {_why(exc) if isinstance(exc, sqlite3.Error) else exc}"
+                        ) from exc
     try:
         rows = conn.execute(_QUERY + " ORDER BY rowid").fetchall()
     except sqlite3.Error as exc:
-        raise FileError(f"no readable traces table: {exc}") from exc
+        raise FileError(_why(exc) if _too_slow(exc) else f"no readable traces table: {exc}") from exc
     finally:
         conn.close()
     samples, errors = [], []
@@ -126,9 +180,10 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     conn = sqlite3.connect(":memory:")
     try:
         conn.deserialize(bytes(data))
+        _check_traces(_time_limited(conn))
         row = conn.execute(_QUERY + " WHERE rowid = ?", (offset,)).fetchone()
     except sqlite3.Error as exc:
-        raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
+        raise SourceChanged(f"{name} can't be read any more ({_why(exc)}); refresh it.") from exc
     finally:
         conn.close()
     got = sample(row) if row is not None else "gone"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import readers
 from ..base.location import open_file, open_location
+from ..base.remote import RemotePath
 from ..readers import layout
 from .discovery import MAX_DEPTH as DISCOVERY_DEPTH
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
@@ -36,7 +37,14 @@ def _specific(pattern: str) -> bool:
     return any(_WILDCARDS.sub("", part).split(".", 1)[0] for part in pattern.split("/"))
 
 
-def _walk(root: Path) -> list[Path]:
+def _walk(root) -> list:
+    """The files below ``root`` (no hidden ones, ``MAX_DEPTH`` levels, ``MAX_WALKED`` at most); a URL's
+    through its store's listing (``find``)."""
+    if isinstance(root, RemotePath):
+        top = str(root.pure).rstrip("/")
+        keys = sorted(root.fs.find(top, maxdepth=MAX_DEPTH + 1), key=natural_key)
+        found = (root._new(key) for key in keys if key.rstrip("/") != top)
+        return [p for p in found if not any(part.startswith(".") for part in p.relative_to(root).parts)][:MAX_WALKED]
     out = []
     for folder, dirs, files in os.walk(root):
         depth = len(Path(folder).relative_to(root).parts)

@@ -4,8 +4,11 @@
 never leaving the allowed folders) and names a folder a run when a reader claims it
 (``readers.holds_run``); a run of a flat format (its files lie in its folder) may hold other runs
 in its subfolders, a run of a tree format (prime-rl's ``rollouts/step_N/...``) is not looked
-into. Each run is listed by its path relative to the root ("." for the root itself, so a run
-folder given as the root opens itself), with its format, splits and, from its files, their
+into. A folder reached again (through a symbolic link, a loop of them) is looked at once, by its
+resolved location: the first path met, breadth first and a folder before a link at each level,
+names it; a folder that can't be listed is skipped and named in a note. Each run is listed by its
+path relative to the root ("." for the root itself, so a run folder given as the root opens
+itself), with its format, splits and, from its files, their
 count, size and last write; its steps and samples come from the board's cache when a cache of
 it holds every one of its files as they are now, else steps from the file names when every name
 carries one (``layout.step_in``), else unknown. Folders holding files that look like logs which
@@ -102,6 +105,8 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
     found = Discovery(top)
     queue, seen = deque([(top, 0)]), 0
     runs: list[tuple[str, Path, object]] = []
+    visited: set = set()  # folders by resolved location: one reached again through a link is not listed again
+    unreadable: list[tuple[str, OSError]] = []
     while queue:
         folder, depth = queue.popleft()
         seen += 1
@@ -109,12 +114,17 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
             found.notes.append(f"Stopped after {max_folders:,} folders; open a folder further down to see the "
                                "runs in the rest.")
             break
+        name = ROOT_RUN if folder == top else folder.relative_to(top).as_posix()
         try:
+            resolved = location.fs.resolve(folder)
+            if resolved in visited:
+                continue
+            visited.add(resolved)
             entries = location.entries(folder)
-        except OSError:
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop, as pathlib reports it
+            unreadable.append((name, exc))
             continue
         reader = _claim(folder, entries)
-        name = ROOT_RUN if folder == top else folder.relative_to(top).as_posix()
         if reader is not None:
             runs.append((name, folder, reader))
             if not layout.is_flat(reader):
@@ -124,7 +134,7 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
             if reason:
                 found.unclaimed.append(Unclaimed(name, *reason))
         subfolders = sorted((p for p in entries if not p.name.startswith(".") and _is_dir(p)),
-                            key=lambda p: natural_key(p.name))
+                            key=lambda p: (_is_link(p), natural_key(p.name)))  # a folder before a link to it
         if subfolders and depth >= max_depth:
             if not any(note.startswith("Folders deeper") for note in found.notes):  # said once
                 levels = f"{max_depth} level{'s' if max_depth != 1 else ''}"
@@ -132,6 +142,8 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
                                    f"(e.g. {(subfolders[0].relative_to(top)).as_posix()}).")
             continue
         queue.extend((p, depth + 1) for p in subfolders)
+    if unreadable:
+        found.notes.append(_unreadable_note(unreadable))
     runs.sort(key=lambda item: (item[0] != ROOT_RUN, natural_key(item[0])))
     found.unclaimed = [u for u in found.unclaimed if not (u.metrics_only and _holds_run_below(u.name, runs))]
     if details:
@@ -146,6 +158,17 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
             message += " " + "; ".join(f"{u.name}: {u.reason}" for u in found.unclaimed[:3]) + "."
         raise NoRunsError(" ".join([message, *found.notes, EXPECTED_LAYOUT]))
     return found
+
+
+def _unreadable_note(unreadable: list[tuple[str, OSError]]) -> str:
+    """The note naming the folders that could not be listed (the first few, with why) and so were skipped."""
+    shown = "; ".join(f"{name} ({getattr(exc, 'strerror', None) or exc})" for name, exc in unreadable[:5])
+    more = f"; and {len(unreadable) - 5:,} more" if len(unreadable) > 5 else ""
+    return f"{len(unreadable):,} folder(s) could not be read and were skipped: {shown}{more}."
+
+
+def _is_link(path: Path) -> bool:
+    return isinstance(path, Path) and path.is_symlink()  # a URL's store has no links
 
 
 def _is_dir(path: Path) -> bool:

@@ -152,6 +152,8 @@ class RunLoader:
             self.location = open_location(self.run_dir)
             if self.location.is_url:
                 self.run_dir = self.location.path
+        if not self.location.path.is_dir():  # before a cache folder is named or made for it
+            raise RootError(f"Run folder not found: {self.location.path}. " + EXPECTED_LAYOUT)
         if not self._tokenizer_chosen:
             self._choose_tokenizer()
         reader = detect(self.run_dir)

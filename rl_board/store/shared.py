@@ -14,23 +14,69 @@ folder per run as always. The URL holds the same folders: ``URL/<run cache folde
   their own segments (names are random, never shared): whichever is published last, the URL names a
   complete read, and both readers got complete, identical results.
 
+The shared cache is a trust boundary: anyone who can write the URL could otherwise decide what every
+viewer sees. A pulled manifest is taken only when it names this cache's run and read options (its
+``run_dir`` and ``key`` give this very cache folder's name: a manifest copied from another run's
+folder, even one outside the viewer's roots, is refused) and gives the SHA-256 digest of every segment
+it names (``digests``, written by ``push``); a fetched segment whose bytes don't hash to its digest is
+refused. Either is a note, and the run is read here. A manifest's file entries are still checked
+against the viewer's own log files (size, time, hashes of the parsed bytes) before any segment is used.
+Temporary keys left by a push that died (``.tmp-…``, older than ``TMP_KEY_SECONDS``) are removed at the
+next publish.
+
 Failures to reach the URL cost only the sharing: the local cache works as before and a note says why.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import time
 import uuid
 from pathlib import Path
 
 from ..base.remote import RemotePath, fault_line, remote_path
-from .cache import CACHE_ENV, MANIFEST, RunCache, mirror_root, shared_url  # noqa: F401 (where the mirror lives)
+from .cache import CACHE_ENV, MANIFEST, RunCache, cache_dir_for, mirror_root, shared_url  # noqa: F401
+
+TMP_KEY_SECONDS = 3600  # a temporary key older than this at a publish was left by a push that died
+_DIGEST_CHUNK = 1 << 20  # bytes hashed at a time
+
+
+class Untrusted(ValueError):
+    """The shared cache's copy of a run can't be taken: the message says why."""
 
 
 def _segments(manifest: bytes) -> set[str]:
     files = json.loads(manifest).get("files") or {}
-    return {name for entry in files.values() for name, _ in entry.get("segments", [])}
+    return {name for entry in files.values() for name, *_ in entry.get("segments", [])}
+
+
+def digest(path: Path) -> str:
+    """The SHA-256 of a file's bytes, in hex."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_DIGEST_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _check(cache: RunCache, manifest: bytes) -> dict[str, str]:
+    """The digests of the segments a pulled ``manifest`` names, once it is found to be this cache's own
+    (its run and read options give this cache folder's name) and to give a digest for each segment.
+    ``Untrusted`` otherwise."""
+    try:
+        raw = json.loads(manifest)
+        run_dir, key, digests = raw["run_dir"], raw["key"], raw.get("digests")
+        named = _segments(manifest)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise Untrusted("its manifest is not one this version writes") from None
+    if not isinstance(run_dir, str) or not isinstance(key, str) or cache_dir_for(run_dir, key, cache.folder.parent
+                                                                                 ).name != cache.folder.name:
+        raise Untrusted("its manifest names another run or other read options than this cache's")
+    if not isinstance(digests, dict) or not named <= set(digests):
+        raise Untrusted("its manifest gives no digest for some of its segments")
+    return {name: str(digests[name]) for name in named}
 
 
 class SharedCache:
@@ -39,6 +85,7 @@ class SharedCache:
     def __init__(self, url: str):
         self.url = url
         self.root: RemotePath = remote_path(url)
+        self._digests: dict[tuple, str] = {}  # (segment path, size, mtime_ns) -> its digest, hashed once
 
     @classmethod
     def from_env(cls) -> SharedCache | None:
@@ -61,13 +108,16 @@ class SharedCache:
                 return False
         except OSError:
             pass
+        digests = _check(cache, manifest)
         cache.folder.mkdir(parents=True, exist_ok=True)
-        for name in sorted(_segments(manifest)):
+        for name in sorted(digests):
             if "/" in name or name.startswith(".") or (cache.folder / name).exists():
                 continue
             tmp = cache.folder / f".tmp-{uuid.uuid4().hex}"
             try:
                 remote.fs.get_file(str((remote / name).pure), str(tmp))
+                if digest(tmp) != digests[name]:
+                    raise Untrusted(f"its segment {name} is not the one its manifest names (another digest)")
                 os.replace(tmp, cache.folder / name)
             finally:
                 tmp.unlink(missing_ok=True)
@@ -77,7 +127,7 @@ class SharedCache:
     def push(self, cache: RunCache) -> None:
         """Publish ``cache``'s manifest and the segments it names that the URL lacks (segments first,
         each under a temporary key moved to its name; the manifest last)."""
-        manifest = cache.manifest_path().read_bytes()
+        manifest = self._signed(cache)
         remote = self._folder(cache)
         fs = remote.fs
         try:
@@ -87,18 +137,52 @@ class SharedCache:
             pass
         fs.invalidate_cache()
         try:
-            there = {Path(p).name for p in fs.ls(str(remote.pure), detail=False)}
+            listed = fs.ls(str(remote.pure), detail=True)
         except FileNotFoundError:
-            there = set()
+            listed = []
+        there = {Path(entry["name"]).name for entry in listed}
         for name in sorted(_segments(manifest) - there):
             self._publish(remote, name, cache.folder / name)
-        self._publish(remote, MANIFEST, cache.manifest_path())
+        self._publish(remote, MANIFEST, manifest)
+        self._clean(remote, listed)
+
+    def _signed(self, cache: RunCache) -> bytes:
+        """``cache``'s manifest with the SHA-256 digest of each segment it names added (``digests``), as
+        published: what a pulling reader checks each segment against."""
+        raw = json.loads(cache.manifest_path().read_bytes())
+        digests = {}
+        for name in sorted(_segments(cache.manifest_path().read_bytes())):
+            path = cache.folder / name
+            st = path.stat()
+            known = (str(path), st.st_size, st.st_mtime_ns)
+            if known not in self._digests:
+                self._digests[known] = digest(path)
+            digests[name] = self._digests[known]
+        raw["digests"] = digests
+        return json.dumps(raw).encode()
 
     @staticmethod
-    def _publish(remote: RemotePath, name: str, local: Path) -> None:
+    def _clean(remote: RemotePath, listed: list[dict]) -> None:
+        """Remove the temporary keys of ``listed`` (the folder before this publish) older than
+        ``TMP_KEY_SECONDS``: a push that died left them, one under way is younger."""
+        from ..base.remote import RemoteStat
+
+        now = time.time()
+        for entry in listed:
+            name = Path(entry["name"]).name
+            mtime = RemoteStat(entry).st_mtime
+            if name.startswith(".tmp-") and 0 < mtime < now - TMP_KEY_SECONDS:
+                remote.fs.rm(str((remote / name).pure))
+
+    @staticmethod
+    def _publish(remote: RemotePath, name: str, local: Path | bytes) -> None:
+        """``local`` (a file, or bytes) put at ``name`` of ``remote``: under a temporary key, then moved."""
         fs = remote.fs
         tmp = str((remote / f".tmp-{uuid.uuid4().hex}-{name}").pure)
-        fs.put_file(str(local), tmp)
+        if isinstance(local, bytes):
+            fs.pipe_file(tmp, local)
+        else:
+            fs.put_file(str(local), tmp)
         try:
             fs.mv(tmp, str((remote / name).pure))
         finally:
@@ -107,5 +191,7 @@ class SharedCache:
 
     def note(self, what: str, exc: Exception) -> str:
         """What the user reads when the shared cache could not be used (one line, no secret)."""
+        if isinstance(exc, Untrusted):
+            return f"The shared cache's copy of this run was not used: {exc}. The run was read here."
         return f"Could not {what} the shared cache: {fault_line(self.url, exc)} The local cache was used."
 
