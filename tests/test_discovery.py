@@ -64,6 +64,32 @@ def test_folders_of_logs_no_reader_reads_are_named_with_the_reason(tree):
     assert "metrics" in reasons["hf"]
 
 
+
+
+def test_trackios_own_trace_store_is_not_offered_as_a_run(tree):
+    """A trackio project folder's logbook (trace_sources.json beside traces/raw/SESSION.jsonl, the agent
+    transcript trackio's logbook_trace.refresh_trace copies there) is no run: the runs are the tree's."""
+    project = tree / "trackio" / "my-project"
+    (project / "traces" / "raw").mkdir(parents=True)
+    (project / "trace_sources.json").write_text(json.dumps({"schema_version": 1, "sessions": [{"id": "s1"}]}))
+    write_lines(project / "traces" / "raw" / "s1.jsonl", [
+        {"type": "session_meta", "payload": {"id": "s1", "cwd": "/work"}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": "hi"}}])
+    before = discover_runs(tree).names()
+    assert all("trackio" not in name for name in before)
+    assert all("trackio" not in u.name for u in discover_runs(tree).unclaimed)
+
+
+def test_a_tokenizer_folder_is_no_trainer_metrics(tree):
+    """A model's tokenizer/ folder (tokenizer.json, tokenizer_config.json, special_tokens_map.json) is
+    not listed as a folder of logs: it was called "a trainer's metrics?"."""
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (tree / "ppo" / "tokenizer").mkdir(exist_ok=True)
+        (tree / "ppo" / "tokenizer" / name).write_text("{}")
+    found = discover_runs(tree)
+    assert {u.name for u in found.unclaimed} == {"checkpoints", "hf"}
+
+
 def test_a_run_folder_given_as_the_root_opens_itself(tree):
     """The root itself is the run: listed as "."."""
     assert discover_runs(tree / "ppo").names() == ["."]

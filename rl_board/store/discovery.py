@@ -47,6 +47,10 @@ _METRICS_NAMES = ("trainer_state.json", "trainer_log_history.json", "log_history
 _MODEL_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                           "added_tokens.json", "config.json", "generation_config.json", "preprocessor_config.json",
                           "chat_template.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"})
+#: A tool's own store beside a run, never a run: (the file that marks the folder, its sub-folders not looked
+#: into). trackio's logbook keeps agent-session transcripts in ``traces/raw/*.jsonl`` beside ``trace_sources.json``.
+INTERNAL_STORES = (("trace_sources.json", frozenset({"traces", "logbook", "trace_dataset"})),)
+_NO_LOGS = _MODEL_FILES | {marker for marker, _ in INTERNAL_STORES}
 
 
 @dataclass(frozen=True)
@@ -133,7 +137,10 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
             reason = _unclaimed_reason(entries)
             if reason:
                 found.unclaimed.append(Unclaimed(name, *reason))
-        subfolders = sorted((p for p in entries if not p.name.startswith(".") and _is_dir(p)),
+        names = {p.name for p in entries}
+        internal = {sub for marker, subs in INTERNAL_STORES if marker in names for sub in subs}
+        subfolders = sorted((p for p in entries if not p.name.startswith(".") and p.name not in internal
+                             and _is_dir(p)),
                             key=lambda p: (_is_link(p), natural_key(p.name)))  # a folder before a link to it
         if subfolders and depth >= max_depth:
             if not any(note.startswith("Folders deeper") for note in found.notes):  # said once
@@ -213,7 +220,7 @@ def _unclaimed_reason(entries: list[Path]) -> tuple[str, bool] | None:
     kinds: Counter = Counter()
     names, metrics_only = [], True
     for path in entries:
-        if path.name.startswith(".") or not _is_file(path):
+        if path.name.startswith(".") or path.name in _NO_LOGS or not _is_file(path):
             continue
         plain = base_name(path.name)
         suffix = Path(plain).suffix.lower()
