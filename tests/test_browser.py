@@ -827,3 +827,52 @@ def test_diff_area_lists_regressions_and_a_click_opens_both_sides(server, tmp_pa
         query = parse_qs(urlparse(page.url).query)
         assert query["area"] == ["diff"] and query["diff_run"] == ["verl"]
         page.screenshot(path=str(OUTPUT / "diff_area.png"), full_page=True)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_a_sort_survives_a_search_and_the_address_names_what_is_shown(server):
+    """In Chromium, on ppo_demo: sort by KL mean, search in Explore, open the first match, go to Explore
+    and back: the sort is still KL mean, and the address names the step the slider shows and the sample
+    the picker shows (it held step=25 for a step-30 sample)."""
+    from urllib.parse import parse_qs, urlparse
+
+    from playwright.sync_api import expect
+
+    def address() -> dict:
+        return {k: v[0] for k, v in parse_qs(urlparse(page.url).query).items()}
+
+    def names_what_is_shown() -> None:
+        slider = page.get_by_role("slider", name="Step")
+        picker = page.get_by_role("combobox", name="Sample (in table order)")
+        expect(picker).to_have_value(re.compile(r" · rollout_data_rank\d\.jsonl:\d+$"), timeout=30_000)
+        shown = re.search(r"(rollout_data_rank\d\.jsonl:\d+)$", picker.input_value()).group(1)
+        page.wait_for_function("s => new URLSearchParams(location.search).get('sample') === s", arg=shown,
+                               timeout=30_000)
+        expect(slider).to_have_value(address()["step"])
+
+    with _page(server, 1500, 1000) as page:
+        _open_bundled_and_sort(page, "ppo_demo", "KL mean")
+        expect(page).to_have_url(re.compile(r"sort=KL"), timeout=30_000)
+        names_what_is_shown()
+        _open_area(page, "Explore")
+        regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
+        regex.fill("so the answer is correct")
+        regex.press("Enter")
+        expect(page.get_by_text(re.compile(r"of 480 samples match"))).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        expect(table).to_be_visible(timeout=30_000)
+        page.wait_for_timeout(1000)  # the matches' table is drawn again once the search settles
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 4.5)  # the row marker of the fifth match
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                    timeout=30_000)
+        sort = page.get_by_role("combobox", name="Sort samples by")
+        expect(sort).to_have_value("KL mean", timeout=30_000)
+        names_what_is_shown()
+        _open_area(page, "Explore")
+        _open_area(page, "Batch and sample")
+        expect(sort).to_have_value("KL mean", timeout=30_000)
+        names_what_is_shown()
+        assert address()["sort"] == "KL mean"
+        assert page.get_by_test_id("stException").count() == 0

@@ -525,3 +525,44 @@ def test_options_set_once_sit_in_closed_sidebar_sections(tmp_path):
         assert set(inside) <= found, (label, found)
     outside = {w.key for e in sections.values() for kind in ("selectbox", "button", "text_input") for w in e.get(kind)}
     assert not {keys.ROOT, keys.RUN, keys.LOAD} & outside
+
+
+def _step_of(source: str) -> int:
+    """The step a sample's own log line holds (read from ppo_demo's file, not from the page)."""
+    name, line = source.rsplit(":", 1)
+    raw = (REPO / "rollout_samples" / "ppo_demo" / name).read_text().splitlines()[int(line) - 1]
+    return json.loads(raw)["step"]
+
+
+def _address_names_what_is_shown(at: AppTest) -> None:
+    params = dict(at.query_params)
+    assert params["sample"] == at.session_state[keys.SAMPLE]
+    assert int(params["step"]) == at.session_state[keys.STEP] == _step_of(params["sample"])
+
+
+def test_sort_search_open_a_match_and_come_back_keep_every_choice():
+    """On ppo_demo: sort the batch by KL, search in Explore, open a step-25 match, come back to Explore
+    and to the batch, move to step 30: the sort stays KL mean throughout, and the address always names
+    the sample shown and its step (the step its own log line holds)."""
+    at = _load(_open(REPO / "rollout_samples", "ppo_demo"))
+    at.selectbox(key=keys.SORT_BY).select("KL mean").run()
+    at = _area(at, keys.EXPLORE)
+    at.text_input(key=keys.EXPLORE_REGEX).input("so the answer is correct").run()
+    matches = at.dataframe[0].value
+    row = int((matches["step"] == 25).to_numpy().argmax())
+    assert matches["step"].iloc[row] == 25
+    table = [k for k in at.session_state._state._state.filtered_state if str(k).startswith("explore_table-")]
+    at.session_state[table[0]] = {"selection": {"rows": [row], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception and at.session_state[keys.AREA] == keys.BATCH and at.session_state[keys.STEP] == 25
+    assert at.selectbox(key=keys.SORT_BY).value == "KL mean" and dict(at.query_params)["sort"] == "KL mean"
+    _address_names_what_is_shown(at)
+    at = _area(at, keys.EXPLORE)
+    assert at.text_input(key=keys.EXPLORE_REGEX).value == "so the answer is correct"
+    at = _area(at, keys.BATCH)
+    assert at.selectbox(key=keys.SORT_BY).value == "KL mean"
+    _address_names_what_is_shown(at)
+    at.slider(key=keys.STEP).set_value(30).run()
+    assert not at.exception and at.selectbox(key=keys.SORT_BY).value == "KL mean"
+    _address_names_what_is_shown(at)
+    assert dict(at.query_params)["step"] == "30"

@@ -28,6 +28,7 @@ from rl_board.views import (
     drivers,
     explore,
     findings,
+    kept,
     keys,
     links,
     positions,
@@ -156,13 +157,13 @@ def render_page() -> None:
         st.error("The board is misconfigured: no folder can be opened.")
         st.text(str(exc))
         return
-    state.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
+    kept.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
     try:
         workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
         links.read()
         _render(sidebar.render())
     finally:
-        state.remember_widgets()
+        kept.remember_widgets()
 
 
 def _render(settings) -> None:
@@ -210,6 +211,7 @@ def _render(settings) -> None:
     links.apply(run)
     links.show_notes()
     state.open_requested_area()
+    kept.area_drawn(st.session_state.get(keys.AREA, next(iter(AREAS))))
     tabs = st.tabs(list(AREAS), key=keys.AREA, on_change="rerun")
     for tab, views in zip(tabs, AREAS.values()):
         if tab.open:

@@ -1,11 +1,12 @@
-"""The one place that touches Streamlit's caches, and its session state (but the tables' clicks: ``clicks``).
+"""The one place that touches Streamlit's caches, and its session state (but the tables' clicks: ``clicks``,
+and the widgets kept across areas: ``kept``).
 
 A run is read by a ``RunSource`` kept in ``st.cache_resource`` (one per folder and
 load settings, shared by sessions, never copied); its latest snapshot is what
 every view draws. Session state holds only the user's choices.
 
 Every ``st.cache_*`` use of the page stays in this module, and every ``st.session_state`` use but the
-tables' clicks (``clicks``) (docs/contributing/architecture.md), so a view never caches or remembers
+tables' clicks (``clicks``) and the kept widgets (``kept``) (docs/contributing/architecture.md), so a view never caches or remembers
 anything on its own. Its two halves are the cached reads (run, scalars, findings, tags) and the user's
 navigation (areas, steps, samples, widgets).
 """
@@ -26,6 +27,7 @@ from ..store import cluster
 from ..store.loader import SourceChanged
 from . import clicks, keys
 from .background import CHECKS, CHECKS_LOCK, FINDINGS_WAIT_SECONDS, findings_wait, get_findings, kept_checks, run_key  # noqa: F401 (the page's names)
+from .kept import KEPT
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 
@@ -344,30 +346,8 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
     if st.session_state.get(keys.LOADED_RUN) not in (None, (run_dir, fields)):
         for key in _PER_RUN:
             st.session_state.pop(key, None)
-            st.session_state.get(_KEPT, {}).pop(key, None)
+            st.session_state.get(KEPT, {}).pop(key, None)
     st.session_state[keys.LOADED_RUN] = (run_dir, fields)
-
-
-_KEPT = "kept_widgets"  # widget key -> its value at the end of the last full run
-_NOT_KEPT = {keys.LOAD, keys.REFRESH}  # buttons: their state can't be set
-
-
-def _widget_keys() -> list[str]:
-    return [value for name, value in vars(keys).items()
-            if name.isupper() and isinstance(value, str) and value not in _NOT_KEPT]
-
-
-def restore_widgets() -> None:
-    """At the start of a run: give back their values to the widgets (``keys``) the last run did not draw
-    (their area was closed, or the page stopped early), which Streamlit forgets."""
-    for key, value in st.session_state.get(_KEPT, {}).items():
-        if key not in st.session_state:
-            st.session_state[key] = value
-
-
-def remember_widgets() -> None:
-    """At the end of a run (however it ends): the values of the widgets (``keys``), for ``restore_widgets``."""
-    st.session_state[_KEPT] = {key: st.session_state[key] for key in _widget_keys() if key in st.session_state}
 
 
 def get_record(run: Run, label):
