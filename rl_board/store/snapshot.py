@@ -98,9 +98,11 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                   if not isinstance(table, SharedSlice) for note in notes_of(table)]
     numbers = (pa.concat_tables(parts, promote_options="default") if parts
                else _numbers(SCHEMA.empty_table(), 1, 0, 0))
+    del parts  # the table holds them now, and lets them go as it becomes the frame
     if grouped:
         numbers = _extras_in_file_order(numbers)
-    samples = numbers.to_pandas().sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
+    samples = _in_order(numbers)
+    del numbers
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
         before = len(samples)
@@ -138,6 +140,21 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
                     loader.location)
+
+
+def _in_order(numbers: pa.Table) -> pd.DataFrame:  # noqa: F821
+    """``numbers`` as a frame ordered by step, file and line (a stable sort). A run's files are mostly
+    in that order already (verl's ``{step}.jsonl``, one step a file): then the frame is not sorted
+    again, which would hold a second copy of every column at once (the same rows, the same index).
+    Arrow's columns are let go as they are converted (``self_destruct``), so the table and the
+    frame are not held whole side by side."""
+    step, file, line = (np.diff(numbers[name].to_numpy()) for name in (F.STEP, F.FILE, F.LINE))
+    ordered = bool(np.all((step > 0) | ((step == 0) & ((file > 0) | ((file == 0) & (line >= 0))))))
+    del step, file, line
+    frame = numbers.to_pandas(self_destruct=True, split_blocks=True)
+    if ordered:
+        return frame
+    return frame.sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
 
 
 def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
