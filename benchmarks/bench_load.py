@@ -12,7 +12,7 @@ each in a fresh process:
 (``verl``: 250 steps x 8,192 short samples, 2,048,000 in all, about 720 MB, as verl's
 ``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape,
 for quick work. For these two only the floor and ``summary`` cold and warm are measured, with the
-command's peak RSS: a run of millions of samples is the command's, and the page's, read.)
+command's peak RSS; the page's Load, reruns and search are not timed on them.)
 
 
 - floor: orjson.loads of every line of the same files (the bytes must be parsed);
