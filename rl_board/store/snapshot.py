@@ -98,11 +98,9 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                   if not isinstance(table, SharedSlice) for note in notes_of(table)]
     numbers = (pa.concat_tables(parts, promote_options="default") if parts
                else _numbers(SCHEMA.empty_table(), 1, 0, 0))
-    del parts  # the table holds them now, and lets them go as it becomes the frame
     if grouped:
         numbers = _extras_in_file_order(numbers)
     samples = _in_order(numbers)
-    del numbers
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
         before = len(samples)
@@ -145,13 +143,12 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
 def _in_order(numbers: pa.Table) -> pd.DataFrame:  # noqa: F821
     """``numbers`` as a frame ordered by step, file and line (a stable sort). A run's files are mostly
     in that order already (verl's ``{step}.jsonl``, one step a file): then the frame is not sorted
-    again, which would hold a second copy of every column at once (the same rows, the same index).
-    Arrow's buffers are let go as they are converted (``self_destruct``); the frame's columns stay
-    consolidated by dtype, as before (a frame of one block per column warns when a column is added)."""
+    again (a second copy of every column, and a sort of the three keys; the same rows, the same
+    index)."""
     step, file, line = (np.diff(numbers[name].to_numpy()) for name in (F.STEP, F.FILE, F.LINE))
     ordered = bool(np.all((step > 0) | ((step == 0) & ((file > 0) | ((file == 0) & (line >= 0))))))
     del step, file, line
-    frame = numbers.to_pandas(self_destruct=True)
+    frame = numbers.to_pandas()
     if ordered:
         return frame
     return frame.sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
