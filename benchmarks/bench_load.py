@@ -1,6 +1,6 @@
 """How fast the page opens a run and redraws, against the floor of parsing the same bytes.
 
-Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x] [--workers N] [--json FILE]
+Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x|verl|verl200k|trl] [--workers N] [--json FILE]
 
 It writes its own run with the demo generator (``full``: 100 steps x 256 samples
 x 225 tokens over 4 rank files, about 540 MB, long lines and no extra fields;
@@ -8,6 +8,14 @@ x 225 tokens over 4 rank files, about 540 MB, long lines and no extra fields;
 EOS, sampler log-probs, entropy and three extra fields, about 95 MB of short lines;
 ``10x``: ten times ``full``'s steps; ``small``: a few MB, for CI), then measures,
 each in a fresh process:
+
+(``verl``: 250 steps x 8,192 short samples, 2,048,000 in all, about 720 MB, as verl's
+``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape,
+for quick work; ``trl``: 250 logged steps x 4,096 rows, 1,024,000 in all, TRL's
+``completions_{step:05d}.parquet``, ``write_trl_completions``, its floor Arrow reading every
+Parquet file. For these only the floor and ``summary`` cold and warm are measured, with the
+command's peak RSS; the page's Load, reruns and search are not timed on them.)
+
 
 - floor: orjson.loads of every line of the same files (the bytes must be parsed);
 - summary, cold and warm: ``rl-board summary RUN --json`` as a whole command, with an
@@ -51,6 +59,12 @@ SIZES = {  # steps, samples per step, tokens, ranks
     "grpo": (160, 128, 48, 4),
     "10x": (1000, 256, 225, 4),
 }
+VERL_SIZES = {  # steps, samples per step (verl's rollout_data_dir: one {step}.jsonl a step)
+    "verl200k": (25, 8_192),
+    "verl": (250, 8_192),
+}
+TRL_SIZES = {"trl": (250, 4_096)}  # logged steps, rows per step (TRL's completions_{step:05d}.parquet)
+SHORT_SIZES = {**VERL_SIZES, **TRL_SIZES}  # millions of short samples: the floor and `summary` only
 PAD = "<|endoftext|>"
 REDRAWS = 5  # step changes timed; the median is reported
 PAUSE_BEFORE_LOAD = 1.0  # seconds the page is open before Load is pressed (a person takes longer), as the
@@ -69,8 +83,88 @@ def compile_package(release: Path = REPO) -> None:
     compileall.compile_dir(str(release / "rl_board"), quiet=1)
 
 
+def write_verl_dump(run: Path, steps: int, samples: int) -> None:
+    """What verl's ``_dump_generations`` (trainer/ppo/ray_trainer.py) writes into ``rollout_data_dir``:
+    ``{step}.jsonl`` per step, one ``json.dumps(entry, ensure_ascii=False)`` line a sample with
+    ``input``, ``output``, ``gts``, ``score``, ``step`` and then the reward function's extra info of
+    the same length (here ``acc`` bool, ``pred`` str, ``format_score`` float), the lines joined by
+    newlines. A batch of 512 prompts x 16 samples is 8,192 lines a step. The texts vary by prompt and
+    sample through arithmetic on their numbers (no random generator), so the run is the same bytes
+    every time and quick to write: about 2 s a million lines."""
+    run.mkdir(parents=True, exist_ok=True)
+    group = 16
+    for step in range(1, steps + 1):
+        lines = []
+        for i in range(samples):
+            p, k = (step * samples + i) // group, i % group
+            a, b = p * 7919 % 997, p * 104729 % 991
+            answer = a + b + (k * 37 + step) % 5 // 4 * (k % 3 + 1)  # about 1 in 5 wrong
+            formatted = (p + k) % 7 != 0
+            output = (f"Let me add {a} and {b} step by step. {a} + {b}: the units give {(a + b) % 10}, "
+                      f"carry the rest. So {a} + {b} = {answer}. The answer is \\boxed{{{answer}}}." if formatted
+                      else f"I think the sum of {a} and {b} is {answer}, but I am not sure.")
+            correct = answer == a + b
+            fmt = 0.1 if formatted else 0.0
+            lines.append(json.dumps({
+                "input": f"system\nYou are a helpful assistant.\nuser\nWhat is {a} + {b}? Think step by step "
+                         f"and put the final answer in \\boxed{{}}.\nassistant\n",
+                "output": output, "gts": str(a + b), "score": float(correct) + fmt, "step": step,
+                "acc": correct, "pred": str(answer) if formatted else "", "format_score": fmt,
+            }, ensure_ascii=False))
+        (run / f"{step}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def write_trl_completions(run: Path, steps: int, rows: int) -> None:
+    """What TRL's ``GRPOTrainer(log_completions=True)`` leaves in ``OUTPUT_DIR/completions/``, as the
+    bundled demo (``rl_board.demo.trl``) writes it: ``completions_{step:05d}.parquet`` per logged step,
+    columns ``step``, ``prompt``, ``completion``, one float column per reward function
+    (``accuracy_reward``, NaN for one prompt in four, ``format_reward``) and ``advantage`` (reward minus
+    its group of 16's mean). Arithmetic on the numbers, no random generator: the same bytes every time."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    run.mkdir(parents=True, exist_ok=True)
+    group = 16
+    for step in range(1, steps + 1):
+        i = np.arange(rows) + step * rows
+        p, k = i // group, i % group
+        a, b = p * 7919 % 997, p * 104729 % 991
+        answer = a + b + (k * 37 + step) % 5 // 4 * (k % 3 + 1)
+        tagged = (p + k) % 7 != 0
+        graded = p % 4 != 3
+        accuracy = np.where(graded, (answer == a + b).astype(float), np.nan)
+        formatting = tagged.astype(float)
+        reward = np.nan_to_num(accuracy) + formatting
+        advantage = (reward - reward.reshape(-1, group).mean(axis=1).repeat(group)).round(6)
+        prompts = [f"What is {x} + {y}?" if g else f"Say something about {x} and {y}."
+                   for x, y, g in zip(a.tolist(), b.tolist(), graded.tolist())]
+        completions = [f"<think>{x} plus {y}</think><answer>{z}</answer>" if t else f"The answer is {z}."
+                       for x, y, z, t in zip(a.tolist(), b.tolist(), answer.tolist(), tagged.tolist())]
+        pq.write_table(pa.table({"step": pa.array(np.full(rows, step), pa.int64()), "prompt": prompts,
+                                 "completion": completions, "accuracy_reward": accuracy,
+                                 "format_reward": formatting, "advantage": advantage}),
+                       run / f"completions_{step:05d}.parquet")
+
+
+def _data_files(run: Path) -> list[Path]:
+    """The files a benchmark run's samples are in: its JSON lines, or its Parquet files."""
+    return sorted(run.glob("*.jsonl")) or sorted(run.glob("*.parquet"))
+
+
 def ensure_run(size: str) -> Path:
     """The benchmark run for ``size``, generated once and kept under benchmarks/data/."""
+    if size in SHORT_SIZES:
+        steps, samples = SHORT_SIZES[size]
+        folder = REPO / "benchmarks" / "data" / size
+        run, stamp = folder / "run", folder / "params.json"
+        shape = "verl" if size in VERL_SIZES else "trl"
+        params = {"shape": shape, "steps": steps, "samples": samples, "version": 1}
+        if not (stamp.exists() and json.loads(stamp.read_text()) == params):
+            shutil.rmtree(folder, ignore_errors=True)
+            (write_verl_dump if shape == "verl" else write_trl_completions)(run, steps, samples)
+            stamp.write_text(json.dumps(params))
+        return run
     steps, samples, tokens, ranks = SIZES[size]
     folder = REPO / "benchmarks" / "data" / size
     run = folder / "run"
@@ -110,9 +204,14 @@ def _worker_peak_mb(proc) -> float:
 
 def phase_floor(run: Path) -> dict:
     import orjson
+    import pyarrow.parquet as pq
 
     start = time.perf_counter()
     lines = 0
+    if not any(run.glob("*.jsonl")):  # Parquet: the floor is Arrow decoding every column of every file
+        for path in _data_files(run):
+            lines += pq.read_table(path).num_rows
+        return {"seconds": time.perf_counter() - start, "lines": lines}
     for path in sorted(run.glob("*.jsonl")):
         with open(path, "rb") as fh:
             for line in fh:
@@ -206,13 +305,22 @@ def phase_summary(run: Path, cache: Path, phases: dict | None = None) -> float:
     phases (``_phases``) go into ``phases`` when given."""
     env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO), "RL_BOARD_PHASES": "1"}
     started, start = time.time(), time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--json", "--pad-token", PAD,
-                          "--eos-token", PAD], env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True, cwd=REPO)
-    seconds, ended = time.perf_counter() - start, time.time()
-    marks = [line[len("phases: "):] for line in out.stderr.splitlines() if line.startswith("phases: ")]
-    if phases is not None and marks:
-        phases.update(_phases(started, ended, json.loads(marks[-1])) or {})
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "rl_board", "summary", str(run), "--json", "--pad-token", PAD,
+                                 "--eos-token", PAD], env=env, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                cwd=REPO)
+        _, status, usage = os.wait4(proc.pid, 0)  # its own peak RSS (and that of the workers it waited for)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds, ended = time.perf_counter() - start, time.time()
+        err.seek(0)
+        stderr = err.read()
+    if proc.returncode:
+        raise RuntimeError(f"summary failed:\n{stderr[-3000:]}")
+    marks = [line[len("phases: "):] for line in stderr.splitlines() if line.startswith("phases: ")]
+    if phases is not None:
+        phases["rss_mb"] = usage.ru_maxrss / 1024
+        if marks:
+            phases.update(_phases(started, ended, json.loads(marks[-1])) or {})
     return seconds
 
 
@@ -225,9 +333,32 @@ def _child(phase: str, run: Path, cache: Path, timeout: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def _report_summary(args, run: Path, size_mb: float, lines: int, floor: float, cold: float, warm: float,
+                    phases: dict) -> int:
+    """The table of a run of millions of short samples: the floor and ``summary``, cold and warm."""
+    results = {"size": args.size, "run_mb": size_mb, "samples": lines, "floor_s": floor, "summary_cold_s": cold,
+               "summary_warm_s": warm, "summary_phases": phases,
+               "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"}
+    print(f"Run: {args.size}, {size_mb:.0f} MiB in {len(_data_files(run))} files, {lines:,} samples; "
+          f"machine: {results['machine']}\n")
+    print("| measure | value | ratio | target |\n|---|---|---|---|")
+    what = "orjson floor (parse every line)" if any(run.glob("*.jsonl")) else "Arrow floor (read every Parquet file)"
+    print(f"| {what} | {floor:.2f} s | 1.00 × floor | |")
+    print(f"| `summary` cold (whole command, empty cache) | {cold:.2f} s | {cold / floor:.2f} × floor | ≤ 1.5 × floor |")
+    print(f"| `summary` warm (whole command, cache) | {warm:.2f} s | {warm / cold:.3f} × cold | ≤ 0.1 × cold |")
+    print(f"| peak RSS, `summary` cold | {phases.get('rss_mb', 0):.0f} MiB | | ≤ 1 GiB |")
+    if "parse" in phases:
+        print(f"\nWhere the cold `summary` goes: {phases['before']:.2f} s before the first range, "
+              f"{phases['parse']:.2f} s while {phases['workers']} workers parse {phases['ranges']} ranges, "
+              f"{phases['after']:.2f} s after the last range.")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=SIZES, default="full")
+    parser.add_argument("--size", choices=[*SIZES, *SHORT_SIZES], default="full")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--workers", type=int, help="N parsing workers on the first N CPUs (default: one per CPU)")
     parser.add_argument("--phase", choices=("floor", "app", "search"), help=argparse.SUPPRESS)
@@ -250,13 +381,17 @@ def main() -> int:
         os.sched_setaffinity(0, cpus)  # children inherit it
     compile_package()
     run = ensure_run(args.size)
-    size_mb = sum(p.stat().st_size for p in run.glob("*.jsonl")) / 2**20
+    size_mb = sum(p.stat().st_size for p in _data_files(run)) / 2**20
     with tempfile.TemporaryDirectory(prefix="rl_board-bench-cache-") as cache:
-        floor = min(_child("floor", run, Path(cache), args.timeout)["seconds"] for _ in range(2))
+        floors = [_child("floor", run, Path(cache), args.timeout) for _ in range(2)]
+        floor = min(f["seconds"] for f in floors)
         with tempfile.TemporaryDirectory(prefix="rl_board-bench-cli-") as cli_cache:
             summary_phases: dict = {}
             summary_cold = phase_summary(run, Path(cli_cache), summary_phases)
             summary_warm = statistics.median(phase_summary(run, Path(cli_cache)) for _ in range(3))
+        if args.size in SHORT_SIZES:  # millions of samples: the command, not the page (issue 43)
+            return _report_summary(args, run, size_mb, floors[0]["lines"], floor, summary_cold, summary_warm,
+                                   summary_phases)
         cold = _child("app", run, Path(cache), args.timeout)
         warm = _child("app", run, Path(cache), args.timeout)
         search = _child("search", run, Path(cache), args.timeout)
@@ -289,7 +424,7 @@ def main() -> int:
     print("\nWhere a cold read's time goes (seconds):\n\n| read | workers | ranges | before the first range | "
           "workers parsing | after the last range | serial (before + after) |\n|---|---|---|---|---|---|---|")
     for name, phases in (("`summary` cold", summary_phases), ("page Load", cold.get("phases"))):
-        if phases:
+        if phases and "parse" in phases:
             print(f"| {name} | {phases['workers']} | {phases['ranges']} | {phases['before']:.2f} | {phases['parse']:.2f} "
                   f"| {phases['after']:.2f} | {phases['before'] + phases['after']:.2f} |")
         else:

@@ -354,12 +354,14 @@ def _distinct_4gram_share(ids: np.ndarray, owner: np.ndarray, count: int) -> np.
     if not len(start):
         return out
     vocabulary = int(ids.max()) + 1
-    a, b, c, d = (ids[start + k] for k in range(4))
     if vocabulary ** 4 * count < 2**62:  # one exact integer per (sample, 4-gram)
-        key = np.sort(who * vocabulary**4 + ((a * vocabulary + b) * vocabulary + c) * vocabulary + d)
+        # the 4-gram at every position from shifted views (no gather per position), then those that start one
+        at = ((ids[:-3] * vocabulary + ids[1:-2]) * vocabulary + ids[2:-1]) * vocabulary + ids[3:]
+        key = np.sort(who * vocabulary**4 + at[start])
         new = np.r_[True, key[1:] != key[:-1]]
         distinct = np.bincount(key[new] // vocabulary**4, minlength=count)
     else:
+        a, b, c, d = (ids[start + k] for k in range(4))
         first, second = a * vocabulary + b, c * vocabulary + d
         order = np.lexsort((second, first, who))
         who, first, second = who[order], first[order], second[order]
