@@ -9,7 +9,7 @@ import streamlit as st
 
 from ..analysis.findings import compute_evidence, compute_evidence_tables
 from ..analysis.run import Run
-from . import keys, state
+from . import background, keys, state
 
 #: How each check reads in the quiet line.
 CHECK_NAMES = {
@@ -31,7 +31,7 @@ CHECK_NAMES = {
 
 
 def render(run: Run) -> None:
-    found = state.get_findings(run, wait=state.findings_wait())
+    found = background.get_findings(run, wait=background.findings_wait())
     if found is None:  # the checks of a large run are still going: the rest of the page does not wait
         _pending(run)
         return
@@ -68,7 +68,7 @@ def _finding_names(findings) -> list[str]:
 def _pending(run: Run) -> None:
     """A line saying the checks are running, looked at twice a second: once they are done, the page is
     drawn again with them."""
-    if state.get_findings(run, wait=0) is not None:
+    if background.get_findings(run, wait=0) is not None:
         st.rerun(scope="app")
     st.caption("Findings: checking the run…")
 

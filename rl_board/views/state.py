@@ -26,7 +26,7 @@ from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
 from ..store import cluster
 from ..store.loader import SourceChanged
 from . import clicks, keys
-from .background import CHECKS, CHECKS_LOCK, FINDINGS_WAIT_SECONDS, findings_wait, get_findings, kept_checks, run_key  # noqa: F401 (the page's names)
+from .background import CHECKS, CHECKS_LOCK, kept_checks, run_key
 from .kept import KEPT
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
