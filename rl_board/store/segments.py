@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
 import pyarrow as pa
@@ -83,7 +85,7 @@ class SegmentStore:
         self.cache = cache
         self.notes = notes
         self.remote = shared  # the team's cache at a URL (``shared.SharedCache``), pulled on load, pushed on save
-        self._scratch: tempfile.TemporaryDirectory | None = None
+        self._scratch: str | None = None  # a folder for segments when there is no cache, removed with this object
         self._stamp: tuple | None = None  # the manifest as this process last read or wrote it
 
     def _give_up(self, what: str, exc: Exception) -> None:
@@ -162,8 +164,11 @@ class SegmentStore:
             except OSError as exc:
                 self._give_up("write", exc)
         if self._scratch is None:
-            self._scratch = tempfile.TemporaryDirectory(prefix="rl_board-")
-        return self._scratch.name, False
+            # removed when this object goes, silently: a read that raised (a field mapping that finds
+            # nothing) leaves it to the collector, where a TemporaryDirectory would warn
+            self._scratch = tempfile.mkdtemp(prefix="rl_board-")
+            weakref.finalize(self, shutil.rmtree, self._scratch, ignore_errors=True)
+        return self._scratch, False
 
     def write_failed(self, out_dir: str, exc: OSError, key: str) -> None:
         """Writing segments to ``out_dir`` failed (a full disk, a size limit): remove the segments
