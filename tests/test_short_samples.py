@@ -8,6 +8,7 @@ import json
 import msgspec
 import numpy as np
 import pandas as pd
+import pytest
 
 from rl_board.analysis.source import RunSource
 from rl_board.derive.samples import _distinct_4gram_share
@@ -58,3 +59,23 @@ def test_samples_ordered_by_step_file_line_whether_or_not_the_files_are(tmp_path
         assert samples["step"].tolist() == steps
         assert samples["line"].tolist() == lines
         assert isinstance(samples.index, pd.RangeIndex) and samples.index.tolist() == list(range(5))
+
+
+def test_the_refusals_the_shape_learns_from_read_as_this_msgspec_words_them():
+    """The fast path learns a file's extra keys from msgspec's refusal ("unknown field `K` - at `$[i]`")
+    and finds a bad line from "at `$[i]`" / "(byte N)": the installed msgspec (pyproject allows >= 0.19)
+    must still word them so, or every line of a run with extras would take the slow path unnoticed."""
+    from rl_board.readers.jsonlines import shape
+
+    struct = msgspec.defstruct("Probe", [("step", int)], forbid_unknown_fields=True)
+    decoder = msgspec.json.Decoder(struct)
+    with pytest.raises(msgspec.ValidationError) as refused:
+        decoder.decode_lines(b'{"step": 1}\n{"step": 2, "my key": 3}\n')
+    found = shape._UNKNOWN.search(str(refused.value))
+    assert found is not None and (found[1], found[2]) == ("my key", "1")
+    with pytest.raises(msgspec.DecodeError) as broken:
+        decoder.decode_lines(b'{"step": 1}\n{"step": 1 x}\n')
+    assert shape._AT_BYTE.search(str(broken.value))[1] == "23"  # the x: 12 bytes of line 0, then 11
+    with pytest.raises(msgspec.ValidationError) as typed:
+        decoder.decode_lines(b'{"step": 1}\n{"step": "x"}\n')
+    assert shape._AT_LINE.search(str(typed.value))[1] == "1"
