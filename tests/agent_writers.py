@@ -315,3 +315,51 @@ def write_v0(run_dir: Path, outputs: list[dict]) -> Path:
         f.write("".join(json.dumps(o) + "\n" for o in outputs))
     (run_dir / "metadata.json").write_text(json.dumps({"env_id": "tool-math", "model": "m"}))
     return path
+
+
+def v0_state_output(example_id: int, prompt, completion, reward: float, metrics: dict, answer: str = "",
+                    task: str = "default") -> dict:
+    """``state_to_output`` as verifiers dfc473c (the version prime-rl pinned when its orchestrator saved
+    online evals to ``evals/step_N/``) writes it: ``example_id``, ``prompt``, ``completion``, ``answer``,
+    ``task``, ``info``, ``reward``, ``error``, ``timing``, ``is_completed``, ``is_truncated``,
+    ``stop_condition``, ``metrics``, ``oai_tools``; ``answer``/``info`` dropped when empty; metrics
+    flattened to top-level keys."""
+    output = {"example_id": example_id, "prompt": _sanitize_tool_calls(prompt),
+              "completion": _sanitize_tool_calls(completion), "answer": answer, "task": task, "info": {},
+              "reward": reward, "error": None,
+              "timing": {"start_time": 1760000000.0, "generation_ms": 812.5, "scoring_ms": 3.25, "total_ms": 815.75},
+              "is_completed": True, "is_truncated": False, "stop_condition": "no_tools", "metrics": metrics,
+              "oai_tools": None}
+    if not output["answer"]:
+        output.pop("answer")
+    output.pop("info")
+    output.update(metrics)
+    return output
+
+
+def write_prime_rl_eval(out: Path, step: int, env: str, outputs: list[dict], model: str = "Qwen/Qwen3-0.6B") -> Path:
+    """prime_rl/eval/utils.py's online eval save (prime-rl 8695aa10f): ``save_to_disk(make_dataset(outputs),
+    sanitize_metadata(metadata), OUT/evals/step_{ckpt_step}/{env})``. ``make_dataset`` is
+    ``Dataset.from_list``: an Arrow table whose columns are the first row's keys and whose structs hold the
+    union of their keys (a message without ``tool_calls`` gets ``"tool_calls": null``); its rows are what
+    ``save_to_disk`` dumps, ``json.dump(row)`` then ``"\\n"`` each, after ``metadata.json`` (the
+    ``GenerateMetadata`` less ``path_to_save`` and ``date``)."""
+    path = out / "evals" / f"step_{step}" / env
+    path.mkdir(parents=True, exist_ok=True)
+    rows = pa.Table.from_pylist(outputs).to_pylist()
+    rewards = [o["reward"] for o in outputs]
+    names = sorted({k for o in outputs for k in o["metrics"]})
+    metadata = {"env_id": env, "env_args": {}, "model": model, "base_url": "http://localhost:8000/v1",
+                "num_examples": len({o["example_id"] for o in outputs}),
+                "rollouts_per_example": len(outputs) // len({o["example_id"] for o in outputs}),
+                "sampling_args": {"temperature": 1.0, "max_tokens": 512}, "time_ms": 2048.0,
+                "avg_reward": sum(rewards) / len(rewards),
+                "avg_metrics": {n: sum(o["metrics"][n] for o in outputs) / len(outputs) for n in names},
+                "state_columns": [], "tools": None}
+    with open(path / "metadata.json", "w") as f:
+        json.dump(metadata, f)
+    with open(path / "results.jsonl", "w") as f:
+        for row in rows:
+            json.dump(row, f)
+            f.write("\n")
+    return path / "results.jsonl"

@@ -7,13 +7,23 @@ a string for completion-style environments; tool calls as JSON text), ``reward``
 (-> ``ground_truth``), ``info``, ``timing``, ``is_completed``, ``is_truncated``, ``metrics``
 and each metric again as a top-level float. One sample per line: its turns are the prompt's
 then the completion's messages (``trainable`` null: the format doesn't say), its extras every
-top-level number or boolean but ``example_id``. There is no step: every sample is step 0
-(a ``step`` key, if any, is used).
+top-level number or boolean but ``example_id``.
+
+prime-rl's online evals of a training run's checkpoints (its orchestrator's ``eval`` with
+``save.disk``; ``prime_rl/eval/utils.py``) save the same two files with verifiers' ``save_to_disk``
+to ``OUT/evals/step_{N}/{env}/`` (``get_step_path(get_eval_dir(output_dir), ckpt_step) / env``):
+such an ``evals`` folder is one run whose steps are the checkpoints (``N``, from the ``step_N``
+folder: nothing in the line or in ``metadata.json`` names it) and whose splits are the environments.
+A plain ``vf-eval`` (and prime-rl's offline ``eval`` of checkpoints, which saves to verifiers'
+default ``{env}--{model}/{uuid}`` and records no step) has no step: its samples are step 0 (a
+``step`` key, if any, is used). A sample's ``length`` is the step its path gave plus one (0: none),
+which ``record`` needs to give the same step when the run is one such eval folder opened alone.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
@@ -22,20 +32,41 @@ from ..base.compression import open_path, read_bytes, variants
 from ..base.location import as_path
 from .base import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
+from .layout import first_match
 from .turns import number, sample_rows, turn, turns
 
 NAME = "verifiers-v0"
 SUFFIX = ".jsonl"
 APPENDABLE = False
 ALIASES = {"ground_truth": "answer"}
-GLOBS = ("results.jsonl",)
+GLOBS = ("results.jsonl", "step_*/*/results.jsonl")  # one eval's folder, or prime-rl's evals/ of checkpoints
 NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
+
+
+_STEP_FOLDER = re.compile(r"^step_(\d+)$")
+
+
+def split_of(name: str) -> str | None:
+    """The environment of ``step_N/{env}/results.jsonl`` (prime-rl's evals); None for one eval's folder."""
+    parts = PurePosixPath(name).parts
+    return parts[1] if len(parts) == 3 and _STEP_FOLDER.match(parts[0]) else None
+
+
+def step_of(name: str) -> int | None:
+    """The checkpoint step of ``[…/]step_N/{env}/results.jsonl``: the ``step_N`` folder two levels up."""
+    parts = PurePosixPath(name).parts
+    match = _STEP_FOLDER.match(parts[-3]) if len(parts) >= 3 else None
+    return int(match.group(1)) if match else None
 
 
 def matches(run_dir: Path) -> bool:
     """A ``results.jsonl`` (compressed or not) whose first line has ``prompt`` or ``completion`` and
-    ``reward``."""
-    found = [as_path(run_dir) / name for name in variants("results.jsonl") if (as_path(run_dir) / name).is_file()]
+    ``reward``: in the folder (one eval), else in ``step_*/*/`` (prime-rl's evals of checkpoints: the
+    first such file is looked at)."""
+    run_dir = as_path(run_dir)
+    found = [run_dir / name for name in variants("results.jsonl") if (run_dir / name).is_file()]
+    if not found:
+        found = [path for name in variants("results.jsonl") for path in first_of(run_dir, "step_*/*/" + name)]
     try:
         with open_path(found[0]) as fh:
             first = fh.readline(1 << 20)
@@ -45,12 +76,19 @@ def matches(run_dir: Path) -> bool:
     return isinstance(obj, dict) and "reward" in obj and ("completion" in obj or "prompt" in obj)
 
 
-def sample(obj: dict, line: int, offset: int) -> dict | str:
-    """One line's sample dict (``turns.sample_rows``), or why it is rejected."""
+def first_of(run_dir: Path, pattern: str) -> list[Path]:
+    """The first file of ``run_dir`` matching ``pattern`` whose step folder is ``step_N``, as a list of none or one."""
+    found = first_match(run_dir, pattern, keep=lambda path: step_of(path.relative_to(run_dir).as_posix()) is not None)
+    return [] if found is None else [found]
+
+
+def sample(obj: dict, line: int, offset: int, path_step: int | None = None) -> dict | str:
+    """One line's sample dict (``turns.sample_rows``), or why it is rejected. ``path_step``: the step the
+    file's ``step_N`` folder gives, which wins over a ``step`` key."""
     reward = obj.get("reward")
     if number(reward) is None or isinstance(reward, bool):
         return "missing 'reward'" if reward is None else "'reward' must be a number"
-    step = obj.get("step", 0)
+    step = obj.get("step", 0) if path_step is None else path_step
     if not isinstance(step, int) or isinstance(step, bool):
         return "'step' must be an integer"
     completion = obj.get("completion")
@@ -60,7 +98,7 @@ def sample(obj: dict, line: int, offset: int) -> dict | str:
     return {F.STEP: step, F.REWARD: float(reward), F.MESSAGES: messages,
             "ground_truth": answer if isinstance(answer, str) else None,
             "extras": {k: number(v) for k, v in obj.items() if k not in NOT_EXTRAS and number(v) is not None},
-            "line": line, "offset": offset}
+            "line": line, "offset": offset, "length": 0 if path_step is None else path_step + 1}
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
@@ -69,6 +107,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         data = read_bytes(path)  # compressed or not
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
+    path_step = step_of(PurePosixPath(*as_path(path).parts[-3:]).as_posix())
     samples, errors, offset, count = [], [], 0, 0
     for number_, raw in enumerate(data.split(b"\n"), start=1):
         start, offset = offset, offset + len(raw) + 1
@@ -79,7 +118,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             errors.append((number_, "line longer than the limit; not read"))
             continue
         obj = parse_line(raw)
-        got = obj if isinstance(obj, str) else sample(obj, number_, start)
+        got = obj if isinstance(obj, str) else sample(obj, number_, start, path_step)
         if isinstance(got, str):
             errors.append((number_, got))
         else:
@@ -89,10 +128,10 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     """The sample on the line at byte ``offset``: step, reward, ``messages`` (canonical turns) and
-    the line's other fields."""
+    the line's other fields. ``length``: the step its path gave, plus one (0: none)."""
     fh.seek(offset)
     obj = parse_line(fh.readline().rstrip(b"\r\n"))
-    got = obj if isinstance(obj, str) else sample(obj, line, offset)
+    got = obj if isinstance(obj, str) else sample(obj, line, offset, length - 1 if length > 0 else None)
     if isinstance(got, str):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
     others = {k: v for k, v in obj.items() if k not in ("prompt", "completion", "reward", "step")}
