@@ -118,6 +118,33 @@ def write_prime_rl(out: Path, step: int, kind: str, subset: str, episodes: list[
     return path
 
 
+def write_prime_rl_metrics(out: Path, rows: list[tuple[int, float, dict]]) -> Path:
+    """prime_rl/monitors/file.py ``FileMonitor.log_metrics``: ``{"step": step, "time": time.time(), **metrics}``
+    (non-finite values dropped by ``sanitize``) appended to ``OUT/metrics.jsonl`` with ``json.dumps`` and a
+    newline; under the ``rl`` entrypoint the trainer and the orchestrator both append to it (each
+    ``output_dir`` is the run folder). ``rows``: (step, wall time, metrics) in the order they were logged."""
+    path = out / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", buffering=1) as f:
+        for step, wall, metrics in rows:
+            kept = {k: v for k, v in metrics.items() if not (isinstance(v, float) and not math.isfinite(v))}
+            f.write(json.dumps({"step": step, "time": wall, **kept}) + "\n")
+    return path
+
+
+def write_prime_rl_logs(out: Path) -> Path:
+    """The ``rl`` entrypoint's text logs (prime_rl/utils/pathing.py ``create_attempt_log_dir``):
+    ``OUT/logs/attempt_1/{trainer,orchestrator,inference}.log``, the env servers' under ``envs/{split}/``,
+    and ``logs/latest`` a relative symlink to ``attempt_1``."""
+    attempt = out / "logs" / "attempt_1"
+    (attempt / "envs" / "train").mkdir(parents=True, exist_ok=True)
+    for name in ("trainer", "orchestrator", "inference"):
+        (attempt / f"{name}.log").write_text(f"{name} started\n")
+    (attempt / "envs" / "train" / "tool-math.log").write_text("env server started\n")
+    (out / "logs" / "latest").symlink_to("attempt_1")
+    return attempt
+
+
 # -- OpenPipe ART ------------------------------------------------------------------------------
 
 
