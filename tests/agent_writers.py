@@ -390,3 +390,56 @@ def write_prime_rl_eval(out: Path, step: int, env: str, outputs: list[dict], mod
             json.dump(row, f)
             f.write("\n")
     return path / "results.jsonl"
+
+
+def _span(start: float, end: float) -> dict:
+    """verifiers' ``TimeSpan.model_dump()``: start, end and the computed duration."""
+    return {"start": start, "end": end, "duration": end - start}
+
+
+def v0_rollout_output(example_id: int, prompt, completion, reward: float, metrics: dict, answer: str = "") -> dict:
+    """``state_to_output`` of verifiers 43016ea (prime-rl's pin in June 2026): ``timing`` as
+    ``RolloutTiming.model_dump()`` (spans with their computed durations, ``total`` and ``overhead``),
+    ``tool_defs``, ``token_usage``; empty ``answer``/``info`` dropped; metrics flattened to top-level keys."""
+    t = 1760000000.0
+    model = {"spans": [_span(t + 1, t + 3)], "duration": 2.0}
+    env = {"spans": [_span(t + 3, t + 3.5)], "duration": 0.5}
+    timing = {"start_time": t, "setup": _span(t, t + 1), "generation": _span(t + 1, t + 4),
+              "scoring": _span(t + 4, t + 4.25), "model": model, "env": env, "total": 3.25, "overhead": -0.25}
+    output = {"example_id": example_id, "prompt": _sanitize_tool_calls(prompt),
+              "completion": _sanitize_tool_calls(completion), "answer": answer, "info": {}, "reward": reward,
+              "error": None, "timing": timing, "is_completed": True, "is_truncated": False,
+              "stop_condition": "no_tools", "metrics": metrics, "tool_defs": None,
+              "token_usage": {"input_tokens": 40.0, "output_tokens": 12.0}}
+    if not output["answer"]:
+        output.pop("answer")
+    output.pop("info")
+    output.update(metrics)
+    return output
+
+
+def prime_rl_rollout(raw: dict, env: str, policy_version: int, eval_step: int | None = None,
+                     advantage: float | None = None) -> dict:
+    """``FinishedRollout.to_dict()`` (prime_rl/orchestrator/types.py, June 2026): the raw output, then each
+    dataclass field but ``raw`` and ``samples`` (uuids as text): a ``TrainRollout``'s ``advantage``,
+    ``is_filtered`` and ``filters`` (its ``filter_results``), an ``EvalRollout``'s ``eval_step``."""
+    out = dict(raw)
+    out.update({"env_name": env, "example_id": raw["example_id"], "group_id": str(uuid.uuid4()),
+                "policy_version": policy_version, "off_policy_steps": 0, "rollout_id": str(uuid.uuid4())})
+    if eval_step is None:
+        out.update({"advantage": advantage, "is_filtered": False, "filters": {}})
+    else:
+        out["eval_step"] = eval_step
+    return out
+
+
+def write_prime_rl_rollouts(out: Path, step: int, name: str, rollouts: list[dict]) -> Path:
+    """``save_rollouts(rollout_dicts, OUT/rollouts/step_{step}/{name}, exclude_keys={"trajectory"})``
+    (prime_rl/orchestrator/utils.py, April to early July 2026): orjson, one row a line, the file written anew."""
+    path = out / "rollouts" / f"step_{step}" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+    with open(path, "wb") as f:
+        for rollout in rollouts:
+            f.write(orjson.dumps({k: v for k, v in rollout.items() if k != "trajectory"}, default=str, option=opts))
+    return path

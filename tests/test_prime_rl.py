@@ -64,7 +64,8 @@ def test_detected_as_one_run_with_splits(run_dir):
 
 def _trainer_and_orchestrator_metrics(out):
     """metrics.jsonl as the rl entrypoint leaves it: per step, the orchestrator's line when it ships the
-    batch, then the trainer's perf, optim and loss lines after training on it (a NaN grad norm dropped)."""
+    batch, then the trainer's perf, optim, loss and time lines after training on it (a NaN grad norm
+    dropped; both log a time/step)."""
     rows = []
     for step, (lr, loss, rollouts) in {1: (1e-6, 0.5, 3), 2: (2e-6, 0.25, 2)}.items():
         wall = 1760000000.0 + 60 * step
@@ -73,7 +74,8 @@ def _trainer_and_orchestrator_metrics(out):
                  (step, wall + 20, {"perf/throughput": 1000.0 * step, "perf/mfu": 30.0, "step": step}),
                  (step, wall + 20, {"optim/lr": lr, "optim/grad_norm": float("nan") if step == 2 else 0.75,
                                     "step": step}),
-                 (step, wall + 21, {"loss/mean": loss, "entropy/all/mean": 1.25, "step": step})]
+                 (step, wall + 21, {"loss/mean": loss, "entropy/all/mean": 1.25, "step": step}),
+                 (step, wall + 22, {"time/step": 20.0 + step, "time/forward_backward": 15.0, "step": step})]
     return write_prime_rl_metrics(out, rows)
 
 
@@ -81,7 +83,8 @@ def test_run_folder_with_metrics_and_logs_is_one_run_with_its_scalars(run_dir):
     """prime-rl's run folder as the rl entrypoint leaves it (rollouts/, metrics.jsonl that the trainer and the
     orchestrator append to, logs/attempt_1/*.log and logs/latest): one prime-rl run in the runs list, no
     folder of unread logs; detect and summary read the episodes only; metrics.jsonl is the run's scalars,
-    each series by step as the lines give it (a dropped NaN leaves its step out)."""
+    each series by step as the lines give it (a dropped NaN leaves its step out; of the orchestrator's and
+    the trainer's time/step, the later line's)."""
     metrics = _trainer_and_orchestrator_metrics(run_dir)
     write_prime_rl_logs(run_dir)
     root = run_dir.parent.parent
@@ -97,6 +100,7 @@ def test_run_folder_with_metrics_and_logs_is_one_run_with_its_scalars(run_dir):
     series = load_scalars(metrics).series
     assert series["loss/mean"] == [(1, 0.5), (2, 0.25)] and series["optim/lr"] == [(1, 1e-6), (2, 2e-6)]
     assert series["progress/rollouts"] == [(1, 3.0), (2, 2.0)] and series["optim/grad_norm"] == [(1, 0.75)]
+    assert series["time/step"] == [(1, 21.0), (2, 22.0)] and series["time"] == [(1, 1760000082.0), (2, 1760000142.0)]
 
 
 def test_each_trace_is_a_sample_with_reward_components(run_dir):

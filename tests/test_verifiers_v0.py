@@ -1,11 +1,20 @@
 """verifiers v0 results.jsonl (vf-eval -s): prompt and completion as messages, reward and metrics, step 0;
-prime-rl's online evals of checkpoints (evals/step_N/{env}/) as one run whose steps are the checkpoints."""
+prime-rl's online evals of checkpoints (evals/step_N/{env}/) and its rollouts/step_N/{train,eval}_rollouts*.jsonl
+as one run whose steps are the step folders."""
 
 import json
 import subprocess
 import sys
 
-from agent_writers import v0_output, v0_state_output, write_prime_rl_eval, write_v0
+from agent_writers import (
+    prime_rl_rollout,
+    v0_output,
+    v0_rollout_output,
+    v0_state_output,
+    write_prime_rl_eval,
+    write_prime_rl_rollouts,
+    write_v0,
+)
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
@@ -119,3 +128,50 @@ def test_plain_evals_without_a_step_stay_separate_runs_at_step_0(tmp_path):
     found = discover_runs(tmp_path, cache_root=tmp_path / "cache")
     assert found.names() == ["evals/gsm8k--m/1a2b3c4d", "evals/gsm8k--m/12345678"]  # natural order
     assert [load_run(run.path, cache_root=False).samples["step"].tolist() for run in found.runs] == [[0], [0]]
+
+
+#: The train batch's rewards at steps 1 and 2 (2 examples x 2 rollouts), and step 2's gsm8k eval.
+TRAIN = {1: [1.0, 0.0, 0.0, 0.0], 2: [1.0, 1.0, 0.0, 1.0]}
+EVAL = [1.0, 0.0]
+
+
+def _rollouts_run(out):
+    """prime-rl's orchestrator folder of June 2026: rollouts/step_N/ holding the train batch it shipped
+    (train_rollouts.jsonl, advantage = reward - its group's mean), the binary batch the trainer reads, and
+    at step 2 the checkpoint's evals of gsm8k and math500."""
+    for step, rewards in TRAIN.items():
+        rows = []
+        for i, reward in enumerate(rewards):
+            mean = sum(rewards[i - i % 2:i - i % 2 + 2]) / 2
+            raw = v0_rollout_output(i // 2, PROMPT, [{"role": "assistant", "content": "4" if reward else "5"}],
+                                    reward, {"correct": reward}, answer="4")
+            rows.append(prime_rl_rollout(raw, "gsm8k", step - 1, advantage=reward - mean))
+        write_prime_rl_rollouts(out, step, "train_rollouts.jsonl", rows)
+        (out / "rollouts" / f"step_{step}" / "train_rollouts.bin").write_bytes(b"\x93\x01")
+    write_prime_rl_rollouts(out, 2, "eval_rollouts_gsm8k.jsonl", [
+        prime_rl_rollout(v0_rollout_output(0, PROMPT, [{"role": "assistant", "content": "x"}], r, {"correct": r}),
+                         "gsm8k", 2, eval_step=2) for r in EVAL])
+    write_prime_rl_rollouts(out, 2, "eval_rollouts_math500.jsonl", [
+        prime_rl_rollout(v0_rollout_output(0, PROMPT, [{"role": "assistant", "content": "y"}], 0.5, {}),
+                         "math500", 2, eval_step=2)])
+    return out
+
+
+def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
+    """prime-rl's output folder holding rollouts/step_N/*_rollouts*.jsonl is one run (not one per step
+    folder): splits train (read first), eval/gsm8k and eval/math500, 2 steps; summary --json per step:
+    4 samples, mean reward 0.25 then 0.75; step 2's gsm8k eval 2 samples, mean 0.5; prime-rl's advantage
+    and policy version are extras; a sample read again keeps its step."""
+    out = _rollouts_run(tmp_path / "outputs" / "run_default")
+    found = discover_runs(tmp_path, cache_root=tmp_path / "cache")
+    assert found.names() == ["outputs/run_default"] and not found.unclaimed
+    run = found.runs[0]
+    assert (run.format, run.splits, run.steps) == ("verifiers-v0", ("eval/gsm8k", "eval/math500", "train"), 2)
+    summary = _cli("summary", str(out), "--json", "--no-cache")
+    assert [(s["step"], s["samples"], s["reward_mean"]) for s in summary["steps"]] == [(1, 4, 0.25), (2, 4, 0.75)]
+    evals = _cli("summary", str(out), "--json", "--no-cache", "--split", "eval/gsm8k")
+    assert [(s["step"], s["samples"], s["reward_mean"]) for s in evals["steps"]] == [(2, 2, 0.5)]
+    loaded = load_run(out, cache_root=False)
+    assert loaded.split == "train" and loaded.samples["extra:advantage"].tolist()[:4] == [0.5, -0.5, 0.0, 0.0]
+    assert loaded.samples["extra:policy_version"].tolist() == [0.0] * 4 + [1.0] * 4
+    assert loaded.record(loaded.samples.index[-1])[0]["step"] == 2

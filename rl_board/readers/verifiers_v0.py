@@ -9,15 +9,25 @@ and each metric again as a top-level float. One sample per line: its turns are t
 then the completion's messages (``trainable`` null: the format doesn't say), its extras every
 top-level number or boolean but ``example_id``.
 
-prime-rl's online evals of a training run's checkpoints (its orchestrator's ``eval`` with
-``save.disk``; ``prime_rl/eval/utils.py``) save the same two files with verifiers' ``save_to_disk``
-to ``OUT/evals/step_{N}/{env}/`` (``get_step_path(get_eval_dir(output_dir), ckpt_step) / env``):
-such an ``evals`` folder is one run whose steps are the checkpoints (``N``, from the ``step_N``
-folder: nothing in the line or in ``metadata.json`` names it) and whose splits are the environments.
+prime-rl saved evals of a training run's checkpoints in this format twice over its history, each
+a step folder per checkpoint; such a folder tree is one run whose steps are the ``step_{N}`` folders:
+
+- ``OUT/evals/step_{N}/{env}/{results.jsonl,metadata.json}`` (Dec 2025 to Feb 2026: the
+  orchestrator's online evals with ``save.disk``, ``prime_rl/eval/utils.py``, through verifiers'
+  ``save_to_disk``; nothing in a line or in ``metadata.json`` names the step): the run is the
+  ``evals`` folder, its splits the environments;
+- ``OUT/rollouts/step_{N}/train_rollouts.jsonl`` and ``eval_rollouts.jsonl`` (from April 2026;
+  ``eval_rollouts_{env}.jsonl`` from June; ``save_rollouts`` in ``prime_rl/orchestrator/utils.py``,
+  orjson, ``trajectory`` left out): the train batch shipped at step ``N`` and the evals of the
+  checkpoint of step ``N``, each row a ``RolloutOutput`` with prime-rl's own fields beside it
+  (``env_name``, ``group_id``, ``policy_version``, ``advantage``, ``eval_step``…). The run is
+  ``OUT``, its splits ``train`` (read first), ``eval`` or ``eval/{env}``. (From late June these
+  files hold verifiers v1 traces, which this reader does not claim.)
+
 A plain ``vf-eval`` (and prime-rl's offline ``eval`` of checkpoints, which saves to verifiers'
 default ``{env}--{model}/{uuid}`` and records no step) has no step: its samples are step 0 (a
 ``step`` key, if any, is used). A sample's ``length`` is the step its path gave plus one (0: none),
-which ``record`` needs to give the same step when the run is one such eval folder opened alone.
+which ``record`` needs to give the same step when the run is one step's eval folder opened alone.
 """
 
 from __future__ import annotations
@@ -28,8 +38,9 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
-from ..base.compression import open_path, read_bytes, variants
+from ..base.compression import base_name, open_path, read_bytes, variants
 from ..base.location import as_path
+from . import layout
 from .base import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
 from .layout import first_match
@@ -39,34 +50,41 @@ NAME = "verifiers-v0"
 SUFFIX = ".jsonl"
 APPENDABLE = False
 ALIASES = {"ground_truth": "answer"}
-GLOBS = ("results.jsonl", "step_*/*/results.jsonl")  # one eval's folder, or prime-rl's evals/ of checkpoints
+#: One eval's folder; prime-rl's ``evals/`` of checkpoints; prime-rl's output folder of ``rollouts/step_N/``.
+GLOBS = ("results.jsonl", "step_*/*/results.jsonl", "rollouts/step_*/*_rollouts*.jsonl")
+DEFAULT_SPLIT = "train"
 NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
 
-
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
+_ROLLOUTS = re.compile(r"^(train|eval)_rollouts(?:_(.+))?\.jsonl$")  # prime-rl's rollouts/step_N/ files
 
 
 def split_of(name: str) -> str | None:
-    """The environment of ``step_N/{env}/results.jsonl`` (prime-rl's evals); None for one eval's folder."""
-    parts = PurePosixPath(name).parts
-    return parts[1] if len(parts) == 3 and _STEP_FOLDER.match(parts[0]) else None
+    """The environment of ``step_N/{env}/results.jsonl``; ``train``, ``eval`` or ``eval/{env}`` of
+    ``rollouts/step_N/{train|eval}_rollouts[_{env}].jsonl``; None for one eval's folder."""
+    parts = PurePosixPath(base_name(name)).parts
+    if len(parts) == 3 and parts[2] == "results.jsonl" and _STEP_FOLDER.match(parts[0]):
+        return parts[1]
+    match = _ROLLOUTS.match(parts[-1]) if len(parts) == 3 and parts[0] == "rollouts" else None
+    return None if match is None else match.group(1) + (f"/{match.group(2)}" if match.group(2) else "")
 
 
 def step_of(name: str) -> int | None:
-    """The checkpoint step of ``[…/]step_N/{env}/results.jsonl``: the ``step_N`` folder two levels up."""
-    parts = PurePosixPath(name).parts
-    match = _STEP_FOLDER.match(parts[-3]) if len(parts) >= 3 else None
+    """The step of ``[…/]step_N/{env}/results.jsonl`` or ``[…/]step_N/…_rollouts….jsonl``: its ``step_N`` folder."""
+    parts = PurePosixPath(base_name(name)).parts
+    above = 3 if parts and parts[-1] == "results.jsonl" else 2 if parts and _ROLLOUTS.match(parts[-1]) else 0
+    match = _STEP_FOLDER.match(parts[-above]) if above and len(parts) >= above else None
     return int(match.group(1)) if match else None
 
 
 def matches(run_dir: Path) -> bool:
-    """A ``results.jsonl`` (compressed or not) whose first line has ``prompt`` or ``completion`` and
-    ``reward``: in the folder (one eval), else in ``step_*/*/`` (prime-rl's evals of checkpoints: the
-    first such file is looked at)."""
+    """A file of ``GLOBS`` (compressed or not) whose first line has ``prompt`` or ``completion`` and
+    ``reward``: ``results.jsonl`` in the folder (one eval), else the first file of the first tree layout
+    that has one (its step folder a ``step_N``)."""
     run_dir = as_path(run_dir)
     found = [run_dir / name for name in variants("results.jsonl") if (run_dir / name).is_file()]
-    if not found:
-        found = [path for name in variants("results.jsonl") for path in first_of(run_dir, "step_*/*/" + name)]
+    for pattern in GLOBS[1:]:
+        found = found or [path for name in variants(pattern) for path in first_of(run_dir, name)]
     try:
         with open_path(found[0]) as fh:
             first = fh.readline(1 << 20)
@@ -78,7 +96,7 @@ def matches(run_dir: Path) -> bool:
 
 def first_of(run_dir: Path, pattern: str) -> list[Path]:
     """The first file of ``run_dir`` matching ``pattern`` whose step folder is ``step_N``, as a list of none or one."""
-    found = first_match(run_dir, pattern, keep=lambda path: step_of(path.relative_to(run_dir).as_posix()) is not None)
+    found = first_match(run_dir, pattern, keep=lambda path: step_of(layout.relative_name(run_dir, path)) is not None)
     return [] if found is None else [found]
 
 
