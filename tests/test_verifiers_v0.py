@@ -175,3 +175,17 @@ def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     assert loaded.split == "train" and loaded.samples["extra:advantage"].tolist()[:4] == [0.5, -0.5, 0.0, 0.0]
     assert loaded.samples["extra:policy_version"].tolist() == [0.0] * 4 + [1.0] * 4
     assert loaded.record(loaded.samples.index[-1])[0]["step"] == 2
+
+
+def test_page_lists_checkpoint_evals_as_one_run_and_loads_its_steps(tmp_path):
+    """The page's runs list offers the evals folder once (no step folder, no environment); loaded, it is
+    3 files of 4 samples each (the gsm8k split), none rejected."""
+    from page_steps import load, open_page
+
+    from rl_board.views import keys
+
+    _checkpoint_evals(tmp_path / "outputs" / "run_default")
+    at = open_page(tmp_path)
+    assert at.sidebar.selectbox(key=keys.RUN).options == ["outputs/run_default/evals"]
+    at = load(at, area=None)
+    assert any("3 files · 12 samples loaded · 0 lines rejected" in t.value for t in at.text), [t.value for t in at.text]
