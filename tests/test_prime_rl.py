@@ -93,6 +93,7 @@ def test_run_folder_with_metrics_and_logs_is_one_run_with_its_scalars(run_dir):
     got = json.loads(subprocess.run([sys.executable, "-m", "rl_board", "detect", str(run_dir), "--json"],
                                     capture_output=True, text=True, check=True, cwd=REPO).stdout)
     assert got["reader"] == "prime-rl" and "metrics.jsonl" not in json.dumps(got["files"])
+    assert got["metrics"] == "metrics.jsonl"  # detect names the trainer's metrics it offers
     summary = json.loads(subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run_dir), "--json",
                                          "--no-cache"], capture_output=True, text=True, check=True, cwd=REPO).stdout)
     assert [(s["step"], s["samples"]) for s in summary["steps"]] == [(1, 2), (2, 2)]
