@@ -161,7 +161,7 @@ def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     """prime-rl's output folder holding rollouts/step_N/*_rollouts*.jsonl is one run (not one per step
     folder): splits train (read first), eval/gsm8k and eval/math500, 2 steps; summary --json per step:
     4 samples, mean reward 0.25 then 0.75; step 2's gsm8k eval 2 samples, mean 0.5; prime-rl's advantage
-    and policy version are extras; a sample read again keeps its step."""
+    and policy version are extras; a sample read again keeps its step; the rollouts/ folder opens alike."""
     out = _rollouts_run(tmp_path / "outputs" / "run_default")
     found = discover_runs(tmp_path, cache_root=tmp_path / "cache")
     assert found.names() == ["outputs/run_default"] and not found.unclaimed
@@ -175,6 +175,8 @@ def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     assert loaded.split == "train" and loaded.samples["extra:advantage"].tolist()[:4] == [0.5, -0.5, 0.0, 0.0]
     assert loaded.samples["extra:policy_version"].tolist() == [0.0] * 4 + [1.0] * 4
     assert loaded.record(loaded.samples.index[-1])[0]["step"] == 2
+    alone = load_run(out / "rollouts", cache_root=False, split="eval/math500")  # its rollouts/ opens alike
+    assert alone.samples["step"].tolist() == [2] and alone.samples["reward"].tolist() == [0.5]
 
 
 def test_page_lists_checkpoint_evals_as_one_run_and_loads_its_steps(tmp_path):

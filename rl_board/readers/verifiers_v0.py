@@ -21,8 +21,8 @@ a step folder per checkpoint; such a folder tree is one run whose steps are the 
   orjson, ``trajectory`` left out): the train batch shipped at step ``N`` and the evals of the
   checkpoint of step ``N``, each row a ``RolloutOutput`` with prime-rl's own fields beside it
   (``env_name``, ``group_id``, ``policy_version``, ``advantage``, ``eval_step``…). The run is
-  ``OUT``, its splits ``train`` (read first), ``eval`` or ``eval/{env}``. (From late June these
-  files hold verifiers v1 traces, which this reader does not claim.)
+  ``OUT`` (or its ``rollouts``), its splits ``train`` (read first), ``eval`` or ``eval/{env}``.
+  (From late June these files hold verifiers v1 traces, which this reader does not claim.)
 
 A plain ``vf-eval`` (and prime-rl's offline ``eval`` of checkpoints, which saves to verifiers'
 default ``{env}--{model}/{uuid}`` and records no step) has no step: its samples are step 0 (a
@@ -50,8 +50,8 @@ NAME = "verifiers-v0"
 SUFFIX = ".jsonl"
 APPENDABLE = False
 ALIASES = {"ground_truth": "answer"}
-#: One eval's folder; prime-rl's ``evals/`` of checkpoints; prime-rl's output folder of ``rollouts/step_N/``.
-GLOBS = ("results.jsonl", "step_*/*/results.jsonl", "rollouts/step_*/*_rollouts*.jsonl")
+#: One eval's folder; prime-rl's ``evals/`` of checkpoints; prime-rl's output folder, or its ``rollouts/``.
+GLOBS = ("results.jsonl", "step_*/*/results.jsonl", "rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl")
 DEFAULT_SPLIT = "train"
 NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
 
@@ -65,7 +65,7 @@ def split_of(name: str) -> str | None:
     parts = PurePosixPath(base_name(name)).parts
     if len(parts) == 3 and parts[2] == "results.jsonl" and _STEP_FOLDER.match(parts[0]):
         return parts[1]
-    match = _ROLLOUTS.match(parts[-1]) if len(parts) == 3 and parts[0] == "rollouts" else None
+    match = _ROLLOUTS.match(parts[-1]) if len(parts) >= 2 and _STEP_FOLDER.match(parts[-2]) else None
     return None if match is None else match.group(1) + (f"/{match.group(2)}" if match.group(2) else "")
 
 
