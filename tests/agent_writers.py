@@ -344,51 +344,41 @@ def write_v0(run_dir: Path, outputs: list[dict]) -> Path:
     return path
 
 
-def v0_state_output(example_id: int, prompt, completion, reward: float, metrics: dict, answer: str = "",
-                    task: str = "default") -> dict:
-    """``state_to_output`` as verifiers dfc473c (the version prime-rl pinned when its orchestrator saved
-    online evals to ``evals/step_N/``) writes it: ``example_id``, ``prompt``, ``completion``, ``answer``,
-    ``task``, ``info``, ``reward``, ``error``, ``timing``, ``is_completed``, ``is_truncated``,
-    ``stop_condition``, ``metrics``, ``oai_tools``; ``answer``/``info`` dropped when empty; metrics
-    flattened to top-level keys."""
-    output = {"example_id": example_id, "prompt": _sanitize_tool_calls(prompt),
-              "completion": _sanitize_tool_calls(completion), "answer": answer, "task": task, "info": {},
-              "reward": reward, "error": None,
-              "timing": {"start_time": 1760000000.0, "generation_ms": 812.5, "scoring_ms": 3.25, "total_ms": 815.75},
-              "is_completed": True, "is_truncated": False, "stop_condition": "no_tools", "metrics": metrics,
-              "oai_tools": None}
-    if not output["answer"]:
-        output.pop("answer")
-    output.pop("info")
-    output.update(metrics)
-    return output
-
-
-def write_prime_rl_eval(out: Path, step: int, env: str, outputs: list[dict], model: str = "Qwen/Qwen3-0.6B") -> Path:
-    """prime_rl/eval/utils.py's online eval save (prime-rl 8695aa10f): ``save_to_disk(make_dataset(outputs),
-    sanitize_metadata(metadata), OUT/evals/step_{ckpt_step}/{env})``. ``make_dataset`` is
-    ``Dataset.from_list``: an Arrow table whose columns are the first row's keys and whose structs hold the
-    union of their keys (a message without ``tool_calls`` gets ``"tool_calls": null``); its rows are what
-    ``save_to_disk`` dumps, ``json.dump(row)`` then ``"\\n"`` each, after ``metadata.json`` (the
-    ``GenerateMetadata`` less ``path_to_save`` and ``date``)."""
+def write_prime_rl_eval(out: Path, step: int, env: str, rollouts: list[tuple[int, list, list, float, dict]],
+                        answer: str = "4", model: str = "Qwen/Qwen3-0.6B") -> Path:
+    """prime-rl's online eval save (prime_rl/eval/utils.py ``run_eval``, Dec 2025 to Feb 2026, verifiers of
+    those months): ``make_dataset(env._prepare_rollout_results(...))`` (verifiers/utils/eval_utils.py) is
+    ``Dataset.from_dict`` of the columns ``example_id``, ``prompt``, ``completion`` (printable, tool calls as
+    JSON text), ``task``, ``reward``, ``error`` (repr or None), ``generation_ms``, ``scoring_ms``,
+    ``total_ms``, ``answer`` (when any is not empty) and one column per metric; ``save_to_disk`` writes
+    ``OUT/evals/step_{ckpt_step}/{env}/results.jsonl`` with ``Dataset.to_json`` (the Arrow table through
+    pandas' ``to_json(orient="records", lines=True)``: compact, ``/`` escaped, non-ASCII as ``\\u``
+    escapes; a message gets every key any message of its column has, null where it has none) and
+    ``metadata.json`` with ``json.dump`` (the ``GenerateMetadata`` less ``path_to_save`` and ``date``).
+    ``rollouts``: (example_id, prompt, completion, reward, metrics) each."""
     path = out / "evals" / f"step_{step}" / env
     path.mkdir(parents=True, exist_ok=True)
-    rows = pa.Table.from_pylist(outputs).to_pylist()
-    rewards = [o["reward"] for o in outputs]
-    names = sorted({k for o in outputs for k in o["metrics"]})
+    rewards = [r[3] for r in rollouts]
+    names = list(dict.fromkeys(k for r in rollouts for k in r[4]))
+    columns = {"example_id": [r[0] for r in rollouts], "prompt": [_sanitize_tool_calls(r[1]) for r in rollouts],
+               "completion": [_sanitize_tool_calls(r[2]) for r in rollouts], "task": ["default"] * len(rollouts),
+               "reward": rewards, "error": [None] * len(rollouts),
+               "generation_ms": [800.0 + i for i in range(len(rollouts))], "scoring_ms": [3.25] * len(rollouts),
+               "total_ms": [803.25 + i for i in range(len(rollouts))]}
+    if answer:
+        columns["answer"] = [answer] * len(rollouts)
+    columns.update((name, [r[4][name] for r in rollouts]) for name in names)
+    text = pa.Table.from_pydict(columns).to_pandas(integer_object_nulls=True).to_json(orient="records", lines=True)
+    (path / "results.jsonl").write_bytes((text if text.endswith("\n") else text + "\n").encode("utf-8"))
+    examples = len({r[0] for r in rollouts})
     metadata = {"env_id": env, "env_args": {}, "model": model, "base_url": "http://localhost:8000/v1",
-                "num_examples": len({o["example_id"] for o in outputs}),
-                "rollouts_per_example": len(outputs) // len({o["example_id"] for o in outputs}),
+                "num_examples": examples, "rollouts_per_example": len(rollouts) // examples,
                 "sampling_args": {"temperature": 1.0, "max_tokens": 512}, "time_ms": 2048.0,
                 "avg_reward": sum(rewards) / len(rewards),
-                "avg_metrics": {n: sum(o["metrics"][n] for o in outputs) / len(outputs) for n in names},
-                "state_columns": [], "tools": None}
+                "avg_metrics": {n: sum(r[4][n] for r in rollouts) / len(rollouts) for n in names},
+                "state_columns": []}
     with open(path / "metadata.json", "w") as f:
         json.dump(metadata, f)
-    with open(path / "results.jsonl", "w") as f:
-        for row in rows:
-            json.dump(row, f)
-            f.write("\n")
     return path / "results.jsonl"
 
 

@@ -10,7 +10,6 @@ from agent_writers import (
     prime_rl_rollout,
     v0_output,
     v0_rollout_output,
-    v0_state_output,
     write_prime_rl_eval,
     write_prime_rl_rollouts,
     write_v0,
@@ -62,17 +61,17 @@ def _checkpoint_evals(out):
     """prime-rl's orchestrator output folder after online evals at steps 0, 10 and 20 of gsm8k, and at step
     20 of math500 too; the second gsm8k rollout of each example calls a tool."""
     for step, rewards in GSM8K.items():
-        outputs = []
+        rollouts = []
         for i, reward in enumerate(rewards):
-            answer = [{"role": "assistant", "content": "4" if reward else "5"}]
+            answer = [{"role": "assistant", "content": "4 ✓" if reward else "5"}]
             if i % 2:
                 answer = [{"role": "assistant", "content": "", "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": '{"e": "2+2"}'}}]},
+                    {"id": "c1", "type": "function", "function": {"name": "calc", "arguments": '{"e": "2/2+3"}'}}]},
                     {"role": "tool", "tool_call_id": "c1", "content": "4"}, *answer]
-            outputs.append(v0_state_output(i // 2, PROMPT, answer, reward, {"correct": reward}, answer="4"))
-        write_prime_rl_eval(out, step, "gsm8k", outputs)
-    write_prime_rl_eval(out, 20, "math500", [
-        v0_state_output(0, PROMPT, [{"role": "assistant", "content": "x"}], r, {"correct": r}) for r in (1.0, 0.5)])
+            rollouts.append((i // 2, PROMPT, answer, reward, {"correct": reward}))
+        write_prime_rl_eval(out, step, "gsm8k", rollouts)
+    write_prime_rl_eval(out, 20, "math500", [(0, PROMPT, [{"role": "assistant", "content": "x"}], r, {"correct": r})
+                                             for r in (1.0, 0.5)], answer="")
     return out / "evals"
 
 
@@ -109,7 +108,9 @@ def test_checkpoint_evals_summary_per_step(tmp_path):
     other = _cli("summary", str(evals), "--json", "--no-cache", "--split", "math500")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in other["steps"]] == [(20, 2, 0.75)]
     run = load_run(evals, cache_root=False)
-    assert run.record(run.samples.index[-1])[0]["step"] == 20
+    canonical, _ = run.record(run.samples.index[run.samples["step"] == 20][1])  # the tool call, rewarded 1
+    assert canonical["step"] == 20 and canonical["messages"][-1]["content"] == "4 ✓"  # written as \\u2713
+    assert canonical["messages"][2]["tool_calls"] == [{"id": "c1", "name": "calc", "arguments": '{"e": "2/2+3"}'}]
 
 
 def test_one_checkpoint_eval_opened_alone_keeps_its_step(tmp_path):
