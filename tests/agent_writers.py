@@ -425,7 +425,7 @@ def prime_rl_rollout(raw: dict, env: str, policy_version: int, eval_step: int | 
 
 def write_prime_rl_rollouts(out: Path, step: int, name: str, rollouts: list[dict]) -> Path:
     """``save_rollouts(rollout_dicts, OUT/rollouts/step_{step}/{name}, exclude_keys={"trajectory"})``
-    (prime_rl/orchestrator/utils.py, April to early July 2026): orjson, one row a line, the file written anew."""
+    (prime_rl/orchestrator/utils.py, April to June 2026): orjson, one row a line, the file written anew."""
     path = out / "rollouts" / f"step_{step}" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY

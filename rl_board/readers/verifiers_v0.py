@@ -16,13 +16,13 @@ a step folder per checkpoint; such a folder tree is one run whose steps are the 
   orchestrator's online evals with ``save.disk``, ``prime_rl/eval/utils.py``, through verifiers'
   ``save_to_disk``; nothing in a line or in ``metadata.json`` names the step): the run is the
   ``evals`` folder, its splits the environments;
-- ``OUT/rollouts/step_{N}/train_rollouts.jsonl`` and ``eval_rollouts.jsonl`` (from April 2026;
+- ``OUT/rollouts/step_{N}/train_rollouts.jsonl`` and ``eval_rollouts.jsonl`` (April to June 2026;
   ``eval_rollouts_{env}.jsonl`` from June; ``save_rollouts`` in ``prime_rl/orchestrator/utils.py``,
   orjson, ``trajectory`` left out): the train batch shipped at step ``N`` and the evals of the
   checkpoint of step ``N``, each row a ``RolloutOutput`` with prime-rl's own fields beside it
   (``env_name``, ``group_id``, ``policy_version``, ``advantage``, ``eval_step``…). The run is
   ``OUT`` (or its ``rollouts``), its splits ``train`` (read first), ``eval`` or ``eval/{env}``.
-  (From late June these files hold verifiers v1 traces, which this reader does not claim.)
+  (From June 23 to July 9 these files held verifiers v1 traces, which this reader does not claim.)
 
 A plain ``vf-eval`` (and prime-rl's offline ``eval`` of checkpoints, which saves to verifiers'
 default ``{env}--{model}/{uuid}`` and records no step) has no step: its samples are step 0 (a
