@@ -192,3 +192,12 @@ def test_page_lists_checkpoint_evals_as_one_run_and_loads_its_steps(tmp_path):
     assert at.sidebar.selectbox(key=keys.RUN).options == ["outputs/run_default/evals"]
     at = load(at, area=None)
     assert any("3 files · 12 samples loaded · 0 lines rejected" in t.value for t in at.text), [t.value for t in at.text]
+
+
+def test_split_and_step_of_each_layout():
+    """A plain eval's results.jsonl has neither; an evals/ tree's is its environment and step folder;
+    prime-rl's rollouts files give train, eval (April) or eval/ENV (June on), compressed too."""
+    names = ("results.jsonl", "step_3/gsm8k/results.jsonl", "rollouts/step_3/train_rollouts.jsonl",
+             "rollouts/step_4/eval_rollouts.jsonl", "step_5/eval_rollouts_math-500.jsonl.gz", "abc/results.jsonl")
+    assert [verifiers_v0.split_of(n) for n in names] == [None, "gsm8k", "train", "eval", "eval/math-500", None]
+    assert [verifiers_v0.step_of(n) for n in names] == [None, 3, 3, 4, 5, None]
