@@ -118,6 +118,33 @@ def write_prime_rl(out: Path, step: int, kind: str, subset: str, episodes: list[
     return path
 
 
+def write_prime_rl_metrics(out: Path, rows: list[tuple[int, float, dict]]) -> Path:
+    """prime_rl/monitors/file.py ``FileMonitor.log_metrics``: ``{"step": step, "time": time.time(), **metrics}``
+    (non-finite values dropped by ``sanitize``) appended to ``OUT/metrics.jsonl`` with ``json.dumps`` and a
+    newline; under the ``rl`` entrypoint the trainer and the orchestrator both append to it (each
+    ``output_dir`` is the run folder). ``rows``: (step, wall time, metrics) in the order they were logged."""
+    path = out / "metrics.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", buffering=1) as f:
+        for step, wall, metrics in rows:
+            kept = {k: v for k, v in metrics.items() if not (isinstance(v, float) and not math.isfinite(v))}
+            f.write(json.dumps({"step": step, "time": wall, **kept}) + "\n")
+    return path
+
+
+def write_prime_rl_logs(out: Path) -> Path:
+    """The ``rl`` entrypoint's text logs (prime_rl/utils/pathing.py ``create_attempt_log_dir``):
+    ``OUT/logs/attempt_1/{trainer,orchestrator,inference}.log``, the env servers' under ``envs/{split}/``,
+    and ``logs/latest`` a relative symlink to ``attempt_1``."""
+    attempt = out / "logs" / "attempt_1"
+    (attempt / "envs" / "train").mkdir(parents=True, exist_ok=True)
+    for name in ("trainer", "orchestrator", "inference"):
+        (attempt / f"{name}.log").write_text(f"{name} started\n")
+    (attempt / "envs" / "train" / "tool-math.log").write_text("env server started\n")
+    (out / "logs" / "latest").symlink_to("attempt_1")
+    return attempt
+
+
 # -- OpenPipe ART ------------------------------------------------------------------------------
 
 
@@ -314,4 +341,95 @@ def write_v0(run_dir: Path, outputs: list[dict]) -> Path:
     with open(path, "a") as f:
         f.write("".join(json.dumps(o) + "\n" for o in outputs))
     (run_dir / "metadata.json").write_text(json.dumps({"env_id": "tool-math", "model": "m"}))
+    return path
+
+
+def write_prime_rl_eval(out: Path, step: int, env: str, rollouts: list[tuple[int, list, list, float, dict]],
+                        answer: str = "4", model: str = "Qwen/Qwen3-0.6B") -> Path:
+    """prime-rl's online eval save (prime_rl/eval/utils.py ``run_eval``, Dec 2025 to Feb 2026, verifiers of
+    those months): ``make_dataset(env._prepare_rollout_results(...))`` (verifiers/utils/eval_utils.py) is
+    ``Dataset.from_dict`` of the columns ``example_id``, ``prompt``, ``completion`` (printable, tool calls as
+    JSON text), ``task``, ``reward``, ``error`` (repr or None), ``generation_ms``, ``scoring_ms``,
+    ``total_ms``, ``answer`` (when any is not empty) and one column per metric; ``save_to_disk`` writes
+    ``OUT/evals/step_{ckpt_step}/{env}/results.jsonl`` with ``Dataset.to_json`` (the Arrow table through
+    pandas' ``to_json(orient="records", lines=True)``: compact, ``/`` escaped, non-ASCII as ``\\u``
+    escapes; a message gets every key any message of its column has, null where it has none) and
+    ``metadata.json`` with ``json.dump`` (the ``GenerateMetadata`` less ``path_to_save`` and ``date``).
+    ``rollouts``: (example_id, prompt, completion, reward, metrics) each."""
+    path = out / "evals" / f"step_{step}" / env
+    path.mkdir(parents=True, exist_ok=True)
+    rewards = [r[3] for r in rollouts]
+    names = list(dict.fromkeys(k for r in rollouts for k in r[4]))
+    columns = {"example_id": [r[0] for r in rollouts], "prompt": [_sanitize_tool_calls(r[1]) for r in rollouts],
+               "completion": [_sanitize_tool_calls(r[2]) for r in rollouts], "task": ["default"] * len(rollouts),
+               "reward": rewards, "error": [None] * len(rollouts),
+               "generation_ms": [800.0 + i for i in range(len(rollouts))], "scoring_ms": [3.25] * len(rollouts),
+               "total_ms": [803.25 + i for i in range(len(rollouts))]}
+    if answer:
+        columns["answer"] = [answer] * len(rollouts)
+    columns.update((name, [r[4][name] for r in rollouts]) for name in names)
+    text = pa.Table.from_pydict(columns).to_pandas(integer_object_nulls=True).to_json(orient="records", lines=True)
+    (path / "results.jsonl").write_bytes((text if text.endswith("\n") else text + "\n").encode("utf-8"))
+    examples = len({r[0] for r in rollouts})
+    metadata = {"env_id": env, "env_args": {}, "model": model, "base_url": "http://localhost:8000/v1",
+                "num_examples": examples, "rollouts_per_example": len(rollouts) // examples,
+                "sampling_args": {"temperature": 1.0, "max_tokens": 512}, "time_ms": 2048.0,
+                "avg_reward": sum(rewards) / len(rewards),
+                "avg_metrics": {n: sum(r[4][n] for r in rollouts) / len(rollouts) for n in names},
+                "state_columns": []}
+    with open(path / "metadata.json", "w") as f:
+        json.dump(metadata, f)
+    return path / "results.jsonl"
+
+
+def _span(start: float, end: float) -> dict:
+    """verifiers' ``TimeSpan.model_dump()``: start, end and the computed duration."""
+    return {"start": start, "end": end, "duration": end - start}
+
+
+def v0_rollout_output(example_id: int, prompt, completion, reward: float, metrics: dict, answer: str = "") -> dict:
+    """``state_to_output`` of verifiers 43016ea (prime-rl's pin in June 2026): ``timing`` as
+    ``RolloutTiming.model_dump()`` (spans with their computed durations, ``total`` and ``overhead``),
+    ``tool_defs``, ``token_usage``; empty ``answer``/``info`` dropped; metrics flattened to top-level keys."""
+    t = 1760000000.0
+    model = {"spans": [_span(t + 1, t + 3)], "duration": 2.0}
+    env = {"spans": [_span(t + 3, t + 3.5)], "duration": 0.5}
+    timing = {"start_time": t, "setup": _span(t, t + 1), "generation": _span(t + 1, t + 4),
+              "scoring": _span(t + 4, t + 4.25), "model": model, "env": env, "total": 3.25, "overhead": -0.25}
+    output = {"example_id": example_id, "prompt": _sanitize_tool_calls(prompt),
+              "completion": _sanitize_tool_calls(completion), "answer": answer, "info": {}, "reward": reward,
+              "error": None, "timing": timing, "is_completed": True, "is_truncated": False,
+              "stop_condition": "no_tools", "metrics": metrics, "tool_defs": None,
+              "token_usage": {"input_tokens": 40.0, "output_tokens": 12.0}}
+    if not output["answer"]:
+        output.pop("answer")
+    output.pop("info")
+    output.update(metrics)
+    return output
+
+
+def prime_rl_rollout(raw: dict, env: str, policy_version: int, eval_step: int | None = None,
+                     advantage: float | None = None) -> dict:
+    """``FinishedRollout.to_dict()`` (prime_rl/orchestrator/types.py, June 2026): the raw output, then each
+    dataclass field but ``raw`` and ``samples`` (uuids as text): a ``TrainRollout``'s ``advantage``,
+    ``is_filtered`` and ``filters`` (its ``filter_results``), an ``EvalRollout``'s ``eval_step``."""
+    out = dict(raw)
+    out.update({"env_name": env, "example_id": raw["example_id"], "group_id": str(uuid.uuid4()),
+                "policy_version": policy_version, "off_policy_steps": 0, "rollout_id": str(uuid.uuid4())})
+    if eval_step is None:
+        out.update({"advantage": advantage, "is_filtered": False, "filters": {}})
+    else:
+        out["eval_step"] = eval_step
+    return out
+
+
+def write_prime_rl_rollouts(out: Path, step: int, name: str, rollouts: list[dict]) -> Path:
+    """``save_rollouts(rollout_dicts, OUT/rollouts/step_{step}/{name}, exclude_keys={"trajectory"})``
+    (prime_rl/orchestrator/utils.py, April to June 2026): orjson, one row a line, the file written anew."""
+    path = out / "rollouts" / f"step_{step}" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+    with open(path, "wb") as f:
+        for rollout in rollouts:
+            f.write(orjson.dumps({k: v for k, v in rollout.items() if k != "trajectory"}, default=str, option=opts))
     return path

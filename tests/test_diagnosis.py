@@ -117,3 +117,16 @@ def test_a_command_error_is_not_preceded_by_a_detect_block(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(tmp_path / "exp"), "--split", "nope"],
                           capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "folder:" not in proc.stderr
+
+
+def test_detect_names_the_trainer_metrics_the_run_offers(tmp_path):
+    """A run whose parent holds the trainer's metrics JSONL: detect names it relative to the run
+    ("../train_metrics.jsonl"), as the Trainer metrics area finds it; a run with none has no such line."""
+    _rollouts(tmp_path / "exp" / "rollout_data", [1, 2])
+    (tmp_path / "exp" / "train_metrics.jsonl").write_text('{"step": 1, "loss": 0.5}\n')
+    _rollouts(tmp_path / "bare" / "rollout_data", [1])
+    assert compute_diagnosis(tmp_path / "exp" / "rollout_data")["metrics"] == "../train_metrics.jsonl"
+    code, out, _ = _detect(tmp_path / "exp" / "rollout_data")
+    assert code == 0 and "trainer metrics: ../train_metrics.jsonl (rl-board metrics)" in out.splitlines()
+    assert compute_diagnosis(tmp_path / "bare" / "rollout_data")["metrics"] is None
+    assert "trainer metrics" not in _detect(tmp_path / "bare" / "rollout_data")[1]

@@ -5,12 +5,24 @@ import subprocess
 import sys
 
 import pytest
-from agent_writers import v1_chain, v1_episode, v1_input_node, v1_node, v1_sampled_node, v1_trace, write_prime_rl
+from agent_writers import (
+    v1_chain,
+    v1_episode,
+    v1_input_node,
+    v1_node,
+    v1_sampled_node,
+    v1_trace,
+    write_prime_rl,
+    write_prime_rl_logs,
+    write_prime_rl_metrics,
+)
 from conftest import REPO, docs_example
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
 from rl_board.readers import detect, prime_rl
+from rl_board.scalars import discover, load_scalars
+from rl_board.store.discovery import discover_runs
 from rl_board.store.loader import list_runs
 
 SYSTEM = {"role": "system", "content": "Use the calculator."}
@@ -48,6 +60,48 @@ def test_detected_as_one_run_with_splits(run_dir):
     run = load_run(run_dir, cache_root=False)
     assert run.splits == ("eval/all", "train/all", "train/effective") and run.split == "train/all"
     assert load_run(run_dir, cache_root=False, split="eval/all").samples["step"].tolist() == [2]
+
+
+def _trainer_and_orchestrator_metrics(out):
+    """metrics.jsonl as the rl entrypoint leaves it: per step, the orchestrator's line when it ships the
+    batch, then the trainer's perf, optim, loss and time lines after training on it (a NaN grad norm
+    dropped; both log a time/step)."""
+    rows = []
+    for step, (lr, loss, rollouts) in {1: (1e-6, 0.5, 3), 2: (2e-6, 0.25, 2)}.items():
+        wall = 1760000000.0 + 60 * step
+        rows += [(step, wall, {"progress/rollouts": rollouts, "time/step": 4.0 + step, "off_policy/dropped": 0.0,
+                               "step": step}),
+                 (step, wall + 20, {"perf/throughput": 1000.0 * step, "perf/mfu": 30.0, "step": step}),
+                 (step, wall + 20, {"optim/lr": lr, "optim/grad_norm": float("nan") if step == 2 else 0.75,
+                                    "step": step}),
+                 (step, wall + 21, {"loss/mean": loss, "entropy/all/mean": 1.25, "step": step}),
+                 (step, wall + 22, {"time/step": 20.0 + step, "time/forward_backward": 15.0, "step": step})]
+    return write_prime_rl_metrics(out, rows)
+
+
+def test_run_folder_with_metrics_and_logs_is_one_run_with_its_scalars(run_dir):
+    """prime-rl's run folder as the rl entrypoint leaves it (rollouts/, metrics.jsonl that the trainer and the
+    orchestrator append to, logs/attempt_1/*.log and logs/latest): one prime-rl run in the runs list, no
+    folder of unread logs; detect and summary read the episodes only; metrics.jsonl is the run's scalars,
+    each series by step as the lines give it (a dropped NaN leaves its step out; of the orchestrator's and
+    the trainer's time/step, the later line's)."""
+    metrics = _trainer_and_orchestrator_metrics(run_dir)
+    write_prime_rl_logs(run_dir)
+    root = run_dir.parent.parent
+    found = discover_runs(root, cache_root=root / "cache")
+    assert found.names() == ["runs/prime"] and found.unclaimed == [] and found.runs[0].format == "prime-rl"
+    got = json.loads(subprocess.run([sys.executable, "-m", "rl_board", "detect", str(run_dir), "--json"],
+                                    capture_output=True, text=True, check=True, cwd=REPO).stdout)
+    assert got["reader"] == "prime-rl" and "metrics.jsonl" not in json.dumps(got["files"])
+    assert got["metrics"] == "metrics.jsonl"  # detect names the trainer's metrics it offers
+    summary = json.loads(subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run_dir), "--json",
+                                         "--no-cache"], capture_output=True, text=True, check=True, cwd=REPO).stdout)
+    assert [(s["step"], s["samples"]) for s in summary["steps"]] == [(1, 2), (2, 2)]
+    assert discover(run_dir) == metrics.resolve()
+    series = load_scalars(metrics).series
+    assert series["loss/mean"] == [(1, 0.5), (2, 0.25)] and series["optim/lr"] == [(1, 1e-6), (2, 2e-6)]
+    assert series["progress/rollouts"] == [(1, 3.0), (2, 2.0)] and series["optim/grad_norm"] == [(1, 0.75)]
+    assert series["time/step"] == [(1, 21.0), (2, 22.0)] and series["time"] == [(1, 1760000082.0), (2, 1760000142.0)]
 
 
 def test_each_trace_is_a_sample_with_reward_components(run_dir):

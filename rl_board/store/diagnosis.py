@@ -1,8 +1,9 @@
 """What a folder holds, for ``rl-board detect`` and for saying why a folder does not open.
 
 ``compute_diagnosis(path)`` looks at a folder without reading it as a run: the reader that
-would open it (``readers.detect``) with its files, splits and the steps their names carry;
-and when none holds it, what was found (files by kind, the first JSON line's keys, step and
+would open it (``readers.detect``) with its files, splits, the steps their names carry and the
+trainer's metrics the run's Trainer metrics area reads (``scalars.discover``: in the run folder, its
+parent or grandparent); and when none holds it, what was found (files by kind, the first JSON line's keys, step and
 split guesses from the paths, sub-folders that hold runs), the closest reader and what it
 missed, and the one thing to try. Nothing is unpickled or parsed beyond one line.
 """
@@ -111,7 +112,7 @@ def compute_diagnosis(path: Path | str) -> dict:
         names = [layout.relative_name(root, p) for p in files]
         out.update({"reader": reader.NAME, "file_count": len(names), "files": names[:SHOWN],
                     "ignored": ignored[:SHOWN], "splits": list_splits(location, reader),
-                    "steps": _reader_steps(reader, names)})
+                    "steps": _reader_steps(reader, names), "metrics": _metrics_source(location)})
         return out
     paths = _walk(root)
     kinds: dict[str, int] = {}
@@ -177,6 +178,8 @@ def format_diagnosis(d: dict) -> str:
         lines.append("splits: " + (", ".join(d["splits"]) if d["splits"] else "none"))
         steps = d["steps"]
         lines.append("steps: " + ("in the lines" if steps is None else _ranges(steps)))
+        if d.get("metrics"):
+            lines.append(f"trainer metrics: {d['metrics']} (rl-board metrics)")
         return "\n".join(lines)
     found = d["found"]
     lines.append("reader: none opens this folder")
@@ -197,6 +200,22 @@ def format_diagnosis(d: dict) -> str:
         lines.append("pickles (never unpickled): " + ", ".join(d["pickles"]))
     lines.append(f"try: {d['try']}")
     return "\n".join(lines)
+
+
+def _metrics_source(location) -> str | None:
+    """The trainer's metrics of the run at ``location`` (``scalars.discover``), relative to the run folder
+    (``../metrics.jsonl`` in its parent), or None."""
+    from ..scalars import discover
+
+    found = discover(location)
+    if found is None:
+        return None
+    if isinstance(found, Path):
+        return Path(os.path.relpath(found, Path(location.path).resolve())).as_posix()
+    try:  # a URL's: its name in the run folder, else the whole URL
+        return found.relative_to(location.path).as_posix()
+    except (ValueError, AttributeError):
+        return str(found)
 
 
 def _ranges(steps: list[int]) -> str:
