@@ -65,3 +65,18 @@ def test_prime_rl_floor_parses_both_files_and_counts_the_all_files_samples(tmp_p
     assert len(train) == 4 + len(effective) and effective  # eval files (every 4 steps) are not read
     assert got["lines"] == sum(len(p.read_bytes().splitlines()) for p in train)
     assert got["samples"] == 4 * 3 * 4 == RunSource(tmp_path / "run", cache_root=False).refresh().report.lines_ok
+
+
+def test_interactive_benchmark_compares_two_releases_on_the_same_matches(tmp_path):
+    """`bench_interactive.py --size small --no-page --baseline REPO` opens the run from one cache with
+    each release, twice, and times the search and the findings: every probe finds the same matches."""
+    out = tmp_path / "interactive.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_interactive.py"), "--size", "small",
+                           "--no-page", "--baseline", str(REPO), "--json", str(out)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| run-wide search (" in proc.stdout and "warning" not in proc.stderr
+    got = json.loads(out.read_text())
+    probes = got["this release"] + got["baseline"]
+    assert len(probes) == 4 and len({p["matches"] for p in probes}) == 1
+    assert all(p["samples"] == 10 * 64 and p["per_step"] == p["matches"] and p["search"] > 0 for p in probes)

@@ -11,7 +11,7 @@ import streamlit as st
 
 from ..analysis.figures import build_matches_figure
 from ..analysis.run import Run
-from ..analysis.search import Query, compute_matches_per_step, first_matches, match_mask, search_fields
+from ..analysis.search import Query, compute_first_matches, compute_match_mask, compute_matches_per_step, search_fields
 from ..analysis.tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
 from ..base import fields as F
 from ..store.tags import ANY_TAG
@@ -69,7 +69,7 @@ def render(run: Run, settings: Settings) -> None:
                            else t)
     query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated, tag=tag)
     try:
-        keep = match_mask(run, query, book)
+        keep = compute_match_mask(run, query, book)
     except ValueError as exc:
         st.error("Can't search with this pattern.")
         st.text(str(exc))
@@ -86,7 +86,7 @@ def render(run: Run, settings: Settings) -> None:
     descending = y.toggle("Highest first", value=True, key="explore_descending")
     shown = int(z.number_input("Show the first", 1, 100_000, SHOWN_DEFAULT, key=keys.EXPLORE_TOP))
     if order == "log order":  # only the rows listed are copied
-        ordered = first_matches(run, keep, shown, last_first=descending)
+        ordered = compute_first_matches(run, keep, shown, last_first=descending)
     else:
         ordered = sort_samples(run.samples[keep], order, descending, settings.kl_estimator).head(shown)
     ordered = run.with_text(ordered)
