@@ -114,11 +114,14 @@ NODE_LISTS = (("logprobs", "rollout_logprobs"), ("trainer_logprobs", "logprobs")
               ("reference_logprobs", "ref_logprobs"), ("entropies", "entropy"), ("advantages", "advantages"))
 
 
+_NUMBER_TYPES = {int, float, type(None)}  # what a per-token list may hold (a bool's type is bool: not one)
+
+
 def _node_values(values, mask: list) -> list | None:
     """One node's values widened to its positions: a compact list (one per true ``mask`` entry) lands on
     the sampled positions, None elsewhere; an aligned list (one per position) is taken as it is. None
     when the list is neither, or holds anything but numbers and nulls."""
-    if not isinstance(values, list) or not all(v is None or type(v) in (int, float) for v in values):
+    if not isinstance(values, list) or not set(map(type, values)) <= _NUMBER_TYPES:
         return None
     if len(values) == len(mask):
         return values
@@ -143,11 +146,15 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     for node in nodes:
         node_ids, node_mask = node.get("token_ids") or [], node.get("mask") or []
         if (not isinstance(node_ids, list) or not isinstance(node_mask, list) or len(node_ids) != len(node_mask)
-                or not all(type(i) is int for i in node_ids)
-                or not all(type(m) is bool or m in (0, 1) for m in node_mask)):
+                or not set(map(type, node_ids)) <= {int}):  # each value's type taken in C, not a loop of Python
+            return None
+        if set(map(type, node_mask)) <= {bool}:  # as verifiers writes it
+            mask += node_mask
+        elif all(type(m) is bool or m in (0, 1) for m in node_mask):
+            mask += [bool(m) for m in node_mask]
+        else:
             return None
         ids += node_ids
-        mask += [bool(m) for m in node_mask]
         counts.append(len(node_ids))
         for field, name in NODE_LISTS:
             got = _node_values(node.get(field), node_mask)
