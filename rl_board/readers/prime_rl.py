@@ -141,7 +141,9 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     number of positions. None when the branch holds no token ids, or a node's ``token_ids`` are not
     integers or its ``mask`` not one flag per id (then the sample has turns and no token lists)."""
     ids, mask, counts = [], [], []
-    values = {name: [] for _, name in NODE_LISTS}
+    # the lists some node holds (a list no node holds would be all None, and is left out)
+    lists_held = [(field, name) for field, name in NODE_LISTS if any(node.get(field) for node in nodes)]
+    values = {name: [] for _, name in lists_held}
     held = set()
     for node in nodes:
         node_ids, node_mask = node.get("token_ids") or [], node.get("mask") or []
@@ -156,7 +158,7 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
             return None
         ids += node_ids
         counts.append(len(node_ids))
-        for field, name in NODE_LISTS:
+        for field, name in lists_held:
             got = _node_values(node.get(field), node_mask)
             if got is not None and node.get(field):
                 held.add(name)
@@ -164,7 +166,7 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     if not ids:
         return None
     lists = {F.TOKEN_IDS: ids, F.LOSS_MASK: mask}
-    lists.update((name, values[name]) for _, name in NODE_LISTS if name in held)
+    lists.update((name, values[name]) for _, name in lists_held if name in held)
     return lists, counts
 
 
