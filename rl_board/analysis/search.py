@@ -43,8 +43,8 @@ def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
     """The rows of ``run.samples`` that match ``query``, in step, file, line order. ``tagged``
     (``tagged.compute_tagged``) is the run's tags; read from its tags file when the query names a tag
     and it is not given (``tags.TagsError`` when that file can't be read). Every column of every
-    match is copied (1 s for 1.8M matches of 2M samples here): ``compute_match_mask`` and ``compute_first_matches``
-    give the count and the rows listed without that copy."""
+    match is copied (1 s for 1.8M matches of 2M samples here): ``compute_match_mask`` and
+    ``compute_first_matches`` give the count and the rows listed without that copy."""
     return run.samples[compute_match_mask(run, query, tagged)]
 
 
@@ -79,8 +79,8 @@ def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
 
 
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
-    """The first ``count`` rows of ``run.samples`` where ``keep`` (``compute_match_mask``) is set, in step, file,
-    line order, or with ``last_first`` the last ``count`` of them, last first: the rows of
+    """The first ``count`` rows of ``run.samples`` where ``keep`` (``compute_match_mask``) is set, in
+    step, file, line order, or with ``last_first`` the last ``count`` of them, last first: the rows of
     ``compute_matches``'s frame (reversed) that a list of ``count`` shows, without copying the others."""
     where = np.flatnonzero(keep)
     return run.samples.iloc[(where[::-1] if last_first else where)[:max(count, 0)]]

@@ -42,7 +42,7 @@ def _search(args) -> int:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
         keep = compute_match_mask(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
-                                     truncated=True if args.truncated else None, tag=args.tag))
+                                             truncated=True if args.truncated else None, tag=args.tag))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
