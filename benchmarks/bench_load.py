@@ -1,6 +1,7 @@
 """How fast the page opens a run and redraws, against the floor of parsing the same bytes.
 
-Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x|verl|verl200k|trl] [--workers N] [--json FILE]
+Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x|verl|verl200k|trl|primerl] [--workers N]
+        [--json FILE]
 
 It writes its own run with the demo generator (``full``: 100 steps x 256 samples
 x 225 tokens over 4 rank files, about 540 MB, long lines and no extra fields;
@@ -13,8 +14,14 @@ each in a fresh process:
 ``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape,
 for quick work; ``trl``: 250 logged steps x 4,096 rows, 1,024,000 in all, TRL's
 ``completions_{step:05d}.parquet``, ``write_trl_completions``, its floor Arrow reading every
-Parquet file. For these only the floor and ``summary`` cold and warm are measured, with the
-command's peak RSS; the page's Load, reruns and search are not timed on them.)
+Parquet file; ``primerl``: 100 steps x 2,048 multi-turn tool-calling episodes (128 prompts x 16),
+204,800 in all, about 1.8 GB, as prime-rl's file monitor writes them (``rollouts/step_N/train/
+{all,effective}/traces.jsonl``, one verifiers v1 episode a line with its nodes' token ids, masks and
+sampler log-probs, the trained batch's advantages in ``effective``; ``write_prime_rl_run``, the
+bundled demo's writer), its floor orjson parsing every line of both files of each step (the default
+split, ``train/all``, reads its ``effective`` file for ``trained``). For these only the floor and
+``summary`` cold and warm are measured, with the command's peak RSS; the page's Load, reruns and
+search are not timed on them.)
 
 
 - floor: orjson.loads of every line of the same files (the bytes must be parsed);
@@ -64,9 +71,11 @@ VERL_SIZES = {  # steps, samples per step (verl's rollout_data_dir: one {step}.j
     "verl": (250, 8_192),
 }
 TRL_SIZES = {"trl": (250, 4_096)}  # logged steps, rows per step (TRL's completions_{step:05d}.parquet)
-SHORT_SIZES = {**VERL_SIZES, **TRL_SIZES}  # millions of short samples: the floor and `summary` only
+PRIME_SIZES = {"primerl": (100, 128, 16)}  # steps, prompts a step, episodes a prompt (rollouts/step_N/...)
+SHORT_SIZES = {**VERL_SIZES, **TRL_SIZES, **PRIME_SIZES}  # the floor and `summary` only
 PAD = "<|endoftext|>"
 REDRAWS = 5  # step changes timed; the median is reported
+SORT = "KL mean"  # the sort the page's rerun is timed after (a run without KL: ``reward``)
 PAUSE_BEFORE_LOAD = 1.0  # seconds the page is open before Load is pressed (a person takes longer), as the
 # parsing workers it starts as it first draws get ready
 
@@ -148,13 +157,15 @@ def write_trl_completions(run: Path, steps: int, rows: int) -> None:
 
 
 def _data_files(run: Path) -> list[Path]:
-    """The files a benchmark run's samples are in: its JSON lines, or its Parquet files."""
-    return sorted(run.glob("*.jsonl")) or sorted(run.glob("*.parquet"))
+    """The files a benchmark run's samples are in: its JSON lines, its Parquet files, or (prime-rl) the
+    ``all`` and ``effective`` traces of every step's ``train`` split, which its default read parses."""
+    return (sorted(run.glob("*.jsonl")) or sorted(run.glob("*.parquet"))
+            or sorted(run.glob("rollouts/step_*/train/*/traces.jsonl")))
 
 
 def ensure_run(size: str) -> Path:
     """The benchmark run for ``size``, generated once and kept under benchmarks/data/."""
-    if size in SHORT_SIZES:
+    if size in VERL_SIZES or size in TRL_SIZES:
         steps, samples = SHORT_SIZES[size]
         folder = REPO / "benchmarks" / "data" / size
         run, stamp = folder / "run", folder / "params.json"
@@ -163,6 +174,19 @@ def ensure_run(size: str) -> Path:
         if not (stamp.exists() and json.loads(stamp.read_text()) == params):
             shutil.rmtree(folder, ignore_errors=True)
             (write_verl_dump if shape == "verl" else write_trl_completions)(run, steps, samples)
+            stamp.write_text(json.dumps(params))
+        return run
+    if size in PRIME_SIZES:
+        steps, prompts, group = PRIME_SIZES[size]
+        folder = REPO / "benchmarks" / "data" / size
+        run, stamp = folder / "run", folder / "params.json"
+        params = {"shape": "prime-rl", "steps": steps, "prompts": prompts, "group": group, "version": 1}
+        if not (stamp.exists() and json.loads(stamp.read_text()) == params):
+            shutil.rmtree(folder, ignore_errors=True)
+            sys.path.insert(0, str(REPO))
+            from rl_board.demo.prime_rl import write_prime_rl_run
+
+            write_prime_rl_run(run, steps=steps, prompts=prompts, group=group)
             stamp.write_text(json.dumps(params))
         return run
     steps, samples, tokens, ranks = SIZES[size]
@@ -208,16 +232,21 @@ def phase_floor(run: Path) -> dict:
 
     start = time.perf_counter()
     lines = 0
-    if not any(run.glob("*.jsonl")):  # Parquet: the floor is Arrow decoding every column of every file
-        for path in _data_files(run):
+    files = _data_files(run)
+    if files[0].suffix == ".parquet":  # the floor is Arrow decoding every column of every file
+        for path in files:
             lines += pq.read_table(path).num_rows
-        return {"seconds": time.perf_counter() - start, "lines": lines}
-    for path in sorted(run.glob("*.jsonl")):
+        return {"seconds": time.perf_counter() - start, "lines": lines, "samples": lines}
+    samples = 0  # prime-rl: the lines of the ``all`` files (``effective`` holds the trained ones again)
+    for path in files:
+        count = 0
         with open(path, "rb") as fh:
             for line in fh:
                 orjson.loads(line)
-                lines += 1
-    return {"seconds": time.perf_counter() - start, "lines": lines}
+                count += 1
+        lines += count
+        samples += 0 if path.parent.name == "effective" else count
+    return {"seconds": time.perf_counter() - start, "lines": lines, "samples": samples}
 
 
 def phase_app(run: Path, timeout: float) -> dict:
@@ -255,7 +284,7 @@ def phase_app(run: Path, timeout: float) -> dict:
         at.slider(key=keys.STEP).set_value(step).run()
         redraws.append(time.perf_counter() - start)
     start = time.perf_counter()
-    at.selectbox(key=keys.SORT_BY).select("KL mean").run()
+    at.selectbox(key=keys.SORT_BY).select(SORT).run()
     sort = time.perf_counter() - start
     start = time.perf_counter()
     at.selectbox(key=keys.SAMPLE).select_index(3).run()
@@ -342,7 +371,8 @@ def _report_summary(args, run: Path, size_mb: float, lines: int, floor: float, c
     print(f"Run: {args.size}, {size_mb:.0f} MiB in {len(_data_files(run))} files, {lines:,} samples; "
           f"machine: {results['machine']}\n")
     print("| measure | value | ratio | target |\n|---|---|---|---|")
-    what = "orjson floor (parse every line)" if any(run.glob("*.jsonl")) else "Arrow floor (read every Parquet file)"
+    what = ("orjson floor (parse every line)" if _data_files(run)[0].suffix == ".jsonl"
+            else "Arrow floor (read every Parquet file)")
     print(f"| {what} | {floor:.2f} s | 1.00 × floor | |")
     print(f"| `summary` cold (whole command, empty cache) | {cold:.2f} s | {cold / floor:.2f} × floor | ≤ 1.5 × floor |")
     print(f"| `summary` warm (whole command, cache) | {warm:.2f} s | {warm / cold:.3f} × cold | ≤ 0.1 × cold |")
@@ -390,7 +420,7 @@ def main() -> int:
             summary_cold = phase_summary(run, Path(cli_cache), summary_phases)
             summary_warm = statistics.median(phase_summary(run, Path(cli_cache)) for _ in range(3))
         if args.size in SHORT_SIZES:  # millions of samples: the command, not the page (issue 43)
-            return _report_summary(args, run, size_mb, floors[0]["lines"], floor, summary_cold, summary_warm,
+            return _report_summary(args, run, size_mb, floors[0]["samples"], floor, summary_cold, summary_warm,
                                    summary_phases)
         cold = _child("app", run, Path(cache), args.timeout)
         warm = _child("app", run, Path(cache), args.timeout)

@@ -46,3 +46,37 @@ def test_diff_benchmark_quick_mode_matches_every_prompt(tmp_path):
     got = json.loads(out.read_text())
     assert got["samples"] == [25_600, 25_600] and got["matched"] == got["floor_matched"] == 1_600
     assert got["regressions"] + got["improvements"] <= 200 and got["unchanged"] >= 1_400
+
+
+def test_prime_rl_floor_parses_both_files_and_counts_the_all_files_samples(tmp_path):
+    """The `primerl` size's floor parses every line of each step's train ``all`` and ``effective`` traces
+    (what the default split's read parses) and counts as samples the episodes of the ``all`` files, each
+    one trace, as many as the board reads."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_load
+
+    from rl_board.analysis.source import RunSource
+    from rl_board.demo.prime_rl import write_prime_rl_run
+
+    write_prime_rl_run(tmp_path / "run", steps=4, prompts=3, group=4)
+    got = bench_load.phase_floor(tmp_path / "run")
+    train = sorted((tmp_path / "run" / "rollouts").glob("step_*/train/*/traces.jsonl"))
+    effective = [p for p in train if p.parent.name == "effective"]
+    assert len(train) == 4 + len(effective) and effective  # eval files (every 4 steps) are not read
+    assert got["lines"] == sum(len(p.read_bytes().splitlines()) for p in train)
+    assert got["samples"] == 4 * 3 * 4 == RunSource(tmp_path / "run", cache_root=False).refresh().report.lines_ok
+
+
+def test_interactive_benchmark_compares_two_releases_on_the_same_matches(tmp_path):
+    """`bench_interactive.py --size small --no-page --baseline REPO` opens the run from one cache with
+    each release, twice, and times the search and the findings: every probe finds the same matches."""
+    out = tmp_path / "interactive.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_interactive.py"), "--size", "small",
+                           "--no-page", "--baseline", str(REPO), "--json", str(out)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| run-wide search (" in proc.stdout and "warning" not in proc.stderr
+    got = json.loads(out.read_text())
+    probes = got["this release"] + got["baseline"]
+    assert len(probes) == 4 and len({p["matches"] for p in probes}) == 1
+    assert all(p["samples"] == 10 * 64 and p["per_step"] == p["matches"] and p["search"] > 0 for p in probes)

@@ -314,3 +314,43 @@ def test_a_long_read_spawns_its_workers_where_a_short_one_forks_them(tmp_path, m
             assert len(procs) == 2
         assert made == expected, size
     workers.shutdown()
+
+
+@pytest.mark.parametrize("how", START)
+@pytest.mark.parametrize("shape", ["prime-rl", "trl"])
+def test_files_read_whole_are_dealt_to_workers(tmp_path, monkeypatch, how, shape):
+    """A format read whole (prime-rl's traces, TRL's Parquet) goes to the workers a file a task: the
+    same rows, extras (prime-rl's ``trained``, read from the ``effective`` file beside each ``all``
+    file), rejected lines and unreadable files as one process reading every file in turn."""
+    from rl_board.demo.prime_rl import write_prime_rl_run
+    from rl_board.demo.trl import write_trl_run
+
+    run = tmp_path / "run"
+    if shape == "prime-rl":
+        write_prime_rl_run(run, steps=6)
+        with open(run / "rollouts" / "step_2" / "train" / "all" / "traces.jsonl", "ab") as fh:
+            fh.write(b"{not an episode\n")
+        files = 6  # train/all (each reads the effective file beside it)
+    else:
+        write_trl_run(run)  # 12 logged steps
+        (run / "completions_00007.parquet").write_bytes(b"PAR1 not a parquet file")
+        files = 13
+    monkeypatch.setenv(workers.WORKERS_ENV, "2")
+    expected = RunSource(run, cache_root=False).refresh()
+    monkeypatch.setattr(ingest, "WHOLE_MIN_BYTES", 0)
+    _start(how, monkeypatch)
+    calls = []
+    real = ingest._run_in_workers
+    monkeypatch.setattr(ingest, "_run_in_workers", lambda *a: calls.append(len(a[1])) or real(*a))
+    got = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    assert calls == [files]  # every file of the run was one worker's task
+    where = ["row", "seg"]
+    pd.testing.assert_frame_equal(expected.samples.drop(columns=where), got.samples.drop(columns=where))
+    assert got.report.lines_ok == expected.report.lines_ok > 0
+    assert got.report.errors == expected.report.errors
+    assert got.report.unreadable == expected.report.unreadable
+    if shape == "prime-rl":
+        assert [e[:2] for e in got.report.errors] == [("rollouts/step_2/train/all/traces.jsonl", 13)]
+        assert set(got.samples["extra:trained"]) == {0.0, 1.0}
+    else:
+        assert [u[0] for u in got.report.unreadable] == ["completions_00007.parquet"]

@@ -126,6 +126,23 @@ def test_trained_marks_the_samples_of_the_effective_batch(run_dir):
     assert run.samples["extra:trained"].tolist() == [1.0, 0.0, 0.0, 0.0]
 
 
+def test_trained_ids_are_read_as_a_whole_episode_gives_them(tmp_path):
+    """Only the effective file's ids are decoded, with the same ids as each line parsed whole: a line with
+    NaN (Python's json writes it; orjson and msgspec refuse it) and one with a lone surrogate escape
+    (U+FFFD, as ``parse_line`` reads it) still mark their episodes; a repeated id key keeps its last
+    value; an array line, broken JSON and a numeric id mark none."""
+    out = tmp_path / "prime"
+    ids = ["plain", "nan", "bad\ufffdid", "later", "first", "7"]
+    write_prime_rl(out, 1, "train", "all", [v1_episode(i, 1, [_tool_trace(1.0)]) for i in ids])
+    effective = out / "rollouts" / "step_1" / "train" / "effective" / "traces.jsonl"
+    effective.parent.mkdir(parents=True)
+    effective.write_bytes(b"\n".join([
+        b'{"id":"plain","traces":[]}', b'{"id":"nan","x":NaN}', b'{"id":"bad\\ud800id"}',
+        b'{"id":"first","id":"later"}', b'["first"]', b'{"id":"first"', b'{"id":7}']) + b"\n")
+    run = load_run(out, cache_root=False)
+    assert run.samples["extra:trained"].tolist() == [1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
+
+
 def test_turns_prompt_response_and_counts(run_dir):
     """Prompt from the system and image user turns, response the last assistant turn (empty when it
     has no content), 2 assistant turns and 1 tool call each; trainable = sampled."""

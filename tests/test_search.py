@@ -159,3 +159,28 @@ def test_search_bad_filters_say_why(tmp_path, args, reason):
     _text_run(tmp_path)
     code, out, err = _cli("search", tmp_path, *args)
     assert code == 2 and reason in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("count, last_first", [(2, False), (2, True), (10, True), (0, False)])
+def test_the_matches_listed_are_those_of_every_match(run, count, last_first):
+    """The Explore area lists ``compute_first_matches`` (no copy of the rows it does not list): the rows of
+    ``compute_matches``'s frame, in log order or last first, and the same count per step."""
+    from rl_board.analysis.search import (
+        Query,
+        compute_first_matches,
+        compute_match_mask,
+        compute_matches,
+        compute_matches_per_step,
+    )
+    from rl_board.analysis.source import RunSource
+
+    loaded = RunSource(run, PAD, cache_root=False).refresh()
+    query = Query("(?i)answer|!", "response", PAD)
+    keep = compute_match_mask(loaded, query)
+    matches = compute_matches(loaded, query)
+    assert int(keep.sum()) == len(matches) == 3  # "The Answer is 4", "answer: 5", "!!!"
+    expected = (matches.iloc[::-1] if last_first else matches).head(count)
+    got = compute_first_matches(loaded, keep, count, last_first=last_first)
+    assert got.index.tolist() == expected.index.tolist() and got.equals(expected)
+    assert compute_matches_per_step(loaded, keep).tolist() == compute_matches_per_step(loaded, matches).tolist() \
+        == [2, 1, 0]

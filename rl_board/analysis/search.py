@@ -42,7 +42,14 @@ class Query:
 def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
     """The rows of ``run.samples`` that match ``query``, in step, file, line order. ``tagged``
     (``tagged.compute_tagged``) is the run's tags; read from its tags file when the query names a tag
-    and it is not given (``tags.TagsError`` when that file can't be read)."""
+    and it is not given (``tags.TagsError`` when that file can't be read). Every column of every
+    match is copied (1 s for 1.8M matches of 2M samples here): ``compute_match_mask`` and
+    ``compute_first_matches`` give the count and the rows listed without that copy."""
+    return run.samples[compute_match_mask(run, query, tagged)]
+
+
+def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
+    """Whether each row of ``run.samples`` matches ``query`` (``compute_matches``); bool, shape (samples,)."""
     samples = run.samples
     keep = np.ones(len(samples), dtype=bool)
     if query.tag:
@@ -68,11 +75,22 @@ def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
         keep &= flags == (1.0 if query.truncated else 0.0)
     if query.pattern:
         keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
-    return samples[keep]
+    return keep
 
 
-def compute_matches_per_step(run: Run, matches: pd.DataFrame) -> pd.Series:
-    """Matches per step, for every step of the run (0 where none matched)."""
+def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
+    """The first ``count`` rows of ``run.samples`` where ``keep`` (``compute_match_mask``) is set, in
+    step, file, line order, or with ``last_first`` the last ``count`` of them, last first: the rows of
+    ``compute_matches``'s frame (reversed) that a list of ``count`` shows, without copying the others."""
+    where = np.flatnonzero(keep)
+    return run.samples.iloc[(where[::-1] if last_first else where)[:max(count, 0)]]
+
+
+def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd.Series:
+    """Matches per step, for every step of the run (0 where none matched); ``matches`` is
+    ``compute_matches``'s frame or ``compute_match_mask``'s array."""
+    if isinstance(matches, np.ndarray):
+        matches = run.samples.loc[matches, [F.STEP]]
     return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
 
 

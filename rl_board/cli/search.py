@@ -15,7 +15,8 @@ def _search(args) -> int:
         Query,
         build_search_json,
         column_for,
-        compute_matches,
+        compute_first_matches,
+        compute_match_mask,
         parse_range,
         parse_steps,
         sort_key_for,
@@ -40,14 +41,19 @@ def _search(args) -> int:
     try:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
-        matches = compute_matches(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
+        keep = compute_match_mask(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
                                              truncated=True if args.truncated else None, tag=args.tag))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    ordered = sort_samples(matches, sort, not args.ascending) if sort is not None else matches
+    # every match's address and reward; all their columns only where a sort needs them
+    matches = run.samples.loc[keep, [c for c in (F.STEP, F.FILE, F.LINE, F.POSITION, F.REWARD) if c in run.samples]]
     limit = args.limit if args.limit is not None else (None if args.json else SEARCH_SHOWN)
-    shown = ordered if limit is None else ordered.head(limit)
+    if sort is not None:
+        ordered = sort_samples(run.samples[keep], sort, not args.ascending)
+        shown = ordered if limit is None else ordered.head(limit)
+    else:
+        shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match
     result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
     if sort is not None or limit is not None:  # the samples listed: those shown, in the order asked
         result["samples"] = build_search_json(run, shown)["samples"]

@@ -28,7 +28,9 @@ the trace's index in the episode (what ``record`` needs to find it again).
 from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
+from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from ..base import fields as F
@@ -112,11 +114,14 @@ NODE_LISTS = (("logprobs", "rollout_logprobs"), ("trainer_logprobs", "logprobs")
               ("reference_logprobs", "ref_logprobs"), ("entropies", "entropy"), ("advantages", "advantages"))
 
 
+_NUMBER_TYPES = {int, float, type(None)}  # what a per-token list may hold (a bool's type is bool: not one)
+
+
 def _node_values(values, mask: list) -> list | None:
     """One node's values widened to its positions: a compact list (one per true ``mask`` entry) lands on
     the sampled positions, None elsewhere; an aligned list (one per position) is taken as it is. None
     when the list is neither, or holds anything but numbers and nulls."""
-    if not isinstance(values, list) or not all(v is None or type(v) in (int, float) for v in values):
+    if not isinstance(values, list) or not set(map(type, values)) <= _NUMBER_TYPES:
         return None
     if len(values) == len(mask):
         return values
@@ -136,18 +141,24 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     number of positions. None when the branch holds no token ids, or a node's ``token_ids`` are not
     integers or its ``mask`` not one flag per id (then the sample has turns and no token lists)."""
     ids, mask, counts = [], [], []
-    values = {name: [] for _, name in NODE_LISTS}
+    # the lists some node holds (a list no node holds would be all None, and is left out)
+    lists_held = [(field, name) for field, name in NODE_LISTS if any(node.get(field) for node in nodes)]
+    values = {name: [] for _, name in lists_held}
     held = set()
     for node in nodes:
         node_ids, node_mask = node.get("token_ids") or [], node.get("mask") or []
         if (not isinstance(node_ids, list) or not isinstance(node_mask, list) or len(node_ids) != len(node_mask)
-                or not all(type(i) is int for i in node_ids)
-                or not all(type(m) is bool or m in (0, 1) for m in node_mask)):
+                or not set(map(type, node_ids)) <= {int}):  # each value's type taken in C, not a loop of Python
+            return None
+        if set(map(type, node_mask)) <= {bool}:  # as verifiers writes it
+            mask += node_mask
+        elif all(type(m) is bool or m in (0, 1) for m in node_mask):
+            mask += [bool(m) for m in node_mask]
+        else:
             return None
         ids += node_ids
-        mask += [bool(m) for m in node_mask]
         counts.append(len(node_ids))
-        for field, name in NODE_LISTS:
+        for field, name in lists_held:
             got = _node_values(node.get(field), node_mask)
             if got is not None and node.get(field):
                 held.add(name)
@@ -155,7 +166,7 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     if not ids:
         return None
     lists = {F.TOKEN_IDS: ids, F.LOSS_MASK: mask}
-    lists.update((name, values[name]) for _, name in NODE_LISTS if name in held)
+    lists.update((name, values[name]) for _, name in lists_held if name in held)
     return lists, counts
 
 
@@ -196,8 +207,29 @@ def _episodes(data: bytes):
             yield number_, start, raw
 
 
+class _EpisodeId(msgspec.Struct):
+    """An episode's ``id``, its other fields skipped unread."""
+
+    id: Any = None
+
+
+_ID_DECODER = msgspec.json.Decoder(_EpisodeId)
+
+
+def _episode_id(raw: bytes):
+    """The ``id`` of the episode on line ``raw`` as ``parse_line`` reads it (None for a line that is not
+    an object). A line msgspec refuses (NaN, a lone surrogate escape, broken JSON, not an object; it
+    refuses what orjson refuses and, as orjson, keeps a repeated key's last value) goes to ``parse_line``."""
+    try:
+        return _ID_DECODER.decode(raw).id
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        obj = parse_line(raw)
+        return obj.get("id") if isinstance(obj, dict) else None
+
+
 def _trained_ids(path: Path) -> set[str]:
-    """The episode ids of the ``effective`` file beside an ``all`` file (none while there is none)."""
+    """The episode ids of the ``effective`` file beside an ``all`` file (none while there is none). Only
+    the ids are decoded: a third of the time of parsing each episode whole, a tenth of a step's read."""
     effective = path.parent.parent / "effective" / path.name
     try:
         data = read_bytes(effective)
@@ -205,9 +237,9 @@ def _trained_ids(path: Path) -> set[str]:
         return set()
     ids = set()
     for _, _, raw in _episodes(data):
-        obj = parse_line(raw)
-        if isinstance(obj, dict) and isinstance(obj.get("id"), str):
-            ids.add(obj["id"])
+        got = _episode_id(raw)
+        if isinstance(got, str):
+            ids.add(got)
     return ids
 
 

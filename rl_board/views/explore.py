@@ -11,7 +11,7 @@ import streamlit as st
 
 from ..analysis.figures import build_matches_figure
 from ..analysis.run import Run
-from ..analysis.search import Query, compute_matches, compute_matches_per_step, search_fields
+from ..analysis.search import Query, compute_first_matches, compute_match_mask, compute_matches_per_step, search_fields
 from ..analysis.tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
 from ..base import fields as F
 from ..store.tags import ANY_TAG
@@ -69,26 +69,27 @@ def render(run: Run, settings: Settings) -> None:
                            else t)
     query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated, tag=tag)
     try:
-        matches = compute_matches(run, query, book)
+        keep = compute_match_mask(run, query, book)
     except ValueError as exc:
         st.error("Can't search with this pattern.")
         st.text(str(exc))
         return
-    st.caption(f"{len(matches):,} of {len(run.samples):,} samples match")
-    if matches.empty:
+    count = int(keep.sum())
+    st.caption(f"{count:,} of {len(run.samples):,} samples match")
+    if not count:
         return
-    st.plotly_chart(build_matches_figure(compute_matches_per_step(run, matches)), key="explore_per_step")
+    st.plotly_chart(build_matches_figure(compute_matches_per_step(run, keep)), key="explore_per_step")
     x, y, z = st.columns([2, 1, 1])
     orders = ["log order", *[c for c in sort_choices(run.extras, run.samples) if c != "log order"]]
     state.run_choice(keys.EXPLORE_ORDER, orders, "log order")
     order = x.selectbox("Order matches by", orders, key=keys.EXPLORE_ORDER)
     descending = y.toggle("Highest first", value=True, key="explore_descending")
     shown = int(z.number_input("Show the first", 1, 100_000, SHOWN_DEFAULT, key=keys.EXPLORE_TOP))
-    if order == "log order":
-        ordered = matches.iloc[::-1] if descending else matches
+    if order == "log order":  # only the rows listed are copied
+        ordered = compute_first_matches(run, keep, shown, last_first=descending)
     else:
-        ordered = sort_samples(matches, order, descending, settings.kl_estimator)
-    ordered = run.with_text(ordered.head(shown))
+        ordered = sort_samples(run.samples[keep], order, descending, settings.kl_estimator).head(shown)
+    ordered = run.with_text(ordered)
     table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
     table.insert(0, F.STEP, ordered[F.STEP])
     key = f"explore_table-{hash(query.__repr__())}-{order}-{descending}-{shown}"

@@ -74,11 +74,12 @@ def _classify(points: np.ndarray, scripts: dict[str, int]) -> np.ndarray:
 
 
 def compute_garbled(ids: np.ndarray, lengths: np.ndarray, vocabulary: list[str],
-                    early: np.ndarray) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """(whether each response is garbled: bool, shape (responses,); its share of bad or rare-script
-    characters: float64, NaN without non-whitespace characters; the early window's letters by script).
-    ``ids``, ``lengths`` and ``vocabulary`` are ``Run.word_ids`` of the responses; ``early`` (bool, shape
-    (responses,)) marks those of the early window."""
+                    early: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """(whether each response is garbled: bool, shape (responses,); the early window's letters by
+    script). ``ids``, ``lengths`` and ``vocabulary`` are ``Run.word_ids`` of the responses; ``early``
+    (bool, shape (responses,)) marks those of the early window. Only a response holding a word with a
+    bad or rare-script character can be garbled: the others' characters are never summed (on 2M
+    responses of a healthy run, none is)."""
     sizes = np.maximum(lengths, 0)
     n_words = len(vocabulary)
     scripts: dict[str, int] = {}
@@ -105,19 +106,28 @@ def compute_garbled(ids: np.ndarray, lengths: np.ndarray, vocabulary: list[str],
         early_letters * RARE_SCRIPT_SHARE.denominator < RARE_SCRIPT_SHARE.numerator * total)
     bad = np.bincount(owner[classes == _BAD], minlength=n_words)
     bad = bad + np.bincount(pair_word, weights=counts * rare[pair_script], minlength=n_words).astype(np.int64)
-    per_bad = _sum_rows(bad[ids], starts, sizes)
-    per_all = _sum_rows(nonspace[ids], starts, sizes)
-    garbled = (per_all > 0) & (per_bad * GARBLED_SHARE.denominator >= GARBLED_SHARE.numerator * per_all)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(per_all > 0, per_bad / np.maximum(per_all, 1), np.nan)
+    garbled = np.zeros(len(sizes), dtype=bool)
+    # a response without a bad word has no bad character, and 0 >= 3/10 of its characters only when it has none
+    suspects = np.unique(np.searchsorted(starts + sizes, np.flatnonzero((bad > 0)[ids]), side="right"))
+    if len(suspects):
+        own = sizes[suspects]
+        at = np.repeat(starts[suspects] - (np.cumsum(own) - own), own) + np.arange(int(own.sum()))
+        their = np.cumsum(own) - own  # each suspect's words, one suspect after another
+        per_bad = _sum_rows(bad[ids[at]], their, own)
+        per_all = _sum_rows(nonspace[ids[at]], their, own)
+        garbled[suspects] = (per_all > 0) & (per_bad * GARBLED_SHARE.denominator >= GARBLED_SHARE.numerator * per_all)
     by_name = {name: int(early_letters[i]) for name, i in scripts.items()}
-    return garbled, share, by_name
+    return garbled, by_name
 
 
 def _sum_rows(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """Each row's sum of ``values`` (a row's values from its start, ``sizes`` of them); int64."""
-    running = np.concatenate([[0], np.cumsum(values, dtype=np.int64)])
-    return running[starts + sizes] - running[starts]
+    """Each row's sum of ``values`` (a row's values from its start, ``sizes`` of them); int64. Only the
+    rows that have values are summed: ``np.add.reduceat`` over their starts."""
+    out = np.zeros(len(sizes), dtype=np.int64)
+    filled = np.flatnonzero(sizes > 0)
+    if len(filled):
+        out[filled] = np.add.reduceat(values, starts[filled], dtype=np.int64)
+    return out
 
 
 def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
@@ -128,7 +138,7 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     step = samples[F.STEP].to_numpy()
     early = np.isin(step, early_steps)
     late = np.isin(step, late_steps)
-    garbled, _, _ = compute_garbled(ids, lengths, vocabulary, early)
+    garbled, _ = compute_garbled(ids, lengths, vocabulary, early)
     n_early = int(early.sum())
     if Fraction(int(garbled[early].sum()), n_early) >= EARLY_MAX:
         return None
