@@ -183,7 +183,7 @@ def sort_key_for(run: Run, name: str) -> str:
     raise ValueError(f"can't sort by {name!r}; use one of: " + ", ".join(choices))
 
 
-def _printable(text: str) -> str:
+def printable_line(text: str) -> str:
     """``text`` on one line, control characters shown as escapes (a log's bytes never drive a terminal)."""
     return "".join(ch if ch.isprintable() or ch in (_OPEN, _CLOSE) else repr(ch)[1:-1] for ch in text)
 
@@ -206,13 +206,13 @@ def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str
             marked = text
     start = marked.find(_OPEN)
     if start < 0:
-        head = _printable(text[: 2 * width])
+        head = printable_line(text[: 2 * width])
         return head + ("…" if len(text) > 2 * width else "")
     end = marked.find(_CLOSE, start)
     before, match, after = marked[:start], marked[start + 1:end], marked[end + 1:]
     left = ("…" + before[-width:]) if len(before) > width else before
     right = (after[:width] + "…") if len(after) > width else after
-    return (_printable(left) + MARK_OPEN + _printable(match) + MARK_CLOSE + _printable(right))
+    return (printable_line(left) + MARK_OPEN + printable_line(match) + MARK_CLOSE + printable_line(right))
 
 
 def first_matching(texts: list[str], pattern: str | None) -> str:

@@ -71,7 +71,7 @@ def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) ->
     """Each prompt's numbers (``prompts[i]`` for ``i`` in ``shown``: rows of ``diff.table``), one response
     of each side and B's words against A's."""
     from ..analysis.prompts import compute_word_diff
-    from ..analysis.search import _printable
+    from ..analysis.search import printable_line
     from ..analysis.tables import strip_pad
 
     for i in shown:
@@ -81,14 +81,14 @@ def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) ->
             one = run.with_text(run.samples.loc[[row[f"{name}_sample"]]]).iloc[0]
             picked[name] = (strip_pad(one["response"], run.pad_token) or "", one)
         print(f"  {_fmt(p['delta']):>8}  A {_fmt(p['a']['reward_mean'])} ({p['a']['samples']})  "
-              f"B {_fmt(p['b']['reward_mean'])} ({p['b']['samples']})  {_cut(_printable(p['prompt'] or ''), 100)}")
+              f"B {_fmt(p['b']['reward_mean'])} ({p['b']['samples']})  {_cut(printable_line(p['prompt'] or ''), 100)}")
         for name in ("a", "b"):
             one = picked[name][1]
             print(f"      {name.upper()}: step {int(one['step'])}  {one['source']}  reward {_fmt(one['reward'])}")
         words = compute_word_diff(picked["a"][0], picked["b"][0])
         marks = {"removed": REMOVED, "added": ADDED}
         marked = "".join(part if kind == "same" else marks[kind][0] + part + marks[kind][1] for kind, part in words.ops)
-        print(f"      B against A: {_cut(_printable(marked), DIFF_CHARS)}")
+        print(f"      B against A: {_cut(printable_line(marked), DIFF_CHARS)}")
 
 
 def _cut(text: str, limit: int) -> str:
