@@ -1,6 +1,6 @@
 """How fast the page opens a run and redraws, against the floor of parsing the same bytes.
 
-Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x|verl|verl200k|trl|primerl] [--workers N]
+Usage:  python benchmarks/bench_load.py [--size small|full|grpo|10x|verl|verl200k|verl10m|trl|primerl] [--workers N]
         [--json FILE]
 
 It writes its own run with the demo generator (``full``: 100 steps x 256 samples
@@ -11,7 +11,7 @@ EOS, sampler log-probs, entropy and three extra fields, about 95 MB of short lin
 each in a fresh process:
 
 (``verl``: 250 steps x 8,192 short samples, 2,048,000 in all, about 720 MB, as verl's
-``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape,
+``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape; ``verl10m``: 1,250 such steps,
 for quick work; ``trl``: 250 logged steps x 4,096 rows, 1,024,000 in all, TRL's
 ``completions_{step:05d}.parquet``, ``write_trl_completions``, its floor Arrow reading every
 Parquet file; ``primerl``: 100 steps x 2,048 multi-turn tool-calling episodes (128 prompts x 16),
@@ -69,6 +69,7 @@ SIZES = {  # steps, samples per step, tokens, ranks
 VERL_SIZES = {  # steps, samples per step (verl's rollout_data_dir: one {step}.jsonl a step)
     "verl200k": (25, 8_192),
     "verl": (250, 8_192),
+    "verl10m": (1_250, 8_192),  # 10,240,000 samples, about 3.6 GB: measured once by hand, never in CI
 }
 TRL_SIZES = {"trl": (250, 4_096)}  # logged steps, rows per step (TRL's completions_{step:05d}.parquet)
 PRIME_SIZES = {"primerl": (100, 128, 16)}  # steps, prompts a step, episodes a prompt (rollouts/step_N/...)
