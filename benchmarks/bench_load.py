@@ -11,8 +11,8 @@ EOS, sampler log-probs, entropy and three extra fields, about 95 MB of short lin
 each in a fresh process:
 
 (``verl``: 250 steps x 8,192 short samples, 2,048,000 in all, about 720 MB, as verl's
-``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape; ``verl10m``: 1,250 such steps,
-for quick work; ``trl``: 250 logged steps x 4,096 rows, 1,024,000 in all, TRL's
+``_dump_generations`` writes them, ``write_verl_dump``; ``verl200k``: its first 25 steps' shape,
+for quick work; ``verl10m``: 1,250 such steps, 10,240,000 samples, measured once by hand; ``trl``: 250 logged steps x 4,096 rows, 1,024,000 in all, TRL's
 ``completions_{step:05d}.parquet``, ``write_trl_completions``, its floor Arrow reading every
 Parquet file; ``primerl``: 100 steps x 2,048 multi-turn tool-calling episodes (128 prompts x 16),
 204,800 in all, about 1.8 GB, as prime-rl's file monitor writes them (``rollouts/step_N/train/
