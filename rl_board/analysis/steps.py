@@ -61,7 +61,8 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     series = {name: samples[column].astype(float) for name, column in columns.items() if column in samples}
     if "response_len" in series:
         series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
-    values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
+    values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index,
+                          copy=False)  # each column its own block: none copied into one
     out = steps.groupby(steps, sort=True).size().rename("samples").to_frame()
     if len(values.columns):
         grouped = values.groupby(steps, sort=True)
