@@ -18,6 +18,10 @@ import pyarrow.compute as pc
 
 from ..base import fields as F
 
+#: rows of parts gathered at once (their pages mapped until then): one copy of a column a window,
+#: not one a part, for a run of many short segments
+WINDOW_ROWS = 1 << 17
+
 
 def _dtype(type_: pa.DataType, nulls: bool):
     """The numpy dtype Arrow's ``to_pandas`` gives a column of ``type_`` (with a null: ``nulls``), or
@@ -33,38 +37,49 @@ class _Column:
     def __init__(self, name: str, type_: pa.DataType, dtype, rows: int, first_valid: bool):
         self.name, self.type, self.dtype, self.rows = name, type_, dtype, rows
         self.value: np.ndarray | None = None  # shape (1,): the one value met so far
+        self.bits = np.dtype(f"u{dtype.itemsize}") if dtype is not None and dtype.kind != "O" else None
+        self.key = None  # the one value's bytes, as an unsigned integer
         self.array: np.ndarray | None = None
         self.chunks: list = []  # a type not gathered: its parts, converted at the end
         self.first_valid = -1 if first_valid else None  # the first row not null (extra fields' order)
 
-    def put(self, start: int, rows: int, chunk) -> None:
-        """Rows [start, start + rows) from ``chunk`` (None: the part has no such column, all null)."""
-        if chunk is not None and chunk.type == pa.null():
-            chunk = None
-        if self.first_valid == -1 and chunk is not None and chunk.null_count < rows:
-            self.first_valid = start + pc.index(pc.is_valid(chunk), True).as_py()
+    def put(self, start: int, pieces: list[tuple[int, object]]) -> None:
+        """The rows from ``start`` on: each piece (rows, its chunk; None: the part has no such column,
+        all null) in turn."""
+        if self.first_valid == -1:
+            self._find_first_valid(start, pieces)
         if self.dtype is None:
-            self.chunks.append(chunk.cast(self.type) if chunk is not None else pa.nulls(rows, self.type))
+            self.chunks += [chunk.cast(self.type) if chunk is not None else pa.nulls(rows, self.type)
+                            for rows, chunk in pieces]
             return
+        rows = sum(count for count, _ in pieces)
         if not rows:
             return
-        if chunk is None:
-            values = np.full(rows, np.nan if self.dtype.kind == "f" else None, self.dtype)
-        else:
-            values = chunk.to_numpy(zero_copy_only=False)
-            if values.dtype != self.dtype:
-                values = values.astype(self.dtype)
+        values = np.concatenate([self._values(count, chunk) for count, chunk in pieces])
         if self.array is None:
-            if self.dtype.kind != "O":
-                if self.value is None:
+            if self.bits is not None:
+                if self.key is None:
                     self.value = values[:1].copy()
-                bits = np.dtype(f"u{self.dtype.itemsize}")
-                if (values.view(bits) == self.value.view(bits)[0]).all():
+                    self.key = self.value.view(self.bits)[0]
+                if (values.view(self.bits) == self.key).all():
                     return  # the same bytes throughout: kept as the one value
             self.array = np.empty(self.rows, self.dtype)
             if start:
                 self.array[:start] = self.value[0]
         self.array[start:start + rows] = values
+
+    def _values(self, rows: int, chunk) -> np.ndarray:
+        if chunk is None:
+            return np.full(rows, np.nan if self.dtype.kind == "f" else None, self.dtype)
+        values = chunk.to_numpy(zero_copy_only=False)
+        return values if values.dtype == self.dtype else values.astype(self.dtype)
+
+    def _find_first_valid(self, start: int, pieces: list[tuple[int, object]]) -> None:
+        for rows, chunk in pieces:
+            if chunk is not None and chunk.null_count < rows:
+                self.first_valid = start + pc.index(pc.is_valid(chunk), True).as_py()
+                return
+            start += rows
 
     def result(self):
         """The column: an array of ``rows`` values (a broadcast one value, read-only), or a Series."""
@@ -80,25 +95,30 @@ class _Column:
 def gather(parts: list[pa.Table], first_valid: bool = False) -> tuple[dict, dict[str, int]]:
     """(name -> column, in the order ``concat_tables(parts, promote_options="default")`` gives; with
     ``first_valid``, for each extra field's column the row of its first value not null, -1 for none,
-    else {}). Each part is
-    taken out of ``parts`` (set to None) once copied, so its buffers (a segment file's mapping) are let
-    go before the next is read."""
+    else {}). Each part is taken out of ``parts`` (set to None) once copied, so its buffers (a segment
+    file's mapping) are let go before the next is read."""
     schema = pa.unify_schemas([part.schema for part in parts], promote_options="default")
     rows = sum(part.num_rows for part in parts)
     wanted = set(F.extra_columns(schema.names)) if first_valid else set()
-    columns = []
-    for field in schema:
-        nulls = any(part.num_rows and (field.name not in part.schema.names or part.column(field.name).null_count)
-                    for part in parts)
-        columns.append(_Column(field.name, field.type, _dtype(field.type, nulls), rows, field.name in wanted))
-    start = 0
-    for i in range(len(parts)):
-        part, parts[i] = parts[i], None
-        names = set(part.schema.names)
+    # each part's columns by name (a column of null type, all null, as absent)
+    chunks = [{name: chunk for name, chunk in zip(part.schema.names, part.columns) if chunk.type != pa.null()}
+              for part in parts]
+    nulls = {field.name for part, by_name in zip(parts, chunks) if part.num_rows for field in schema
+             if (chunk := by_name.get(field.name)) is None or chunk.null_count}
+    columns = [_Column(field.name, field.type, _dtype(field.type, field.name in nulls), rows, field.name in wanted)
+               for field in schema]
+    start, first = 0, 0
+    while first < len(parts):  # a window of parts at a time: ~WINDOW_ROWS rows, its mappings then let go
+        last, count = first, 0
+        while last < len(parts) and (count < WINDOW_ROWS or last == first):
+            count += parts[last].num_rows
+            last += 1
+        window = [(parts[i].num_rows, chunks[i]) for i in range(first, last)]
+        parts[first:last] = chunks[first:last] = [None] * (last - first)
         for column in columns:
-            column.put(start, part.num_rows, part.column(column.name) if column.name in names else None)
-        start += part.num_rows
-        del part
+            column.put(start, [(rows, by_name.get(column.name)) for rows, by_name in window])
+        start, first = start + count, last
+        del window
     return ({c.name: c.result() for c in columns},
             {c.name: c.first_valid for c in columns if c.first_valid is not None})
 
