@@ -72,3 +72,5 @@ def test_rank_files_are_ordered_and_unlogged_fields_cost_nothing(tmp_path):
     public = run.to_pandas()
     assert public.loc["data_rank1.jsonl:2", "reward"] == 0.4
     assert public["ref_reward"].dtype == np.float64
+    public.loc["data_rank1.jsonl:2", "ref_reward"] = 0.5  # the notebook's frame is its own, writable
+    assert public["ref_reward"].notna().sum() == 1 and samples["ref_reward"].isna().all()
