@@ -61,6 +61,8 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     series = {name: samples[column].astype(float) for name, column in columns.items() if column in samples}
     if "response_len" in series:
         series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
+    # one block of all the series (a copy): pandas' grouped mean of a block of 3 or more columns can round
+    # otherwise than of one column alone, and the summary's digits are a contract
     values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
     out = steps.groupby(steps, sort=True).size().rename("samples").to_frame()
     if len(values.columns):
@@ -101,7 +103,7 @@ def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
 
     A sample without a reward (``has_reward`` false: its format logs none) is in no group.
     """
-    have = samples[samples["prompt_key"].notna() & rewarded(samples)]
+    have = samples.loc[samples["prompt_key"].notna() & rewarded(samples), [F.STEP, "prompt_key", F.REWARD]]
     steps = pd.Index(sorted(samples[F.STEP].unique()), name=F.STEP)
     if have.empty:
         return pd.DataFrame({"prompt_groups": 0, "group_size_mean": np.nan, "zero_std_groups": 0,

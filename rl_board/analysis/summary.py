@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
+
 from ..analysis.run import Run
 from ..base import fields as F
 from .checks import count_checks
@@ -45,7 +47,10 @@ def compute_turn_stats(run: Run) -> dict[int, dict]:
     if "has_messages" not in samples or not samples["has_messages"].any():
         return {}
     agents = samples[samples["has_messages"].astype(bool)]
-    means = agents.groupby(F.STEP)[[F.extra_column(F.NUM_TURNS), F.extra_column(F.NUM_TOOL_CALLS)]].mean()
+    # the two columns as one block (pandas' grouped mean of a column can round otherwise alone than
+    # beside another with NaN; the frame keeps each column apart, store/columns.py)
+    pair = pd.DataFrame({name: agents[name] for name in (F.extra_column(F.NUM_TURNS), F.extra_column(F.NUM_TOOL_CALLS))})
+    means = pair.groupby(agents[F.STEP])[list(pair.columns)].mean()
     calls = run.tool_calls(agents)
     return {int(step): {"turns_mean": _number(turns), "tool_calls_mean": _number(tool_calls),
                         "tool_calls": dict(sorted(calls.get(int(step), {}).items()))}

@@ -21,6 +21,7 @@ from ..derive.samples import SCHEMA, TURN_COLUMNS
 from ..readers import ReadOptions, describe_size
 from ..readers.extras import FieldNotes, first_met, merged_notes
 from ..readers.notes import notes_of
+from .columns import frame, gather, one_value, take
 from .segments import SharedSlice
 from .tracking import natural_key
 
@@ -57,7 +58,7 @@ class Snapshot:
 
     path: Path
     files: tuple[str, ...]
-    samples: pd.DataFrame  # noqa: F821 (pandas is imported by Arrow's to_pandas when first needed)
+    samples: pd.DataFrame  # noqa: F821 (pandas is imported where a frame is first made)
     report: LoadReport
     options: ReadOptions
     segments: dict[tuple[int, int], pa.Table] = field(repr=False)
@@ -74,43 +75,28 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     joined into one row of numbers per sample (a shared segment's parts at once), ordered by step,
     file and line, the extras capped, and the load report with its notes."""
     files = loader.file_states
-    parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
-    grouped = False
-    for file_index, name in enumerate(names):
-        for seg_index, (_, first_line, table) in enumerate(files[name].segments):
-            if isinstance(table, SharedSlice):  # its rows are read from the whole segment: "row" is there
-                segments[(file_index, seg_index)] = table.parent
-                if group is not None and group.follows(table):
-                    group.add(table.num_rows, first_line, file_index, seg_index)
-                    continue
-            if group is not None:
-                parts.append(group.numbers())
-                group = None
-            if isinstance(table, SharedSlice):
-                grouped = True
-                group = _Group(table.parent, table.start)
-                group.add(table.num_rows, first_line, file_index, seg_index)
-            else:
-                segments[(file_index, seg_index)] = table
-                parts.append(_numbers(table, first_line, file_index, seg_index))
-    if group is not None:
-        parts.append(group.numbers())
+    parts, segments, grouped = _parts(loader, names)
     options = loader.options
     parts, field_notes = _cap_extras(parts, options.max_extras)
     file_notes = [f"{name}: {note}" for name in names for _, _, table in files[name].segments
                   if not isinstance(table, SharedSlice) for note in notes_of(table)]
-    numbers = (pa.concat_tables(parts, promote_options="default") if parts
-               else _numbers(SCHEMA.empty_table(), 1, 0, 0))
+    columns, first_rows = gather(parts or [_numbers(SCHEMA.empty_table(), 1, 0, 0)], grouped)
+    del parts
     if grouped:
-        numbers = _extras_in_file_order(numbers)
-    samples = _in_order(numbers)
-    samples[F.POSITION] = _positions(samples, getattr(loader.reader, "POSITION", None))
+        columns = _extras_in_file_order(columns, first_rows)
+    columns = _in_order(columns)
+    columns[F.POSITION] = _positions(columns, getattr(loader.reader, "POSITION", None))
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
-        before = len(samples)
-        samples = samples.groupby(F.STEP, sort=False).head(loader.max_per_step).reset_index(drop=True)
-        skipped += before - len(samples)
-    samples["reward_gap"] = samples[F.REWARD] - samples["ref_reward"]
+        import pandas as pd
+
+        steps = pd.Series(columns[F.STEP])
+        keep = steps.groupby(steps, sort=False).head(loader.max_per_step).index.to_numpy()
+        skipped += len(steps) - len(keep)
+        columns = {name: take(column, keep) for name, column in columns.items()}
+    columns["reward_gap"] = one_value(np.subtract(columns[F.REWARD], columns["ref_reward"]))
+    samples = frame(columns)
+    del columns
     errors = tuple((name, line, reason) for name in names for line, reason in files[name].errors)
     unlisted = sum(files[name].unlisted for name in names)
     failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
@@ -147,30 +133,64 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                     loader.location)
 
 
-def _positions(samples, column: str | None):
+def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, int], pa.Table], bool]:
+    """(the numbers of every file's segments, a table a segment or a shared segment's run of parts,
+    read through a mapping of their own; (file, segment) -> the store's table, which the texts are read
+    from; whether any segment is shared)."""
+    files = loader.file_states
+    parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
+    grouped = False
+    own = _OwnMappings(loader.cache)
+    for file_index, name in enumerate(names):
+        for seg_index, (seg_name, first_line, table) in enumerate(files[name].segments):
+            if isinstance(table, SharedSlice):  # its rows are read from the whole segment: "row" is there
+                segments[(file_index, seg_index)] = table.parent
+                table = SharedSlice(own.of(seg_name, table.parent), table.start, table.num_rows)
+                if group is not None and group.follows(table):
+                    group.add(table.num_rows, first_line, file_index, seg_index)
+                    continue
+            if group is not None:
+                parts.append(group.numbers())
+                group = None
+            if isinstance(table, SharedSlice):
+                grouped = True
+                group = _Group(table.parent, table.start)
+                group.add(table.num_rows, first_line, file_index, seg_index)
+            else:
+                segments[(file_index, seg_index)] = table
+                parts.append(_numbers(own.of(seg_name, table), first_line, file_index, seg_index))
+    if group is not None:
+        parts.append(group.numbers())
+    return parts, segments, grouped
+
+
+def _positions(columns: dict, column: str | None) -> np.ndarray:
     """Each sample's ``fields.POSITION``: -1 where its line holds one sample; else its place in the line,
     which the reader keeps in ``column`` (its ``POSITION``: ROLL's row, a wide W&B row's group). A format
-    whose lines hold one sample each declares none, and pays nothing."""
-    out = np.full(len(samples), -1, np.int64)
-    if column is None or not len(samples):
-        return out
-    shared = samples.groupby([F.FILE, F.LINE], sort=False)[F.LINE].transform("size").to_numpy() > 1
-    out[shared] = samples[column].to_numpy()[shared]
+    whose lines hold one sample each declares none, and pays nothing (one value, broadcast)."""
+    rows = len(columns[F.STEP])
+    if column is None or not rows:
+        return one_value(np.full(rows, -1, np.int64))
+    out = np.full(rows, -1, np.int64)
+    keys = frame({F.FILE: columns[F.FILE], F.LINE: columns[F.LINE]})
+    shared = keys.groupby([F.FILE, F.LINE], sort=False)[F.LINE].transform("size").to_numpy() > 1
+    out[shared] = np.asarray(columns[column])[shared]
     return out
 
 
-def _in_order(numbers: pa.Table) -> pd.DataFrame:  # noqa: F821
-    """``numbers`` as a frame ordered by step, file and line (a stable sort). A run's files are mostly
-    in that order already (verl's ``{step}.jsonl``, one step a file): then the frame is not sorted
-    again (a second copy of every column, and a sort of the three keys; the same rows, the same
-    index)."""
-    step, file, line = (np.diff(numbers[name].to_numpy()) for name in (F.STEP, F.FILE, F.LINE))
+def _in_order(columns: dict) -> dict:
+    """``columns`` (``columns.gather``'s) ordered by step, file and line (a stable sort). A run's files
+    are mostly in that order already (verl's ``{step}.jsonl``, one step a file): then nothing is
+    sorted (the same rows, the same index); else each column is taken in that order in turn."""
+    step, file, line = (np.diff(columns[name]) for name in (F.STEP, F.FILE, F.LINE))
     ordered = bool(np.all((step > 0) | ((step == 0) & ((file > 0) | ((file == 0) & (line >= 0))))))
     del step, file, line
-    frame = numbers.to_pandas()
     if ordered:
-        return frame
-    return frame.sort_values([F.STEP, F.FILE, F.LINE], kind="stable", ignore_index=True)
+        return columns
+    keys = frame({name: columns[name] for name in (F.STEP, F.FILE, F.LINE)})
+    order = keys.sort_values([F.STEP, F.FILE, F.LINE], kind="stable").index.to_numpy()
+    del keys
+    return {name: take(column, order) for name, column in columns.items()}
 
 
 def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
@@ -192,25 +212,46 @@ def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], Fiel
     return parts, notes
 
 
-def _extras_in_file_order(numbers: pa.Table) -> pa.Table:
-    """``numbers`` with its extra-field columns where reading each file on its own puts them: a file's new
-    ones after those of the files before it, by name (the first file's before ``file``, ``seg`` and
-    ``row``). A shared segment holds the extras of all its files, by name: without this, a run read in
-    batches would list its extras in another order than the same run read file by file."""
-    extras = F.extra_columns(numbers.column_names)
+def _extras_in_file_order(columns: dict, first_rows: dict[str, int]) -> dict:
+    """``columns`` with the extra-field columns where reading each file on its own puts them: a file's
+    new ones after those of the files before it, by name (the first file's before ``file``, ``seg`` and
+    ``row``). ``first_rows``: each extra column's first row not null (-1: none). A shared segment holds
+    the extras of all its files, by name: without this, a run read in batches would list its extras in
+    another order than the same run read file by file."""
+    extras = F.extra_columns(columns)
     if not extras:
-        return numbers
-    files = numbers[F.FILE].to_numpy()
-    first = {}
-    for column in extras:
-        row = pc.index(pc.is_valid(numbers[column]), True).as_py()
-        first[column] = int(files[row]) if row >= 0 else len(files)
+        return columns
+    files = columns[F.FILE]
+    first = {column: int(files[row]) if (row := first_rows[column]) >= 0 else len(files) for column in extras}
     start = int(files[0]) if len(files) else 0
     where = ["file", "seg", "row"]
-    base = [c for c in numbers.column_names if c not in first and c not in where]
+    base = [c for c in columns if c not in first and c not in where]
     own = sorted(c for c in extras if first[c] == start)
     later = sorted((c for c in extras if first[c] != start), key=lambda c: (first[c], c))
-    return numbers.select(base + own + where + later)
+    return {name: columns[name] for name in base + own + where + later}
+
+
+class _OwnMappings:
+    """The segment files of a run's cache mapped once more, for their numbers alone: the pages a
+    snapshot reads from them are let go with the mapping once gathered (``columns.gather``), where
+    the store's mapping, kept for the texts, would keep every page read resident for the run's life."""
+
+    def __init__(self, cache):
+        self.cache, self.opened = cache, {}
+
+    def of(self, name: str, table: pa.Table) -> pa.Table:
+        """Segment ``name`` (``table``, the store's whole segment) mapped again; ``table`` itself when it
+        is held in memory (no name) or the file can't be mapped as it was."""
+        if self.cache is None or not name:
+            return table
+        if name not in self.opened:
+            try:
+                mapped = self.cache.open_segment(name)
+            except (OSError, pa.ArrowException):
+                mapped = table
+            same = mapped.num_rows == table.num_rows and mapped.schema.equals(table.schema)
+            self.opened[name] = mapped if same else table
+        return self.opened[name]
 
 
 class _Group:

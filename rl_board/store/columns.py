@@ -1,0 +1,148 @@
+"""The per-sample columns of a snapshot, gathered from a run's segments one segment at a time.
+
+``Arrow.concat_tables(parts).to_pandas()`` would hold every part's numbers at once, each page of
+them touched in the segment files' mappings (resident for as long as the texts stay mapped), and
+would make an 8-byte array of every column, though most columns of a short-sample run hold one value
+throughout (verl's: 17 of 29 float columns all NaN, its flags all false, its bookkeeping 0). Here each
+part is copied into the columns and let go before the next, and a column whose every value has the
+same bytes stays one value, broadcast (a read-only array of stride 0: the same dtype and values as
+before; a row taken from it is an ordinary array). The dtypes are those Arrow's ``to_pandas`` gives
+the concatenated table (an integer column with a null as float64, a boolean one as object).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..base import fields as F
+
+#: rows of parts gathered at once (their pages mapped until then): one copy of a column a window,
+#: not one a part, for a run of many short segments
+WINDOW_ROWS = 1 << 17
+
+
+def _dtype(type_: pa.DataType, nulls: bool):
+    """The numpy dtype Arrow's ``to_pandas`` gives a column of ``type_`` (with a null: ``nulls``), or
+    None for a type not gathered here (it is converted whole, as before)."""
+    if not (pa.types.is_integer(type_) or pa.types.is_floating(type_) or pa.types.is_boolean(type_)):
+        return None
+    return pa.table({"x": pa.array([None] if nulls else [], type=type_)}).to_pandas()["x"].dtype
+
+
+class _Column:
+    """One column being gathered: its value while every part so far held only it, its array after."""
+
+    def __init__(self, name: str, type_: pa.DataType, dtype, rows: int, first_valid: bool):
+        self.name, self.type, self.dtype, self.rows = name, type_, dtype, rows
+        self.value: np.ndarray | None = None  # shape (1,): the one value met so far
+        self.bits = np.dtype(f"u{dtype.itemsize}") if dtype is not None and dtype.kind != "O" else None
+        self.key = None  # the one value's bytes, as an unsigned integer
+        self.array: np.ndarray | None = None
+        self.chunks: list = []  # a type not gathered: its parts, converted at the end
+        self.first_valid = -1 if first_valid else None  # the first row not null (extra fields' order)
+
+    def put(self, start: int, pieces: list[tuple[int, object]]) -> None:
+        """The rows from ``start`` on: each piece (rows, its chunk; None: the part has no such column,
+        all null) in turn."""
+        if self.first_valid == -1:
+            self._find_first_valid(start, pieces)
+        if self.dtype is None:
+            self.chunks += [chunk.cast(self.type) if chunk is not None else pa.nulls(rows, self.type)
+                            for rows, chunk in pieces]
+            return
+        rows = sum(count for count, _ in pieces)
+        if not rows:
+            return
+        values = np.concatenate([self._values(count, chunk) for count, chunk in pieces])
+        if self.array is None:
+            if self.bits is not None:
+                if self.key is None:
+                    self.value = values[:1].copy()
+                    self.key = self.value.view(self.bits)[0]
+                if (values.view(self.bits) == self.key).all():
+                    return  # the same bytes throughout: kept as the one value
+            self.array = np.empty(self.rows, self.dtype)
+            if start:
+                self.array[:start] = self.value[0]
+        self.array[start:start + rows] = values
+
+    def _values(self, rows: int, chunk) -> np.ndarray:
+        if chunk is None:
+            return np.full(rows, np.nan if self.dtype.kind == "f" else None, self.dtype)
+        values = chunk.to_numpy(zero_copy_only=False)
+        return values if values.dtype == self.dtype else values.astype(self.dtype)
+
+    def _find_first_valid(self, start: int, pieces: list[tuple[int, object]]) -> None:
+        for rows, chunk in pieces:
+            if chunk is not None and chunk.null_count < rows:
+                self.first_valid = start + pc.index(pc.is_valid(chunk), True).as_py()
+                return
+            start += rows
+
+    def result(self):
+        """The column: an array of ``rows`` values (a broadcast one value, read-only), or a Series."""
+        if self.dtype is None:
+            return pa.chunked_array(self.chunks, self.type).to_pandas()
+        if self.array is not None:
+            return self.array
+        if self.value is None:
+            return np.empty(self.rows, self.dtype)
+        return np.broadcast_to(self.value, (self.rows,))
+
+
+def gather(parts: list[pa.Table], first_valid: bool = False) -> tuple[dict, dict[str, int]]:
+    """(name -> column, in the order ``concat_tables(parts, promote_options="default")`` gives; with
+    ``first_valid``, for each extra field's column the row of its first value not null, -1 for none,
+    else {}). Each part is taken out of ``parts`` (set to None) once copied, so its buffers (a segment
+    file's mapping) are let go before the next is read."""
+    schema = pa.unify_schemas([part.schema for part in parts], promote_options="default")
+    rows = sum(part.num_rows for part in parts)
+    wanted = set(F.extra_columns(schema.names)) if first_valid else set()
+    # each part's columns by name (a column of null type, all null, as absent)
+    chunks = [{name: chunk for name, chunk in zip(part.schema.names, part.columns) if chunk.type != pa.null()}
+              for part in parts]
+    nulls = {field.name for part, by_name in zip(parts, chunks) if part.num_rows for field in schema
+             if (chunk := by_name.get(field.name)) is None or chunk.null_count}
+    columns = [_Column(field.name, field.type, _dtype(field.type, field.name in nulls), rows, field.name in wanted)
+               for field in schema]
+    start, first = 0, 0
+    while first < len(parts):  # a window of parts at a time: ~WINDOW_ROWS rows, its mappings then let go
+        last, count = first, 0
+        while last < len(parts) and (count < WINDOW_ROWS or last == first):
+            count += parts[last].num_rows
+            last += 1
+        window = [(parts[i].num_rows, chunks[i]) for i in range(first, last)]
+        parts[first:last] = chunks[first:last] = [None] * (last - first)
+        for column in columns:
+            column.put(start, [(rows, by_name.get(column.name)) for rows, by_name in window])
+        start, first = start + count, last
+        del window
+    return ({c.name: c.result() for c in columns},
+            {c.name: c.first_valid for c in columns if c.first_valid is not None})
+
+
+def one_value(values: np.ndarray) -> np.ndarray:
+    """``values`` (a numeric array) as a broadcast one value when every value has the same bytes."""
+    if values.dtype.kind == "O" or len(values) == 0 or not values.strides[0]:
+        return values
+    bits = values.view(f"u{values.dtype.itemsize}")
+    return np.broadcast_to(values[:1].copy(), values.shape) if (bits == bits[0]).all() else values
+
+
+def take(column, order: np.ndarray):
+    """``column`` (a result of ``gather``) at the rows ``order``; a broadcast value stays one."""
+    if not isinstance(column, np.ndarray):  # a pandas Series
+        return column.take(order).reset_index(drop=True)
+    if not column.strides[0] and len(order):
+        return np.broadcast_to(column[:1], (len(order),))
+    return column[order]
+
+
+def frame(columns: dict) -> pd.DataFrame:  # noqa: F821 (pandas is imported here, when first needed)
+    """``columns`` as a frame (index 0..n-1), each column its own block: none is copied."""
+    import pandas as pd
+
+    rows = next((len(c) for c in columns.values()), 0)
+    return pd.DataFrame(columns, index=pd.RangeIndex(rows), copy=False)

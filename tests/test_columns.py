@@ -1,0 +1,76 @@
+"""The per-sample columns gathered a segment at a time: the frame Arrow's own conversion of the joined
+segments gives, with each column holding one value kept as one value."""
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from conftest import sample, write_lines
+
+from rl_board.analysis.source import load_run
+from rl_board.store.columns import frame, gather, take
+
+
+def _parts():
+    """Three parts as a run's segments differ: a column one part lacks, an integer and a boolean
+    column with a null in one part only, a column of one value, one NaN throughout, an empty part."""
+    return [
+        pa.table({"step": pa.array([1, 1], pa.int64()), "same": [0.5, 0.5], "nan": [np.nan, np.nan],
+                  "count": pa.array([3, 4], pa.int32()), "flag": [True, False], "zero": [-0.0, -0.0]}),
+        pa.table({"step": pa.array([], pa.int64()), "same": pa.array([], pa.float64()),
+                  "nan": pa.array([], pa.float64()), "count": pa.array([], pa.int32()),
+                  "flag": pa.array([], pa.bool_()), "zero": pa.array([], pa.float64())}),
+        pa.table({"step": pa.array([2, 3, 3], pa.int64()), "same": [0.5, 0.5, 0.5], "nan": [np.nan] * 3,
+                  "count": pa.array([5, None, 6], pa.int32()), "flag": pa.array([None, True, True]),
+                  "zero": [-0.0, 0.0, -0.0], "extra:late": [None, 2.0, None]}),
+    ]
+
+
+def test_gathered_columns_are_arrows_conversion_of_the_joined_parts():
+    """Every column has the dtype and the values ``concat_tables(...).to_pandas()`` gives (an int column
+    with a null as float64 NaN, a bool one as object with None, a column a part lacks as NaN there)."""
+    expected = pa.concat_tables(_parts(), promote_options="default").to_pandas()
+    columns, first = gather(_parts(), first_valid=True)
+    got = frame(columns)
+    pd.testing.assert_frame_equal(got, expected)
+    assert got["count"].dtype == np.float64 and got["count"].tolist()[:3] == [3.0, 4.0, 5.0]
+    assert np.isnan(got["count"].iloc[3]) and got["count"].iloc[4] == 6.0
+    assert got["flag"].tolist() == [True, False, None, True, True]
+    assert first == {"extra:late": 3}  # row 3: the second row of the third part (the second is empty)
+
+
+def test_a_column_of_one_value_is_not_materialised():
+    """A column whose every value has the same bytes is one value broadcast (stride 0), read-only;
+    -0.0 and 0.0 are different bytes: that column is an array; each part is let go once copied."""
+    parts = _parts()
+    columns, _ = gather(parts)
+    assert parts == [None, None, None]
+    for name in ("same", "nan"):
+        assert columns[name].strides == (0,) and not columns[name].flags.writeable
+    assert columns["same"].tolist() == [0.5] * 5
+    assert columns["zero"].strides == (8,)
+    assert [str(v) for v in columns["zero"]] == ["-0.0", "-0.0", "-0.0", "0.0", "-0.0"]
+    assert columns["step"].strides == (8,)
+    taken = take(columns["same"], np.array([4, 0]))
+    assert taken.tolist() == [0.5, 0.5] and taken.strides == (0,)
+    assert take(columns["step"], np.array([4, 0])).tolist() == [3, 1]
+
+
+def test_rank_files_are_ordered_and_unlogged_fields_cost_nothing(tmp_path):
+    """Rank files (every step in each) come out by step, file, line as before; a scalar no line logs
+    is NaN throughout, kept as one value, and the frame's dtypes are the schema's."""
+    write_lines(tmp_path / "data_rank0.jsonl", [sample(2, 0.1), sample(1, 0.2), sample(3, 0.6)])
+    write_lines(tmp_path / "data_rank1.jsonl", [sample(1, 0.3), sample(2, 0.4)])
+    run = load_run(tmp_path)
+    samples = run.samples
+    assert samples["step"].tolist() == [1, 1, 2, 2, 3]
+    assert samples["reward"].tolist() == [0.2, 0.3, 0.1, 0.4, 0.6]
+    assert samples["line"].tolist() == [2, 1, 1, 2, 3]
+    assert samples.index.equals(pd.RangeIndex(5))
+    assert samples["ref_reward"].isna().all() and samples["ref_reward"].to_numpy().strides == (0,)
+    assert samples["reward_gap"].dtype == np.float64 and samples["reward_gap"].isna().all()
+    assert samples["position"].tolist() == [-1] * 5 and samples["position"].dtype == np.int64
+    public = run.to_pandas()
+    assert public.loc["data_rank1.jsonl:2", "reward"] == 0.4
+    assert public["ref_reward"].dtype == np.float64
+    public.loc["data_rank1.jsonl:2", "ref_reward"] = 0.5  # the notebook's frame is its own, writable
+    assert public["ref_reward"].notna().sum() == 1 and samples["ref_reward"].isna().all()
