@@ -354,12 +354,16 @@ def _distinct_4gram_share(ids: np.ndarray, owner: np.ndarray, count: int) -> np.
     if not len(start):
         return out
     vocabulary = int(ids.max()) + 1
-    if vocabulary ** 4 * count < 2**62:  # one exact integer per (sample, 4-gram)
+    if vocabulary ** 4 < 2**62:  # one exact integer per (sample, 4-gram) among ``span`` samples at a time
         # the 4-gram at every position from shifted views (no gather per position), then those that start one
         at = ((ids[:-3] * vocabulary + ids[1:-2]) * vocabulary + ids[2:-1]) * vocabulary + ids[3:]
-        key = np.sort(who * vocabulary**4 + at[start])
-        new = np.r_[True, key[1:] != key[:-1]]
-        distinct = np.bincount(key[new] // vocabulary**4, minlength=count)
+        span = min(2**62 // vocabulary**4, count)  # samples whose keys fit one int64; owners ascend, so
+        key = who % span * vocabulary**4 + at[start]  # each run of ``span`` samples is one slice, sorted alone
+        bounds = np.searchsorted(who, np.arange(0, count + span, span))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            key[lo:hi].sort()
+        new = np.r_[True, (key[1:] != key[:-1]) | (who[1:] != who[:-1])]
+        distinct = np.bincount(who[new], minlength=count)
     else:
         a, b, c, d = (ids[start + k] for k in range(4))
         first, second = a * vocabulary + b, c * vocabulary + d
