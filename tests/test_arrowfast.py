@@ -2,6 +2,7 @@
 rows, errors and segment rows for every block, odd ones included, and taken where it should be."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,6 +118,24 @@ def test_arrow_takes_flat_blocks_only(block, taken):
         return  # parse_block never hands Arrow a block with a blank line or a line not starting an object
     got = read_flat(shape, shape.version, block, starts, lengths, 1, 0)
     assert (got is not None) == taken
+
+
+SAMPLES = sorted((Path(__file__).resolve().parent.parent / "rollout_samples").rglob("*.jsonl"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: str(p.relative_to(p.parents[2])))
+def test_the_bundled_runs_by_either_path(path, monkeypatch):
+    """Every bundled JSON-lines file, whole and in blocks of 5 lines: the same rows by either path."""
+    options = ReadOptions()
+    lines = path.read_bytes().splitlines(keepends=True)
+    for block in [b"".join(lines)] + [b"".join(lines[k:k + 5]) for k in range(0, min(len(lines), 50), 5)]:
+        monkeypatch.setattr(J, "ARROW_FAST", False)
+        J.parse_block(block, 1, 0, options)
+        struct = J.parse_block(block, 1, 0, options)
+        monkeypatch.setattr(J, "ARROW_FAST", True)
+        arrow = J.parse_block(block, 1, 0, options)
+        _assert_same(arrow.table, struct.table)
+        assert (arrow.errors, arrow.lines, arrow.steps) == (struct.errors, struct.lines, struct.steps)
 
 
 def test_a_mapped_reward_key(monkeypatch):
