@@ -10,6 +10,7 @@ import pytest
 from rl_board.derive.samples import derive
 from rl_board.readers import ReadOptions
 from rl_board.readers import jsonlines as J
+from rl_board.readers.jsonlines import shape as shape_module
 from rl_board.readers.jsonlines.arrowfast import read_flat
 
 VERL = {"input": "system\nYou are helpful.\nuser\nWhat is 2 + 3?\nassistant\n", "output": "It is \\boxed{5}.",
@@ -106,6 +107,23 @@ def test_the_same_rows_by_either_path(block, taken, monkeypatch):
     assert (arrow.errors, arrow.lines, arrow.steps) == (struct.errors, struct.lines, struct.steps)
     _assert_same(derive(arrow.table, options), derive(struct.table, options))
     assert (arrow.slow == 0) == taken or not struct.slow  # a block Arrow took read nothing slowly
+
+
+@pytest.mark.parametrize("block, taken", BLOCKS)
+def test_a_fresh_shape_by_either_path(block, taken, monkeypatch):
+    """A process's first block (its shape knows no extras yet): Arrow's reader learns them at once, the
+    struct path by refusals; the same rows, and the same keys learned."""
+    monkeypatch.setattr(shape_module, "_SHAPES", {})
+    monkeypatch.setattr(J, "ARROW_FAST", False)
+    struct = J.parse_block(block, 3, 10)
+    struct_keys = set(J._shape(()).keys)
+    monkeypatch.setattr(shape_module, "_SHAPES", {})
+    monkeypatch.setattr(J, "ARROW_FAST", True)
+    arrow = J.parse_block(block, 3, 10)
+    _assert_same(arrow.table, struct.table)
+    assert (arrow.errors, arrow.lines, arrow.steps) == (struct.errors, struct.lines, struct.steps)
+    if taken:
+        assert arrow.slow == 0 and set(J._shape(()).keys) == struct_keys
 
 
 @pytest.mark.parametrize("block, taken", BLOCKS)

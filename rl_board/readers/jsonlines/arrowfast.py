@@ -4,7 +4,8 @@ Short flat lines (verl's ``_dump_generations``: texts, a score, a step, a few nu
 decode plus Python work per field when decoded into structs (``shape``); Arrow's own JSON reader
 gives the columns at the speed of parsing them. It is taken only when its rows are certainly the
 ones ``shape._rows`` would build: every line starts with ``{`` (no blank line, no BOM), Arrow gives
-one row per line, every key is one the block's shape already knows, the typed keys hold exactly
+one row per line, every key is one the block's shape knows or learns at once (an extra a struct can
+name, within the shape's limit, as a refusal naming it would teach it), the typed keys hold exactly
 the types the struct wants (``step`` an int64 without nulls and within range, numbers int64 or
 finite doubles, texts strings; no lists, objects or booleans where a number is wanted), at most one
 of a field and its aliases is present, and a reward is on every line when one is required. Any
@@ -34,8 +35,7 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
     """The canonical rows of every line of ``data`` (complete lines, none blank, each starting with
     ``{``) as ``shape._rows`` builds them from ``version``'s structs, or None when this block is not
     one whose rows are certainly the same (see the module's docstring)."""
-    if not shape.usable or not len(starts) or not _looks_flat(data[:starts[1] if len(starts) > 1 else len(data)],
-                                                              version):
+    if not shape.usable or not len(starts) or not _looks_flat(data[:starts[1] if len(starts) > 1 else len(data)]):
         return None
     try:
         table = pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False,
@@ -44,8 +44,12 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
     except (pa.ArrowException, UnicodeDecodeError, ValueError):
         return None
     count = len(starts)
-    if table.num_rows != count or F.MESSAGES in names or not set(version.keys).issuperset(names):
+    if table.num_rows != count or F.MESSAGES in names:
         return None
+    if not set(version.keys).issuperset(names):  # extras the shape has not met: learned as a refusal would
+        if not shape.learn_keys(names):
+            return None
+        version = shape.version
     if any(pa.types.is_nested(f.type) for f in table.schema):
         return None
     found = {name: table.column(i).combine_chunks() for i, name in enumerate(names)}
@@ -100,15 +104,14 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
     return build_rows(columns, extras)
 
 
-def _looks_flat(line, version) -> bool:
-    """Whether a block's first line is an object of known keys with no list or object in it: a block of
-    per-token lists is not handed to Arrow only to be refused after a full parse."""
+def _looks_flat(line) -> bool:
+    """Whether a block's first line is an object with no list or object in it: a block of per-token
+    lists is not handed to Arrow only to be refused after a full parse."""
     try:
         record = orjson.loads(line)
     except orjson.JSONDecodeError:
         return False
-    return (isinstance(record, dict) and all(key in version.names for key in record)
-            and not any(isinstance(value, (list, dict)) for value in record.values()))
+    return isinstance(record, dict) and not any(isinstance(value, (list, dict)) for value in record.values())
 
 
 def _utf8(column: pa.Array) -> bool:
