@@ -324,20 +324,23 @@ def _words(tokens: Tokens, counted: Counted, words: _TextWords, options: ReadOpt
         token_id = tokens.id_of(token)
         if token_id is not None:
             keep &= tokens.ids != token_id
-    # one dictionary for both kinds of words: the tokens' strings, then the text words'
-    strings = pa.concat_arrays([pa.array(tokens.vocabulary, pa.string()), words.vocabulary])
-    unified = pc.dictionary_encode(strings)
-    remap = unified.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    ids = np.concatenate([remap[tokens.ids[keep]], remap[len(tokens.vocabulary) + words.ids]])
-    owner = np.concatenate([tokens.owner[keep], words.owner])
-    if len(words.ids) and keep.any():  # each part's owners ascend; a sample's words are in one part
-        order = np.argsort(owner, kind="stable")
-        ids, owner = ids[order], owner[order]
+    if not tokens.vocabulary:  # text words only (verl's dumps): their strings are the dictionary already
+        dictionary, ids, owner = words.vocabulary, words.ids, words.owner
+    else:  # one dictionary for both kinds of words: the tokens' strings, then the text words'
+        strings = pa.concat_arrays([pa.array(tokens.vocabulary, pa.string()), words.vocabulary])
+        unified = pc.dictionary_encode(strings)
+        dictionary = unified.dictionary
+        remap = unified.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        ids = np.concatenate([remap[tokens.ids[keep]], remap[len(tokens.vocabulary) + words.ids]])
+        owner = np.concatenate([tokens.owner[keep], words.owner])
+        if len(words.ids) and keep.any():  # each part's owners ascend; a sample's words are in one part
+            order = np.argsort(owner, kind="stable")
+            ids, owner = ids[order], owner[order]
     offsets = np.zeros(len(counted.count) + 1, np.int32)
     np.cumsum(np.bincount(owner, minlength=len(counted.count)), out=offsets[1:])
     neither = tokens.lengths < 0
     neither[words.rows] = False
-    values = pa.DictionaryArray.from_arrays(pa.array(ids.astype(np.int32, copy=False)), unified.dictionary)
+    values = pa.DictionaryArray.from_arrays(pa.array(ids.astype(np.int32, copy=False)), dictionary)
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(neither))
 
 
@@ -354,12 +357,25 @@ def _distinct_4gram_share(ids: np.ndarray, owner: np.ndarray, count: int) -> np.
     if not len(start):
         return out
     vocabulary = int(ids.max()) + 1
-    if vocabulary ** 4 * count < 2**62:  # one exact integer per (sample, 4-gram)
+    if vocabulary ** 4 < 2**62:  # one exact integer per (sample, 4-gram) among ``span`` samples at a time
         # the 4-gram at every position from shifted views (no gather per position), then those that start one
-        at = ((ids[:-3] * vocabulary + ids[1:-2]) * vocabulary + ids[2:-1]) * vocabulary + ids[3:]
-        key = np.sort(who * vocabulary**4 + at[start])
-        new = np.r_[True, key[1:] != key[:-1]]
-        distinct = np.bincount(key[new] // vocabulary**4, minlength=count)
+        at = ids[:-3] * vocabulary
+        for k in (1, 2):
+            at += ids[k:k - 3]
+            at *= vocabulary
+        at += ids[3:]
+        span = min(2**62 // vocabulary**4, count)  # samples whose keys fit one int64; owners ascend, so
+        key = (who % span if span < count else who) * vocabulary**4  # each run of ``span`` samples is one
+        key += at[start]  # slice, sorted alone
+        bounds = np.searchsorted(who, np.arange(0, count + span, span))
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            key[lo:hi].sort()
+        new = np.empty(len(key), bool)
+        new[0] = True
+        np.not_equal(key[1:], key[:-1], out=new[1:])
+        if span < count:  # keys of two runs may be equal
+            new[1:] |= who[1:] != who[:-1]
+        distinct = np.bincount(who[new], minlength=count)
     else:
         a, b, c, d = (ids[start + k] for k in range(4))
         first, second = a * vocabulary + b, c * vocabulary + d

@@ -1,10 +1,11 @@
 """The line parser every reader of JSON lines uses: a block of complete lines -> canonical rows.
 
-``parse_block`` splits the block at its newlines (numpy, no Python per line), decodes the lines by
-one msgspec call into the struct of the file's shape (``shape``), takes the columns from it, and
-reads alone, by the slow path (``slow``), each line the struct refused, which costs only itself:
-the rows are the same either way, or the line becomes an entry in ``errors``. Imports only the
-readers' own modules and ``base``.
+``parse_block`` splits the block at its newlines (numpy, no Python per line); a block of flat lines
+whose rows Arrow's JSON reader gives exactly as the struct would is read by it (``arrowfast``); any
+other block is decoded by one msgspec call into the struct of the file's shape (``shape``), its
+columns taken from it, and each line the struct refused read alone by the slow path (``slow``),
+which costs only itself: the rows are the same either way, or the line becomes an entry in
+``errors``. Imports only the readers' own modules and ``base``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ..base import KeyResolver, ReadOptions, line_too_long
 from ..canonical import ROWS
 from ..extras import cap, merged_notes
 from ..records import rows_table
+from .arrowfast import read_flat
 from .shape import ALIASES, _rows, _shape
 from .slow import _slow_row, not_json
 
@@ -30,6 +32,9 @@ _BLANK_FIRST = frozenset(b" \t\r\x0b\x0c")
 # the first bytes a JSON object's line may start with (a BOM's first byte too, as the slow path judges it);
 # a line starting with any other is no object: it goes to the slow path without a decode
 _OBJECT_FIRST = np.array(sorted({*b"{\xef", *_BLANK_FIRST}), np.uint8)
+_OPEN = ord("{")
+#: Whether a block of flat lines may be read by Arrow's JSON reader (``arrowfast``); False for checks
+ARROW_FAST = True
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 
 
@@ -98,6 +103,11 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
 def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offset, options,
                 reward_required=True) -> ParsedBlock:
     buffer = np.frombuffer(data, np.uint8)
+    if ARROW_FAST and shape is not None and len(lines) == len(starts) and (buffer[starts] == _OPEN).all():
+        table = read_flat(shape, shape.version, data, starts, lengths, first_line, base_offset, reward_required)
+        if table is not None:
+            table, _ = cap(table, options.max_extras)
+            return ParsedBlock(table, lines=len(ends))
     hopeless = ~np.isin(buffer[starts[lines]], _OBJECT_FIRST) if len(lines) else np.zeros(0, bool)
     if shape is None:
         objs, fast, slow, version = [], [], list(lines), None

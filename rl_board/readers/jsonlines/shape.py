@@ -122,6 +122,19 @@ class _Shape:
         self._build()
         return True
 
+    def learn_keys(self, keys) -> bool:
+        """Add ``keys`` (extras a block holds, met by Arrow's reader) to the shape at once, as a refusal
+        naming them would; False, learning none, when one can't be a struct's field or they don't fit."""
+        with self._lock:
+            new = [key for key in dict.fromkeys(keys) if key not in self._known]
+            if not all(struct_safe(key) for key in new) or len(self.keys) + len(new) > _MAX_KEYS:
+                return False
+            if new:
+                for key in new:
+                    self._add(key)
+                self._build()
+            return True
+
     def decode(self, data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray):
         """(structs, the line index of each, line indices the slow path reads, the shape's version
         that decoded them) for ``lines``."""
