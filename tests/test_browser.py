@@ -954,11 +954,19 @@ def test_the_address_names_what_is_shown_after_any_sequence(server):
         expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
                                                                                     timeout=30_000)
         check("a click on the reward curve")
-        for move in (page.go_back, page.go_back, page.go_forward):
-            move()
-            check(move.__name__)
+        back = len(steps)
+        page.go_back()  # to the overview the curve was clicked in
+        page.wait_for_function(f"() => {{ const s = {shown_js}; return s.area === 'overview' && s.stale === 0; }}",
+                               timeout=20_000)
+        expect(page.get_by_role("tab", name="Run overview")).to_have_attribute("aria-selected", "true")
+        page.go_back()
+        check("back twice")
+        page.go_forward()
+        page.go_forward()
+        check("forward twice")
         # the match's step, then a step up after each return, End, a step down, Home, all sorted by KL mean
         assert steps[1:8] == [(s, "KL mean") for s in ("25", "26", "27", "28", "30", "29", "1")], steps
         assert steps[8][0] != "1" and steps[8][1] == "KL mean", steps  # dragged up from step 1
         assert steps[9][1] == "response length" and steps[10] == ("5", "response length"), steps  # the 5th point
+        assert steps[back:] == [steps[9], steps[10]], steps  # back shows the batch as it was, forward the click's
         assert page.get_by_test_id("stException").count() == 0
