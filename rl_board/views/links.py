@@ -47,9 +47,9 @@ def read() -> None:
     """On a session's first run: put the link's root, run, read options and estimator into the widgets'
     state (before they are drawn) and keep its area, step, sample and sort for when the run is loaded.
 
-    On the browser's back or forward to an address of the run shown (the same root, run and way of reading
-    it): its area, step, sample and sort are shown again. An address of another run or read another way is
-    not followed: the address is written again to name what is shown."""
+    On the browser's back or forward to an address that differs from the one last written only in its
+    area, step, sample and sort: those are shown again. Any other (another run, read another way, another
+    estimator or Diff choice) is not followed: the address is written again to name what is shown."""
     params = {key: st.query_params.get(key) for key in _PARAMS}
     if _PENDING in st.session_state:
         written = st.session_state.get(_WRITTEN)
