@@ -876,3 +876,97 @@ def test_a_sort_survives_a_search_and_the_address_names_what_is_shown(server):
         names_what_is_shown()
         assert address()["sort"] == "KL mean"
         assert page.get_by_test_id("stException").count() == 0
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed (./test.sh installs it)")
+def test_the_address_names_what_is_shown_after_any_sequence(server):
+    """In Chromium, on ppo_demo: sort by KL mean, search in Explore, open a match of step 25, then areas
+    switched back and forth (at once, not waiting for the page), the step moved by the keyboard (arrows,
+    End, Home) and by dragging the slider, the sort changed, a step picked from the reward curve, back
+    and forward: after each, once the page settles, the address's step, sample and sort are the slider's,
+    the picker's and the sort box's (the address once kept step=25 while step 30 was shown)."""
+    from playwright.sync_api import expect
+
+    def check(what: str) -> None:
+        """Wait until the page settles with the address naming what it shows, and stays so."""
+        for _ in range(2):  # the second time: nothing written later undid it
+            try:
+                page.wait_for_function(f"""() => {{ const s = {shown_js}; return s.stale === 0 && s.picker !== null
+                    && s.picker.endsWith(' · ' + s.sample) && s.slider === s.step && s.sortBox === s.sort
+                    && s.area === 'batch'; }}""", timeout=20_000)
+            except Exception:
+                raise AssertionError(f"after {what}: the page showed {page.evaluate(shown_js)}") from None
+            page.wait_for_timeout(1500)
+        shown = page.evaluate(shown_js)
+        steps.append((shown["step"], shown["sort"]))
+
+    def drag_slider(dx: float) -> None:
+        thumb = page.get_by_role("slider", name="Step").bounding_box()
+        y = thumb["y"] + thumb["height"] / 2
+        page.mouse.move(thumb["x"] + thumb["width"] / 2, y)
+        page.mouse.down()
+        page.mouse.move(thumb["x"] + thumb["width"] / 2 + dx, y, steps=10)
+        page.mouse.up()
+
+    #: what the page shows (slider, picker, sort box, stale elements) and what its address names
+    shown_js = """(() => { const p = new URLSearchParams(location.search);
+        const value = label => document.querySelector(`input[aria-label="${label}"]`)?.value ?? null;
+        return {slider: value("Step"), picker: value("Sample (in table order)"), sortBox: value("Sort samples by"),
+                stale: document.querySelectorAll('[data-stale="true"]').length, area: p.get("area"),
+                step: p.get("step"), sample: p.get("sample"), sort: p.get("sort")}; })()"""
+    steps: list[tuple[str, str]] = []  # (step, sort) shown after each action
+    with _page(server, 1500, 1000) as page:
+        _open_bundled_and_sort(page, "ppo_demo", "KL mean")
+        check("sorting by KL mean")
+        _open_area(page, "Explore")
+        regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
+        regex.fill("haiku about the number 15")  # the prompts of a few earlier steps
+        page.get_by_role("combobox", name="in", exact=True).click()
+        page.get_by_role("option", name="prompt", exact=True).click()
+        expect(page.get_by_text(re.compile(r"^\d+ of 480 samples match$"))).to_be_visible(timeout=30_000)
+        table = page.get_by_test_id("stDataFrame").first
+        page.wait_for_timeout(1000)  # the matches' table is drawn again once the search settles
+        table.scroll_into_view_if_needed()
+        box = table.bounding_box()
+        page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first match
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                    timeout=30_000)
+        check("opening a match")
+        slider = page.get_by_role("slider", name="Step")
+        for area in ("Explore", "Run overview", "Explore"):
+            _open_area(page, area)
+            _open_area(page, "Batch and sample")  # at once: the other area's run may not be over
+            slider.focus()
+            page.keyboard.press("ArrowRight")
+            check(f"{area}, back and ArrowRight")
+        for key in ("End", "ArrowLeft", "Home"):
+            slider.focus()
+            page.keyboard.press(key)
+            check(f"the {key} key")
+        drag_slider(400)
+        check("dragging the slider right")
+        _pick_option(page, page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by"), "response length")
+        check("sorting by response length")
+        _open_area(page, "Run overview")
+        point = page.get_by_test_id("stPlotlyChart").first.locator("g.trace.scatter path.point").nth(4)
+        expect(point).to_be_visible(timeout=30_000)
+        point.click(force=True)  # plotly's drag layer lies over the points; a click there selects the point
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                    timeout=30_000)
+        check("a click on the reward curve")
+        back = len(steps)
+        page.go_back()  # to the overview the curve was clicked in
+        page.wait_for_function(f"() => {{ const s = {shown_js}; return s.area === 'overview' && s.stale === 0; }}",
+                               timeout=20_000)
+        expect(page.get_by_role("tab", name="Run overview")).to_have_attribute("aria-selected", "true")
+        page.go_back()
+        check("back twice")
+        page.go_forward()
+        page.go_forward()
+        check("forward twice")
+        # the match's step, then a step up after each return, End, a step down, Home, all sorted by KL mean
+        assert steps[1:8] == [(s, "KL mean") for s in ("25", "26", "27", "28", "30", "29", "1")], steps
+        assert steps[8][0] != "1" and steps[8][1] == "KL mean", steps  # dragged up from step 1
+        assert steps[9][1] == "response length" and steps[10] == ("5", "response length"), steps  # the 5th point
+        assert steps[back:] == [steps[9], steps[10]], steps  # back shows the batch as it was, forward the click's
+        assert page.get_by_test_id("stException").count() == 0

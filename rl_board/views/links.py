@@ -10,6 +10,7 @@ the run) gets a short message saying what is shown instead."""
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from ..analysis.run import Run
 from ..analysis.tables import sort_choices
@@ -29,6 +30,7 @@ _PARAMS = ("root", "run", "split", "area", "step", "sample", "sort", "kl", "fiel
            "tokenizer", "diff_run", "diff_steps", "diff_steps_b")
 #: the Diff area's choice: address parameter -> widget (written while set, read into the widget as is)
 _DIFF_PARAMS = {"diff_run": keys.DIFF_RUN, "diff_steps": keys.DIFF_STEPS, "diff_steps_b": keys.DIFF_STEPS_B}
+_VIEW = ("area", "step", "sample", "sort")  # what back and forward show again, in the run shown
 NO_TOKEN = "none"  # pad=none, eos=none: no pad (or EOS) token
 
 #: The page's areas as the address names them.
@@ -36,12 +38,26 @@ AREAS = {"overview": keys.OVERVIEW, "batch": keys.BATCH, "explore": keys.EXPLORE
          "compare": keys.COMPARE, "diff": keys.DIFF}
 
 
+def _went_back() -> bool:
+    """Whether this run is the browser's back or forward button (Streamlit reruns with that entry's address)."""
+    return bool(getattr(get_script_run_ctx(), "is_history_navigation", False))
+
+
 def read() -> None:
     """On a session's first run: put the link's root, run, read options and estimator into the widgets'
-    state (before they are drawn) and keep its area, step, sample and sort for when the run is loaded."""
-    if _PENDING in st.session_state:
-        return
+    state (before they are drawn) and keep its area, step, sample and sort for when the run is loaded.
+
+    On the browser's back or forward to an address that differs from the one last written only in its
+    area, step, sample and sort: those are shown again. Any other (another run, read another way, another
+    estimator or Diff choice) is not followed: the address is written again to name what is shown."""
     params = {key: st.query_params.get(key) for key in _PARAMS}
+    if _PENDING in st.session_state:
+        written = st.session_state.get(_WRITTEN)
+        if written and _went_back() and all(params[k] == written.get(k) for k in _PARAMS if k not in _VIEW):
+            st.session_state[_PENDING] = {**{k: v for k, v in params.items() if k in _VIEW and v},
+                                          "run": written["run"], "loaded": True}
+            st.session_state[_NOTES] = []
+        return
     st.session_state[_PENDING] = {k: v for k, v in params.items() if v is not None and (v or k in ("pad", "eos"))}
     st.session_state[_NOTES] = []
     if params["root"]:
