@@ -294,6 +294,10 @@ class _TextWords:
         self.rows = np.flatnonzero(without_tokens & present)
         split = pc.utf8_split_whitespace(responses.take(pa.array(self.rows, pa.int64())))
         flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
+        # Arrow's split now and then leaves the whitespace that ends the last response on its last word
+        # ("4625 " for "... 4625 "; it depends on what lies past the text's buffer, so on the process's
+        # history): a word never holds whitespace, so it is trimmed off
+        flat = pc.utf8_rtrim_whitespace(flat)
         word = pc.not_equal(flat, "")  # the split gives an empty word at each end that is whitespace
         encoded = pc.dictionary_encode(flat.filter(word))
         self.ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
