@@ -98,11 +98,7 @@ BLOCKS = [
 @pytest.mark.parametrize("block, taken", BLOCKS)
 def test_the_same_rows_by_either_path(block, taken, monkeypatch):
     options = ReadOptions()
-    monkeypatch.setattr(J, "ARROW_FAST", False)
-    J.parse_block(block, 7, 100, options)  # the shape learns the block's keys, as a run's first block does
-    struct = J.parse_block(block, 7, 100, options)
-    monkeypatch.setattr(J, "ARROW_FAST", True)
-    arrow = J.parse_block(block, 7, 100, options)
+    arrow, struct = _by_either_path(block, options, monkeypatch, 7, 100)
     _assert_same(arrow.table, struct.table)
     assert (arrow.errors, arrow.lines, arrow.steps) == (struct.errors, struct.lines, struct.steps)
     _assert_same(derive(arrow.table, options), derive(struct.table, options))
@@ -147,11 +143,7 @@ def test_the_bundled_runs_by_either_path(path, monkeypatch):
     options = ReadOptions()
     lines = path.read_bytes().splitlines(keepends=True)
     for block in [b"".join(lines)] + [b"".join(lines[k:k + 5]) for k in range(0, min(len(lines), 50), 5)]:
-        monkeypatch.setattr(J, "ARROW_FAST", False)
-        J.parse_block(block, 1, 0, options)
-        struct = J.parse_block(block, 1, 0, options)
-        monkeypatch.setattr(J, "ARROW_FAST", True)
-        arrow = J.parse_block(block, 1, 0, options)
+        arrow, struct = _by_either_path(block, options, monkeypatch)
         _assert_same(arrow.table, struct.table)
         assert (arrow.errors, arrow.lines, arrow.steps) == (struct.errors, struct.lines, struct.steps)
 
@@ -159,11 +151,7 @@ def test_the_bundled_runs_by_either_path(path, monkeypatch):
 def test_a_mapped_reward_key(monkeypatch):
     options = ReadOptions(fields=(("reward", "my score"),))
     block = _block(*[{"q": "p", "response": "r", "my score": k, "step": k} for k in range(5)])
-    monkeypatch.setattr(J, "ARROW_FAST", False)
-    J.parse_block(block, 1, 0, options)
-    struct = J.parse_block(block, 1, 0, options)
-    monkeypatch.setattr(J, "ARROW_FAST", True)
-    arrow = J.parse_block(block, 1, 0, options)
+    arrow, struct = _by_either_path(block, options, monkeypatch)
     _assert_same(arrow.table, struct.table)
     assert arrow.table["reward"].to_pylist() == [0.0, 1.0, 2.0, 3.0, 4.0]
 
@@ -185,6 +173,16 @@ def test_rows_by_hand():
     assert table["extra:acc"].to_pylist() == [1.0, 0.0]
     assert table["extra:format_score"].to_pylist() == [0.1, None]
     assert "extra:pred" not in table.column_names  # texts are no extras
+
+
+def _by_either_path(block: bytes, options: ReadOptions, monkeypatch, first_line: int = 1, offset: int = 0):
+    """(Arrow's parse, the struct path's parse) of ``block``, the shape having learned the block's keys
+    first, as a run's first block teaches them."""
+    monkeypatch.setattr(J, "ARROW_FAST", False)
+    J.parse_block(block, first_line, offset, options)
+    struct = J.parse_block(block, first_line, offset, options)
+    monkeypatch.setattr(J, "ARROW_FAST", True)
+    return J.parse_block(block, first_line, offset, options), struct
 
 
 def _assert_same(a, b) -> None:
