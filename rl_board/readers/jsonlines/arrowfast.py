@@ -72,9 +72,7 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
                 return None
             columns[name] = steps
         elif name in _NUMBER_FIELDS:
-            if column.type not in _NUMERIC:
-                return None
-            numbers = _floats(column)
+            numbers = _floats(column, _NUMERIC)
             if numbers is None:
                 return None
             columns[name] = numbers
@@ -91,9 +89,7 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
         column = present.get(key)
         if column is None or key in shape.taken or column.type == pa.string():
             continue
-        if column.type not in _EXTRA_TYPES:
-            return None
-        numbers = _floats(column)
+        numbers = _floats(column, _EXTRA_TYPES)
         if numbers is None:
             return None
         extras[key] = numbers
@@ -124,10 +120,12 @@ def _utf8(column: pa.Array) -> bool:
     return True
 
 
-def _floats(column: pa.Array) -> pa.Array | None:
+def _floats(column: pa.Array, types: tuple) -> pa.Array | None:
     """A float64 column of int64, double or bool values as the struct path converts them (an int
-    rounded to the nearest double, true 1.0), nulls kept; None with a value that is not finite
-    (Arrow reads NaN and Infinity, which are not JSON)."""
+    rounded to the nearest double, true 1.0), nulls kept; None when the column's type is not one of
+    ``types`` or a value is not finite (Arrow reads NaN and Infinity, which are not JSON)."""
+    if column.type not in types:
+        return None
     valid = column.is_valid().to_numpy(zero_copy_only=False)
     values = column.to_numpy(zero_copy_only=False)
     if column.type == pa.float64():
