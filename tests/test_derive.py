@@ -102,6 +102,22 @@ def test_text_words_split_on_exactly_what_str_split_splits_on():
     assert [c for c, text, count in zip(chars, texts, got) if count != len(text.split())] == []
 
 
+def test_ascii_and_other_texts_of_one_block_keep_their_words_in_sample_order():
+    """ASCII texts are split over their bytes, others by Arrow: in one block, each sample's words are
+    still what ``str.split`` gives, in its order, and the 4-gram share is that of those words (by hand)."""
+    import random
+
+    rng = random.Random(7)
+    pieces = ["a", "bb", " ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x1b", "\x00", "~", "é", "\u3000",
+              "\x85", "\xa0", "字"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(400)]
+    texts += ["a b a b a b c", "a b a b a b c \u3000"]  # 4-grams: ab a b, b a b a, a b a b, b a b c: 3 distinct of 4
+    nulls = pa.nulls(len(texts))
+    table = derive(build_rows({name: nulls for name in ROWS.names} | {"response": pa.array(texts)}, {}))
+    assert table["words"].to_pylist() == [text.split() for text in texts]
+    assert table["repeat_4gram"].to_pylist()[-2:] == [1 - 3 / 4, 1 - 3 / 4]
+
+
 def test_words_survive_segments_of_many_blocks_and_the_cache(tmp_path, monkeypatch):
     """A file read in many blocks (each its own dictionary) is written as one segment and read back
     from the cache with every sample's words; the samples table carries no words."""
