@@ -86,3 +86,61 @@ def test_bundled_runs_are_not_garbled(demo):
     from conftest import REPO
 
     assert _garbled(REPO / "rollout_samples" / demo) == []
+
+
+def _by_hand(texts: list[str], early: list[bool]) -> list[bool]:
+    """The module's definition, one response at a time in plain Python (an independent route)."""
+    import unicodedata
+
+    def kind(char):
+        if char == "\ufffd" or unicodedata.category(char) in ("Cc", "Co"):
+            return "bad"
+        return compute_script(char)
+
+    letters: dict[str, int] = {}
+    for text, is_early in zip(texts, early):
+        for char in "".join(text.split()) if is_early else "":
+            script = kind(char)
+            if script not in (None, "bad"):
+                letters[script] = letters.get(script, 0) + 1
+    total = sum(letters.values())
+    out = []
+    for text in texts:
+        chars = "".join(text.split())
+        odd = sum(1 for c in chars if kind(c) == "bad" or (kind(c) is not None and total > 0
+                                                             and letters.get(kind(c), 0) * 20 < total))
+        out.append(bool(chars) and odd * 10 >= 3 * len(chars))
+    return out
+
+
+def test_garbled_responses_across_many_segments_match_the_definition_by_hand(tmp_path, monkeypatch):
+    """Random responses of many writing systems, U+FFFD and control characters over 6 files (each its own
+    segments, each with its own dictionary of words): each response's verdict is the definition's, worked out
+    per response in plain Python; E = steps 1-2."""
+    import random
+
+    import numpy as np
+
+    from rl_board.analysis.findings.common import _log_order
+    from rl_board.analysis.findings.garbled import compute_garbled
+
+    rng = random.Random(11)
+    alphabet = ["a", "b", "Ж", "д", "中", "あ", "\ufffd", "\x01", "\ue000", "5", ".", " ", " ", "Ａ", "\u0301", "ع"]
+    weights = [30, 30, 3, 2, 4, 1, 1, 1, 1, 3, 3, 20, 0, 1, 1, 1]
+    texts_by_file = {}
+    for rank in range(6):
+        lines = []
+        for step in range(1, 7):
+            for _ in range(15):
+                text = "".join(rng.choices(alphabet, weights, k=rng.randint(0, 14)))
+                lines.append(sample(step, 0.0, response=text))
+        texts_by_file[rank] = lines
+        write_lines(tmp_path / "run" / f"rank{rank}.jsonl", lines)
+    run = load_run(tmp_path / "run", cache_root=False)
+    samples = _log_order(run.samples)
+    texts = [texts_by_file[int(run.files[f][len("rank"):-len(".jsonl")])][line - 1]["response"]
+             for f, line in zip(samples["file"], samples["line"])]
+    early = np.isin(samples["step"].to_numpy(), [1, 2])
+    got, _ = compute_garbled(lambda: run.word_chunks(samples), early)
+    assert got.tolist() == _by_hand(texts, early.tolist())
+    assert 5 < got.sum() < len(got) - 5  # both verdicts are met

@@ -58,28 +58,36 @@ class SegmentQueries:
                 out[place] = value
         return out
 
+    def word_chunks(self, frame: pd.DataFrame):
+        """The words of ``frame``'s rows (rows of ``samples``) a stored chunk at a time, as indices into the
+        chunk's own dictionary: yields (``places``: int64, the rows' places in ``frame``; ``lengths``: int64,
+        each row's word count, -1 for a sample with neither tokens nor a response; ``indices``: int32, the
+        rows' words one row after another; ``dictionary``: the chunk's words, a ``pa.StringArray``). Memory
+        is that of one chunk; no word becomes a Python string."""
+        import pyarrow.compute as pc
+
+        rows = frame["row"].to_numpy()
+        for table, at in self._by_table(frame):
+            for picked, values in _take_chunks(table.column("words"), rows[at]):
+                flat = values.flatten()  # the taken rows' words, a dictionary array
+                yield (at[picked], pc.list_value_length(values).fill_null(-1).to_numpy().astype(np.int64),
+                       flat.indices.to_numpy(zero_copy_only=False), flat.dictionary)
+
     def word_ids(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
         """The words of ``frame``'s rows (rows of ``samples``), in its order, as ids into one vocabulary:
         (``ids``: int32, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
         (rows,), each row's word count, -1 for a sample with neither tokens nor a response;
         ``vocabulary``: each id's word). ``words`` gives the same words as strings. Each segment's
         dictionary is mapped to the vocabulary once; no word becomes a Python string."""
-        import pyarrow.compute as pc
-
         vocabulary: dict[str, int] = {}
         lengths = np.full(len(frame), -1, dtype=np.int64)
-        parts = []  # (places in frame, their lengths, their ids)
-        rows = frame["row"].to_numpy()
-        for table, at in self._by_table(frame):
-            column = table.column("words")
-            for picked, values in _take_chunks(column, rows[at]):
-                places = at[picked]
-                lengths[places] = pc.list_value_length(values).fill_null(-1).to_numpy()
-                flat = values.flatten()  # the taken rows' words, a dictionary array
-                strings = flat.dictionary.to_pylist()  # small: each distinct word of the chunk once
-                remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int32,
-                                    len(strings))
-                parts.append((places, np.take(remap, flat.indices.to_numpy(zero_copy_only=False))))
+        parts = []  # (places in frame, their ids)
+        for places, counts, indices, dictionary in self.word_chunks(frame):
+            lengths[places] = counts
+            strings = dictionary.to_pylist()  # small: each distinct word of the chunk once
+            remap = np.fromiter((vocabulary.setdefault(w, len(vocabulary)) for w in strings), np.int32,
+                                len(strings))
+            parts.append((places, np.take(remap, indices)))
         sizes = np.maximum(lengths, 0)
         starts = np.cumsum(sizes) - sizes
         ids = np.empty(int(sizes.sum()), dtype=np.int32)

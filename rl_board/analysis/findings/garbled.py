@@ -10,8 +10,9 @@ its letters are under ``RARE_SCRIPT_SHARE`` of the early window's letters (none 
 window has no letters). A response is garbled when its bad characters plus its letters of rare scripts
 are at least ``GARBLED_SHARE`` of its non-whitespace characters (and it has one).
 
-Computed over the distinct words once (their characters as one UTF-32 array, each distinct code point
-classified once) and summed per response through word ids: no response becomes a Python string."""
+Computed a stored chunk of words at a time (``Run.word_chunks``): each chunk's distinct words as one UTF-32
+array, each distinct code point of the run classified once, summed per response through the chunk's word
+indices; no response becomes a Python string, and memory is one chunk's, not the run's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+import pyarrow.compute as pc
 
 from ...base import fields as F
 from .common import Finding, _ids, _log_order, _percent, compute_onset
@@ -73,50 +75,78 @@ def _classify(points: np.ndarray, scripts: dict[str, int]) -> np.ndarray:
     return out
 
 
-def compute_garbled(ids: np.ndarray, lengths: np.ndarray, vocabulary: list[str],
-                    early: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    """(whether each response is garbled: bool, shape (responses,); the early window's letters by
-    script). ``ids``, ``lengths`` and ``vocabulary`` are ``Run.word_ids`` of the responses; ``early``
-    (bool, shape (responses,)) marks those of the early window. Only a response holding a word with a
-    bad or rare-script character can be garbled: the others' characters are never summed (on 2M
-    responses of a healthy run, none is)."""
-    sizes = np.maximum(lengths, 0)
-    n_words = len(vocabulary)
-    scripts: dict[str, int] = {}
-    if n_words:
-        text = "".join(vocabulary)
+class _Characters:
+    """Each code point's class, worked out once per run (``_classify``), and the scripts met so far."""
+
+    def __init__(self):
+        self.scripts: dict[str, int] = {}
+        self._known: dict[int, int] = {}
+
+    def of_words(self, dictionary) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """For the words of ``dictionary`` (a ``pa.StringArray``): (their non-whitespace characters, their bad
+        characters, then their letters by script as (word, script, count) triples); int64 arrays."""
+        n_words = len(dictionary)
+        empty = np.zeros(0, dtype=np.int64)
+        if not n_words:
+            return empty, empty, empty, empty, empty
+        text = "".join(dictionary.to_pylist())
         points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        word_lengths = np.fromiter((len(w) for w in vocabulary), dtype=np.int64, count=n_words)
         distinct, inverse = np.unique(points, return_inverse=True)
-        classes = _classify(distinct, scripts)[inverse]
-        owner = np.repeat(np.arange(n_words), word_lengths)
-    else:
-        classes = owner = np.zeros(0, dtype=np.int64)
-    nonspace = np.bincount(owner[classes != _SPACE], minlength=n_words)
-    # letters of each script per word, as (word, script) pairs with their counts
-    lettered = classes >= 3
-    pairs, counts = np.unique(owner[lettered] * max(len(scripts), 1) + (classes[lettered] - 3), return_counts=True)
-    pair_word, pair_script = np.divmod(pairs, max(len(scripts), 1))
-    starts = np.cumsum(sizes) - sizes
-    in_early = np.repeat(early, sizes)
-    early_uses = np.bincount(ids[in_early], minlength=n_words)
-    early_letters = np.bincount(pair_script, weights=counts * early_uses[pair_word], minlength=len(scripts))
-    total = float(early_letters.sum())
-    rare = np.zeros(len(scripts), dtype=bool) if total <= 0 else (
-        early_letters * RARE_SCRIPT_SHARE.denominator < RARE_SCRIPT_SHARE.numerator * total)
-    bad = np.bincount(owner[classes == _BAD], minlength=n_words)
-    bad = bad + np.bincount(pair_word, weights=counts * rare[pair_script], minlength=n_words).astype(np.int64)
-    garbled = np.zeros(len(sizes), dtype=bool)
-    # a response without a bad word has no bad character, and 0 >= 3/10 of its characters only when it has none
-    suspects = np.unique(np.searchsorted(starts + sizes, np.flatnonzero((bad > 0)[ids]), side="right"))
-    if len(suspects):
-        own = sizes[suspects]
-        at = np.repeat(starts[suspects] - (np.cumsum(own) - own), own) + np.arange(int(own.sum()))
-        their = np.cumsum(own) - own  # each suspect's words, one suspect after another
-        per_bad = _sum_rows(bad[ids[at]], their, own)
-        per_all = _sum_rows(nonspace[ids[at]], their, own)
-        garbled[suspects] = (per_all > 0) & (per_bad * GARBLED_SHARE.denominator >= GARBLED_SHARE.numerator * per_all)
-    by_name = {name: int(early_letters[i]) for name, i in scripts.items()}
+        new = [p for p in distinct.tolist() if p not in self._known]
+        if new:
+            self._known.update(zip(new, _classify(np.array(new, dtype=np.uint32), self.scripts).tolist()))
+        classes = np.array([self._known[p] for p in distinct.tolist()], dtype=np.int64)[inverse]
+        owner = np.repeat(np.arange(n_words), pc.utf8_length(dictionary).to_numpy(zero_copy_only=False))
+        nonspace = np.bincount(owner[classes != _SPACE], minlength=n_words)
+        bad = np.bincount(owner[classes == _BAD], minlength=n_words)
+        lettered = classes >= 3
+        width = max(len(self.scripts), 1)
+        pairs, counts = np.unique(owner[lettered] * width + (classes[lettered] - 3), return_counts=True)
+        pair_word, pair_script = np.divmod(pairs, width)
+        return nonspace, bad, pair_word, pair_script, counts
+
+
+def compute_garbled(chunks, early: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
+    """(whether each response is garbled: bool, shape (responses,); the early window's letters by
+    script). ``chunks`` is a callable giving, each time it is called, the responses' words a chunk at
+    a time as ``Run.word_chunks`` yields them; ``early`` (bool, shape (responses,)) marks those of the
+    early window. Two passes, a chunk in memory at a time: the early window's letters by script (so
+    which scripts are rare), then each response holding a word with a bad or rare-script character
+    (only those can be garbled: on 2M responses of a healthy run, none is) summed word by word."""
+    characters = _Characters()
+    early_letters: dict[int, int] = {}
+    for places, lengths, indices, dictionary in chunks():
+        _, _, pair_word, pair_script, counts = characters.of_words(dictionary)
+        sizes = np.maximum(lengths, 0)
+        in_early = np.repeat(early[places], sizes)
+        if not in_early.any() or not len(pair_word):
+            continue
+        uses = np.bincount(indices[in_early], minlength=len(dictionary))
+        letters = np.bincount(pair_script, weights=counts * uses[pair_word]).astype(np.int64)  # exact: < 2**53
+        for script in np.flatnonzero(letters).tolist():
+            early_letters[script] = early_letters.get(script, 0) + int(letters[script])
+    total = sum(early_letters.values())
+    rare = np.array([total > 0 and early_letters.get(i, 0) * RARE_SCRIPT_SHARE.denominator
+                     < RARE_SCRIPT_SHARE.numerator * total for i in range(len(characters.scripts))] or [False])
+    garbled = np.zeros(len(early), dtype=bool)
+    for places, lengths, indices, dictionary in chunks():
+        nonspace, bad, pair_word, pair_script, counts = characters.of_words(dictionary)
+        if not len(nonspace):
+            continue
+        bad = bad + np.bincount(pair_word, weights=counts * rare[pair_script], minlength=len(dictionary)).astype(np.int64)
+        sizes = np.maximum(lengths, 0)
+        starts = np.cumsum(sizes) - sizes
+        # a response without a bad word has no bad character, and 0 >= 3/10 of its characters only when it has none
+        suspects = np.unique(np.searchsorted(starts + sizes, np.flatnonzero((bad > 0)[indices]), side="right"))
+        if len(suspects):
+            own = sizes[suspects]
+            at = np.repeat(starts[suspects] - (np.cumsum(own) - own), own) + np.arange(int(own.sum()))
+            their = np.cumsum(own) - own  # each suspect's words, one suspect after another
+            per_bad = _sum_rows(bad[indices[at]], their, own)
+            per_all = _sum_rows(nonspace[indices[at]], their, own)
+            garbled[places[suspects]] = (per_all > 0) & (
+                per_bad * GARBLED_SHARE.denominator >= GARBLED_SHARE.numerator * per_all)
+    by_name = {name: early_letters.get(i, 0) for name, i in characters.scripts.items()}
     return garbled, by_name
 
 
@@ -131,14 +161,14 @@ def _sum_rows(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.n
 
 
 def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
-    samples = _log_order(run.samples)
+    # in log order, only what the check reads (a sorted copy of every column would be the run's size again)
+    samples = _log_order(run.samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
     if samples.empty or not early_steps:
         return None
-    ids, lengths, vocabulary = run.word_ids(samples)
     step = samples[F.STEP].to_numpy()
     early = np.isin(step, early_steps)
     late = np.isin(step, late_steps)
-    garbled, _ = compute_garbled(ids, lengths, vocabulary, early)
+    garbled, _ = compute_garbled(lambda: run.word_chunks(samples), early)
     n_early = int(early.sum())
     if Fraction(int(garbled[early].sum()), n_early) >= EARLY_MAX:
         return None
