@@ -371,3 +371,20 @@ def test_a_whole_graph_is_not_broken():
     nodes = [v1_node({"role": "user", "content": "a"}), v1_node({"role": "assistant", "content": "old"}, True, 0),
              v1_node({"role": "assistant", "content": "new"}, True, 0)]
     assert prime_rl.graph_problems(nodes) == []
+
+
+def test_a_chain_is_all_its_nodes_and_what_is_almost_one_is_read_as_a_graph():
+    """A chain (each node's parent the one before) is the whole conversation, unbroken; a parent given as
+    ``true`` (a bool, not the index 1), the root pointing at itself, or a second root are read as graphs."""
+    user, mid, last = ({"role": r, "content": c} for r, c in (("user", "a"), ("assistant", "b"), ("user", "c")))
+    chain = [v1_node(user), v1_node(mid, True, 0), v1_node(last, False, 1)]
+    assert [n["message"]["content"] for n in prime_rl.branch(chain)] == ["a", "b", "c"]
+    assert prime_rl.graph_problems(chain) == []
+    flagged = [v1_node(user), v1_node(mid, True, 0), {**v1_node(last, False, 1), "parent": True}]
+    # parents {0, True}: True is 1, so the leaf is node 2, whose parent is no index: the path starts there
+    assert [n["message"]["content"] for n in prime_rl.branch(flagged)] == ["c"]
+    assert prime_rl.graph_problems(flagged) == ["a parent past the node list"]
+    looped = [{**v1_node(user), "parent": 0}, v1_node(mid, True, 0)]
+    assert prime_rl.graph_problems(looped) == ["a cycle of parent pointers"]
+    two_roots = [v1_node(user), v1_node(mid, True)]
+    assert [n["message"]["content"] for n in prime_rl.branch(two_roots)] == ["b"]

@@ -27,6 +27,7 @@ the trace's index in the episode (what ``record`` needs to find it again).
 
 from __future__ import annotations
 
+from operator import methodcaller
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -58,6 +59,21 @@ def split_of(name: str) -> str | None:
     return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 3 else None
 
 
+def _is_chain(nodes: list) -> bool:
+    """Whether the nodes are one chain in list order (what a conversation without branches is): the
+    first without a parent, each other one's parent the node before it. Its final branch is all of
+    them, and its graph has no problem."""
+    at = -1
+    for node in nodes:
+        if type(node) is not dict:
+            return False
+        parent = node.get("parent")
+        if (parent is not None or at >= 0) and (type(parent) is not int or parent != at):
+            return False
+        at += 1
+    return True
+
+
 def branch(nodes: list) -> list:
     """The nodes of the final branch: the path from the root to the last leaf (``Trace.messages``).
     In a broken graph (``graph_problems``), the nodes that can be ordered: a parent past the list ends
@@ -65,6 +81,8 @@ def branch(nodes: list) -> list:
     to it kept."""
     if not nodes:
         return []
+    if _is_chain(nodes):
+        return list(nodes)
     parents = {n.get("parent") for n in nodes if isinstance(n, dict) and n.get("parent") is not None}
     leaves = [i for i in range(len(nodes)) if i not in parents]
     path, at, seen = [], leaves[-1] if leaves else len(nodes) - 1, {}
@@ -84,6 +102,8 @@ def _index(value, count: int) -> bool:
 def graph_problems(nodes: list) -> list[str]:
     """What is wrong with a trace's node graph: "a cycle of parent pointers", "a parent past the node
     list" (not a node's index: out of range, or not an integer); [] for a forest."""
+    if _is_chain(nodes):
+        return []
     count = len(nodes)
     parent = [n.get("parent") if isinstance(n, dict) else None for n in nodes]
     problems = []
@@ -125,7 +145,7 @@ def _node_values(values, mask: list) -> list | None:
         return None
     if len(values) == len(mask):
         return values
-    sampled = sum(map(bool, mask))
+    sampled = mask.count(True)  # its entries are flags or 0/1 (``branch_tokens`` checked): 1 == True
     if len(values) != sampled:
         return None
     if not sampled or all(mask[len(mask) - sampled:]):  # the usual layout: scaffold, then the completion
@@ -142,7 +162,7 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     integers or its ``mask`` not one flag per id (then the sample has turns and no token lists)."""
     ids, mask, counts = [], [], []
     # the lists some node holds (a list no node holds would be all None, and is left out)
-    lists_held = [(field, name) for field, name in NODE_LISTS if any(node.get(field) for node in nodes)]
+    lists_held = [(field, name) for field, name in NODE_LISTS if any(map(methodcaller("get", field), nodes))]
     values = {name: [] for _, name in lists_held}
     held = set()
     for node in nodes:
