@@ -80,3 +80,20 @@ def test_interactive_benchmark_compares_two_releases_on_the_same_matches(tmp_pat
     probes = got["this release"] + got["baseline"]
     assert len(probes) == 4 and len({p["matches"] for p in probes}) == 1
     assert all(p["samples"] == 10 * 64 and p["per_step"] == p["matches"] and p["search"] > 0 for p in probes)
+
+
+def test_worker_benchmark_times_every_stage_of_the_files_it_reads(tmp_path):
+    """`bench_worker.py --size small --files 2` reads both rank files of 10 steps x 64 samples (640 lines) and
+    times each stage of a worker's read and the orjson floor, a line at a time."""
+    out = tmp_path / "worker.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_worker.py"), "--size", "small",
+                           "--files", "2", "--repeat", "1", "--json", str(out)],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert (got["files"], got["lines"]) == (2, 640)
+    assert set(got["us_per_line"]) == {"read", "parse", "derive", "of which: words found and encoded",
+                                       "of which: 4-grams counted", "write", "whole range (ingest_range)",
+                                       "floor (orjson.loads a line)"}
+    assert all(value > 0 for value in got["us_per_line"].values())
+    assert "| whole range (ingest_range) |" in proc.stdout
