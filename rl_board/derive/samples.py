@@ -24,6 +24,7 @@ from ..base import fields as F
 from ..readers import ReadOptions
 from ..readers.canonical import ROWS, TOKEN_STRINGS
 from ..readers.chat_text import transcript
+from .conversations import from_messages
 from .counting import (
     Counted,
     FlatList,
@@ -96,7 +97,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     metadata = rows.schema.metadata  # the notes on its extra fields (``readers.extras``) stay with the rows
     rows = rows.unify_dictionaries().combine_chunks()
     count = rows.num_rows
-    rows, turned = _from_messages(rows)
+    rows, turned = from_messages(rows)
     lists, last = {}, None
     for name in F.TOKEN_FIELDS:
         lists[name] = FlatList(rows[name], last, values=name not in F.LOGGED_TOKEN_FIELDS)
@@ -160,54 +161,6 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     return pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
 
 
-def _from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
-    """(``rows`` with the prompt and response of each sample that has ``messages`` and none of its
-    own, and the extras ``num_turns`` and ``num_tool_calls``; the segment's turn columns).
-
-    The prompt is the contents of the turns before the first assistant turn joined by a blank line
-    (null when there are none), the response the content of the last assistant turn (null without
-    one); ``num_turns`` counts the assistant turns, ``num_tool_calls`` the tool calls of all of them.
-    A sample without messages keeps what its source gave (an extra of the same name included)."""
-    count = rows.num_rows
-    column = rows[F.MESSAGES]
-    empty = {"has_messages": np.zeros(count, bool), "turn_texts": pa.nulls(count, pa.list_(pa.string())),
-             "tool_names": pa.nulls(count, pa.list_(pa.string()))}
-    if column.null_count == count:
-        return rows, empty
-    prompts, responses = rows["prompt"].to_pylist(), rows["response"].to_pylist()
-    turns_count, calls_count = [None] * count, [None] * count
-    texts, names = [None] * count, [None] * count
-    has = np.zeros(count, bool)
-    for i, conversation in enumerate(column.to_pylist()):
-        if conversation is None:
-            continue
-        has[i] = True
-        assistant = [t for t in conversation if t["role"] == "assistant"]
-        first = next((k for k, t in enumerate(conversation) if t["role"] == "assistant"), len(conversation))
-        if prompts[i] is None and first:
-            prompts[i] = "\n\n".join(t["content"] or "" for t in conversation[:first])
-        if responses[i] is None and assistant:
-            responses[i] = assistant[-1]["content"] or ""
-        turns_count[i] = len(assistant)
-        calls = [call for t in assistant for call in t["tool_calls"] or ()]
-        calls_count[i] = len(calls)
-        texts[i] = ([t["content"] or "" for t in conversation]
-                    + [call["arguments"] or "" for t in conversation for call in t["tool_calls"] or ()])
-        names[i] = [call["name"] or "" for call in calls]
-    rows = rows.set_column(rows.schema.get_field_index("prompt"), "prompt", pa.array(prompts, pa.string()))
-    rows = rows.set_column(rows.schema.get_field_index("response"), "response", pa.array(responses, pa.string()))
-    for name, values in ((F.NUM_TURNS, turns_count), (F.NUM_TOOL_CALLS, calls_count)):
-        derived = pa.array(values, pa.float64())
-        extra = F.extra_column(name)
-        if extra in rows.column_names:  # the source's own, where the sample has no messages
-            rows = rows.set_column(rows.schema.get_field_index(extra), extra,
-                                   pc.if_else(pa.array(has), derived, rows[extra].combine_chunks()))
-        else:
-            rows = rows.append_column(extra, derived)
-    return rows, {"has_messages": has, "turn_texts": pa.array(texts, pa.list_(pa.string())),
-                  "tool_names": pa.array(names, pa.list_(pa.string()))}
-
-
 def _turns_from_ids(rows: pa.Table, turned: dict, from_ids: np.ndarray, prompts: pa.Array,
                     responses: pa.Array) -> tuple[pa.Table, dict]:
     """(``rows``, the turn columns) with the turns of each sample whose texts were decoded from its ids
@@ -226,7 +179,7 @@ def _turns_from_ids(rows: pa.Table, turned: dict, from_ids: np.ndarray, prompts:
     if not found:
         return rows, turned
     index = rows.schema.get_field_index(F.MESSAGES)
-    return _from_messages(rows.set_column(index, F.MESSAGES, pa.array(messages, rows.schema.field(index).type)))
+    return from_messages(rows.set_column(index, F.MESSAGES, pa.array(messages, rows.schema.field(index).type)))
 
 
 def compute_turns_from_ids(record: dict, tokenizer) -> list[dict] | None:
