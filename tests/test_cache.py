@@ -252,3 +252,31 @@ def test_a_rewrite_that_keeps_size_and_time_is_not_served_stale(tmp_path):
     os.utime(path, ns=(past, past))
     entry.mtime_ns, entry.checked_ns = past, stat.st_mtime_ns
     assert entry.status(path) == "same"
+
+
+def test_a_segment_leaves_out_its_columns_of_one_value_and_they_come_back_bit_for_bit(tmp_path):
+    """Columns of one value (every row NaN, -0.0, null, the same int or flag) are not written; read back,
+    they are made again in their place with the same type, nulls and bits. A column of two values, the
+    texts and where rows lie are always written."""
+    import pyarrow as pa
+
+    from rl_board.store.segments import full_schema, with_one_value_columns, write_segment
+
+    n = 5
+    table = pa.table({
+        "line": pa.array(np.arange(1, n + 1)), "response": pa.array(["x"] * n),  # one value, always kept
+        "nan": pa.array(np.full(n, np.nan)), "minus_zero": pa.array(np.full(n, -0.0)),
+        "empty": pa.nulls(n, pa.float64()), "count": pa.array(np.zeros(n, np.int32)),
+        "flag": pa.array([True] * n), "two": pa.array([1.0, 2.0, 1.0, 1.0, 1.0]),
+        "some_null": pa.array([1.0, None, 1.0, 1.0, 1.0]), "extra:x": pa.array(np.full(n, 0.5)),
+    }).replace_schema_metadata({b"notes": b"kept"})
+    name = write_segment(table, str(tmp_path))
+    stored = pa.ipc.open_file(pa.memory_map(str(tmp_path / name))).read_all()
+    assert stored.column_names == ["line", "response", "two", "some_null"]
+    back = with_one_value_columns(stored)
+    assert back.schema.equals(table.schema) and full_schema(stored.schema).equals(table.schema)
+    assert back.schema.metadata == {b"notes": b"kept"}
+    assert back.drop_columns(["nan"]).equals(table.drop_columns(["nan"]))  # NaN is never equal: bits below
+    for column in ("nan", "minus_zero"):
+        assert back[column].to_numpy().view(np.int64).tolist() == table[column].to_numpy().view(np.int64).tolist()
+    assert back["empty"].null_count == n and back["count"].type == pa.int32()

@@ -11,12 +11,14 @@ wrong (and falls back to not caching) instead of raising.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
 import weakref
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,9 +33,92 @@ MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they ar
 Segment = tuple[str, int, pa.Table]  # (file name in the cache or "", number of its first line, rows)
 
 
+#: schema metadata of a segment file: the columns of one value it leaves out, and how to make them again
+ONE_VALUE_KEY = b"rl_board.one_value"
+#: columns a segment always keeps whatever they hold: its texts and lists (read from the mapped file by
+#: ``analysis.segment_queries``) and where each row lies (read by ``compact``)
+_ALWAYS_KEPT = frozenset((*F.TEXT_FIELDS, "words", "turn_texts", "tool_names", F.LINE, "offset", "length"))
+_TYPES = {"double": pa.float64(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_()}
+
+
+def _one_value(column: pa.ChunkedArray) -> list | None:
+    """How a column holding one value is made again (``["null"]``: every row null; ``["bits", b]``: a
+    float64 whose every row has the bits ``b``, so NaN and -0.0 come back as they were; ``["value", v]``),
+    or None for a column of several values or a type not in ``_TYPES``."""
+    if str(column.type) not in _TYPES or not len(column):
+        return None
+    if column.null_count == len(column):
+        return ["null"]
+    if column.null_count:
+        return None
+    parts = [chunk.to_numpy(zero_copy_only=False) for chunk in column.chunks if len(chunk)]
+    if column.type == pa.float64():
+        parts = [part.view(np.int64) for part in parts]
+    first = parts[0][0]
+    if not all((part == first).all() for part in parts):
+        return None
+    return ["bits", int(first)] if column.type == pa.float64() else ["value", first.item()]
+
+
+def _without_one_value_columns(table: pa.Table) -> pa.Table:
+    """``table`` without its columns of one value (``_one_value``), named with how to make each again in
+    its schema's metadata: a run without per-token lists has some twenty such columns (NaN aggregates,
+    zero counts), a third of a verl dump's segment and most of a TRL one's, written for nothing."""
+    if not table.num_rows:
+        return table
+    made = {}
+    for field in table.schema:
+        if field.name not in _ALWAYS_KEPT:
+            how = _one_value(table.column(field.name))
+            if how is not None:
+                made[field.name] = [str(field.type), *how]
+    if not made:
+        return table
+    metadata = dict(table.schema.metadata or {})
+    metadata[ONE_VALUE_KEY] = json.dumps({"order": table.column_names, "made": made}).encode()
+    return table.drop_columns(list(made)).replace_schema_metadata(metadata)
+
+
+def with_one_value_columns(table: pa.Table) -> pa.Table:
+    """A segment's rows with the columns of one value it left out made again, in their place (the table
+    itself for a segment that left none out)."""
+    raw = (table.schema.metadata or {}).get(ONE_VALUE_KEY)
+    if raw is None:
+        return table
+    spec = json.loads(raw)
+    rows, made = table.num_rows, spec["made"]
+    arrays = []
+    for name in spec["order"]:
+        if name not in made:
+            arrays.append(table.column(name))
+            continue
+        type_name, how, *value = made[name]
+        type_ = _TYPES[type_name]
+        if how == "null":
+            arrays.append(pa.nulls(rows, type_))
+        elif how == "bits":
+            arrays.append(pa.array(np.full(rows, value[0], np.int64).view(np.float64)))
+        else:
+            arrays.append(pa.array(np.full(rows, value[0], type_.to_pandas_dtype()), type_))
+    metadata = {k: v for k, v in table.schema.metadata.items() if k != ONE_VALUE_KEY}
+    return pa.Table.from_arrays(arrays, names=spec["order"]).replace_schema_metadata(metadata or None)
+
+
+def full_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of a segment's rows with the columns of one value it left out (``with_one_value_columns``)."""
+    raw = (schema.metadata or {}).get(ONE_VALUE_KEY)
+    if raw is None:
+        return schema
+    spec = json.loads(raw)
+    return pa.schema([pa.field(name, _TYPES[spec["made"][name][0]]) if name in spec["made"] else schema.field(name)
+                      for name in spec["order"]])
+
+
 def write_segment(table: pa.Table, out_dir: str) -> str:
-    """Write ``table`` as a new segment file in ``out_dir``; returns its name."""
-    table = table.unify_dictionaries()  # an IPC file holds one dictionary per column for all its chunks
+    """Write ``table`` as a new segment file in ``out_dir`` (its columns of one value left out, see
+    ``with_one_value_columns``); returns its name."""
+    table = _without_one_value_columns(table.unify_dictionaries())  # an IPC file holds one dictionary per
+    # column for all its chunks
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
     os.close(fd)
     try:
@@ -130,7 +215,7 @@ class SegmentStore:
                 for name, first_line, *span in entry.segments:
                     if name not in opened:
                         opened[name] = self.cache.open_segment(name)
-                        if not is_segment_schema(opened[name].schema):
+                        if not is_segment_schema(full_schema(opened[name].schema)):
                             raise ValueError(f"segment {name} has an unexpected schema")
                     table = opened[name]
                     if span:
@@ -208,7 +293,7 @@ class SegmentStore:
         line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
             (t.set_column(line, F.LINE, pc.add(t[F.LINE], first - first_line))
-             for _, first, t in ((n, f, as_table(t)) for n, f, t in merged)),
+             for _, first, t in ((n, f, with_one_value_columns(as_table(t))) for n, f, t in merged)),
             promote_options="default")
         table = merged_notes(as_table(t) for _, _, t in merged).attach(table)
         name = ""

@@ -22,7 +22,7 @@ from ..readers import ReadOptions, describe_size
 from ..readers.extras import FieldNotes, first_met, merged_notes
 from ..readers.notes import notes_of
 from .columns import frame, gather, one_value, take
-from .segments import SharedSlice
+from .segments import SharedSlice, with_one_value_columns
 from .tracking import natural_key
 
 #: What the page and the commands say when a run's token ids can't be decoded.
@@ -275,7 +275,7 @@ class _Group:
 
     def numbers(self) -> pa.Table:
         rows = np.asarray(self.rows, np.int64)
-        numbers = self.parent.slice(self.start, self.end - self.start).drop_columns(
+        numbers = with_one_value_columns(self.parent.slice(self.start, self.end - self.start)).drop_columns(
             [*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
         line = numbers.schema.get_field_index(F.LINE)
         numbers = numbers.set_column(line, F.LINE, pa.array(
@@ -290,7 +290,7 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
     """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
     (segments count lines from their own start), and where each row lives: file, seg, row."""
     rows = table.num_rows
-    numbers = table.drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+    numbers = with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
     numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
                                  pc.add(numbers[F.LINE], first_line - 1))
     return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
