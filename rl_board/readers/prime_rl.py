@@ -36,9 +36,9 @@ from the dump. Such a folder is one run of this reader, its splits ``train``, ``
 above; a trace with no nodes and an error (cancelled before any message) is rejected with its last
 error. Which version wrote a file is decided per file by its first row: ``nodes`` is a key only v1
 writes (a v0 ``RolloutOutput`` has ``prompt``, ``completion`` and ``reward`` and never ``nodes``; a v1
-trace never ``reward``, a property pydantic does not dump). A folder whose first file holds v0 rows
-is ``verifiers_v0``'s; a v0 file in a run of v1 files is read by ``verifiers_v0`` here, so a run that
-crossed June 23 keeps both halves.
+trace never ``reward``, a property pydantic does not dump). The folder is this reader's when the
+first file (by name) of its highest step folder holds v1 traces, else ``verifiers_v0``'s; a v0 file in
+a run of this reader is read by ``verifiers_v0`` here, so a run that crossed June 23 keeps both halves.
 """
 
 from __future__ import annotations
@@ -99,11 +99,15 @@ def matches(run_dir: Path) -> bool:
     run_dir = as_path(run_dir)
     if any(first_match(run_dir, name) is not None for pattern in TRACES for name in variants(pattern)):
         return True
+    if not any(verifiers_v0.first_of(run_dir, name) for pattern in WINDOW for name in variants(pattern)):
+        return False  # the common case, a folder of another format, costs the globs it did before
     latest = latest_window_file(run_dir)
+    if latest is None:
+        return False
     try:
         with open_path(latest) as fh:
             first = fh.readline(1 << 20)
-    except (OSError, TypeError, EOFError, ValueError):
+    except (OSError, EOFError, ValueError):
         return False
     return holds_traces(parse_line(first.rstrip(b"\r\n")))
 
