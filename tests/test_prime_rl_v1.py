@@ -154,3 +154,16 @@ def test_the_docs_example_line_reads_as_the_docs_say(tmp_path):
     assert run.samples["extra:reward/format"].tolist() == [0.2] and run.samples["response_len"].tolist() == [1]
     assert run.samples["extra:num_tool_calls"].tolist() == [0.0]
     assert [t["num_tokens"] for t in run.record(0)[0]["messages"]] == [2, 2]
+
+
+def test_page_lists_the_folder_once_and_loads_the_train_split(run_dir):
+    """The page's runs list offers the output folder once (no step folder); loaded, it is the train split's
+    2 files of 5 samples, none rejected."""
+    from page_steps import load, open_page
+
+    from rl_board.views import keys
+
+    at = open_page(run_dir.parent.parent)
+    assert at.sidebar.selectbox(key=keys.RUN).options == ["outputs/run_default"]
+    at = load(at, area=None)
+    assert any("2 files · 5 samples loaded · 0 lines rejected" in t.value for t in at.text), [t.value for t in at.text]
