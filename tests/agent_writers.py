@@ -145,6 +145,88 @@ def write_prime_rl_logs(out: Path) -> Path:
     return attempt
 
 
+
+# -- prime-rl, June 23 to July 9, 2026: one verifiers v1 Trace a line in rollouts/step_N/*_rollouts*.jsonl --
+
+
+def v1_window_message(role: str, content=None, tool_calls: list[dict] | None = None, tool_call_id: str = "",
+                      reasoning_content: str | None = None, name: str | None = None) -> dict:
+    """A v1 ``Message`` as ``model_dump(mode="json")`` writes it (verifiers/v1/types.py of the window): every
+    field in declaration order, None kept (no ``exclude_none`` in the window's dump)."""
+    if role == "assistant":
+        calls = None if tool_calls is None else [{"id": c["id"], "name": c["name"], "arguments": c["arguments"]}
+                                                 for c in tool_calls]
+        return {"role": role, "content": content, "reasoning_content": reasoning_content, "tool_calls": calls,
+                "provider_state": None}
+    if role == "tool":
+        return {"role": role, "tool_call_id": tool_call_id, "content": content, "name": name}
+    return {"role": role, "content": content}
+
+
+def v1_window_node(message: dict, parent: int | None, token_ids: list[int], mask: list[bool],
+                   logprobs: list[float], *, sampled: bool = False, finish_reason: str | None = None,
+                   usage: dict | None = None, with_is_content: bool = True) -> dict:
+    """A ``MessageNode`` dumped by ``Rollout.model_dump(mode="json", exclude=ROLLOUT_DUMP_EXCLUDE)``
+    (prime_rl/orchestrator/orchestrator.py 7089ba1e4; ``Trace.to_record()`` from 9f425fffc): parent (null
+    for a root), message, sampled, token_ids, mask, ``is_content`` (verifiers b055799 on, June 24; empty:
+    the renderer attributes none), logprobs (one per true ``mask`` entry), finish_reason, usage;
+    ``multi_modal_data`` and ``routed_experts`` excluded."""
+    node = {"parent": parent, "message": message, "sampled": sampled, "token_ids": token_ids, "mask": mask}
+    if with_is_content:
+        node["is_content"] = []
+    node.update({"logprobs": logprobs, "finish_reason": finish_reason, "usage": usage})
+    return node
+
+
+def v1_window_usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    """``Usage.model_dump(mode="json")`` (verifiers/v1/types.py): None fields kept."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "cached_input_tokens": None,
+            "reasoning_tokens": None, "cost": None}
+
+
+def v1_window_task(idx: int, prompt, **extra) -> dict:
+    """A ``Task`` subclass dumped (verifiers/v1/task.py): the base fields in order (``timeout`` and
+    ``resources`` as their all-None models), then the taskset's own fields (``answer``...)."""
+    return {"idx": idx, "name": None, "description": None, "prompt": prompt, "system_prompt": None, "image": None,
+            "workdir": None, "timeout": {"setup": None, "harness": None, "finalize": None, "scoring": None},
+            "resources": {"cpu": None, "memory": None, "gpu": None, "disk": None}, **extra}
+
+
+def v1_window_trace(trace_id: str, task: dict, nodes: list[dict], rewards: dict[str, float],
+                    metrics: dict[str, float], *, start: float, errors: list[dict] | None = None,
+                    stop_condition: str | None = "done", extra_usage: bool = True) -> dict:
+    """``Trace`` dumped whole (verifiers/v1/trace.py of the window): id, task, nodes, ``rewards`` (each
+    ``@reward``'s score x weight: ``record_reward`` stores the product), ``metrics``, info, ``extra_usage``
+    (verifiers aa95826 on, June 25), is_completed, stop_condition, errors ({type, message, traceback}) and
+    timing (start, then setup / generation / finalize / scoring spans of start and end). prime-rl's own
+    fields on ``Rollout`` (kind, env_name, group_id, policy_version, advantages...) are all ``exclude=True``:
+    a line is the trace alone."""
+    trace = {"id": trace_id, "task": task, "nodes": nodes, "rewards": rewards, "metrics": metrics, "info": {}}
+    if extra_usage:
+        trace["extra_usage"] = []
+    span = {"start": start, "end": start + 1.0}
+    trace.update({"is_completed": True, "stop_condition": "error" if errors else stop_condition,
+                  "errors": errors or [],
+                  "timing": {"start": start, "setup": span, "generation": {"start": start + 1.0, "end": start + 3.0},
+                             "finalize": {"start": 0.0, "end": 0.0},
+                             "scoring": {"start": start + 3.0, "end": start + 3.5}}})
+    return trace
+
+
+def write_prime_rl_window(out: Path, step: int, name: str, rollout_dicts: list[dict]) -> Path:
+    """``save_rollouts(rollout_dicts, step_path / name)`` (prime_rl/orchestrator/utils.py, June 23 to July 9,
+    2026): ``step_path`` is ``OUT/rollouts/step_{step}``, ``name`` ``train_rollouts.jsonl`` (the batch shipped
+    at that step) or ``eval_rollouts_{env}.jsonl`` (the eval of that step's checkpoint); orjson, one trace a
+    line, the file written anew."""
+    path = out / "rollouts" / f"step_{step}" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+    with open(path, "wb") as f:
+        for rollout in rollout_dicts:
+            f.write(orjson.dumps(rollout, default=str, option=opts))
+    return path
+
+
 # -- OpenPipe ART ------------------------------------------------------------------------------
 
 

@@ -15,7 +15,8 @@ Optional parts of a reader module, with their defaults here:
   first line); default: some file matches ``GLOBS``;
 - ``split_of(name) -> str | None``: the split (``train``, ``eval``...) a file of
   the run belongs to; default: no splits;
-- ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``);
+- ``DEFAULT_SPLIT``: the split read when none is chosen (default ``"train"``), or a tuple of
+  them, the first the run has read (a format whose layout changed names its splits differently);
 - ``other_kind(path) -> str | None``: what a file matching ``GLOBS`` is when it is not one of
   the run's files (a trainer's metrics file beside the rollouts), or None; default: None.
 - ``NEEDS`` and ``INSTALL``: an optional module the files need, and the message of a file that
@@ -137,8 +138,10 @@ def split_of(reader, name: str) -> str | None:
     return split(name) if split is not None else None
 
 
-def default_split(reader) -> str:
-    return getattr(reader, "DEFAULT_SPLIT", "train")
+def default_splits(reader) -> tuple[str, ...]:
+    """The reader's ``DEFAULT_SPLIT`` as a tuple, in order of preference."""
+    preferred = getattr(reader, "DEFAULT_SPLIT", "train")
+    return (preferred,) if isinstance(preferred, str) else tuple(preferred)
 
 
 def choose_split(reader, splits: list[str], wanted: str | None) -> str | None:
@@ -148,8 +151,7 @@ def choose_split(reader, splits: list[str], wanted: str | None) -> str | None:
         return wanted
     if not splits:
         return None
-    preferred = default_split(reader)
-    return preferred if preferred in splits else sorted(splits)[0]
+    return next((split for split in default_splits(reader) if split in splits), None) or sorted(splits)[0]
 
 
 def missing_dependency(reader, error: str | None) -> bool:

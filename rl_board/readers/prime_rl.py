@@ -23,10 +23,27 @@ default), ``train/effective``, ``eval/all`` and ``eval/effective``. An episode w
 
 A sample's ``line`` is its episode's line, ``offset`` the line's byte offset and ``length``
 the trace's index in the episode (what ``record`` needs to find it again).
+
+From June 23 to July 9, 2026 (prime-rl 7089ba1 to 1caebf8) the orchestrator kept the file names of
+the verifiers v0 months, ``OUT/rollouts/step_{N}/train_rollouts.jsonl`` (the batch shipped at step
+``N``) and ``eval_rollouts_{env}.jsonl`` (the eval of step ``N``'s checkpoint), but each line was one
+v1 ``Trace`` (``save_rollouts`` of ``Rollout.model_dump(mode="json")`` without the node tensors, then
+``Trace.to_record()``): ``id``, ``task``, ``nodes``, ``rewards`` {name: score × weight, the product
+``record_reward`` stores}, ``metrics``, ``info``, ``extra_usage``, ``is_completed``,
+``stop_condition``, ``errors`` and ``timing``; prime-rl's own fields on the rollout are all excluded
+from the dump. Such a folder is one run of this reader, its splits ``train``, ``eval`` and
+``eval/{env}`` (as ``verifiers_v0`` names them), each line one sample made by ``trace_sample`` as
+above; a trace with no nodes and an error (cancelled before any message) is rejected with its last
+error. Which version wrote a file is decided per file by its first row: ``nodes`` is a key only v1
+writes (a v0 ``RolloutOutput`` has ``prompt``, ``completion`` and ``reward`` and never ``nodes``; a v1
+trace never ``reward``, a property pydantic does not dump). The folder is this reader's when the
+first file (by name) of its highest step folder holds v1 traces, else ``verifiers_v0``'s; a v0 file in
+a run of this reader is read by ``verifiers_v0`` here, so a run that crossed June 23 keeps both halves.
 """
 
 from __future__ import annotations
 
+import re
 from operator import methodcaller
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -35,11 +52,12 @@ import msgspec
 import pyarrow as pa
 
 from ..base import fields as F
-from ..base.compression import read_bytes
+from ..base.compression import open_path, read_bytes, variants
 from ..base.location import as_path
+from . import verifiers_v0
 from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
-from .layout import step_in
+from .layout import first_match, step_in
 from .notes import with_notes
 from .turns import number, numbers, sample_rows, turn
 
@@ -47,16 +65,70 @@ NAME = "prime-rl"
 SUFFIX = ".jsonl"
 APPENDABLE = False
 ALIASES: dict[str, str] = {}
-GLOBS = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
-DEFAULT_SPLIT = "train/all"
+TRACES = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
+WINDOW = ("rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl")  # June 23 to July 9, 2026
+GLOBS = TRACES + WINDOW
+DEFAULT_SPLIT = ("train/all", "train")
 TRAINED = "trained"
+_STEP_FOLDER = re.compile(r"^step_(\d+)$")
 BROKEN_SHOWN = 5  # traces with a broken node graph named in the load report, per file
 
 
 def split_of(name: str) -> str | None:
-    """``{train|eval}/{all|effective}`` from ``rollouts/step_N/KIND/SUBSET/traces.jsonl``."""
+    """``{train|eval}/{all|effective}`` from ``rollouts/step_N/KIND/SUBSET/traces.jsonl``; ``train``,
+    ``eval`` or ``eval/{env}`` from ``rollouts/step_N/{train|eval}_rollouts[_{env}].jsonl``."""
+    if in_window(name):
+        return verifiers_v0.split_of(name)
     parts = PurePosixPath(name).parts
     return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 3 else None
+
+
+def in_window(name: str) -> bool:
+    """Whether a file name is one of the June 23 – July 9, 2026 layout (``step_N/*_rollouts*.jsonl``)."""
+    return verifiers_v0.step_of(name) is not None  # None for traces.jsonl: not a name of verifiers_v0's layouts
+
+
+def holds_traces(row) -> bool:
+    """Whether a line's object is a v1 trace: ``nodes``, a key only v1 writes, holds a list."""
+    return isinstance(row, dict) and isinstance(row.get("nodes"), list)
+
+
+def matches(run_dir: Path) -> bool:
+    """A file of the ``traces.jsonl`` layout (compressed or not); else a June 23 – July 9 layout whose
+    latest file's first line is a v1 trace (``holds_traces``; a folder of v0 rows is ``verifiers_v0``'s,
+    and one that crossed June 23 is this reader's, which reads its v0 files as ``verifiers_v0`` does)."""
+    run_dir = as_path(run_dir)
+    if any(first_match(run_dir, name) is not None for pattern in TRACES for name in variants(pattern)):
+        return True
+    if not any(verifiers_v0.first_of(run_dir, name) for pattern in WINDOW for name in variants(pattern)):
+        return False  # the common case, a folder of another format, costs the globs it did before
+    latest = latest_window_file(run_dir)
+    if latest is None:
+        return False
+    try:
+        with open_path(latest) as fh:
+            first = fh.readline(1 << 20)
+    except (OSError, EOFError, ValueError):
+        return False
+    return holds_traces(parse_line(first.rstrip(b"\r\n")))
+
+
+def latest_window_file(run_dir: Path) -> Path | None:
+    """The first by name of the ``*_rollouts*.jsonl`` files in the highest ``step_N`` folder that has
+    one (``OUT/rollouts/`` or the folder itself): the same file on every machine, whatever order the
+    file system lists them in, and one the run's latest writer wrote. None when there is none."""
+    for base in (run_dir / "rollouts", run_dir):
+        try:
+            steps = sorted(((int(match.group(1)), path) for path in base.iterdir()
+                            if (match := _STEP_FOLDER.match(path.name))), key=lambda pair: pair[0], reverse=True)
+        except OSError:
+            continue
+        for _, folder in steps:
+            files = sorted((path for name in variants("*_rollouts*.jsonl") for path in folder.glob(name)
+                            if in_window(f"{folder.name}/{path.name}") and path.is_file()), key=lambda p: p.name)
+            if files:
+                return files[0]
+    return None
 
 
 def _is_chain(nodes: list) -> bool:
@@ -206,6 +278,8 @@ def trace_sample(trace: dict, step: int) -> dict:
         if isinstance(got, dict) and number(got.get("score")) is not None:
             weight = number(got.get("weight"))
             components[f"reward/{name}"] = number(got["score"]) * (1.0 if weight is None else weight)
+        elif not isinstance(got, (dict, bool)) and number(got) is not None:  # June 23 – July 9: score × weight
+            components[f"reward/{name}"] = number(got)
     return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages, **lists,
             "extras": {**numbers(trace.get("metrics")), **components}}
 
@@ -263,13 +337,44 @@ def _trained_ids(path: Path) -> set[str]:
     return ids
 
 
+def _traces_of(episode: dict, window: bool) -> list | str:
+    """The traces a line holds (an episode's ``traces``; a June 23 – July 9 line is one trace), or why
+    the line has none."""
+    if window:
+        if episode.get("nodes") or not episode.get("errors"):
+            return [episode]
+        return "trace has no messages (it failed before any)" + _last_error(episode)
+    traces = episode.get("traces")
+    if not isinstance(traces, list) or not traces:
+        return "episode has no traces (it failed before any)" + _last_error(episode)
+    return traces
+
+
+def _last_error(record: dict) -> str:
+    """``: TYPE: MESSAGE`` of a record's last error, or ""."""
+    errors = record.get("errors")
+    last = errors[-1] if isinstance(errors, list) and errors else {}
+    return f": {last.get('type')}: {last.get('message')}" if isinstance(last, dict) and last else ""
+
+
+def _first_row(data: bytes):
+    """The object on the first non-blank line (None when there is none)."""
+    for _, _, raw in _episodes(data):
+        return parse_line(raw)
+    return None
+
+
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
-    """(canonical rows, (line, reason) for each rejected line, lines read)."""
+    """(canonical rows, (line, reason) for each rejected line, lines read). A file of the June 23 – July 9
+    layout whose first row is not a v1 trace is verifiers v0's (``verifiers_v0.read_table``)."""
     path = as_path(path)
     try:
         data = read_bytes(path)  # compressed or not
     except OSError as exc:
         raise FileError(f"can't be read: {exc.strerror or exc}") from exc
+    window = in_window(PurePosixPath(*path.parts[-3:]).as_posix())
+    if window and not holds_traces(_first_row(data)):
+        return verifiers_v0.read_table(path, options)
     path_step = step_in(path.as_posix())
     trained = _trained_ids(path) if path.parent.name == "all" else None
     samples, errors, count, broken = [], [], 0, []
@@ -286,11 +391,9 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         if step is None:
             errors.append((line, f"no integer step at '{dict(options.fields)[F.STEP]}'"))
             continue
-        traces = episode.get("traces")
-        if not isinstance(traces, list) or not traces:
-            last = (episode.get("errors") or [{}])[-1]
-            why = f": {last.get('type')}: {last.get('message')}" if isinstance(last, dict) and last else ""
-            errors.append((line, "episode has no traces (it failed before any)" + why))
+        traces = _traces_of(episode, window)
+        if isinstance(traces, str):
+            errors.append((line, traces))
             continue
         for index, trace in enumerate(traces):
             if not isinstance(trace, dict):
@@ -318,6 +421,10 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     per-token lists (canonical names) and extras, then the trace's and episode's other fields."""
     fh.seek(offset)
     episode = parse_line(fh.readline().rstrip(b"\r\n"))
+    if in_window(name):
+        if not holds_traces(episode):  # a verifiers v0 row
+            return verifiers_v0.record(fh, name, offset, length, line)
+        episode = {"traces": [episode]}  # the line is the trace: its fields are shown under "trace"
     traces = episode.get("traces") if isinstance(episode, dict) else None
     if not isinstance(traces, list) or not 0 <= length < len(traces) or not isinstance(traces[length], dict):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")

@@ -22,7 +22,8 @@ a step folder per checkpoint; such a folder tree is one run whose steps are the 
   checkpoint of step ``N``, each row a ``RolloutOutput`` with prime-rl's own fields beside it
   (``env_name``, ``group_id``, ``policy_version``, ``advantage``, ``eval_step``…). The run is
   ``OUT`` (or its ``rollouts``), its splits ``train`` (read first), ``eval`` or ``eval/{env}``.
-  (From June 23 to July 9 these files held verifiers v1 traces, which this reader does not claim.)
+  (From June 23 to July 9 these files held verifiers v1 traces, one a line: ``prime_rl`` reads those,
+  telling the versions apart by a file's first row; ``matches`` claims only a first file of v0 rows.)
 
 A plain ``vf-eval`` (and prime-rl's offline ``eval`` of checkpoints, which saves to verifiers'
 default ``{env}--{model}/{uuid}`` and records no step) has no step: its samples are step 0 (a
