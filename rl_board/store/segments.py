@@ -81,27 +81,39 @@ def _without_one_value_columns(table: pa.Table) -> pa.Table:
 
 def with_one_value_columns(table: pa.Table) -> pa.Table:
     """A segment's rows with the columns of one value it left out made again, in their place (the table
-    itself for a segment that left none out)."""
+    itself for a segment that left none out). Each made column is a slice of one array shared by every
+    segment that left the same value out (``_one_value_array``): the run's snapshot, which holds every
+    segment's numbers at once, holds one copy of each such value, not one a segment."""
     raw = (table.schema.metadata or {}).get(ONE_VALUE_KEY)
     if raw is None:
         return table
     spec = json.loads(raw)
     rows, made = table.num_rows, spec["made"]
-    arrays = []
-    for name in spec["order"]:
-        if name not in made:
-            arrays.append(table.column(name))
-            continue
-        type_name, how, *value = made[name]
-        type_ = _TYPES[type_name]
-        if how == "null":
-            arrays.append(pa.nulls(rows, type_))
-        elif how == "bits":
-            arrays.append(pa.array(np.full(rows, value[0], np.int64).view(np.float64)))
-        else:
-            arrays.append(pa.array(np.full(rows, value[0], type_.to_pandas_dtype()), type_))
+    arrays = [_one_value_array(tuple(made[name]), rows) if name in made else table.column(name)
+              for name in spec["order"]]
     metadata = {k: v for k, v in table.schema.metadata.items() if k != ONE_VALUE_KEY}
     return pa.Table.from_arrays(arrays, names=spec["order"]).replace_schema_metadata(metadata or None)
+
+
+_SHARED_VALUES: dict[tuple, pa.Array] = {}  # (type, how, value) -> an array of it, as long as any asked for
+
+
+def _one_value_array(how: tuple, rows: int) -> pa.Array:
+    """``rows`` rows of the one value ``how`` names (``_one_value``'s answer after the type's name), a
+    zero-copy slice of an array kept for every segment that asks for the same value."""
+    shared = _SHARED_VALUES.get(how)
+    if shared is None or len(shared) < rows:
+        type_name, kind, *value = how
+        type_ = _TYPES[type_name]
+        size = max(rows, 2 * len(shared) if shared is not None else 0)
+        if kind == "null":
+            shared = pa.nulls(size, type_)
+        elif kind == "bits":
+            shared = pa.array(np.full(size, value[0], np.int64).view(np.float64))
+        else:
+            shared = pa.array(np.full(size, value[0], type_.to_pandas_dtype()), type_)
+        _SHARED_VALUES[how] = shared
+    return shared.slice(0, rows)
 
 
 def full_schema(schema: pa.Schema) -> pa.Schema:
