@@ -158,6 +158,30 @@ def _log_order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values([F.STEP, F.FILE, F.LINE], kind="stable")
 
 
+def rows_in_log_order(samples: pd.DataFrame, keep: np.ndarray) -> np.ndarray:
+    """The positions in ``samples`` of the rows ``keep`` marks, in log order (step, file, line; ties in
+    their order), as ``_log_order`` sorts them."""
+    rows = np.flatnonzero(keep)
+    order = np.lexsort(tuple(samples[name].to_numpy()[rows] for name in (F.LINE, F.FILE, F.STEP)))
+    return rows[order]
+
+
+def rows_frame(samples: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``samples.iloc[rows]`` with every column taken as ``store.columns.take`` takes it: a column of one
+    value (broadcast) stays one value, not 8 bytes a row; the index is those rows' labels. The findings'
+    windows hold half of a run's rows: as copies, at 2M samples, some 700 MB of columns of one value."""
+    from ...store.columns import frame, take
+
+    columns = {}
+    for name in samples.columns:
+        column = samples[name]
+        values = column.to_numpy() if isinstance(column.array, pd.arrays.NumpyExtensionArray) else column
+        columns[name] = take(values, rows)
+    out = frame(columns)
+    out.index = samples.index[rows]
+    return out
+
+
 def _reward_rose(early: pd.DataFrame, late: pd.DataFrame) -> tuple[bool, float, float]:
     r_early, r_late = _mean(early[F.REWARD]), _mean(late[F.REWARD])
     rise = r_late - r_early

@@ -7,7 +7,7 @@ import json
 import os
 import threading
 
-import pandas as pd
+import numpy as np
 
 from ...base import fields as F
 from ..run import Run
@@ -19,10 +19,11 @@ from .common import (
     Check,
     Finding,
     Findings,
-    _log_order,
     _reward_rose,
     compute_empty,
     compute_windows,
+    rows_frame,
+    rows_in_log_order,
 )
 from .garbled import _garbled_output
 from .phrases import _WordIds
@@ -138,10 +139,12 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
     early_steps, late_steps = compute_windows(run)
-    early = _log_order(samples[samples[F.STEP].isin(early_steps)])
-    late = _log_order(samples[samples[F.STEP].isin(late_steps)])
+    step = samples[F.STEP].to_numpy()
+    early_rows = rows_in_log_order(samples, np.isin(step, early_steps))
+    late_rows = rows_in_log_order(samples, np.isin(step, late_steps))
+    early, late = rows_frame(samples, early_rows), rows_frame(samples, late_rows)
     rose, r_early, r_late = _reward_rose(early, late)
-    both = pd.concat([early, late])  # responses 0.. early, len(early).. late
+    both = rows_frame(samples, np.concatenate([early_rows, late_rows]))  # responses 0.. early, len(early).. late
     from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
     kept: list[_WordIds] = []
 
