@@ -11,6 +11,7 @@ wrong (and falls back to not caching) instead of raising.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -87,12 +88,19 @@ def with_one_value_columns(table: pa.Table) -> pa.Table:
     raw = (table.schema.metadata or {}).get(ONE_VALUE_KEY)
     if raw is None:
         return table
-    spec = json.loads(raw)
-    rows, made = table.num_rows, spec["made"]
-    arrays = [_one_value_array(tuple(made[name]), rows) if name in made else table.column(name)
-              for name in spec["order"]]
+    order, made = _spec(raw)
+    rows = table.num_rows
+    arrays = [_one_value_array(made[name], rows) if name in made else table.column(name) for name in order]
     metadata = {k: v for k, v in table.schema.metadata.items() if k != ONE_VALUE_KEY}
-    return pa.Table.from_arrays(arrays, names=spec["order"]).replace_schema_metadata(metadata or None)
+    return pa.Table.from_arrays(arrays, names=order).replace_schema_metadata(metadata or None)
+
+
+@functools.lru_cache(maxsize=64)
+def _spec(raw: bytes) -> tuple[list[str], dict[str, tuple]]:
+    """(the column order, name -> how its one value is made) of a segment's ``ONE_VALUE_KEY`` metadata,
+    parsed once for all the segments of a run that say the same."""
+    spec = json.loads(raw)
+    return spec["order"], {name: tuple(how) for name, how in spec["made"].items()}
 
 
 _SHARED_VALUES: dict[tuple, pa.Array] = {}  # (type, how, value) -> an array of it, as long as any asked for
@@ -121,9 +129,9 @@ def full_schema(schema: pa.Schema) -> pa.Schema:
     raw = (schema.metadata or {}).get(ONE_VALUE_KEY)
     if raw is None:
         return schema
-    spec = json.loads(raw)
-    return pa.schema([pa.field(name, _TYPES[spec["made"][name][0]]) if name in spec["made"] else schema.field(name)
-                      for name in spec["order"]])
+    order, made = _spec(raw)
+    return pa.schema([pa.field(name, _TYPES[made[name][0]]) if name in made else schema.field(name)
+                      for name in order])
 
 
 def write_segment(table: pa.Table, out_dir: str) -> str:
