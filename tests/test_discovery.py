@@ -232,3 +232,11 @@ def test_an_unreadable_folder_beside_a_run_is_skipped_and_named(tmp_path):
     assert [s["step"] for s in json.loads(summary.stdout)["steps"]] == [1, 2]
     names, notes = json.loads(listing.stdout)
     assert names == ["run"] and any("locked" in n and "could not be read" in n for n in notes), listing.stderr
+
+
+def test_a_cache_whose_segments_each_hold_one_step_is_counted(tree):
+    """verl writes a file a step: each segment's step is one value, which the segment leaves out and notes.
+    The runs list still counts the cached run's 2 steps and its 3 samples (1 and 2 lines, written above)."""
+    load_run(tree / "verl" / "rollout_data")
+    verl = next(r for r in discover_runs(tree).runs if r.name == "verl/rollout_data")
+    assert (verl.steps, verl.samples, verl.counted_from) == (2, 3, "cache")

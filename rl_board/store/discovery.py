@@ -321,11 +321,13 @@ def _counter(folder: Path, segments: list[str]):
     def count() -> tuple[int | None, int | None]:
         import pyarrow as pa
 
+        from .segments import with_one_value_columns  # a segment of one step leaves its step out
+
         steps, samples = set(), 0
         try:
             for name in segments:
                 with pa.memory_map(str(folder / name), "r") as source:
-                    table = pa.ipc.open_file(source).read_all()
+                    table = with_one_value_columns(pa.ipc.open_file(source).read_all())
                     samples += table.num_rows
                     steps.update(table["step"].unique().to_pylist())
         except (OSError, KeyError, pa.ArrowException):
