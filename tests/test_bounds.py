@@ -5,12 +5,14 @@ from __future__ import annotations
 import bz2
 import json
 import os
+import socket
 import subprocess
 import sys
 
 import pytest
 import zstandard
-from conftest import REPO
+from conftest import REPO, write_lines
+from ray_writers import verl_dump
 
 from rl_board.base.compression import TooLarge, expansion_limit, read_bytes
 
@@ -157,6 +159,49 @@ def test_a_fifo_among_the_files_is_skipped_not_waited_on(tmp_path):
     assert json.loads(metrics.stdout)["series"]["loss"] == [[1, 0.5], [2, 0.25]]
     assert _command("summary", run, **env).returncode in (0, 1)  # no run lines: 1, but it ends
     assert _command("detect", run, **env).returncode in (0, 1)
+
+
+def _special_files(folder, fifo: str, sock: str, monkeypatch) -> None:
+    """A FIFO and a socket file (bound, then closed: the file stays) named ``fifo`` and ``sock`` in ``folder``."""
+    os.mkfifo(folder / fifo)
+    monkeypatch.chdir(folder)  # a socket's path has room for about 100 bytes: bound by its relative name
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(sock)
+
+
+def _summary_of(run, cache) -> dict:
+    done = _summary(run, RL_BOARD_CACHE_DIR=str(cache))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+@pytest.mark.parametrize("layout", ["jsonl", "verl"])
+def test_a_fifo_or_socket_named_like_a_run_file_is_named_in_the_load_report(tmp_path, monkeypatch, layout):
+    """A FIFO and a socket named as the format's files (the flat JSONL folder; verl's dump folders, found
+    by a glob): summary ends, names each with its kind as not read, and reads the other files as without them."""
+    lines = [{"step": 1, "prompt": "p", "response": "a", "reward": 0.5},
+             {"step": 2, "prompt": "p", "response": "bb", "reward": 1.0}]
+    runs = []
+    for name in ("plain", "odd"):
+        run = tmp_path / name
+        for step, line in enumerate(lines, 1):
+            if layout == "jsonl":
+                write_lines(run / f"{step}.jsonl", [line])
+            else:  # verl's own writer, into the experiment folder's rollout_data/
+                verl_dump(run / "rollout_data", step, ["p"], [line["response"]], ["gt"], [line["reward"]], {})
+                verl_dump(run / "val_data", step, ["p"], ["v"], ["gt"], [0.0], {})
+        runs.append(run)
+    prefix = "" if layout == "jsonl" else "rollout_data/"
+    _special_files(runs[1] / prefix, "3.jsonl", "4.jsonl", monkeypatch)
+    plain, odd = _summary_of(runs[0], tmp_path / "c1"), _summary_of(runs[1], tmp_path / "c2")
+    assert odd.pop("files_unreadable") == [
+        {"file": f"{prefix}3.jsonl", "error": "a FIFO, not a regular file: not read"},
+        {"file": f"{prefix}4.jsonl", "error": "a socket, not a regular file: not read"}]
+    assert plain.pop("files_unreadable") == []
+    assert odd == plain and plain["files"] == 2 and plain["lines_ok"] == 2
+    text = _command("summary", runs[1], RL_BOARD_CACHE_DIR=str(tmp_path / "c3")).stdout
+    assert f"  {prefix}3.jsonl: a FIFO, not a regular file: not read\n" in text
 
 
 def test_opening_a_fifo_or_device_names_it(tmp_path):

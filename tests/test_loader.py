@@ -116,6 +116,21 @@ def test_max_samples_per_step_is_first_n_in_file_line_order(tmp_path):
     assert full.samples.groupby("step").head(2)["reward"].tolist() == [1.0, 2.0, 3.0, 5.0]
 
 
+def test_max_samples_per_step_skips_every_broken_line_of_a_full_step(tmp_path):
+    """A broken line naming a full step is skipped, not bad, past the first 100 rejected lines too."""
+    step_1 = ['{broken, "step": 1}'] * 150 + ['junk "step": 1'] * 100  # step 1 full: all 250 skipped
+    step_2 = ['{broken, "step": 2}'] * 120 + ["nope"] * 30  # step 2 holds one sample; "nope" names none
+    step_3 = ['{"step": 3, broken'] * 50 + [sample(3, 4.0), sample(3, 5.0)] + ['{"step": 3, broken'] * 50
+    write_lines(tmp_path / "a.jsonl", [sample(1, 1.0), sample(1, 2.0), *step_1, sample(2, 3.0), *step_2,
+                                       *step_3, sample(3, 6.0)])
+    run = load_run(tmp_path, max_per_step=2, cache_root=False)
+    assert run.samples["reward"].tolist() == [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert run.report.skipped == 250 + 50 + 1  # step 1's broken lines; step 3's once full, and its third sample
+    assert run.report.lines_bad == 120 + 30 + 50  # step 2's, the stepless, step 3's before it was full
+    full = load_run(tmp_path, cache_root=False)  # every rejected line is bad without the quota
+    assert full.report.lines_bad == 250 + 150 + 100 and full.report.skipped == 0
+
+
 def test_roots_with_clear_messages(tmp_path):
     """A missing root, a root that is a file, and an empty root each get a message naming the layout."""
     with pytest.raises(RootError, match="not found"):

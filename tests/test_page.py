@@ -2,8 +2,10 @@
 loaded, what links carry, what is offered, and where a click takes the user."""
 
 import json
+import os
 from pathlib import Path
 
+import pytest
 from conftest import REPO, sample, write_lines
 from page_steps import load as _load
 from page_steps import open_area as _area
@@ -330,6 +332,17 @@ def test_a_note_while_loading_is_inside_its_box(tmp_path, monkeypatch):
     at = _load(_open(_growing_run(tmp_path / "root"), "live"), area=None)
     boxes = [w.value for w in at.warning if w.value.startswith("While loading:")]
     assert len(boxes) == 1 and "not caching" in boxes[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_among_the_run_files_is_named_in_the_load_report(tmp_path):
+    """A FIFO named like a run file (a.jsonl, beside b.jsonl): the page loads the run and its "While
+    loading:" box names the FIFO as not read, never waiting on it."""
+    root = _growing_run(tmp_path / "root")
+    os.mkfifo(root / "live" / "a.jsonl")
+    at = _load(_open(root, "live"), area=None)
+    boxes = [w.value for w in at.warning if w.value.startswith("While loading:")]
+    assert len(boxes) == 1 and "a.jsonl (a FIFO, not a regular file: not read)" in boxes[0]
 
 
 def test_a_run_that_went_away_says_why_inside_its_box(tmp_path):

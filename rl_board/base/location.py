@@ -59,6 +59,21 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"))
 
 
+def kind_of(mode: int) -> str:
+    """What a file of ``st_mode`` ``mode`` is that is no regular file, in words ("a FIFO")."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def special_reason(path) -> str:
+    """The load report's reason for a special file (a FIFO, a device, a socket) a listing left out:
+    one line, from ``os.stat`` (never opened, so never waited on)."""
+    try:
+        kind = kind_of(os.stat(path).st_mode)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return f"{kind}, not a regular file: not read"
+
+
 def open_regular(path, flags: int = 0) -> BinaryIO:
     """The local file at ``path`` opened for reading in binary, if it is a regular file: opened without
     blocking (a FIFO with no writer would wait forever) and checked, else ``NotRegular`` naming what
@@ -68,7 +83,7 @@ def open_regular(path, flags: int = 0) -> BinaryIO:
     try:
         mode = os.fstat(fh.fileno()).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+            kind = kind_of(mode)
             raise NotRegular(f"{Path(path).name} is {kind}, not a regular file: skipped")
         if hasattr(os, "O_NONBLOCK"):
             os.set_blocking(fh.fileno(), True)
@@ -181,10 +196,13 @@ class RunLocation:
         found = self.fs.entries(self.path if folder is None else self.file(folder))
         return found if self.roots is None else [p for p in found if self.contains(p)]
 
-    def scan(self, folder: Path | None = None, links: list | None = None) -> list[Path]:
+    def scan(self, folder: Path | None = None, links: list | None = None, specials: list | None = None
+             ) -> list[Path]:
         """The files of ``folder`` (default: the run folder; no hidden ones) that resolve inside the roots.
         One ``scandir``: a file's type comes with its entry, and only a symbolic link is resolved (any
-        other entry of a folder inside the roots lies inside them). ``links`` gets each symbolic link met."""
+        other entry of a folder inside the roots lies inside them). ``links`` gets each symbolic link met;
+        ``specials`` (a list) each entry that is no regular file nor folder (a FIFO, a device, a socket),
+        which is then listed too (never opened: the caller names it as not read)."""
         folder = self.path if folder is None else self.file(folder)
         if isinstance(folder, RemotePath):  # one listing through the store's filesystem (no links there)
             return [p for p in folder.iterdir() if not p.name.startswith(".") and p.is_file()
@@ -198,7 +216,8 @@ class RunLocation:
                 path = folder / entry.name
                 try:
                     link = entry.is_symlink()
-                    if not entry.is_file():  # follows a link
+                    special = not entry.is_file()  # follows a link
+                    if special and (specials is None or entry.is_dir() or (link and not path.exists())):
                         continue
                 except OSError:
                     continue
@@ -206,14 +225,21 @@ class RunLocation:
                     links.append(path)
                 if (inside and not link) or self.roots is None or self.contains(path):
                     found.append(path)
+                    if special:
+                        specials.append(path)
         return found
 
-    def files(self, pattern: str) -> Iterator[Path]:
+    def files(self, pattern: str, specials: list | None = None) -> Iterator[Path]:
         """The files of the run folder matching the glob ``pattern``, none with a hidden component
-        and none resolving outside the roots."""
+        and none resolving outside the roots. ``specials`` (a list): as in ``scan``."""
         for path in self.path.glob(pattern):
-            if (not any(part.startswith(".") for part in path.relative_to(self.path).parts) and path.is_file()
-                    and self.contains(path)):
+            if any(part.startswith(".") for part in path.relative_to(self.path).parts):
+                continue
+            regular = path.is_file()
+            special = not regular and specials is not None and path.exists() and not path.is_dir()
+            if (regular or special) and self.contains(path):
+                if special:
+                    specials.append(path)
                 yield path
 
     def open(self, path: Path | str) -> BinaryIO:

@@ -23,6 +23,7 @@ from ..base.remote import LocationError, fault_line
 from ..derive.samples import derive
 from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
+from ..readers.jsonlines import NO_STEP
 from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
@@ -156,12 +157,12 @@ def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: 
     parsed = reader.parse_block(data, result.lines + 1, offset, options)
     result.lines += parsed.lines
     table = derive(parsed.table, options)
-    errors = parsed.errors
+    errors, unlisted = parsed.errors, len(parsed.unlisted)
     if max_per_step is not None:
-        table, skipped, errors = keep_per_step(table, quota if quota is not None else {}, max_per_step,
-                                               errors, parsed.steps)
+        table, skipped, errors, unlisted = keep_per_step(table, quota if quota is not None else {}, max_per_step,
+                                                         errors, parsed.steps, parsed.unlisted, parsed.unlisted_steps)
         result.skipped += skipped
-    note_rejected(result, errors, len(parsed.unlisted))
+    note_rejected(result, errors, unlisted)
     if table.num_rows:
         tables.append(table)
 
@@ -256,18 +257,24 @@ def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None
         result.segment = write_segment(table, out_dir)
 
 
-def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, errors=(), error_steps=()
-                  ) -> tuple[pa.Table, int, list]:
+def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, errors=(), error_steps=(),
+                  unlisted=(), unlisted_steps=()) -> tuple[pa.Table, int, list, int]:
     """(the rows of ``table`` whose step had fewer than ``max_per_step`` samples, counting ``quota``
-    and the rows before them; how many lines were left out; the ``errors`` left). A rejected line
-    whose step (``error_steps``, None when unknown) was already full is left out unread, not
-    reported. ``quota`` is updated in place."""
+    and the rows before them; how many lines were left out; the ``errors`` left; how many of
+    ``unlisted`` are left). A rejected line whose step (``error_steps``, None when unknown; for the
+    line numbers ``unlisted``, ``unlisted_steps`` with ``NO_STEP``) was already full is left out
+    unread, not reported. ``quota`` is updated in place."""
     steps, lines = table[F.STEP].to_numpy(), table[F.LINE].to_numpy()
-    left = [error for error, step in zip(errors, error_steps) if step is None
-            or quota.get(step, 0) + int(np.count_nonzero((steps == step) & (lines < error[0]))) < max_per_step]
-    skipped = len(errors) - len(left)
+    listed = [step is not None and -NO_STEP > step > NO_STEP for step in error_steps]  # past int64: no row's
+    full = _full_at(steps, lines, quota, max_per_step,
+                    np.r_[np.fromiter((error[0] for error in errors), np.int64, len(errors)), unlisted],
+                    np.r_[np.array([s if ok else NO_STEP for s, ok in zip(error_steps, listed)], np.int64),
+                          unlisted_steps].astype(np.int64))
+    left = [error for error, out in zip(errors, full[:len(errors)].tolist()) if not out]
+    skipped = int(full.sum())
+    kept_unlisted = len(unlisted) - int(full[len(errors):].sum())
     if not len(steps):
-        return table, skipped, left
+        return table, skipped, left, kept_unlisted
     distinct, which = np.unique(steps, return_inverse=True)
     counts = np.bincount(which)
     order = np.argsort(which, kind="stable")
@@ -281,7 +288,26 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
         table = table.filter(pa.array(keep))
         table = table.drop_columns([name for name in F.extra_columns(table.column_names)
                                     if table[name].null_count == table.num_rows])
-    return table, skipped + int((~keep).sum()), left
+    return table, skipped + int((~keep).sum()), left, kept_unlisted
+
+
+def _full_at(steps: np.ndarray, lines: np.ndarray, quota: dict[int, int], max_per_step: int,
+             at: np.ndarray, at_steps: np.ndarray) -> np.ndarray:
+    """For each rejected line (numbers ``at``, steps ``at_steps`` with ``NO_STEP`` for unknown), whether
+    its step was full there: ``quota`` plus the rows (``steps``, ``lines``) of that step before it reach
+    ``max_per_step`` (bool, vectorised: one sort, no Python per line)."""
+    known = at_steps != NO_STEP
+    full = np.zeros(len(at), bool)
+    if not known.any():
+        return full
+    distinct, ids = np.unique(np.r_[at_steps[known], steps], return_inverse=True)
+    mine, theirs = ids[:known.sum()], ids[known.sum():]
+    span = int(max(lines.max(initial=0), at.max(initial=0))) + 1
+    keys = np.sort(theirs.astype(np.int64) * span + lines)
+    earlier = np.searchsorted(keys, mine * span + at[known]) - np.searchsorted(keys, mine * span)
+    had = np.array([quota.get(int(step), 0) for step in distinct], np.int64)
+    full[known] = had[mine] + earlier >= max_per_step
+    return full
 
 
 def find_newline(fh, limit: int) -> int | None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 from ..base.access import RootError
 from ..base.compression import base_name, codec_of, variants
 from ..base.defaults import max_errors
-from ..base.location import RunLocation, as_path, open_file, open_location
+from ..base.location import RunLocation, as_path, open_file, open_location, special_reason
 from ..readers import holds_run, layout
 from .cache import SETTLED_NS, FileEntry
 from .segments import SharedSlice
@@ -70,13 +70,14 @@ def list_runs(root: Path | str | RunLocation) -> list[str]:
     return runs
 
 
-def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None = None, links: list | None = None
-                   ) -> tuple[list[Path], list[str]]:
+def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None = None, links: list | None = None,
+                   specials: list | None = None) -> tuple[list[Path], list[str]]:
     """(the run's files of ``reader``'s layout, in natural order of their names; names of other files
     lying in the run folder, ignored). A file's name is its path relative to ``run_dir``
     (``layout.relative_name``). With ``split``, only the files of that split (``layout.split_of``).
     ``reader`` defaults to the JSONL reader; a suffix string (".jsonl") is also accepted. ``links`` (a list)
-    gets the symbolic links of a flat run folder."""
+    gets the symbolic links of a flat run folder; ``specials`` (a list) the special files (a FIFO, a device,
+    a socket: never opened) the layout would have taken, left out of the files."""
     location = open_location(run_dir)  # a location is taken as it is: checked once, at its door
     location.invalidate()  # a URL's new and grown objects show (s3fs keeps listings)
     run_dir = location.path
@@ -88,17 +89,18 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
     else:
         patterns = layout.globs(reader)
     text = reader is None or isinstance(reader, str) or layout.reader_reads_text(reader)
-    entries = location.scan(None, links)
+    odd: list[Path] = []  # special files met, then those the layout takes
+    entries = location.scan(None, links, odd if specials is not None else None)
     if all("/" not in pattern for pattern in patterns):  # flat: the folder's own files
         wanted = [variant for pattern in patterns for variant in (variants(pattern) if text else (pattern,))]
         kept = [p for p in entries if any(fnmatch.fnmatchcase(p.name, variant) for variant in wanted)]
         if reader is not None and not isinstance(reader, str):  # a trainer's metrics file is no run file
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
-        chosen = {p.name for p in kept}  # a set: a folder of 100,000 files is listed in linear time
+        chosen = {p.name for p in kept} | {p.name for p in odd}  # a set: 100,000 files are listed in linear time
         ignored = sorted(p.name for p in entries if p.name not in chosen)
         name = _name  # a file of the folder itself: its name is its relative path
     else:
-        kept, ignored = _tree_files(location, patterns, text), []
+        kept, ignored = _tree_files(location, patterns, text, odd if specials is not None else None), []
         if reader is not None and not isinstance(reader, str):
             kept = [p for p in kept if layout.other_kind(reader, p) is None]
         name = functools.partial(layout.relative_name, run_dir)
@@ -106,7 +108,12 @@ def list_run_files(run_dir: Path | RunLocation, reader=None, split: str | None =
         kept = [p for p in kept if layout.split_of(reader, name(p)) == split]
     if reader is not None and not isinstance(reader, str):  # named, whatever the split: see layout.NAMED_GLOBS
         listed = set(kept)
-        kept += [p for p in _tree_files(location, layout.named_globs(reader)) if p not in listed]
+        kept += [p for p in _tree_files(location, layout.named_globs(reader), False,
+                                        odd if specials is not None else None) if p not in listed]
+    if odd:
+        special = set(odd)
+        specials += sorted((p for p in kept if p in special), key=lambda p: natural_key(name(p)))
+        kept = [p for p in kept if p not in special]
     kept, twins = _without_compressed_twins(kept)
     kept.sort(key=lambda p: natural_key(name(p)))
     return kept, sorted(ignored + [name(p) for p in twins], key=natural_key)
@@ -152,11 +159,13 @@ def file_name(run_dir: Path | RunLocation, path: Path) -> str:
     return layout.relative_name(run_dir.path if isinstance(run_dir, RunLocation) else as_path(run_dir).expanduser(), path)
 
 
-def _tree_files(location: RunLocation, patterns: tuple[str, ...], text: bool = False) -> list[Path]:
+def _tree_files(location: RunLocation, patterns: tuple[str, ...], text: bool = False, specials: list | None = None
+                ) -> list[Path]:
     """The files matching the first of ``patterns`` that matches any (with ``text``, compressed or
-    not), inside the allowed folders, no hidden component."""
+    not), inside the allowed folders, no hidden component. ``specials``: as in ``RunLocation.scan``."""
     for pattern in patterns:
-        found = [path for variant in (variants(pattern) if text else (pattern,)) for path in location.files(variant)]
+        found = [path for variant in (variants(pattern) if text else (pattern,))
+                 for path in location.files(variant, specials)]
         if found:
             return found
     return []
@@ -180,6 +189,13 @@ def unreadable(path: Path, appendable: bool = True) -> str | None:
     except OSError as exc:
         return exc.strerror or str(exc)
     return None
+
+
+def _named(location: RunLocation, paths: list[Path]) -> list[tuple[Path, str]]:
+    """(path, its name: relative to the run folder) for each of ``paths``."""
+    base = str(location.path)
+    return [(p, text[len(base) + 1:] if (text := str(p)).startswith(base + "/") else file_name(location, p))
+            for p in paths]
 
 
 def _byte_at(path: Path, offset: int) -> bytes:
@@ -285,7 +301,8 @@ class FileTracker:
     def __init__(self):
         self.files: dict[str, FileState] = {}  # file name (relative to the run folder) -> state
         self.quota: dict[int, int] = {}  # step -> samples kept so far (max samples per step)
-        self._listed: tuple | None = None  # (what was listed, the folder's stat then, when, paths, names, ignored)
+        # (what was listed, the folder's stat then, when, paths, names, ignored, special files)
+        self._listed: tuple | None = None
 
     def forget(self) -> None:
         """Forget every file: the next plan reads them all from the start."""
@@ -302,19 +319,19 @@ class FileTracker:
                 and folder[0] < self._listed[2] - SETTLED_NS:
             # a flat folder whose entries are as listed (its time changes when a file comes, goes or is
             # renamed; one changed within SETTLED_NS of the listing is listed again): its files are too
-            paths, named, ignored = self._listed[3:]
+            paths, named, ignored, odd = self._listed[3:]
         else:
             now = time.time_ns()
             links: list[Path] = []
-            paths, ignored = list_run_files(location, reader, split, links)
+            odd = []
+            paths, ignored = list_run_files(location, reader, split, links, odd)
             if links and location.roots is not None:
                 folder = None  # where a link leads can change without the folder changing: list it each time
-            base = str(location.path)
-            named = [(p, text[len(base) + 1:] if (text := str(p)).startswith(base + "/") else file_name(location, p))
-                     for p in paths]
-            self._listed = (key, folder, now, paths, named, ignored) if folder is not None else None
-        failed = {name: why for p, name in named
-                  if not self._was_read(name) and (why := unreadable(p, reader.APPENDABLE))}
+            named, odd = _named(location, paths), _named(location, odd)
+            self._listed = (key, folder, now, paths, named, ignored, odd) if folder is not None else None
+        failed = {name: special_reason(p) for p, name in odd}  # a FIFO, a device, a socket: named, never opened
+        failed.update({name: why for p, name in named
+                       if not self._was_read(name) and (why := unreadable(p, reader.APPENDABLE))})
         kept = [(p, name) for p, name in named if name not in failed]
         return Listing([p for p, _ in kept], [name for _, name in kept], ignored, failed)
 

@@ -36,6 +36,9 @@ _OPEN = ord("{")
 #: Whether a block of flat lines may be read by Arrow's JSON reader (``arrowfast``); False for checks
 ARROW_FAST = True
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
+#: ``ParsedBlock.unlisted_steps``'s value for a line whose step a cheap look did not find
+NO_STEP = np.iinfo(np.int64).min
+_STEP_KEY = np.frombuffer(b'"step"', np.uint8)
 
 
 @dataclass
@@ -50,6 +53,7 @@ class ParsedBlock:
         (so a per-step quota can count a broken line of a full step as skipped, not as bad).
     unlisted: the numbers of the rejected lines past those in ``errors``: counted, their reasons not
         kept (int64), so a block of a million bad lines costs 8 MB, not a string each.
+    unlisted_steps: for each of ``unlisted``, the step as in ``steps``, ``NO_STEP`` for None (int64).
     """
 
     table: pa.Table
@@ -58,6 +62,7 @@ class ParsedBlock:
     steps: list[int | None] = field(default_factory=list)
     slow: int = 0
     unlisted: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    unlisted_steps: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
@@ -97,6 +102,8 @@ def parse_block(data: bytes, first_line: int = 1, base_offset: int = 0,
         room = max_errors()
         parsed.errors, parsed.steps = [e for e, _ in merged[:room]], [s for _, s in merged[:room]]
         parsed.unlisted = np.r_[parsed.unlisted, [e[0] for e, _ in merged[room:]]].astype(np.int64)
+        parsed.unlisted_steps = np.r_[parsed.unlisted_steps,
+                                      [NO_STEP if s is None else s for _, s in merged[room:]]].astype(np.int64)
     return parsed
 
 
@@ -114,7 +121,7 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
     else:
         objs, fast, slow, version = shape.decode(data, starts, ends, lines[~hopeless])
         slow = np.sort(np.r_[np.asarray(slow, np.int64), lines[hopeless]]) if hopeless.any() else slow
-    tables, errors, unlisted = [], [], array("q")
+    tables, errors, unlisted = [], [], (array("q"), array("q"))
     if fast:
         table, refused = _rows(shape, version, objs, np.asarray(fast, np.int64), first_line, base_offset, starts,
                                lengths, reward_required)
@@ -137,14 +144,16 @@ def _read_lines(data, starts, ends, lengths, lines, shape, first_line, base_offs
         table = notes.attach(table.take(np.argsort(table[F.LINE].to_numpy(), kind="stable")))
     table, _ = cap(table, options.max_extras)  # the block's first extra fields met, at most the run's limit
     errors.sort()
+    numbers, steps = (np.frombuffer(a, np.int64) if a else np.zeros(0, np.int64) for a in unlisted)
     return ParsedBlock(table, [(line, why) for line, why, _ in errors], len(ends), [hint for *_, hint in errors],
-                       len(slow), np.frombuffer(unlisted, np.int64) if unlisted else np.zeros(0, np.int64))
+                       len(slow), numbers, steps)
 
 
 def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_required, errors, unlisted):
     """(the rows, their line indices) of the ``slow`` lines read one by one; each rejected line is added
     to ``errors`` (line, reason, step hint) while it has room (``defaults.max_errors``), else its number
-    to ``unlisted``; past that room, lines that can't be an object are counted at once, unread."""
+    to ``unlisted`` (two arrays: the line numbers, their step hints with ``NO_STEP`` for None); past that
+    room, lines that can't be an object are counted at once, unread but for a step they name."""
     records, kept, room = [], [], max_errors()
     order = slow.tolist()
     k = 0
@@ -153,20 +162,21 @@ def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_re
         if len(errors) >= room and slow is not None:  # once: the rest that is no object, counted at once
             rest, slow = np.asarray(order[k:], np.int64), None
             no_object = ~np.isin(buffer[starts[rest]], _OBJECT_FIRST)
-            unlisted.frombytes((first_line + rest[no_object]).astype(np.int64).tobytes())
+            unlisted[0].frombytes((first_line + rest[no_object]).astype(np.int64).tobytes())
+            unlisted[1].frombytes(_step_hints(data, buffer, starts, ends, rest[no_object]).tobytes())
             order, k = rest[~no_object].tolist(), 0
             continue
         k += 1
         raw = bytes(data[starts[index]:ends[index]])
         if len(errors) >= room and not_json(raw):  # rejected, past those listed: counted only
-            unlisted.append(first_line + index)
+            _count(unlisted, first_line + index, raw)
             continue
         got = _slow_row(raw, resolver, reward_required)
         if isinstance(got, str):
             if len(errors) < room:
                 errors.append((first_line + index, got, _step_hint(raw)))
             else:  # counted, not kept: memory stays the same whatever their number
-                unlisted.append(first_line + index)
+                _count(unlisted, first_line + index, raw)
         else:
             records.append(got)
             kept.append(index)
@@ -176,6 +186,31 @@ def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_re
 def _step_hint(raw: bytes) -> int | None:
     hits = _STEP_RE.findall(raw)
     return int(hits[0]) if len(hits) == 1 else None
+
+
+def _count(unlisted: tuple[array, array], line: int, raw: bytes) -> None:
+    """Count a rejected line past those listed: its number and its step hint (``NO_STEP`` for None)."""
+    hint = _step_hint(raw)
+    unlisted[0].append(line)
+    unlisted[1].append(NO_STEP if hint is None or not NO_STEP < hint < -NO_STEP else hint)
+
+
+def _step_hints(data, buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """The step hints (``_step_hint``, ``NO_STEP`` for None) of the lines ``which`` (int64): only a line
+    holding ``"step"`` (found by numpy over the block) is looked at one by one."""
+    hints = np.full(len(which), NO_STEP, np.int64)
+    if not len(which):
+        return hints
+    quotes = np.flatnonzero(buffer[:max(len(buffer) - len(_STEP_KEY) + 1, 0)] == _STEP_KEY[0])
+    for k in range(1, len(_STEP_KEY)):
+        quotes = quotes[buffer[quotes + k] == _STEP_KEY[k]]
+    holding = np.unique(np.searchsorted(starts, quotes, side="right") - 1)
+    for i in np.flatnonzero(np.isin(which, holding)).tolist():
+        raw = bytes(data[starts[which[i]]:ends[which[i]]])
+        hint = _step_hint(raw)
+        if hint is not None and NO_STEP < hint < -NO_STEP:
+            hints[i] = hint
+    return hints
 
 
 def _blank(data: bytes, buffer: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
