@@ -65,7 +65,8 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     # otherwise than of one column alone, and the summary's digits are a contract
     values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
     codes, index = _step_codes(steps)
-    out = pd.DataFrame({"samples": np.bincount(codes[codes >= 0], minlength=len(index))}, index=index)
+    counted = codes if codes.min(initial=0) >= 0 else codes[codes >= 0]  # (-1: no step, not counted)
+    out = pd.DataFrame({"samples": np.bincount(counted, minlength=len(index))}, index=index)
     if len(values.columns):
         # grouped by the step's codes as a categorical: pandas then hashes no step, and each group is
         # the same rows in the same order as grouped by the steps, so the same bits
@@ -75,7 +76,7 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     if len(samples):
         out = out.join(compute_step_diagnostics(samples))
         if "prompt_key" in samples:
-            out = out.join(compute_group_stats(samples))
+            out = out.join(compute_group_stats(samples, (codes, index)))
         if "mask_positions" in samples and (samples["mask_positions"] >= 0).any():
             out = out.join(compute_masked_share(samples))
     out.index.name = F.STEP
@@ -95,7 +96,7 @@ def compute_masked_share(samples: pd.DataFrame) -> pd.Series:
     return (totals["untrained"] / totals["positions"].where(totals["positions"] > 0)).rename("masked_share")
 
 
-def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
+def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) -> pd.DataFrame:
     """Per step (index), the GRPO groups: samples of the step with the same prompt text (pads
     removed, ``prompt_key``) form a group; samples without a prompt are in none.
 
@@ -106,8 +107,9 @@ def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
     - ``zero_std_share``: ``zero_std_groups`` over the groups of at least 2 samples (NaN with none).
 
     A sample without a reward (``has_reward`` false: its format logs none) is in no group.
+    ``step_codes``: ``_step_codes`` of the samples' steps, when the caller has them.
     """
-    step_codes, steps = _step_codes(samples[F.STEP])
+    step_codes, steps = step_codes or _step_codes(samples[F.STEP])
     have = (samples["prompt_key"].notna() & rewarded(samples)).to_numpy() & (step_codes >= 0)
     if not have.any():
         return pd.DataFrame({"prompt_groups": 0, "group_size_mean": np.nan, "zero_std_groups": 0,
@@ -146,7 +148,9 @@ def _step_codes(steps: pd.Series) -> tuple[np.ndarray, pd.Index]:
     values = steps.to_numpy()
     if values.dtype.kind in "iu" and (len(values) < 2 or bool((values[1:] >= values[:-1]).all())):
         new = np.r_[True, values[1:] != values[:-1]] if len(values) else np.zeros(0, bool)
-        return np.cumsum(new) - 1, pd.Index(values[new], name=F.STEP)
+        codes = np.cumsum(new)
+        codes -= 1
+        return codes, pd.Index(values[new], name=F.STEP)
     codes, uniques = pd.factorize(values, sort=True)
     return codes, pd.Index(uniques, name=F.STEP)
 
