@@ -58,7 +58,8 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     ``compute_step_diagnostics``). ``kl_mean`` is the mean over samples of each sample's mean k3."""
     steps = samples[F.STEP]
     columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns)}}
-    series = {name: samples[column].astype(float) for name, column in columns.items() if column in samples}
+    series = {name: samples[column].astype(float) for name, column in columns.items()
+              if column in samples and not _no_value(samples[column], name == "response_len")}
     if "response_len" in series:
         series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
     # one block of all the series (a copy): pandas' grouped mean of a block of 3 or more columns can round
@@ -140,6 +141,16 @@ def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) 
             "zero_std_groups": zero_std.astype(int),
             "zero_std_share": np.where(multi_groups > 0, zero_std / multi_groups, np.nan),
         }, index=steps)
+
+
+def _no_value(column: pd.Series, lengths: bool) -> bool:
+    """Whether ``column`` is one number broadcast (the snapshot keeps a column of one value so) that is
+    NaN, or with ``lengths`` negative (unknown): a series with no value, told without converting it."""
+    values = column.to_numpy()
+    if values.dtype.kind not in "fiu" or not len(values) or values.strides[0]:
+        return False
+    one = float(values[0])
+    return np.isnan(one) or (lengths and one < 0)
 
 
 def _step_codes(steps: pd.Series) -> tuple[np.ndarray, pd.Index]:
