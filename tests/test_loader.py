@@ -241,3 +241,21 @@ def test_the_snapshot_reads_only_the_loaders_public_surface():
                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                and node.value.id == "loader" and node.attr.startswith("_")]
     assert private == []
+
+
+def test_rows_are_in_order_only_by_step_then_file_then_line():
+    """The order check: ties on step compare file, ties on both compare line; a NaN is out of order."""
+    import numpy as np
+
+    from rl_board.store.snapshot import _ordered
+
+    def ordered(step, file, line):
+        return _ordered(*(np.asarray(v) for v in (step, file, line)))
+
+    assert ordered([0, 0, 1, 1], [0, 1, 0, 0], [5, 0, 3, 3])  # a later file may start at any line
+    assert ordered([0, 1], [1, 0], [9, 0])  # a later step may come from an earlier file
+    assert not ordered([1, 0], [0, 1], [0, 0])
+    assert not ordered([0, 0], [1, 0], [0, 5])
+    assert not ordered([0, 0], [0, 0], [5, 4])
+    assert not ordered([0, 0], [0.0, np.nan], [0, 1])
+    assert ordered([], [], []) and ordered([3], [0], [0])

@@ -241,3 +241,35 @@ def test_token_text_wraps_a_run_of_tokens_without_spaces():
     box = html_text[html_text.index('<div class="rlb-token-text"'):]
     style = box[box.index('style="') + 7:box.index('"', box.index('style="') + 7)]
     assert "overflow-wrap:anywhere" in style.split(";")
+
+
+@pytest.mark.parametrize("same_key_in_two_steps", [True, False])
+def test_group_stats_count_groups_per_step_by_hand(same_key_in_two_steps):
+    """GRPO groups per step, counted by hand: a prompt met in two steps is two groups, NaN equals NaN
+    and -0.0 equals 0.0, a sample without a reward is in none, a step without prompts has no group."""
+    from rl_board.analysis.steps import compute_group_stats
+
+    later = 10.0 if same_key_in_two_steps else 11.0
+    rows = [(2, later, 1.0, True), (1, 10.0, 0.0, True), (1, 10.0, -0.0, True), (2, later, 1.0, True),
+            (2, 20.0, np.nan, True), (2, 20.0, np.nan, True), (2, 30.0, 0.5, True), (2, 30.0, 1.5, True),
+            (2, 30.0, 0.5, False), (1, 40.0, 1.0, True), (3, np.nan, 1.0, True), (1, 20.0, 2.0, False)]
+    samples = pd.DataFrame(rows, columns=["step", "prompt_key", "reward", "has_reward"])
+    out = compute_group_stats(samples)
+    assert out.index.tolist() == [1, 2, 3]
+    assert out["prompt_groups"].tolist() == [2, 3, 0]
+    assert out["zero_std_groups"].tolist() == [1, 2, 0]
+    np.testing.assert_array_equal(out["group_size_mean"], [1.5, 2.0, np.nan])
+    np.testing.assert_array_equal(out["zero_std_share"], [1.0, 2 / 3, np.nan])
+
+
+def test_step_stats_do_not_depend_on_the_samples_order():
+    """Per-step means and stds of samples shuffled equal those of the samples in step order."""
+    rng = np.random.default_rng(3)
+    samples = pd.DataFrame({"step": np.repeat([0, 5, 9], 7), "reward": rng.normal(size=21),
+                            "kl_mean": rng.normal(size=21)})
+    ordered = compute_step_stats(samples)
+    shuffled = compute_step_stats(samples.sample(frac=1, random_state=1))
+    assert ordered["samples"].tolist() == [7, 7, 7]
+    np.testing.assert_allclose(shuffled[["reward_mean", "reward_std", "kl_mean", "kl_std"]],
+                               ordered[["reward_mean", "reward_std", "kl_mean", "kl_std"]], rtol=1e-12)
+    np.testing.assert_allclose(ordered["reward_mean"], samples.groupby("step")["reward"].mean(), rtol=1e-12)

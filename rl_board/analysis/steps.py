@@ -58,20 +58,26 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     ``compute_step_diagnostics``). ``kl_mean`` is the mean over samples of each sample's mean k3."""
     steps = samples[F.STEP]
     columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns)}}
-    series = {name: samples[column].astype(float) for name, column in columns.items() if column in samples}
+    series = {name: samples[column].astype(float) for name, column in columns.items()
+              if column in samples and not _no_value(samples[column], name == "response_len")}
     if "response_len" in series:
         series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
     # one block of all the series (a copy): pandas' grouped mean of a block of 3 or more columns can round
     # otherwise than of one column alone, and the summary's digits are a contract
     values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
-    out = steps.groupby(steps, sort=True).size().rename("samples").to_frame()
+    codes, index = _step_codes(steps)
+    counted = codes if codes.min(initial=0) >= 0 else codes[codes >= 0]  # (-1: no step, not counted)
+    out = pd.DataFrame({"samples": np.bincount(counted, minlength=len(index))}, index=index)
     if len(values.columns):
-        grouped = values.groupby(steps, sort=True)
-        out = out.join(grouped.mean().add_suffix("_mean")).join(grouped.std(ddof=0).add_suffix("_std"))
+        # grouped by the step's codes as a categorical: pandas then hashes no step, and each group is
+        # the same rows in the same order as grouped by the steps, so the same bits
+        grouped = values.groupby(pd.Categorical.from_codes(codes, categories=index), observed=True, sort=True)
+        stats = pd.concat([grouped.mean().add_suffix("_mean"), grouped.std(ddof=0).add_suffix("_std")], axis=1)
+        out = out.join(stats.set_axis(index))
     if len(samples):
         out = out.join(compute_step_diagnostics(samples))
         if "prompt_key" in samples:
-            out = out.join(compute_group_stats(samples))
+            out = out.join(compute_group_stats(samples, (codes, index)))
         if "mask_positions" in samples and (samples["mask_positions"] >= 0).any():
             out = out.join(compute_masked_share(samples))
     out.index.name = F.STEP
@@ -91,7 +97,7 @@ def compute_masked_share(samples: pd.DataFrame) -> pd.Series:
     return (totals["untrained"] / totals["positions"].where(totals["positions"] > 0)).rename("masked_share")
 
 
-def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
+def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) -> pd.DataFrame:
     """Per step (index), the GRPO groups: samples of the step with the same prompt text (pads
     removed, ``prompt_key``) form a group; samples without a prompt are in none.
 
@@ -102,26 +108,79 @@ def compute_group_stats(samples: pd.DataFrame) -> pd.DataFrame:
     - ``zero_std_share``: ``zero_std_groups`` over the groups of at least 2 samples (NaN with none).
 
     A sample without a reward (``has_reward`` false: its format logs none) is in no group.
+    ``step_codes``: ``_step_codes`` of the samples' steps, when the caller has them.
     """
-    have = samples.loc[samples["prompt_key"].notna() & rewarded(samples), [F.STEP, "prompt_key", F.REWARD]]
-    steps = pd.Index(sorted(samples[F.STEP].unique()), name=F.STEP)
-    if have.empty:
+    step_codes, steps = step_codes or _step_codes(samples[F.STEP])
+    have = (samples["prompt_key"].notna() & rewarded(samples)).to_numpy() & (step_codes >= 0)
+    if not have.any():
         return pd.DataFrame({"prompt_groups": 0, "group_size_mean": np.nan, "zero_std_groups": 0,
                              "zero_std_share": np.nan}, index=steps)
-    grouped = have.groupby([F.STEP, "prompt_key"], sort=False)[F.REWARD]
-    groups = pd.DataFrame({"size": grouped.size(), "distinct": grouped.nunique(dropna=False)})
-    multi = groups["size"] >= 2
-    per_step = groups.groupby(level=0)
-    out = pd.DataFrame({
-        "prompt_groups": per_step.size(),
-        "group_size_mean": per_step["size"].mean(),
-        "zero_std_groups": (multi & (groups["distinct"] == 1)).groupby(level=0).sum(),
-        "multi_groups": multi.groupby(level=0).sum(),
-    }).reindex(steps)
-    out["prompt_groups"] = out["prompt_groups"].fillna(0).astype(int)
-    out["zero_std_groups"] = out["zero_std_groups"].fillna(0).astype(int)
-    out["zero_std_share"] = out["zero_std_groups"] / out["multi_groups"].where(out["multi_groups"] > 0)
-    return out.drop(columns="multi_groups")
+    # numpy on codes rather than pandas' groupby and nunique over (step, prompt): each number is a count
+    # or a ratio of two, so the same bits, without hashing the pairs and then the (pair, reward)s
+    have = slice(None) if have.all() else have  # (no copy of each column then)
+    step_codes = step_codes[have]
+    group = _group_codes(pd.factorize(samples["prompt_key"].to_numpy()[have])[0], step_codes, len(steps))
+    n_groups = int(group.max()) + 1
+    first = _first_rows(group, n_groups)
+    reward = samples[F.REWARD].to_numpy(dtype=float)[have]
+    ref = reward[first][group]
+    differs = ~((reward == ref) | (np.isnan(reward) & np.isnan(ref)))  # NaN equal to NaN, as nunique(dropna=False)
+    size = np.bincount(group, minlength=n_groups)
+    multi = size >= 2
+    step_of = step_codes[first]
+
+    def per_step(weights=None):
+        return np.bincount(step_of, weights=weights, minlength=len(steps))
+
+    prompt_groups, multi_groups = per_step(), per_step(multi)
+    zero_std = per_step(multi & (np.bincount(group, weights=differs, minlength=n_groups) == 0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.DataFrame({
+            "prompt_groups": prompt_groups.astype(int),
+            "group_size_mean": np.where(prompt_groups > 0, per_step(size) / prompt_groups, np.nan),
+            "zero_std_groups": zero_std.astype(int),
+            "zero_std_share": np.where(multi_groups > 0, zero_std / multi_groups, np.nan),
+        }, index=steps)
+
+
+def _no_value(column: pd.Series, lengths: bool) -> bool:
+    """Whether ``column`` is one number broadcast (the snapshot keeps a column of one value so) that is
+    NaN, or with ``lengths`` negative (unknown): a series with no value, told without converting it."""
+    values = column.to_numpy()
+    if values.dtype.kind not in "fiu" or not len(values) or values.strides[0]:
+        return False
+    one = float(values[0])
+    return np.isnan(one) or (lengths and one < 0)
+
+
+def _step_codes(steps: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """(each sample's step as a code 0..n-1, -1 for none; the n steps ascending, named ``step``):
+    without hashing when the samples are in step order, as a run's are."""
+    values = steps.to_numpy()
+    if values.dtype.kind in "iu" and (len(values) < 2 or bool((values[1:] >= values[:-1]).all())):
+        new = np.r_[True, values[1:] != values[:-1]] if len(values) else np.zeros(0, bool)
+        codes = np.cumsum(new)
+        codes -= 1
+        return codes, pd.Index(values[new], name=F.STEP)
+    codes, uniques = pd.factorize(values, sort=True)
+    return codes, pd.Index(uniques, name=F.STEP)
+
+
+def _first_rows(codes: np.ndarray, n: int) -> np.ndarray:
+    """For each code 0..n-1 (each present in ``codes``), the position of its first occurrence."""
+    first = np.empty(n, np.int64)
+    first[codes[::-1]] = np.arange(len(codes) - 1, -1, -1)  # the last write wins
+    return first
+
+
+def _group_codes(key_codes: np.ndarray, step_codes: np.ndarray, n_steps: int) -> np.ndarray:
+    """A code per sample, the same for two samples exactly when their prompt (``key_codes``) and step
+    are: the prompt's own code when each prompt is met in one step only (a run's usual shape, checked),
+    else a code of the pair."""
+    first_step = step_codes[_first_rows(key_codes, int(key_codes.max()) + 1)]
+    if (first_step[key_codes] == step_codes).all():
+        return key_codes
+    return pd.factorize(key_codes * np.int64(n_steps) + step_codes)[0]
 
 
 def rewarded(samples: pd.DataFrame) -> pd.Series:

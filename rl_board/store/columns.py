@@ -52,21 +52,31 @@ class _Column:
             self.chunks += [chunk.cast(self.type) if chunk is not None else pa.nulls(rows, self.type)
                             for rows, chunk in pieces]
             return
-        rows = sum(count for count, _ in pieces)
-        if not rows:
+        if not sum(count for count, _ in pieces):
             return
-        values = np.concatenate([self._values(count, chunk) for count, chunk in pieces])
         if self.array is None:
-            if self.bits is not None:
-                if self.key is None:
-                    self.value = values[:1].copy()
-                    self.key = self.value.view(self.bits)[0]
-                if (values.view(self.bits) == self.key).all():
-                    return  # the same bytes throughout: kept as the one value
+            if self.bits is not None and self._same(pieces):
+                return  # the same bytes throughout: kept as the one value
             self.array = np.empty(self.rows, self.dtype)
             if start:
                 self.array[:start] = self.value[0]
-        self.array[start:start + rows] = values
+        for count, chunk in pieces:  # each piece into its place: no concatenation of the window
+            self.array[start:start + count] = self._values(count, chunk)
+            start += count
+
+    def _same(self, pieces: list[tuple[int, object]]) -> bool:
+        """Whether every value of ``pieces`` has the one value's bytes (the first value met, when none
+        yet), compared a piece at a time (an absent column's piece by its one fill value)."""
+        for count, chunk in pieces:
+            if not count:
+                continue
+            values = self._values(1 if chunk is None else count, chunk)
+            if self.key is None:
+                self.value = values[:1].copy()
+                self.key = self.value.view(self.bits)[0]
+            if not (values.view(self.bits) == self.key).all():
+                return False
+        return True
 
     def _values(self, rows: int, chunk) -> np.ndarray:
         if chunk is None:

@@ -182,15 +182,24 @@ def _in_order(columns: dict) -> dict:
     """``columns`` (``columns.gather``'s) ordered by step, file and line (a stable sort). A run's files
     are mostly in that order already (verl's ``{step}.jsonl``, one step a file): then nothing is
     sorted (the same rows, the same index); else each column is taken in that order in turn."""
-    step, file, line = (np.diff(columns[name]) for name in (F.STEP, F.FILE, F.LINE))
-    ordered = bool(np.all((step > 0) | ((step == 0) & ((file > 0) | ((file == 0) & (line >= 0))))))
-    del step, file, line
-    if ordered:
+    if _ordered(*(np.asarray(columns[name]) for name in (F.STEP, F.FILE, F.LINE))):
         return columns
     keys = frame({name: columns[name] for name in (F.STEP, F.FILE, F.LINE)})
     order = keys.sort_values([F.STEP, F.FILE, F.LINE], kind="stable").index.to_numpy()
     del keys
     return {name: take(column, order) for name, column in columns.items()}
+
+
+def _ordered(step: np.ndarray, file: np.ndarray, line: np.ndarray) -> bool:
+    """Whether the rows are in (step, file, line) order, ties allowed; a NaN is out of order. Compared
+    a key at a time, each on the rows whose keys before it tie (masks of a byte a row, no differences)."""
+    if not (step[1:] >= step[:-1]).all():
+        return False
+    tie = step[1:] == step[:-1]
+    if (tie & ~(file[1:] >= file[:-1])).any():
+        return False
+    tie &= file[1:] == file[:-1]
+    return not (tie & ~(line[1:] >= line[:-1])).any()
 
 
 def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
