@@ -109,12 +109,18 @@ def v1_episode(episode_id: str, step: int, traces: list[dict], errors: list | No
 
 def write_prime_rl(out: Path, step: int, kind: str, subset: str, episodes: list[dict]) -> Path:
     """prime_rl/monitors/file.py ``FileMonitor.log_episodes``: appended with orjson, one per line."""
-    path = out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl"
+    return _orjson_lines(out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl", episodes, "ab")
+
+
+def _orjson_lines(path: Path, rows, mode: str) -> Path:
+    """Each row as prime-rl dumps it (orjson, ``default=str``, numpy arrays serialised), one a line, into
+    ``path`` (its folder made first): ``mode`` "ab" appends (the file monitor), "wb" writes the file anew
+    (``save_rollouts``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
-    with open(path, "ab") as f:
-        for episode in episodes:
-            f.write(orjson.dumps(episode, default=str, option=opts))
+    with open(path, mode) as f:
+        for row in rows:
+            f.write(orjson.dumps(row, default=str, option=opts))
     return path
 
 
@@ -218,13 +224,7 @@ def write_prime_rl_window(out: Path, step: int, name: str, rollout_dicts: list[d
     2026): ``step_path`` is ``OUT/rollouts/step_{step}``, ``name`` ``train_rollouts.jsonl`` (the batch shipped
     at that step) or ``eval_rollouts_{env}.jsonl`` (the eval of that step's checkpoint); orjson, one trace a
     line, the file written anew."""
-    path = out / "rollouts" / f"step_{step}" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
-    with open(path, "wb") as f:
-        for rollout in rollout_dicts:
-            f.write(orjson.dumps(rollout, default=str, option=opts))
-    return path
+    return _orjson_lines(out / "rollouts" / f"step_{step}" / name, rollout_dicts, "wb")
 
 
 # -- OpenPipe ART ------------------------------------------------------------------------------
@@ -508,10 +508,5 @@ def prime_rl_rollout(raw: dict, env: str, policy_version: int, eval_step: int | 
 def write_prime_rl_rollouts(out: Path, step: int, name: str, rollouts: list[dict]) -> Path:
     """``save_rollouts(rollout_dicts, OUT/rollouts/step_{step}/{name}, exclude_keys={"trajectory"})``
     (prime_rl/orchestrator/utils.py, April to June 2026): orjson, one row a line, the file written anew."""
-    path = out / "rollouts" / f"step_{step}" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
-    with open(path, "wb") as f:
-        for rollout in rollouts:
-            f.write(orjson.dumps({k: v for k, v in rollout.items() if k != "trajectory"}, default=str, option=opts))
-    return path
+    return _orjson_lines(out / "rollouts" / f"step_{step}" / name,
+                         ({k: v for k, v in rollout.items() if k != "trajectory"} for rollout in rollouts), "wb")
