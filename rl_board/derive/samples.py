@@ -276,7 +276,7 @@ _ASCII_SPACE = np.array([chr(c).isspace() for c in range(256)])
 
 def _ascii_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(every word of ``texts``, ASCII strings without nulls, in order; the text of each word: int64),
-    a word being a run of bytes that are not ``_ASCII_SPACES`` within one text. numpy over the bytes,
+    a word being a run of bytes that are not ``_ASCII_SPACE`` within one text. numpy over the bytes,
     no string made but the words' own array."""
     first, last = texts.offset, texts.offset + len(texts)
     offsets = np.frombuffer(texts.buffers()[1], np.int32 if texts.type == pa.string() else np.int64)[first:last + 1]
