@@ -1,31 +1,37 @@
 #!/usr/bin/env bash
-# Run every test: unit, AppTest and the real-browser test. Installs what they need on a fresh machine:
-# Debian's chromium (needs root or sudo), a virtualenv (.venv) with requirements-dev.txt (moto's S3 server
-# and s3fs for the s3 tests, adlfs for the azure tests, ray) and requirements-docs.txt (mkdocs: tests/test_docs.py
-# builds the docs site with --strict), and Azurite from npm (.azurite/) for the az:// tests.
-# `ruff check .` runs first (settings in pyproject.toml) and stops the run on a finding.
-# Extra arguments go to pytest, e.g. ./test.sh -k loader
+# Run the tests. Arguments go to pytest (./test.sh -k loader, ./test.sh tests/test_docs.py).
+#
+#   ./test.sh                                 every test: tests/setup.sh first (chromium, .venv, Azurite),
+#                                             then `ruff check .`, then pytest in .venv
+#   ./test.sh -m "not browser and not slow"   the quick run: no set-up, in the current environment (the
+#                                             active virtualenv, else .venv where it exists, else python3);
+#                                             tests that need an extra the environment lacks are skipped
+#
+# A run is the quick one when its -m expression deselects `slow`. `ruff check .` runs first whenever ruff
+# is there (settings in pyproject.toml) and stops the run on a finding.
 set -euo pipefail
 cd "$(dirname "$0")"
-if [ ! -x /usr/bin/chromium ]; then
-  echo "Installing Debian's chromium for the browser test..."
-  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-fi
 VENV="${RL_BOARD_VENV:-.venv}"
-if [ ! -x "$VENV/bin/python" ] || ! cat requirements.txt requirements-dev.txt requirements-docs.txt | cmp -s - "$VENV/.installed-dev.txt"; then
-  echo "Setting up $VENV from requirements-dev.txt and requirements-docs.txt..."
-  python3 -m venv "$VENV"
-  "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -r requirements-dev.txt -r requirements-docs.txt
-  cat requirements.txt requirements-dev.txt requirements-docs.txt > "$VENV/.installed-dev.txt"
-  cp requirements.txt "$VENV/.installed-requirements.txt"
+quick=0
+previous=""
+for arg in "$@"; do
+  case "$previous|$arg" in
+    "-m|"*"not slow"*|*"|-m"*"not slow"*|*"|--markers="*"not slow"*) quick=1 ;;
+  esac
+  previous="$arg"
+done
+if [ "$quick" = 1 ]; then
+  if [ -n "${VIRTUAL_ENV:-}" ] && [ -x "$VIRTUAL_ENV/bin/python" ]; then PYTHON="$VIRTUAL_ENV/bin/python"
+  elif [ -x "$VENV/bin/python" ]; then PYTHON="$VENV/bin/python"
+  else PYTHON="$(command -v python3)"
+  fi
+else
+  tests/setup.sh
+  PYTHON="$VENV/bin/python"
 fi
-AZURITE_VERSION=3.37.0  # Azure's storage emulator, for the tests marked azure (az:// runs through adlfs)
-if [ ! -x .azurite/node_modules/.bin/azurite-blob ] && command -v npm >/dev/null; then
-  echo "Installing Azurite $AZURITE_VERSION from npm into .azurite/ for the az:// tests..."
-  npm install --silent --no-audit --no-fund --prefix .azurite "azurite@$AZURITE_VERSION" >/dev/null
+RUFF="$(dirname "$PYTHON")/ruff"
+if [ -x "$RUFF" ]; then "$RUFF" check .  # the linter first: an unused import or a shadowed name fails fast
+elif command -v ruff >/dev/null; then ruff check .
+else echo "ruff is not installed here: the lint is left out of this run (pip install -r requirements-dev.txt)"
 fi
-"$VENV/bin/ruff" check .  # the linter first: an unused import or a shadowed name fails fast
-exec "$VENV/bin/python" -m pytest "$@"
+exec "$PYTHON" -m pytest "$@"

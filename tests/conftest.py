@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -13,20 +15,15 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 
 
-#: Test modules whose tests start the page many times or other processes (the CLI, pip, the
-#: benchmark): marked ``slow``, so ``./test.sh -m "not browser and not slow"`` is the quick run.
-SLOW_MODULES = {"test_app", "test_page", "test_browser", "test_benchmark", "test_install", "test_access",
-                "test_summary", "test_tags", "test_faults", "test_writer", "test_prime_rl", "test_prime_rl_tokens",
-                "test_turn_view", "test_cli", "test_s3", "test_azure", "test_cluster"}
-
-
 def pytest_collection_modifyitems(items):
-    """Mark the browser tests ``browser`` and the tests of ``SLOW_MODULES`` ``slow``."""
+    """Mark the browser tests ``browser`` (and ``slow``). Other tests are marked ``slow`` one by one where
+    they are defined: each that starts the page many times or other processes (pip, the benchmark, a
+    server) or takes more than about half a second here, so ``-m "not browser and not slow"`` is the quick
+    run (docs/contributing/tests.md)."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module is not None else ""
         if module == "test_browser":
             item.add_marker(pytest.mark.browser)
-        if module in SLOW_MODULES:
             item.add_marker(pytest.mark.slow)
 
 
@@ -77,9 +74,39 @@ def sample(step: int, reward: float, **extra) -> dict:
 
 
 def command(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``rl-board ARGV`` run in this process through the command line's own ``main`` (the parser, the
+    commands, their workers and exit codes; no interpreter start), with ``env`` added for the call: its
+    stdout and stderr are captured as a process's would be. Tests of what only a process shows (signals,
+    the exit's flush, the import cost) use ``command_process``."""
+    from rl_board.cli import main
+
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    out, err = _captured(), _captured()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            status = main(list(argv))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["rl-board", *argv], status, _text(out), _text(err))
+
+
+def command_process(*argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """``rl-board ARGV`` as its own process (the real command line, its own workers), with ``env`` added."""
     return subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, cwd=REPO,
                           env={**os.environ, **(env or {})}, timeout=300)
+
+
+def _captured() -> io.TextIOWrapper:
+    """A text stream with a byte ``buffer`` beneath, as a process's stdout has (``tags --export`` writes bytes)."""
+    return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape", newline="\n",
+                            write_through=True)
+
+
+def _text(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    return stream.buffer.getvalue().decode("utf-8", "replace")
 
 
 def close_to(a, b) -> bool:

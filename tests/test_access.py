@@ -47,6 +47,7 @@ def test_unset_means_as_before(tmp_path, monkeypatch):
     assert list_runs(tmp_path) == ["anywhere"]
 
 
+@pytest.mark.slow
 def test_command_line_refuses_outside(layout):
     """summary and search exit 2 naming the folder; nothing is printed from it."""
     allowed, secret = layout
@@ -59,6 +60,7 @@ def test_command_line_refuses_outside(layout):
     assert json.loads(ok.stdout)["lines_ok"] == 1
 
 
+@pytest.mark.slow
 def test_page_and_link_refuse_outside(layout):
     """Typing an outside root, or opening a link to one, says so and lists no run."""
     allowed, secret = layout
@@ -83,6 +85,7 @@ def _page_texts(at) -> list[str]:
     return [t.value for t in at.text] + [w.value for w in at.warning]
 
 
+@pytest.mark.slow
 def test_metrics_path_outside_gets_one_message_whether_or_not_it_exists(layout):
     """A typed metrics path outside (a folder with trainer state, a file, nothing) shows no series and
     the same words with only the path differing: no existence oracle."""
@@ -128,6 +131,7 @@ def _tensorboard_events(folder):
     return next(folder.glob("events.out.tfevents.*"))
 
 
+@pytest.mark.slow
 def test_metrics_command_follows_no_symlink_out_of_an_allowed_folder(layout):
     """A trainer state, checkpoint, event file or metrics JSONL symlinked from inside to outside is not
     read: exit 2, nothing printed; the same files inside are read (exit 0)."""
@@ -170,6 +174,7 @@ def test_a_log_replaced_by_a_symlink_out_is_not_read_again(layout):
         run.record(run.samples.index[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [" ", ":", " : ", "/no/such/folder/anywhere"])
 def test_blank_or_unusable_roots_is_an_error_not_allow_all(tmp_path, monkeypatch, value):
     """RL_BOARD_ROOTS blank, only separators, or naming nothing that exists: the CLI exits 2 saying so,
@@ -188,6 +193,7 @@ def test_blank_or_unusable_roots_is_an_error_not_allow_all(tmp_path, monkeypatch
     assert keys.ROOT not in [t.key for t in at.sidebar.text_input]
 
 
+@pytest.mark.slow
 def test_cache_command_lists_and_clears_only_allowed_runs(layout, isolated_cache):
     """With RL_BOARD_ROOTS set, `cache list` shows only the inside run's cache and `cache clear` leaves
     the outside run's cache and summary memo in place (the memos are always written: files settled)."""
@@ -220,6 +226,7 @@ def test_cache_command_lists_and_clears_only_allowed_runs(layout, isolated_cache
 ODD_PATHS = ["/srv/a\0b", "~nosuchuser-rl-board", "/tmp/" + "x" * 300]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("odd", ODD_PATHS)
 def test_odd_paths_get_a_plain_message_not_a_traceback(tmp_path, odd):
     """A root or metrics path with a NUL byte, an unknown ~user or a 300-character name is refused in

@@ -34,6 +34,7 @@ def _kl_run(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_journey_on_the_demo_run():
     """Open, pick the PPO demo, load: curves in the overview; batch table, sample pair, token table and
     heatmap in the batch area; no exception."""
@@ -62,6 +63,7 @@ def test_journey_on_the_demo_run():
     assert tokens.count("<|endoftext|>") == 1 and tokens[-1] == "<|endoftext|>"
 
 
+@pytest.mark.slow
 def test_sort_by_reward_and_by_kl_puts_the_max_first(tmp_path):
     """Sorting by reward or by KL mean puts that column's largest value in the first row and sample."""
     at = _load(_open(_kl_run(tmp_path), "kl_run"))
@@ -77,6 +79,7 @@ def test_sort_by_reward_and_by_kl_puts_the_max_first(tmp_path):
     assert at.dataframe[0].value["prompt"].iloc[0] == "A"
 
 
+@pytest.mark.slow
 def test_picking_a_sample_shows_its_texts_and_tokens(tmp_path):
     """Choosing the second sample of the sorted batch shows its prompt, response, ref response and tokens."""
     at = _load(_open(_kl_run(tmp_path), "kl_run"))
@@ -89,6 +92,7 @@ def test_picking_a_sample_shows_its_texts_and_tokens(tmp_path):
     assert tokens["log_ratio"].tolist() == pytest.approx([0.1, 0.2], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_irregular_steps_get_a_select_box():
     """The eval demo's irregular steps are chosen from a select box; response-level runs have no KL curve."""
     at = _load(_open(REPO / "rollout_samples", "eval_demo"))
@@ -100,6 +104,7 @@ def test_irregular_steps_get_a_select_box():
     assert any("No per-token" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_missing_and_empty_roots_say_what_to_do(tmp_path):
     """A missing root and a root without runs show a message with the expected layout; Load is disabled."""
     at = _open(tmp_path / "missing")
@@ -132,6 +137,7 @@ def test_log_text_renders_as_text_not_html_or_markdown(tmp_path):
     assert not any("onerror" in v or "heading" in v for v in rendered)
 
 
+@pytest.mark.slow
 def test_load_again_reads_new_lines(tmp_path):
     """Pressing Load again on the same run picks up lines appended since."""
     run = tmp_path / "live"
@@ -147,6 +153,7 @@ def test_load_again_reads_new_lines(tmp_path):
     assert at.dataframe[0].value["reward"].tolist() == [3.0]
 
 
+@pytest.mark.slow
 def test_refresh_button_and_auto_refresh(tmp_path):
     """Refresh reads appended lines into the step picker; turning auto-refresh on runs cleanly."""
     run = tmp_path / "live"
@@ -161,6 +168,7 @@ def test_refresh_button_and_auto_refresh(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_progress_and_counts_after_loading_bad_lines(tmp_path):
     """After a load the page says how many lines loaded and were rejected, quoting file:line and reason."""
     write_lines(tmp_path / "mixed" / "r.jsonl", [sample(1, 1.0), '{"step": "x", "reward": 1}', sample(1, 2.0)])
@@ -169,6 +177,7 @@ def test_progress_and_counts_after_loading_bad_lines(tmp_path):
     assert any("r.jsonl:2: 'step' must be an integer" in t.value for t in at.text)
 
 
+@pytest.mark.slow
 def test_token_view_notes_unequal_lengths_and_bad_entries(tmp_path):
     """Lists of different lengths get a note; a non-number in values shows as empty, the rest as given."""
     write_lines(tmp_path / "odd" / "r.jsonl", [sample(1, 1.0, response_tokens=["a", "b", "c"],
@@ -248,6 +257,7 @@ def test_trl_parquet_run_sorts_by_a_reward_function(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_field_mapping_from_the_sidebar(tmp_path):
     """reward=my_score typed in the sidebar reads that key after Load and says so in the header; a
     bad mapping is named, disables Load and keeps the loaded run on the page."""
@@ -265,6 +275,7 @@ def test_field_mapping_from_the_sidebar(tmp_path):
     assert at.dataframe[0].value["response"].tolist() == ["y", "x"]  # still the loaded run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["verl_grpo_demo", "trl_grpo_demo"])
 def test_shipped_trainer_demos_open(run):
     """The bundled verl and TRL demos load with their extra fields as table columns."""
@@ -273,6 +284,7 @@ def test_shipped_trainer_demos_open(run):
     assert {"acc", "format_score"} <= columns if run.startswith("verl") else {"accuracy_reward", "advantage"} <= columns
 
 
+@pytest.mark.slow
 def test_diagnostic_curves_smoothing_and_step_table():
     """The demo draws the six diagnostic curves; smoothing adds a faint raw curve; the per-step
     table lists every step with the diagnostics as columns."""
@@ -292,6 +304,7 @@ def test_diagnostic_curves_smoothing_and_step_table():
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_sort_by_mismatch_and_what_drives_the_step(tmp_path):
     """Sorting by mismatch KL puts the largest first; the step's KL is ranked by token string with
     totals computed by hand (k3 with d = ref - logp)."""
@@ -319,6 +332,7 @@ def test_sort_by_mismatch_and_what_drives_the_step(tmp_path):
     assert table["mismatch_kl"].tolist() == pytest.approx([k3(2.0), k3(0.1)])
 
 
+@pytest.mark.slow
 def test_token_text_is_escaped_and_coloured(tmp_path):
     """The response drawn as running text keeps markup in tokens as text."""
     write_lines(tmp_path / "x" / "r.jsonl", [sample(1, 1.0, response_tokens=["<img src=x onerror=alert(1)>", "&amp;"],
@@ -365,6 +379,7 @@ def _linked(**params) -> AppTest:
     return at.run()
 
 
+@pytest.mark.slow
 def test_a_link_opens_its_view_without_a_click():
     """root, run, step and sample in the address open that sample with no Load press; the address
     then holds the view, and moving the step changes it. (The demo deals each step's 16 samples to 4
@@ -428,6 +443,7 @@ def _shows_sample(at, source: str) -> bool:
      lambda at: _area(at, keys.BATCH).selectbox(key=keys.SORT_BY).value == "reward"),
     ({"run": "ppo_demo", "kl": "k9"}, "KL estimator 'k9'", lambda at: at.sidebar.selectbox(key=keys.KL_ESTIMATOR).value == "k3"),
 ])
+@pytest.mark.slow
 def test_a_bad_link_parameter_gets_a_message_and_the_nearest_view(params, message, check):
     """Each parameter that does not fit is named, and the message says what the page shows, which is
     what it shows; no traceback."""
@@ -439,6 +455,7 @@ def test_a_bad_link_parameter_gets_a_message_and_the_nearest_view(params, messag
     assert check(at)
 
 
+@pytest.mark.slow
 def test_prompt_history_follows_one_prompt_through_training(tmp_path):
     """From a sample, every sample with the same prompt (pads removed) at every step, with rewards."""
     write_lines(tmp_path / "h" / "r.jsonl", [
@@ -458,6 +475,7 @@ def test_prompt_history_follows_one_prompt_through_training(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_runs_side_by_side(tmp_path):
     """Picking another run overlays its reward curve (its own step means) in another colour; the
     batch stays on the loaded run."""
@@ -475,6 +493,7 @@ def test_runs_side_by_side(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_compare_names_runs_by_their_path_under_the_root(tmp_path):
     """Two runs both named rollout_data (a/ and b/): the curves name each by its path under the root, so
     neither hides the other."""
@@ -489,6 +508,7 @@ def test_compare_names_runs_by_their_path_under_the_root(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_grouped_batch_puts_zero_std_groups_first(tmp_path):
     """Group by prompt: one row per prompt (pads removed) with size, reward mean and population std,
     groups whose rewards are all equal first; the export buttons are there."""
@@ -509,6 +529,7 @@ def test_grouped_batch_puts_zero_std_groups_first(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_clear_this_runs_cache(tmp_path, isolated_cache):
     """The button deletes the run's cached rows: the page parses the run again and still shows it."""
     at = _load(_open(_kl_run(tmp_path), "kl_run"))
@@ -520,6 +541,7 @@ def test_clear_this_runs_cache(tmp_path, isolated_cache):
     assert at.dataframe[0].value["prompt"].tolist() and not at.exception
 
 
+@pytest.mark.slow
 def test_kl_estimator_is_one_setting(tmp_path):
     """Switching the estimator renames the table's KL columns, relabels the picker, reorders a KL
     sort, and keeps the selected sample selected."""
@@ -538,6 +560,7 @@ def test_kl_estimator_is_one_setting(tmp_path):
     assert label.startswith("#3 · ") and " · KL k1 0.15 · " in label  # A: now last by k1 too
 
 
+@pytest.mark.slow
 def test_the_loaded_run_stays_while_the_root_is_edited(tmp_path):
     """Typing another root (even one that does not exist, or with spaces around it) keeps the loaded
     run on the page until Load is pressed for another run."""
@@ -553,6 +576,7 @@ def test_the_loaded_run_stays_while_the_root_is_edited(tmp_path):
     assert at.dataframe[0].value["prompt"].tolist() == ["Z"]
 
 
+@pytest.mark.slow
 def test_trainer_metrics_beside_the_rollouts():
     """Loading the TRL demo shows its trainer_state.json without a typed path; a warning badge moves the
     batch to the nearest logged rollout step (37 -> 35) and says so."""
@@ -574,6 +598,7 @@ def _markdown_sources(at) -> list[str]:
     return found + [b.label for b in at.button] + [b.help or "" for b in at.button]
 
 
+@pytest.mark.slow
 def test_names_from_disk_are_shown_literally_not_as_markdown(tmp_path):
     """A JSON key, a trainer metric and a run folder named as Markdown (an image, bold) reach every
     Markdown element only backslash-escaped (escapes written here by hand), never raw."""
@@ -595,6 +620,7 @@ def test_names_from_disk_are_shown_literally_not_as_markdown(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_long_texts_are_cut_in_the_page_and_whole_in_the_download(tmp_path):
     """A 300,000-character response is sent cut (the sample view's first 100,000 characters, the table's
     first 2,000 and an ellipsis) and the download button holds all of it."""
@@ -609,6 +635,7 @@ def test_long_texts_are_cut_in_the_page_and_whole_in_the_download(tmp_path):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_truncated_flag_column_filter_and_curve(tmp_path):
     """The batch table flags the response that fills its lists without an EOS; Explore's filter keeps
     only it; the diagnostic curves offer the per-step share (1 of the 2 samples of step 1)."""
@@ -629,6 +656,7 @@ def test_truncated_flag_column_filter_and_curve(tmp_path):
     assert at.dataframe[0].value["prompt"].tolist() == ["cut"]
 
 
+@pytest.mark.slow
 def test_long_response_heatmap_draws_a_position_range_and_tokens_show_their_whitespace(tmp_path):
     """A 200-token response: the heatmap draws positions 0-63 first and the range the slider picks
     then; the token table shows Ġ and leading spaces as ␣ and a newline as ↵."""
@@ -651,6 +679,7 @@ def test_long_response_heatmap_draws_a_position_range_and_tokens_show_their_whit
     assert len(x) == 50 and x[0] == "100:t97" and x[-1] == "149:t146"
 
 
+@pytest.mark.slow
 def test_trainer_metrics_defaults_by_meaning_several_groups_and_an_overlay():
     """The TRL demo's trainer_state.json logs epoch, learning_rate, completions/clipped_ratio… by name;
     the series shown first are its reward, KL, entropy, loss and clip fraction. Two prefix groups can
@@ -675,6 +704,7 @@ def test_trainer_metrics_defaults_by_meaning_several_groups_and_an_overlay():
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_compare_runs_of_very_different_step_ranges_by_progress():
     """The eval demo (steps 0-2300) beside the PPO demo (steps 1-30): the ranges differ more than 4 ×, so
     runs are aligned by progress at first: each run's curve runs from 0 % to 100 % of its own steps

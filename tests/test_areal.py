@@ -32,6 +32,7 @@ def _trial(root: Path) -> Path:
     return dump(0, 2, [ONE, THREE], is_eval=True)
 
 
+@pytest.mark.slow
 def test_trial_folder_counts_trajectories_not_calls(tmp_path):
     """summary --json of the trial folder: per version folder, trajectories (not calls), their mean
     reward, assistant turns and tool calls; eval-rollout is the split eval."""
@@ -60,6 +61,7 @@ def test_trajectory_turns(tmp_path):
     assert canonical["reward"] == 1.0 and others["task_id"] == 0
 
 
+@pytest.mark.slow
 def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     """A call whose completion is a number and one without a reward are named with file and line; the
     other calls still form their trajectories."""
@@ -79,6 +81,7 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     assert step_rows(got)[2][0] == 3
 
 
+@pytest.mark.slow
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/areal.md's two AReaL lines are one trajectory: 2 assistant turns, 1 tool call, reward 1.0."""
     block = docs_example("areal", '"task_id": 7')

@@ -137,6 +137,7 @@ def test_arrow_takes_flat_blocks_only(block, taken):
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "rollout_samples").rglob("*.jsonl"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: str(p.relative_to(p.parents[2])))
 def test_the_bundled_runs_by_either_path(path, monkeypatch):
     """Every bundled JSON-lines file, whole and in blocks of 5 lines: the same rows by either path."""

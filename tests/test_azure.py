@@ -15,7 +15,7 @@ import time
 import pytest
 from conftest import REPO, close_to
 
-pytestmark = pytest.mark.azure
+pytestmark = [pytest.mark.azure, pytest.mark.slow]  # every test starts Azurite
 pytest.importorskip("adlfs")
 
 ACCOUNT = "devstoreaccount1"  # Azurite's well-known development account and key (public, not a secret)

@@ -4,7 +4,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
+
+pytestmark = pytest.mark.slow  # every test runs the benchmark as its own process
 
 
 def test_benchmark_small_mode_produces_its_table(tmp_path):

@@ -34,6 +34,7 @@ def _bz2_bomb(path, gib: int = 20) -> None:
     path.write_bytes(bz2.compress(GOOD + b'{"step": 2, "reward": 1, "prompt": "') + piece * (gib * 16))
 
 
+@pytest.mark.slow
 def test_a_bz2_bomb_stops_at_the_bound_and_names_it(tmp_path):
     """A 26 KB .bz2 whose last line expands to 20 GiB ends at the 64 MiB floor with the true reason;
     the lines before it load."""
@@ -92,6 +93,7 @@ def _peak_mib(run, **env) -> tuple[subprocess.CompletedProcess, float]:
     return proc, int(proc.stderr.strip().splitlines()[-1]) / 1024
 
 
+@pytest.mark.slow
 def test_a_million_rejected_lines_are_all_counted_and_the_first_listed(tmp_path):
     """A 2 MB file of one good line and a million bad ones: 1,000,000 rejected, the first 100 listed
     with their line numbers (2 to 101), the rest counted in a note; memory stays under 400 MiB."""
@@ -105,6 +107,7 @@ def test_a_million_rejected_lines_are_all_counted_and_the_first_listed(tmp_path)
     assert peak <= 400, f"{peak:.0f} MiB"
 
 
+@pytest.mark.slow
 def test_the_listed_rejections_follow_the_setting_and_survive_the_cache(tmp_path):
     """RL_BOARD_MAX_ERRORS=3 lists 3 of 10 bad lines and counts 10, read fresh and from the cache."""
     (tmp_path / "run").mkdir()
@@ -117,6 +120,7 @@ def test_the_listed_rejections_follow_the_setting_and_survive_the_cache(tmp_path
         assert got["lines_bad"] == 10 and [e["line"] for e in got["errors"]] == [2, 3, 4]
 
 
+@pytest.mark.slow
 def test_a_zst_of_junk_lines_is_counted_not_a_memory_error(tmp_path):
     """A 35 KB .zst of 80 Mi junk lines (400 MiB once expanded): read to the 64 MiB bound, every line
     read before it counted (64 MiB of 5-byte lines after the first), no traceback, under 1 GiB."""
@@ -144,6 +148,7 @@ def _command(*argv, **env) -> subprocess.CompletedProcess:
                           cwd=REPO, env={**os.environ, **env}, timeout=_HANG_GUARD)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
 def test_a_fifo_among_the_files_is_skipped_not_waited_on(tmp_path):
     """A FIFO named 0.jsonl (sorted first) beside a metrics file and a run's lines: metrics, summary and
@@ -175,6 +180,7 @@ def _summary_of(run, cache) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(socket, "AF_UNIX") or not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
 @pytest.mark.parametrize("layout", ["jsonl", "verl"])
 def test_a_fifo_or_socket_named_like_a_run_file_is_named_in_the_load_report(tmp_path, monkeypatch, layout):
@@ -306,6 +312,7 @@ def test_a_tensorboard_length_failing_its_crc_is_searched_past(tmp_path):
                                           "record lost)"]
 
 
+@pytest.mark.slow
 def test_a_wandb_table_of_100000_columns_is_capped_before_the_work(tmp_path):
     """A 1.3 MB W&B table of 10^5 numeric columns: read in one pass (it took minutes, quadratic in
     the columns), the first 256 extra fields kept as columns, the other 99,744 counted as dropped."""

@@ -203,6 +203,7 @@ def test_a_manifest_of_the_wrong_shape_is_no_cache(tmp_path, isolated_cache):
             assert run.samples["reward"].tolist() == [1.0, 2.0], shape
 
 
+@pytest.mark.slow
 def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(tmp_path, monkeypatch):
     """A range's parser hashes the bytes it read (the digest equals xxh3-128 of those file bytes); the
     manifest's spans cover [0, offset) without gaps, small ones joined, whatever the appends."""

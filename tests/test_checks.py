@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO, sample, write_lines
 
 from rl_board.analysis.checks import compute_data_checks
@@ -36,6 +37,7 @@ def test_values_above_zero_and_unequal_lists_are_counted_and_named(tmp_path):
     assert "probability of 4.482" in found["ref_logprobs_above_0"].message  # exp(1.5)
 
 
+@pytest.mark.slow
 def test_summary_prints_the_counts(tmp_path):
     """``summary --json`` has ``checks`` with every count (0 when clean)."""
     proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(_run(tmp_path)), "--json", "--no-cache"],
@@ -44,6 +46,7 @@ def test_summary_prints_the_counts(tmp_path):
                                                  "rollout_logprobs_above_0": 1, "lengths_differ": 1}
 
 
+@pytest.mark.slow
 def test_the_load_report_names_them_on_the_page(tmp_path):
     """The page's load report lists the checks that found something."""
     from streamlit.testing.v1 import AppTest

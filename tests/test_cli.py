@@ -14,6 +14,7 @@ from conftest import REPO, sample, write_lines
     ["cache", "list"], ["summary", "{run}"], ["search", "{run}", "--regex", "a"], ["findings", "{run}"],
     ["metrics", "{trl}"], ["tags", "{run}"], ["--help"], ["search", "--help"],
 ])
+@pytest.mark.slow
 def test_every_command_survives_a_closed_pipe(tmp_path, args):
     """With stdout a pipe whose reading end is already closed (``| head`` that has left), a command ends
     without a traceback or a BrokenPipe message: the pipe is closed before it starts, so nothing depends
@@ -76,6 +77,7 @@ run()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("thread", ["thread", "none"])
 def test_the_program_ends_at_once_but_keeps_what_an_exit_must_do(tmp_path, thread):
     """``rl-board`` ends its process without taking its modules apart, yet the functions registered with
@@ -100,6 +102,7 @@ def test_the_program_ends_at_once_but_keeps_what_an_exit_must_do(tmp_path, threa
     assert proc.returncode == 2 and "not found" in proc.stderr
 
 
+@pytest.mark.slow
 def test_generate_says_what_it_wrote(tmp_path):
     """``generate --format prime-rl`` names the run it wrote, its format and its files (counted here from
     the folder: prime-rl's traces.jsonl, one per step, split and kind)."""

@@ -16,7 +16,7 @@ from rl_board.analysis.source import RunSource
 from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN
 from rl_board.store import cluster, ranges
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.slow]  # every test starts a Ray cluster
 ray = pytest.importorskip("ray")
 
 

@@ -119,6 +119,7 @@ def test_a_nemo_rl_run_compressed_reads_like_the_plain_one(tmp_path):
         plain.record(i)[0].get("token_ids") for i in plain.samples.index]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", ["write_verl_run", "write_prime_rl_run", "write_prime_rl_tokens_run"])
 def test_trainer_layouts_compressed_read_like_the_plain_ones(tmp_path, writer):
     """verl's step files, prime-rl's episode tree (all/ and effective/) and its token exports, every log
@@ -140,6 +141,7 @@ def test_trainer_layouts_compressed_read_like_the_plain_ones(tmp_path, writer):
     assert packed.record(label)[0] == plain.record(plain.samples.index[-1])[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("writer", [None, "write_verl_run"])
 def test_gzip_keep_leaves_one_run_not_two_copies(tmp_path, writer):
     """``gzip -k`` leaves each log beside its ``.gz`` twin: the run holds each written sample once (the

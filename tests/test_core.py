@@ -3,9 +3,11 @@
 import subprocess
 import sys
 
+import pytest
 from conftest import REPO
 
 
+@pytest.mark.slow
 def test_core_imports_no_streamlit():
     """Importing every core module leaves streamlit out of sys.modules."""
     code = ("import sys, rl_board, rl_board.store.loader, rl_board.derive.metrics, rl_board.analysis.figures, rl_board.analysis.tables, "

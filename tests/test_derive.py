@@ -7,6 +7,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pytest
 from conftest import sample, write_lines
 
 from rl_board.analysis.source import load_run
@@ -92,6 +93,7 @@ def test_neither_tokens_nor_a_response_is_null_and_an_empty_token_list_is_not():
     assert table["has_tokens"].to_pylist() == [False, False, True, True]
 
 
+@pytest.mark.slow
 def test_text_words_split_on_exactly_what_str_split_splits_on():
     """Every code point (surrogates aside) between two letters: the words are what ``str.split`` gives."""
     chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]

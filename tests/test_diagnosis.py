@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from conftest import command
 from ray_writers import verl_dump
 from streamlit.testing.v1 import AppTest
 
@@ -15,8 +17,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _detect(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "detect", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = command("detect", *map(str, args))
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -25,6 +26,7 @@ def _rollouts(folder: Path, steps):
         verl_dump(folder, step, ["q"], ["a"], ["1"], [1.0], {"acc": [True]})
 
 
+@pytest.mark.slow
 def test_detect_names_reader_files_splits_and_steps(tmp_path):
     """A folder that opens: its reader, files, splits and the steps its file names carry."""
     _rollouts(tmp_path / "exp" / "rollout_data", [1, 2, 3, 5])
@@ -37,6 +39,7 @@ def test_detect_names_reader_files_splits_and_steps(tmp_path):
     assert code == 0 and "reader: verl" in out and "steps: 0..3, 5" in out
 
 
+@pytest.mark.slow
 def test_detect_says_why_a_folder_does_not_open(tmp_path):
     """An experiment folder with a rollout folder only: no reader; what was found, the first line's keys,
     the sub-folder that opens, the closest reader and what it expects, and one thing to try."""
@@ -65,6 +68,7 @@ def test_pickles_are_named_never_opened(tmp_path):
     assert got["reader"] is None and got["pickles"] == ["batches/0.pkl"] and "never unpickles" in got["try"]
 
 
+@pytest.mark.slow
 def test_summary_of_an_empty_run_says_what_it_holds(tmp_path):
     """summary of a folder no reader opens prints the diagnosis on stderr."""
     _rollouts(tmp_path / "exp" / "rollout_data", [1])
@@ -87,6 +91,7 @@ def test_sidebar_says_why_a_root_holds_no_run(tmp_path):
     assert "pickles (never unpickled): x/deep/1.pkl" in text and "try:" in text
 
 
+@pytest.mark.slow
 def test_an_unrelated_folder_names_no_closest_reader(tmp_path):
     """Folders of JSON lines no trainer writes (keys a, b) match only readers' suffix patterns
     (skyrl's */*.jsonl, verl's [0-9]*.jsonl): no closest reader, no "it expects" line."""
@@ -111,6 +116,7 @@ def test_detect_looks_as_deep_as_the_runs_list(tmp_path):
     assert compute_diagnosis(tmp_path / "top")["found"]["files_looked_at"] == 1
 
 
+@pytest.mark.slow
 def test_a_command_error_is_not_preceded_by_a_detect_block(tmp_path):
     """summary --split of a folder that holds no run prints the error alone: no detect block first."""
     _rollouts(tmp_path / "exp" / "rollout_data", [1])
@@ -119,6 +125,7 @@ def test_a_command_error_is_not_preceded_by_a_detect_block(tmp_path):
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "folder:" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_detect_names_the_trainer_metrics_the_run_offers(tmp_path):
     """A run whose parent holds the trainer's metrics JSONL: detect names it relative to the run
     ("../train_metrics.jsonl"), as the Trainer metrics area finds it; a run with none has no such line."""

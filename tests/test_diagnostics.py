@@ -3,19 +3,16 @@
 import json
 import math
 import statistics
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, sample, write_lines
+from conftest import REPO, command, sample, write_lines
 
 E = "<|e|>"  # pad and EOS at once, as OpenRLHF writes them
 NAN = None  # a JSON null entry in a per-token list
 
 
 def _summary(run, *args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(run), "--json", "--no-cache", *args],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = command("summary", str(run), "--json", "--no-cache", *args)
     assert proc.returncode == 0, proc.stderr
     return {s["step"]: s for s in json.loads(proc.stdout)["steps"]}
 
@@ -40,6 +37,7 @@ def ppo_run(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_eos_equal_to_pad_counts_the_eos(ppo_run):
     """P = E: the first E counts (its reward and logprob with it), everything after does not."""
     got = _summary(ppo_run, "--pad-token", E, "--eos-token", E)[1]
@@ -62,6 +60,7 @@ def test_eos_equal_to_pad_counts_the_eos(ppo_run):
     assert got["kl_mean"] == pytest.approx((k3_a + k3_b + 0.0) / 3)
 
 
+@pytest.mark.slow
 def test_without_eos_the_pad_cuts_before_the_eos(ppo_run):
     """Without --eos-token the first E is a pad: the reward at the EOS is lost, so the critic's
     returns are all 0 and explained variance is null, as the issue describes."""
@@ -73,6 +72,7 @@ def test_without_eos_the_pad_cuts_before_the_eos(ppo_run):
     assert got["repeat_4gram_share"] == pytest.approx(((1 - 1 / 2) + 0.0) / 2)  # d x5: 2 grams, 1 distinct
 
 
+@pytest.mark.slow
 def test_eos_different_from_pad(tmp_path):
     """P != E: counting stops after the first E or before the first P, whichever comes first."""
     write_lines(tmp_path / "r.jsonl", [
@@ -85,6 +85,7 @@ def test_eos_different_from_pad(tmp_path):
     assert _summary(tmp_path)[1]["response_len_mean"] == 4.0
 
 
+@pytest.mark.slow
 def test_nan_entries_are_left_out(tmp_path):
     """A null logprob or ref_logprob leaves its position out of the share; null entropy is ignored."""
     write_lines(tmp_path / "r.jsonl", [
@@ -98,6 +99,7 @@ def test_nan_entries_are_left_out(tmp_path):
     assert got["reward_len_corr"] is None  # one sample
 
 
+@pytest.mark.slow
 def test_response_level_log_and_empty_response(tmp_path):
     """No token lists: length is characters (pads removed) and 4-grams run over words; an empty
     response has length 0 and no 4-grams; token diagnostics are null."""
@@ -112,6 +114,7 @@ def test_response_level_log_and_empty_response(tmp_path):
         assert got[key] is None
 
 
+@pytest.mark.slow
 def test_constant_reward_has_no_correlation(tmp_path):
     """Pearson is null when either side is constant."""
     write_lines(tmp_path / "r.jsonl", [sample(1, 1.0, response=t) for t in ("a", "bb", "ccc")])

@@ -78,6 +78,7 @@ def test_every_prompt_matches_across_formats_and_only_the_changed_ones_move(tmp_
     assert row["a_pass_rate"] != row["a_pass_rate"]  # not 0/1 rewards: no pass rate
 
 
+@pytest.mark.slow
 def test_cli_json_and_text(tmp_path):
     """``diff --json`` carries the counts and prompts in the contract's order; the text names the
     regressions with the words that changed."""
@@ -154,6 +155,7 @@ def test_the_python_function_gives_the_same_table(tmp_path):
     assert by_prompt.at["What is 7 * 6?", "delta"] == 0.0
 
 
+@pytest.mark.slow
 def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_link(tmp_path):
     """AppTest: the Diff area with the verl run as B lists the three changed prompts as regressions (most
     negative first), the three unchanged folded; the first is opened with both sides' samples; the
@@ -191,6 +193,7 @@ def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_l
     assert linked.dataframe[0].value["prompt"].iloc[0] == "Spell cat."
 
 
+@pytest.mark.slow
 def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
     """The loaded run as B with steps 1 against 2: each prompt's second half against its first."""
     from page_steps import load as load_page

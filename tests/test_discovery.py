@@ -205,6 +205,7 @@ def _without_root_override() -> list[str]:
     return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--"]
 
 
+@pytest.mark.slow
 def test_an_unreadable_folder_beside_a_run_is_skipped_and_named(tmp_path):
     """A folder beside a run that can't be read (mode 000): ``summary`` opens the run (the tokenizer search
     skips it; before, a PermissionError traceback), and the runs list skips it and names it in a note."""

@@ -85,7 +85,9 @@ def undocumented_readers(names, formats_dir: Path) -> tuple[list[str], list[str]
 
 
 def mkdocs_build(config: Path, site: Path) -> subprocess.CompletedProcess:
-    """``mkdocs build --strict`` of ``config`` into ``site``."""
+    """``mkdocs build --strict`` of ``config`` into ``site`` (skips the test where mkdocs, an extra of
+    requirements-docs.txt, is not installed)."""
+    pytest.importorskip("mkdocs")
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config),
                            "-d", str(site)], capture_output=True, text=True, env=env, timeout=300)
@@ -157,6 +159,7 @@ def test_runnable_block_runs(where, code, tmp_path):
     assert done.returncode == 0, f"{where}\n{code}\nstdout:\n{done.stdout[-2000:]}\nstderr:\n{done.stderr[-2000:]}"
 
 
+@pytest.mark.slow
 def test_a_broken_runnable_block_fails(tmp_path):
     """The runner reports a block that no longer works: an option the command lost exits non-zero,
     as does a failing command before a working one."""
@@ -165,12 +168,14 @@ def test_a_broken_runnable_block_fails(tmp_path):
     assert run_block("rl-board detect rollout_samples/ppo_demo\n", tmp_path).returncode == 0
 
 
+@pytest.mark.slow
 def test_site_builds_strict(tmp_path):
     """mkdocs build --strict succeeds: every page is in the nav, no link or anchor is broken."""
     done = mkdocs_build(REPO / "mkdocs.yml", tmp_path / "site")
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_site_build_fails_on_a_broken_anchor(tmp_path):
     """A link to a heading that does not exist fails the strict build, naming the link."""
     shutil.copytree(DOCS, tmp_path / "docs", ignore=shutil.ignore_patterns("__pycache__"))

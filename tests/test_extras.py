@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import write_lines
 
 from rl_board.analysis.source import load_run
@@ -27,6 +28,7 @@ def test_a_key_with_a_quote_and_html_is_an_extra_field_shown_literally(tmp_path)
     assert loaded.samples[F.extra_column(HOSTILE)].tolist()[1] == 2.0
 
 
+@pytest.mark.slow
 def test_summary_of_a_run_with_a_hostile_key_prints_no_traceback(tmp_path):
     """``summary`` of a run holding the issue's key exits 0 and prints its steps, no traceback."""
     run = tmp_path / "run"
@@ -50,6 +52,7 @@ def test_a_name_that_cannot_be_a_column_is_renamed_and_reported(tmp_path):
     assert any(expected in note and "control character" in note for note in loaded.report.notes)
 
 
+@pytest.mark.slow
 def test_distinct_keys_past_the_limit_are_dropped_and_the_samples_load(tmp_path):
     """2,500 lines each with a key of its own (the issue's input): every sample loads, the first 256
     keys met become columns, and the report counts the 2,244 others and names the first ones."""
@@ -72,6 +75,7 @@ def test_the_limit_is_a_setting(tmp_path, monkeypatch):
     assert sorted(loaded.extras) == sorted(f"k{i}" for i in range(300))
 
 
+@pytest.mark.slow
 def test_one_line_with_200000_keys_loads_with_the_limit(tmp_path):
     """One line with 200,000 numeric keys (the issue's input) loads as one sample with 256 extra fields."""
     run = tmp_path / "run"
@@ -95,6 +99,7 @@ def test_the_limit_holds_over_files_and_from_the_cache(tmp_path):
         assert any("144 more" in note and '"b56"' in note for note in loaded.report.notes)
 
 
+@pytest.mark.slow
 def test_the_limit_is_a_command_line_option(tmp_path):
     """``summary --max-extra-fields 300`` keeps 300 of 400 distinct keys and its note says 100 more."""
     run = tmp_path / "run"

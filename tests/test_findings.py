@@ -446,6 +446,7 @@ def _hack_with_an_empty_early_response(folder: Path) -> Path:
     return _four_steps(folder, early, late)
 
 
+@pytest.mark.slow
 def test_page_lists_findings_and_opens_their_evidence(tmp_path):
     """The panel says what was found in words; Evidence marks the phrase in each sample, in order, and
     moves the batch to the step of an empty response."""
@@ -501,6 +502,7 @@ def test_ngram_finder_offers_late_vs_early_steps(tmp_path):
     assert ngrams.iloc[0]["ngram"] == "copyright"
 
 
+@pytest.mark.slow
 def test_findings_core_imports_no_streamlit():
     """Importing the findings core (and running it on nothing) leaves streamlit out of sys.modules."""
     import subprocess
@@ -566,6 +568,7 @@ def test_page_draws_without_waiting_for_slow_checks_and_fills_them_in(tmp_path, 
     assert "Findings: checking the run…" not in [c.value for c in at.caption]
 
 
+@pytest.mark.slow
 def test_a_runs_checks_never_wait_for_anothers_and_leaving_a_run_cancels_them(tmp_path, monkeypatch):
     """Run "stuck"'s checks block until they are stopped; opening runs "hack1" to "hack4" in turn next shows
     each one's findings while they are still blocked (no queue behind them), and leaving "stuck" sets their

@@ -81,6 +81,7 @@ def test_bilingual_runs_are_not_garbled(tmp_path):
 
 @pytest.mark.parametrize("demo", ["ppo_demo", "prime_rl_tokens_demo", "trl_grpo_demo", "verl_grpo_demo",
                                   "prime_rl_agent_demo", "eval_demo"])
+@pytest.mark.slow
 def test_bundled_runs_are_not_garbled(demo):
     """The bundled runs (ppo_demo mixes Chinese words into English responses) get no garbled_output."""
     from conftest import REPO

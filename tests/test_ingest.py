@@ -24,6 +24,7 @@ def _start(how, monkeypatch):
     monkeypatch.setattr(workers, "forkable", lambda: how == "fork")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", START)
 def test_workers_match_one_process(tmp_path, monkeypatch, how):
     """Many small ranges over two workers: same rows, line numbers, byte offsets and errors."""
@@ -80,6 +81,7 @@ def test_failed_workers_fall_back_to_parsing_here(tmp_path, monkeypatch, how):
     assert got.report.errors == expected.report.errors == (("r.jsonl", 201, got.report.errors[0][2]),)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", START)
 def test_warm_workers_are_reused_across_reads(tmp_path, monkeypatch, how):
     """A second read is handed to the same worker processes the first one used (no new start)."""
@@ -216,6 +218,7 @@ def _small_files_run(run):
         fh.write(b'{"step": 60, "reward": 0.25}')
 
 
+@pytest.mark.slow
 def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypatch):
     """120 small files read in batches (a few segments in the cache) give the samples, lines, offsets and
     rejected lines that reading them one by one gives, and so does a re-open from the cache."""
@@ -255,6 +258,7 @@ def test_an_unchanged_run_of_small_files_is_not_read_again(tmp_path):
     assert source.refresh() is first
 
 
+@pytest.mark.slow
 def test_small_files_that_grow_are_read_on_in_a_batch(tmp_path):
     """100 one-line files that each get a second line: the refresh reads the new lines in a batch (line 2
     of each file, at its own offset), and a re-open from the cache gives the same samples."""
@@ -316,6 +320,7 @@ def test_a_long_read_spawns_its_workers_where_a_short_one_forks_them(tmp_path, m
     workers.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", START)
 @pytest.mark.parametrize("shape", ["prime-rl", "trl"])
 def test_files_read_whole_are_dealt_to_workers(tmp_path, monkeypatch, how, shape):

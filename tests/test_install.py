@@ -11,6 +11,8 @@ import urllib.request
 import pytest
 from conftest import REPO
 
+pytestmark = pytest.mark.slow  # every test installs the package with pip or serves the page
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):

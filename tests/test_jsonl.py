@@ -130,6 +130,7 @@ def test_a_lone_surrogate_and_deep_nesting_cost_one_line_each(tmp_path):
     assert run.record(run.samples.index[1])[0]["response"] == "bad \ufffd end"
 
 
+@pytest.mark.slow
 def test_a_line_over_the_limit_is_named_and_skipped_with_bounded_memory(tmp_path, monkeypatch):
     """A line longer than RL_BOARD_MAX_LINE_MB is one error and is never held in memory (issue 15,
     case 11): the read of a 24 MB line with a 1 MB limit and 64 KB chunks peaks far below it."""
@@ -174,6 +175,7 @@ def test_generated_grpo_run_reads_the_same_both_ways(tmp_path):
     assert counted.tolist() == [line["response_tokens"].index("<|endoftext|>") + 1 for line in lines]
 
 
+@pytest.mark.slow
 def test_reader_interface_has_no_upward_imports():
     """Every module of the readers (the jsonl and parquet readers among them) imports only readers and
     base (read from the code with ``ast``, wherever the module now lies): they turn bytes into rows."""
@@ -207,6 +209,7 @@ def test_threads_learning_keys_at_once_read_the_same_rows():
         _assert_same(a, b)
 
 
+@pytest.mark.slow
 def test_a_run_of_many_distinct_keys_leaves_later_runs_on_the_fast_path():
     """After a block whose lines each carry a key of their own (more keys than a shape keeps), a block of
     another run with extras of its own is still decoded by the block struct: no line of it is read slowly."""

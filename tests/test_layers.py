@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "rl_board"
 
 #: what each layer (a folder, or a module beside them) may import of the package, besides itself
@@ -74,6 +76,7 @@ def upward_imports(package: Path) -> list[str]:
     return wrong
 
 
+@pytest.mark.slow
 def test_every_import_points_down():
     """No module imports from a layer above its own (readers < derive < store < analysis < views, cli)."""
     assert upward_imports(PACKAGE) == []
@@ -128,6 +131,7 @@ def test_said_to_import_reads_each_way_of_writing_it():
     assert said_to_import("Holds x.", "base") == (set(), set())
 
 
+@pytest.mark.slow
 def test_an_upward_import_planted_in_a_copy_of_the_package_is_caught(tmp_path):
     """In a copy of the real package, one upward import planted in a real reader (inside a function,
     the hardest place to see) is the one import the check reports."""
@@ -160,6 +164,7 @@ def test_an_upward_import_is_caught(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_the_core_imports_no_streamlit():
     """Importing every layer but ``views`` (and the command line) leaves Streamlit unloaded."""
     code = ("import pkgutil, importlib, sys, rl_board\n"

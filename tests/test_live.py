@@ -1,5 +1,6 @@
 """Following a run that is still being written."""
 
+import pytest
 from conftest import sample, write_lines
 
 from rl_board.analysis.source import RunSource
@@ -62,6 +63,7 @@ def test_cached_run_follows_appends_across_restarts(tmp_path):
     assert RunSource(tmp_path).refresh().samples["reward"].tolist() == [1.0, 2.0, 3.0]
 
 
+@pytest.mark.slow
 def test_many_refreshes_are_merged_into_few_segments(tmp_path):
     """Each refresh that finds lines adds a segment; past a few, the small ones are merged, data intact."""
     path = write_lines(tmp_path / "r.jsonl", [sample(1, 0.0)])

@@ -38,6 +38,7 @@ BAD_LINES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad, reason", BAD_LINES, ids=[r for _, r in BAD_LINES])
 def test_a_bad_line_is_reported_and_the_rest_load(tmp_path, bad, reason):
     """Each kind of bad line is rejected with file:line and a reason; the good lines around it load."""
@@ -167,6 +168,7 @@ def test_openrlhf_style_padding_and_step_start(tmp_path):
     assert run.sample_tokens(0).is_pad.tolist() == [False, True, True]
 
 
+@pytest.mark.slow
 def test_demo_samples_are_what_the_generator_writes(tmp_path):
     """The shipped rollout_samples/ are exactly what `python -m rl_board generate` writes."""
     subprocess.run([sys.executable, "-m", "rl_board", "generate", str(tmp_path)], check=True, cwd=REPO)

@@ -45,6 +45,7 @@ def test_touch_marks_the_lock_file_just_used(tmp_path):
     assert path.stat().st_mtime > 1_000_000 + 10 ** 9
 
 
+@pytest.mark.slow
 def test_no_module_imports_fcntl():
     """``fcntl`` is Unix-only: no module of the package imports it, so it imports on Windows too."""
     found = []

@@ -45,6 +45,7 @@ def _cli_json(*args) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_tools_and_findings_are_the_commands():
     """The server lists its tools; its findings on ppo_demo are the kinds, steps and samples that
     ``rl-board findings --json`` prints, in the same order."""
@@ -60,6 +61,7 @@ def test_tools_and_findings_are_the_commands():
     assert result.structured_content == expected
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_tool_error_and_the_server_goes_on(tmp_path):
     """A run outside the roots, a bad regular expression and an unknown sample address are tool errors with
     the command's message; the call after them still answers."""
@@ -80,6 +82,7 @@ def test_bad_input_is_a_tool_error_and_the_server_goes_on(tmp_path):
         p.name for p in SAMPLES.iterdir() if p.is_dir())
 
 
+@pytest.mark.slow
 def test_search_is_capped_and_sample_gives_its_tokens():
     """search lists at most ``limit`` samples and counts every match (as the command does); sample gives the
     first ``max_tokens`` tokens and log-probs of the line at its address, read here from the file itself."""

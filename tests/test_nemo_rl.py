@@ -83,6 +83,7 @@ def _independent(run) -> dict[int, dict]:
     return result
 
 
+@pytest.mark.slow
 def test_summary_per_step_equals_an_independent_reading(nemo_run):
     """summary --json equals the files read by hand: rewards[0], the step from the file name, and the
     masked positions (right padding and the prompt untrained; a NaN log-prob skipped)."""
@@ -162,6 +163,7 @@ def test_without_a_tokenizer_the_texts_are_the_messages_content(tmp_path):
     assert len(compute_matches(run, Query("answer is 44"))) == 1
 
 
+@pytest.mark.slow
 def test_chat_template_messages_are_turns(tmp_path):
     """content as GRPO logs it (the first message the chat template's text of system and user with the
     generation prompt, each answer decoded with skip_special_tokens=True, the code env's observation as

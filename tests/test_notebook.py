@@ -120,6 +120,7 @@ def test_version_is_the_projects():
         assert rl_board.__version__ == tomllib.load(fh)["project"]["version"]
 
 
+@pytest.mark.slow
 def test_the_notebook_session_in_the_docs_runs(tmp_path, monkeypatch):
     """Every ``pycon`` block of docs/python.md runs as a doctest against a copy of the bundled runs,
     each output as shown."""

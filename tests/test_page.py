@@ -37,6 +37,7 @@ def _grow(root: Path) -> None:
     write_lines(root / "live" / "a.jsonl", [sample(2, 5.0, prompt="late"), sample(4, 1.0, prompt="new")])
 
 
+@pytest.mark.slow
 def test_refresh_keeps_the_step_and_the_open_sample(tmp_path):
     """On step 2 with its third sample open, a refresh that brings a new step and a file read before the
     old one keeps step 2 and that same sample (b.jsonl line 4: step 2's reward-0 line), in the address too."""
@@ -53,6 +54,7 @@ def test_refresh_keeps_the_step_and_the_open_sample(tmp_path):
     assert at.query_params["step"] == "2" and at.query_params["sample"] == "b.jsonl:4"
 
 
+@pytest.mark.slow
 def test_follow_the_newest_step(tmp_path):
     """With "Follow the newest step" on, a refresh that brings step 4 shows step 4; without new steps the
     user's step stays."""
@@ -81,6 +83,7 @@ def _choices_runs(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_choices_persist_across_runs_only_where_they_apply(tmp_path):
     """A choice made on one run stays on the next where that run offers it; where it does not, and where
     the user chose nothing, the next run's own defaults show."""
@@ -105,6 +108,7 @@ def test_choices_persist_across_runs_only_where_they_apply(tmp_path):
     assert at.dataframe[0].value["response"].tolist() == ["one two", "three"]
 
 
+@pytest.mark.slow
 def test_response_level_runs_offer_only_their_sort_keys(tmp_path):
     """A run without token lists or reference rewards offers reward, the 4-gram repetition of its words
     (one response has 4 words), the log order and its extras; nothing it cannot sort by."""
@@ -115,6 +119,7 @@ def test_response_level_runs_offer_only_their_sort_keys(tmp_path):
     assert at.selectbox(key=keys.SORT_BY).options == ["reward", "4-gram repetition", "log order", "acc", "num_turns"]
 
 
+@pytest.mark.slow
 def test_a_link_to_a_run_with_a_field_mapping_reads_it_the_same_way(tmp_path):
     """The address of a run loaded with a field mapping, a pad token, no EOS token and a sample limit
     carries them; opening it in a new session reads the run the same way (no line rejected)."""
@@ -140,6 +145,7 @@ def test_a_link_to_a_run_with_a_field_mapping_reads_it_the_same_way(tmp_path):
     assert linked.sidebar.text_input(key=keys.EOS_TOKEN).value == ""
 
 
+@pytest.mark.slow
 def test_drop_system_prompt_keeps_a_prompt_without_a_system_turn(tmp_path):
     """With "Drop system prompt" on, a ChatML prompt with a system turn loses it; one without (verl's
     user turn first) is shown whole, question included."""
@@ -155,6 +161,7 @@ def test_drop_system_prompt_keeps_a_prompt_without_a_system_turn(tmp_path):
     assert at.code[0].value == without.rstrip("\n")  # the code block drops the last newline
 
 
+@pytest.mark.slow
 def test_a_search_match_opens_the_batch_area_and_marks_its_row(tmp_path):
     """Opening a sample from the findings panel (as a search match, a badge or a point does) opens the
     batch area at its step, shows it, and marks its row in the batch table."""
@@ -178,6 +185,7 @@ def test_a_search_match_opens_the_batch_area_and_marks_its_row(tmp_path):
     assert picker.options.index(picker.format_func(picker.value)) == row  # the table's row is the sample's
 
 
+@pytest.mark.slow
 def test_a_badge_opens_the_batch_area_at_its_step():
     """A trainer-metrics warning badge opens the batch area at the nearest logged step (37 -> 35)."""
     at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), keys.TRAINER)
@@ -186,6 +194,7 @@ def test_a_badge_opens_the_batch_area_at_its_step():
     assert at.session_state[keys.AREA] == keys.BATCH and at.slider(key=keys.STEP).value == 35
 
 
+@pytest.mark.slow
 def test_a_link_opens_its_area(tmp_path):
     """The address names the open area; a link with area=explore opens the search."""
     at = _load(_open(_growing_run(tmp_path), "live"), keys.EXPLORE)
@@ -197,6 +206,7 @@ def test_a_link_opens_its_area(tmp_path):
     assert linked.text_input(key=keys.EXPLORE_REGEX) is not None and not linked.exception
 
 
+@pytest.mark.slow
 def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     """Step, sort, sample and the open area stay as the user left them when another area was open in
     between, and when a tokenizer path that can't be used was typed in between."""
@@ -249,6 +259,7 @@ def test_a_trainers_metrics_file_is_neither_a_run_nor_rollout_lines(tmp_path):
     assert not any("ignored" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_trl_trainer_state_is_named_as_used_not_ignored():
     """The TRL demo's trainer_state.json is named as the trainer's metrics, not as an ignored file."""
     at = _load(_open(REPO / "rollout_samples", "trl_grpo_demo"), area=None)
@@ -257,6 +268,7 @@ def test_trl_trainer_state_is_named_as_used_not_ignored():
     assert "trainer_state.json" in [t.value for t in at.text]
 
 
+@pytest.mark.slow
 def test_a_response_level_run_offers_only_what_it_has(tmp_path):
     """A run with rewards and texts only: Reward fields offers and picks reward alone, no reference or KL
     control is drawn, no number of the sample shows "–"; the PPO demo (reference model, per-token KL)
@@ -288,6 +300,7 @@ def test_a_shorter_response_is_not_coloured_as_worse(tmp_path):
     assert chars.proto.color == chars.proto.MetricColor.GRAY
 
 
+@pytest.mark.slow
 def test_each_extra_field_gets_its_own_chart(tmp_path):
     """Extras acc (0 or 1) and num_turns (3 or 5) are drawn in a chart each, titled by the field, so the
     counts never flatten the 0–1 field."""
@@ -299,6 +312,7 @@ def test_each_extra_field_gets_its_own_chart(tmp_path):
     assert "Extra fields" not in by_title
 
 
+@pytest.mark.slow
 def test_a_run_with_log_probs_but_no_reference_ones_says_which_are_missing(tmp_path):
     """Per-token log-probs without ref_logprobs: the KL curve's place says the reference log-probs are
     missing, not that the run has no per-token log-probabilities."""
@@ -345,6 +359,7 @@ def test_a_fifo_among_the_run_files_is_named_in_the_load_report(tmp_path):
     assert len(boxes) == 1 and "a.jsonl (a FIFO, not a regular file: not read)" in boxes[0]
 
 
+@pytest.mark.slow
 def test_a_run_that_went_away_says_why_inside_its_box(tmp_path):
     """The loaded run's folder is deleted and the server's caches are gone (a restart): the page shows
     "Can't read this run." with the reason (the folder not found, named) in the same box."""
@@ -376,6 +391,7 @@ def _click_cell(at: AppTest, key: str, row: int, column: str) -> None:
     assert not at.exception, at.exception
 
 
+@pytest.mark.slow
 def test_a_click_on_any_cell_of_the_batch_table_opens_its_sample(tmp_path):
     """At step 3 (rewards 2, 1, 0 from the top) a click on the response cell of the third row opens the
     reward-0 sample (b.jsonl line 7), and the table then marks that row."""
@@ -387,6 +403,7 @@ def test_a_click_on_any_cell_of_the_batch_table_opens_its_sample(tmp_path):
     assert at.session_state[key]["selection"]["rows"] == [2]
 
 
+@pytest.mark.slow
 def test_a_click_on_a_search_result_cell_opens_its_sample(tmp_path):
     """In Explore, a click on any cell of the fifth result opens that sample in Batch and sample: its step
     and its prompt, read from the results table's own row."""
@@ -399,6 +416,7 @@ def test_a_click_on_a_search_result_cell_opens_its_sample(tmp_path):
     assert at.slider(key=keys.STEP).value == step and at.code[0].value == prompt
 
 
+@pytest.mark.slow
 def test_a_click_on_a_group_cell_shows_that_groups_samples(tmp_path):
     """Prompt a (rewards 1, 0) and prompt b (2, 2): a click on any cell of a group's row in the GRPO group
     table shows that group's samples only."""
@@ -416,6 +434,7 @@ def test_a_click_on_a_group_cell_shows_that_groups_samples(tmp_path):
         assert at.dataframe[1].value["prompt"].tolist() == [prompt, prompt]
 
 
+@pytest.mark.slow
 def test_trainer_metrics_preselect_the_kl_series(tmp_path):
     """A metrics JSONL with loss, entropy, reward, kl_k3, kl_coef and grad_norm: the series shown first are
     reward, the KL (kl_k3; kl_coef is a coefficient, not a KL), entropy and loss."""
@@ -427,6 +446,7 @@ def test_trainer_metrics_preselect_the_kl_series(tmp_path):
     assert at.multiselect(key=keys.METRICS_SERIES).value == ["reward", "kl_k3", "entropy", "loss"]
 
 
+@pytest.mark.slow
 def test_a_tokenizer_outside_the_allowed_folders_opens_the_run_without_it(tmp_path, monkeypatch):
     """RL_BOARD_ROOTS = allowed; a tokenizer typed (or linked) from outside it: the run loads all its 9
     samples, a warning box says the tokenizer can't be used and why (outside the allowed folders), and
@@ -454,6 +474,7 @@ def test_a_tokenizer_outside_the_allowed_folders_opens_the_run_without_it(tmp_pa
     check(linked.run())
 
 
+@pytest.mark.slow
 def test_a_step_opened_from_a_finding_shows_what_drives_it(tmp_path):
     """Opening a finding's sample (its evidence's Open) shows "What drives this step" at once: its toggle
     is on and the KL token ranking of that step is drawn, with no click on the toggle."""
@@ -484,6 +505,7 @@ def _compared_rewards(at: AppTest) -> dict[str, list]:
     return {t["name"]: _values(t["y"]) for t in spec["data"] if t.get("mode")}
 
 
+@pytest.mark.slow
 def test_compare_a_run_from_another_folder_by_path_or_as_a_recent_run(tmp_path):
     """A root with one run: Compare runs says what to do instead of staying blank. A run in another
     folder, typed as a path, is drawn over this one (rewards 5, 6 over 1, 2); after loading that run and
@@ -506,6 +528,7 @@ def test_compare_a_run_from_another_folder_by_path_or_as_a_recent_run(tmp_path):
     assert _compared_rewards(at) == {"mine": [1.0, 2.0], str(theirs): [5.0, 6.0]}
 
 
+@pytest.mark.slow
 def test_compare_refuses_a_path_outside_the_allowed_folders(tmp_path, monkeypatch):
     """With RL_BOARD_ROOTS = allowed, a run typed from outside it is not read: a warning box names the
     reason, and only this run is drawn."""
@@ -553,6 +576,7 @@ def _address_names_what_is_shown(at: AppTest) -> None:
     assert int(params["step"]) == at.session_state[keys.STEP] == _step_of(params["sample"])
 
 
+@pytest.mark.slow
 def test_sort_search_open_a_match_and_come_back_keep_every_choice():
     """On ppo_demo: sort the batch by KL, search in Explore, open a step-25 match, come back to Explore
     and to the batch, move to step 30: the sort stays KL mean throughout, and the address always names

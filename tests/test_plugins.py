@@ -11,6 +11,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 from conftest import REPO
 
 PLUGIN = REPO / "tests" / "data" / "tsv_reader_plugin"
@@ -29,6 +30,7 @@ def test_the_dist_info_declares_the_entry_point_its_pyproject_does():
     assert written == ["[rl_board.readers]", "tsv", "=", "rl_board_tsv"]
 
 
+@pytest.mark.slow
 def test_an_installed_reader_opens_its_format_in_summary(tmp_path):
     """A folder of .tsv files opens with the plugin's reader in ``rl-board summary`` (its parsing
     workers find it too): the per-step counts and reward means are those of the lines, by hand."""
@@ -44,6 +46,7 @@ def test_an_installed_reader_opens_its_format_in_summary(tmp_path):
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in summary["steps"]] == [(1, 2, 0.5), (2, 1, 0.25)]
 
 
+@pytest.mark.slow
 def test_an_installed_reader_reads_a_sample_again(tmp_path):
     """The plugin's ``record`` reads a sample's line again (its ``completion`` column, the response by its alias)."""
     run = tmp_path / "run"
@@ -56,6 +59,7 @@ def test_an_installed_reader_reads_a_sample_again(tmp_path):
     assert got.stdout.strip() == "blue"
 
 
+@pytest.mark.slow
 def test_a_reader_lacking_part_of_the_interface_is_left_out_with_a_warning(tmp_path):
     """A plugin without ``read_table`` (nor ``parse_block``) is refused by name; the built-in readers work on."""
     (tmp_path / "broken_reader.py").write_text('NAME, SUFFIX, ALIASES, APPENDABLE = "broken", ".brk", {}, False\n'

@@ -54,6 +54,7 @@ def test_reward_by_length_buckets_by_hand():
     assert buckets["reward_mean"].tolist() == [2.0, 5.0]
 
 
+@pytest.mark.slow
 def test_the_page_draws_the_step_by_position(tmp_path):
     """Toggling "By position" draws KL, entropy and advantage by position and the reward by length
     bucket for the step shown; the KL curve holds the hand-computed means."""

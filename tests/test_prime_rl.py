@@ -79,6 +79,7 @@ def _trainer_and_orchestrator_metrics(out):
     return write_prime_rl_metrics(out, rows)
 
 
+@pytest.mark.slow
 def test_run_folder_with_metrics_and_logs_is_one_run_with_its_scalars(run_dir):
     """prime-rl's run folder as the rl entrypoint leaves it (rollouts/, metrics.jsonl that the trainer and the
     orchestrator append to, logs/attempt_1/*.log and logs/latest): one prime-rl run in the runs list, no
@@ -169,6 +170,7 @@ def test_final_branch_is_the_conversation():
     assert [n["message"]["content"] for n in prime_rl.branch(nodes)] == ["a", "new"]
 
 
+@pytest.mark.slow
 def test_summary_and_search_over_turns(run_dir):
     """summary --json: per step samples, mean reward, turns_mean, tool_calls_mean and the tool_calls
     map; search --in messages finds text inside a tool result."""

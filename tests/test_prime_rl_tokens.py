@@ -190,6 +190,7 @@ def test_a_line_still_being_written_waits_and_a_broken_line_costs_only_itself(ex
     assert rows.num_rows == len(lines) and [e[0] for e in errors] == [len(lines) + 1] and count == len(lines) + 1
 
 
+@pytest.mark.slow
 def test_the_page_opens_a_token_export_decoded_dimmed_and_without_reward_views(export_run, tmp_path):
     """In the real Streamlit runtime: the run loads, the batch says no reward is logged, the token text
     dims the untrained positions; without a tokenizer the page says how to give one, and the sidebar's

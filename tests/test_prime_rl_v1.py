@@ -4,13 +4,12 @@ opens as one prime-rl run, each trace a sample as readers/prime_rl.py makes it; 
 
 import json
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from agent_writers import prime_rl_rollout, v0_rollout_output, write_prime_rl_rollouts
-from conftest import REPO, docs_example, step_rows
+from conftest import REPO, command, docs_example, step_rows
 
 from rl_board.analysis.source import load_run
 from rl_board.readers import detect, prime_rl
@@ -23,7 +22,7 @@ FIXTURE = REPO / "tests" / "data" / make_prime_rl_v1_fixtures.NAME
 
 
 def _cli(*argv) -> str:
-    proc = subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, timeout=120)
+    proc = command(*argv)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -44,6 +43,7 @@ def test_fixture_is_what_its_script_writes(tmp_path):
     assert all((FIXTURE / name).read_bytes() == (made / name).read_bytes() for name in names)
 
 
+@pytest.mark.slow
 def test_detect_names_prime_rl_its_files_splits_and_steps(run_dir):
     """detect: the prime-rl reader, the 5 .jsonl files (not the trainer's .bin), splits eval/gsm8k,
     eval/math500 and train, steps 0..1; the runs list holds the folder once."""
@@ -58,6 +58,7 @@ def test_detect_names_prime_rl_its_files_splits_and_steps(run_dir):
         "prime-rl", ("eval/gsm8k", "eval/math500", "train"), 2)
 
 
+@pytest.mark.slow
 def test_summary_per_step_of_train_and_eval(run_dir):
     """summary --json, by hand from the fixture: train (the default) step 0 has 3 traces, rewards 1.0 + 0.2,
     0.0 + 0.2 and 0.5, 4 sampled turns, 1 tool call, 5 + 2 + 2 trained tokens; step 1 has rewards 1.2 and 0;
@@ -156,6 +157,7 @@ def test_the_docs_example_line_reads_as_the_docs_say(tmp_path):
     assert [t["num_tokens"] for t in run.record(0)[0]["messages"]] == [2, 2]
 
 
+@pytest.mark.slow
 def test_page_lists_the_folder_once_and_loads_the_train_split(run_dir):
     """The page's runs list offers the output folder once (no step folder); loaded, it is the train split's
     2 files of 5 samples, none rejected."""

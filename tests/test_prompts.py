@@ -164,6 +164,7 @@ def _words_in(block: str, tag: str) -> set[str]:
     return {word for part in parts for word in html.unescape(part).split()}
 
 
+@pytest.mark.slow
 def test_same_prompt_view_across_steps_and_runs(root):
     """The open sample's prompt in this run and in a run picked beside it: one diff per response with
     its run, step, reward; each compared with the open sample (words removed and added as by hand)."""

@@ -3,13 +3,11 @@
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, write_lines
+from conftest import command, write_lines
 
 from rl_board.analysis.source import RunSource, load_run
 from rl_board.analysis.summary import build_summary
@@ -19,8 +17,7 @@ NAN = float("nan")
 
 
 def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = command("summary", *map(str, args))
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -148,6 +145,7 @@ def test_trl_parquet_reward_column_is_used_as_is(tmp_path):
     assert run.samples["reward"].tolist() == [2.0, 4.0] and run.extras == ["r1"]
 
 
+@pytest.mark.slow
 def test_parquet_bad_inputs_are_named_and_the_rest_load(tmp_path):
     """A corrupt file and a file without step are named with the reason; a row without a step is a
     rejected line; the good file loads."""
@@ -195,6 +193,7 @@ def test_verl_refresh_picks_up_the_next_steps_file(tmp_path):
     assert run.files == ("2.jsonl", "10.jsonl") and run.samples["step"].tolist() == [2, 10]
 
 
+@pytest.mark.slow
 def test_summary_cli_on_verl_folder_with_field_mapping(tmp_path):
     """The CLI detects verl lines, reports extras per step, and takes --field."""
     write_lines(tmp_path / "1.jsonl", [_verl_line(1, 1.0, acc=True, bonus=0.5), _verl_line(1, 0.0, acc=False)])
@@ -215,6 +214,7 @@ def test_summary_cli_on_verl_folder_with_field_mapping(tmp_path):
     pa.array([1.0, 1e300, 3.0]),
     pa.array([1, 2**64 - 1, 3], pa.uint64()),
 ])
+@pytest.mark.slow
 def test_parquet_step_out_of_range_costs_its_row_only(tmp_path, steps):
     """A step of inf, 1e300 or 2**64-1 rejects that row (named, line 2); the other rows and files load,
     in the page's loader and in the CLI (exit 0)."""

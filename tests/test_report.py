@@ -50,6 +50,7 @@ def _write_hostile_run(folder: Path) -> None:
     (folder / "rank0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
 
 
+@pytest.mark.slow
 def test_report_has_every_finding_and_asks_nothing_of_the_network(tmp_path, capsys):
     """Each finding of ``findings --json`` has its section, in the same order; no element loads anything from
     elsewhere (no src, href or url() pointing at a scheme), and plotly's script is inlined once."""

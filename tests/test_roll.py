@@ -51,6 +51,7 @@ def _dump(folder: Path, step: int, trajectories):
     roll_dump_rollout_trajectories(str(folder), step, batch, config)
 
 
+@pytest.mark.slow
 def test_agentic_dump_one_sample_per_trajectory(tmp_path):
     """Stepwise rows without trajectory data are dropped by the writer; each trajectory is one sample
     with its episode reward, assistant turns and tool calls (OpenAI tool_calls and Hermes blocks)."""
@@ -78,6 +79,7 @@ def test_record_shows_turns_and_decoded_columns(tmp_path):
     assert canonical["reward"] == 0.5
 
 
+@pytest.mark.slow
 def test_a_non_json_string_in_a_column_costs_only_its_row(tmp_path):
     """A trajectory_data value that is not JSON and a reward that is a string are named with file, line
     and row; the other rows load."""
@@ -106,6 +108,7 @@ def test_rlvr_dump(tmp_path):
     assert run.with_text(run.samples)["response"].tolist() == ["2", "5"]
 
 
+@pytest.mark.slow
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/roll.md's ROLL line: step 5, reward 1.0, 2 assistant turns, 1 call."""
     block = docs_example("roll", '"trajectory_data"')
@@ -114,6 +117,7 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     assert step_rows(summary_json(tmp_path / "d")) == {5: (1, 1.0, 2.0, 1.0)}
 
 
+@pytest.mark.slow
 def test_turns_come_from_the_last_observation(tmp_path):
     """ROLL's messages column stops at the last call's answer; the env's last observation adds the
     final tool result: it is read for the turns (user <tool_response> messages as tool turns), and a
@@ -130,6 +134,7 @@ def test_turns_come_from_the_last_observation(tmp_path):
     assert run.with_text(run.samples)["response"].tolist() == ["Done.", "Es ist 21:04 Uhr."]
 
 
+@pytest.mark.slow
 def test_the_docs_last_observation_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/roll.md's last_observation line: step 6, reward 1.0, 2 assistant turns, 2 calls."""
     block = docs_example("roll", "List the files")
@@ -140,6 +145,7 @@ def test_the_docs_last_observation_example_reads_as_the_docs_say(tmp_path):
     assert [t["content"] for t in turns if t["role"] == "tool"] == ["a.txt", "accepted"]
 
 
+@pytest.mark.slow
 def test_each_sample_of_a_line_has_its_own_address(tmp_path):
     """ROLL's one line holds three samples: each has the address FILE:1#ROW, used alike by the batch's
     source column, search, tags (set by address and exported) and links; a line of one sample keeps FILE:LINE."""
@@ -165,6 +171,7 @@ def test_each_sample_of_a_line_has_its_own_address(tmp_path):
     assert F.parse_address("a#b.jsonl:3") == ("a#b.jsonl", 3, -1)
 
 
+@pytest.mark.slow
 def test_findings_name_the_sample_of_a_line_by_its_address(tmp_path):
     """An empty answer in the middle row of each step's line: empty_responses names FILE:1#1 each step, the
     sample the evidence shows is that row."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, close_to, command, sample, write_lines
 
-pytestmark = pytest.mark.s3
+pytestmark = [pytest.mark.s3, pytest.mark.slow]  # every test starts moto's server
 boto3 = pytest.importorskip("boto3")
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

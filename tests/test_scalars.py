@@ -2,18 +2,15 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, sample, write_lines
+from conftest import REPO, command, sample, write_lines
 
 from rl_board.scalars import ScalarsError, detect, load_scalars
 
 
 def _cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "metrics", *map(str, args)], capture_output=True,
-                          text=True, cwd=REPO)
+    proc = command("metrics", *map(str, args))
     return proc.returncode, proc.stdout, proc.stderr
 
 

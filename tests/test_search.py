@@ -2,20 +2,17 @@
 
 import json
 import re
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, sample, write_lines
+from conftest import command, sample, write_lines
 
 PAD = "<pad>"
 
 
 def _cli(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO)
+    proc = command(*map(str, args))
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -58,6 +55,7 @@ def _expected(run_dir, pattern, field="response", pad=None):
     ("4", "ground_truth", None),
     ("^[PS]$", "prompt", None),
 ])
+@pytest.mark.slow
 def test_search_matches_python_re(run, pattern, field, pad):
     """Every match, in step, file, line order, equals re.search over the same texts; per_step lists
     every step; rewards are JSON numbers or null."""
@@ -72,6 +70,7 @@ def test_search_matches_python_re(run, pattern, field, pad):
     assert [p["matches"] for p in got["per_step"]] == [sum(1 for e in expected if e[0] == s) for s in (1, 2, 3)]
 
 
+@pytest.mark.slow
 def test_search_rewards_and_exit_codes(run, tmp_path):
     """A NaN reward is null; a bad pattern or path exits 2; a run with no loaded line exits 1."""
     got = json.loads(_cli("search", run, "--regex", "answer: 5", "--json", "--no-cache")[1])
@@ -82,6 +81,7 @@ def test_search_rewards_and_exit_codes(run, tmp_path):
     assert _cli("search", tmp_path / "bad", "--regex", "x", "--json", "--no-cache")[0] == 1
 
 
+@pytest.mark.slow
 def test_search_in_parquet_gives_one_based_rows(tmp_path):
     """For a TRL table, line is the 1-based row in its file."""
     pq.write_table(pa.table({"step": pa.array([7, 7, 7], pa.int64()), "completion": ["no", "yes!", "yes"],
@@ -90,6 +90,7 @@ def test_search_in_parquet_gives_one_based_rows(tmp_path):
     assert [(s["line"], s["reward"]) for s in got["samples"]] == [(2, 2.0), (3, 3.0)]
 
 
+@pytest.mark.slow
 def test_grpo_groups_in_the_summary(tmp_path):
     """Same prompt text (pads removed with --pad-token) = one group; zero-std groups have >= 2 samples
     with equal rewards; samples without a prompt are in none."""
@@ -121,6 +122,7 @@ def _text_run(folder):
     return lines
 
 
+@pytest.mark.slow
 def test_search_prints_the_match_marked_and_how_many_it_shows(tmp_path):
     """The text output says "showing N of M" (M by Python's re) and prints each shown sample's text with its
     match between « and »."""
@@ -133,6 +135,7 @@ def test_search_prints_the_match_marked_and_how_many_it_shows(tmp_path):
     assert marked == [f"{line['response'].split('source')[0]}«source» is here" for line in expected[:2]]
 
 
+@pytest.mark.slow
 def test_search_steps_ranges_and_sort_filter_like_the_page(tmp_path):
     """--steps 2:4, --range reward=1: and --sort reward keep and order exactly the samples picked by hand."""
     lines = _text_run(tmp_path)
@@ -154,6 +157,7 @@ def test_search_steps_ranges_and_sort_filter_like_the_page(tmp_path):
     (["--range", "nope=1:2"], "'nope' is not a number this run has"),
     (["--regex", "x", "--sort", "nope"], "can't sort by 'nope'"),
 ])
+@pytest.mark.slow
 def test_search_bad_filters_say_why(tmp_path, args, reason):
     """A bad step range, filter or sort exits 2 with the reason on stderr."""
     _text_run(tmp_path)

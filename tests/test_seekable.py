@@ -51,6 +51,7 @@ def _compressed_run(folder: Path, codec: str) -> tuple[Path, int]:
     return folder, len(packed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("codec", ["gz", "xz", "zst"])
 def test_many_samples_of_a_compressed_file_cost_one_pass(tmp_path, codec):
     """Without a cache, ``records`` of every other sample, in reverse order, reads the compressed file about

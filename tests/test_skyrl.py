@@ -46,6 +46,7 @@ def _export(root: Path) -> Path:
     return export
 
 
+@pytest.mark.slow
 def test_export_folder_opens_the_eval_dumps(tmp_path):
     """summary --json of export_path: per step (from the folder name) the samples of every data source,
     mean reward (per-token scores summed), assistant turns and tool calls per sample; the metrics file
@@ -78,6 +79,7 @@ def test_turns_of_a_sample(tmp_path):
     assert canonical["reward"] == 1.0 and others["data_source"] == "search/nq"
 
 
+@pytest.mark.slow
 def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     """A line without a score, one whose score list holds a string, and one whose response is a number
     are named with file and line; the other samples load."""

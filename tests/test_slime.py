@@ -53,6 +53,7 @@ def test_the_restricted_loader_refuses_a_class_of_the_trainer():
     assert out["returncode"] == 4 and "UnpicklingError" in out["stderr"]
 
 
+@pytest.mark.slow
 def test_without_torch_each_file_says_what_to_install(tmp_path, monkeypatch):
     """With no torch for the worker, each .pt is named with the extra to install; a hostile pickle placed
     among them is never run (the board never unpickles)."""
@@ -81,6 +82,7 @@ def test_without_torch_each_file_says_what_to_install(tmp_path, monkeypatch):
     assert not marker.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
 def test_summary_with_torch(tmp_path):
     """With torch: per rollout id, samples, mean reward, assistant turns and tool calls; eval_1 is the
@@ -103,6 +105,7 @@ def _hide_torch(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(fake.parent))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
 def test_a_file_that_needed_torch_opens_once_torch_is_there(tmp_path, monkeypatch):
     """A run opened without torch, then with it: the open run (a refresh) and a new load through the cache
@@ -139,6 +142,7 @@ def _unreadable(run, **env) -> str:
     return got["error"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
 def test_a_small_pickle_of_a_billion_shared_numbers_stops_at_the_output_bound(tmp_path):
     """A 14 KB .pt whose list is shared 10^6 times (10^9 numbers once printed) is counted before it is
@@ -150,6 +154,7 @@ def test_a_small_pickle_of_a_billion_shared_numbers_stops_at_the_output_bound(tm
     assert _unreadable(run) == "its data is more than 256 MB as JSON (RL_BOARD_PT_OUTPUT_MB raises the bound)"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
 def test_the_worker_runs_under_its_memory_bound(tmp_path):
     """A 2 KB .pt holding a tensor of 10^9 numbers over one stored value (stride 0): with the output
@@ -166,6 +171,7 @@ class Trainers:
     """A class of the trainer's own, which the restricted loader does not build."""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
 def test_a_refusal_names_the_class_and_never_suggests_loading_unrestricted(tmp_path):
     """The refused file names the class refused; torch's advice (weights_only=False, allowlisting) is not relayed."""

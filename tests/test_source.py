@@ -9,6 +9,7 @@ import pytest
 from conftest import REPO, sample, write_lines
 
 
+@pytest.mark.slow
 def test_importing_rl_board_stays_light_and_load_is_there():
     """`import rl_board` imports neither pandas, pyarrow nor streamlit; `rl_board.load` is then importable."""
     code = ("import sys, rl_board; heavy = [m for m in ('pandas', 'pyarrow', 'streamlit') if m in sys.modules]; "

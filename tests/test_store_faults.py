@@ -85,6 +85,7 @@ def _one_line(done, *words: str) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("mode", "words"), [("500", ("server error",)), ("503", ("throttling",))])
 def test_a_failing_store_is_one_line_after_a_bounded_number_of_tries(tmp_path, mode, words):
     """Every request answered 500 (or 503 SlowDown): ``summary`` and ``detect`` each try it 1 + 2 times
@@ -97,6 +98,7 @@ def test_a_failing_store_is_one_line_after_a_bounded_number_of_tries(tmp_path, m
         assert f"tried {1 + remote.DEFAULT_RETRIES} times" in line
 
 
+@pytest.mark.slow
 def test_an_endpoint_that_never_answers_is_one_line_at_the_read_timeout(tmp_path):
     """An endpoint that takes the request and never answers, under a read timeout of 1 s and 1 retry
     (``RL_BOARD_STORE_READ_TIMEOUT``, ``RL_BOARD_STORE_RETRIES``): two requests, then one line naming the

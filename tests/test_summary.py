@@ -2,16 +2,13 @@
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO, sample, write_lines
+from conftest import REPO, command, sample, write_lines
 
 
 def _summary(*args):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", *map(str, args)],
-                          capture_output=True, text=True, cwd=REPO)
+    proc = command("summary", *map(str, args))
     return proc.returncode, proc.stdout, proc.stderr
 
 
@@ -121,19 +118,16 @@ def test_summary_counts_with_the_pages_defaults_without_flags(tmp_path):
 def test_search_and_findings_json_carry_their_settings(tmp_path):
     """``search --json`` and ``findings --json`` say the pad, EOS, mapping and sample limit they used."""
     run = _openrlhf_run(tmp_path)
-    for command in (["search", run, "--regex", "a"], ["findings", run]):
-        proc = subprocess.run([sys.executable, "-m", "rl_board", *map(str, command), "--json", "--no-cache",
-                               "--field", "ground_truth=prompt", "--max-samples-per-step", "7"],
-                              capture_output=True, text=True, cwd=REPO)
+    for argv in (["search", run, "--regex", "a"], ["findings", run]):
+        proc = command(*map(str, argv), "--json", "--no-cache", "--field", "ground_truth=prompt",
+                       "--max-samples-per-step", "7")
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["settings"] == {"pad_token": EOT, "eos_token": EOT,
                                                        "fields": {"ground_truth": "prompt"}, "split": None,
                                                        "max_samples_per_step": 7}
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
-                           "--no-cache"], capture_output=True, text=True, cwd=REPO)
+    proc = command("search", str(run), "--regex", "^a b$", "--json", "--no-cache")
     assert json.loads(proc.stdout)["matches"] == 1  # pads removed from the text by default
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--regex", "^a b$", "--json",
-                           "--no-cache", "--pad-token", "none"], capture_output=True, text=True, cwd=REPO)
+    proc = command("search", str(run), "--regex", "^a b$", "--json", "--no-cache", "--pad-token", "none")
     assert json.loads(proc.stdout)["matches"] == 0
 
 
@@ -158,13 +152,11 @@ def test_truncated_share_and_search(tmp_path):
     run = _truncation_run(tmp_path)
     got = json.loads(_summary(run, "--json", "--no-cache", "--pad-token", "<pad>")[1])
     assert [s["truncated_share"] for s in got["steps"]] == [0.5, 0.0]
-    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--truncated", "--json",
-                           "--no-cache", "--pad-token", "<pad>"], capture_output=True, text=True, cwd=REPO)
+    proc = command("search", str(run), "--truncated", "--json", "--no-cache", "--pad-token", "<pad>")
     assert [(s["step"], s["line"]) for s in json.loads(proc.stdout)["samples"]] == [(1, 2), (1, 4)]
     got = json.loads(_summary(run, "--json", "--no-cache", "--pad-token", "<pad>", "--eos-token", "none")[1])
     assert [s["truncated_share"] for s in got["steps"]] == [None, None]
-    assert subprocess.run([sys.executable, "-m", "rl_board", "search", str(run), "--json"],
-                          capture_output=True, cwd=REPO).returncode == 2  # neither --regex nor --truncated
+    assert command("search", str(run), "--json").returncode == 2  # neither --regex nor --truncated
 
 
 def test_summary_text_opens_with_a_recap_and_json_is_unchanged(tmp_path):

@@ -118,6 +118,7 @@ def _add_many(args):
     return worker
 
 
+@pytest.mark.slow
 def test_concurrent_writers_lose_nothing_and_readers_never_see_half_a_file(run_dir, tmp_path):
     """Four processes and four threads tag the same sample at once (each write a read-modify-write):
     every tag of every writer is there at the end; a reader reading all along never fails."""
@@ -185,6 +186,7 @@ def test_tags_that_cannot_be_kept_are_refused(tag, message):
     assert T.clean_tags(["  good ", "", "good", "reward hack"]) == ("good", "reward hack")
 
 
+@pytest.mark.slow
 def test_search_by_tag_in_the_core_and_the_command(run_dir):
     """A tag (or '*') narrows a search to the samples carrying it, alone or with a regex."""
     run = load_run(run_dir)
@@ -225,6 +227,7 @@ def test_the_eval_set_export(run_dir):
     assert [json.loads(line)["line"] for line in only] == [3]
 
 
+@pytest.mark.slow
 def test_the_tags_command(run_dir):
     """``tags RUN --sample F:L --add/--remove/--note`` changes one sample; ``tags RUN --json`` lists them;
     ``--export`` prints the eval set; an unknown sample or a lone --add is exit status 2."""
@@ -255,6 +258,7 @@ def test_the_tags_command(run_dir):
 # -- the page ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_tagging_a_sample_on_the_page(run_dir):
     """The editor beside the open sample saves its tags and note to the tags file as they change (no Save
     click); the batch table shows them in its tags and note columns; a tag with a comma is refused with
@@ -283,6 +287,7 @@ def test_tagging_a_sample_on_the_page(run_dir):
     _area(_area(at, keys.EXPLORE), keys.BATCH)
 
 
+@pytest.mark.slow
 def test_a_save_over_another_sessions_change_is_refused_on_the_page(run_dir):
     """When another session tags the open sample after the page showed it, a change keeps theirs and says so."""
     at = _open(run_dir.parent, "r")
@@ -296,6 +301,7 @@ def test_a_save_over_another_sessions_change_is_refused_on_the_page(run_dir):
     assert at.multiselect(key=f"{keys.TAGS}:{name}").value == ["good"]  # the editor shows theirs now
 
 
+@pytest.mark.slow
 def test_the_tagged_samples_list_and_the_explore_filter(run_dir):
     """Tags made elsewhere show in the list of tagged samples (filtered by tag) and filter Explore's
     matches; the list offers the eval-set download."""
@@ -315,6 +321,7 @@ def test_the_tagged_samples_list_and_the_explore_filter(run_dir):
     assert not at.exception
 
 
+@pytest.mark.slow
 def test_the_tags_command_refuses_a_run_outside_the_allowed_folders(run_dir, tmp_path, monkeypatch):
     """With RL_BOARD_ROOTS naming another folder, listing or tagging a run outside it is exit status 2,
     names the reason, prints nothing from it and writes no tags file."""
@@ -327,6 +334,7 @@ def test_the_tags_command_refuses_a_run_outside_the_allowed_folders(run_dir, tmp
     assert not T.tags_path(run_dir).exists()
 
 
+@pytest.mark.slow
 def test_the_editor_follows_another_sessions_save_until_edited(run_dir):
     """An editor nobody has touched shows what another session saved once the page reruns."""
     at = _open(run_dir.parent, "r")

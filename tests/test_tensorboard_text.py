@@ -4,6 +4,7 @@ import ast
 import json
 from pathlib import Path
 
+import pytest
 from conftest import step_rows, summary_and_notes, write_lines
 from ray_writers import (
     TextSummaryWriter,
@@ -33,6 +34,7 @@ def _openrlhf(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_openrlhf_text_samples_one_per_step(tmp_path):
     """Each add_text is a sample: its step, the text between 'Sample:' and 'Reward:' (OpenRLHF's
     backslash-n as line breaks) split into turns at the start markers the decode left, the reward after
@@ -55,6 +57,7 @@ def test_openrlhf_text_samples_one_per_step(tmp_path):
     assert [v for _, v in load_scalars(discover(run_dir)).series["train/policy_loss"]] == [0.5, 0.25]
 
 
+@pytest.mark.slow
 def test_json_texts_are_records_and_a_bad_one_is_named(tmp_path):
     """A logged text that is a JSON object is read as a record; one whose reward is text is named."""
     writer = TextSummaryWriter(tmp_path / "run")
@@ -73,6 +76,7 @@ def test_event_files_beside_rollout_lines_stay_scalars(tmp_path):
     assert detect(tmp_path / "run") is jsonl
 
 
+@pytest.mark.slow
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/tensorboard-text.md's OpenRLHF call: step 3, reward 1.0, 2 assistant turns, 1 call."""
     text = (Path(__file__).parent.parent / "docs" / "formats" / "tensorboard-text.md").read_text()
@@ -88,6 +92,7 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     assert texts["prompt"].tolist() == ["You can call tools.\n\nTime in Tokyo?"]
 
 
+@pytest.mark.slow
 def test_a_text_whose_markers_were_all_dropped_stays_one_response_with_a_note(tmp_path):
     """Decoded with a tokenizer that flags both ChatML markers special (Qwen's), the sequence keeps only its
     role words: it is one response, and the run's notes say why."""

@@ -42,6 +42,7 @@ def _log_path(root: Path) -> Path:
     return log
 
 
+@pytest.mark.slow
 def test_log_folder_opens_with_splits_and_scalars(tmp_path):
     """summary --json of the log folder: per iteration, trajectories, mean total reward and LLM calls
     per trajectory (no tool calls recorded); eval_gsm8k is a split; metrics.jsonl is the scalars."""
@@ -66,6 +67,7 @@ def test_record_names_the_logtree_and_shows_logs(tmp_path):
     assert others["logtree"] == ["iteration_000000/train.html", "iteration_000000/train_logtree.json"]
 
 
+@pytest.mark.slow
 def test_bad_records_are_named_and_the_rest_load(tmp_path):
     """A record whose total_reward is a string and one without steps are named; the others load."""
     log = _log_path(tmp_path)
@@ -82,6 +84,7 @@ def test_bad_records_are_named_and_the_rest_load(tmp_path):
     assert step_rows(got)[0] == (1, 0.0, 3.0, 0.0)
 
 
+@pytest.mark.slow
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/tinker.md's tinker record: iteration 4, reward 1.0, 2 LLM calls, 21 action tokens."""
     block = docs_example("tinker", '"schema_version": 1')
@@ -109,6 +112,7 @@ def _tool_use_log(root: Path) -> Path:
     return log
 
 
+@pytest.mark.slow
 def test_tool_calls_and_results_from_the_step_logs(tmp_path):
     """tool_call_i / tool_result_i of a step's logs are the assistant turn's calls and tool turns after it;
     the trajectory's logged num_tool_calls keeps its own name and value."""
@@ -130,6 +134,7 @@ def test_tool_calls_and_results_from_the_step_logs(tmp_path):
     assert run.record(1)[1]["steps"][0]["logs"] == {"parse_errors": "bad JSON"}
 
 
+@pytest.mark.slow
 def test_the_docs_tool_use_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/tinker.md's tool-use record: iteration 2, reward 1.0, 2 assistant turns, 1 call."""
     block = docs_example("tinker", "tool_call_0")

@@ -76,6 +76,7 @@ def _rl_board(*argv, timeout=120):
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_traces_view_that_never_ends_is_refused(tmp_path):
     """A 4 KB database whose ``traces`` is a VIEW counting to 10**11 (hours of SQLite's time before): the
     read ends at once, the file named as unreadable with the reason, never a hang."""
@@ -94,6 +95,7 @@ def test_a_traces_view_that_never_ends_is_refused(tmp_path):
     assert "proj.db" in done.stderr and "traces is a view" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_query_past_the_time_limit_is_interrupted_and_named(tmp_path, monkeypatch):
     """A traces table of 200,000 rows read under a limit of a microsecond (``RL_BOARD_SQLITE_SECONDS``):
     SQLite's progress handler stops the query; the file is unreadable with the limit and how to raise
@@ -115,6 +117,7 @@ def test_a_query_past_the_time_limit_is_interrupted_and_named(tmp_path, monkeypa
     assert (table.num_rows, errors, rows) == (200_000, [], 200_000)
 
 
+@pytest.mark.slow
 def test_a_fifo_named_like_a_database_is_not_opened(tmp_path):
     """A FIFO named ``proj.db`` (no writer: opening it would wait forever) beside nothing else: ``detect``
     and ``summary`` end and say no reader opens the folder."""

@@ -46,6 +46,7 @@ def to_memory(folder: Path) -> str:
 COMMANDS = (("summary", "--json"), ("findings", "--json"), ("search", "--regex", "the", "--json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["ppo_demo", "trl_grpo_demo", "prime_rl_tokens_demo"])
 def test_a_memory_and_a_file_url_read_as_the_local_folder(run):
     """summary, findings and search of a bundled run (JSONL ranks, TRL parquet, token ids decoded with the
@@ -214,6 +215,7 @@ def test_a_shared_cache_at_a_url_opens_a_run_another_reader_read(tmp_path, monke
     pd.testing.assert_frame_equal(expected.samples, got.samples)
 
 
+@pytest.mark.slow
 def test_the_page_opens_a_run_at_a_url_and_its_link_opens_the_same_sample():
     """A memory:// root in the root box lists its runs; Load shows the run; the page's address carries
     the URL root, and opening that address in a new session shows the same step and sample."""

@@ -3,9 +3,8 @@ prime-rl's online evals of checkpoints (evals/step_N/{env}/) and its rollouts/st
 as one run whose steps are the step folders."""
 
 import json
-import subprocess
-import sys
 
+import pytest
 from agent_writers import (
     prime_rl_rollout,
     v0_output,
@@ -14,6 +13,7 @@ from agent_writers import (
     write_prime_rl_rollouts,
     write_v0,
 )
+from conftest import command
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
@@ -76,7 +76,7 @@ def _checkpoint_evals(out):
 
 
 def _cli(*argv):
-    proc = subprocess.run([sys.executable, "-m", "rl_board", *argv], capture_output=True, text=True, timeout=120)
+    proc = command(*argv)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -95,6 +95,7 @@ def test_checkpoint_evals_are_one_run_in_the_runs_list(tmp_path):
     assert got["reader"] == "verifiers-v0" and sorted(got["splits"]) == ["gsm8k", "math500"]
 
 
+@pytest.mark.slow
 def test_checkpoint_evals_summary_per_step(tmp_path):
     """summary --json of the evals folder: per checkpoint 4 samples, the mean of that step's rewards
     (0.25, 0.5, 0.75), 1 tool call in every other sample (0.5 a sample) and 1.5 assistant turns; the
@@ -158,6 +159,7 @@ def _rollouts_run(out):
     return out
 
 
+@pytest.mark.slow
 def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     """prime-rl's output folder holding rollouts/step_N/*_rollouts*.jsonl is one run (not one per step
     folder): splits train (read first), eval/gsm8k and eval/math500, 2 steps; summary --json per step:

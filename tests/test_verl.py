@@ -40,6 +40,7 @@ def _experiment(root: Path) -> Path:
     return exp
 
 
+@pytest.mark.slow
 def test_experiment_folder_opens_rollout_and_validation_as_splits(tmp_path):
     """summary --json of the experiment folder: per split and step, samples, mean score, assistant
     turns and tool calls per sample as the trajectories held them."""
@@ -79,6 +80,7 @@ def test_sample_turns_and_record(tmp_path):
     assert others["acc"] is True and canonical["reward"] == 1.0
 
 
+@pytest.mark.slow
 def test_the_rollout_folder_alone_opens_with_turns(tmp_path):
     """The dump folder the trainer writes opens by itself as verl (its output holds turn markers)."""
     exp = _experiment(tmp_path)
@@ -99,6 +101,7 @@ def test_a_root_of_plain_runs_is_no_experiment(tmp_path):
     assert not verl.matches(tmp_path)
 
 
+@pytest.mark.slow
 def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     """A line without its score and one with a string score are named with file and line; every
     other sample loads."""
@@ -118,6 +121,7 @@ def test_bad_lines_are_named_and_the_rest_load(tmp_path):
     assert step_rows(summary)[2][0] == 2
 
 
+@pytest.mark.slow
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/verl.md's multi-turn verl line: a dump folder of it opens as verl, 2 assistant turns, 1 call."""
     block = docs_example("verl", '"output": "Let me search.')
@@ -127,6 +131,7 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     assert step_rows(summary_json(tmp_path / "rollout_data")) == {3: (1, 1.0, 2.0, 1.0)}
 
 
+@pytest.mark.slow
 def test_page_shows_the_turns_of_a_glued_output(tmp_path):
     """The page opens the experiment folder: train split first, sorted by num_tool_calls a 2-call sample
     comes first (step 2: the two-search one) and its turns, tool results and call arguments show as
@@ -150,6 +155,7 @@ def test_page_shows_the_turns_of_a_glued_output(tmp_path):
     assert not at.exception, at.exception
 
 
+@pytest.mark.slow
 def test_llama3_outputs_split_with_the_template_beside_the_run(tmp_path):
     """A Llama 3 run (its tokenizer_config.json in the experiment folder): outputs decoded without the
     special tokens split at the ipython/assistant lines; without the template they stay one turn each

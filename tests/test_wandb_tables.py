@@ -28,6 +28,7 @@ def _openrlhf(root: Path) -> Path:
     return run.dir
 
 
+@pytest.mark.slow
 def test_openrlhf_table_rows_are_taken_once(tmp_path):
     """Four re-logged tables (1, 2, 3, 4 rows): four samples, one per global_step, rewards as logged;
     the note says this is all the trainer saved."""
@@ -45,6 +46,7 @@ def test_openrlhf_table_rows_are_taken_once(tmp_path):
     assert run.with_text(run.samples)["response"].tolist()[:2] == ["user: 2+2? assistant: 4", "user: 3+3? assistant: 7"]
 
 
+@pytest.mark.slow
 def test_a_table_without_a_step_column_uses_wandbs_step_and_bad_rows_are_named(tmp_path):
     """A table with prompt/completion/score columns and no step: the file's wandb step; a row of the
     wrong length and one whose score is text are named; the others load."""
@@ -75,6 +77,7 @@ def test_record_is_the_row(tmp_path, split):
     assert canonical["step"] == 4 and canonical["reward"] == 1.0 and others["wandb_step"] == 6
 
 
+@pytest.mark.slow
 def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/wandb-tables.md's table: two samples at global steps 1 and 2, rewards 1.0 and 0.0."""
     block = docs_example("wandb-tables", '"columns": ["global_step"')
@@ -85,6 +88,7 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(1, 1, 1.0), (2, 1, 0.0)]
 
 
+@pytest.mark.slow
 def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
     """verl's val/generations (step, input_i, output_i, score_i; re-logged each validation): each
     numbered group is a sample, each row taken once."""
@@ -103,6 +107,7 @@ def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
     assert [s.rpartition(":")[2] for s in sources] == ["1#0", "1#1", "1#2", "2#0", "2#1", "2#2"]  # step 10: row 2
 
 
+@pytest.mark.slow
 def test_openrlhf_whole_sequences_are_turns(tmp_path):
     """OpenRLHF's text is the whole sequence decoded with skip_special_tokens=True: where the decode
     left ChatML start markers or Llama 3 headers (end markers gone) it is split into turns; the prompt
@@ -127,6 +132,7 @@ def test_openrlhf_whole_sequences_are_turns(tmp_path):
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
 
 
+@pytest.mark.slow
 def test_the_docs_turns_example_reads_as_the_docs_say(tmp_path):
     """docs/formats/wandb-tables.md's ChatML row: one sample, 2 assistant turns, 1 call."""
     block = docs_example("wandb-tables", "Time in Tokyo")

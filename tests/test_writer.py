@@ -36,6 +36,7 @@ def test_writer_imports_only_the_standard_library():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_a_written_run_summarises_to_hand_computed_numbers(tmp_path):
     """Two ranks log batches (lists, numpy arrays, tensors); summary gives the numbers by hand."""
     run = tmp_path / "run"
