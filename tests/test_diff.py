@@ -213,3 +213,40 @@ def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
     assert list(worse["delta"]) == pytest.approx([-0.5, -0.4])
     assert better["prompt"].iloc[0] == "Sort 3 1 2." and len(better) == 3
     assert list(same["prompt"]) == ["Name a prime."]
+
+
+@pytest.mark.slow
+def test_a_shared_diff_link_of_nested_runs_keeps_its_root_and_run_b(tmp_path):
+    """Runs two folders below the root (``team/exp/board`` against ``team/exp/verl``): the address keeps
+    the root typed and names A by its path under it (never ``root=<A's parent>``), so the link opened
+    afresh shows the same A and B and the same regressions; a run B or a parameter the page can't follow
+    is named in the link's note, not dropped silently."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+    from streamlit.testing.v1 import AppTest
+
+    from rl_board.views import keys
+
+    nested = tmp_path / "root" / "team" / "exp"
+    _write_pair(nested)  # nested/runs/board and nested/runs/verl
+    root = tmp_path / "root"
+    at = load_page(open_page(root, "team/exp/runs/board"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("team/exp/runs/verl").run()
+    assert not at.exception, at.exception
+    assert (at.query_params["root"], at.query_params["run"]) == (str(root), "team/exp/runs/board")
+    assert at.query_params["diff_run"] == "team/exp/runs/verl"
+    first = list(at.dataframe[0].value["prompt"])
+    assert first == ["Name a prime.", "What is 7 * 6?", "Spell cat."]  # as the flat pair's test, by hand
+    linked = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    linked.query_params.update({key: value for key, value in at.query_params.items()})
+    linked.run()
+    assert not linked.exception, linked.exception
+    assert linked.selectbox(key=keys.DIFF_RUN).value == "team/exp/runs/verl"
+    assert list(linked.dataframe[0].value["prompt"]) == first
+    stale = AppTest.from_file(str(REPO / "app.py"), default_timeout=60)
+    stale.query_params.update(root=str(root), run="team/exp/runs/board", area="diff", diff_run="gone/run",
+                              colour="red")
+    stale.run()
+    assert not stale.exception, stale.exception
+    notes = " ".join(w.value for w in stale.warning)
+    assert "'gone/run' is not under this root" in notes and "'colour'" in notes

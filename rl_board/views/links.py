@@ -60,6 +60,10 @@ def read() -> None:
         return
     st.session_state[_PENDING] = {k: v for k, v in params.items() if v is not None and (v or k in ("pad", "eos"))}
     st.session_state[_NOTES] = []
+    unknown = sorted(set(st.query_params) - set(_PARAMS))
+    if unknown:
+        _note(f"Parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+              f"{'are' if len(unknown) > 1 else 'is'} not one the page knows ({', '.join(_PARAMS)}): left out.")
     if params["root"]:
         st.session_state[keys.ROOT] = params["root"]
     if params["run"]:
@@ -108,6 +112,15 @@ def wanted_run(runs: list[str], default: str | None = None) -> None:
         _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one below or in the sidebar.")
         st.session_state[_PENDING] = {}
     state.keep_choice(keys.RUN, runs, runs[0] if default is None else default)
+
+
+def diff_run_not_found(runs: list[str]) -> None:
+    """Before the Diff area's run B is drawn: a linked run B that is not under the root is named (the
+    area then compares the loaded run with itself), never replaced silently."""
+    pending = st.session_state.get(_PENDING, {})
+    wanted = pending.pop("diff_run", None)
+    if wanted is not None and wanted not in runs:
+        _note(f"Diff run B {wanted!r} is not under this root; run B is the loaded run until you pick one.")
 
 
 def autoload(run_dir: str | None, fields) -> None:
@@ -175,6 +188,16 @@ def apply(run: Run) -> None:
         state.show_area(keys.BATCH, "sample" if label is not None else "step")
 
 
+def run_under_root(path, root: str) -> str | None:
+    """``path`` (a run's folder) as the runs list names it under ``root``: its path relative to the root
+    at any depth, ``ROOT_RUN`` for the root itself; None when it is not under the root."""
+    here, top = str(path.resolve()), str(folder_path(root).resolve())
+    if here == top:
+        return ROOT_RUN
+    prefix = top if top.endswith("/") else top + "/"
+    return here[len(prefix):] if here.startswith(prefix) else None
+
+
 def _shown_address(run: Run) -> str | None:
     """The address of the sample the batch shows: one opened elsewhere and not drawn yet, else the
     picker's; None when the picker's is not of the step chosen (the step's first sample is shown then)."""
@@ -201,11 +224,11 @@ def show_notes() -> None:
 def write(settings, run: Run) -> None:
     """Put the current view into the address bar: the loaded run and how it was read, the open area, and
     the step, sample, sort and estimator chosen."""
-    here, root = run.path.resolve(), folder_path(settings.root).resolve()
-    if here == root:
-        params = {"root": settings.root, "run": ROOT_RUN}
-    else:  # the root the run was loaded from, though the sidebar's root box may be edited since
-        params = {"root": settings.root if here.parent == root else str(run.path.parent), "run": run.path.name}
+    relative = run_under_root(run.path, settings.root)
+    if relative is not None:  # the root the link was made under stays (a colleague's Diff run B is under it)
+        params = {"root": settings.root, "run": relative}
+    else:  # the sidebar's root box was edited since the run was loaded: the run's own folder names it
+        params = {"root": str(run.path.parent), "run": run.path.name}
     area = st.session_state.get(keys.AREA)
     if area is not None:
         params["area"] = next(slug for slug, label in AREAS.items() if label == area)

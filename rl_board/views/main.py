@@ -209,6 +209,7 @@ def _render(settings) -> None:
     share.render(run, settings)
 
     links.apply(run)
+    links.diff_run_not_found(settings.runs)
     links.show_notes()
     state.open_requested_area()
     kept.area_drawn(st.session_state.get(keys.AREA, next(iter(AREAS))))
