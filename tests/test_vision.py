@@ -1,0 +1,128 @@
+"""Vision runs (issue 49): TRL 1.16's conversation columns as turns with their image placeholders counted, verl
+VLM dumps, verifiers' eval traces.jsonl, and the samples whose images never reached the trainer."""
+
+import math
+
+import pyarrow.parquet as pq
+from conftest import REPO
+from page_steps import load as _load
+from page_steps import open_page as _open
+
+from rl_board.analysis.source import load_run
+from rl_board.readers import detect, parquet
+from rl_board.readers.placeholders import image_blocks, image_faults, images_held, vision_runs
+from rl_board.views import keys
+
+DATA = REPO / "tests" / "data"
+TRL_VLM = DATA / "trl_vlm_run"
+PLACEHOLDERS = "extra:image_placeholders"
+
+
+def _by_id(run, column):
+    frame = run.to_pandas(text=True)
+    return {sample_id: value for sample_id, value in frame[column].items()}
+
+
+def test_trl_vlm_parquet_is_read_as_conversations():
+    """TRL 1.16's completions (made by GRPOTrainer.log itself) open as turns: the prompt's user message then the
+    completion's assistant message, the texts made from them, not the messages' JSON."""
+    run = load_run(TRL_VLM / "completions")
+    assert detect(TRL_VLM / "completions") is parquet
+    frame = run.to_pandas(text=True)
+    assert len(frame) == 6
+    assert frame.loc["completions_00001.parquet:2", "prompt"] == "[image]\n[image]\nWhich of the two is larger?"
+    assert frame.loc["completions_00001.parquet:2", "response"] == "The left one."
+    assert frame.loc["completions_00001.parquet:3", "prompt"] == "What is 2+2?"
+    assert list(frame["extra:num_turns"]) == [1.0] * 6
+    canonical, _ = run.record("completions_00002.parquet:1")
+    assert [t["role"] for t in canonical["messages"]] == ["user", "assistant"]
+    assert canonical["messages"][1]["content"] == "They are the same."
+    assert all("{" not in text for text in frame["prompt"])  # no JSON of the messages
+
+
+def test_trl_vlm_placeholders_are_counted_per_sample_by_hand():
+    """image_placeholders is each row's {"type": "image"} blocks: 1, 2, 0, 1 at step 1 and 2, 1 at step 2, as
+    the fixture script wrote them (and as the parquet's own prompt column holds them)."""
+    run = load_run(TRL_VLM / "completions")
+    got = _by_id(run, PLACEHOLDERS)
+    assert [got[f"completions_00001.parquet:{i}"] for i in (1, 2, 3, 4)] == [1.0, 2.0, 0.0, 1.0]
+    assert [got[f"completions_00002.parquet:{i}"] for i in (1, 2)] == [2.0, 1.0]
+    # independently: the blocks of type image in the parquet's prompt column, read with pyarrow
+    for name in ("completions_00001.parquet", "completions_00002.parquet"):
+        prompts = pq.read_table(TRL_VLM / "completions" / name).column("prompt").to_pylist()
+        for line, prompt in enumerate(prompts, start=1):
+            blocks = sum(part["type"] == "image" for message in prompt for part in message["content"])
+            assert got[f"{name}:{line}"] == blocks
+    assert run.to_pandas()[PLACEHOLDERS].sum() == 7
+
+
+def test_trl_vlm_load_report_says_the_pixels_were_not_kept():
+    """The load report says, once for both files, that TRL did not keep the images' pixels."""
+    run = load_run(TRL_VLM / "completions")
+    notes = [n for n in run.report.notes if "image placeholders without images" in n]
+    assert len(notes) == 1
+    assert notes[0].startswith("completions_00001.parquet and 1 more file(s): ")
+    assert "pixels left out" in notes[0]
+
+
+def test_a_text_only_trl_conversation_gets_no_placeholder_column(tmp_path):
+    """A conversational run without image blocks has turns and no image_placeholders column, and no note."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"step": [1, 1], "prompt": [[{"role": "user", "content": "hi"}]] * 2,
+                          "completion": [[{"role": "assistant", "content": "a"}], [{"role": "assistant",
+                                                                                    "content": "b"}]],
+                          "r": [1.0, 0.0], "advantage": [0.5, -0.5]})
+    (tmp_path / "c").mkdir()
+    frame.to_parquet(tmp_path / "c" / "completions_00001.parquet")
+    run = load_run(tmp_path / "c")
+    assert PLACEHOLDERS not in run.samples
+    assert not any("placeholder" in n for n in run.report.notes)
+    assert list(run.to_pandas(text=True)["response"]) == ["a", "b"]
+
+
+def test_page_sorts_the_batch_by_image_placeholders_and_says_why_there_are_no_pixels(tmp_path):
+    """On the page (AppTest), the batch (the last step's: 2 and 1 placeholders, in log order 2 then 1) sorted by
+    image_placeholders, fewest first, puts line 2 first and shows the column, and the While loading box names the missing
+    pixels."""
+    import shutil
+
+    shutil.copytree(TRL_VLM / "completions", tmp_path / "vlm")
+    at = _load(_open(tmp_path, "vlm"))
+    assert not at.exception
+    assert any("image placeholders without images" in w.value for w in at.warning)
+    sort = at.selectbox(key=keys.SORT_BY)
+    assert "image_placeholders" in sort.options
+    sort.select("image_placeholders").run()
+    at.toggle(key=keys.SORT_DESCENDING).set_value(False).run()  # fewest first: against the log order
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert list(table["image_placeholders"]) == [1.0, 2.0]
+    assert list(table["source"]) == ["completions_00002.parquet:2", "completions_00002.parquet:1"]
+
+
+def test_counting_helpers_by_hand():
+    """Blocks without data, vision runs in text and images that carry data are counted as defined."""
+    messages = [{"role": "user", "content": [{"type": "image"}, {"type": "image", "text": None},
+                                             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}},
+                                             {"type": "text", "text": "x"}]}]
+    assert image_blocks(messages) == 2
+    assert images_held(messages[0]) == 1
+    text = ("<|im_start|>user\n<|vision_start|><|image_pad|><|image_pad|><|vision_end|>a"
+            "<|vision_start|><|video_pad|><|vision_end|><|vision_start|><|image_pad|><|vision_end|>"
+            "<image><image><image> b <image><|im_end|>")
+    assert vision_runs(text) == 4  # two Qwen-VL image runs, the video run not, two runs of <image>
+    assert vision_runs("no markers") == 0 and vision_runs(None) == 0
+    assert not math.isnan(float(vision_runs("")))
+
+
+def test_image_faults_name_the_message_and_the_turn_that_should_have_seen_it():
+    """A message whose images differ from its placeholders is a fault at its index, with the next assistant
+    turn; unknown placeholders and messages without images are not faults."""
+    held = [0, 2, 0, 1, 0, 1]
+    marked = [0, 2, 0, 0, 0, None]
+    roles = ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert image_faults(held, marked, roles) == [
+        {"kind": "images_dropped", "message_index": 3, "assistant_turn": 1}]
+    assert image_faults([1], [0], ["user"]) == [
+        {"kind": "images_dropped", "message_index": 0, "assistant_turn": None}]
