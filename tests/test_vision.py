@@ -126,3 +126,76 @@ def test_image_faults_name_the_message_and_the_turn_that_should_have_seen_it():
         {"kind": "images_dropped", "message_index": 3, "assistant_turn": 1}]
     assert image_faults([1], [0], ["user"]) == [
         {"kind": "images_dropped", "message_index": 0, "assistant_turn": None}]
+
+
+# -- verifiers' eval traces.jsonl ------------------------------------------------------------------------------
+
+PNG_URL = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+def _screens_eval(root):
+    """A verifiers eval run folder: two episodes of a screenshot tool env (a user image, a tool result that is
+    an image), rewards 1 and 0."""
+    from agent_writers import v1_chain, v1_eval_episode, v1_trace, write_verifiers_eval
+
+    look = {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}
+    user = {"role": "user", "content": [{"type": "text", "text": "What is on screen?"},
+                                        {"type": "image_url", "image_url": {"url": PNG_URL}}]}
+    call = {"role": "assistant", "content": "", "tool_calls": [look]}
+    shot = {"role": "tool", "tool_call_id": "c1", "content": [{"type": "image_url", "image_url": {"url": PNG_URL}}]}
+    done = {"role": "assistant", "content": "A login form."}
+    first = v1_trace(v1_chain([(user, False), (call, True), (shot, False), (done, True)]),
+                     {"correct": {"score": 1.0, "weight": 1.0}}, {"turns": 2.0})
+    second = v1_trace(v1_chain([(user, False), ({"role": "assistant", "content": "No idea."}, True)]),
+                      {"correct": {"score": 0.0, "weight": 1.0}}, {"turns": 1.0})
+    run = root / "screens--demo--agent--abc123"
+    write_verifiers_eval(run, [v1_eval_episode("e1", "screens", first), v1_eval_episode("e2", "screens", second)])
+    (run / "logs" / "attempt_1").mkdir(parents=True)
+    (run / "logs" / "attempt_1" / "eval.log").write_text("started\n")
+    return run
+
+
+def test_verifiers_eval_traces_open_as_one_evaluation(tmp_path):
+    """verifiers' eval traces.jsonl (no step_N folder) opens with the prime-rl reader as one step 0 evaluation:
+    two samples, rewards 1 and 0, the tool turn's image shown as [image] at its place."""
+    from rl_board.readers import prime_rl
+
+    run_dir = _screens_eval(tmp_path)
+    assert detect(run_dir) is prime_rl
+    run = load_run(run_dir)
+    frame = run.to_pandas(text=True)
+    assert list(frame.index) == ["traces.jsonl:1", "traces.jsonl:2"]
+    assert list(frame["step"]) == [0, 0] and list(frame["reward"]) == [1.0, 0.0]
+    assert not run.report.errors and run.report.lines_bad == 0
+    canonical, _ = run.record("traces.jsonl:1")
+    assert [t["role"] for t in canonical["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert canonical["messages"][2]["content"] == "[image]"
+    assert canonical["messages"][0]["content"] == "What is on screen?\n[image]"
+
+
+def test_a_board_jsonl_named_traces_is_not_taken_for_an_eval(tmp_path):
+    """A traces.jsonl of the board's own lines (no traces list) stays the JSONL reader's."""
+    from conftest import sample, write_lines
+
+    from rl_board.readers import jsonl
+
+    write_lines(tmp_path / "r" / "traces.jsonl", [sample(1, 1.0, prompt="p", response="r")])
+    assert detect(tmp_path / "r") is jsonl
+
+
+def test_an_eval_whose_first_line_is_megabytes_is_still_an_eval(tmp_path):
+    """A first episode longer than the 1 MiB detection reads (a screenshot of 1.5 MB in its task) is still
+    verifiers' eval, and loads."""
+    from agent_writers import v1_chain, v1_eval_episode, v1_trace, write_verifiers_eval
+
+    from rl_board.readers import prime_rl
+
+    big = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,"
+                                                                          + "A" * 1_500_000}}]}
+    trace = v1_trace(v1_chain([(big, False), ({"role": "assistant", "content": "ok"}, True)]),
+                     {"r": {"score": 0.5, "weight": 1.0}}, {})
+    trace["task"] = {"type": "Task", "data": {"screenshot": "A" * 1_500_000}}  # before "traces" in the line
+    run_dir = tmp_path / "big"
+    write_verifiers_eval(run_dir, [v1_eval_episode("e1", "screens", trace)])
+    assert detect(run_dir) is prime_rl
+    assert list(load_run(run_dir).to_pandas()["reward"]) == [0.5]

@@ -39,6 +39,13 @@ writes (a v0 ``RolloutOutput`` has ``prompt``, ``completion`` and ``reward`` and
 trace never ``reward``, a property pydantic does not dump). The folder is this reader's when the
 first file (by name) of its highest step folder holds v1 traces, else ``verifiers_v0``'s; a v0 file in
 a run of this reader is read by ``verifiers_v0`` here, so a run that crossed June 23 keeps both halves.
+
+verifiers' own evaluations (``uv run eval``, ``verifiers/v1/cli/output.py``) write a run folder
+``outputs/{env}--{model}--{harness}--{id}/`` holding ``configs/eval.json``, ``logs/`` and ``traces.jsonl``:
+one episode a line, as above but with neither ``run`` nor ``group`` (``append_trace``: ``id``, ``env``,
+``task``, ``ok``, ``errors``, ``traces``), appended as episodes finish. Nothing names a step: the folder is
+one evaluation, its samples step 0 (a field mapping ``step=...`` takes one from the episode), no splits. The
+folder is this reader's when its ``traces.jsonl`` starts with such an episode (a ``traces`` list).
 """
 
 from __future__ import annotations
@@ -67,10 +74,12 @@ APPENDABLE = False
 ALIASES: dict[str, str] = {}
 TRACES = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
 WINDOW = ("rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl")  # June 23 to July 9, 2026
-GLOBS = TRACES + WINDOW
+EVAL = ("traces.jsonl",)  # verifiers' eval run folder: one evaluation, no step folders
+GLOBS = TRACES + WINDOW + EVAL
 DEFAULT_SPLIT = ("train/all", "train")
 TRAINED = "trained"
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
+_EPISODE_START = re.compile(rb'\s*\{"id":"[^"\\]*","env":\{')  # Episode's first fields, as dump_json writes them
 BROKEN_SHOWN = 5  # traces with a broken node graph named in the load report, per file
 
 
@@ -80,6 +89,8 @@ def split_of(name: str) -> str | None:
     if in_window(name):
         return verifiers_v0.split_of(name)
     parts = PurePosixPath(name).parts
+    if len(parts) == 1:  # an eval run folder's traces.jsonl: one evaluation, no splits
+        return None
     return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 3 else None
 
 
@@ -100,6 +111,9 @@ def matches(run_dir: Path) -> bool:
     run_dir = as_path(run_dir)
     if any(first_match(run_dir, name) is not None for pattern in TRACES for name in variants(pattern)):
         return True
+    if any(_holds_episodes(path) for pattern in EVAL for name in variants(pattern)
+           if (path := first_match(run_dir, name)) is not None):
+        return True
     if not any(verifiers_v0.first_of(run_dir, name) for pattern in WINDOW for name in variants(pattern)):
         return False  # the common case, a folder of another format, costs the globs it did before
     latest = latest_window_file(run_dir)
@@ -111,6 +125,21 @@ def matches(run_dir: Path) -> bool:
     except (OSError, EOFError, ValueError):
         return False
     return holds_traces(parse_line(first.rstrip(b"\r\n")))
+
+
+def _holds_episodes(path: Path) -> bool:
+    """Whether a file's first line is an episode: an object whose ``traces`` is a list (verifiers' eval
+    ``traces.jsonl``; a file of another format named so is not this reader's). Of a first line longer than
+    1 MiB, its first MiB must start as pydantic dumps an episode (``{"id":"…","env":{``) or hold ``"traces":[``."""
+    try:
+        with open_path(path) as fh:
+            first = fh.readline(1 << 20)
+    except (OSError, EOFError, ValueError):
+        return False
+    if len(first) >= 1 << 20 and not first.endswith(b"\n"):  # longer than what was read (screenshots)
+        return bool(_EPISODE_START.match(first)) or (first.lstrip().startswith(b"{") and b'"traces":[' in first)
+    row = parse_line(first.rstrip(b"\r\n"))
+    return isinstance(row, dict) and isinstance(row.get("traces"), list)
 
 
 def latest_window_file(run_dir: Path) -> Path | None:
