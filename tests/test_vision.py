@@ -199,3 +199,65 @@ def test_an_eval_whose_first_line_is_megabytes_is_still_an_eval(tmp_path):
     write_verifiers_eval(run_dir, [v1_eval_episode("e1", "screens", trace)])
     assert detect(run_dir) is prime_rl
     assert list(load_run(run_dir).to_pandas()["reward"]) == [0.5]
+
+
+# -- verl VLM dumps ---------------------------------------------------------------------------------------------
+
+#: the part of Qwen2.5-VL's chat template (its chat_template.json) that writes an image part
+QWEN_VL_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{% if message['content'] is string %}"
+                    "{{ message['content'] }}<|im_end|>\n{% else %}{% for content in message['content'] %}"
+                    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+                    "<|vision_start|><|image_pad|><|vision_end|>{% elif 'text' in content %}{{ content['text'] }}"
+                    "{% endif %}{% endfor %}<|im_end|>\n{% endif %}{% endfor %}"
+                    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+#: geo3k rollouts: (question, image patch counts, answer, score); images per prompt 1, 2, 0 by hand
+GEO3K = [("Find x. Put the answer in \\boxed{}.", [64], "x = 3, so \\boxed{3}", 1.0),
+         ("Which angle is larger?", [16, 36], "\\boxed{A}", 0.0),
+         ("What is 7*6?", [], "\\boxed{42}", 1.0)]
+
+
+def _geo3k(root, skip_special_tokens=True, vlm_files=True):
+    """verl's geo3k experiment folder (rollout_data/, val_data/) as _dump_generations writes it, its input and
+    output decoded as _log_rollout_data decodes them; with ``vlm_files``, Qwen2.5-VL's chat template beside."""
+    from ray_writers import verl_dump, verl_vlm_sample
+
+    exp = root / "geo3k"
+    for folder, step in (("val_data", 0), ("rollout_data", 1), ("rollout_data", 2)):
+        pairs = [verl_vlm_sample(q, pads, a, skip_special_tokens) for q, pads, a, _ in GEO3K]
+        verl_dump(exp / folder, step, [p[0] for p in pairs], [p[1] for p in pairs], ["3", "A", "42"],
+                  [s for *_, s in GEO3K], {"acc": [s == 1.0 for *_, s in GEO3K]})
+    if vlm_files:
+        (exp / "chat_template.jinja").write_text(QWEN_VL_TEMPLATE)
+    return exp
+
+
+def test_a_verl_vlm_dump_says_the_trainer_does_not_save_images(tmp_path):
+    """A geo3k run (skip_special_tokens=True, Qwen2.5-VL's template beside) loads with one note, said once for
+    its files: this trainer does not save images; it has no image_placeholders (the dump can't tell them)."""
+    from rl_board.readers import verl
+
+    exp = _geo3k(tmp_path)
+    assert detect(exp) is verl
+    run = load_run(exp)
+    notes = [n for n in run.report.notes if "does not save images" in n]
+    assert len(notes) == 1 and "skip_special_tokens=True" in notes[0] and "more file(s)" in notes[0]
+    assert PLACEHOLDERS not in run.samples
+    frame = run.to_pandas(text=True)
+    assert "<|image_pad|>" not in "".join(frame["prompt"]) and list(frame["reward"]) == [1.0, 0.0, 1.0] * 2
+
+
+def test_a_text_only_verl_run_gets_no_image_note(tmp_path):
+    """The same dumps without a vision model's files beside them say nothing of images."""
+    run = load_run(_geo3k(tmp_path, vlm_files=False))
+    assert not any("image" in n for n in run.report.notes)
+
+
+def test_a_verl_dump_that_kept_special_tokens_counts_one_image_per_vision_run(tmp_path):
+    """Decoded with skip_special_tokens=False, each prompt's vision runs are its image_placeholders (1, 2, 0 by
+    hand, whatever the patch counts), and the note says the pixels are not kept."""
+    run = load_run(_geo3k(tmp_path, skip_special_tokens=False))
+    frame = run.to_pandas()
+    assert list(frame[PLACEHOLDERS]) == [1.0, 2.0, 0.0] * 2  # the train split: steps 1 and 2
+    assert any("image_placeholders" in n and "does not save images" in n for n in run.report.notes)
+    _, others = run.record(frame.index[1])
+    assert others["image_placeholders"] == 2

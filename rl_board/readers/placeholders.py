@@ -13,6 +13,7 @@ sample's messages hold, compared with them (the ``images_dropped`` fault).
   path), the count the ``images_dropped`` check compares. This is the seam for the image model: it counts
   what ``turns.IMAGE_PARTS`` names with something besides its type.
 - ``image_faults(held, placeholders, roles)``: the ``images_dropped`` faults of one sample.
+- ``vision_model(folder)``: whether the chat template or image processor beside a run is a vision model's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
+from ..base.location import as_path
 from .turns import IMAGE_PARTS
 
 IMAGES_DROPPED = "images_dropped"
@@ -138,3 +140,34 @@ def image_faults(held: list[int], placeholders: list[int | None], roles: list) -
         if fault["assistant_turn"] >= assistants_before:
             fault["assistant_turn"] = None
     return faults
+
+
+#: files beside a run that say its model reads images: an image processor's config, or a chat template that
+#: writes a vision run (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) or an ``<image>`` token
+_PROCESSOR = "preprocessor_config.json"
+_TEMPLATES = ("chat_template.jinja", "chat_template.json", "tokenizer_config.json")
+
+
+def vision_model(folder) -> bool:
+    """Whether the run folder or its parent holds a vision model's files: ``preprocessor_config.json``, or a
+    chat template (``chat_template.jinja``, ``chat_template.json``, ``tokenizer_config.json``'s) naming
+    ``<|vision_start|>``, ``<|image_pad|>`` or ``<image>``. Files that can't be read say nothing."""
+    for place in (as_path(folder), as_path(folder).parent):
+        try:
+            if (place / _PROCESSOR).is_file():
+                return True
+            for name in _TEMPLATES:
+                path = place / name
+                if path.is_file() and path.stat().st_size <= 1 << 24:
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                    if name == "tokenizer_config.json":  # its added tokens name vision tokens in text models too
+                        try:
+                            config = json.loads(text)
+                        except ValueError:
+                            continue
+                        text = json.dumps(config.get("chat_template")) if isinstance(config, dict) else ""
+                    if any(marker in text for marker in MARKERS):
+                        return True
+        except OSError:
+            continue
+    return False
