@@ -261,3 +261,16 @@ def test_a_verl_dump_that_kept_special_tokens_counts_one_image_per_vision_run(tm
     assert any("image_placeholders" in n and "does not save images" in n for n in run.report.notes)
     _, others = run.record(frame.index[1])
     assert others["image_placeholders"] == 2
+
+
+def test_the_rollout_folder_of_a_verl_vlm_run_alone_says_it_too(tmp_path):
+    """The rollout folder opened alone (the JSONL reader: no turn markers) says once that this trainer does not
+    save images, from the template in the experiment folder above; without it, nothing."""
+    from rl_board.readers import jsonl
+
+    exp = _geo3k(tmp_path)
+    assert detect(exp / "rollout_data") is jsonl
+    notes = [n for n in load_run(exp / "rollout_data").report.notes if "does not save images" in n]
+    assert len(notes) == 1 and notes[0].startswith("this trainer does not save images")
+    plain = _geo3k(tmp_path / "plain", vlm_files=False)
+    assert not any("image" in n for n in load_run(plain / "rollout_data").report.notes)

@@ -35,6 +35,10 @@ VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD, IMAGE = (
 MARKERS = (VISION_START, IMAGE_PAD, IMAGE)
 _RUNS = re.compile(r"<\|vision_start\|>(?:<\|image_pad\|>)+<\|vision_end\|>|(?:<image>)+")
 _KIND_KEYS = frozenset({"type", "_type"})
+#: a verl VLM run's note (readers ``verl`` and ``jsonl``)
+VLM_NOTE = ("this trainer does not save images: the model beside the dumps reads images, and verl decodes "
+            "its dumps with skip_special_tokens=True, which drops each <|vision_start|><|image_pad|>…<|vision_end|> "
+            "run with the pixels; how many images a prompt held is not in the dump")
 
 
 def image_blocks(messages) -> int:

@@ -54,7 +54,7 @@ from .chat_text import family_of, split_prompt, split_turns, template_family
 from .layout import first_match, step_in
 from .lines import opened_path, read_rows
 from .notes import with_notes
-from .placeholders import IMAGE_PLACEHOLDERS, has_markers, vision_model, vision_runs
+from .placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, has_markers, vision_model, vision_runs
 from .records import canonical_row
 
 NAME = "verl"
@@ -69,9 +69,6 @@ EXPECTS = ("a rollout dump folder and a validation one (its name holding val, ev
 #: The keys ``_dump_generations`` writes on every line.
 KEYS = frozenset({"input", "output", "gts", "score", "step"})
 UNSPLIT = "turns_unsplit"
-VLM_NOTE = ("this trainer does not save images: the model beside the dumps reads images, and verl decodes "
-            "its dumps with skip_special_tokens=True, which drops each <|vision_start|><|image_pad|>…<|vision_end|> "
-            "run with the pixels; how many images a prompt held is not in the dump")
 KEPT_NOTE = ("this trainer does not save images: the texts keep their image placeholders (vision runs), "
              "counted per sample in image_placeholders, but not the pixels")
 _VALIDATION = re.compile(r"val|eval|test", re.I)
