@@ -274,3 +274,122 @@ def test_the_rollout_folder_of_a_verl_vlm_run_alone_says_it_too(tmp_path):
     assert len(notes) == 1 and notes[0].startswith("this trainer does not save images")
     plain = _geo3k(tmp_path / "plain", vlm_files=False)
     assert not any("image" in n for n in load_run(plain / "rollout_data").report.notes)
+
+
+# -- images dropped between the rollout and the tokens trained on -----------------------------------------------
+
+
+def _vision_tokenizer(path):
+    """The demo's BPE tokenizer with Qwen-VL's vision tokens added as special tokens (as Qwen2.5-VL's has them)."""
+    from tokenizers import Tokenizer
+
+    from rl_board.demo.words import write_tokenizer
+
+    write_tokenizer(path)
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.add_special_tokens(["<|vision_start|>", "<|image_pad|>", "<|vision_end|>"])
+    tokenizer.save(str(path))
+    return tokenizer
+
+
+def _rendered(tokenizer, message, kept_images, after_assistant=False):
+    """An input message's ids as a Qwen-VL renderer attributes them: its ChatML turn, ``kept_images`` vision runs
+    (4 pads each) before its text; a renderer that dropped an image writes no run for it."""
+    text = "\n".join(p.get("text", "") for p in message["content"] if p.get("type") == "text") \
+        if isinstance(message["content"], list) else message["content"]
+    vision = "<|vision_start|>" + "<|image_pad|>" * 4 + "<|vision_end|>"
+    body = ("\n" if after_assistant else "") + f"<|im_start|>{message['role']}\n{vision * kept_images}{text}<|im_end|>\n"
+    return tokenizer.encode(body, add_special_tokens=False).ids
+
+
+def _screenshot_eval(root):
+    """A verifiers eval of four episodes whose node ids were rendered with the run's tokenizer: (1) one user image
+    kept; (2) two user images kept, the tool's screenshot dropped by the renderer (message 2); (3) text only;
+    (4) one user image dropped (message 0)."""
+    from agent_writers import v1_eval_episode, v1_input_node, v1_sampled_node, v1_trace, write_verifiers_eval
+
+    run = root / "shots"
+    run.mkdir(parents=True)
+    tokenizer = _vision_tokenizer(run / "tokenizer.json")
+    image = {"type": "image_url", "image_url": {"url": PNG_URL}}
+
+    def user(images, text="What is on screen?"):
+        return {"role": "user", "content": [{"type": "text", "text": text}, *[image] * images]}
+
+    def reply(content, calls=()):
+        return {"role": "assistant", "content": content, "tool_calls": list(calls)}
+
+    def said(message, parent):
+        ids = tokenizer.encode(message["content"] + "<|im_end|>", add_special_tokens=False).ids
+        return v1_sampled_node(message, parent, tokenizer.encode("<|im_start|>assistant\n").ids, ids, [-0.5] * len(ids))
+
+    look = {"id": "c1", "type": "function", "function": {"name": "screenshot", "arguments": "{}"}}
+    shot = {"role": "tool", "tool_call_id": "c1", "content": [image]}
+    episodes = []
+    plans = [
+        [(user(1), 1), (reply("A form."), None)],
+        [(user(2), 2), (reply("", [look]), None), (shot, 0), (reply("Same."), None)],
+        [({"role": "user", "content": "What is 2+2?"}, 0), (reply("4"), None)],
+        [(user(1), 0), (reply("No idea."), None)],
+    ]
+    for k, plan in enumerate(plans):
+        nodes = []
+        for i, (message, kept) in enumerate(plan):
+            parent = None if i == 0 else i - 1
+            if kept is None:
+                nodes.append(said(message, parent))
+            else:
+                nodes.append(v1_input_node(message, parent, _rendered(tokenizer, message, kept, i > 0)))
+        trace = v1_trace(nodes, {"correct": {"score": float(k % 2), "weight": 1.0}}, {})
+        episodes.append(v1_eval_episode(f"e{k}", "screens", trace))
+    write_verifiers_eval(run, episodes)
+    return run
+
+
+def test_images_dropped_names_exactly_the_samples_whose_images_the_tokens_lost(tmp_path):
+    """With the run's tokenizer, samples 2 (the tool's screenshot) and 4 (the user's image) are images_dropped,
+    at messages 2 and 0; sample 1 is checked and fine; the text-only sample 3 is not checked. Counts by hand."""
+    run = load_run(_screenshot_eval(tmp_path))
+    frame = run.to_pandas()
+    assert list(frame["extra:images_dropped"].fillna(-1)) == [0.0, 1.0, -1.0, 1.0]
+    assert list(frame[PLACEHOLDERS].fillna(-1)) == [1.0, 2.0, -1.0, 0.0]
+    assert list(frame["extra:images_dropped_at"].fillna(-1)) == [-1.0, 2.0, -1.0, 0.0]
+
+
+def test_the_image_faults_of_a_trace_name_message_and_assistant_turn(tmp_path):
+    """The pure fault function on sample 2's nodes: one images_dropped fault at message 2, assistant turn 1 (the
+    turn after the tool's screenshot)."""
+    import json
+
+    from rl_board.readers.placeholders import vision_ids
+    from rl_board.readers.prime_rl import image_faults_of
+
+    run_dir = _screenshot_eval(tmp_path)
+    episode = json.loads((run_dir / "traces.jsonl").read_text().splitlines()[1])
+    faults, held, marked = image_faults_of(episode["traces"][0]["nodes"], vision_ids(str(run_dir / "tokenizer.json")))
+    assert faults == [{"kind": "images_dropped", "message_index": 2, "assistant_turn": 1}]
+    assert (held, marked) == (3, 2)
+
+
+def test_images_dropped_finding_names_the_dropped_samples_and_no_other(tmp_path):
+    """The findings raise images_dropped naming traces.jsonl:2 and :4 only, 2 of the 3 samples checked."""
+    from rl_board.analysis.findings import compute_findings
+
+    found = [f for f in compute_findings(load_run(_screenshot_eval(tmp_path))).findings if f.kind == "images_dropped"]
+    assert len(found) == 1
+    assert list(found[0].samples) == ["traces.jsonl:2", "traces.jsonl:4"]
+    assert found[0].evidence == {"samples_dropped": 2, "samples_checked": 3, "steps": [0]}
+
+
+def test_without_the_tokenizer_nothing_is_checked(tmp_path):
+    """The same run without its tokenizer.json has no images_dropped column and no such finding."""
+    from rl_board.analysis.findings import compute_findings
+
+    run_dir = _screenshot_eval(tmp_path)
+    (run_dir / "tokenizer.json").unlink()
+    run = load_run(run_dir)
+    assert "extra:images_dropped" not in run.samples
+    found = compute_findings(run)
+    assert not [f for f in found.findings if f.kind == "images_dropped"]
+    assert [c.note for c in found.checks if c.kind == "images_dropped"] == [
+        "no samples with both images and the tokens they were trained on"]

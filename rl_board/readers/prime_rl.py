@@ -66,6 +66,7 @@ from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import first_match, step_in
 from .notes import with_notes
+from .placeholders import IMAGE_PLACEHOLDERS, IMAGES_DROPPED, id_runs, image_faults, images_held, vision_ids
 from .turns import number, numbers, sample_rows, turn
 
 NAME = "prime-rl"
@@ -81,6 +82,7 @@ TRAINED = "trained"
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
 _EPISODE_START = re.compile(rb'\s*\{"id":"[^"\\]*","env":\{')  # Episode's first fields, as dump_json writes them
 BROKEN_SHOWN = 5  # traces with a broken node graph named in the load report, per file
+IMAGES_DROPPED_AT = "images_dropped_at"
 
 
 def split_of(name: str) -> str | None:
@@ -291,16 +293,21 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     return lists, counts
 
 
-def trace_sample(trace: dict, step: int) -> dict:
-    """One trace's sample dict (``turns.sample_rows``) without where it lies."""
+def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | None = None) -> dict:
+    """One trace's sample dict (``turns.sample_rows``) without where it lies. With ``vision`` (the run's
+    tokenizer's vision token ids, ``placeholders.vision_ids``), a trace whose messages hold images or whose
+    token ids mark some gets the extras ``image_placeholders`` and ``images_dropped`` (``image_check``)."""
     nodes = [n for n in branch(trace.get("nodes") or []) if isinstance(n, dict)]
     messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes]
     tokens = branch_tokens(nodes)
     lists = {}
+    checked = {}
     if tokens is not None:
         lists, counts = tokens
         for message, count in zip(messages, counts):
             message["num_tokens"] = count
+        if vision is not None:
+            checked = image_check(nodes, vision)
     rewards = trace.get("rewards") or {}
     components = {}
     for name, got in rewards.items() if isinstance(rewards, dict) else ():
@@ -310,7 +317,31 @@ def trace_sample(trace: dict, step: int) -> dict:
         elif not isinstance(got, (dict, bool)) and number(got) is not None:  # June 23 – July 9: score × weight
             components[f"reward/{name}"] = number(got)
     return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages, **lists,
-            "extras": {**numbers(trace.get("metrics")), **components}}
+            "extras": {**numbers(trace.get("metrics")), **components, **checked}}
+
+
+def image_faults_of(nodes: list, vision: tuple[int, int, int, int]) -> tuple[list[dict], int, int]:
+    """(the ``images_dropped`` faults of a branch's nodes, the images its messages hold, the images its token
+    ids mark): each node's message's images (``placeholders.images_held``) against the vision runs of its own
+    ``token_ids`` (``placeholders.id_runs``), the ids it was trained on."""
+    held = [images_held(n.get("message")) for n in nodes]
+    marked = [id_runs(n.get("token_ids") or [], vision) for n in nodes]
+    roles = [n.get("message", {}).get("role") if isinstance(n.get("message"), dict) else None for n in nodes]
+    return image_faults(held, marked, roles), sum(held), sum(marked)
+
+
+def image_check(nodes: list, vision: tuple[int, int, int, int]) -> dict[str, float]:
+    """The extras of a branch whose messages hold images or whose ids mark some: ``image_placeholders`` (the
+    vision runs of its ids), ``images_dropped`` (1 when a message's images and its placeholders differ, else
+    0) and ``images_dropped_at`` (the first such message's index; absent without one); {} for a branch of
+    text only."""
+    faults, held, marked = image_faults_of(nodes, vision)
+    if not held and not marked:
+        return {}
+    out = {IMAGE_PLACEHOLDERS: float(marked), IMAGES_DROPPED: float(bool(faults))}
+    if faults:
+        out[IMAGES_DROPPED_AT] = float(faults[0]["message_index"])
+    return out
 
 
 def _step(episode: dict, path_step: int | None, options: ReadOptions) -> int | None:
@@ -406,6 +437,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         return verifiers_v0.read_table(path, options)
     path_step = step_in(path.as_posix())
     trained = _trained_ids(path) if path.parent.name == "all" else None
+    vision = vision_ids(options.tokenizer)
     samples, errors, count, broken = [], [], 0, []
     for line, offset, raw in _episodes(data):
         count = line
@@ -432,7 +464,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             problems = graph_problems(nodes) if isinstance(nodes, list) else []
             if problems:
                 broken.append(f"line {line} trace {index} ({' and '.join(problems)})")
-            got = trace_sample(trace, step)
+            got = trace_sample(trace, step, vision)
             if trained is not None:
                 got["extras"][TRAINED] = float(episode.get("id") in trained)
             samples.append({**got, "line": line, "offset": offset, "length": index})
