@@ -393,3 +393,16 @@ def test_without_the_tokenizer_nothing_is_checked(tmp_path):
     assert not [f for f in found.findings if f.kind == "images_dropped"]
     assert [c.note for c in found.checks if c.kind == "images_dropped"] == [
         "no samples with both images and the tokens they were trained on"]
+
+
+def test_explore_filters_by_image_placeholders(tmp_path):
+    """Explore's numeric filter offers image_placeholders; from 2 keeps the two samples with two image blocks
+    (completions_00001.parquet:2 and completions_00002.parquet:1), 2 of 6."""
+    import shutil
+
+    shutil.copytree(TRL_VLM / "completions", tmp_path / "vlm")
+    at = _load(_open(tmp_path, "vlm"), keys.EXPLORE)
+    at.selectbox(key=keys.EXPLORE_COLUMN).select("image_placeholders").run()
+    at.text_input(key=keys.EXPLORE_LOW).input("2").run()
+    assert not at.exception
+    assert any(c.value == "2 of 6 samples match" for c in at.caption)
