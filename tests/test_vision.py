@@ -406,3 +406,48 @@ def test_explore_filters_by_image_placeholders(tmp_path):
     at.text_input(key=keys.EXPLORE_LOW).input("2").run()
     assert not at.exception
     assert any(c.value == "2 of 6 samples match" for c in at.caption)
+
+
+# -- the docs' examples read as the docs say ---------------------------------------------------------------------
+
+
+def test_the_trl_page_example_has_two_placeholders(tmp_path):
+    """The TRL page's row, written as a parquet file (pandas, as TRL does), reads as the page says: step 1,
+    reward 0.0, image_placeholders 2, a user and an assistant turn."""
+    import json
+
+    import pandas as pd
+    from conftest import docs_example
+
+    row = json.loads(docs_example("trl", "Which of the two is larger?"))
+    (tmp_path / "c").mkdir()
+    pd.DataFrame([row]).to_parquet(tmp_path / "c" / "completions_00001.parquet")
+    run = load_run(tmp_path / "c")
+    frame = run.to_pandas(text=True)
+    assert list(frame["step"]) == [1] and list(frame["reward"]) == [0.0]
+    assert list(frame[PLACEHOLDERS]) == [2.0]
+    assert frame["response"].iloc[0] == "The left one."
+    canonical, _ = run.record(frame.index[0])
+    assert [t["role"] for t in canonical["messages"]] == ["user", "assistant"]
+
+
+def test_the_verl_page_examples_read_as_the_page_says(tmp_path):
+    """The verl page's geo3k line with Qwen2.5-VL's template beside says the trainer does not save images; its
+    line that kept the special tokens has image_placeholders 1 and says the pixels are not kept."""
+    from conftest import docs_example
+
+    plain = docs_example("verl", "Find x. Put the answer").strip()
+    kept = docs_example("verl", "<|image_pad|><|image_pad|>").strip()
+    for name, line in (("plain", plain), ("kept", kept)):
+        (tmp_path / name / "rollout_data").mkdir(parents=True)
+        (tmp_path / name / "rollout_data" / "1.jsonl").write_text(line + "\n", encoding="utf-8")
+        (tmp_path / name / "val_data").mkdir()
+        (tmp_path / name / "val_data" / "0.jsonl").write_text(line.replace('"step": 1', '"step": 0') + "\n",
+                                                             encoding="utf-8")
+    (tmp_path / "plain" / "chat_template.jinja").write_text(QWEN_VL_TEMPLATE)
+    run = load_run(tmp_path / "plain")
+    assert any("does not save images" in n for n in run.report.notes)
+    assert PLACEHOLDERS not in run.samples
+    run = load_run(tmp_path / "kept")
+    assert list(run.to_pandas()[PLACEHOLDERS]) == [1.0]
+    assert any("keep their image placeholders" in n for n in run.report.notes)
