@@ -451,3 +451,13 @@ def test_the_verl_page_examples_read_as_the_page_says(tmp_path):
     run = load_run(tmp_path / "kept")
     assert list(run.to_pandas()[PLACEHOLDERS]) == [1.0]
     assert any("keep their image placeholders" in n for n in run.report.notes)
+
+
+def test_a_kept_vision_run_is_one_image_mark_in_the_turns(tmp_path):
+    """In a dump that kept the special tokens, the user turn shows each vision run as [image] before its text
+    (two for the second geo3k prompt), not its pad tokens."""
+    run = load_run(_geo3k(tmp_path, skip_special_tokens=False))
+    canonical, _ = run.record(run.to_pandas().index[1])
+    user = [t for t in canonical["messages"] if t["role"] == "user"]
+    assert [t["content"] for t in user] == ["[image][image]Which angle is larger?"]
+    assert "<|image_pad|>" not in "".join(t["content"] for t in canonical["messages"])

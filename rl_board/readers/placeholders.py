@@ -60,6 +60,12 @@ def has_markers(text) -> bool:
     return isinstance(text, str) and any(marker in text for marker in MARKERS)
 
 
+def as_image_marks(text: str) -> str:
+    """``text`` with each image it marks (a vision run, a run of ``<image>``) written ``[image]``, as a turn
+    shows an image part, so a turn holds no thousands of pad tokens."""
+    return _RUNS.sub("[image]", text) if any(marker in text for marker in MARKERS) else text
+
+
 def vision_runs(text) -> int:
     """The images ``text`` marks (see the module's docstring); 0 for no text."""
     return len(_RUNS.findall(text)) if isinstance(text, str) else 0

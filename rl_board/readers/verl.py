@@ -21,7 +21,7 @@ This reader opens
 
 Rows are what the JSONL reader makes of a line (aliases ``prompt ← input``, ``response ←
 output``, ``reward ← score``, ``ground_truth ← gts``; numbers and booleans are extras),
-plus ``messages``: the prompt as one user turn (split at its markers when it keeps them)
+plus ``messages`` (each vision run shown as ``[image]``, as an image part of a message is): the prompt as one user turn (split at its markers when it keeps them)
 and the output's turns (``chat_text.split_turns``; a plain answer is one assistant turn; the
 chat template in ``tokenizer_config.json`` or ``chat_template.jinja`` in the dump folder or
 the folder above it tells Llama 3 text whose markers the decode dropped).
@@ -54,7 +54,7 @@ from .chat_text import family_of, split_prompt, split_turns, template_family
 from .layout import first_match, step_in
 from .lines import opened_path, read_rows
 from .notes import with_notes
-from .placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, has_markers, vision_model, vision_runs
+from .placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, as_image_marks, has_markers, vision_model, vision_runs
 from .records import canonical_row
 
 NAME = "verl"
@@ -122,8 +122,10 @@ def samples_of(obj: dict, hint: str | None) -> tuple[list | None, float | None]:
     output = obj.get("output")
     if not isinstance(output, str):
         return None, None
-    got = split_turns(output, hint=hint)
-    return split_prompt(obj.get("input")) + got.turns, (1.0 if got.note is not None else None)
+    got = split_turns(as_image_marks(output), hint=hint)
+    prompt = obj.get("input")
+    return (split_prompt(as_image_marks(prompt) if isinstance(prompt, str) else prompt) + got.turns,
+            (1.0 if got.note is not None else None))
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
