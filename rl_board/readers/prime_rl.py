@@ -295,8 +295,8 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
 
 def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | None = None) -> dict:
     """One trace's sample dict (``turns.sample_rows``) without where it lies. With ``vision`` (the run's
-    tokenizer's vision token ids, ``placeholders.vision_ids``), a trace whose messages hold images or whose
-    token ids mark some gets the extras ``image_placeholders`` and ``images_dropped`` (``image_check``)."""
+    tokenizer's vision token ids, ``placeholders.vision_ids``), a trace whose messages hold images gets the
+    extras ``image_placeholders`` and ``images_dropped`` (``image_check``)."""
     nodes = [n for n in branch(trace.get("nodes") or []) if isinstance(n, dict)]
     messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes]
     tokens = branch_tokens(nodes)
@@ -323,20 +323,23 @@ def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | Non
 def image_faults_of(nodes: list, vision: tuple[int, int, int, int]) -> tuple[list[dict], int, int]:
     """(the ``images_dropped`` faults of a branch's nodes, the images its messages hold, the images its token
     ids mark): each node's message's images (``placeholders.images_held``) against the vision runs of its own
-    ``token_ids`` (``placeholders.id_runs``), the ids it was trained on."""
+    ``token_ids`` (``placeholders.id_runs``), the ids it was trained on. ([], 0, 0) when no message holds an
+    image: the ids are then not scanned."""
     held = [images_held(n.get("message")) for n in nodes]
+    if not any(held):  # a branch of text only: its ids are not scanned (a Qwen text tokenizer has the vision ids)
+        return [], 0, 0
     marked = [id_runs(n.get("token_ids") or [], vision) for n in nodes]
     roles = [n.get("message", {}).get("role") if isinstance(n.get("message"), dict) else None for n in nodes]
     return image_faults(held, marked, roles), sum(held), sum(marked)
 
 
 def image_check(nodes: list, vision: tuple[int, int, int, int]) -> dict[str, float]:
-    """The extras of a branch whose messages hold images or whose ids mark some: ``image_placeholders`` (the
-    vision runs of its ids), ``images_dropped`` (1 when a message's images and its placeholders differ, else
-    0) and ``images_dropped_at`` (the first such message's index; absent without one); {} for a branch of
-    text only."""
+    """The extras of a branch whose messages hold images: ``image_placeholders`` (the vision runs of its ids),
+    ``images_dropped`` (1 when a message's images and its placeholders differ, else 0) and
+    ``images_dropped_at`` (the first such message's index; absent without one); {} for a branch whose
+    messages hold no image (its ids are not scanned)."""
     faults, held, marked = image_faults_of(nodes, vision)
-    if not held and not marked:
+    if not held:
         return {}
     out = {IMAGE_PLACEHOLDERS: float(marked), IMAGES_DROPPED: float(bool(faults))}
     if faults:
