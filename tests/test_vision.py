@@ -461,3 +461,21 @@ def test_a_kept_vision_run_is_one_image_mark_in_the_turns(tmp_path):
     user = [t for t in canonical["messages"] if t["role"] == "user"]
     assert [t["content"] for t in user] == ["[image][image]Which angle is larger?"]
     assert "<|image_pad|>" not in "".join(t["content"] for t in canonical["messages"])
+
+
+def test_the_trl_fixture_is_what_grpo_trainer_log_writes(tmp_path):
+    """tests/make_trl_vlm_fixtures.py (GRPOTrainer.log of trl, where trl is installed) writes the committed
+    tables: the same columns and rows."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("trl")
+    subprocess.run([sys.executable, str(REPO / "tests" / "make_trl_vlm_fixtures.py"), str(tmp_path)], check=True,
+                   capture_output=True, timeout=600)
+    for name in ("completions_00001.parquet", "completions_00002.parquet"):
+        made = pq.read_table(tmp_path / "trl_vlm_run" / "completions" / name)
+        kept = pq.read_table(TRL_VLM / "completions" / name)
+        assert made.schema.remove_metadata() == kept.schema.remove_metadata()
+        assert made.to_pylist() == kept.to_pylist()
