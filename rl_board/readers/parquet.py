@@ -139,8 +139,9 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
             if key in row and _is_messages(table.schema.field(key).type):
                 row.pop(key)
         row[F.MESSAGES] = messages
-        if image_blocks(messages):
-            row[IMAGE_PLACEHOLDERS] = image_blocks(messages)
+        blocks = image_blocks(messages)
+        if blocks:
+            row[IMAGE_PLACEHOLDERS] = blocks
     return row
 
 

@@ -21,7 +21,8 @@ This reader opens
 
 Rows are what the JSONL reader makes of a line (aliases ``prompt ← input``, ``response ←
 output``, ``reward ← score``, ``ground_truth ← gts``; numbers and booleans are extras),
-plus ``messages`` (each vision run shown as ``[image]``, as an image part of a message is): the prompt as one user turn (split at its markers when it keeps them)
+plus ``messages`` (each vision run shown as ``[image]``, as an image part of a message is): the prompt as
+one user turn (split at its markers when it keeps them)
 and the output's turns (``chat_text.split_turns``; a plain answer is one assistant turn; the
 chat template in ``tokenizer_config.json`` or ``chat_template.jinja`` in the dump folder or
 the folder above it tells Llama 3 text whose markers the decode dropped).
@@ -150,7 +151,7 @@ def placeholders_of(obj: dict) -> int | None:
     texts = [t for t in (obj.get("input"), obj.get("output")) if isinstance(t, str)]
     if not any(has_markers(t) or family_of(t) is not None for t in texts):
         return None
-    return sum(vision_runs(t) for t in texts)
+    return sum(vision_runs(t) for t in texts if has_markers(t))  # a text of chat markers only: no regex over it
 
 
 def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions, hint) -> dict | str:
