@@ -361,8 +361,7 @@ def test_the_image_faults_of_a_trace_name_message_and_assistant_turn(tmp_path):
     turn after the tool's screenshot)."""
     import json
 
-    from rl_board.readers.placeholders import vision_ids
-    from rl_board.readers.prime_rl import image_faults_of
+    from rl_board.readers.placeholders import image_faults_of, vision_ids
 
     run_dir = _screenshot_eval(tmp_path)
     episode = json.loads((run_dir / "traces.jsonl").read_text().splitlines()[1])

@@ -12,7 +12,9 @@ sample's messages hold, compared with them (the ``images_dropped`` fault).
 - ``images_held(message)``: the image parts of a message that carry the image (bytes, a data URL, a URL or a
   path), the count the ``images_dropped`` check compares. This is the seam for the image model: it counts
   what ``turns.IMAGE_PARTS`` names with something besides its type.
-- ``image_faults(held, placeholders, roles)``: the ``images_dropped`` faults of one sample.
+- ``image_faults(held, placeholders, roles)``: the ``images_dropped`` faults of one sample;
+  ``image_faults_of(nodes, vision)`` and ``image_check(nodes, vision)``: those of a verifiers v1 trace's
+  branch, and the extras they give its sample.
 - ``vision_model(folder)``: whether the chat template or image processor beside a run is a vision model's.
 """
 
@@ -27,6 +29,7 @@ from ..base.location import as_path
 from .turns import IMAGE_PARTS
 
 IMAGES_DROPPED = "images_dropped"
+IMAGES_DROPPED_AT = "images_dropped_at"
 #: the extra (per-sample number) counting a sample's image placeholders; null where the format can't tell
 IMAGE_PLACEHOLDERS = "image_placeholders"
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD, IMAGE = (
@@ -181,3 +184,30 @@ def vision_model(folder) -> bool:
         except OSError:
             continue
     return False
+
+
+def image_faults_of(nodes: list, vision: tuple[int, int, int, int]) -> tuple[list[dict], int, int]:
+    """(the ``images_dropped`` faults of a branch's verifiers v1 nodes (``MessageNode``: ``message``, ``token_ids``), the images its messages hold, the images its token
+    ids mark): each node's message's images (``placeholders.images_held``) against the vision runs of its own
+    ``token_ids`` (``placeholders.id_runs``), the ids it was trained on. ([], 0, 0) when no message holds an
+    image: the ids are then not scanned."""
+    held = [images_held(n.get("message")) for n in nodes]
+    if not any(held):  # a branch of text only: its ids are not scanned (a Qwen text tokenizer has the vision ids)
+        return [], 0, 0
+    marked = [id_runs(n.get("token_ids") or [], vision) for n in nodes]
+    roles = [n.get("message", {}).get("role") if isinstance(n.get("message"), dict) else None for n in nodes]
+    return image_faults(held, marked, roles), sum(held), sum(marked)
+
+
+def image_check(nodes: list, vision: tuple[int, int, int, int]) -> dict[str, float]:
+    """The extras of a branch whose messages hold images: ``image_placeholders`` (the vision runs of its ids),
+    ``images_dropped`` (1 when a message's images and its placeholders differ, else 0) and
+    ``images_dropped_at`` (the first such message's index; absent without one); {} for a branch whose
+    messages hold no image (its ids are not scanned)."""
+    faults, held, marked = image_faults_of(nodes, vision)
+    if not held:
+        return {}
+    out = {IMAGE_PLACEHOLDERS: float(marked), IMAGES_DROPPED: float(bool(faults))}
+    if faults:
+        out[IMAGES_DROPPED_AT] = float(faults[0]["message_index"])
+    return out

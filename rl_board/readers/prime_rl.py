@@ -66,7 +66,7 @@ from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import first_match, step_in
 from .notes import with_notes
-from .placeholders import IMAGE_PLACEHOLDERS, IMAGES_DROPPED, id_runs, image_faults, images_held, vision_ids
+from .placeholders import image_check, vision_ids
 from .turns import number, numbers, sample_rows, turn
 
 NAME = "prime-rl"
@@ -82,7 +82,6 @@ TRAINED = "trained"
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
 _EPISODE_START = re.compile(rb'\s*\{"id":"[^"\\]*","env":\{')  # Episode's first fields, as dump_json writes them
 BROKEN_SHOWN = 5  # traces with a broken node graph named in the load report, per file
-IMAGES_DROPPED_AT = "images_dropped_at"
 
 
 def split_of(name: str) -> str | None:
@@ -318,33 +317,6 @@ def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | Non
             components[f"reward/{name}"] = number(got)
     return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages, **lists,
             "extras": {**numbers(trace.get("metrics")), **components, **checked}}
-
-
-def image_faults_of(nodes: list, vision: tuple[int, int, int, int]) -> tuple[list[dict], int, int]:
-    """(the ``images_dropped`` faults of a branch's nodes, the images its messages hold, the images its token
-    ids mark): each node's message's images (``placeholders.images_held``) against the vision runs of its own
-    ``token_ids`` (``placeholders.id_runs``), the ids it was trained on. ([], 0, 0) when no message holds an
-    image: the ids are then not scanned."""
-    held = [images_held(n.get("message")) for n in nodes]
-    if not any(held):  # a branch of text only: its ids are not scanned (a Qwen text tokenizer has the vision ids)
-        return [], 0, 0
-    marked = [id_runs(n.get("token_ids") or [], vision) for n in nodes]
-    roles = [n.get("message", {}).get("role") if isinstance(n.get("message"), dict) else None for n in nodes]
-    return image_faults(held, marked, roles), sum(held), sum(marked)
-
-
-def image_check(nodes: list, vision: tuple[int, int, int, int]) -> dict[str, float]:
-    """The extras of a branch whose messages hold images: ``image_placeholders`` (the vision runs of its ids),
-    ``images_dropped`` (1 when a message's images and its placeholders differ, else 0) and
-    ``images_dropped_at`` (the first such message's index; absent without one); {} for a branch whose
-    messages hold no image (its ids are not scanned)."""
-    faults, held, marked = image_faults_of(nodes, vision)
-    if not held:
-        return {}
-    out = {IMAGE_PLACEHOLDERS: float(marked), IMAGES_DROPPED: float(bool(faults))}
-    if faults:
-        out[IMAGES_DROPPED_AT] = float(faults[0]["message_index"])
-    return out
 
 
 def _step(episode: dict, path_step: int | None, options: ReadOptions) -> int | None:
