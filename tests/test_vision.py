@@ -478,3 +478,17 @@ def test_the_trl_fixture_is_what_grpo_trainer_log_writes(tmp_path):
         kept = pq.read_table(TRL_VLM / "completions" / name)
         assert made.schema.remove_metadata() == kept.schema.remove_metadata()
         assert made.to_pylist() == kept.to_pylist()
+
+
+def test_page_opens_a_verifiers_eval_and_its_findings_name_the_dropped_samples(tmp_path):
+    """On the page (AppTest), the screenshot eval loads, its batch holds the 4 samples, and the Findings panel
+    says 2 of the 3 samples with images lost some; its Evidence lists traces.jsonl:2 and :4, no other."""
+    _screenshot_eval(tmp_path)
+    at = _load(_open(tmp_path, "shots"), None)
+    assert not at.exception
+    texts = [t.value for t in at.text]
+    assert any(t.startswith("2 of 3 samples with images were trained on tokens") for t in texts), texts
+    at.button(key="finding-images_dropped").click().run()
+    assert not at.exception
+    shown = [t.value for t in at.text if t.value.startswith("step 0 · ")]
+    assert [t.split(" · ")[1] for t in shown] == ["traces.jsonl:2", "traces.jsonl:4"]
