@@ -492,3 +492,13 @@ def test_page_opens_a_verifiers_eval_and_its_findings_name_the_dropped_samples(t
     assert not at.exception
     shown = [t.value for t in at.text if t.value.startswith("step 0 · ")]
     assert [t.split(" · ")[1] for t in shown] == ["traces.jsonl:2", "traces.jsonl:4"]
+
+
+def test_board_lines_with_a_traces_key_stay_the_jsonl_readers(tmp_path):
+    """The board's own lines in traces.jsonl that carry a traces list (no id, no env object) are not an eval."""
+    from conftest import write_lines
+
+    from rl_board.readers import jsonl
+
+    write_lines(tmp_path / "j" / "traces.jsonl", [{"step": 1, "reward": 0.5, "traces": [{"rewards": {}}]}])
+    assert detect(tmp_path / "j") is jsonl

@@ -45,7 +45,8 @@ verifiers' own evaluations (``uv run eval``, ``verifiers/v1/cli/output.py``) wri
 one episode a line, as above but with neither ``run`` nor ``group`` (``append_trace``: ``id``, ``env``,
 ``task``, ``ok``, ``errors``, ``traces``), appended as episodes finish. Nothing names a step: the folder is
 one evaluation, its samples step 0 (a field mapping ``step=...`` takes one from the episode), no splits. The
-folder is this reader's when its ``traces.jsonl`` starts with such an episode (a ``traces`` list).
+folder is this reader's when its ``traces.jsonl`` starts with such an episode (``id``, an ``env`` object, a
+``traces`` list).
 """
 
 from __future__ import annotations
@@ -129,18 +130,20 @@ def matches(run_dir: Path) -> bool:
 
 
 def _holds_episodes(path: Path) -> bool:
-    """Whether a file's first line is an episode: an object whose ``traces`` is a list (verifiers' eval
-    ``traces.jsonl``; a file of another format named so is not this reader's). Of a first line longer than
-    1 MiB, its first MiB must start as pydantic dumps an episode (``{"id":"…","env":{``) or hold ``"traces":[``."""
+    """Whether a file's first line is an episode as verifiers' eval writes it: an object with an ``id``, an
+    ``env`` object and a ``traces`` list (a file of another format named so, the board's own lines with a
+    ``traces`` key, is not this reader's). Of a first line longer than 1 MiB, its first MiB must start as
+    pydantic dumps an episode: ``{"id":"…","env":{``."""
     try:
         with open_path(path) as fh:
             first = fh.readline(1 << 20)
     except (OSError, EOFError, ValueError):
         return False
     if len(first) >= 1 << 20 and not first.endswith(b"\n"):  # longer than what was read (screenshots)
-        return bool(_EPISODE_START.match(first)) or (first.lstrip().startswith(b"{") and b'"traces":[' in first)
+        return bool(_EPISODE_START.match(first))
     row = parse_line(first.rstrip(b"\r\n"))
-    return isinstance(row, dict) and isinstance(row.get("traces"), list)
+    return (isinstance(row, dict) and isinstance(row.get("traces"), list) and isinstance(row.get("env"), dict)
+            and "id" in row)
 
 
 def latest_window_file(run_dir: Path) -> Path | None:
