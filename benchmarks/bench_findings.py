@@ -297,7 +297,8 @@ def evaluate(runs: list[dict]) -> dict:
     sys.path.insert(0, str(REPO))
     from rl_board.analysis.findings import RANKING
 
-    detectors = [k for k in RANKING if k != "critic_cannot_fit"]  # no run here logs values: not benchmarked
+    # no run here logs values, nor images with the tokens they were trained on: not benchmarked
+    detectors = [k for k in RANKING if k not in ("critic_cannot_fit", "images_dropped")]
     stats = {k: {"runs": 0, "tp": 0, "fp": 0, "errors": [], "early": 0} for k in detectors}
     raised_on = {}
     for run in runs:

@@ -107,6 +107,27 @@ def v1_episode(episode_id: str, step: int, traces: list[dict], errors: list | No
             "ok": not errors, "errors": errors or [], "traces": traces}
 
 
+def v1_eval_episode(episode_id: str, env: str, trace: dict) -> dict:
+    """The episode verifiers' eval writes for one trace (verifiers/v1/cli/output.py ``append_trace``:
+    ``Episode(env=EnvInfo(id=env), task=trace.task, traces=[trace], ok=trace.ok)``), dumped without None
+    fields: no ``group``, no ``run``."""
+    return {"id": episode_id, "env": {"id": env}, "task": trace["task"], "ok": trace["ok"], "errors": [],
+            "traces": [trace]}
+
+
+def write_verifiers_eval(run_dir: Path, episodes: list[dict]) -> Path:
+    """verifiers/v1/cli/output.py: ``save_config`` (``configs/eval.json``, a fresh empty ``traces.jsonl``), then
+    ``write_episode`` for each (pydantic's compact ``dump_json``, ``exclude_none``, a newline), appended."""
+    (run_dir / "configs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "configs" / "eval.json").write_text(json.dumps({"model": "demo", "env": {"id": "screens"}}, indent=2))
+    path = run_dir / "traces.jsonl"
+    path.write_text("")
+    with path.open("ab") as f:
+        for episode in episodes:
+            f.write(json.dumps(episode, separators=(",", ":"), ensure_ascii=False).encode() + b"\n")
+    return path
+
+
 def write_prime_rl(out: Path, step: int, kind: str, subset: str, episodes: list[dict]) -> Path:
     """prime_rl/monitors/file.py ``FileMonitor.log_episodes``: appended with orjson, one per line."""
     return _orjson_lines(out / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl", episodes, "ab")

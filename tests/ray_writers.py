@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SPECIAL = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+SPECIAL = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>")
 
 
 def chatml_message(message: dict) -> str:
@@ -113,6 +113,24 @@ def verl_sample(question: str, rounds: list[list[dict]]) -> tuple[str, str]:
     prompt = chatml([{"role": "system", "content": "You are a helpful assistant."},
                      {"role": "user", "content": question}], add_generation_prompt=True)
     return decode(prompt, True), decode(agent_loop_response(rounds), True)
+
+
+def qwen_vl_prompt(question: str, pads: list[int]) -> str:
+    """A geo3k prompt as Qwen2.5-VL's processor renders it for the rollout (add_generation_prompt): the system
+    message, then the user turn with one ``<|vision_start|><|image_pad|><|vision_end|>`` per image before its
+    text (verl's ``RLHFDataset`` turns the dataset's ``<image>`` into an image part), each ``<|image_pad|>``
+    expanded to the image's patch count (``pads``) by the processor."""
+    vision = "".join("<|vision_start|>" + "<|image_pad|>" * n + "<|vision_end|>" for n in pads)
+    return ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+            f"<|im_start|>user\n{vision}{question}<|im_end|>\n<|im_start|>assistant\n")
+
+
+def verl_vlm_sample(question: str, pads: list[int], answer: str, skip_special_tokens: bool = True) -> tuple[str, str]:
+    """(input, output) of one geo3k rollout as ``_log_rollout_data`` decodes them: with verl's
+    ``skip_special_tokens=True`` the vision runs go with the other special tokens; a dump made with False (a
+    patched trainer) keeps them."""
+    return (decode(qwen_vl_prompt(question, pads), skip_special_tokens),
+            decode(answer + "<|im_end|>", skip_special_tokens))
 
 
 def call(name: str, **arguments) -> dict:

@@ -386,13 +386,13 @@ def test_findings_read_no_log_file(tmp_path):
 
 def test_no_findings_on_a_flat_run_and_the_checks_say_what_could_not_run(tmp_path):
     """A flat run with responses and no per-token lists: no finding; entropy, mismatch, KL, critic, the
-    agent checks and those of other fields not checked."""
+    agent checks, those of other fields and the images check not checked."""
     write_lines(tmp_path / "r.jsonl", [sample(s, 0.5, response="same words", prompt=f"p{s}") for s in range(1, 5)])
     found = compute_findings(_load(tmp_path))
     assert found.to_json() == []
     assert {c.kind for c in found.checks if not c.ran} == {
         "entropy_collapse", "training_inference_mismatch", "component_with_spreading_phrases", "kl_runaway",
-        "critic_cannot_fit", "tool_use_collapse", "tool_call_loops", "reward_tracks_field"}
+        "critic_cannot_fit", "tool_use_collapse", "tool_call_loops", "reward_tracks_field", "images_dropped"}
 
 
 def test_findings_command_json_and_exit_codes(tmp_path, capsys):
@@ -484,7 +484,8 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
         "tracking a field (no other numeric fields logged); KL runaway (no log-probs with reference log-probs); "
         "critic fit (no values with token rewards logged); entropy collapse (no entropy logged); sampler mismatch "
         "(no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)); tool use collapse (no turns "
-        "logged); tool call loops (no turns logged)."]
+        "logged); tool call loops (no turns logged); images dropped before training (no samples with both images "
+        "and the tokens they were trained on)."]
 
 
 def test_ngram_finder_offers_late_vs_early_steps(tmp_path):

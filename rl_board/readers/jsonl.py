@@ -12,21 +12,26 @@ that feeds no canonical field.
 
 from __future__ import annotations
 
-from pathlib import Path
+import re
+from pathlib import Path, PurePosixPath
 
 import orjson
 
 from ..base.compression import open_path
+from ..base.location import as_path
 from .base import SourceChanged
 from .jsonlines import ParsedBlock, parse_block  # noqa: F401 (the reader's interface)
 from .jsonlines.shape import ALIASES  # noqa: F401
 from .jsonlines.slow import parse_line
+from .placeholders import VLM_NOTE, vision_model
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
 METRICS = "the trainer's metrics, not rollouts"
 _SNIFF_BYTES = 1 << 16  # bytes of a file's start read to tell a trainer's metrics file from rollouts
 APPENDABLE = True  # a file that grew is read from where the last read stopped
+_VERL_FILE = re.compile(r"^\d+\.jsonl$")
+_VERL_KEYS = frozenset({"input", "output", "gts", "score", "step"})  # what verl's _dump_generations writes
 
 
 def is_whole_record(raw: bytes) -> bool:
@@ -76,3 +81,22 @@ def other_kind(path: Path) -> str | None:
     except orjson.JSONDecodeError:
         return None
     return METRICS if _scalar_record(record) else None
+
+
+def run_notes(run_dir, names: list[str]) -> list[str]:
+    """Notes on the whole run: a folder of verl's dumps (``{step}.jsonl`` whose first line has verl's keys)
+    whose model reads images (``placeholders.vision_model``) gets ``placeholders.VLM_NOTE``: verl saves no
+    images, and its decode drops the placeholders with them. Reads the first such file's first line only."""
+    first = next((name for name in names if _VERL_FILE.match(PurePosixPath(name).name)), None)
+    if first is None:
+        return []
+    path = as_path(run_dir) / first
+    try:
+        with open_path(path) as fh:
+            head = fh.readline(_SNIFF_BYTES)
+    except (OSError, EOFError, ValueError):
+        return []
+    obj = parse_line(head.rstrip(b"\r\n"))
+    if not isinstance(obj, dict) or not _VERL_KEYS <= obj.keys():
+        return []
+    return [VLM_NOTE] if vision_model(path.parent) else []

@@ -8,6 +8,13 @@ NaN, as TRL's ``nansum``), the reward-function columns being the numeric columns
 other than ``step``, ``advantage`` and the canonical ones. Every numeric or
 boolean column that feeds no canonical field is an extra (so each reward function
 and ``advantage`` are). A table file can't grow by appending: any change re-reads it.
+
+TRL 1.16 logs a conversational dataset's ``prompt`` and ``completion`` as lists of chat messages
+(``strip_images_from_messages``: each image block kept as ``{"type": "image"}``, its pixels not written).
+Such a row is a conversation: its turns are the prompt's messages then the completion's (``turns.turns``),
+its prompt and response texts are made from them as for every format with turns. When any row of a file
+holds an image block, every conversational row of the file gets the extra ``image_placeholders`` (its
+image blocks, 0 included) and the file a note: the writer did not keep the pixels.
 """
 
 from __future__ import annotations
@@ -23,12 +30,19 @@ from ..base import fields as F
 from ..base.location import as_path, open_file
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
 from .canonical import TOKEN_STRINGS, build_rows
+from .notes import with_notes
+from .placeholders import IMAGE_PLACEHOLDERS, image_blocks
+from .turns import turns
 
 NAME = "parquet"
 SUFFIX = ".parquet"
 APPENDABLE = False
 ALIASES = {"response": "completion"}
 NOT_REWARD_FUNCTIONS = ("step", "advantage")
+CONVERSATION = ("prompt", "response")  # the canonical texts a list of chat messages may stand for
+NO_PIXELS = ('image placeholders without images: TRL writes each image of a conversation as {"type": "image"}, '
+             "its pixels left out (they are only in the completions table TRL logs to W&B or trackio); "
+             "image_placeholders counts them per sample")
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
@@ -77,14 +91,28 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
                "length": np.zeros(n, dtype=np.int64)}
     for name in F.SCALAR_FIELDS:
         columns[name] = _numbers(source[sources[name]], name) if name in sources else missing
+    conversations = {name: source[sources[name]].to_pylist() for name in CONVERSATION
+                     if name in sources and _is_messages(source.schema.field(sources[name]).type)}
     for name in F.TEXT_FIELDS:
-        columns[name] = _texts(source[sources[name]]) if name in sources else pa.nulls(n, pa.string())
+        if name in conversations:  # made from the turns (``derive.conversations``) where the row has them
+            columns[name] = pa.nulls(n, pa.string())
+        else:
+            columns[name] = _texts(source[sources[name]]) if name in sources else pa.nulls(n, pa.string())
     for name in F.TOKEN_FIELDS:  # TRL logs no per-token lists
         columns[name] = pa.nulls(n, pa.list_(pa.float64()))
     columns[F.TOKENS] = pa.nulls(n, TOKEN_STRINGS)
     extras = {name: source[name] for name in source.column_names
               if name not in taken and _is_numeric(source.schema.field(name).type, booleans=True)}
-    return build_rows(columns, extras), errors, rows
+    notes = []
+    if conversations:
+        messages = [_conversation(*parts) for parts in zip(*(conversations.get(name, [None] * n)
+                                                               for name in CONVERSATION))]
+        columns[F.MESSAGES] = [None if m is None else turns(m) for m in messages]
+        blocks = [None if m is None else image_blocks(m) for m in messages]
+        if any(blocks):
+            extras[IMAGE_PLACEHOLDERS] = blocks
+            notes.append(NO_PIXELS)
+    return with_notes(build_rows(columns, extras), notes), errors, rows
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
@@ -102,10 +130,47 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
         raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
     if offset >= table.num_rows:
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
-    return table.slice(offset, 1).to_pylist()[0]
+    row = table.slice(offset, 1).to_pylist()[0]
+    parts = [row[key] if _is_messages(table.schema.field(key).type) else None
+             for key in ("prompt", "completion") if key in row]
+    messages = _conversation(*parts) if any(p is not None for p in parts) else None
+    if messages is not None:  # a conversation: its turns, not the two lists as text
+        for key in ("prompt", "completion"):
+            if key in row and _is_messages(table.schema.field(key).type):
+                row.pop(key)
+        row[F.MESSAGES] = messages
+        blocks = image_blocks(messages)
+        if blocks:
+            row[IMAGE_PLACEHOLDERS] = blocks
+    return row
 
 
 _TABLES: dict[tuple, pa.Table] = {}  # table files read for ``record``, while unchanged
+
+
+def _is_messages(type_: pa.DataType) -> bool:
+    """Whether a column holds lists of chat messages (structs with a ``role``), as TRL writes a
+    conversational prompt or completion."""
+    return ((pa.types.is_list(type_) or pa.types.is_large_list(type_)) and pa.types.is_struct(type_.value_type)
+            and type_.value_type.get_field_index("role") >= 0)
+
+
+def _conversation(*parts) -> list | None:
+    """The messages of a row's conversation columns one after another, None when it has none (each part a list
+    of messages or None). Arrow gives every message every field of the column's struct: a field a message
+    did not have is None, and is left out (a content part ``{"type": "image", "text": None}`` is TRL's
+    ``{"type": "image"}``)."""
+    if all(p is None for p in parts):
+        return None
+    return [_without_nulls(m) for p in parts if p is not None for m in p]
+
+
+def _without_nulls(value):
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 def _flattened(table: pa.Table) -> pa.Table:

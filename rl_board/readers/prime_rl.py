@@ -39,6 +39,14 @@ writes (a v0 ``RolloutOutput`` has ``prompt``, ``completion`` and ``reward`` and
 trace never ``reward``, a property pydantic does not dump). The folder is this reader's when the
 first file (by name) of its highest step folder holds v1 traces, else ``verifiers_v0``'s; a v0 file in
 a run of this reader is read by ``verifiers_v0`` here, so a run that crossed June 23 keeps both halves.
+
+verifiers' own evaluations (``uv run eval``, ``verifiers/v1/cli/output.py``) write a run folder
+``outputs/{env}--{model}--{harness}--{id}/`` holding ``configs/eval.json``, ``logs/`` and ``traces.jsonl``:
+one episode a line, as above but with neither ``run`` nor ``group`` (``append_trace``: ``id``, ``env``,
+``task``, ``ok``, ``errors``, ``traces``), appended as episodes finish. Nothing names a step: the folder is
+one evaluation, its samples step 0 (a field mapping ``step=...`` takes one from the episode), no splits. The
+folder is this reader's when its ``traces.jsonl`` starts with such an episode (``id``, an ``env`` object, a
+``traces`` list).
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import first_match, step_in
 from .notes import with_notes
+from .placeholders import image_check, vision_ids
 from .turns import number, numbers, sample_rows, turn
 
 NAME = "prime-rl"
@@ -67,10 +76,12 @@ APPENDABLE = False
 ALIASES: dict[str, str] = {}
 TRACES = ("rollouts/step_*/*/*/traces.jsonl", "step_*/*/*/traces.jsonl")  # the output folder, or its rollouts/
 WINDOW = ("rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl")  # June 23 to July 9, 2026
-GLOBS = TRACES + WINDOW
+EVAL = ("traces.jsonl",)  # verifiers' eval run folder: one evaluation, no step folders
+GLOBS = TRACES + WINDOW + EVAL
 DEFAULT_SPLIT = ("train/all", "train")
 TRAINED = "trained"
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
+_EPISODE_START = re.compile(rb'\s*\{"id":"[^"\\]*","env":\{')  # Episode's first fields, as dump_json writes them
 BROKEN_SHOWN = 5  # traces with a broken node graph named in the load report, per file
 
 
@@ -80,6 +91,8 @@ def split_of(name: str) -> str | None:
     if in_window(name):
         return verifiers_v0.split_of(name)
     parts = PurePosixPath(name).parts
+    if len(parts) == 1:  # an eval run folder's traces.jsonl: one evaluation, no splits
+        return None
     return f"{parts[-3]}/{parts[-2]}" if len(parts) >= 3 else None
 
 
@@ -100,6 +113,9 @@ def matches(run_dir: Path) -> bool:
     run_dir = as_path(run_dir)
     if any(first_match(run_dir, name) is not None for pattern in TRACES for name in variants(pattern)):
         return True
+    if any(_holds_episodes(path) for pattern in EVAL for name in variants(pattern)
+           if (path := first_match(run_dir, name)) is not None):
+        return True
     if not any(verifiers_v0.first_of(run_dir, name) for pattern in WINDOW for name in variants(pattern)):
         return False  # the common case, a folder of another format, costs the globs it did before
     latest = latest_window_file(run_dir)
@@ -111,6 +127,23 @@ def matches(run_dir: Path) -> bool:
     except (OSError, EOFError, ValueError):
         return False
     return holds_traces(parse_line(first.rstrip(b"\r\n")))
+
+
+def _holds_episodes(path: Path) -> bool:
+    """Whether a file's first line is an episode as verifiers' eval writes it: an object with an ``id``, an
+    ``env`` object and a ``traces`` list (a file of another format named so, the board's own lines with a
+    ``traces`` key, is not this reader's). Of a first line longer than 1 MiB, its first MiB must start as
+    pydantic dumps an episode: ``{"id":"…","env":{``."""
+    try:
+        with open_path(path) as fh:
+            first = fh.readline(1 << 20)
+    except (OSError, EOFError, ValueError):
+        return False
+    if len(first) >= 1 << 20 and not first.endswith(b"\n"):  # longer than what was read (screenshots)
+        return bool(_EPISODE_START.match(first))
+    row = parse_line(first.rstrip(b"\r\n"))
+    return (isinstance(row, dict) and isinstance(row.get("traces"), list) and isinstance(row.get("env"), dict)
+            and "id" in row)
 
 
 def latest_window_file(run_dir: Path) -> Path | None:
@@ -262,16 +295,21 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     return lists, counts
 
 
-def trace_sample(trace: dict, step: int) -> dict:
-    """One trace's sample dict (``turns.sample_rows``) without where it lies."""
+def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | None = None) -> dict:
+    """One trace's sample dict (``turns.sample_rows``) without where it lies. With ``vision`` (the run's
+    tokenizer's vision token ids, ``placeholders.vision_ids``), a trace whose messages hold images gets the
+    extras ``image_placeholders`` and ``images_dropped`` (``image_check``)."""
     nodes = [n for n in branch(trace.get("nodes") or []) if isinstance(n, dict)]
     messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes]
     tokens = branch_tokens(nodes)
     lists = {}
+    checked = {}
     if tokens is not None:
         lists, counts = tokens
         for message, count in zip(messages, counts):
             message["num_tokens"] = count
+        if vision is not None:
+            checked = image_check(nodes, vision)
     rewards = trace.get("rewards") or {}
     components = {}
     for name, got in rewards.items() if isinstance(rewards, dict) else ():
@@ -281,7 +319,7 @@ def trace_sample(trace: dict, step: int) -> dict:
         elif not isinstance(got, (dict, bool)) and number(got) is not None:  # June 23 – July 9: score × weight
             components[f"reward/{name}"] = number(got)
     return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages, **lists,
-            "extras": {**numbers(trace.get("metrics")), **components}}
+            "extras": {**numbers(trace.get("metrics")), **components, **checked}}
 
 
 def _step(episode: dict, path_step: int | None, options: ReadOptions) -> int | None:
@@ -377,6 +415,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         return verifiers_v0.read_table(path, options)
     path_step = step_in(path.as_posix())
     trained = _trained_ids(path) if path.parent.name == "all" else None
+    vision = vision_ids(options.tokenizer)
     samples, errors, count, broken = [], [], 0, []
     for line, offset, raw in _episodes(data):
         count = line
@@ -403,7 +442,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             problems = graph_problems(nodes) if isinstance(nodes, list) else []
             if problems:
                 broken.append(f"line {line} trace {index} ({' and '.join(problems)})")
-            got = trace_sample(trace, step)
+            got = trace_sample(trace, step, vision)
             if trained is not None:
                 got["extras"][TRAINED] = float(episode.get("id") in trained)
             samples.append({**got, "line": line, "offset": offset, "length": index})

@@ -21,12 +21,22 @@ This reader opens
 
 Rows are what the JSONL reader makes of a line (aliases ``prompt ← input``, ``response ←
 output``, ``reward ← score``, ``ground_truth ← gts``; numbers and booleans are extras),
-plus ``messages``: the prompt as one user turn (split at its markers when it keeps them)
+plus ``messages`` (each vision run shown as ``[image]``, as an image part of a message is): the prompt as
+one user turn (split at its markers when it keeps them)
 and the output's turns (``chat_text.split_turns``; a plain answer is one assistant turn; the
 chat template in ``tokenizer_config.json`` or ``chat_template.jinja`` in the dump folder or
 the folder above it tells Llama 3 text whose markers the decode dropped).
 An output whose turns can't be told apart stays one assistant turn and gets the extra
 ``turns_unsplit`` = 1.
+
+Images: verl saves none. A vision-language run (verl's geo3k recipe, Qwen2.5-VL) decodes its dumps with
+``skip_special_tokens=True``, which drops each ``<|vision_start|><|image_pad|>…<|vision_end|>`` run with the
+pixels: the dump can't say how many images a prompt held. Such a run is told by the model's files beside
+the dumps (``placeholders.vision_model``: an image processor's config, a chat template that writes vision
+runs), and its files get the note ``VLM_NOTE``. A dump whose texts keep the special tokens (a trainer patched
+to decode with ``skip_special_tokens=False``) keeps the runs: when any line of a file holds one, each line
+whose texts keep the chat template's markers gets the extra ``image_placeholders``, its vision runs
+(``placeholders.vision_runs``; 0 included), and the file the note ``KEPT_NOTE``.
 """
 
 from __future__ import annotations
@@ -41,9 +51,11 @@ from ..base.compression import read_bytes
 from ..base.location import as_path, open_file
 from . import jsonl
 from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
-from .chat_text import split_prompt, split_turns, template_family
+from .chat_text import family_of, split_prompt, split_turns, template_family
 from .layout import first_match, step_in
 from .lines import opened_path, read_rows
+from .notes import with_notes
+from .placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, as_image_marks, has_markers, vision_model, vision_runs
 from .records import canonical_row
 
 NAME = "verl"
@@ -58,6 +70,8 @@ EXPECTS = ("a rollout dump folder and a validation one (its name holding val, ev
 #: The keys ``_dump_generations`` writes on every line.
 KEYS = frozenset({"input", "output", "gts", "score", "step"})
 UNSPLIT = "turns_unsplit"
+KEPT_NOTE = ("this trainer does not save images: the texts keep their image placeholders (vision runs), "
+             "counted per sample in image_placeholders, but not the pixels")
 _VALIDATION = re.compile(r"val|eval|test", re.I)
 _STEP_FILE = re.compile(r"^\d+\.jsonl$")
 _SNIFF_BYTES = 1 << 16
@@ -109,8 +123,10 @@ def samples_of(obj: dict, hint: str | None) -> tuple[list | None, float | None]:
     output = obj.get("output")
     if not isinstance(output, str):
         return None, None
-    got = split_turns(output, hint=hint)
-    return split_prompt(obj.get("input")) + got.turns, (1.0 if got.note is not None else None)
+    got = split_turns(as_image_marks(output), hint=hint)
+    prompt = obj.get("input")
+    return (split_prompt(as_image_marks(prompt) if isinstance(prompt, str) else prompt) + got.turns,
+            (1.0 if got.note is not None else None))
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
@@ -119,7 +135,23 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     step = step_in(path.name)
     hint = template_family(path.parent)
     resolver = KeyResolver(options.fields, ALIASES)
-    return read_rows(read_bytes(path), lambda raw: _row(raw, resolver, step, options, hint))
+    table, errors, count = read_rows(read_bytes(path), lambda raw: _row(raw, resolver, step, options, hint))
+    column = F.extra_column(IMAGE_PLACEHOLDERS)
+    if column not in table.column_names:  # no text kept its markers: the decode may have dropped the images
+        return (with_notes(table, [VLM_NOTE]) if vision_model(path.parent) else table), errors, count
+    if not (table[column].fill_null(0).to_numpy() > 0).any():
+        return table.drop_columns([column]), errors, count  # markers kept, and no image in this file
+    return with_notes(table, [KEPT_NOTE]), errors, count
+
+
+def placeholders_of(obj: dict) -> int | None:
+    """The vision runs of a line's ``input`` and ``output`` when one of them keeps the chat template's
+    markers (a vision run, ChatML's or Llama 3's), else None: a text decoded without its special tokens
+    can't say."""
+    texts = [t for t in (obj.get("input"), obj.get("output")) if isinstance(t, str)]
+    if not any(has_markers(t) or family_of(t) is not None for t in texts):
+        return None
+    return sum(vision_runs(t) for t in texts if has_markers(t))  # a text of chat markers only: no regex over it
 
 
 def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptions, hint) -> dict | str:
@@ -138,6 +170,9 @@ def _row(raw: bytes, resolver: KeyResolver, step: int | None, options: ReadOptio
     got[F.MESSAGES] = messages
     if unsplit is not None:
         got["extras"][UNSPLIT] = unsplit
+    marked = placeholders_of(obj)
+    if marked is not None:
+        got["extras"][IMAGE_PLACEHOLDERS] = float(marked)
     return got
 
 
@@ -152,4 +187,7 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
         obj[F.MESSAGES] = messages
     if unsplit is not None:
         obj[UNSPLIT] = unsplit
+    marked = placeholders_of(obj)
+    if marked:
+        obj[IMAGE_PLACEHOLDERS] = marked
     return obj

@@ -107,6 +107,7 @@ class RunLoader:
         self.reader = None
         self._tracker = FileTracker()
         self._notes: list[str] = []
+        self._whole_run_notes: list[str] | None = None  # the reader's ``run_notes``, asked once
         self._store = SegmentStore(None, self._notes)
         self._lock = threading.Lock()
         self._opened = False  # the cache's manifest was read into the tracker
@@ -159,7 +160,7 @@ class RunLoader:
         reader = detect(self.run_dir)
         if reader is self.reader:
             return
-        self.reader, self._opened = reader, False
+        self.reader, self._opened, self._whole_run_notes = reader, False, None
         self._tracker.forget()
         self.splits = tuple(list_splits(self.location, reader))
         self.split = layout.choose_split(reader, list(self.splits), self.wanted_split)
@@ -290,7 +291,7 @@ class RunLoader:
             entries = {name: s.entry for name, s in self._files.items() if s.entry is not None}
             self._store.save(entries, self._cache_key(), self.run_dir)
         notes = [f"{name} was truncated, rewritten or replaced since it was read: read it again from the start."
-                 for name in plan.reread] + compressed_twin_notes(names, ignored)
+                 for name in plan.reread] + compressed_twin_notes(names, ignored) + self._run_notes_of(names)
         self.latest = self._snapshot(names, ignored, unreadable, notes)
         return self.latest
 
@@ -359,6 +360,16 @@ class RunLoader:
                     raise LocationError(f"{state.path}: the object was replaced while it was read (ETag "
                                         f"{before} then {after}); nothing of it was kept: open the run again.")
 
+
+    def _run_notes_of(self, names: list[str]) -> list[str]:
+        """The reader's notes on the whole run (its optional ``run_notes(run_dir, names)``: what its folder says,
+        a verl VLM run's missing images), asked once the run has files."""
+        hook = getattr(self.reader, "run_notes", None)
+        if hook is None or not names:
+            return []
+        if self._whole_run_notes is None:
+            self._whole_run_notes = list(hook(self.run_dir, names))
+        return self._whole_run_notes
 
     def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str], notes: list[str] = ()):
         return self._build(take_snapshot(self, names, ignored, unreadable, notes))

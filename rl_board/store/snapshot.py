@@ -69,6 +69,18 @@ class Snapshot:
     location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
 
 
+def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
+    """``FILE: NOTE`` for each (file, note), a note many files share said once, after its first file and how many
+    more (a trainer's note on every step's file, say), in the order of its first file."""
+    files: dict[str, list[str]] = {}
+    for name, note in pairs:
+        named = files.setdefault(note, [])
+        if name not in named:
+            named.append(name)
+    return [f"{named[0]}: {note}" if len(named) == 1 else f"{named[0]} and {len(named) - 1:,} more file(s): {note}"
+            for note, named in files.items()]
+
+
 def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict[str, str],
                   notes: list[str] = ()) -> Snapshot:
     """What ``loader`` (a ``loader.RunLoader``) holds now, as one ``Snapshot``: every file's segments
@@ -78,8 +90,8 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     parts, segments, grouped = _parts(loader, names)
     options = loader.options
     parts, field_notes = _cap_extras(parts, options.max_extras)
-    file_notes = [f"{name}: {note}" for name in names for _, _, table in files[name].segments
-                  if not isinstance(table, SharedSlice) for note in notes_of(table)]
+    file_notes = _file_notes([(name, note) for name in names for _, _, table in files[name].segments
+                              if not isinstance(table, SharedSlice) for note in notes_of(table)])
     columns, first_rows = gather(parts or [_numbers(SCHEMA.empty_table(), 1, 0, 0)], grouped)
     del parts
     if grouped:

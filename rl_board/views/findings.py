@@ -27,6 +27,7 @@ CHECK_NAMES = {
     "tool_call_loops": "tool call loops",
     "reward_tracks_field": "reward tracking a field",
     "garbled_output": "garbled output",
+    "images_dropped": "images dropped before training",
 }
 
 

@@ -60,10 +60,17 @@ Issue 38 adds one (same windows and words; ``garbled`` says it in full):
     steps where >= 5 % of the samples are garbled, while under 1 % of E's are. Onset as in 14, on the
     samples' garbled (1) or not (0).
 
+Issue 49 adds one (``vision``):
+
+16. ``images_dropped``: a sample's images were dropped before training when a message of it holds images
+    (parts carrying their image) and the tokens it was trained on mark a different number of them (the
+    readers' ``images_dropped`` extra, ``readers.placeholders.image_faults``); raised when any sample's
+    were, naming the first 50 of them in step, file and line order.
+
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
 
-One module per group of findings (``reward``, ``training``, ``batches``, ``agents``, ``garbled``), the n-gram
+One module per group of findings (``reward``, ``training``, ``batches``, ``agents``, ``garbled``, ``vision``), the n-gram
 finder they share (``phrases``), what every finding shares (``common``), the ranked run of every
 check (``compute``) and the evidence shown to people (``evidence``).
 """
