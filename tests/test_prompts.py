@@ -152,6 +152,18 @@ def test_word_diff_html_is_escaped():
     assert "&amp;" in shown and "[link](http://x)" in shown
 
 
+
+def test_an_empty_response_is_drawn_as_empty_not_as_the_reference_struck():
+    """B's response empty (or only whitespace) against A's words: the diff reads "(empty response)" with
+    no struck word; one word written is a change as before."""
+    for empty in ("", "  \n ", None):
+        parsed = _Elements()
+        parsed.feed(build_word_diff_html(compute_word_diff("the answer is 42", empty)))
+        assert "del" not in parsed.tags and "".join(parsed.text) == "(empty response)"
+    parsed = _Elements()
+    parsed.feed(build_word_diff_html(compute_word_diff("the answer is 42", "42")))
+    assert parsed.tags.count("del") == 1 and "(empty response)" not in "".join(parsed.text)
+
 # -- the page ----------------------------------------------------------------------------------------
 
 

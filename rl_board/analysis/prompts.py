@@ -98,6 +98,7 @@ class WordDiff:
     added_words: int
     removed_words: int
     cut: bool = False
+    empty: bool = False  # this text is empty or only whitespace: drawn as EMPTY_RESPONSE, not as the reference struck
 
     @property
     def similarity(self) -> float:
@@ -174,7 +175,11 @@ def compute_word_diff(reference: str | None, text: str | None, max_words: int = 
         removed += i2 - i1
         added += j2 - j1
     push("same", tail)
-    return WordDiff(tuple((kind, part) for kind, part in ops), same, added, removed, a_cut or b_cut)
+    return WordDiff(tuple((kind, part) for kind, part in ops), same, added, removed, a_cut or b_cut,
+                    empty=not (text or "").strip())
+
+
+EMPTY_RESPONSE = "(empty response)"  # what a diff shows for a side whose response is empty
 
 
 _OP_HTML = {
@@ -186,10 +191,13 @@ _OP_HTML = {
 
 def build_word_diff_html(diff: WordDiff, head: str = "") -> str:
     """The diff as HTML: words only in the reference struck through on red (``<del>``), words only in
-    this text on green (``<ins>``), whitespace kept; ``head`` a line above it. Every text is escaped:
+    this text on green (``<ins>``), whitespace kept; an empty text as ``(empty response)``; ``head`` a line
+    above it. Every text is escaped:
     model output and names from disk are text, never HTML."""
     parts, last = [], None
-    for kind, text in diff.ops:
+    if diff.empty:  # nothing was written: the reference struck through would read as a change of words
+        parts.append(f'<span class="rlb-empty" style="opacity:0.6;font-style:italic">{EMPTY_RESPONSE}</span>')
+    for kind, text in () if diff.empty else diff.ops:
         tag, style = _OP_HTML[kind]
         if last == "removed" and not text[:1].isspace():  # a gap after removed words, drawn only
             style += ";margin-left:0.3em"

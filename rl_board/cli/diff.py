@@ -70,7 +70,7 @@ def _diff(args) -> int:
 def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) -> None:
     """Each prompt's numbers (``prompts[i]`` for ``i`` in ``shown``: rows of ``diff.table``), one response
     of each side and B's words against A's."""
-    from ..analysis.prompts import compute_word_diff
+    from ..analysis.prompts import EMPTY_RESPONSE, compute_word_diff
     from ..analysis.search import printable_line
     from ..analysis.tables import strip_pad
 
@@ -87,7 +87,8 @@ def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) ->
             print(f"      {name.upper()}: step {int(one['step'])}  {one['source']}  reward {_fmt(one['reward'])}")
         words = compute_word_diff(picked["a"][0], picked["b"][0])
         marks = {"removed": REMOVED, "added": ADDED}
-        marked = "".join(part if kind == "same" else marks[kind][0] + part + marks[kind][1] for kind, part in words.ops)
+        marked = EMPTY_RESPONSE if words.empty else "".join(
+            part if kind == "same" else marks[kind][0] + part + marks[kind][1] for kind, part in words.ops)
         print(f"      B against A: {_cut(printable_line(marked), DIFF_CHARS)}")
 
 
