@@ -213,6 +213,22 @@ def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
     assert list(worse["delta"]) == pytest.approx([-0.5, -0.4])
     assert better["prompt"].iloc[0] == "Sort 3 1 2." and len(better) == 3
     assert list(same["prompt"]) == ["Name a prime."]
+    fresh = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)  # nothing typed: the same two halves
+    assert not fresh.exception, fresh.exception
+    assert [list(frame.value["prompt"]) for frame in fresh.dataframe] == [list(worse["prompt"]),
+                                                                          list(better["prompt"]), list(same["prompt"])]
+    assert any("early steps 1:1 (A) against its late steps 2:2 (B)" in c.value for c in fresh.caption)
+
+
+def test_early_and_late_steps_are_the_first_and_last_quarter():
+    """The default of a run against itself: the first and last quarter of its logged steps (one step at
+    least), by hand; a run of one step has nothing to compare."""
+    from rl_board.analysis.diff import early_and_late_steps
+
+    assert early_and_late_steps(range(1, 11)) == ((1, 2), (9, 10))  # 10 // 4 = 2 steps each
+    assert early_and_late_steps([30, 10, 20]) == ((10, 10), (30, 30))
+    assert early_and_late_steps([0, 5, 10, 15, 20, 25, 30, 35]) == ((0, 5), (30, 35))
+    assert early_and_late_steps([7]) is None
 
 
 @pytest.mark.slow

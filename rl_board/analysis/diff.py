@@ -258,6 +258,17 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     return table
 
 
+def early_and_late_steps(steps) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """A run's early steps against its late ones, the Diff area's default when run B is the loaded run and
+    no steps are typed: the first and last quarter of its logged steps (at least one step each, as the
+    findings' windows), as (first, last) ranges; None for a run of one step (nothing to compare)."""
+    logged = sorted(int(s) for s in steps)
+    if len(logged) < 2:
+        return None
+    quarter = max(1, len(logged) // 4)
+    return (logged[0], logged[quarter - 1]), (logged[-quarter], logged[-1])
+
+
 def split_diff_table(diff: PromptDiff) -> dict[str, pd.DataFrame]:
     """The diff's prompts in the page's three tables: ``regressions`` (most negative delta first),
     ``improvements`` (most positive first) and ``unchanged`` (delta 0, or no delta: a side without

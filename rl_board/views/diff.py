@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.diff import split_diff_table
+from ..analysis.diff import early_and_late_steps, split_diff_table
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
@@ -65,6 +65,14 @@ def render(run: Run, settings: Settings) -> None:
                      "B's steps")
     if steps_a is None or steps_b is None:
         return
+    if other == here and steps_a == (None, None) and steps_b == (None, None):  # B = A over every step: a no-op
+        default = early_and_late_steps(run.steps.index)
+        if default is None:
+            st.info("Run B is the loaded run, which has one step: pick another run B to compare with.")
+            return
+        steps_a, steps_b = default
+        st.caption(f"Run B is the loaded run: its early steps {steps_a[0]}:{steps_a[1]} (A) against its late "
+                   f"steps {steps_b[0]}:{steps_b[1]} (B). Pick another run B or type steps to change that.")
     if other == here:
         run_b = run
     else:
