@@ -100,3 +100,13 @@ def test_the_runs_list_counts_version_folders_not_task_ids(tmp_path):
     found = discover_runs(tmp_path / "logs", cache_root=tmp_path / "cache")
     assert [(r.name, r.format, r.steps, r.counted_from) for r in found.runs] == [
         ("areal/gsm8k/trial0", "areal", 2, "file names")]
+
+
+def test_the_runs_list_finds_a_trial_eight_folders_down(tmp_path):
+    """AReaL's ``fileroot/logs/{user}/{exp}/{trial}`` below a team's share (``cluster/nfs/team/fileroot``):
+    the trial, 8 folder levels under the root, is listed; the walk is bounded by folders, not depth."""
+    from rl_board.store.discovery import discover_runs
+
+    _trial(tmp_path / "cluster" / "nfs" / "team" / "fileroot")
+    found = discover_runs(tmp_path, cache_root=tmp_path / "cache", details=False)
+    assert found.names() == ["cluster/nfs/team/fileroot/logs/areal/gsm8k/trial0"] and not found.cut

@@ -103,16 +103,13 @@ def test_an_unrelated_folder_names_no_closest_reader(tmp_path):
     assert compute_diagnosis(tmp_path / "logs")["closest"] is None
 
 
-def test_detect_looks_as_deep_as_the_runs_list(tmp_path):
-    """A file 5 folder levels down is looked at (the runs list walks 5 levels), one 6 levels down is not."""
-    from rl_board.store.discovery import MAX_DEPTH
-
-    five = tmp_path / "top" / "1" / "2" / "3" / "4" / "5"
-    five.mkdir(parents=True)
-    (five / "x.jsonl").write_text('{"a": 1}\n')
-    (five / "6").mkdir()
-    (five / "6" / "y.jsonl").write_text('{"a": 1}\n')
-    assert MAX_DEPTH == 5
+def test_detect_looks_twelve_levels_down(tmp_path):
+    """A file 12 folder levels down is looked at (deeper than AReaL's 7), one 13 levels down is not."""
+    twelve = tmp_path.joinpath("top", *map(str, range(1, 13)))
+    twelve.mkdir(parents=True)
+    (twelve / "x.jsonl").write_text('{"a": 1}\n')
+    (twelve / "13").mkdir()
+    (twelve / "13" / "y.jsonl").write_text('{"a": 1}\n')
     assert compute_diagnosis(tmp_path / "top")["found"]["files_looked_at"] == 1
 
 

@@ -117,6 +117,7 @@ def test_the_walk_is_bounded_and_says_so(tree):
         "Folders deeper than 1 level below the root are not looked into (e.g. nested/logs)."]  # said once
     few = discover_runs(tree, max_folders=6)  # breadth first: the root, checkpoints, hf, nested, packed, ppo
     assert few.names() == ["packed", "ppo"] and any("Stopped after 6 folders" in note for note in few.notes)
+    assert shallow.cut and few.cut and not discover_runs(tree).cut
 
 
 def test_the_rows_read_as_text(tree):

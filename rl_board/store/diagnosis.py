@@ -19,11 +19,10 @@ from .. import readers
 from ..base.location import open_file, open_location
 from ..base.remote import RemotePath
 from ..readers import layout
-from .discovery import MAX_DEPTH as DISCOVERY_DEPTH
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
 
 MAX_WALKED = 5000  # files looked at before the counts stop
-MAX_DEPTH = DISCOVERY_DEPTH  # folder levels below the folder: as deep as the runs list looks
+MAX_DEPTH = 12  # folder levels below the folder (the runs list has no depth bound; AReaL writes runs 7 down)
 SHOWN = 12  # names listed
 PICKLES = (".pt", ".pkl", ".pickle", ".bin")
 _STEP_GUESS = re.compile(r"(?:^|[_.-])(?:global_step|step|iteration|iter|version|epoch)[_-]?(\d+)", re.I)

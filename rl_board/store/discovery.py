@@ -12,8 +12,9 @@ itself), with its format, splits and, from its files, their
 count, size and last write; its steps and samples come from the board's cache when a cache of
 it holds every one of its files as they are now, else steps from the file names when every name
 carries one (``layout.step_in``), else unknown. Folders holding files that look like logs which
-no reader claims are listed with the reason. The walk stops at ``max_depth`` levels and
-``max_folders`` folders (a note says so), so a huge tree stays fast.
+no reader claims are listed with the reason. The walk goes as deep as the runs lie and stops after
+``max_folders`` folders (``max_depth`` levels too, where a caller gives one); a note says so and
+``Discovery.cut`` is set, so a run it did not reach is named as such, never as "not under this root".
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from ..readers import all_readers, describe_size, layout
 from .cache import MANIFEST, default_cache_root
 from .tracking import EXPECTED_LAYOUT, ROOT_RUN, NoRunsError, list_run_files, list_splits, natural_key
 
-MAX_DEPTH = 5  # folder levels below the root looked into
-MAX_FOLDERS = 2_000  # folders looked at before the walk stops
+MAX_DEPTH = None  # folder levels below the root looked into: no bound (AReaL writes runs 7 levels down); the
+#                   walk is bounded by MAX_FOLDERS instead
+MAX_FOLDERS = 2_000  # folders looked at before the walk stops (breadth first: the shallowest first)
 MAX_CACHES = 500  # cache manifests read for steps and samples
 
 #: Suffixes of files that hold logs: a folder of them that no reader claims is named, with the reason.
@@ -88,12 +90,13 @@ class Discovery:
     runs: list[RunInfo] = field(default_factory=list)
     unclaimed: list[Unclaimed] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    cut: bool = False  # the walk stopped before it looked at every folder (MAX_FOLDERS, or a depth given)
 
     def names(self) -> list[str]:
         return [run.name for run in self.runs]
 
 
-def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, max_folders: int = MAX_FOLDERS,
+def discover_runs(root: Path | str | RunLocation, max_depth: int | None = MAX_DEPTH, max_folders: int = MAX_FOLDERS,
                   cache_root: Path | None = None, details: bool = True) -> Discovery:
     """Every run under ``root`` (see the module). ``details``: list each run's files and look up its
     steps and samples in the cache (``cache_root``, default the board's); without, only the names,
@@ -117,6 +120,7 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
         if seen > max_folders:
             found.notes.append(f"Stopped after {max_folders:,} folders; open a folder further down to see the "
                                "runs in the rest.")
+            found.cut = True
             break
         name = ROOT_RUN if folder == top else folder.relative_to(top).as_posix()
         try:
@@ -142,11 +146,12 @@ def discover_runs(root: Path | str | RunLocation, max_depth: int = MAX_DEPTH, ma
         subfolders = sorted((p for p in entries if not p.name.startswith(".") and p.name not in internal
                              and _is_dir(p)),
                             key=lambda p: (_is_link(p), natural_key(p.name)))  # a folder before a link to it
-        if subfolders and depth >= max_depth:
+        if subfolders and max_depth is not None and depth >= max_depth:
             if not any(note.startswith("Folders deeper") for note in found.notes):  # said once
                 levels = f"{max_depth} level{'s' if max_depth != 1 else ''}"
                 found.notes.append(f"Folders deeper than {levels} below the root are not looked into "
                                    f"(e.g. {(subfolders[0].relative_to(top)).as_posix()}).")
+            found.cut = True
             continue
         queue.extend((p, depth + 1) for p in subfolders)
     if unreadable:

@@ -104,12 +104,15 @@ def _note(text: str) -> None:
     st.session_state.setdefault(_NOTES, []).append(text)
 
 
-def wanted_run(runs: list[str], default: str | None = None) -> None:
-    """Before the run picker is drawn: a linked run that is not under the root is named and not loaded;
-    the picker falls back to ``default`` (the first run when None)."""
+def wanted_run(runs: list[str], default: str | None = None, cut: bool = False) -> None:
+    """Before the run picker is drawn: a linked run that is not under the root (or that the runs list did
+    not reach: ``cut``, its walk stopped early) is named and not loaded; the picker falls back to
+    ``default`` (the first run when None)."""
     wanted = st.session_state.get(_PENDING, {}).get("run")
     if wanted and wanted not in runs:
-        _note(f"Run {wanted!r} is not under this root, so no run is loaded: pick one below or in the sidebar.")
+        _note(f"Run {wanted!r} was not reached: the runs list stopped before it looked at every folder under "
+              "this root (its note says where); type the run's folder as the root to open it." if cut else
+              f"Run {wanted!r} is not under this root, so no run is loaded: pick one below or in the sidebar.")
         st.session_state[_PENDING] = {}
     state.keep_choice(keys.RUN, runs, runs[0] if default is None else default)
 

@@ -110,7 +110,7 @@ def _run_section(side) -> dict:
         side.text(str(exc))
         runs = []
     if runs:
-        links.wanted_run(runs, DEFAULT_RUN if DEFAULT_RUN in runs else runs[0])
+        links.wanted_run(runs, DEFAULT_RUN if DEFAULT_RUN in runs else runs[0], cut=discovery.cut)
         run = side.selectbox("Run", runs, key=keys.RUN,
                              format_func=lambda r: "(the root folder itself)" if r == ROOT_RUN else r)
         run_dir = run_dir_of(root, run)
