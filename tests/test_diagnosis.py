@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import command
+from conftest import command, write_lines
 from ray_writers import verl_dump
 from streamlit.testing.v1 import AppTest
 
@@ -134,3 +134,19 @@ def test_detect_names_the_trainer_metrics_the_run_offers(tmp_path):
     assert code == 0 and "trainer metrics: ../train_metrics.jsonl (rl-board metrics)" in out.splitlines()
     assert compute_diagnosis(tmp_path / "bare" / "rollout_data")["metrics"] is None
     assert "trainer metrics" not in _detect(tmp_path / "bare" / "rollout_data")[1]
+
+
+def test_detect_names_a_run_two_levels_down_and_never_quotes_a_tokenizer(tmp_path):
+    """A trainer's output folder holding a tokenizer and its run two folders down (``logs/exp_001``): detect
+    names that sub-folder by its path and suggests opening it, and the first line it quotes is the run's,
+    not ``tokenizer.json``'s."""
+    out = tmp_path / "output"
+    (out / "model").mkdir(parents=True)
+    (out / "tokenizer.json").write_text('{"version": "1.0", "model": {"type": "BPE"}}')
+    (out / "model" / "config.json").write_text('{"architectures": ["Qwen2"]}')
+    write_lines(out / "logs" / "exp_001" / "rollout_data_rank0.jsonl", [{"step": 1, "reward": 1.0, "response": "a"}])
+    got = compute_diagnosis(out)
+    assert got["reader"] is None and got["runs_below"] == [{"folder": "logs/exp_001", "reader": "jsonl"}]
+    assert got["found"]["first_line"] == {"file": "logs/exp_001/rollout_data_rank0.jsonl",
+                                          "keys": ["step", "reward", "response"]}
+    assert got["try"].startswith("open a sub-folder: logs/exp_001 (jsonl)")

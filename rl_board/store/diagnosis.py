@@ -16,10 +16,12 @@ import re
 from pathlib import Path
 
 from .. import readers
+from ..base.access import RootError
 from ..base.location import open_file, open_location
 from ..base.remote import RemotePath
 from ..readers import layout
-from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
+from .discovery import MODEL_FILES, discover_runs
+from .tracking import EXPECTED_LAYOUT, ROOT_RUN, list_run_files, list_splits, natural_key
 
 MAX_WALKED = 5000  # files looked at before the counts stop
 MAX_DEPTH = 12  # folder levels below the folder (the runs list has no depth bound; AReaL writes runs 7 down)
@@ -57,10 +59,21 @@ def _walk(root) -> list:
     return out
 
 
+def _runs_below(location) -> list[dict]:
+    """The runs in the folder's sub-folders at any depth (TRL's ``output/completions``, NeMo-RL's
+    ``logs/exp_001``), as the runs list finds them (its folder budget), by path under the folder."""
+    try:
+        found = discover_runs(location, details=False)
+    except (OSError, RootError):  # NoRunsError too: nothing below is a run
+        return []
+    return [{"folder": run.name, "reader": run.format} for run in found.runs if run.name != ROOT_RUN]
+
+
 def _first_keys(paths: list[Path], root: Path) -> dict | None:
-    """The first JSON line's file and keys (one line read)."""
+    """The first JSON line's file and keys (one line read); a model's or tokenizer's files
+    (``tokenizer.json``, ``config.json``…) are not logs and are never quoted."""
     for path in paths:
-        if path.suffix not in (".jsonl", ".json"):
+        if path.suffix not in (".jsonl", ".json") or path.name in MODEL_FILES:
             continue
         try:
             with open_file(path) as fh:  # a FIFO is named, never waited on; a huge file is not read whole
@@ -121,13 +134,7 @@ def compute_diagnosis(path: Path | str) -> dict:
     steps = sorted({m.group(0).strip("_.-") for n in relative for m in _STEP_GUESS.finditer(n)}, key=natural_key)
     splits = sorted({part for n in relative for part in Path(n).parts[:-1]
                      if any(w in part.lower() for w in _SPLIT_WORDS)}, key=natural_key)
-    below = []
-    for sub in sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")), key=lambda d: natural_key(d.name)):
-        try:
-            if readers.holds_run(sub):
-                below.append({"folder": sub.name, "reader": readers.detect(sub).NAME})
-        except OSError:
-            continue
+    below = _runs_below(location)
     first = _first_keys(paths, root)
     reader, matched = _closest(paths, root, first)
     out.update({

@@ -46,13 +46,13 @@ LOG_SUFFIXES = {".jsonl": "JSON lines", ".json": "JSON", ".parquet": "Parquet", 
 _PICKLES = {".pt", ".pkl", ".pickle"}
 _METRICS_NAMES = ("trainer_state.json", "trainer_log_history.json", "log_history.json", "metrics.json")
 #: The JSON files of a model or tokenizer folder (Hugging Face's): not logs, so such a folder is not named.
-_MODEL_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+MODEL_FILES = frozenset({"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                           "added_tokens.json", "config.json", "generation_config.json", "preprocessor_config.json",
                           "chat_template.json", "model.safetensors.index.json", "pytorch_model.bin.index.json"})
 #: A tool's own store beside a run, never a run: (the file that marks the folder, its sub-folders not looked
 #: into). trackio's logbook keeps agent-session transcripts in ``traces/raw/*.jsonl`` beside ``trace_sources.json``.
 INTERNAL_STORES = (("trace_sources.json", frozenset({"traces", "logbook", "trace_dataset"})),)
-_NO_LOGS = _MODEL_FILES | {marker for marker, _ in INTERNAL_STORES}
+_NO_LOGS = MODEL_FILES | {marker for marker, _ in INTERNAL_STORES}
 
 
 @dataclass(frozen=True)
@@ -229,7 +229,7 @@ def _unclaimed_reason(entries: list[Path]) -> tuple[str, bool] | None:
             continue
         plain = base_name(path.name)
         suffix = Path(plain).suffix.lower()
-        if suffix in LOG_SUFFIXES and plain not in _MODEL_FILES:
+        if suffix in LOG_SUFFIXES and plain not in MODEL_FILES:
             kinds[suffix] += 1
             names.append(path.name)
             metrics_only = metrics_only and (suffix == ".log" or plain in _METRICS_NAMES
