@@ -183,6 +183,40 @@ class SourceRecords:
                 out.append(None)
         return out
 
+    def images(self, label) -> list[dict]:
+        """One sample's images (``label`` in ``samples``, or a ``sample_id``), read again from its source,
+        each as ``analysis.images.compute_sample_images`` gives it: ``data`` (bytes or None), ``mime``,
+        ``width``, ``height``, ``size``, ``message_index``, ``at``, ``url`` and ``note``. An image file the
+        rollout names is read only inside the run's folder and the allowed roots; a URL is never fetched."""
+        from .images import compute_sample_images
+
+        return compute_sample_images(self.record(label)[0].get(F.MESSAGES), self._image_file)
+
+    def _image_file(self, text: str, max_bytes: int) -> bytes | str:
+        """The bytes of an image file a rollout names (relative to the run's folder), or why not: outside
+        the run's folder or the allowed roots, unreadable, or more than ``max_bytes``."""
+        from ..base import images as I
+        from ..base.remote import RemotePath
+
+        if isinstance(self.path, RemotePath) or "\x00" in text:
+            return "an image path of a run at a URL is not read"
+        location = self.location if self.location is not None else open_location(self.path)
+        path = self.path / text  # an absolute path stays itself
+        try:
+            inside = path.resolve().is_relative_to(self.path.resolve())
+        except (OSError, RuntimeError, ValueError):
+            inside = False
+        if not inside:
+            return f"{text} is outside the run's folder: not read"
+        try:
+            with location.open(path) as fh:
+                data = fh.read(max_bytes + 1)
+        except (OSError, RootError) as error:
+            return f"{text} can't be read ({error})"
+        if len(data) > max_bytes:
+            return I.NOTE_FILE_BYTES.format(bound=max_bytes)
+        return data
+
     def sample_tokens(self, label) -> SampleTokens:
         """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
         decoded with the run's tokenizer."""

@@ -1,0 +1,191 @@
+"""Images in rollouts: what an image is and its size from its header alone (base.images), each sample's
+image count, and run.images giving back the bytes the writer was fed, at their place; hostile images (a
+PNG bomb, an SVG with a script, a path out of the run, an http URL) cost nothing and run nothing."""
+
+import base64
+import io
+import struct
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from rl_board.base import images as I
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from agent_writers import (  # noqa: E402
+    v1_window_message,
+    v1_window_node,
+    v1_window_task,
+    v1_window_trace,
+    write_prime_rl_window,
+)
+
+
+def encoded(size: tuple[int, int], fmt: str, color=(200, 30, 60)) -> bytes:
+    """An image of ``size`` in ``fmt`` as Pillow writes it."""
+    out = io.BytesIO()
+    Image.new("RGB", size, color).save(out, fmt)
+    return out.getvalue()
+
+
+def data_url(data: bytes, mime: str) -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode()
+
+
+def png_bomb(width: int = 50_000, height: int = 50_000) -> bytes:
+    """A PNG whose header claims ``width`` x ``height`` (8-bit grey), its IDAT a zlib stream of zeros cut
+    short: decoded whole it would take width x height bytes, the file is a few kilobytes."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    idat = zlib.compressobj().compress(b"\0" * (1 << 20))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+SVG = b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>alert(1)</script></svg>'
+
+
+@pytest.mark.parametrize(("fmt", "mime", "size"), [("PNG", "image/png", (31, 17)), ("JPEG", "image/jpeg", (64, 48)),
+                                                   ("WEBP", "image/webp", (40, 9)), ("GIF", "image/gif", (5, 300))])
+def test_sniff_and_dimensions_read_the_header(fmt, mime, size):
+    """Each of PNG, JPEG, WebP and GIF is known by its magic bytes and its size read from its header."""
+    data = encoded(size, fmt)
+    assert I.sniff(data) == mime
+    assert I.dimensions(data) == size
+
+
+def test_webp_lossless_and_extended_headers():
+    """A lossless WebP (VP8L) and one with alpha (VP8X) give their sizes too."""
+    out = io.BytesIO()
+    Image.new("RGB", (123, 45)).save(out, "WEBP", lossless=True)
+    assert I.dimensions(out.getvalue()) == (123, 45)
+    out = io.BytesIO()
+    Image.new("RGBA", (77, 3), (1, 2, 3, 100)).save(out, "WEBP")
+    assert I.dimensions(out.getvalue()) == (77, 3)
+
+
+def test_svg_and_text_are_not_images():
+    """An SVG (with a script) and plain bytes are no image: no mime, no size, no thumbnail."""
+    for data in (SVG, b"hello", b""):
+        assert I.sniff(data) is None
+        assert I.dimensions(data) is None
+        assert I.thumbnail(data, 64) is None
+
+
+def test_png_bomb_is_refused_from_its_header():
+    """A PNG claiming 50,000 x 50,000 pixels is named by its header and never decoded."""
+    bomb = png_bomb()
+    assert len(bomb) < 10_000
+    mime, size, note = I.check(bomb)
+    assert (mime, size) == ("image/png", (50_000, 50_000))
+    assert "50000 x 50000" in note and "RL_BOARD_MAX_IMAGE_PIXELS" in note
+    assert I.thumbnail(bomb, 64) is None
+
+
+def test_thumbnail_is_a_small_png_of_the_same_picture():
+    """A thumbnail is a PNG within the box, aspect kept, of the same colour as the image."""
+    small = I.thumbnail(encoded((200, 100), "PNG", (10, 200, 30)), 64)
+    assert I.sniff(small) == "image/png" and I.dimensions(small) == (64, 32)
+    assert Image.open(io.BytesIO(small)).convert("RGB").getpixel((10, 10)) == (10, 200, 30)
+
+
+def test_data_url_decodes_within_its_bound():
+    """A data URL gives its declared mime and bytes; past the byte bound or malformed, nothing."""
+    data = encoded((8, 8), "PNG")
+    url = data_url(data, "image/png")
+    assert I.decode_data_url(url) == ("image/png", data)
+    assert I.decode_data_url(url, max_bytes=len(data) - 10) is None
+    assert I.decode_data_url("data:image/png;base64,@@@") is None
+    assert I.decode_data_url("https://example.com/a.png") is None
+    assert I.data_url_head(url)[:8] == data[:8]
+
+
+SHOT = encoded((64, 48), "JPEG", (0, 90, 180))  # the screenshot a tool returned
+DIAGRAM = encoded((30, 20), "PNG", (255, 0, 0))  # the picture the user asked about
+WEB = "https://example.com/cat.png"
+
+
+def image_message(role: str, parts: list[dict], **kwargs) -> dict:
+    return v1_window_message(role, parts, **kwargs)
+
+
+def image_run(out: Path) -> Path:
+    """A prime-rl run (June-July 2026 layout, verifiers v1 traces) whose first trace has a picture in the user
+    turn, a screenshot and an http URL in a tool turn, an SVG with a script, a path out of the run and a bomb;
+    the second has none. A real picture lies beside the run folder, where its path points."""
+    out.mkdir(parents=True)
+    (out.parent / "outside.png").write_bytes(DIAGRAM)
+    call = {"id": "c0", "name": "screenshot", "arguments": "{}"}
+    task = v1_window_task(0, "What colour?")
+    nodes = [
+        v1_window_node(image_message("user", [{"type": "text", "text": "What colour is this?"},
+                                              {"type": "image_url", "image_url": {"url": data_url(DIAGRAM, "image/png")}}]),
+                       None, [1, 2], [False, False], []),
+        v1_window_node(v1_window_message("assistant", "", tool_calls=[call]), 0, [3], [True], [-0.5], sampled=True,
+                       finish_reason="tool_calls"),
+        v1_window_node(image_message("tool", [{"type": "image_url", "image_url": {"url": data_url(SHOT, "image/jpeg")}},
+                                             {"type": "text", "text": "the screen"},
+                                             {"type": "image_url", "image_url": {"url": WEB}}],
+                                     tool_call_id="c0", name="screenshot"), 1, [4], [False], []),
+        v1_window_node(image_message("user", [{"type": "image_url", "image_url": {"url": data_url(SVG, "image/svg+xml")}},
+                                              {"type": "image_url", "image_url": {"url": "../outside.png"}},
+                                              {"type": "image_url", "image_url": {"url": data_url(png_bomb(), "image/png")}}]),
+                       2, [5], [False], []),
+        v1_window_node(v1_window_message("assistant", "Red."), 3, [6], [True], [-0.1], sampled=True, finish_reason="stop"),
+    ]
+    plain = [v1_window_node(v1_window_message("user", "Hi"), None, [1], [False], []),
+             v1_window_node(v1_window_message("assistant", "Hello"), 0, [2], [True], [-0.2], sampled=True,
+                            finish_reason="stop")]
+    write_prime_rl_window(out, 0, "train_rollouts.jsonl", [
+        v1_window_trace("t0", task, nodes, {"correct": 1.0}, {}, start=0.0),
+        v1_window_trace("t1", task, plain, {"correct": 0.0}, {}, start=0.0)])
+    return out
+
+
+@pytest.fixture
+def run(tmp_path):
+    import rl_board
+
+    return rl_board.load(image_run(tmp_path / "vlm"))
+
+
+def test_count_per_sample(run):
+    """A sample's image count is its image parts with bytes, a URL or a path: 6 in the first, 0 in the second."""
+    frame = run.to_pandas()
+    assert frame["images"].tolist() == [6, 0]
+
+
+def test_images_give_back_the_bytes_at_their_place(run):
+    """run.images gives each image's bytes as fed to the writer, its mime, size and turn; a URL and the
+    hostile ones keep their place with a note and no bytes."""
+    got = run.images(run.to_pandas().index[0])
+    assert [g["message_index"] for g in got] == [0, 2, 2, 3, 3, 3]
+    assert got[0]["data"] == DIAGRAM and (got[0]["mime"], got[0]["width"], got[0]["height"]) == ("image/png", 30, 20)
+    assert got[1]["data"] == SHOT and (got[1]["mime"], got[1]["width"], got[1]["height"]) == ("image/jpeg", 64, 48)
+    assert got[1]["size"] == len(SHOT)
+    assert got[2]["data"] is None and got[2]["url"] == WEB and "never fetched" in got[2]["note"]
+    assert got[3]["data"] is None and got[3]["mime"] is None and "never SVG" in got[3]["note"]
+    assert got[4]["data"] is None and "outside the run's folder" in got[4]["note"]
+    assert got[5]["data"] is None and (got[5]["width"], got[5]["height"]) == (50_000, 50_000)
+    assert "RL_BOARD_MAX_IMAGE_PIXELS" in got[5]["note"]
+
+
+def test_image_marker_sits_where_the_part_was(run):
+    """Each image's ``at`` points at its ``[image]`` in the turn's content, after the text before it."""
+    record = run.record(run.to_pandas().index[0])[0]
+    got = run.images(run.to_pandas().index[0])
+    for image in got:
+        content = record["messages"][image["message_index"]]["content"]
+        assert content[image["at"]:image["at"] + 7] == "[image]"
+    assert record["messages"][2]["content"] == "[image]\nthe screen\n[image]"
+
+
+def test_sample_bound_bites_and_says_so(run, monkeypatch):
+    """Past the bytes per sample, the next image keeps its place and its note names the bound."""
+    monkeypatch.setenv("RL_BOARD_MAX_SAMPLE_IMAGES_MB", str((len(DIAGRAM) + 10) / (1 << 20)))
+    got = run.images(run.to_pandas().index[0])
+    assert got[0]["data"] == DIAGRAM
+    assert got[1]["data"] is None and "RL_BOARD_MAX_SAMPLE_IMAGES_MB" in got[1]["note"]
