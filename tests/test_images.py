@@ -41,7 +41,8 @@ def png_bomb(width: int = 50_000, height: int = 50_000) -> bytes:
     def chunk(kind: bytes, body: bytes) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
     ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    idat = zlib.compressobj().compress(b"\0" * (1 << 20))
+    packer = zlib.compressobj()
+    idat = packer.compress(b"\0" * (1 << 20)) + packer.flush()
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
 
 
@@ -189,3 +190,33 @@ def test_sample_bound_bites_and_says_so(run, monkeypatch):
     got = run.images(run.to_pandas().index[0])
     assert got[0]["data"] == DIAGRAM
     assert got[1]["data"] is None and "RL_BOARD_MAX_SAMPLE_IMAGES_MB" in got[1]["note"]
+
+
+def test_content_pieces_put_images_between_their_texts():
+    """The content is cut at each [image] marker, the marker and its joining newline left out."""
+    from rl_board.analysis.transcript import content_pieces
+
+    assert content_pieces("look\n[image]\nand\n[image]", [5, 17]) == ("look", "and", "")
+    assert content_pieces("[image]", [0]) == ("", "")
+    assert content_pieces("cut sho", [50]) == ("cut sho", "")
+
+
+def test_page_draws_each_image_in_its_turn(tmp_path):
+    """The turn view opens the image run: the two pictures drawn (thumbnails), each with its size, the
+    URL as text, the hostile ones named and not drawn, the text around them kept."""
+    from page_steps import load, open_page
+
+    image_run(tmp_path / "vlm")
+    at = load(open_page(tmp_path, "vlm"))
+    assert not at.exception, at.exception
+    captions = [c.value.replace("\\", "") for c in at.caption]  # Markdown's escapes taken off
+    codes = [c.value for c in at.code]
+    assert WEB in codes and "What colour is this?" in codes and "the screen" in codes
+    assert "[image]" not in " ".join(codes)
+    drawn = [image.proto.imgs[0].caption for image in at.get("image")]  # each thumbnail, then its whole
+    assert drawn == [f"image/png · 30 × 20 · {len(DIAGRAM):,} bytes"] * 2 + [
+        f"image/jpeg · 64 × 48 · {len(SHOT):,} bytes"] * 2
+    assert any("6 images" in c for c in captions)
+    assert any("never SVG" in c for c in captions)
+    assert any("outside the run's folder" in c for c in captions)
+    assert any("50000 x 50000" in c for c in captions)

@@ -188,9 +188,13 @@ class SourceRecords:
         each as ``analysis.images.compute_sample_images`` gives it: ``data`` (bytes or None), ``mime``,
         ``width``, ``height``, ``size``, ``message_index``, ``at``, ``url`` and ``note``. An image file the
         rollout names is read only inside the run's folder and the allowed roots; a URL is never fetched."""
+        return self.images_of(self.record(label)[0])
+
+    def images_of(self, canonical: dict) -> list[dict]:
+        """``images`` of a sample whose canonical record (``record(label)[0]``) is read already."""
         from .images import compute_sample_images
 
-        return compute_sample_images(self.record(label)[0].get(F.MESSAGES), self._image_file)
+        return compute_sample_images(canonical.get(F.MESSAGES), self._image_file)
 
     def _image_file(self, text: str, max_bytes: int) -> bytes | str:
         """The bytes of an image file a rollout names (relative to the run's folder), or why not: outside

@@ -358,6 +358,22 @@ def get_record(run: Run, label):
         return exc
 
 
+def get_images(run: Run, record: tuple[dict, dict] | None) -> list[dict]:
+    """The images of a sample whose record was read (``Run.images_of``); [] without a record."""
+    return [] if record is None else run.images_of(record[0])
+
+
+THUMBNAIL_SIDE = 240  # pixels: the longer side of an image drawn in a turn
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def get_thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> bytes | None:
+    """A PNG of an image at most ``side`` pixels a side (``base.images.thumbnail``), made once."""
+    from ..base.images import thumbnail
+
+    return thumbnail(data, side)
+
+
 _FINDINGS_RUN = "_rlb_findings_run"  # session state: the run key whose checks this session is showing
 
 
