@@ -220,3 +220,30 @@ def test_page_draws_each_image_in_its_turn(tmp_path):
     assert any("never SVG" in c for c in captions)
     assert any("outside the run's folder" in c for c in captions)
     assert any("50000 x 50000" in c for c in captions)
+
+
+def test_search_has_images_lists_only_samples_with_images(tmp_path):
+    """rl-board search --has-images lists the one trace with images (line 1 of its file), not the other."""
+    import json
+    import subprocess
+
+    image_run(tmp_path / "vlm")
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "search", str(tmp_path / "vlm"), "--has-images",
+                           "--json", "--no-cache"], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert [(s["file"], s["line"]) for s in got["samples"]] == [("rollouts/step_0/train_rollouts.jsonl", 1)]
+
+
+def test_batch_table_and_sort_offer_images_only_where_there_are(run):
+    """The batch table has an images column and the sort an images choice on a run with images; a run
+    without any has neither."""
+    from rl_board.analysis.tables import build_batch_table, sort_choices, sort_samples
+
+    assert "images" in sort_choices(run.extras, run.samples)
+    ordered = sort_samples(run.with_text(run.samples), "images", descending=False)
+    assert build_batch_table(ordered)["images"].tolist() == [0, 6]
+    plain = run.samples.assign(images=0)
+    assert "images" not in sort_choices(run.extras, plain) and "images" not in build_batch_table(
+        run.with_text(plain))

@@ -15,7 +15,8 @@ record ``{column: value}`` read like a JSON line: the step is a ``step`` column,
 ``global_step`` / ``train/global_step``, else wandb's step of the file; the prompt
 ``prompt`` (or ``input``, ``question``, ``query``), the response ``response`` (or ``output``,
 ``completion``, ``text``, ``generation``), the reward ``reward`` (or ``score``, ``rewards``),
-other numeric columns extras; a field map names other columns. A response that is a whole
+other numeric columns extras; a field map names other columns. A step written as the text of an
+integer (TRL: ``"step": [str(self.state.global_step)] * n``) is that integer. A response that is a whole
 conversation and no prompt (OpenRLHF's ``text``: the sequence decoded with
 ``skip_special_tokens=True``) is split into turns where ChatML start markers or Llama 3 headers
 are left (``chat_text.transcript``): the prompt is the turns before the first assistant turn. A
@@ -134,6 +135,19 @@ def new_rows(path: Path) -> tuple[list[str], list[tuple[int, object]]]:
     return columns, out
 
 
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+def integer_steps(record: dict) -> dict:
+    """``record`` with a step column holding the text of an integer (TRL logs ``str(global_step)``) made
+    that integer; any other value is left for the checks to name."""
+    for key in (F.STEP, *ALIASES[F.STEP]):
+        value = record.get(key)
+        if isinstance(value, str) and len(value) <= 20 and _INTEGER.fullmatch(value.strip()):
+            record[key] = int(value)
+    return record
+
+
 def records_of(columns: list[str], row: list) -> list[dict]:
     """A row's records: ``{column: value}``, or for a wide table (verl's ``val/generations``: ``step``,
     ``input_1``, ``output_1``, ``score_1``, ``input_2``…) one record per numbered group, each with the
@@ -148,8 +162,8 @@ def records_of(columns: list[str], row: list) -> list[dict]:
             shared[column] = value
     names = {frozenset(g) for g in groups.values()}
     if len(groups) < 1 or len(names) != 1 or len(next(iter(names))) < 2:
-        return [dict(zip(columns, row))]
-    return [{**shared, **groups[i]} for i in sorted(groups)]
+        return [integer_steps(dict(zip(columns, row)))]
+    return [integer_steps({**shared, **groups[i]}) for i in sorted(groups)]
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
