@@ -247,3 +247,25 @@ def test_batch_table_and_sort_offer_images_only_where_there_are(run):
     plain = run.samples.assign(images=0)
     assert "images" not in sort_choices(run.extras, plain) and "images" not in build_batch_table(
         run.with_text(plain))
+
+
+def test_mcp_sample_gives_the_images_as_image_content(tmp_path):
+    """The MCP sample tool lists every image in its JSON and attaches the two with bytes as PNG pictures
+    of the same size (both within the side bound) and colour as the images fed to the writer."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")
+    from test_mcp import _session
+
+    image_run(tmp_path / "vlm")
+    _, (got,) = _session([("sample", {"run": str(tmp_path / "vlm"),
+                                      "address": "rollouts/step_0/train_rollouts.jsonl:1", "max_tokens": 1})],
+                         roots=tmp_path)
+    listed = got.structured_content["images"]
+    assert [(i["turn"], i["width"], i["height"], i["attached"]) for i in listed] == [
+        (0, 30, 20, True), (2, 64, 48, True), (2, None, None, False), (3, None, None, False),
+        (3, None, None, False), (3, 50_000, 50_000, False)]
+    pictures = [c for c in got.content if c.type == "image"]
+    assert [c.mime_type for c in pictures] == ["image/png", "image/png"]
+    decoded = [Image.open(io.BytesIO(base64.b64decode(c.data))).convert("RGB") for c in pictures]
+    assert [d.size for d in decoded] == [(30, 20), (64, 48)]
+    assert decoded[0].getpixel((3, 3)) == (255, 0, 0)
+    assert max(abs(a - b) for a, b in zip(decoded[1].getpixel((30, 20)), (0, 90, 180))) <= 3  # JPEG's rounding

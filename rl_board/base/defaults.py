@@ -112,6 +112,8 @@ MAX_REPORT_SAMPLES = 20  # the most a finding shows, whatever is asked: the file
 SAMPLE_TOKENS = 256  # per-token positions given unless more are asked for
 MAX_SAMPLE_TOKENS = 4_096  # the most positions given, whatever is asked
 MAX_SAMPLE_CHARS = 20_000  # characters of each text (prompt, response, a turn's content) given
+SAMPLE_IMAGES = 8  # images given as image content (thumbnails), in the order of the turns
+SAMPLE_IMAGE_SIDE = 768  # pixels: the longer side of each image given
 
 
 # What one image in a rollout may cost (``base.images``): read from its header first, decoded only within these

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_TOKENS
+from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_IMAGE_SIDE, SAMPLE_IMAGES, SAMPLE_TOKENS
 from .parser import SEARCH_SHOWN
 
 MAX_SEARCH_RESULTS = 500  # samples a search tool call lists at most (it still counts every match)
@@ -107,9 +107,10 @@ def list_runs(root: str | None) -> dict:
     return out
 
 
-def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str]) -> dict:
-    """``analysis.address``'s JSON of one sample, the run read as the commands read it."""
-    from ..analysis.address import AddressError, build_sample_json, find_sample
+def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str]) -> tuple[dict, list]:
+    """``analysis.address``'s JSON of one sample and its pictures ((mime, bytes) each), the run read as the
+    commands read it."""
+    from ..analysis.address import AddressError, build_sample_images, build_sample_json, find_sample
     from ..readers import SourceChanged
     from ..store.loader import TokenizerError
     from .common import _load
@@ -125,7 +126,8 @@ def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str])
         if isinstance(run, int):
             raise CommandFailed(_message(err.getvalue()))
         try:
-            return build_sample_json(run, find_sample(run, address), max_tokens)
+            label = find_sample(run, address)
+            return build_sample_json(run, label, max_tokens), build_sample_images(run, label)
         except (AddressError, SourceChanged, TokenizerError, OSError) as exc:
             raise CommandFailed(f"error: {exc}") from None
 
@@ -185,8 +187,20 @@ def build_server(mcp_server_class):
     def sample(run: str, address: str, max_tokens: int = SAMPLE_TOKENS, pad_token: str | None = None,
                eos_token: str | None = None, split: str | None = None, fields: list[str] | None = None
                ) -> dict[str, Any]:
+        import base64
+        import json
+
+        from mcp_types import CallToolResult, ImageContent, TextContent
+
         options = _read_options(pad_token, eos_token, split, fields, None)
-        return call(sample_json, run, address, max_tokens, options)
+        out, pictures = call(sample_json, run, address, max_tokens, options)
+        if not pictures:
+            return out
+        # the JSON as the tool's text, then each picture as image content, so an agent that reads images sees them
+        text = TextContent(type="text", text=json.dumps(out, indent=2, ensure_ascii=False))
+        images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
+                  for mime, data in pictures]
+        return CallToolResult(content=[text, *images], structured_content=out)
 
     @server.tool()
     def metrics(path: str, warnings: bool = True) -> dict[str, Any]:
@@ -217,7 +231,9 @@ _DESCRIPTIONS = {
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
               "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `sort`: a number's name, highest first. `limit`: "
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}); `matches` counts them all.",
-    "sample": "One sample by its address FILE:LINE (as findings and search give it): its numbers, prompt, "
+    "sample": "One sample by its address FILE:LINE (as findings and search give it), its images attached as "
+              f"pictures (at most {SAMPLE_IMAGES}, each at most {SAMPLE_IMAGE_SIDE} pixels a side; `images` lists them "
+              "all): its numbers, prompt, "
               "response, turns (role, content, tool calls) and its first `max_tokens` token positions with their "
               f"per-token numbers (default {SAMPLE_TOKENS}, at most {MAX_SAMPLE_TOKENS}); `n_tokens` counts them "
               f"all, `cut` names the texts cut (at {MAX_SAMPLE_CHARS:,} characters).",
