@@ -269,3 +269,51 @@ def test_mcp_sample_gives_the_images_as_image_content(tmp_path):
     assert [d.size for d in decoded] == [(30, 20), (64, 48)]
     assert decoded[0].getpixel((3, 3)) == (255, 0, 0)
     assert max(abs(a - b) for a, b in zip(decoded[1].getpixel((30, 20)), (0, 90, 180))) <= 3  # JPEG's rounding
+
+
+# -- W&B: TRL's completions table logged offline (tests/make_wandb_image_fixtures.py) -------------------------
+
+import make_wandb_image_fixtures as wandb_fixture  # noqa: E402
+
+WANDB = next((Path(__file__).resolve().parent / "data" / wandb_fixture.NAME / "wandb").glob("offline-run-*"))
+
+
+def test_wandb_trl_table_opens_with_its_string_steps_and_summed_reward():
+    """TRL's rows (step logged as "1") are read, each with its step and its reward functions' sum."""
+    import rl_board
+
+    frame = rl_board.load(WANDB).to_pandas()
+    fed = [(step, row[2]) for step, rows in wandb_fixture.IMAGES.items() for row in rows]
+    assert list(zip(frame["step"].tolist(), frame["reward"].tolist())) == fed
+
+
+def test_wandb_images_come_from_the_run_table_artifact():
+    """Each row's images, counted and read from the artifact: the sizes and the pixels fed to wandb.Image."""
+    import rl_board
+
+    run = rl_board.load(WANDB)
+    frame = run.to_pandas()
+    fed = [row[4] for rows in wandb_fixture.IMAGES.values() for row in rows]
+    assert frame["images"].tolist() == [len(images) for images in fed]
+    for sample_id, images in zip(frame.index, fed):
+        got = run.images(sample_id)
+        assert [(g["width"], g["height"], g["mime"], g["message_index"]) for g in got] == [
+            (w, h, "image/png", 0) for w, h, _ in images]
+        for g, (w, h, colour) in zip(got, images):  # the size pixel for pixel, all of the colour fed
+            pixels = Image.open(io.BytesIO(g["data"])).convert("RGB")
+            assert pixels.size == (w, h) and set(pixels.getdata()) == {colour}
+
+
+def test_wandb_images_without_the_artifact_are_counted_and_say_where_they_are(tmp_path):
+    """Without the artifact folder, a row still counts its images; each says the pixels are in the artifact."""
+    import shutil
+
+    import rl_board
+
+    copy = tmp_path / "run"
+    shutil.copytree(WANDB, copy, ignore=shutil.ignore_patterns("artifacts"))
+    run = rl_board.load(copy)
+    assert run.to_pandas()["images"].tolist() == [1, 2, 1, 1]
+    got = run.images(run.to_pandas().index[1])
+    assert [g["data"] for g in got] == [None, None]
+    assert all("run_table artifact" in g["note"] for g in got)

@@ -32,6 +32,9 @@ def compute_sample_images(messages, read_path, bounds: tuple[int, int, int] | No
             if source == "url":
                 item["note"] = I.NOTE_URL
                 continue
+            if source == "elsewhere":
+                item["url"], item["note"] = None, I.NOTE_ELSEWHERE.format(where=ref.get("url"))
+                continue
             if source == "data" and isinstance(ref.get("data"), str):
                 size = I.data_url_size(ref["data"])
                 if size > max_bytes:

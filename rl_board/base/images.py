@@ -28,6 +28,7 @@ NOTE_SAMPLE = "the sample's images passed the bound of {bound:,} bytes together 
 NOTE_FORMAT = "not a PNG, JPEG, WebP or GIF image (only those are shown; never SVG)"
 NOTE_URL = "a URL: shown as text, never fetched"
 NOTE_NOT_KEPT = "the writer did not keep the pixels"
+NOTE_ELSEWHERE = "the writer kept the pixels in {where}, which is not in this folder (see docs/images.md)"
 
 _DATA_URL = re.compile(r"data:([\w.+/-]*)((?:;[\w.+=-]+)*),", re.ASCII)
 _JPEG_FRAMES = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # start-of-frame markers: they hold the size

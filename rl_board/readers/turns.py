@@ -21,7 +21,8 @@ the turn holds (prime-rl's nodes: the turn's positions follow those of the turns
   ``content`` (characters); ``part``, its index in the content's list; ``source``, where its bytes are:
   ``"data"`` (in the line, base64: ``data`` holds that text, kept in Python only, never in the canonical
   rows), ``"url"`` (an http(s) URL in ``url``: shown as text, never fetched), ``"path"`` (a file path in
-  ``url``, read later only inside the run's folder and the allowed roots) or ``"none"`` (a placeholder:
+  ``url``, read later only inside the run's folder and the allowed roots), ``"elsewhere"`` (kept by the
+  writer where the board does not read: ``url`` says where) or ``"none"`` (a placeholder:
   the writer did not keep the pixels). Nothing is decoded here: a line of megabytes of base64 costs what
   its text costs.
 - ``reasoning``: ``reasoning_content`` (verifiers, vLLM) or ``reasoning`` (rLLM).
@@ -87,6 +88,8 @@ def image_source(part: dict) -> tuple[str, str | None, str | None]:
     """(source, url, data) of one image part: its URL as OpenAI (``image_url``: {"url"} or a string), the
     Responses API (``image_url``: a string), Hugging Face chat templates (``image``, ``url``, ``path``) or
     trackio (``file_path``) write it, or a base64 ``source`` as Anthropic writes it."""
+    if isinstance(part.get("kept_in"), str):  # a reader's mark: the pixels are elsewhere (a W&B artifact)
+        return "elsewhere", part["kept_in"], None
     source = part.get("source")
     if isinstance(source, dict) and source.get("type") == "base64" and isinstance(source.get("data"), str):
         mime = source.get("media_type") if isinstance(source.get("media_type"), str) else ""
