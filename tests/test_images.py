@@ -317,3 +317,21 @@ def test_wandb_images_without_the_artifact_are_counted_and_say_where_they_are(tm
     got = run.images(run.to_pandas().index[1])
     assert [g["data"] for g in got] == [None, None]
     assert all("run_table artifact" in g["note"] for g in got)
+
+
+def test_report_embeds_thumbnails_within_its_budget(run):
+    """The report shows a sample's images with bytes as inline PNGs of their size and colour, says how many
+    lack pixels, and names those its byte budget leaves out."""
+    import re
+
+    from rl_board.analysis.report import _images_html
+
+    label = run.label_of(run.to_pandas().index[0])
+    got = _images_html(run, label, [1 << 20])
+    sources = re.findall(r'src="data:image/png;base64,([^"]+)"', got)
+    pictures = [Image.open(io.BytesIO(base64.b64decode(s))).convert("RGB") for s in sources]
+    assert [p.size for p in pictures] == [(30, 20), (64, 48)] and pictures[0].getpixel((0, 0)) == (255, 0, 0)
+    assert "2 of 6 images shown; 4 without pixels here" in got
+    tight = _images_html(run, label, [len(base64.b64decode(sources[0]))])
+    assert tight.count("<img") == 1 and "1 left out: the report embeds at most" in tight
+    assert _images_html(run, run.label_of(run.to_pandas().index[1]), [1 << 20]) == ""
