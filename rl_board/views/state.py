@@ -367,11 +367,13 @@ THUMBNAIL_SIDE = 240  # pixels: the longer side of an image drawn in a turn
 
 
 @st.cache_data(max_entries=512, show_spinner=False)
-def get_thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> bytes | None:
-    """A PNG of an image at most ``side`` pixels a side (``base.images.thumbnail``), made once."""
-    from ..base.images import thumbnail
+def get_thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> tuple[bytes, int] | None:
+    """(a PNG of an image at most ``side`` pixels a side, its width in pixels) (``base.images.thumbnail``),
+    made once; None when it can't be made."""
+    from ..base.images import dimensions, thumbnail
 
-    return thumbnail(data, side)
+    png = thumbnail(data, side)
+    return None if png is None else (png, dimensions(png)[0])
 
 
 _FINDINGS_RUN = "_rlb_findings_run"  # session state: the run key whose checks this session is showing

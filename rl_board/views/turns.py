@@ -73,12 +73,14 @@ def render_image(image: dict, key: str) -> None:
     why (and its URL or path as text, never fetched)."""
     thumb = state.get_thumbnail(image["data"]) if image["data"] is not None else None
     if thumb is not None:
-        st.image(thumb, caption=image_caption(image), output_format="PNG")
+        png, width = thumb  # drawn at its own width: a small image is not stretched
+        st.image(png, output_format="PNG", width=width)
+        st.caption(escape_markdown(image_caption(image)))
         with st.popover("View whole", key=f"{key}-whole"):
-            st.image(image["data"], caption=image_caption(image))
+            st.image(image["data"])
     else:
         st.caption(escape_markdown(image_caption(image) if image["note"] else image_caption(image) + " — can't be decoded"))
-    if image["url"]:
+    if image["url"] and image["data"] is None:
         st.code(image["url"], language=None, wrap_lines=True)
 
 
