@@ -335,3 +335,32 @@ def test_report_embeds_thumbnails_within_its_budget(run):
     tight = _images_html(run, label, [len(base64.b64decode(sources[0]))])
     assert tight.count("<img") == 1 and "1 left out: the report embeds at most" in tight
     assert _images_html(run, run.label_of(run.to_pandas().index[1]), [1 << 20]) == ""
+
+
+# -- trackio: traces with trackio.Image parts (tests/make_trackio_image_fixtures.py) ---------------------------
+
+import make_trackio_image_fixtures as trackio_fixture  # noqa: E402
+
+TRACKIO = Path(__file__).resolve().parent / "data" / trackio_fixture.NAME
+
+
+def test_trackio_trace_images_are_read_from_its_media_folder():
+    """Each trace's images, at their turn, of the size fed and of its colour (trackio re-encodes a
+    trackio.Image as RGBA: the pixels, not the bytes, are compared), an inline data URL's bytes as fed."""
+    import rl_board
+
+    run = rl_board.load(TRACKIO)
+    frame = run.to_pandas()
+    fed = [[(turn, value, kind) for turn, (_, parts) in enumerate(messages) for kind, value in parts
+            if kind != "text"] for traces in trackio_fixture.TRACES.values() for _, messages in traces]
+    assert frame["images"].tolist() == [len(images) for images in fed]
+    assert frame["reward"].tolist() == [reward for traces in trackio_fixture.TRACES.values() for reward, _ in traces]
+    for sample_id, images in zip(frame.index, fed):
+        got = run.images(sample_id)
+        assert [(g["message_index"], g["width"], g["height"]) for g in got] == [(t, w, h) for t, (w, h, _), _ in images]
+        for g, (_, (w, h, colour), kind) in zip(got, images):
+            decoded = Image.open(io.BytesIO(g["data"]))
+            if kind == "image":
+                assert decoded.mode == "RGBA" and set(decoded.getdata()) == {(*colour, 255)}
+            else:
+                assert g["data"] == trackio_fixture.png((w, h), colour)

@@ -132,6 +132,21 @@ def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str])
             raise CommandFailed(f"error: {exc}") from None
 
 
+def _with_pictures(out: dict, pictures: list):
+    """A tool's JSON ``out`` as is without ``pictures``; with some, a result whose content is the JSON as text
+    then each picture as image content ((mime, bytes) each), so an agent that reads images sees them."""
+    if not pictures:
+        return out
+    import base64
+
+    from mcp_types import CallToolResult, ImageContent, TextContent
+
+    text = TextContent(type="text", text=json.dumps(out, indent=2, ensure_ascii=False))
+    images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
+              for mime, data in pictures]
+    return CallToolResult(content=[text, *images], structured_content=out)
+
+
 def build_server(mcp_server_class):
     """The server and its tools (``mcp_server_class``: the SDK's ``MCPServer``, imported by the caller)."""
     from mcp.server.mcpserver.exceptions import ToolError
@@ -187,20 +202,8 @@ def build_server(mcp_server_class):
     def sample(run: str, address: str, max_tokens: int = SAMPLE_TOKENS, pad_token: str | None = None,
                eos_token: str | None = None, split: str | None = None, fields: list[str] | None = None
                ) -> dict[str, Any]:
-        import base64
-        import json
-
-        from mcp_types import CallToolResult, ImageContent, TextContent
-
         options = _read_options(pad_token, eos_token, split, fields, None)
-        out, pictures = call(sample_json, run, address, max_tokens, options)
-        if not pictures:
-            return out
-        # the JSON as the tool's text, then each picture as image content, so an agent that reads images sees them
-        text = TextContent(type="text", text=json.dumps(out, indent=2, ensure_ascii=False))
-        images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
-                  for mime, data in pictures]
-        return CallToolResult(content=[text, *images], structured_content=out)
+        return _with_pictures(*call(sample_json, run, address, max_tokens, options))
 
     @server.tool()
     def metrics(path: str, warnings: bool = True) -> dict[str, Any]:

@@ -87,9 +87,11 @@ def image_refs(content) -> list[dict]:
 def image_source(part: dict) -> tuple[str, str | None, str | None]:
     """(source, url, data) of one image part: its URL as OpenAI (``image_url``: {"url"} or a string), the
     Responses API (``image_url``: a string), Hugging Face chat templates (``image``, ``url``, ``path``) or
-    trackio (``file_path``) write it, or a base64 ``source`` as Anthropic writes it."""
+    trackio (``file_path`` under the database's ``media/`` folder) write it, or a base64 ``source`` as Anthropic writes it."""
     if isinstance(part.get("kept_in"), str):  # a reader's mark: the pixels are elsewhere (a W&B artifact)
         return "elsewhere", part["kept_in"], None
+    if part.get("_type") == "trackio.image" and isinstance(part.get("file_path"), str):
+        return "path", f"media/{part['file_path']}", None  # trackio keeps it under TRACKIO_DIR/media/
     source = part.get("source")
     if isinstance(source, dict) and source.get("type") == "base64" and isinstance(source.get("data"), str):
         mime = source.get("media_type") if isinstance(source.get("media_type"), str) else ""
