@@ -364,3 +364,35 @@ def test_trackio_trace_images_are_read_from_its_media_folder():
                 assert decoded.mode == "RGBA" and set(decoded.getdata()) == {(*colour, 255)}
             else:
                 assert g["data"] == trackio_fixture.png((w, h), colour)
+
+
+def test_a_symlink_out_of_the_run_is_not_followed(tmp_path):
+    """An image path naming a link inside the run folder that points out of it is refused, not read."""
+    import os
+
+    import rl_board
+
+    out = tmp_path / "linked"
+    (tmp_path / "secret.png").write_bytes(DIAGRAM)
+    out.mkdir()
+    os.symlink(tmp_path / "secret.png", out / "shot.png")
+    nodes = [v1_window_node(image_message("user", [{"type": "image_url", "image_url": {"url": "shot.png"}}]),
+                            None, [1], [False], []),
+             v1_window_node(v1_window_message("assistant", "ok"), 0, [2], [True], [-0.1], sampled=True,
+                            finish_reason="stop")]
+    write_prime_rl_window(out, 0, "train_rollouts.jsonl",
+                          [v1_window_trace("s0", v1_window_task(0, "x"), nodes, {"correct": 1.0}, {}, start=0.0)])
+    run = rl_board.load(out)
+    (got,) = run.images(run.to_pandas().index[0])
+    assert got["data"] is None and "outside the run's folder" in got["note"]
+
+
+def test_a_cold_read_keeps_no_image_bytes():
+    """Turns made outside a re-read keep where an image is, not its base64; within keep_image_data, they do."""
+    from rl_board.readers.turns import keep_image_data, turn
+
+    url = data_url(DIAGRAM, "image/png")
+    message = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+    assert turn(message)["images"] == [{"at": 0, "part": 0, "source": "data", "url": None, "data": None}]
+    with keep_image_data():
+        assert turn(message)["images"][0]["data"] == url

@@ -21,6 +21,7 @@ from ..base.access import RootError
 from ..base.location import open_location
 from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import SourceChanged, canonical_record
+from ..readers.turns import keep_image_data
 
 
 class SourceRecords:
@@ -139,7 +140,8 @@ class SourceRecords:
         return list(found.items())
 
     def _raw_record(self, fh, name: str, row) -> dict:
-        return self._reader.record(fh, name, int(row["offset"]), int(row["length"]), int(row[F.LINE]))
+        with keep_image_data():  # its images' bytes can be found again (``images``)
+            return self._reader.record(fh, name, int(row["offset"]), int(row["length"]), int(row[F.LINE]))
 
     def _canonical(self, label, got) -> tuple[dict, dict]:
         """What ``_read_each`` read for ``label`` as (canonical field -> value, every other field -> value);
@@ -151,7 +153,8 @@ class SourceRecords:
             raise SourceChanged(f"{name} can't be read any more ({got}); refresh it.") from got
         if isinstance(got, BaseException):
             raise got
-        canonical, others = canonical_record(got, self.options.fields, self._reader.ALIASES)
+        with keep_image_data():
+            canonical, others = canonical_record(got, self.options.fields, self._reader.ALIASES)
         if F.TOKEN_IDS in canonical and F.MESSAGES not in canonical and self.options.tokenizer is not None:
             from ..derive.samples import compute_turns_from_ids
             from ..derive.tokenizer import load_tokenizer

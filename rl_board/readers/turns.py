@@ -19,8 +19,8 @@ the turn holds (prime-rl's nodes: the turn's positions follow those of the turns
   no content is ``""``; anything else is its JSON text.
 - ``images``: each image part of the content, in order: ``at``, where its ``[image]`` begins in
   ``content`` (characters); ``part``, its index in the content's list; ``source``, where its bytes are:
-  ``"data"`` (in the line, base64: ``data`` holds that text, kept in Python only, never in the canonical
-  rows), ``"url"`` (an http(s) URL in ``url``: shown as text, never fetched), ``"path"`` (a file path in
+  ``"data"`` (in the line, base64: ``data`` holds that text while a sample is read again, within
+  ``keep_image_data``; never in a cold read, never in the canonical rows), ``"url"`` (an http(s) URL in ``url``: shown as text, never fetched), ``"path"`` (a file path in
   ``url``, read later only inside the run's folder and the allowed roots), ``"elsewhere"`` (kept by the
   writer where the board does not read: ``url`` says where) or ``"none"`` (a placeholder:
   the writer did not keep the pixels). Nothing is decoded here: a line of megabytes of base64 costs what
@@ -41,6 +41,8 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ..base import fields as F
 from ..base import images
@@ -50,6 +52,20 @@ IMAGE_PARTS = frozenset({"image_url", "image", "input_image", "trackio.image"})
 
 
 IMAGE_TEXT = "[image]"
+#: whether ``image_refs`` keeps a ``data:`` URL's text in its reference: only while one sample is read again
+#: (``keep_image_data``), never in a cold read, where it would hold every line's base64 until its rows are built
+_KEEP_DATA: ContextVar[bool] = ContextVar("keep_image_data", default=False)
+
+
+@contextmanager
+def keep_image_data():
+    """While the block runs, image references keep their ``data:`` URL's text (``data``): for reading one
+    sample's images again (``analysis.records``)."""
+    token = _KEEP_DATA.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_DATA.reset(token)
 
 
 def content_text(content) -> str:
@@ -73,10 +89,11 @@ def image_refs(content) -> list[dict]:
     [] for anything else."""
     if not isinstance(content, list):
         return []
-    refs, at = [], 0
+    refs, at, keep = [], 0, _KEEP_DATA.get()
     for index, part in enumerate(content):
         if is_image_part(part):
             source, url, data = image_source(part)
+            data = data if keep else None
             refs.append({"at": at, "part": index, "source": source, "url": url, "data": data})
             at += len(IMAGE_TEXT) + 1
         else:
