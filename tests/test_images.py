@@ -250,15 +250,18 @@ def test_batch_table_and_sort_offer_images_only_where_there_are(run):
 
 
 def test_mcp_sample_gives_the_images_as_image_content(tmp_path):
-    """The MCP sample tool lists every image in its JSON and attaches the two with bytes as PNG pictures
-    of the same size (both within the side bound) and colour as the images fed to the writer."""
+    """The MCP search tool finds the sample with images; its sample tool lists every image in its JSON and
+    attaches the two with bytes as PNG pictures of the same size (both within the side bound) and colour as
+    the images fed to the writer."""
     pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")
     from test_mcp import _session
 
     image_run(tmp_path / "vlm")
-    _, (got,) = _session([("sample", {"run": str(tmp_path / "vlm"),
-                                      "address": "rollouts/step_0/train_rollouts.jsonl:1", "max_tokens": 1})],
-                         roots=tmp_path)
+    _, (found, got) = _session([("search", {"run": str(tmp_path / "vlm"), "has_images": True}),
+                                ("sample", {"run": str(tmp_path / "vlm"),
+                                            "address": "rollouts/step_0/train_rollouts.jsonl:1", "max_tokens": 1})],
+                               roots=tmp_path)
+    assert [s["line"] for s in found.structured_content["samples"]] == [1]  # the trace without images left out
     listed = got.structured_content["images"]
     assert [(i["turn"], i["width"], i["height"], i["attached"]) for i in listed] == [
         (0, 30, 20, True), (2, 64, 48, True), (2, None, None, False), (3, None, None, False),

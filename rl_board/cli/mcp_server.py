@@ -186,7 +186,7 @@ def build_server(mcp_server_class):
 
     @server.tool(description=_DESCRIPTIONS["search"])
     def search(run: str, regex: str | None = None, text_field: str = "response", truncated: bool = False,
-               tag: str | None = None, steps: str | None = None, ranges: list[str] | None = None,
+               has_images: bool = False, tag: str | None = None, steps: str | None = None, ranges: list[str] | None = None,
                sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
                pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
                fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
@@ -195,7 +195,7 @@ def build_server(mcp_server_class):
             if value is not None:
                 argv += [flag, value]
         argv += [f"--range={text}" for text in ranges or []]
-        argv += ["--truncated"] * truncated + ["--ascending"] * ascending
+        argv += ["--truncated"] * truncated + ["--has-images"] * has_images + ["--ascending"] * ascending
         return call(run_command, argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step))
 
     @server.tool(description=_DESCRIPTIONS["sample"])
@@ -232,7 +232,8 @@ def build_server(mcp_server_class):
 _DESCRIPTIONS = {
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
-              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `sort`: a number's name, highest first. `limit`: "
+              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `has_images`: only samples with an image; "
+              "`sort`: a number's name, highest first. `limit`: "
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}); `matches` counts them all.",
     "sample": "One sample by its address FILE:LINE (as findings and search give it), its images attached as "
               f"pictures (at most {SAMPLE_IMAGES}, each at most {SAMPLE_IMAGE_SIDE} pixels a side; `images` lists them "
