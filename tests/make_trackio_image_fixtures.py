@@ -4,9 +4,11 @@
 
 ``trackio.log({"rollouts": [trackio.Trace(messages, metadata)]}, step=N)`` with a ``trackio.Image`` as a
 content part of a user turn and of a tool turn (a browser tool's screenshot), and an inline ``image_url``
-data URL part. trackio saves each ``trackio.Image`` under ``TRACKIO_DIR/media/<project>/<run>/<step>/<uuid>.png``
+data URL part; then TRL's ``completions`` table with an ``image`` column of ``trackio.Image`` lists, logged as
+``GRPOTrainer.log`` logs it with ``report_to="trackio"``. trackio saves each ``trackio.Image`` under ``TRACKIO_DIR/media/<project>/<run>/<step>/<uuid>.png``
 re-encoded as RGBA, and stores the part in the ``traces`` table's messages as ``{"_type": "trackio.image",
-"file_path": "<project>/<run>/<step>/<uuid>.png", "caption": ...}``. ``TRACES`` are what was fed."""
+"file_path": "<project>/<run>/<step>/<uuid>.png", "caption": ...}`` (a table's in the ``metrics`` table's
+row). ``TRACES`` and ``COMPLETIONS`` are what was fed."""
 
 import base64
 import io
@@ -27,6 +29,14 @@ TRACES = {
                ("assistant", [("text", "It is blue.")])])],
     2: [(0.5, [("user", [("data_url", (12, 6, (0, 255, 0))), ("text", "And this one?")]),
                ("assistant", [("text", "Green.")])])],
+}
+
+
+#: TRL's completions table with images (GRPOTrainer.log with report_to="trackio"): step -> each row's
+#: (prompt, completion, accuracy_reward, advantage, [(width, height, RGB) of each image])
+COMPLETIONS = {
+    3: [("What colour?", "red", 1.0, 0.5, [(10, 5, (255, 0, 0))]),
+        ("Which two?", "blue, green", 0.0, -0.5, [(3, 4, (0, 0, 255)), (2, 2, (0, 255, 0))])],
 }
 
 
@@ -64,6 +74,22 @@ def main(out: Path) -> Path:
                 built.append({"role": role, "content": content})
             logged.append(trackio.Trace(messages=built, metadata={"reward": reward}))
         trackio.log({"rollouts": logged}, step=step)
+    import pandas as pd
+
+    for step, rows in COMPLETIONS.items():  # trl/trainer/grpo_trainer.py log(), line for line
+        table = {
+            "step": [str(step)] * len(rows),
+            "prompt": [r[0] for r in rows],
+            "completion": [r[1] for r in rows],
+            "accuracy_reward": [r[2] for r in rows],
+            "advantage": [r[3] for r in rows],
+        }
+        df_base = pd.DataFrame(table)
+        images = []
+        for image_list in [[Image.new("RGB", (w, h), colour) for w, h, colour in r[4]] for r in rows]:
+            images.append([trackio.Image(image) for image in image_list])
+        df = pd.concat([df_base, pd.Series(images, name="image")], axis=1)
+        trackio.log({"completions": trackio.Table(dataframe=df)}, step=step)
     trackio.finish()
     for extra in [*root.glob("*.db-*"), *root.glob("*.lock")]:  # no writer left: the log is checkpointed
         extra.unlink()

@@ -354,6 +354,7 @@ def test_trackio_trace_images_are_read_from_its_media_folder():
 
     run = rl_board.load(TRACKIO)
     frame = run.to_pandas()
+    frame = frame[frame.index.map(lambda sid: int(sid.split(":")[1]) < 10**12)]  # the traces' rows
     fed = [[(turn, value, kind) for turn, (_, parts) in enumerate(messages) for kind, value in parts
             if kind != "text"] for traces in trackio_fixture.TRACES.values() for _, messages in traces]
     assert frame["images"].tolist() == [len(images) for images in fed]
@@ -399,3 +400,22 @@ def test_a_cold_read_keeps_no_image_bytes():
     assert turn(message)["images"] == [{"at": 0, "part": 0, "source": "data", "url": None, "data": None}]
     with keep_image_data():
         assert turn(message)["images"][0]["data"] == url
+
+
+def test_trackio_completions_table_rows_are_samples_with_their_images():
+    """TRL's completions table logged to trackio: each row a sample of its step ("3" as 3), reward the
+    reward function's column, prompt as fed, and its trackio.Image cells of the size and colour fed."""
+    import rl_board
+
+    run = rl_board.load(TRACKIO)
+    frame = run.to_pandas(text=True)
+    tables = frame[frame.index.map(lambda sid: int(sid.split(":")[1]) > 10**12)]
+    fed = [(step, *row) for step, rows in trackio_fixture.COMPLETIONS.items() for row in rows]
+    assert tables["step"].tolist() == [f[0] for f in fed]
+    assert tables["reward"].tolist() == [f[3] for f in fed]
+    assert tables["prompt"].tolist() == [f[1] for f in fed]
+    assert tables["images"].tolist() == [len(f[5]) for f in fed]
+    for sample_id, f in zip(tables.index, fed):
+        got = run.images(sample_id)
+        assert [(g["width"], g["height"]) for g in got] == [(w, h) for w, h, _ in f[5]]
+        assert [set(Image.open(io.BytesIO(g["data"])).getdata()) for g in got] == [{(*c, 255)} for *_, c in f[5]]
