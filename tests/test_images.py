@@ -419,3 +419,20 @@ def test_trackio_completions_table_rows_are_samples_with_their_images():
         got = run.images(sample_id)
         assert [(g["width"], g["height"]) for g in got] == [(w, h) for w, h, _ in f[5]]
         assert [set(Image.open(io.BytesIO(g["data"])).getdata()) for g in got] == [{(*c, 255)} for *_, c in f[5]]
+
+
+def test_trackio_tables_of_other_things_are_not_samples(tmp_path):
+    """A logged table without prompt or completion texts (an experiment's results) adds no sample."""
+    import shutil
+    import sqlite3
+
+    import rl_board
+
+    copy = tmp_path / "tk"
+    shutil.copytree(TRACKIO, copy)
+    with sqlite3.connect(copy / "vlm.db") as conn:
+        conn.execute("INSERT INTO metrics (run_id, timestamp, run_name, step, metrics) VALUES (?, ?, ?, ?, ?)",
+                     ("x", "2026-01-01", "grpo-vlm", 9,
+                      '{"results": {"_type": "trackio.table", "_value": [{"model": "CNN", "accuracy": 0.9}]}}'))
+    conn.close()
+    assert len(rl_board.load(copy).to_pandas()) == len(rl_board.load(TRACKIO).to_pandas()) == 5

@@ -14,8 +14,9 @@ its write-ahead log open, so not even SQLite's side files are created) and never
 Tables logged with ``trackio.Table`` (TRL's ``completions``: ``trackio.log({"completions":
 trackio.Table(dataframe=df)})``, a row per completion: ``step`` as text, ``prompt``, ``completion``, each
 reward function's column, ``advantage`` and an ``image`` column of ``trackio.Image`` lists) are rows of the
-``metrics`` table holding ``{KEY: {"_type": "trackio.table", "_value": [row, ...]}}``: each table row is a
-sample too. Its step is its ``step`` (the text of an integer is that integer), else the metrics row's; its
+``metrics`` table holding ``{KEY: {"_type": "trackio.table", "_value": [row, ...]}}``: each row of a table
+whose rows have a ``prompt``, ``completion`` or ``response`` text is a sample too (other tables are not
+rollouts). Its step is its ``step`` (the text of an integer is that integer), else the metrics row's; its
 reward its ``reward``, else (TRL: ``completion`` and ``advantage``) the sum of its reward-function columns;
 its prompt and response ``prompt`` and ``completion`` (or ``response``); its other numbers extras. A row with
 ``trackio.Image`` cells is a user turn (its images, then its prompt) and an assistant turn (its completion).
@@ -173,7 +174,14 @@ def _logged_rows(metrics) -> list[tuple[str, object]]:
         return []
     return [(key, row) for key in sorted(values) if isinstance(values[key], dict)
             and values[key].get("_type") == "trackio.table" and isinstance(values[key].get("_value"), list)
-            for row in values[key]["_value"]]
+            and _holds_samples(values[key]["_value"]) for row in values[key]["_value"]]
+
+
+def _holds_samples(rows: list) -> bool:
+    """Whether a logged table is one of samples: a row of it has a ``prompt``, ``completion`` or ``response``
+    text (a table of anything else, an experiment's results, is no rollout)."""
+    return any(isinstance(row, dict) and any(isinstance(row.get(k), str) for k in ("prompt", "completion", "response"))
+               for row in rows)
 
 
 def _is_image(value) -> bool:
