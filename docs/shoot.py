@@ -25,6 +25,13 @@ SHOTS = {  # file -> (link parameters, text that shows the view has drawn, eleme
     "tokens.png": ({"run": "ppo_demo", "area": "batch", "step": "10"}, "Per-token heatmap", "Per-token heatmap"),
     "turns.png": ({"run": "prime_rl_agent_demo", "area": "batch"}, "assistant turns", "assistant turns"),
 }
+#: Shots of runs outside rollout_samples/: file -> (root, link parameters, text drawn, element to scroll to)
+OTHER_SHOTS = {
+    # TRL's completions logged to W&B offline with images (tests/make_wandb_image_fixtures.py)
+    "images-turns.png": (REPO / "tests" / "data" / "wandb_images" / "wandb",
+                         {"run": "offline-run-20261127_195252-trlvlm01", "area": "batch", "step": "1", "sort": "images"},
+                         "View whole", "assistant turn"),
+}
 
 
 def _free_port() -> int:
@@ -65,9 +72,13 @@ def chromium(p):
 def main() -> int:
     with board() as url, sync_playwright() as p:
         browser = chromium(p)
-        for name, (params, ready, scroll) in SHOTS.items():
+        shots = {name: (ROOT, *shot) for name, shot in SHOTS.items()}
+        shots.update(OTHER_SHOTS)
+        if len(sys.argv) > 1:  # python docs/shoot.py images-turns.png: only those named
+            shots = {name: shot for name, shot in shots.items() if name in sys.argv[1:]}
+        for name, (root, params, ready, scroll) in shots.items():
             page = browser.new_page(viewport={"width": 1500, "height": 1300})
-            page.goto(f"{url}/?{urlencode({'root': str(ROOT), **params})}")
+            page.goto(f"{url}/?{urlencode({'root': str(root), **params})}")
             expect(page.get_by_text(ready).first).to_be_visible(timeout=120_000)
             if scroll:
                 page.get_by_text(scroll).first.evaluate("e => e.scrollIntoView({block: 'start'})")

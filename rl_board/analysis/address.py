@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 
 from ..base import fields as F
-from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_TOKENS
+from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_IMAGE_SIDE, SAMPLE_IMAGES, SAMPLE_TOKENS
+from ..base.images import thumbnail
 from .run import Run
 from .tables import compute_token_table
 
@@ -54,7 +55,9 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
     absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (role,
     content, tool calls; [] when it has none), ``tokens`` (the first ``max_tokens`` positions, at most
     ``MAX_SAMPLE_TOKENS``: ``token``, ``counted`` and each per-token number the sample has), ``n_tokens``
-    (all of its positions) and ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``)."""
+    (all of its positions), ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``) and ``images``: each image of its
+    turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``, ``url``, ``note`` as ``Run.images``
+    gives them, and ``attached``: whether ``build_sample_images`` gives it as a picture)."""
     row = run.samples.loc[label]
     cut: list[str] = []
     texts = run.with_text(run.samples.loc[[label]]).iloc[0]
@@ -73,6 +76,20 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
             columns[name] = [_number(v) for v in shown[name]]
     numbers = {name: _number(row[name]) for name in (F.REWARD, "ref_reward", "response_len", "kl_mean",
                                                      "log_ratio_mean", "entropy_mean") if name in row.index}
+    images = [{"turn": im["message_index"], "mime": im["mime"], "width": im["width"], "height": im["height"],
+               "bytes": im["size"], "url": im["url"], "note": im["note"], "attached": False}
+              for im in run.images_of(canonical)]
+    for item in [im for im in images if im["note"] is None][:SAMPLE_IMAGES]:
+        item["attached"] = True
     return {"address": f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", "step": int(row[F.STEP]), **numbers,
             **{name: _text(texts.get(name), cut, name) for name in F.TEXT_FIELDS},
-            "turns": turns, "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut))}
+            "turns": turns, "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut)), "images": images}
+
+
+def build_sample_images(run: Run, label) -> list[tuple[str, bytes]]:
+    """The pictures of a sample's images a program is given, as ("image/png", PNG bytes): the first
+    ``SAMPLE_IMAGES`` images that have bytes, in the order of the turns, each at most ``SAMPLE_IMAGE_SIDE``
+    pixels a side (``base.images.thumbnail``; one that can't be decoded left out). ``build_sample_json``'s
+    ``attached`` says which."""
+    shown = [im["data"] for im in run.images(label) if im["data"] is not None][:SAMPLE_IMAGES]
+    return [("image/png", png) for png in map(lambda data: thumbnail(data, SAMPLE_IMAGE_SIDE), shown) if png]

@@ -28,6 +28,7 @@ PUBLIC_COLUMNS = (
     F.STEP, F.REWARD, *F.SCALAR_FIELDS, "reward_gap",
     "response_len", "n_tokens", "response_chars", "truncated", "repeat_4gram",
     "log_ratio_mean", "kl_mean", "k2_mean", "mismatch_kl", "entropy_mean", "lengths_differ",
+    "images",
 )
 SAMPLE_ID = "sample_id"
 

@@ -21,6 +21,7 @@ from ..base.access import RootError
 from ..base.location import open_location
 from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import SourceChanged, canonical_record
+from ..readers.turns import keep_image_data
 
 
 class SourceRecords:
@@ -139,7 +140,8 @@ class SourceRecords:
         return list(found.items())
 
     def _raw_record(self, fh, name: str, row) -> dict:
-        return self._reader.record(fh, name, int(row["offset"]), int(row["length"]), int(row[F.LINE]))
+        with keep_image_data():  # its images' bytes can be found again (``images``)
+            return self._reader.record(fh, name, int(row["offset"]), int(row["length"]), int(row[F.LINE]))
 
     def _canonical(self, label, got) -> tuple[dict, dict]:
         """What ``_read_each`` read for ``label`` as (canonical field -> value, every other field -> value);
@@ -151,7 +153,8 @@ class SourceRecords:
             raise SourceChanged(f"{name} can't be read any more ({got}); refresh it.") from got
         if isinstance(got, BaseException):
             raise got
-        canonical, others = canonical_record(got, self.options.fields, self._reader.ALIASES)
+        with keep_image_data():
+            canonical, others = canonical_record(got, self.options.fields, self._reader.ALIASES)
         if F.TOKEN_IDS in canonical and F.MESSAGES not in canonical and self.options.tokenizer is not None:
             from ..derive.samples import compute_turns_from_ids
             from ..derive.tokenizer import load_tokenizer
@@ -182,6 +185,44 @@ class SourceRecords:
             except (OSError, ValueError, SourceChanged, RootError):  # a line that no longer parses changed too
                 out.append(None)
         return out
+
+    def images(self, label) -> list[dict]:
+        """One sample's images (``label`` in ``samples``, or a ``sample_id``), read again from its source,
+        each as ``analysis.images.compute_sample_images`` gives it: ``data`` (bytes or None), ``mime``,
+        ``width``, ``height``, ``size``, ``message_index``, ``at``, ``url`` and ``note``. An image file the
+        rollout names is read only inside the run's folder and the allowed roots; a URL is never fetched."""
+        return self.images_of(self.record(label)[0])
+
+    def images_of(self, canonical: dict) -> list[dict]:
+        """``images`` of a sample whose canonical record (``record(label)[0]``) is read already."""
+        from .images import compute_sample_images
+
+        return compute_sample_images(canonical.get(F.MESSAGES), self._image_file)
+
+    def _image_file(self, text: str, max_bytes: int) -> bytes | str:
+        """The bytes of an image file a rollout names (relative to the run's folder), or why not: outside
+        the run's folder or the allowed roots, unreadable, or more than ``max_bytes``."""
+        from ..base import images as I
+        from ..base.remote import RemotePath
+
+        if isinstance(self.path, RemotePath) or "\x00" in text:
+            return "an image path of a run at a URL is not read"
+        location = self.location if self.location is not None else open_location(self.path)
+        path = self.path / text  # an absolute path stays itself
+        try:
+            inside = path.resolve().is_relative_to(self.path.resolve())
+        except (OSError, RuntimeError, ValueError):
+            inside = False
+        if not inside:
+            return f"{text} is outside the run's folder: not read"
+        try:
+            with location.open(path) as fh:
+                data = fh.read(max_bytes + 1)
+        except (OSError, RootError) as error:
+            return f"{text} can't be read ({error})"
+        if len(data) > max_bytes:
+            return I.NOTE_FILE_BYTES.format(bound=max_bytes)
+        return data
 
     def sample_tokens(self, label) -> SampleTokens:
         """One sample's token lists (``label`` in ``samples``), read again from its source; token ids

@@ -1,11 +1,12 @@
 """A run as one self-contained HTML file (``rl-board report``, the page's download button): its recap, the
 main curves, every finding with its evidence tables and its samples' text (tokens coloured where the run
-logs per-token numbers), and how the file was made. Nothing in it asks the network for anything: the
+logs per-token numbers, its images as small thumbnails within a budget), and how the file was made. Nothing in it asks the network for anything: the
 styles, the data and plotly's script are inline. Every text from the run is escaped (``html.escape``, or
 pandas' escaping of the evidence tables): a response holding ``<script>`` reads as those characters."""
 
 from __future__ import annotations
 
+import base64
 import html
 from dataclasses import dataclass
 
@@ -23,6 +24,8 @@ from .tables import compute_token_table
 
 MAX_REPORT_TOKENS = 2_000  # tokens of a sample's coloured text; the rest is left out, and the report says so
 MAX_PROMPT_CHARS = 2_000  # characters of a sample's prompt shown above its response
+REPORT_IMAGE_SIDE = 160  # pixels: the longer side of a sample's image thumbnail in the report
+REPORT_IMAGE_BYTES = 2 << 20  # bytes of thumbnails (PNG) the whole report embeds; the images past it are named
 
 #: The curves drawn, in order: (series names, title). A series the run lacks is left out; a curve none of
 #: whose series the run has is not drawn.
@@ -42,7 +45,7 @@ table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;paddin
 .rlb-severity-low{border-left:6px solid #95a5a6}
 .rlb-meta{color:#666;font-size:.9em}.rlb-prompt{white-space:pre-wrap;font-family:monospace;background:#f6f6f6;
 padding:.3rem;max-height:12rem;overflow:auto}
-.rlb-sample{margin:.8rem 0 1.2rem 0}
+.rlb-sample{margin:.8rem 0 1.2rem 0}.rlb-images img{margin:.2rem .4rem .2rem 0;border:1px solid #ddd}
 mark{background:#ffe08a}
 """
 
@@ -123,14 +126,50 @@ def _table_html(table: pd.DataFrame) -> str:
     return table.to_html(index=False, escape=True, border=0, na_rep="–")
 
 
-def _sample_html(run: Run, item, prompt: str | None) -> str:
-    """One sample of a finding: where it is, its prompt (cut), and its response: its tokens coloured by the
-    first per-token number it has (``COLOR_BY``), else its words with the finding's phrases marked."""
+def _images_html(run: Run, label, budget: list[int]) -> str:
+    """A sample's images as thumbnails (``REPORT_IMAGE_SIDE``), while ``budget`` (bytes left, one-element
+    list shared by the whole report) lasts; one line names those left out, by the budget or for want of bytes."""
+    if "images" not in run.samples or not run.samples.at[label, "images"]:
+        return ""
+    from ..base.images import thumbnail
+
+    try:
+        images = run.images(label)
+    except (OSError, ValueError, RuntimeError):
+        return ""
+    shown, over, missing = [], 0, 0
+    for image in images:
+        png = thumbnail(image["data"], REPORT_IMAGE_SIDE) if image["data"] is not None else None
+        if png is None:
+            missing += 1
+        elif len(png) > budget[0]:
+            over += 1
+        else:
+            budget[0] -= len(png)
+            size = f"{image['width']} × {image['height']}"
+            shown.append(f'<img src="data:image/png;base64,{base64.b64encode(png).decode()}" alt="image {size}" '
+                         f'title="turn {image["message_index"] + 1} · {size}">')
+    notes = []
+    if missing:
+        notes.append(f"{missing} without pixels here (see the board)")
+    if over:
+        notes.append(f"{over} left out: the report embeds at most {REPORT_IMAGE_BYTES:,} bytes of thumbnails")
+    line = (f'<p class="rlb-meta">{len(shown)} of {len(images)} images shown; ' + "; ".join(notes) + ".</p>"
+            if notes else "")
+    return '<div class="rlb-images">' + "".join(shown) + "</div>" + line
+
+
+def _sample_html(run: Run, item, prompt: str | None, budget: list[int] | None = None) -> str:
+    """One sample of a finding: where it is, its prompt (cut), its images (thumbnails within ``budget``), and
+    its response: its tokens coloured by the first per-token number it has (``COLOR_BY``), else its words
+    with the finding's phrases marked."""
     head = f'<div class="rlb-meta">step {item.step} · {_e(item.sample_id)} · reward {_fmt(item.reward)}</div>'
     parts = [head]
     if prompt:
         cut = prompt[:MAX_PROMPT_CHARS] + ("…" if len(prompt) > MAX_PROMPT_CHARS else "")
         parts.append(f'<div class="rlb-prompt">{_e(cut)}</div>')
+    if budget is not None:
+        parts.append(_images_html(run, item.label, budget))
     coloured = None
     try:
         tokens = run.sample_tokens(item.label)
@@ -159,6 +198,7 @@ def _findings_html(run: Run, found: Findings, samples: int) -> str:
         ran = ", ".join(c.kind for c in found.checks if c.ran) or "none"
         return f"<p>No findings. Checked: {_e(ran)}.</p>"
     out = []
+    budget = [REPORT_IMAGE_BYTES]
     for finding in found.findings:
         steps = (f"step {finding.first_step}" if finding.first_step == finding.last_step
                  else f"steps {finding.first_step} to {finding.last_step}")
@@ -173,7 +213,7 @@ def _findings_html(run: Run, found: Findings, samples: int) -> str:
             prompts = run.with_text(run.samples.loc[[item.label for item in items]])
             prompts = prompts["prompt"].tolist() if "prompt" in prompts else [None] * len(items)
             out.append(f"<h4>Samples ({len(items)} of {len(finding.samples)})</h4>")
-            out += [_sample_html(run, item, prompt if isinstance(prompt, str) else None)
+            out += [_sample_html(run, item, prompt if isinstance(prompt, str) else None, budget)
                     for item, prompt in zip(items, prompts)]
         out.append("</section>")
     return "\n".join(out)

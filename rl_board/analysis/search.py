@@ -28,7 +28,8 @@ class Query:
     ``SEARCH_FIELDS``; pads removed
     when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
     for open (a sample without a value is left out); ``steps``: (first, last), inclusive;
-    ``truncated``: True keeps only truncated samples, False only those known to have ended."""
+    ``truncated``: True keeps only truncated samples, False only those known to have ended;
+    ``has_images``: True keeps only samples with an image (``images`` above 0), False only those without."""
 
     pattern: str | None = None
     text_field: str = "response"
@@ -37,6 +38,7 @@ class Query:
     steps: tuple[int | None, int | None] = (None, None)
     truncated: bool | None = None
     tag: str | None = None  # only samples carrying this tag (``tags.ANY_TAG``: every tagged sample)
+    has_images: bool | None = None
 
 
 def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
@@ -73,6 +75,9 @@ def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
     if query.truncated is not None:
         flags = samples["truncated"].to_numpy(dtype=float) if "truncated" in samples else np.full(len(samples), np.nan)
         keep &= flags == (1.0 if query.truncated else 0.0)
+    if query.has_images is not None:
+        counts = samples["images"].to_numpy() if "images" in samples else np.zeros(len(samples))
+        keep &= (counts > 0) == query.has_images
     if query.pattern:
         keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
     return keep

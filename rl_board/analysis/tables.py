@@ -26,6 +26,7 @@ SORT_KEYS = {
     "mismatch KL": "mismatch_kl",
     "entropy": "entropy_mean",
     "4-gram repetition": "repeat_4gram",
+    "images": "images",
     "log order": F.LINE,
 }
 
@@ -33,8 +34,14 @@ SORT_KEYS = {
 BATCH_COLUMNS = (
     "prompt", "response", F.REWARD, "tags", "note", "ground_truth", "valid_reward", "kl_mean", "kl_sum",
     "log_ratio_mean", "log_ratio_sum", "ref_response", "ref_reward", "reward_gap", "response_len", "truncated",
-    "mismatch_kl", "entropy_mean", "repeat_4gram", "source",
+    "mismatch_kl", "entropy_mean", "repeat_4gram", "images", "source",
 )
+
+
+def has_images(samples: pd.DataFrame) -> bool:
+    """Whether some sample has an image (its ``images`` count above 0): only then is the count a column
+    to show, sort or filter by."""
+    return "images" in samples and bool((samples["images"] > 0).any())
 
 
 #: Per-sample KL column prefix for each estimator (k1 is the log-ratio itself).
@@ -50,6 +57,8 @@ def sort_choices(extras: list[str], samples: pd.DataFrame | None = None) -> list
         def has(column):
             if column not in samples:
                 return False
+            if column == "images":
+                return has_images(samples)
             values = samples[column]
             return bool((values >= 0).any() if column == "response_len" else values.notna().any())
 
@@ -79,7 +88,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     left-pads prompts); with ``system_marker``, prompts lose everything up to and including it.
     """
     samples = samples.assign(response_len=samples["response_len"].where(samples["response_len"] >= 0))
-    columns = [c for c in BATCH_COLUMNS if c in samples and samples[c].notna().any()]
+    columns = [c for c in BATCH_COLUMNS if c in samples and samples[c].notna().any()
+               and (c != "images" or has_images(samples))]
     extras = [c for c in F.extra_columns(samples.columns) if samples[c].notna().any()]
     at = columns.index("source") if "source" in columns else len(columns)
     columns[at:at] = extras

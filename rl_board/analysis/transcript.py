@@ -3,7 +3,8 @@
 ``build_transcript`` turns a sample's canonical turns (``readers.turns``) into blocks:
 role and marks as plain text, the content cut to what a browser takes, tool calls as the
 tool's name with its arguments pretty-printed (JSON indented when they parse), reasoning
-apart, and long tool results marked to be folded. ``reward_components`` picks a sample's
+apart, long tool results marked to be folded, and each image of the turn (``images.compute_sample_images``)
+at its place: the content cut into the texts between its ``[image]`` markers. ``reward_components`` picks a sample's
 reward parts from its extras. ``build_turn_tokens`` colours the tokens of the trained turns of a
 sample that has per-token lists, as the token view colours a response (``colors``). The view
 escapes nothing itself: it shows every text with ``st.code`` (never HTML, never Markdown), labels
@@ -20,6 +21,7 @@ import pandas as pd
 from ..base import fields as F
 from ..base.colors import build_legend_html, build_token_text_html, metric_scale
 from ..base.text import cut_text
+from ..readers.turns import IMAGE_TEXT
 from .tables import TOKEN_METRICS
 
 FOLD_CHARS = 600  # a tool result longer than this (or than FOLD_LINES lines) is folded
@@ -48,6 +50,10 @@ class TurnBlock:
     reasoning: str | None
     tool_calls: tuple[ToolCallBlock, ...]
     trainable: bool | None
+    #: the indices (in the sample's image list) of this turn's images, in order, and the content's texts
+    #: around them: ``pieces[0]``, image 0, ``pieces[1]``, ...; no images: ``pieces`` is ``(content,)``
+    images: tuple[int, ...] = ()
+    pieces: tuple[str, ...] = ()
 
 
 def pretty_arguments(arguments: str | None) -> str:
@@ -75,12 +81,33 @@ def _label(turn: dict) -> str:
     return " · ".join(parts)
 
 
-def build_transcript(messages: list[dict]) -> list[TurnBlock]:
-    """The blocks of a conversation, in order (see the module's docstring)."""
+def content_pieces(content: str, places: list[int]) -> tuple[str, ...]:
+    """``content`` cut at each of ``places`` (ascending: where an ``[image]`` marker begins), the marker
+    and the newline joining it to the next part left out: one more piece than places. A place past the
+    end (the content was cut) puts its image at the end."""
+    pieces, start = [], 0
+    for at in places:
+        at = max(start, min(at, len(content)))
+        piece = content[start:at]
+        pieces.append(piece[:-1] if piece.endswith("\n") else piece)
+        start = at + len(IMAGE_TEXT) if content.startswith(IMAGE_TEXT, at) else at
+        start += content.startswith("\n", start)
+    pieces.append(content[start:])
+    return tuple(pieces)
+
+
+def build_transcript(messages: list[dict], images: list[dict] | None = None) -> list[TurnBlock]:
+    """The blocks of a conversation, in order (see the module's docstring); ``images`` the sample's
+    (``images.compute_sample_images``), each put in its turn at its place."""
     blocks = []
+    by_turn: dict[int, list[int]] = {}
+    for index, image in enumerate(images or []):
+        by_turn.setdefault(image["message_index"], []).append(index)
     for number, turn in enumerate(messages or [], start=1):
         content = turn.get("content") or ""
         shown, cut = cut_text(content)
+        own = tuple(by_turn.get(number - 1, ()))
+        pieces = content_pieces(shown, [images[k]["at"] or 0 for k in own]) if own else (shown,)
         is_tool = turn.get("role") == "tool"
         calls = tuple(ToolCallBlock(call.get("name") or "(unnamed tool)", pretty_arguments(call.get("arguments")),
                                     call.get("id"))
@@ -88,7 +115,8 @@ def build_transcript(messages: list[dict]) -> list[TurnBlock]:
         blocks.append(TurnBlock(
             number=number, role=turn.get("role") or "", label=_label(turn), content=shown, cut=cut,
             chars=len(content), fold=is_tool and (len(content) > FOLD_CHARS or content.count("\n") >= FOLD_LINES),
-            reasoning=turn.get("reasoning") or None, tool_calls=calls, trainable=turn.get("trainable")))
+            reasoning=turn.get("reasoning") or None, tool_calls=calls, trainable=turn.get("trainable"),
+            images=own, pieces=pieces))
     return blocks
 
 

@@ -112,3 +112,22 @@ MAX_REPORT_SAMPLES = 20  # the most a finding shows, whatever is asked: the file
 SAMPLE_TOKENS = 256  # per-token positions given unless more are asked for
 MAX_SAMPLE_TOKENS = 4_096  # the most positions given, whatever is asked
 MAX_SAMPLE_CHARS = 20_000  # characters of each text (prompt, response, a turn's content) given
+SAMPLE_IMAGES = 8  # images given as image content (thumbnails), in the order of the turns
+SAMPLE_IMAGE_SIDE = 768  # pixels: the longer side of each image given
+
+
+# What one image in a rollout may cost (``base.images``): read from its header first, decoded only within these
+MAX_IMAGE_PIXELS_ENV = "RL_BOARD_MAX_IMAGE_PIXELS"
+DEFAULT_MAX_IMAGE_PIXELS = 40_000_000  # width x height an image's header may claim before it is decoded
+MAX_IMAGE_BYTES_ENV = "RL_BOARD_MAX_IMAGE_MB"
+DEFAULT_MAX_IMAGE_BYTES = 16 << 20  # bytes of one image (decoded from base64 or read from a file)
+MAX_SAMPLE_IMAGE_BYTES_ENV = "RL_BOARD_MAX_SAMPLE_IMAGES_MB"
+DEFAULT_MAX_SAMPLE_IMAGE_BYTES = 64 << 20  # bytes of all of one sample's images together
+
+
+def image_bounds() -> tuple[int, int, int]:
+    """(pixels per image, bytes per image, bytes per sample): ``$RL_BOARD_MAX_IMAGE_PIXELS``,
+    ``$RL_BOARD_MAX_IMAGE_MB`` and ``$RL_BOARD_MAX_SAMPLE_IMAGES_MB`` (MiB) where set, else the defaults."""
+    return (int(_positive(MAX_IMAGE_PIXELS_ENV, DEFAULT_MAX_IMAGE_PIXELS)),
+            int(_positive(MAX_IMAGE_BYTES_ENV, DEFAULT_MAX_IMAGE_BYTES / (1 << 20)) * (1 << 20)),
+            int(_positive(MAX_SAMPLE_IMAGE_BYTES_ENV, DEFAULT_MAX_SAMPLE_IMAGE_BYTES / (1 << 20)) * (1 << 20)))

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any
 
-from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_TOKENS
+from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_IMAGE_SIDE, SAMPLE_IMAGES, SAMPLE_TOKENS
 from .parser import SEARCH_SHOWN
 
 MAX_SEARCH_RESULTS = 500  # samples a search tool call lists at most (it still counts every match)
@@ -107,9 +107,10 @@ def list_runs(root: str | None) -> dict:
     return out
 
 
-def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str]) -> dict:
-    """``analysis.address``'s JSON of one sample, the run read as the commands read it."""
-    from ..analysis.address import AddressError, build_sample_json, find_sample
+def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str]) -> tuple[dict, list]:
+    """``analysis.address``'s JSON of one sample and its pictures ((mime, bytes) each), the run read as the
+    commands read it."""
+    from ..analysis.address import AddressError, build_sample_images, build_sample_json, find_sample
     from ..readers import SourceChanged
     from ..store.loader import TokenizerError
     from .common import _load
@@ -125,9 +126,25 @@ def sample_json(run_dir: str, address: str, max_tokens: int, options: list[str])
         if isinstance(run, int):
             raise CommandFailed(_message(err.getvalue()))
         try:
-            return build_sample_json(run, find_sample(run, address), max_tokens)
+            label = find_sample(run, address)
+            return build_sample_json(run, label, max_tokens), build_sample_images(run, label)
         except (AddressError, SourceChanged, TokenizerError, OSError) as exc:
             raise CommandFailed(f"error: {exc}") from None
+
+
+def _with_pictures(out: dict, pictures: list):
+    """A tool's JSON ``out`` as is without ``pictures``; with some, a result whose content is the JSON as text
+    then each picture as image content ((mime, bytes) each), so an agent that reads images sees them."""
+    if not pictures:
+        return out
+    import base64
+
+    from mcp_types import CallToolResult, ImageContent, TextContent
+
+    text = TextContent(type="text", text=json.dumps(out, indent=2, ensure_ascii=False))
+    images = [ImageContent(type="image", data=base64.b64encode(data).decode(), mime_type=mime)
+              for mime, data in pictures]
+    return CallToolResult(content=[text, *images], structured_content=out)
 
 
 def build_server(mcp_server_class):
@@ -169,7 +186,7 @@ def build_server(mcp_server_class):
 
     @server.tool(description=_DESCRIPTIONS["search"])
     def search(run: str, regex: str | None = None, text_field: str = "response", truncated: bool = False,
-               tag: str | None = None, steps: str | None = None, ranges: list[str] | None = None,
+               has_images: bool = False, tag: str | None = None, steps: str | None = None, ranges: list[str] | None = None,
                sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
                pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
                fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
@@ -178,7 +195,7 @@ def build_server(mcp_server_class):
             if value is not None:
                 argv += [flag, value]
         argv += [f"--range={text}" for text in ranges or []]
-        argv += ["--truncated"] * truncated + ["--ascending"] * ascending
+        argv += ["--truncated"] * truncated + ["--has-images"] * has_images + ["--ascending"] * ascending
         return call(run_command, argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step))
 
     @server.tool(description=_DESCRIPTIONS["sample"])
@@ -186,7 +203,7 @@ def build_server(mcp_server_class):
                eos_token: str | None = None, split: str | None = None, fields: list[str] | None = None
                ) -> dict[str, Any]:
         options = _read_options(pad_token, eos_token, split, fields, None)
-        return call(sample_json, run, address, max_tokens, options)
+        return _with_pictures(*call(sample_json, run, address, max_tokens, options))
 
     @server.tool()
     def metrics(path: str, warnings: bool = True) -> dict[str, Any]:
@@ -215,9 +232,12 @@ def build_server(mcp_server_class):
 _DESCRIPTIONS = {
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
-              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `sort`: a number's name, highest first. `limit`: "
+              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `has_images`: only samples with an image; "
+              "`sort`: a number's name, highest first. `limit`: "
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}); `matches` counts them all.",
-    "sample": "One sample by its address FILE:LINE (as findings and search give it): its numbers, prompt, "
+    "sample": "One sample by its address FILE:LINE (as findings and search give it), its images attached as "
+              f"pictures (at most {SAMPLE_IMAGES}, each at most {SAMPLE_IMAGE_SIDE} pixels a side; `images` lists them "
+              "all): its numbers, prompt, "
               "response, turns (role, content, tool calls) and its first `max_tokens` token positions with their "
               f"per-token numbers (default {SAMPLE_TOKENS}, at most {MAX_SAMPLE_TOKENS}); `n_tokens` counts them "
               f"all, `cut` names the texts cut (at {MAX_SAMPLE_CHARS:,} characters).",

@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--regex", default=None, help="an RE2 regular expression; (?i) for case-insensitive")
     search.add_argument("--truncated", action="store_true",
                         help="only truncated responses (no EOS among the counted positions, which fill the lists)")
+    search.add_argument("--has-images", action="store_true",
+                        help="only samples with an image in their turns (bytes, a URL or a path; see docs/images.md)")
     search.add_argument("--tag", default=None,
                         help="only samples carrying this tag ('*': every tagged sample); see the tags command")
     search.add_argument("--in", dest="text_field", default="response",

@@ -25,8 +25,10 @@ def _search(args) -> int:
     from ..analysis.tables import sort_samples
     from ..store.tags import TagsError
 
-    if args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None:
-        print("error: give --regex PATTERN, --truncated, --tag TAG, --range NAME=LOW:HIGH, --steps A:B, or several",
+    if (args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None
+            and not args.has_images):
+        print("error: give --regex PATTERN, --truncated, --has-images, --tag TAG, --range NAME=LOW:HIGH, --steps A:B, "
+              "or several",
               file=sys.stderr)
         return 2
     try:
@@ -42,7 +44,8 @@ def _search(args) -> int:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
         keep = compute_match_mask(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
-                                             truncated=True if args.truncated else None, tag=args.tag))
+                                             truncated=True if args.truncated else None, tag=args.tag,
+                                             has_images=True if args.has_images else None))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,10 @@ calls of all of them. ``turn_texts`` holds every turn's content, then every tool
 without one). A sample without messages keeps what its source gave (an extra of the same name
 included) and has null turn columns; an empty conversation has none of a prompt or a response, no
 turns and empty turn columns.
+
+``images`` counts the image parts of a sample's turns whose writer kept something of them: bytes in
+the line, a URL or a path (``readers.turns.image_refs``; a placeholder without any is not counted);
+0 without messages.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
     column = rows[F.MESSAGES]
     if column.null_count == count:
         return rows, {"has_messages": np.zeros(count, bool), "turn_texts": pa.nulls(count, TEXTS),
-                      "tool_names": pa.nulls(count, TEXTS)}
+                      "tool_names": pa.nulls(count, TEXTS), "images": np.zeros(count, np.int32)}
     lists = column.combine_chunks()
     has = lists.is_valid().to_numpy(zero_copy_only=False)
     turns = pc.list_flatten(lists)
@@ -73,7 +77,18 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
     turn_texts = _lists(key[order] // 2, texts.take(pa.array(order)), count, ~has)
     named = np.flatnonzero(in_assistant)
     tool_names = _lists(call_owner[named], flat_calls.field("name").fill_null("").take(pa.array(named)), count, ~has)
-    return rows, {"has_messages": has, "turn_texts": turn_texts, "tool_names": tool_names}
+    return rows, {"has_messages": has, "turn_texts": turn_texts, "tool_names": tool_names,
+                  "images": _image_counts(turns, owner, count)}
+
+
+def _image_counts(turns: pa.Array, owner: np.ndarray, count: int) -> np.ndarray:
+    """Each sample's image parts with bytes, a URL or a path (``source`` not "none"); int32, shape (count,)."""
+    refs = turns.field("images")
+    if refs.null_count == len(refs):
+        return np.zeros(count, np.int32)
+    ref_turn = pc.list_parent_indices(refs).to_numpy(zero_copy_only=False).astype(np.int64)
+    kept = pc.not_equal(pc.list_flatten(refs).field("source"), "none").fill_null(False).to_numpy(zero_copy_only=False)
+    return np.bincount(owner[ref_turn[kept]], minlength=count).astype(np.int32)
 
 
 def _first_and_last(owners: np.ndarray, places: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -31,12 +31,16 @@ from .extras import FieldNotes, column_name, why_unusable
 TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
 #: One tool call of an assistant turn: its id, the tool's name and the arguments as text (JSON as written).
 TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
+#: One image part of a turn's content, where it is, not what it holds (``readers.turns.image_refs``): where
+#: its ``[image]`` begins in the content, its index among the content's parts, where its bytes are ("data":
+#: in the line, read again when shown; "url"; "path"; "none": not kept) and the URL or path as written.
+IMAGE_REF = pa.struct([("at", pa.int64()), ("part", pa.int64()), ("source", pa.string()), ("url", pa.string())])
 #: One turn of a conversation. ``trainable`` is null when the format doesn't say; ``num_tokens`` is how
 #: many of the sample's token positions the turn holds (its positions follow those of the turns before
-#: it), null when the format doesn't say.
+#: it), null when the format doesn't say; ``images``: its image parts, null without any.
 TURN = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
                   ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_()),
-                  ("num_tokens", pa.int64())])
+                  ("num_tokens", pa.int64()), ("images", pa.list_(IMAGE_REF))])
 MESSAGES = pa.list_(TURN)
 
 ROWS = pa.schema(

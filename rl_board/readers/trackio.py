@@ -11,6 +11,18 @@ per row: its turns are the messages (``trainable`` null), its reward ``metadata.
 metadata. Each database (project) of the folder is a split. The database is opened read-only (``file:...?mode=ro``; immutable when no writer has
 its write-ahead log open, so not even SQLite's side files are created) and never written.
 
+Tables logged with ``trackio.Table`` (TRL's ``completions``: ``trackio.log({"completions":
+trackio.Table(dataframe=df)})``, a row per completion: ``step`` as text, ``prompt``, ``completion``, each
+reward function's column, ``advantage`` and an ``image`` column of ``trackio.Image`` lists) are rows of the
+``metrics`` table holding ``{KEY: {"_type": "trackio.table", "_value": [row, ...]}}``: each row of a table
+whose rows have a ``prompt``, ``completion`` or ``response`` text is a sample too (other tables are not
+rollouts). Its step is its ``step`` (the text of an integer is that integer), else the metrics row's; its
+reward its ``reward``, else (TRL: ``completion`` and ``advantage``) the sum of its reward-function columns;
+its prompt and response ``prompt`` and ``completion`` (or ``response``); its other numbers extras. A row with
+``trackio.Image`` cells is a user turn (its images, then its prompt) and an assistant turn (its completion).
+Such a sample's line is ``TABLE_LINE`` + the metrics row's id × ``TABLE_ROWS`` + its place among that row's
+table rows (from 1), so it never meets a trace's row id.
+
 A database is a program as much as data (a ``traces`` VIEW may count to 10**11), so every query runs
 under a time limit (``RL_BOARD_SQLITE_SECONDS``, default ``DEFAULT_QUERY_SECONDS``; SQLite's progress
 handler interrupts it), and ``traces`` must be a table. Only a regular file is opened: a FIFO named
@@ -41,6 +53,10 @@ ALIASES: dict[str, str] = {}
 GLOBS = ("*.db",)
 _QUERY = ("SELECT rowid, step, key, trace_index, run_name, messages, metadata FROM traces")
 _SQLITE_HEADER = b"SQLite format 3\x00"
+_TABLES_QUERY = ("SELECT id, step, run_name, metrics FROM metrics WHERE CAST(metrics AS TEXT) LIKE "
+                 "'%\"trackio.table\"%'")
+TABLE_LINE = 10**12  # a logged table row's line: TABLE_LINE + its metrics row's id x TABLE_ROWS + its place
+TABLE_ROWS = 10**6  # table rows one metrics row may give; those past it are named and left out
 QUERY_SECONDS_ENV = "RL_BOARD_SQLITE_SECONDS"
 DEFAULT_QUERY_SECONDS = 20.0  # a query of one database may run this long (trackio's own: well under a second)
 _PROGRESS_STEPS = 10_000  # SQLite virtual-machine steps between looks at the clock
@@ -147,6 +163,80 @@ def sample(row: tuple) -> dict | str:
             "fields": {"key": key, "trace_index": index, "run_name": run_name, "metadata": metadata}}
 
 
+def _has_metrics(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'metrics' AND type = 'table'").fetchone() is not None
+
+
+def _logged_rows(metrics) -> list[tuple[str, object]]:
+    """(key, row) of each row of each ``trackio.Table`` a metrics row logged, keys in order."""
+    values = _json(metrics)
+    if not isinstance(values, dict):
+        return []
+    return [(key, row) for key in sorted(values) if isinstance(values[key], dict)
+            and values[key].get("_type") == "trackio.table" and isinstance(values[key].get("_value"), list)
+            and _holds_samples(values[key]["_value"]) for row in values[key]["_value"]]
+
+
+def _holds_samples(rows: list) -> bool:
+    """Whether a logged table is one of samples: a row of it has a ``prompt``, ``completion`` or ``response``
+    text (a table of anything else, an experiment's results, is no rollout)."""
+    return any(isinstance(row, dict) and any(isinstance(row.get(k), str) for k in ("prompt", "completion", "response"))
+               for row in rows)
+
+
+def _is_image(value) -> bool:
+    return isinstance(value, dict) and value.get("_type") == "trackio.image"
+
+
+def table_sample(key: str, row, step: int, run_name, rowid: int, place: int) -> dict | str:
+    """Row ``place`` (0-based) of the tables logged in metrics row ``rowid`` as a sample dict
+    (``turns.sample_rows``; see the module's docstring), or why it is rejected."""
+    from .wandb_tables import integer_steps
+
+    if not isinstance(row, dict):
+        return "a logged table's row that is not an object"
+    record = integer_steps(dict(row))
+    if type(record.get(F.STEP)) is int:
+        step = record[F.STEP]
+    images = [image for value in record.values()
+              for image in (value if isinstance(value, list) else [value]) if _is_image(image)]
+    prompt = next((record[k] for k in ("prompt",) if isinstance(record.get(k), str)), None)
+    response = next((record[k] for k in ("completion", "response") if isinstance(record.get(k), str)), None)
+    messages = None
+    if images:
+        messages = turns([{"role": "user", "content": [*images, {"type": "text", "text": prompt or ""}]},
+                          {"role": "assistant", "content": response or ""}])
+    extras = {k: v for k, v in numbers(record).items() if k not in (F.STEP, F.REWARD)}
+    return {F.STEP: step, F.REWARD: number(record.get(F.REWARD)), F.MESSAGES: messages, "prompt": prompt,
+            "response": response, "extras": extras, "line": TABLE_LINE + rowid * TABLE_ROWS + place + 1,
+            "offset": -rowid, "length": place,
+            "fields": {"key": key, "run_name": run_name, "row": {k: v for k, v in row.items() if k != F.STEP}}}
+
+
+def _table_samples(conn: sqlite3.Connection) -> tuple[list[dict], list[tuple[int, str]], int]:
+    """(samples, (line, reason) of each rejected one, table rows) of the tables the metrics rows logged."""
+    if not _has_metrics(conn):
+        return [], [], 0
+    samples, errors, count = [], [], 0
+    for rowid, step, run_name, metrics in conn.execute(_TABLES_QUERY + " ORDER BY id").fetchall():
+        try:
+            rows = _logged_rows(metrics)
+        except orjson.JSONDecodeError as exc:
+            errors.append((TABLE_LINE + rowid * TABLE_ROWS, f"metrics are not JSON ({exc})"))
+            continue
+        count += len(rows)
+        if len(rows) >= TABLE_ROWS:
+            errors.append((TABLE_LINE + rowid * TABLE_ROWS, f"{len(rows):,} table rows: those from the "
+                                                            f"{TABLE_ROWS:,}th on are left out"))
+        for place, (key, row) in enumerate(rows[:TABLE_ROWS - 1]):
+            got = table_sample(key, row, step if isinstance(step, int) else 0, run_name, rowid, place)
+            if isinstance(got, str):
+                errors.append((TABLE_LINE + rowid * TABLE_ROWS + place + 1, got))
+            else:
+                samples.append(got)
+    return samples, errors, count
+
+
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (row id, reason) for each rejected row, rows of ``traces``); a sample's line
     is its row id."""
@@ -156,7 +246,9 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         raise FileError(f"not a readable SQLite database: {_why(exc) if isinstance(exc, sqlite3.Error) else exc}"
                         ) from exc
     try:
-        rows = conn.execute(_QUERY + " ORDER BY rowid").fetchall()
+        has_traces = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'traces'").fetchone() is not None
+        tables = _table_samples(conn)
+        rows = conn.execute(_QUERY + " ORDER BY rowid").fetchall() if has_traces or not tables[0] else []
     except sqlite3.Error as exc:
         raise FileError(_why(exc) if _too_slow(exc) else f"no readable traces table: {exc}") from exc
     finally:
@@ -168,7 +260,7 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             errors.append((int(row[0]), got))
         else:
             samples.append(got)
-    return sample_rows(samples), errors, len(rows)
+    return sample_rows(samples + tables[0]), errors + tables[1], len(rows) + tables[2]
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
@@ -181,11 +273,23 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     try:
         conn.deserialize(bytes(data))
         _check_traces(_time_limited(conn))
-        row = conn.execute(_QUERY + " WHERE rowid = ?", (offset,)).fetchone()
+        if offset < 0:  # a logged table's row (``table_sample``)
+            row = conn.execute("SELECT id, step, run_name, metrics FROM metrics WHERE id = ?", (-offset,)).fetchone()
+        else:
+            row = conn.execute(_QUERY + " WHERE rowid = ?", (offset,)).fetchone()
     except sqlite3.Error as exc:
         raise SourceChanged(f"{name} can't be read any more ({_why(exc)}); refresh it.") from exc
     finally:
         conn.close()
+    if offset < 0 and row is not None:
+        rows = _logged_rows(row[3])
+        got = (table_sample(*rows[length], row[1], row[2], -offset, length) if 0 <= length < len(rows)
+               else "gone")
+        if isinstance(got, str):
+            raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+        return {**got["fields"], F.STEP: got[F.STEP], F.REWARD: got[F.REWARD], "prompt": got["prompt"],
+                "response": got["response"], **({F.MESSAGES: got[F.MESSAGES]} if got[F.MESSAGES] else {}),
+                **got["extras"]}
     got = sample(row) if row is not None else "gone"
     if isinstance(got, str):
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")

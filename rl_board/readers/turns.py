@@ -8,12 +8,23 @@ OpenAI-like shapes. ``turn`` turns any of them into one canonical turn
      "reasoning": str | None, "tool_calls": [{"id", "name", "arguments"}],
      "tool_call_id": str | None, "trainable": True | False | None}
 
+plus ``"images": [{"at", "part", "source", "url", "data"}]`` when the content holds image parts
+(``image_refs``).
+
 plus ``"num_tokens": int`` when the reader knows which of the sample's token positions
 the turn holds (prime-rl's nodes: the turn's positions follow those of the turns before it).
 
 - ``content``: a string as it is; a list of content parts becomes its text parts
   joined by newlines, an image part ``[image]`` (any other typed part ``[TYPE]``);
   no content is ``""``; anything else is its JSON text.
+- ``images``: each image part of the content, in order: ``at``, where its ``[image]`` begins in
+  ``content`` (characters); ``part``, its index in the content's list; ``source``, where its bytes are:
+  ``"data"`` (in the line, base64: ``data`` holds that text while a sample is read again, within
+  ``keep_image_data``; never in a cold read, never in the canonical rows), ``"url"`` (an http(s) URL in ``url``: shown as text, never fetched), ``"path"`` (a file path in
+  ``url``, read later only inside the run's folder and the allowed roots), ``"elsewhere"`` (kept by the
+  writer where the board does not read: ``url`` says where) or ``"none"`` (a placeholder:
+  the writer did not keep the pixels). Nothing is decoded here: a line of megabytes of base64 costs what
+  its text costs.
 - ``reasoning``: ``reasoning_content`` (verifiers, vLLM) or ``reasoning`` (rLLM).
 - ``tool_calls``: each call as OpenAI writes it (``{"id", "type": "function",
   "function": {"name", "arguments"}}``), flat (``{"id", "name", "arguments"}``), or
@@ -30,11 +41,31 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from ..base import fields as F
+from ..base import images
 from .canonical import build_rows
 
 IMAGE_PARTS = frozenset({"image_url", "image", "input_image", "trackio.image"})
+
+
+IMAGE_TEXT = "[image]"
+#: whether ``image_refs`` keeps a ``data:`` URL's text in its reference: only while one sample is read again
+#: (``keep_image_data``), never in a cold read, where it would hold every line's base64 until its rows are built
+_KEEP_DATA: ContextVar[bool] = ContextVar("keep_image_data", default=False)
+
+
+@contextmanager
+def keep_image_data():
+    """While the block runs, image references keep their ``data:`` URL's text (``data``): for reading one
+    sample's images again (``analysis.records``)."""
+    token = _KEEP_DATA.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_DATA.reset(token)
 
 
 def content_text(content) -> str:
@@ -48,6 +79,53 @@ def content_text(content) -> str:
     return _json(content)
 
 
+def is_image_part(part) -> bool:
+    """Whether a content part is an image (``IMAGE_PARTS``)."""
+    return isinstance(part, dict) and (part.get("type") or part.get("_type")) in IMAGE_PARTS
+
+
+def image_refs(content) -> list[dict]:
+    """Each image part of a content list as an image reference (see the module's docstring), in order;
+    [] for anything else."""
+    if not isinstance(content, list):
+        return []
+    refs, at, keep = [], 0, _KEEP_DATA.get()
+    for index, part in enumerate(content):
+        if is_image_part(part):
+            source, url, data = image_source(part)
+            data = data if keep else None
+            refs.append({"at": at, "part": index, "source": source, "url": url, "data": data})
+            at += len(IMAGE_TEXT) + 1
+        else:
+            at += len(_part_text(part)) + 1
+    return refs
+
+
+def image_source(part: dict) -> tuple[str, str | None, str | None]:
+    """(source, url, data) of one image part: its URL as OpenAI (``image_url``: {"url"} or a string), the
+    Responses API (``image_url``: a string), Hugging Face chat templates (``image``, ``url``, ``path``) or
+    trackio (``file_path`` under the database's ``media/`` folder) write it, or a base64 ``source`` as Anthropic writes it."""
+    if isinstance(part.get("kept_in"), str):  # a reader's mark: the pixels are elsewhere (a W&B artifact)
+        return "elsewhere", part["kept_in"], None
+    if part.get("_type") == "trackio.image" and isinstance(part.get("file_path"), str):
+        return "path", f"media/{part['file_path']}", None  # trackio keeps it under TRACKIO_DIR/media/
+    source = part.get("source")
+    if isinstance(source, dict) and source.get("type") == "base64" and isinstance(source.get("data"), str):
+        mime = source.get("media_type") if isinstance(source.get("media_type"), str) else ""
+        return "data", None, f"data:{mime};base64,{source['data']}"
+    for key in ("image_url", "url", "image", "path", "file_path"):
+        value = part.get(key)
+        if isinstance(value, dict):
+            value = value.get("url") if isinstance(value.get("url"), str) else value.get("path")
+        if isinstance(value, str) and value:
+            if images.is_data_url(value):
+                return "data", None, value
+            if images.is_web_url(value):
+                return "url", value, None
+            return "path", value, None
+    return "none", None, None
+
+
 def _part_text(part) -> str:
     if isinstance(part, str):
         return part
@@ -55,7 +133,7 @@ def _part_text(part) -> str:
         return _json(part)
     kind = part.get("type") or part.get("_type")
     if kind in IMAGE_PARTS:
-        return "[image]"
+        return IMAGE_TEXT
     text = part.get("text")
     if isinstance(text, str) and kind in (None, "text", "input_text", "output_text"):
         return text
@@ -112,7 +190,19 @@ def turn(message, trainable: bool | None = None) -> dict:
     count = message.get("num_tokens")
     if type(count) is int and count >= 0:
         out["num_tokens"] = count
+    refs = image_refs(message.get("content")) or _own_refs(message)
+    if refs:
+        out["images"] = refs
     return out
+
+
+def _own_refs(message: dict) -> list[dict]:
+    """The image references of a message that is a canonical turn already (its content text): kept."""
+    refs = message.get("images")
+    if isinstance(refs, list) and isinstance(message.get("content"), str) and all(
+            isinstance(r, dict) and "source" in r and "at" in r for r in refs):
+        return refs
+    return []
 
 
 def turns(messages, trainable: bool | None = None) -> list[dict]:

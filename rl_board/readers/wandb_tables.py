@@ -15,11 +15,20 @@ record ``{column: value}`` read like a JSON line: the step is a ``step`` column,
 ``global_step`` / ``train/global_step``, else wandb's step of the file; the prompt
 ``prompt`` (or ``input``, ``question``, ``query``), the response ``response`` (or ``output``,
 ``completion``, ``text``, ``generation``), the reward ``reward`` (or ``score``, ``rewards``),
-other numeric columns extras; a field map names other columns. A response that is a whole
+other numeric columns extras; a field map names other columns. A step written as the text of an
+integer (TRL: ``"step": [str(self.state.global_step)] * n``) is that integer. A response that is a whole
 conversation and no prompt (OpenRLHF's ``text``: the sequence decoded with
 ``skip_special_tokens=True``) is split into turns where ChatML start markers or Llama 3 headers
 are left (``chat_text.transcript``): the prompt is the turns before the first assistant turn. A
-row of another length than the columns is named and skipped. The run folder is the wandb run folder (``run-…`` or
+row of another length than the columns is named and skipped.
+
+Images (``wandb.Image`` cells, as TRL logs a VLM's ``images``): the run folder's table holds each as the
+string ``"Image"``; the pixels travel in the run's ``run_table`` artifact. A row with such cells becomes a
+user turn (its images, then its prompt) and an assistant turn (its response), each image a reference to
+its file in the artifact as ``wandb artifact get`` lays it out in the run folder
+(``artifacts/run-<id>-<key>:v<N>/<key>.table.json`` with ``{"_type": "image-file", "path": ...}`` cells
+and ``media/images/*.png``; version N is the key's N-th table file by step). Without that folder an image
+is counted and says where its pixels are. The run folder is the wandb run folder (``run-…`` or
 ``offline-run-…``); the ``wandb`` folder above lists them.
 """
 
@@ -38,7 +47,9 @@ from ..base.location import as_path
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .chat_text import transcript, with_turns
 from .lines import table
+from .parquet import NOT_REWARD_FUNCTIONS
 from .records import canonical_row, json_type
+from .turns import turns
 
 NAME = "wandb-tables"
 SUFFIX = ".json"
@@ -134,6 +145,85 @@ def new_rows(path: Path) -> tuple[list[str], list[tuple[int, object]]]:
     return columns, out
 
 
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+
+
+def integer_steps(record: dict) -> dict:
+    """``record`` with a step column holding the text of an integer (TRL logs ``str(global_step)``) made
+    that integer (any other value is left for the checks to name), and TRL's reward: a row of TRL's
+    ``completions`` table (``completion`` and ``advantage``, no reward column) gets as ``reward`` the sum of
+    its reward-function columns ignoring NaN, as TRL's ``nansum`` and the parquet reader make it."""
+    for key in (F.STEP, *ALIASES[F.STEP]):
+        value = record.get(key)
+        if isinstance(value, str) and len(value) <= 20 and _INTEGER.fullmatch(value.strip()):
+            record[key] = int(value)
+    rewards = (F.REWARD, *ALIASES[F.REWARD], *F.ALIASES.get(F.REWARD, ()))
+    if "completion" in record and "advantage" in record and not any(k in record for k in rewards):
+        functions = [v for k, v in record.items() if k not in NOT_REWARD_FUNCTIONS and type(v) in (int, float)]
+        if functions:
+            record[F.REWARD] = float(sum(v for v in functions if v == v))
+    return record
+
+
+def _is_image_cell(value) -> bool:
+    return value == "Image" or (isinstance(value, list) and bool(value) and all(v == "Image" for v in value))
+
+
+def artifact_table(path: Path) -> tuple[str, list] | None:
+    """(the artifact folder relative to the run folder, its table's rows) of the ``run_table`` artifact version
+    that holds the images of the table file ``path`` (``files/media/table/...``), laid out in the run folder
+    as ``wandb artifact get`` does; None without one (or one of another row count)."""
+    mine = _FILE.match(path.name)
+    parts = path.parts
+    if mine is None or "files" not in parts:
+        return None
+    at = len(parts) - 1 - parts[::-1].index("files")
+    run_folder = Path(*parts[:at])
+    key = mine.group("key")
+    same = sorted((int(g.group("step")), other.name) for other in path.parent.glob(f"{glob_escape(key.rsplit('/', 1)[-1])}_*.table.json")
+                  if (g := _FILE.match(other.name)) and g.group("key") == key)
+    version = [name for _, name in same].index(path.name) if path.name in [n for _, n in same] else -1
+    found = None
+    for folder in (run_folder / "artifacts").glob(f"run-*:v{version}"):
+        if (folder / f"{key}.table.json").is_file():
+            found = folder
+            break
+    if found is None:
+        return None
+    try:
+        columns, data = _load(found / f"{key}.table.json")
+    except FileError:
+        return None
+    if len(data) != len(_load(path)[1]):
+        return None
+    return found.relative_to(run_folder).as_posix(), [dict(zip(columns, row)) for row in data if isinstance(row, list)]
+
+
+def image_turns(record: dict, row: int, artifact: tuple[str, list] | None) -> list[dict] | None:
+    """A row with image cells as chat messages: the user's (each image, then the prompt) and the assistant's
+    (the response); None for a row without any. Each image a part naming its file in the artifact folder
+    (relative to the run folder), or, without that folder, that its pixels are in the artifact."""
+    cells = [key for key, value in record.items() if _is_image_cell(value)]
+    if not cells:
+        return None
+    parts = []
+    kept = artifact[1][row] if artifact is not None and row < len(artifact[1]) else {}
+    for key in cells:
+        files = kept.get(key)
+        files = files if isinstance(files, list) else [files]
+        for k in range(len(record[key]) if isinstance(record[key], list) else 1):
+            got = files[k] if k < len(files) else None
+            if isinstance(got, dict) and got.get("_type") == "image-file" and isinstance(got.get("path"), str):
+                parts.append({"type": "image", "path": f"{artifact[0]}/{got['path']}"})
+            else:
+                parts.append({"type": "image", "kept_in": "the run's run_table artifact"})
+    prompt = next((record[k] for k in ("prompt", *ALIASES["prompt"], "input") if isinstance(record.get(k), str)), "")
+    response = next((record[k] for k in ("response", *ALIASES["response"], "output")
+                     if isinstance(record.get(k), str)), "")
+    return [{"role": "user", "content": [*parts, {"type": "text", "text": prompt}]},
+            {"role": "assistant", "content": response}]
+
+
 def records_of(columns: list[str], row: list) -> list[dict]:
     """A row's records: ``{column: value}``, or for a wide table (verl's ``val/generations``: ``step``,
     ``input_1``, ``output_1``, ``score_1``, ``input_2``…) one record per numbered group, each with the
@@ -148,8 +238,8 @@ def records_of(columns: list[str], row: list) -> list[dict]:
             shared[column] = value
     names = {frozenset(g) for g in groups.values()}
     if len(groups) < 1 or len(names) != 1 or len(next(iter(names))) < 2:
-        return [dict(zip(columns, row))]
-    return [{**shared, **groups[i]} for i in sorted(groups)]
+        return [integer_steps(dict(zip(columns, row)))]
+    return [integer_steps({**shared, **groups[i]}) for i in sorted(groups)]
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
@@ -160,6 +250,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
         raise FileError("not named {key}_{step}_{hash}.table.json")
     columns, rows = new_rows(path)
     resolver = KeyResolver(options.fields, ALIASES)
+    artifact = artifact_table(path) if any(_is_image_cell(v) for _, row in rows if isinstance(row, list)
+                                           for v in row) else None
     out, lines, offsets, groups, errors = [], [], [], [], []
     for i, row in rows:
         if not isinstance(row, list) or len(row) != len(columns):
@@ -175,7 +267,8 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
             if isinstance(canonical, str):
                 errors.append((i + 1, canonical if len(records) == 1 else f"sample {k + 1}: {canonical}"))
                 continue
-            out.append(with_turns(canonical))
+            messages = image_turns(record, i, artifact) if len(records) == 1 else None
+            out.append(with_turns(canonical) if messages is None else {**canonical, F.MESSAGES: turns(messages)})
             lines.append(i + 1)
             offsets.append(i)
             groups.append(k)
@@ -192,7 +285,11 @@ def record(fh, name: str, offset: int, length: int, line: int) -> dict:
         out = records_of([str(c) for c in table["columns"]], row)[length]
     except (ValueError, KeyError, IndexError, TypeError) as exc:
         raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.") from exc
-    if not any(k in out for k in ("prompt", *ALIASES["prompt"], *F.ALIASES["prompt"])):
+    path = getattr(fh, "name", None)
+    messages = image_turns(out, offset, artifact_table(Path(path)) if isinstance(path, str) else None)
+    if messages is not None:
+        out[F.MESSAGES] = messages
+    elif not any(k in out for k in ("prompt", *ALIASES["prompt"], *F.ALIASES["prompt"])):
         text = next((out[k] for k in ("response", *ALIASES["response"], *F.ALIASES["response"]) if k in out), None)
         turns = transcript(text)
         if turns:

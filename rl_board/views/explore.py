@@ -12,7 +12,15 @@ import streamlit as st
 from ..analysis.figures import build_matches_figure
 from ..analysis.run import Run
 from ..analysis.search import Query, compute_first_matches, compute_match_mask, compute_matches_per_step, search_fields
-from ..analysis.tables import KL_PREFIX, build_batch_table, build_export_csv, cut_cells, sort_choices, sort_samples
+from ..analysis.tables import (
+    KL_PREFIX,
+    build_batch_table,
+    build_export_csv,
+    cut_cells,
+    has_images,
+    sort_choices,
+    sort_samples,
+)
 from ..base import fields as F
 from ..store.tags import ANY_TAG
 from . import clicks, keys, state
@@ -47,6 +55,7 @@ def render(run: Run, settings: Settings) -> None:
                                  help="messages: any turn's content or tool-call arguments")
     numeric = {"reward": F.REWARD, "KL mean": f"{KL_PREFIX[settings.kl_estimator]}_mean",
                "log-ratio mean": "log_ratio_mean", "response length": "response_len", "reward gap": "reward_gap",
+               **({"images": "images"} if has_images(run.samples) else {}),
                **{name: F.extra_column(name) for name in run.extras}}
     a, b, c, d = st.columns([2, 1, 1, 2])
     state.run_choice(keys.EXPLORE_COLUMN, [NO_FILTER, *numeric], NO_FILTER)

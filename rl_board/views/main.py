@@ -61,7 +61,8 @@ def _sample_pair(run, picked: Picked, settings) -> None:
     if settings.show_pair:
         st.subheader("Sample")
         if picked.record is not None and picked.record[0].get(F.MESSAGES):
-            turns.render(picked.row, picked.record, settings, run.options.tokenizer)
+            turns.render(picked.row, picked.record, settings, run.options.tokenizer,
+                         state.get_images(run, picked.record))
         else:
             sample.render(run, picked.row, picked.step, settings, picked.record)
 

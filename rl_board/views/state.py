@@ -358,6 +358,24 @@ def get_record(run: Run, label):
         return exc
 
 
+def get_images(run: Run, record: tuple[dict, dict] | None) -> list[dict]:
+    """The images of a sample whose record was read (``Run.images_of``); [] without a record."""
+    return [] if record is None else run.images_of(record[0])
+
+
+THUMBNAIL_SIDE = 240  # pixels: the longer side of an image drawn in a turn
+
+
+@st.cache_data(max_entries=512, show_spinner=False)
+def get_thumbnail(data: bytes, side: int = THUMBNAIL_SIDE) -> tuple[bytes, int] | None:
+    """(a PNG of an image at most ``side`` pixels a side, its width in pixels) (``base.images.thumbnail``),
+    made once; None when it can't be made."""
+    from ..base.images import dimensions, thumbnail
+
+    png = thumbnail(data, side)
+    return None if png is None else (png, dimensions(png)[0])
+
+
 _FINDINGS_RUN = "_rlb_findings_run"  # session state: the run key whose checks this session is showing
 
 

@@ -26,7 +26,7 @@ from ..analysis.transcript import (
 )
 from ..base import fields as F
 from ..base.text import escape_markdown
-from . import keys
+from . import keys, state
 from .tokens import sample_tokens
 
 
@@ -58,20 +58,62 @@ def _turn_tokens(canonical: dict, settings, tokenizer_path: str | None) -> TurnT
     return got
 
 
-def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | None = None) -> None:
+def image_caption(image: dict) -> str:
+    """What is known of an image, as plain text: mime, width × height, bytes; or why it isn't shown."""
+    facts = [image["mime"] or "image"]
+    if image["width"] is not None:
+        facts.append(f"{image['width']} × {image['height']}")
+    if image["size"] is not None:
+        facts.append(f"{image['size']:,} bytes")
+    return " · ".join(facts) + (f" — not shown: {image['note']}" if image["note"] else "")
+
+
+def render_image(image: dict, key: str) -> None:
+    """One image at its place: a thumbnail with its size, the whole image a click away; without bytes,
+    why (and its URL or path as text, never fetched)."""
+    thumb = state.get_thumbnail(image["data"]) if image["data"] is not None else None
+    if thumb is not None:
+        png, width = thumb  # drawn at its own width: a small image is not stretched
+        st.image(png, output_format="PNG", width=width)
+        st.caption(escape_markdown(image_caption(image)))
+        with st.popover("View whole", key=f"{key}-whole"):
+            st.image(image["data"])
+    else:
+        st.caption(escape_markdown(image_caption(image) if image["note"] else image_caption(image) + " — can't be decoded"))
+    if image["url"] and image["data"] is None:
+        st.code(image["url"], language=None, wrap_lines=True)
+
+
+def _content(block, images: list[dict]) -> None:
+    """A turn's content, its images at their places (the texts between them as literal text)."""
+    if not block.images:
+        st.code(block.content if block.content else "(empty)", language=None, wrap_lines=True)
+        return
+    for k, piece in enumerate(block.pieces):
+        if piece:
+            st.code(piece, language=None, wrap_lines=True)
+        if k < len(block.images):
+            render_image(images[block.images[k]], f"image-{block.number}-{k}")
+
+
+def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | None = None,
+           images: list[dict] | None = None) -> None:
     """Draw the conversation of one sample: ``row`` its row of the step's samples, ``record`` its
-    (canonical, other fields) read from the source; with ``settings`` (the sidebar's), the trained
-    turns' tokens are coloured, decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
+    (canonical, other fields) read from the source, ``images`` its images (``Run.images_of``), each
+    drawn at its place; with ``settings`` (the sidebar's), the trained turns' tokens are coloured,
+    decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
     canonical, others = record
-    blocks = build_transcript(canonical.get(F.MESSAGES) or [])
+    images = images or []
+    blocks = build_transcript(canonical.get(F.MESSAGES) or [], images)
     components = reward_components(row)
     columns = st.columns(min(1 + len(components), 6))
     columns[0].metric("Reward", _number(row[F.REWARD]))
     for column, (name, value) in zip(columns[1:], components.items()):
         column.metric(escape_markdown(name), _number(value))
     turns, calls = count_turns(canonical.get(F.MESSAGES) or [])  # the conversation drawn, whatever its format
+    shown = f" · {len(images)} image{'' if len(images) == 1 else 's'}" if images else ""
     st.caption(f"{len(blocks)} turns · {turns} assistant turn{'' if turns == 1 else 's'} · "
-               f"{calls} tool call{'' if calls == 1 else 's'}. "
+               f"{calls} tool call{'' if calls == 1 else 's'}{shown}. "
                "Turns marked trained are the policy's own tokens.")
     coloured = _turn_tokens(canonical, settings, tokenizer_path)
     for block in blocks:
@@ -82,9 +124,9 @@ def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | 
                     st.code(block.reasoning, language=None, wrap_lines=True)
             if block.fold:
                 with st.expander(f"Tool result ({block.chars:,} characters)"):
-                    st.code(block.content, language=None, wrap_lines=True)
+                    _content(block, images)
             elif block.content or not block.tool_calls:
-                st.code(block.content if block.content else "(empty)", language=None, wrap_lines=True)
+                _content(block, images)
             if block.cut:
                 st.caption(f"Showing the first {len(block.content):,} of {block.chars:,} characters.")
             for call in block.tool_calls:
