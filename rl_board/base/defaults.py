@@ -107,8 +107,12 @@ def token_option(value: str | None) -> str | None:
 # What a shared report (``rl-board report``, the page's download button) shows of each finding
 REPORT_SAMPLES = 3  # samples under each finding, unless asked otherwise (``--samples``)
 MAX_REPORT_SAMPLES = 20  # the most a finding shows, whatever is asked: the file stays small enough to mail
+MAX_SHOWN_CHARS = 2_000  # characters of a prompt or response a report or ``diff --json`` gives; its full length
+#                          is given beside it
 
 # What one sample by its address gives a program (``analysis.address``, the MCP server's sample tool)
 SAMPLE_TOKENS = 256  # per-token positions given unless more are asked for
 MAX_SAMPLE_TOKENS = 4_096  # the most positions given, whatever is asked
 MAX_SAMPLE_CHARS = 20_000  # characters of each text (prompt, response, a turn's content) given
+SAMPLE_TURNS = 50  # turns given unless more are asked for (the first ones; ``n_turns`` counts them all)
+MAX_SAMPLE_TURNS = 1_000  # the most turns given, whatever is asked
