@@ -109,3 +109,96 @@ def test_without_the_extra_the_command_says_what_to_install():
     proc = subprocess.run([sys.executable, "-c", program, "--help"], capture_output=True, text=True, cwd=REPO,
                           timeout=60)
     assert proc.returncode == 0 and "mcp" in proc.stdout and "report" in proc.stdout
+
+
+def test_sample_gives_its_first_turns_and_counts_the_rest(tmp_path):
+    """A sample of 2,000 turns: ``sample`` gives its first 50 (the default) or ``max_turns`` of them, each as
+    written, with ``n_turns`` 2,000 and ``turns_left_out`` the rest."""
+    run = tmp_path / "agent"
+    run.mkdir()
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * (i % 7)}
+             for i in range(2_000)]
+    (run / "rank0.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5, "messages": turns}) + "\n")
+    _, (default, seven) = _session([("sample", {"run": str(run), "address": "rank0.jsonl:1"}),
+                                    ("sample", {"run": str(run), "address": "rank0.jsonl:1", "max_turns": 7})],
+                                   roots=tmp_path)
+    for result, shown in ((default, 50), (seven, 7)):
+        assert not result.is_error, result.content
+        sample = result.structured_content
+        assert [(t["role"], t["content"]) for t in sample["turns"]] == [(t["role"], t["content"])
+                                                                      for t in turns[:shown]]
+        assert sample["n_turns"] == 2_000 and sample["turns_left_out"] == 2_000 - shown
+
+
+def _write_small_run(folder, reward: float):
+    folder.mkdir()
+    (folder / "rank0.jsonl").write_text("".join(json.dumps({"step": step, "reward": reward, "prompt": "p",
+                                                            "response": "a b"}) + "\n" for step in range(1, 5)))
+
+
+def _workers_on(run) -> list[int]:
+    """The ids of the processes that are the server's workers on ``run`` (their request names it)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                command = open(f"/proc/{entry}/cmdline", "rb").read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            if "_work()" in command and str(run) in command:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the server's worker processes in /proc")
+def test_a_blocked_call_waits_for_no_one_and_ends_when_abandoned_or_late(tmp_path):
+    """While a call on run A waits (the test holds A's cache lock), a call on run B answers with what the command
+    prints, A's worker still waiting; when the client abandons A's call its worker process is ended; a server
+    whose calls may take 3 s ends A's call with an error naming the limit, its worker gone."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from rl_board.store.cache import RunCache
+
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    _write_small_run(run_a, 0.0)
+    _write_small_run(run_b, 1.0)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache)}
+    subprocess.run([sys.executable, "-m", "rl_board", "index", str(run_a)], env=env, cwd=REPO, check=True,
+                   capture_output=True, timeout=240)
+    folder = next(p for p in cache.iterdir() if p.is_dir() and p.name.startswith("a-"))
+    expected_b = _cli_json("summary", str(run_b))
+
+    async def until(check, seconds=60):
+        with anyio.fail_after(seconds):
+            while not check():
+                await anyio.sleep(0.1)
+
+    async def talk(limit: str | None):
+        server_env = {**env, **({"RL_BOARD_MCP_SECONDS": limit} if limit else {})}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "rl_board", "mcp", "--roots",
+                                                                     str(tmp_path)], env=server_env, cwd=str(REPO))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            if limit:
+                late = await session.call_tool("summary", {"run": str(run_a)})
+                return late, _workers_on(run_a)
+            async with anyio.create_task_group() as group:
+                group.start_soon(session.call_tool, "summary", {"run": str(run_a)})
+                await until(lambda: _workers_on(run_a))
+                with anyio.fail_after(120):  # a server whose calls wait for each other never answers it
+                    answered = await session.call_tool("summary", {"run": str(run_b)})
+                waiting = _workers_on(run_a)
+                group.cancel_scope.cancel()  # the client abandons A's call
+            await until(lambda: not _workers_on(run_a))
+            return answered, waiting
+
+    with RunCache(folder).locked():
+        answered, waiting = anyio.run(talk, None)
+        late, left = anyio.run(talk, "3")
+    assert not answered.is_error, answered.content
+    assert answered.structured_content == expected_b and waiting
+    assert late.is_error and "took longer than 3 s" in late.content[0].text and "RL_BOARD_MCP_SECONDS" in late.content[0].text
+    assert left == []

@@ -116,3 +116,12 @@ MAX_SAMPLE_TOKENS = 4_096  # the most positions given, whatever is asked
 MAX_SAMPLE_CHARS = 20_000  # characters of each text (prompt, response, a turn's content) given
 SAMPLE_TURNS = 50  # turns given unless more are asked for (the first ones; ``n_turns`` counts them all)
 MAX_SAMPLE_TURNS = 1_000  # the most turns given, whatever is asked
+
+# What one MCP tool call may cost (``cli.mcp_server``): it runs in a process of its own, ended past this
+MCP_SECONDS_ENV = "RL_BOARD_MCP_SECONDS"
+DEFAULT_MCP_SECONDS = 60  # seconds a tool call may take; then its process is ended and the call is an error
+
+
+def mcp_seconds() -> float:
+    """``$RL_BOARD_MCP_SECONDS`` (a positive number), else ``DEFAULT_MCP_SECONDS``."""
+    return _positive(MCP_SECONDS_ENV, DEFAULT_MCP_SECONDS)
