@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
+from .regex import RegexScan
 from .run import Run
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
@@ -49,7 +50,14 @@ def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
 
 
 def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
-    """Whether each row of ``run.samples`` matches ``query`` (``compute_matches``); bool, shape (samples,)."""
+    """Whether each row of ``run.samples`` matches ``query`` (``compute_matches``); bool, shape (samples,).
+    A regular expression's search stops at its time budget: ``compute_search`` says where."""
+    return compute_search(run, query, tagged)[0]
+
+
+def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, RegexScan | None]:
+    """(``compute_match_mask``'s mask, the ``RegexScan`` of the query's regular expression, which says how
+    many samples' texts it searched before its time budget ran out; None without a pattern)."""
     samples = run.samples
     keep = np.ones(len(samples), dtype=bool)
     if query.tag:
@@ -73,9 +81,11 @@ def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
     if query.truncated is not None:
         flags = samples["truncated"].to_numpy(dtype=float) if "truncated" in samples else np.full(len(samples), np.nan)
         keep &= flags == (1.0 if query.truncated else 0.0)
+    scan = None
     if query.pattern:
-        keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
-    return keep
+        scan = run.text_search(query.text_field, query.pattern, query.pad_token)
+        keep &= scan.found
+    return keep, scan
 
 
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
@@ -94,13 +104,18 @@ def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd
     return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
 
 
-def build_search_json(run: Run, matches: pd.DataFrame) -> dict:
-    """The ``search --json`` contract: ``matches``, ``per_step`` (every step of the run) and
+def build_search_json(run: Run, matches: pd.DataFrame, scan: RegexScan | None = None) -> dict:
+    """The ``search --json`` contract: ``matches``, ``searched`` (how far the regular expression's search
+    got: ``RegexScan.as_json``; every sample when there is none), ``per_step`` (every step of the run) and
     ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
     where the line holds several samples (``fields.address``), reward)."""
     per_step = compute_matches_per_step(run, matches)
+    if scan is None:
+        steps = run.samples[F.STEP].to_numpy().astype(np.int64)
+        scan = RegexScan(np.zeros(0, bool), len(steps), steps, None)
     return {
         "matches": int(len(matches)),
+        "searched": scan.as_json(),
         "per_step": [{"step": int(step), "matches": int(count)} for step, count in per_step.items()],
         "samples": [{"step": int(step), "file": run.files[int(file)], "line": int(line),
                      **({"position": int(position)} if position >= 0 else {}),

@@ -125,3 +125,20 @@ DEFAULT_MCP_SECONDS = 60  # seconds a tool call may take; then its process is en
 def mcp_seconds() -> float:
     """``$RL_BOARD_MCP_SECONDS`` (a positive number), else ``DEFAULT_MCP_SECONDS``."""
     return _positive(MCP_SECONDS_ENV, DEFAULT_MCP_SECONDS)
+
+
+# What a regular expression's search may cost (``analysis.regex``: every search, the page's and the commands')
+SEARCH_SECONDS_ENV = "RL_BOARD_SEARCH_SECONDS"
+DEFAULT_SEARCH_SECONDS = 30  # seconds a regular expression searches a run's texts; then it stops and says where
+MAX_REGEX_SIZE_ENV = "RL_BOARD_MAX_REGEX_SIZE"
+DEFAULT_MAX_REGEX_SIZE = 400  # a pattern's atoms counted once per repetition (x{1000}y: 1,001): larger is refused
+
+
+def search_seconds() -> float:
+    """``$RL_BOARD_SEARCH_SECONDS`` (a positive number), else ``DEFAULT_SEARCH_SECONDS``."""
+    return _positive(SEARCH_SECONDS_ENV, DEFAULT_SEARCH_SECONDS)
+
+
+def max_regex_size() -> int:
+    """``$RL_BOARD_MAX_REGEX_SIZE`` (a positive number), else ``DEFAULT_MAX_REGEX_SIZE``."""
+    return int(_positive(MAX_REGEX_SIZE_ENV, DEFAULT_MAX_REGEX_SIZE))

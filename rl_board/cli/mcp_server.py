@@ -220,6 +220,14 @@ async def run_in_worker(work: str, args: list, what: str) -> dict:
     return reply["result"]
 
 
+async def _tool_call(tool_error, work: str, *args) -> dict:
+    """``run_in_worker``'s result, or ``tool_error`` (the SDK's ``ToolError``) with its message."""
+    try:
+        return await run_in_worker(work, list(args), args[0][0] if work == "command" else work)
+    except CommandFailed as exc:
+        raise tool_error(str(exc)) from None
+
+
 def build_server(mcp_server_class):
     """The server and its tools (``mcp_server_class``: the SDK's ``MCPServer``, imported by the caller)."""
     from mcp.server.mcpserver.exceptions import ToolError
@@ -229,11 +237,7 @@ def build_server(mcp_server_class):
     server = mcp_server_class("rl-board", instructions=INSTRUCTIONS, version=board_version())
 
     async def call(work: str, *args) -> dict:
-        what = args[0][0] if work == "command" else work
-        try:
-            return await run_in_worker(work, list(args), what)
-        except CommandFailed as exc:
-            raise ToolError(str(exc)) from None
+        return await _tool_call(ToolError, work, *args)
 
     @server.tool()
     async def runs(root: str | None = None) -> dict[str, Any]:

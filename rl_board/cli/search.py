@@ -16,7 +16,7 @@ def _search(args) -> int:
         build_search_json,
         column_for,
         compute_first_matches,
-        compute_match_mask,
+        compute_search,
         parse_range,
         parse_steps,
         sort_key_for,
@@ -41,7 +41,7 @@ def _search(args) -> int:
     try:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
-        keep = compute_match_mask(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
+        keep, scan = compute_search(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
                                              truncated=True if args.truncated else None, tag=args.tag))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -54,7 +54,9 @@ def _search(args) -> int:
         shown = ordered if limit is None else ordered.head(limit)
     else:
         shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match
-    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
+    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches, scan)}
+    if scan is not None and scan.note():  # one line on stderr, for --json too
+        print(f"note: {scan.note()}", file=sys.stderr)
     if sort is not None or limit is not None:  # the samples listed: those shown, in the order asked
         result["samples"] = build_search_json(run, shown)["samples"]
     if args.json:
