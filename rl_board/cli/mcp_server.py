@@ -35,6 +35,7 @@ from ..base.defaults import (
     SAMPLE_TURNS,
     mcp_seconds,
 )
+from .answers import DEFAULT_LIMITS, MAX_ANSWER_CHARS, MAX_LIMIT, bound_answer
 from .parser import SEARCH_SHOWN
 
 MAX_SEARCH_RESULTS = 500  # samples a search tool call lists at most (it still counts every match)
@@ -168,22 +169,26 @@ def _work() -> None:
         signal.alarm(math.ceil(mcp_seconds()) + 5)  # SIGALRM's default action ends the process
     request = json.loads(sys.argv[1])
     try:
-        reply = {"result": globals()[_WORK[request["work"]]](*request["args"])}
+        result = globals()[_WORK[request["work"]]](*request["args"])
+        if request.get("tool") in DEFAULT_LIMITS:  # what a tool returns is bounded, and says what it left out
+            result = bound_answer(request["tool"], result, request.get("limit"))
+        reply = {"result": result}
     except CommandFailed as exc:
         reply = {"error": str(exc)}
     answer.write(json.dumps(reply, ensure_ascii=False, allow_nan=False))
     answer.close()
 
 
-async def run_in_worker(work: str, args: list, what: str) -> dict:
+async def run_in_worker(work: str, args: list, what: str, limit: int | None = None) -> dict:
     """``work`` (a key of ``_WORK``) done with ``args`` in a worker process of its own; its result, or
     ``CommandFailed`` with its message. Past ``mcp_seconds()``, or when the task is cancelled (the client
     abandoned the call), the process is killed (and waited for) before this returns or raises. ``what``
-    names the call in messages."""
+    names the call in messages and, where it is a bounded tool's name (``answers.DEFAULT_LIMITS``), the
+    result is bounded by ``answers.bound_answer`` with ``limit``."""
     import anyio
 
     seconds = mcp_seconds()
-    command = [sys.executable, "-c", _WORKER, json.dumps({"work": work, "args": args})]
+    command = [sys.executable, "-c", _WORKER, json.dumps({"work": work, "args": args, "tool": what, "limit": limit})]
     process = await anyio.open_process(command, stdin=subprocess.DEVNULL)
     out, err = bytearray(), bytearray()
 
@@ -220,10 +225,10 @@ async def run_in_worker(work: str, args: list, what: str) -> dict:
     return reply["result"]
 
 
-async def _tool_call(tool_error, work: str, *args) -> dict:
+async def _tool_call(tool_error, limit: int | None, work: str, *args) -> dict:
     """``run_in_worker``'s result, or ``tool_error`` (the SDK's ``ToolError``) with its message."""
     try:
-        return await run_in_worker(work, list(args), args[0][0] if work == "command" else work)
+        return await run_in_worker(work, list(args), args[0][0] if work == "command" else work, limit)
     except CommandFailed as exc:
         raise tool_error(str(exc)) from None
 
@@ -236,8 +241,8 @@ def build_server(mcp_server_class):
 
     server = mcp_server_class("rl-board", instructions=INSTRUCTIONS, version=board_version())
 
-    async def call(work: str, *args) -> dict:
-        return await _tool_call(ToolError, work, *args)
+    async def call(work: str, *args, limit: int | None = None) -> dict:
+        return await _tool_call(ToolError, limit, work, *args)
 
     @server.tool()
     async def runs(root: str | None = None) -> dict[str, Any]:
@@ -246,13 +251,12 @@ def build_server(mcp_server_class):
         reader opens."""
         return await call("runs", root)
 
-    @server.tool()
-    async def summary(run: str, pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
-                fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
-        """Per-step statistics of a run: `rl-board summary RUN --json` (docs: Using the commands). `run` is a
-        run folder (or URL); `fields` maps your keys (CANONICAL=SOURCE, e.g. reward=my_score)."""
+    @server.tool(description=_DESCRIPTIONS["summary"])
+    async def summary(run: str, limit: int | None = None, pad_token: str | None = None, eos_token: str | None = None,
+                      split: str | None = None, fields: list[str] | None = None,
+                      max_samples_per_step: int | None = None) -> dict[str, Any]:
         options = _read_options(pad_token, eos_token, split, fields, max_samples_per_step)
-        return await call("command", ["summary", run, "--json", *options])
+        return await call("command", ["summary", run, "--json", *options], limit=limit)
 
     @server.tool()
     async def findings(run: str, pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
@@ -274,7 +278,8 @@ def build_server(mcp_server_class):
                 argv += [flag, value]
         argv += [f"--range={text}" for text in ranges or []]
         argv += ["--truncated"] * truncated + ["--ascending"] * ascending
-        return await call("command", argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step))
+        return await call("command", argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step),
+                          limit=limit)
 
     @server.tool(description=_DESCRIPTIONS["sample"])
     async def sample(run: str, address: str, max_tokens: int = SAMPLE_TOKENS, max_turns: int = SAMPLE_TURNS,
@@ -283,41 +288,52 @@ def build_server(mcp_server_class):
         options = _read_options(pad_token, eos_token, split, fields, None)
         return await call("sample", run, address, max_tokens, max_turns, options)
 
-    @server.tool()
-    async def metrics(path: str, warnings: bool = True) -> dict[str, Any]:
-        """The trainer's own scalars next to a run (TRL, verl, TensorBoard or a metrics JSONL), and with
-        `warnings` the warning signs (ratio, clip fraction, spikes, entropy collapse, negative KL):
-        `rl-board metrics PATH --json --warnings`."""
-        return await call("command", ["metrics", path, "--json", *(["--warnings"] if warnings else [])])
+    @server.tool(description=_DESCRIPTIONS["metrics"])
+    async def metrics(path: str, warnings: bool = True, limit: int | None = None) -> dict[str, Any]:
+        return await call("command", ["metrics", path, "--json", *(["--warnings"] if warnings else [])], limit=limit)
 
-    @server.tool()
+    @server.tool(description=_DESCRIPTIONS["diff"])
     async def diff(run_a: str, run_b: str, steps: str | None = None, steps_b: str | None = None, by: str = "prompt",
-             min_samples: int = 1, pad_token: str | None = None, eos_token: str | None = None,
-             split: str | None = None, fields: list[str] | None = None,
-             max_samples_per_step: int | None = None) -> dict[str, Any]:
-        """Two runs (or two step ranges of one run) prompt by prompt: each prompt's samples and mean reward in A
-        and B, `delta` = mean B - mean A, most negative first: `rl-board diff RUN_A RUN_B --json`. `steps`: A:B
-        of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads) or id (a logged prompt id)."""
+                   min_samples: int = 1, limit: int | None = None, pad_token: str | None = None,
+                   eos_token: str | None = None, split: str | None = None, fields: list[str] | None = None,
+                   max_samples_per_step: int | None = None) -> dict[str, Any]:
         argv = ["diff", run_a, run_b, "--json", "--by", by, "--min-samples", str(min_samples)]
         for flag, value in (("--steps", steps), ("--steps-b", steps_b)):
             if value is not None:
                 argv += [flag, value]
-        return await call("command", argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step))
+        return await call("command", argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step),
+                          limit=limit)
 
     return server
 
 
+_BOUNDED = (f" The answer is at most {MAX_ANSWER_CHARS:,} characters: `left_out` says how many items of each list "
+            "were left out to fit.")
 _DESCRIPTIONS = {
+    "summary": "Per-step statistics of a run: `rl-board summary RUN --json` (docs: Using the commands). `run` is a "
+               "run folder (or URL); `fields` maps your keys (CANONICAL=SOURCE, e.g. reward=my_score). `limit`: "
+               f"the steps given, spread evenly over the run, its first and last among them (default "
+               f"{DEFAULT_LIMITS['summary']}, at most {MAX_LIMIT:,})." + _BOUNDED,
+    "metrics": "The trainer's own scalars next to a run (TRL, verl, TensorBoard or a metrics JSONL), and with "
+               "`warnings` the warning signs (ratio, clip fraction, spikes, entropy collapse, negative KL): "
+               "`rl-board metrics PATH --json --warnings`. `limit`: the points given of each series, spread evenly "
+               f"(default {DEFAULT_LIMITS['metrics']}), and the warnings given." + _BOUNDED,
+    "diff": "Two runs (or two step ranges of one run) prompt by prompt: each prompt's samples and mean reward in A "
+            "and B, `delta` = mean B - mean A, most negative first: `rl-board diff RUN_A RUN_B --json`. `steps`: A:B "
+            "of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads) or id (a logged prompt "
+            f"id); `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})." + _BOUNDED,
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
               "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `sort`: a number's name, highest first. `limit`: "
-              f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}); `matches` counts them all.",
+              f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}), and the `per_step` entries "
+              "given, spread evenly over the run; `matches` counts them all; `searched` says how far a regex got in "
+              "its time budget." + _BOUNDED,
     "sample": "One sample by its address FILE:LINE (as findings and search give it): its numbers, prompt, "
               f"response, its first `max_turns` turns (role, content, tool calls; default {SAMPLE_TURNS}, at most "
               f"{MAX_SAMPLE_TURNS:,}; `n_turns` counts them all, `turns_left_out` those not given) and its first "
               f"`max_tokens` token positions with their per-token numbers (default {SAMPLE_TOKENS}, at most "
               f"{MAX_SAMPLE_TOKENS:,}); `n_tokens` counts them all, `cut` names the texts cut (at "
-              f"{MAX_SAMPLE_CHARS:,} characters).",
+              f"{MAX_SAMPLE_CHARS:,} characters, and shorter where the answer must fit)." + _BOUNDED,
 }
 
 
