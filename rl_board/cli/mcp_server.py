@@ -199,7 +199,7 @@ async def run_in_worker(work: str, args: list, what: str, limit: int | None = No
                 del into[:len(into) - keep]
 
     try:
-        with anyio.move_on_after(seconds) as limit:
+        with anyio.move_on_after(seconds) as timer:
             async with anyio.create_task_group() as group:
                 group.start_soon(drain, process.stdout, out, None)
                 group.start_soon(drain, process.stderr, err, MAX_WORKER_STDERR)
@@ -210,7 +210,7 @@ async def run_in_worker(work: str, args: list, what: str, limit: int | None = No
                 process.kill()
                 await process.wait()
             await process.aclose()
-    if limit.cancelled_caught:
+    if timer.cancelled_caught:
         raise CommandFailed(f"error: {what} took longer than {seconds:g} s, the limit of a tool call "
                             f"({MCP_SECONDS_ENV}), and was ended (a large run not yet read: `rl-board index RUN` "
                             "reads it once, outside the server)")
