@@ -266,3 +266,16 @@ def test_small_chunks_find_what_one_pass_finds(tmp_path, monkeypatch):
         expected = sorted((f"{name}.jsonl", n + 1) for name, written in lines.items()
                           for n, line in enumerate(written) if re.search(pattern, line[field]))
         assert scan.complete and got == expected and expected
+
+
+def test_the_search_bounds_set_to_inf_are_capped_not_a_traceback(monkeypatch):
+    """``inf`` for the regex size, the search's time and an MCP call's time is taken as the documented caps
+    (100,000; a day; a day); a value that is not a positive number is the default."""
+    from rl_board.base import defaults as D
+
+    for name in ("RL_BOARD_MAX_REGEX_SIZE", "RL_BOARD_SEARCH_SECONDS", "RL_BOARD_MCP_SECONDS"):
+        monkeypatch.setenv(name, "inf")
+    assert (D.max_regex_size(), D.search_seconds(), D.mcp_seconds()) == (100_000, 86_400, 86_400)
+    for name in ("RL_BOARD_MAX_REGEX_SIZE", "RL_BOARD_SEARCH_SECONDS", "RL_BOARD_MCP_SECONDS"):
+        monkeypatch.setenv(name, "-3")
+    assert (D.max_regex_size(), D.search_seconds(), D.mcp_seconds()) == (400, 30, 60)

@@ -122,9 +122,12 @@ MCP_SECONDS_ENV = "RL_BOARD_MCP_SECONDS"
 DEFAULT_MCP_SECONDS = 60  # seconds a tool call may take; then its process is ended and the call is an error
 
 
+MAX_SECONDS = 86_400  # a time limit set larger (inf) is taken as a day
+
+
 def mcp_seconds() -> float:
-    """``$RL_BOARD_MCP_SECONDS`` (a positive number), else ``DEFAULT_MCP_SECONDS``."""
-    return _positive(MCP_SECONDS_ENV, DEFAULT_MCP_SECONDS)
+    """``$RL_BOARD_MCP_SECONDS`` (a positive number, at most ``MAX_SECONDS``), else ``DEFAULT_MCP_SECONDS``."""
+    return min(_positive(MCP_SECONDS_ENV, DEFAULT_MCP_SECONDS), MAX_SECONDS)
 
 
 # What a regular expression's search may cost (``analysis.regex``: every search, the page's and the commands')
@@ -134,11 +137,14 @@ MAX_REGEX_SIZE_ENV = "RL_BOARD_MAX_REGEX_SIZE"
 DEFAULT_MAX_REGEX_SIZE = 400  # a pattern's atoms counted once per repetition (x{1000}y: 1,001): larger is refused
 
 
+MAX_REGEX_SIZE = 100_000  # a size limit set larger (inf) is taken as this: RE2 refuses larger programs anyway
+
+
 def search_seconds() -> float:
-    """``$RL_BOARD_SEARCH_SECONDS`` (a positive number), else ``DEFAULT_SEARCH_SECONDS``."""
-    return _positive(SEARCH_SECONDS_ENV, DEFAULT_SEARCH_SECONDS)
+    """``$RL_BOARD_SEARCH_SECONDS`` (a positive number, at most ``MAX_SECONDS``), else ``DEFAULT_SEARCH_SECONDS``."""
+    return min(_positive(SEARCH_SECONDS_ENV, DEFAULT_SEARCH_SECONDS), MAX_SECONDS)
 
 
 def max_regex_size() -> int:
-    """``$RL_BOARD_MAX_REGEX_SIZE`` (a positive number), else ``DEFAULT_MAX_REGEX_SIZE``."""
-    return int(_positive(MAX_REGEX_SIZE_ENV, DEFAULT_MAX_REGEX_SIZE))
+    """``$RL_BOARD_MAX_REGEX_SIZE`` (a positive number, at most ``MAX_REGEX_SIZE``), else ``DEFAULT_MAX_REGEX_SIZE``."""
+    return int(min(_positive(MAX_REGEX_SIZE_ENV, DEFAULT_MAX_REGEX_SIZE), MAX_REGEX_SIZE))
