@@ -279,3 +279,15 @@ def test_the_search_bounds_set_to_inf_are_capped_not_a_traceback(monkeypatch):
     for name in ("RL_BOARD_MAX_REGEX_SIZE", "RL_BOARD_SEARCH_SECONDS", "RL_BOARD_MCP_SECONDS"):
         monkeypatch.setenv(name, "-3")
     assert (D.max_regex_size(), D.search_seconds(), D.mcp_seconds()) == (400, 30, 60)
+
+
+def test_excerpts_are_bounded_in_time_and_in_the_text_they_search():
+    """With no time left every excerpt is its text's start, unmarked, and counted; a match past the first
+    ``EXCERPT_SCAN_CHARS`` characters is not looked for (the start is shown), one inside them is marked."""
+    from rl_board.analysis.search import EXCERPT_SCAN_CHARS, build_excerpts
+
+    texts = ["hay needle hay", "y" * EXCERPT_SCAN_CHARS + " needle", None]
+    late, unmarked = build_excerpts(texts, "needle", seconds=0)
+    assert late == ["hay needle hay", "y" * 100 + "…", ""] and unmarked == 2
+    marked, unmarked = build_excerpts(texts, "needle")
+    assert marked == ["hay «needle» hay", "y" * 100 + "…", ""] and unmarked == 0

@@ -203,10 +203,29 @@ def printable_line(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch in (_OPEN, _CLOSE) else repr(ch)[1:-1] for ch in text)
 
 
+EXCERPT_SCAN_CHARS = 1 << 20  # characters of a text searched for the match its excerpt marks
+EXCERPT_SECONDS = 10  # seconds the excerpts of one listing may spend finding their matches; then none is marked
+
+
+def build_excerpts(texts: list, pattern: str | None, seconds: float = EXCERPT_SECONDS) -> tuple[list[str], int]:
+    """Each of ``texts``' excerpt (``build_excerpt``) while ``seconds`` last, from then on its start without
+    the match marked (a regular expression slow in RE2 costs the listing at most that); (the excerpts, how
+    many were given unmarked for want of time)."""
+    import time
+
+    deadline, out, unmarked = time.monotonic() + seconds, [], 0
+    for text in texts:
+        late = bool(pattern) and bool(text) and time.monotonic() >= deadline
+        unmarked += late
+        out.append(build_excerpt(text, None if late else pattern))
+    return out, unmarked
+
+
 def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str:
-    """A one-line excerpt of ``text`` around the first match of the RE2 ``pattern``, the match between
-    ``MARK_OPEN`` and ``MARK_CLOSE``, ``width`` characters of context on each side (… where cut);
-    the text's start when there is no pattern or no match; "" for no text."""
+    """A one-line excerpt of ``text`` around the first match of the RE2 ``pattern`` within its first
+    ``EXCERPT_SCAN_CHARS`` characters, the match between ``MARK_OPEN`` and ``MARK_CLOSE``, ``width``
+    characters of context on each side (… where cut); the text's start when there is no pattern or no
+    match there; "" for no text."""
     if not text:
         return ""
     marked = text
@@ -215,8 +234,9 @@ def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str
         import pyarrow.compute as pc
 
         try:
-            marked = pc.replace_substring_regex(pa.array([text]), pattern, _OPEN + r"\0" + _CLOSE,
-                                                max_replacements=1)[0].as_py()
+            marked = pc.replace_substring_regex(pa.array([text[:EXCERPT_SCAN_CHARS]]), pattern,
+                                                _OPEN + r"\0" + _CLOSE, max_replacements=1)[0].as_py()
+            marked += text[EXCERPT_SCAN_CHARS:]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             marked = text
     start = marked.find(_OPEN)
@@ -231,14 +251,15 @@ def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str
 
 
 def first_matching(texts: list[str], pattern: str | None) -> str:
-    """The first of ``texts`` in which the RE2 ``pattern`` matches (a turn of a conversation), else the
-    last one ("" for none)."""
+    """The first of ``texts`` in which the RE2 ``pattern`` matches within its first ``EXCERPT_SCAN_CHARS``
+    characters (a turn of a conversation), else the last one ("" for none)."""
     if pattern and texts:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         try:
-            hits = pc.match_substring_regex(pa.array(texts, pa.string()), pattern).to_pylist()
+            hits = pc.match_substring_regex(pa.array([t[:EXCERPT_SCAN_CHARS] for t in texts], pa.string()),
+                                            pattern).to_pylist()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             hits = []
         for text, hit in zip(texts, hits):

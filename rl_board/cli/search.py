@@ -77,7 +77,7 @@ def _search(args) -> int:
 
 def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None) -> list[str]:
     """Each shown sample's text around its first match (the match between « and »)."""
-    from ..analysis.search import build_excerpt, first_matching
+    from ..analysis.search import EXCERPT_SECONDS, build_excerpts, first_matching
     from ..base import fields as F
 
     if shown.empty:
@@ -93,4 +93,8 @@ def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None
             texts.append(first_matching(parts, pattern))
     if pad_token:
         texts = [t.replace(pad_token, "") if isinstance(t, str) else t for t in texts]
-    return [build_excerpt(text, pattern) for text in texts]
+    excerpts, unmarked = build_excerpts(texts, pattern)
+    if unmarked:
+        print(f"note: {unmarked} of {len(texts)} excerpts show their text's start, their match not marked: finding "
+              f"the matches took more than {EXCERPT_SECONDS} s", file=sys.stderr)
+    return excerpts
