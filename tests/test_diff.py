@@ -266,3 +266,18 @@ def test_a_shared_diff_link_of_nested_runs_keeps_its_root_and_run_b(tmp_path):
     assert not stale.exception, stale.exception
     notes = " ".join(w.value for w in stale.warning)
     assert "'gone/run' is not under this root" in notes and "'colour'" in notes
+
+
+def test_json_cuts_long_prompts_and_gives_their_length(tmp_path):
+    """``diff --json`` gives a 5,000-character prompt's first 2,000 characters and its full length, a short
+    prompt whole with its length: the output grows with the prompts' count, not their size."""
+    long = "why " * 1_250
+    lines = [{"step": 1, "prompt": prompt, "response": "r", "reward": reward}
+             for prompt, reward in ((long, 1.0), ("short one", 0.0))]
+    write_lines(tmp_path / "a" / "r.jsonl", lines)
+    write_lines(tmp_path / "b" / "r.jsonl", [{**line, "reward": 0.5} for line in lines])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b"),
+                           "--json"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    prompts = {p["prompt_chars"]: p["prompt"] for p in json.loads(proc.stdout)["prompts"]}
+    assert prompts == {5_000: long[:2_000], len("short one"): "short one"}

@@ -54,7 +54,10 @@ def test_tools_and_findings_are_the_commands():
                                                   "steps_b": "16:30"})])
     assert set(names) == {"runs", "summary", "findings", "search", "sample", "metrics", "diff"}
     assert not diffed.is_error, diffed.content
-    assert diffed.structured_content == _cli_json("diff", str(PPO), str(PPO), "--steps", "1:15", "--steps-b", "16:30")
+    whole = _cli_json("diff", str(PPO), str(PPO), "--steps", "1:15", "--steps-b", "16:30")
+    left = len(whole["prompts"]) - 20  # the tool gives the first 20 prompts by default and counts the rest
+    assert diffed.structured_content == {**whole, "prompts": whole["prompts"][:20],
+                                         "left_out": {"prompts": left} if left > 0 else {}}
     assert not result.is_error, result.content
     expected = _cli_json("findings", str(PPO))
     assert [f["kind"] for f in result.structured_content["findings"]] == [f["kind"] for f in expected["findings"]]
@@ -112,3 +115,141 @@ def test_without_the_extra_the_command_says_what_to_install():
     proc = subprocess.run([sys.executable, "-c", program, "--help"], capture_output=True, text=True, cwd=REPO,
                           timeout=60)
     assert proc.returncode == 0 and "mcp" in proc.stdout and "report" in proc.stdout
+
+
+def test_sample_gives_its_first_turns_and_counts_the_rest(tmp_path):
+    """A sample of 2,000 turns: ``sample`` gives its first 50 (the default) or ``max_turns`` of them, each as
+    written, with ``n_turns`` 2,000 and ``turns_left_out`` the rest."""
+    run = tmp_path / "agent"
+    run.mkdir()
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "x" * (i % 7)}
+             for i in range(2_000)]
+    (run / "rank0.jsonl").write_text(json.dumps({"step": 1, "reward": 0.5, "messages": turns}) + "\n")
+    _, (default, seven) = _session([("sample", {"run": str(run), "address": "rank0.jsonl:1"}),
+                                    ("sample", {"run": str(run), "address": "rank0.jsonl:1", "max_turns": 7})],
+                                   roots=tmp_path)
+    for result, shown in ((default, 50), (seven, 7)):
+        assert not result.is_error, result.content
+        sample = result.structured_content
+        assert [(t["role"], t["content"]) for t in sample["turns"]] == [(t["role"], t["content"])
+                                                                      for t in turns[:shown]]
+        assert sample["n_turns"] == 2_000 and sample["turns_left_out"] == 2_000 - shown
+
+
+def _write_small_run(folder, reward: float):
+    folder.mkdir()
+    (folder / "rank0.jsonl").write_text("".join(json.dumps({"step": step, "reward": reward, "prompt": "p",
+                                                            "response": "a b"}) + "\n" for step in range(1, 5)))
+
+
+def _workers_on(run) -> list[int]:
+    """The ids of the processes that are the server's workers on ``run`` (their request names it)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                command = open(f"/proc/{entry}/cmdline", "rb").read().decode("utf-8", "replace")
+            except OSError:
+                continue
+            if "_work()" in command and str(run) in command:
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the server's worker processes in /proc")
+def test_a_blocked_call_waits_for_no_one_and_ends_when_abandoned_or_late(tmp_path):
+    """While a call on run A waits (the test holds A's cache lock), a call on run B answers with what the command
+    prints, A's worker still waiting; when the client abandons A's call its worker process is ended; a server
+    whose calls may take 3 s ends A's call with an error naming the limit, its worker gone."""
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    from rl_board.store.cache import RunCache
+
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    _write_small_run(run_a, 0.0)
+    _write_small_run(run_b, 1.0)
+    cache = tmp_path / "cache"
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(cache)}
+    subprocess.run([sys.executable, "-m", "rl_board", "index", str(run_a)], env=env, cwd=REPO, check=True,
+                   capture_output=True, timeout=240)
+    folder = next(p for p in cache.iterdir() if p.is_dir() and p.name.startswith("a-"))
+    expected_b = _cli_json("summary", str(run_b))
+
+    async def until(check, seconds=60):
+        with anyio.fail_after(seconds):
+            while not check():
+                await anyio.sleep(0.1)
+
+    async def talk(limit: str | None):
+        server_env = {**env, **({"RL_BOARD_MCP_SECONDS": limit} if limit else {})}
+        params = StdioServerParameters(command=sys.executable, args=["-m", "rl_board", "mcp", "--roots",
+                                                                     str(tmp_path)], env=server_env, cwd=str(REPO))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            if limit:
+                late = await session.call_tool("summary", {"run": str(run_a)})
+                return late, _workers_on(run_a)
+            async with anyio.create_task_group() as group:
+                group.start_soon(session.call_tool, "summary", {"run": str(run_a)})
+                await until(lambda: _workers_on(run_a))
+                with anyio.fail_after(120):  # a server whose calls wait for each other never answers it
+                    answered = await session.call_tool("summary", {"run": str(run_b)})
+                waiting = _workers_on(run_a)
+                group.cancel_scope.cancel()  # the client abandons A's call
+            await until(lambda: not _workers_on(run_a))
+            return answered, waiting
+
+    with RunCache(folder).locked():
+        answered, waiting = anyio.run(talk, None)
+        late, left = anyio.run(talk, "3")
+    assert not answered.is_error, answered.content
+    assert answered.structured_content == {**expected_b, "left_out": {}} and waiting
+    assert late.is_error and "took longer than 3 s" in late.content[0].text and "RL_BOARD_MCP_SECONDS" in late.content[0].text
+    assert left == []
+
+
+def test_every_answer_fits_its_bound_and_counts_what_it_left_out(tmp_path):
+    """Over a run of 160 steps (and a sample of 2,000 turns and 3,000 tokens, 100 prompts of 2,000
+    characters): summary, search, diff, metrics and sample each return at most 20,000 characters of JSON by
+    default; summary gives 20 steps spread evenly, first and last among them, each as the command prints it,
+    search 50 per_step entries, and ``left_out`` counts the rest of every list cut."""
+    import numpy as np
+
+    for name, reward in (("a", 0.0), ("b", 1.0)):
+        lines = [{"step": step, "reward": reward, "prompt": f"prompt {step % 100:03d} " + "q" * 2_000,
+                  "response": "answer " + "w " * 20} for step in range(1, 161) for _ in range(2)]
+        if name == "a":
+            lines[0] = {**lines[0], "messages": [{"role": "user", "content": f"turn {i} " + "t" * 1_000}
+                                                 for i in range(2_000)],
+                        "response_tokens": [f"t{i}" for i in range(3_000)], "logprobs": [-0.5] * 3_000}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "rank0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (tmp_path / "a" / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, **{f"series_{k}/value": step * 0.001 + k for k in range(40)}}) + "\n"
+        for step in range(1, 161)))
+    run_a, run_b = str(tmp_path / "a"), str(tmp_path / "b")
+    _, results = _session([("summary", {"run": run_a}), ("summary", {"run": run_a, "limit": 5}),
+                           ("search", {"run": run_a, "regex": "answer"}), ("diff", {"run_a": run_a, "run_b": run_b}),
+                           ("metrics", {"path": str(tmp_path / "a" / "metrics.jsonl")}),
+                           ("sample", {"run": run_a, "address": "rank0.jsonl:1"})], roots=tmp_path)
+    for result in results:
+        assert not result.is_error, result.content
+        assert len(json.dumps(result.structured_content, ensure_ascii=False)) <= 20_000
+    summary, five, found, diffed, metrics, sample = (r.structured_content for r in results)
+    whole = _cli_json("summary", run_a)
+    by_step = {s["step"]: s for s in whole["steps"]}
+    for answer, count in ((summary, 20), (five, 5)):
+        spread = [int(i) + 1 for i in np.linspace(0, 159, count).round()]  # indices of the 160 steps
+        assert [s["step"] for s in answer["steps"]] == spread
+        assert all(s == by_step[s["step"]] for s in answer["steps"])
+        assert answer["left_out"] == {"steps": 160 - count}
+    assert found["matches"] == 320 and len(found["per_step"]) == 50 and found["left_out"]["per_step"] == 110
+    assert diffed["matched"] == 100 and diffed["left_out"]["prompts"] == 100 - len(diffed["prompts"])
+    assert sum(len(points) + metrics["left_out"].get(f"series.{name}", 0)
+               for name, points in metrics["series"].items()) == 160 * len(metrics["series"])
+    assert sample["n_turns"] == 2_000 and sample["turns"][0]["content"].startswith("turn 0 ")
+    kept = len(sample["turns"]) + sample["left_out"].get("turns", 0)
+    assert kept == 50 and sample["turns_left_out"] == 1_950  # the tool's max_turns, then the bound
+    assert len(sample["tokens"]["token"]) + sample["left_out"].get("tokens", 0) == 256 and sample["n_tokens"] == 3_000

@@ -603,3 +603,24 @@ def test_sort_search_open_a_match_and_come_back_keep_every_choice():
     assert not at.exception and at.selectbox(key=keys.SORT_BY).value == "KL mean"
     _address_names_what_is_shown(at)
     assert dict(at.query_params)["step"] == "30"
+
+
+def test_the_page_search_says_where_a_regex_stopped_and_refuses_a_large_one(tmp_path, monkeypatch):
+    """Explore with a time budget spent at once says, in a warning, how many samples its regular expression
+    searched (its first chunk: three of six 90 KB responses); a pattern of size 1,001 is refused with the
+    limit and its setting named, the page alive."""
+    from rl_board.analysis.segment_queries import PROBE_BYTES
+
+    size = PROBE_BYTES // 3 + 1
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(step, 0.0, response="needle " + "z" * size)
+                                               for step in (1, 2, 3) for _ in range(2)])
+    monkeypatch.setenv("RL_BOARD_SEARCH_SECONDS", "1e-9")
+    at = _area(_load(_open(tmp_path, "run")), keys.EXPLORE)
+    at.text_input(key=keys.EXPLORE_REGEX).input("needle").run()
+    assert not at.exception, at.exception
+    warned = [w.value for w in at.warning if "stopped at its time budget" in w.value]
+    assert len(warned) == 1 and "3 of 6 samples searched" in warned[0]
+    at.text_input(key=keys.EXPLORE_REGEX).input("x{1000}y").run()
+    assert not at.exception, at.exception
+    assert any("Can't search with this pattern" in e.value for e in at.error)
+    assert any("size 1,001" in t.value and "RL_BOARD_MAX_REGEX_SIZE" in t.value for t in at.text)

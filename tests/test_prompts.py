@@ -202,3 +202,24 @@ def test_same_prompt_view_across_steps_and_runs(root):
     at.text_input(key=keys.PROMPT_FIND).input("^oth").run()
     assert at.selectbox(key=keys.PROMPT_PICK).value == prompt_key("other", None)
     assert len(_blocks(at)) == 1 and not at.exception
+
+
+def test_prompt_choices_say_where_a_regex_ran_out_of_time(tmp_path, monkeypatch):
+    """With the search's time budget spent at once, the prompts offered are those matching among the samples
+    its first chunk searched (three of six, in step order), and ``attrs["note"]`` says so; with the default
+    budget all six match and there is no note."""
+    from rl_board import load
+    from rl_board.analysis.prompts import compute_prompt_choices
+    from rl_board.analysis.segment_queries import PROBE_BYTES
+
+    size = PROBE_BYTES // 3 + 1
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(step, 0.0, prompt=f"needle {step}{i} " + "z" * size)
+                                               for step in (1, 2, 3) for i in range(2)])
+    run = load(tmp_path / "run")
+    monkeypatch.setenv("RL_BOARD_SEARCH_SECONDS", "1e-9")
+    cut = compute_prompt_choices(run, "^needle")
+    assert sorted(p.split()[1] for p in cut["prompt"]) == ["10", "11", "20"]
+    assert "3 of 6 samples searched" in cut.attrs["note"]
+    monkeypatch.delenv("RL_BOARD_SEARCH_SECONDS")
+    whole = compute_prompt_choices(run, "^needle")
+    assert len(whole) == 6 and whole.attrs["note"] is None

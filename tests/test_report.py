@@ -3,6 +3,7 @@ Chromium (with every network request refused) in the tests marked ``browser``.""
 
 from __future__ import annotations
 
+import html
 import json
 import random
 import re
@@ -82,6 +83,48 @@ def test_report_escapes_the_run_text(tmp_path):
     assert "pwned" in page  # its text is there…
     assert "<script>window.pwned" not in page and "<img src=x" not in page  # …never as markup
     assert not re.search(r"<[a-z]+[^>]*\bonerror=window", page)
+
+
+def test_long_texts_are_cut_with_their_length_said(tmp_path):
+    """A run of 46 KB responses without per-token numbers (and one 12 KB prompt): each sample's response and
+    prompt in the report is the text's first 2,000 characters at most, and the note beside it gives the
+    text's full length, counted here from the lines written."""
+    rng = random.Random(0)
+    vocab = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta", "iota", "kappa"]
+    lines = []
+    for step in range(1, 9):
+        for i in range(16):
+            late = step > 4 and i % 2 == 0  # late high-reward responses spread one long phrase
+            words = [rng.choice(vocab) for _ in range(6)] + (["as", "you", "can", "clearly", "see"] * 2000 if late
+                                                             else [rng.choice(vocab) for _ in range(5)])
+            lines.append({"step": step, "reward": (2.0 if late else 0.0) + rng.random() * 0.1,
+                          "prompt": f"question {i} " + "why " * (3000 if i == 0 else 1), "response": " ".join(words)})
+    run = tmp_path / "long"
+    run.mkdir()
+    (run / "rank0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    page = _report(run, tmp_path / "r.html")
+    blocks = page.split('<div class="rlb-sample">')[1:]
+    cut = 0
+    for block in blocks:
+        line = int(re.search(r"rank0\.jsonl:(\d+)", block)[1])
+        written = lines[line - 1]
+        text = re.search(r'<div class="rlb-finding-text"[^>]*>(.*?)</div>', block, re.S)[1]
+        shown = html.unescape(re.sub(r"</?mark>", "", text))
+        assert len(shown) <= 2_000 and written["response"].startswith(shown)
+        said = re.search(r"The first ([\d,]+) of the response's ([\d,]+) characters", block)
+        if len(written["response"]) > 2_000:
+            cut += 1
+            assert said and int(said[1].replace(",", "")) == len(shown)
+            assert int(said[2].replace(",", "")) == len(written["response"])
+        else:
+            assert said is None and shown == written["response"]
+        prompt = re.search(r"The first 2,000 of the prompt's ([\d,]+) characters", block)
+        assert (prompt is not None) == (len(written["prompt"]) > 2_000)
+        if prompt:
+            assert int(prompt[1].replace(",", "")) == len(written["prompt"])
+    assert cut >= 3  # the phrase finding's samples are the long ones
+    markup = re.sub(r"<script\b.*?</script>", "", page, flags=re.S)  # plotly's inline 4.6 MB aside
+    assert len(markup) < 100_000  # the 8 samples shown hold 46 KB responses each
 
 
 def _open_offline(path: Path):

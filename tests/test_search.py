@@ -188,3 +188,110 @@ def test_the_matches_listed_are_those_of_every_match(run, count, last_first):
     assert got.index.tolist() == expected.index.tolist() and got.equals(expected)
     assert compute_matches_per_step(loaded, keep).tolist() == compute_matches_per_step(loaded, matches).tolist() \
         == [2, 1, 0]
+
+
+@pytest.mark.parametrize("pattern, size", [("x{1000}y", 1_001), ("(ab){3}c", 7), ("(?s)(.{100}){10}z", 1_001),
+                                           (r"\d{4}-\d{2}", 7), ("(?i)x{10,20}", 20), ("x{5,}", 6),
+                                           (r"\p{Greek}{2}", 2), ("[]a]{3}", 3), ("(?P<n>ab){2}", 4),
+                                           ("(?:a|b){5}", 10), (r"\Qa.b\E{2}", 4), ("(a(b){2}){3}", 9)])
+def test_regex_size_counts_each_atom_once_per_repetition(pattern, size):
+    """A pattern's size is its characters, classes, escapes and dots, each once per copy a counted
+    repetition makes (counted here by hand)."""
+    from rl_board.analysis.regex import regex_size
+
+    assert regex_size(pattern) == size
+
+
+def test_a_pattern_too_large_is_refused_in_one_line_before_any_text_is_read(tmp_path, monkeypatch):
+    """``x{1000}y`` (size 1,001) is refused with one line naming its size, the limit and the setting; raised
+    to 2,000 the same search runs and finds the one response that holds 1,000 x then y."""
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 1.0, response="x" * 1000 + "y"),
+                                               sample(1, 0.0, response="x" * 999 + "y")])
+    code, out, err = _cli("search", tmp_path / "run", "--regex", "x{1000}y", "--json")
+    assert code == 2 and out == ""
+    assert [line for line in err.splitlines() if line.startswith("error:")] == err.strip().splitlines()
+    assert "size 1,001" in err and "more than 400 (RL_BOARD_MAX_REGEX_SIZE)" in err
+    monkeypatch.setenv("RL_BOARD_MAX_REGEX_SIZE", "2000")
+    code, out, err = _cli("search", tmp_path / "run", "--regex", "x{1000}y", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["matches"] == 1 and found["samples"][0]["line"] == 1 and found["searched"]["complete"]
+
+
+def test_a_search_out_of_time_says_where_it_stopped(tmp_path, monkeypatch):
+    """With a time budget spent at once, the search covers only its first chunk: the fewest samples, in
+    step order, whose texts reach ``PROBE_BYTES``; ``searched`` says how many, the last step searched whole
+    and the step it stopped in, the matches are those of the samples searched (counted here with re), and
+    one note line says so."""
+    from rl_board.analysis.segment_queries import PROBE_BYTES
+
+    size = PROBE_BYTES // 3 + 1  # bytes of each response: the first chunk holds three samples
+    texts = {(step, i): ("needle " if (step + i) % 2 else "hay ") + "z" * size for step in (1, 2, 3) for i in range(2)}
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(step, 0.0, response=texts[step, i])
+                                               for step in (3, 2, 1) for i in range(2)])  # the file's order is not steps'
+    in_order = [texts[key] for key in sorted(texts)]  # step order: the order a search goes in
+    first = next(k for k in range(1, 7) if sum(map(len, in_order[:k])) >= PROBE_BYTES)
+    monkeypatch.setenv("RL_BOARD_SEARCH_SECONDS", "1e-9")
+    code, out, err = _cli("search", tmp_path / "run", "--regex", "^needle", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert first == 3 and found["searched"] == {"complete": False, "samples": 3, "of": 6, "through_step": 1,
+                                                "stopped_at_step": 2, "budget_seconds": 1e-9}
+    assert found["matches"] == sum(bool(re.match("needle", t)) for t in in_order[:first])
+    notes = [line for line in err.splitlines() if line.startswith("note: the regular expression")]
+    assert len(notes) == 1 and "3 of 6 samples searched, steps up to 1 and part of step 2" in notes[0]
+    monkeypatch.delenv("RL_BOARD_SEARCH_SECONDS")
+    code, out, err = _cli("search", tmp_path / "run", "--regex", "^needle", "--json")
+    whole = json.loads(out)
+    assert whole["searched"] == {"complete": True, "samples": 6, "of": 6, "through_step": 3, "stopped_at_step": None,
+                                 "budget_seconds": 30.0}
+    assert whole["matches"] == sum(bool(re.match("needle", t)) for t in in_order) and "note:" not in err
+
+
+def test_small_chunks_find_what_one_pass_finds(tmp_path, monkeypatch):
+    """Searched a few samples at a time (files interleaved by step, one written in reverse step order, so a
+    chunk's rows of a file are not consecutive), a run's response and prompt matches are Python re's over
+    the texts as written."""
+    from rl_board import load
+    from rl_board.analysis import segment_queries
+
+    lines = {name: [sample(step, 0.0, prompt=f"p{step}{name}{i}", response=f"{name} {step} {i} " + "ab" * (i * 7))
+                    for step in range(1, 9) for i in range(5)] for name in ("a", "b", "c")}
+    lines["c"].reverse()
+    for name, written in lines.items():
+        write_lines(tmp_path / "run" / f"{name}.jsonl", written)
+    monkeypatch.setattr(segment_queries, "PROBE_BYTES", 40)
+    monkeypatch.setattr(segment_queries, "CHUNK_SECONDS", 1e-9)  # each later chunk: one sample
+    run = load(tmp_path / "run")
+    for field, pattern in (("response", r"(ab){20}"), ("response", r"^b [2-5] "), ("prompt", r"[ac]3")):
+        scan = run.text_search(field, pattern)
+        got = sorted((run.files[int(f)], int(line)) for f, line in
+                     zip(run.samples.loc[scan.found, "file"], run.samples.loc[scan.found, "line"]))
+        expected = sorted((f"{name}.jsonl", n + 1) for name, written in lines.items()
+                          for n, line in enumerate(written) if re.search(pattern, line[field]))
+        assert scan.complete and got == expected and expected
+
+
+def test_the_search_bounds_set_to_inf_are_capped_not_a_traceback(monkeypatch):
+    """``inf`` for the regex size, the search's time and an MCP call's time is taken as the documented caps
+    (100,000; a day; a day); a value that is not a positive number is the default."""
+    from rl_board.base import defaults as D
+
+    for name in ("RL_BOARD_MAX_REGEX_SIZE", "RL_BOARD_SEARCH_SECONDS", "RL_BOARD_MCP_SECONDS"):
+        monkeypatch.setenv(name, "inf")
+    assert (D.max_regex_size(), D.search_seconds(), D.mcp_seconds()) == (100_000, 86_400, 86_400)
+    for name in ("RL_BOARD_MAX_REGEX_SIZE", "RL_BOARD_SEARCH_SECONDS", "RL_BOARD_MCP_SECONDS"):
+        monkeypatch.setenv(name, "-3")
+    assert (D.max_regex_size(), D.search_seconds(), D.mcp_seconds()) == (400, 30, 60)
+
+
+def test_excerpts_are_bounded_in_time_and_in_the_text_they_search():
+    """With no time left every excerpt is its text's start, unmarked, and counted; a match past the first
+    ``EXCERPT_SCAN_CHARS`` characters is not looked for (the start is shown), one inside them is marked."""
+    from rl_board.analysis.search import EXCERPT_SCAN_CHARS, build_excerpts
+
+    texts = ["hay needle hay", "y" * EXCERPT_SCAN_CHARS + " needle", None]
+    late, unmarked = build_excerpts(texts, "needle", seconds=0)
+    assert late == ["hay needle hay", "y" * 100 + "…", ""] and unmarked == 2
+    marked, unmarked = build_excerpts(texts, "needle")
+    assert marked == ["hay «needle» hay", "y" * 100 + "…", ""] and unmarked == 0

@@ -7,7 +7,15 @@ from __future__ import annotations
 import math
 
 from ..base import fields as F
-from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_IMAGE_SIDE, SAMPLE_IMAGES, SAMPLE_TOKENS
+from ..base.defaults import (
+    MAX_SAMPLE_CHARS,
+    MAX_SAMPLE_TOKENS,
+    MAX_SAMPLE_TURNS,
+    SAMPLE_IMAGE_SIDE,
+    SAMPLE_IMAGES,
+    SAMPLE_TOKENS,
+    SAMPLE_TURNS,
+)
 from ..base.images import thumbnail
 from .run import Run
 from .tables import compute_token_table
@@ -50,20 +58,23 @@ def _text(value, cut: list[str], name: str):
     return value
 
 
-def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
+def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turns: int = SAMPLE_TURNS) -> dict:
     """The sample ``label`` of ``run``: ``address``, ``step``, ``reward`` and its other numbers (null where
-    absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (role,
-    content, tool calls; [] when it has none), ``tokens`` (the first ``max_tokens`` positions, at most
-    ``MAX_SAMPLE_TOKENS``: ``token``, ``counted`` and each per-token number the sample has), ``n_tokens``
-    (all of its positions), ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``) and ``images``: each image of its
-    turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``, ``url``, ``note`` as ``Run.images``
-    gives them, and ``attached``: whether ``build_sample_images`` gives it as a picture)."""
+    absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (its first
+    ``max_turns`` turns, at most ``MAX_SAMPLE_TURNS``: role, content, tool calls; [] when it has none),
+    ``n_turns`` (all of its turns) and ``turns_left_out`` (those not given), ``tokens`` (the first
+    ``max_tokens`` positions, at most ``MAX_SAMPLE_TOKENS``: ``token``, ``counted`` and each per-token number
+    the sample has), ``n_tokens`` (all of its positions), ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``) and
+    ``images``: each image of its turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``,
+    ``url``, ``note`` as ``Run.images`` gives them, and ``attached``: whether ``build_sample_images`` gives it
+    as a picture)."""
     row = run.samples.loc[label]
     cut: list[str] = []
     texts = run.with_text(run.samples.loc[[label]]).iloc[0]
     canonical, _ = run.record(label)
+    every = canonical.get(F.MESSAGES) or []
     turns = []
-    for i, turn in enumerate(canonical.get(F.MESSAGES) or []):
+    for i, turn in enumerate(every[:max(0, min(max_turns, MAX_SAMPLE_TURNS))]):
         calls = [{"name": str(c.get("name") or ""), "arguments": _text(c.get("arguments"), cut, f"turns[{i}]")}
                  for c in (turn.get("tool_calls") or [])]
         turns.append({"role": str(turn.get("role") or ""), "content": _text(turn.get("content"), cut, f"turns[{i}]"),
@@ -83,7 +94,8 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
         item["attached"] = True
     return {"address": f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", "step": int(row[F.STEP]), **numbers,
             **{name: _text(texts.get(name), cut, name) for name in F.TEXT_FIELDS},
-            "turns": turns, "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut)), "images": images}
+            "turns": turns, "n_turns": len(every), "turns_left_out": len(every) - len(turns),
+            "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut)), "images": images}
 
 
 def build_sample_images(run: Run, label) -> list[tuple[str, bytes]]:

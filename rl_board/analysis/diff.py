@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
+from ..base.defaults import MAX_SHOWN_CHARS
 from .run import Run
 from .tables import strip_pad
 
@@ -204,7 +205,8 @@ def _range(steps) -> str | None:
 def build_diff_json(diff: PromptDiff, a: Run, b: Run) -> dict:
     """The ``diff --json`` contract (without ``settings``): ``matched``, ``only_a``, ``only_b``,
     ``too_few``, ``regressions``, ``improvements``, ``unchanged`` (prompts of ``prompts`` with delta
-    below, above and at 0) and ``prompts``: each ``prompt`` (text), ``key`` (the prompt key or id),
+    below, above and at 0) and ``prompts``: each ``prompt`` (its text's first ``MAX_SHOWN_CHARS``
+    characters), ``prompt_chars`` (the text's full length; null without one), ``key`` (the prompt key or id),
     ``a`` and ``b`` ({``samples``, ``reward_mean``, ``pass_rate``, ``shown``: FILE:LINE of the response
     the text output shows}) and ``delta``, in the table's order."""
     table = diff.table
@@ -217,7 +219,9 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run) -> dict:
     prompts = []
     for i, (key, row) in enumerate(table.iterrows()):
         prompts.append({
-            "prompt": row["prompt"], "key": int(key) if diff.key_a == "prompt" else _number(key),
+            "prompt": row["prompt"][:MAX_SHOWN_CHARS] if isinstance(row["prompt"], str) else None,
+            "prompt_chars": len(row["prompt"]) if isinstance(row["prompt"], str) else None,
+            "key": int(key) if diff.key_a == "prompt" else _number(key),
             **{name: {"samples": int(row[f"{name}_samples"]), "reward_mean": _number(row[f"{name}_reward_mean"]),
                       "pass_rate": _number(row[f"{name}_pass_rate"]), "shown": shown[name][i]}
                for name in ("a", "b")},

@@ -33,15 +33,19 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
     """The distinct prompts of ``run`` whose text (pads removed) matches the RE2 ``pattern``, or whose
     prompt key it is (a whole number), most sampled first (then in the run's order), at most ``limit``:
     indexed by ``prompt_key``, columns ``prompt`` (its text), ``samples`` and ``steps`` (how many of each
-    it has in the run). Raises ``ValueError`` for a pattern RE2 refuses."""
+    it has in the run); ``attrs["note"]`` says where the pattern's search stopped when it ran out of time
+    (``RegexScan.note``), else None. Raises ``ValueError`` for a pattern RE2 refuses or one too large."""
     samples = run.samples
     keys = samples["prompt_key"]
-    hit = run.text_matches("prompt", pattern, pad_token)
+    scan = run.text_search("prompt", pattern, pad_token)
+    hit = scan.found.copy()
     if re.fullmatch(r"\s*-?\d{1,19}\s*", pattern) and -2**63 <= int(pattern) < 2**63:
         hit |= (keys == int(pattern)).to_numpy()
     found = samples[hit & keys.notna().to_numpy()]
     if found.empty:
-        return pd.DataFrame(columns=["prompt", "samples", "steps"])
+        empty = pd.DataFrame(columns=["prompt", "samples", "steps"])
+        empty.attrs["note"] = scan.note()
+        return empty
     first = found.drop_duplicates("prompt_key")  # each prompt's first sample, in the run's order
     grouped = found.groupby("prompt_key")
     table = pd.DataFrame({"first": first.index, "samples": grouped.size().reindex(first["prompt_key"]).to_numpy(),
@@ -50,7 +54,9 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
     table = table.sort_values("samples", ascending=False, kind="stable").head(limit)
     texts = run.with_text(samples.loc[table["first"]])["prompt"]
     table.insert(0, "prompt", [strip_pad(t, pad_token) for t in texts])
-    return table.drop(columns="first")
+    table = table.drop(columns="first")
+    table.attrs["note"] = scan.note()
+    return table
 
 
 def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: str | None = None,

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..base.colors import build_token_text_html, metric_scale
-from ..base.defaults import MAX_REPORT_SAMPLES, REPORT_SAMPLES
+from ..base.defaults import MAX_REPORT_SAMPLES, MAX_SHOWN_CHARS, REPORT_SAMPLES
 from .figures import build_curve_figure
 from .findings import Findings, compute_evidence, compute_evidence_tables
 from .recap import compute_recap
@@ -23,7 +23,8 @@ from .steps import curve_frame
 from .tables import compute_token_table
 
 MAX_REPORT_TOKENS = 2_000  # tokens of a sample's coloured text; the rest is left out, and the report says so
-MAX_PROMPT_CHARS = 2_000  # characters of a sample's prompt shown above its response
+MAX_PROMPT_CHARS = MAX_SHOWN_CHARS  # characters of a sample's prompt shown above its response
+MAX_RESPONSE_CHARS = MAX_SHOWN_CHARS  # characters of a response shown as text (no per-token numbers to colour)
 REPORT_IMAGE_SIDE = 160  # pixels: the longer side of a sample's image thumbnail in the report
 REPORT_IMAGE_BYTES = 2 << 20  # bytes of thumbnails (PNG) the whole report embeds; the images past it are named
 
@@ -161,13 +162,17 @@ def _images_html(run: Run, label, budget: list[int]) -> str:
 
 def _sample_html(run: Run, item, prompt: str | None, budget: list[int] | None = None) -> str:
     """One sample of a finding: where it is, its prompt (cut), its images (thumbnails within ``budget``), and
-    its response: its tokens coloured by the first per-token number it has (``COLOR_BY``), else its words
-    with the finding's phrases marked."""
+    its response: its tokens coloured by the first per-token number it has (``COLOR_BY``; its first
+    ``MAX_REPORT_TOKENS``), else its words with the finding's phrases marked (``item``: ``compute_evidence``'s,
+    cut at ``MAX_RESPONSE_CHARS``). Where a text is cut, its full length is said."""
     head = f'<div class="rlb-meta">step {item.step} · {_e(item.sample_id)} · reward {_fmt(item.reward)}</div>'
     parts = [head]
     if prompt:
         cut = prompt[:MAX_PROMPT_CHARS] + ("…" if len(prompt) > MAX_PROMPT_CHARS else "")
         parts.append(f'<div class="rlb-prompt">{_e(cut)}</div>')
+        if len(prompt) > MAX_PROMPT_CHARS:
+            parts.append(f'<p class="rlb-meta">The first {MAX_PROMPT_CHARS:,} of the prompt\'s {len(prompt):,} '
+                         "characters are shown.</p>")
     if budget is not None:
         parts.append(_images_html(run, item.label, budget))
     coloured = None
@@ -188,7 +193,13 @@ def _sample_html(run: Run, item, prompt: str | None, budget: list[int] | None = 
             if len(metrics) > MAX_REPORT_TOKENS:
                 coloured += (f'<p class="rlb-meta">The first {MAX_REPORT_TOKENS:,} of {len(metrics):,} tokens '
                              "are shown.</p>")
-    parts.append(coloured if coloured is not None else item.html)
+    if coloured is not None:
+        parts.append(coloured)
+    else:
+        parts.append(item.html)
+        if item.shown < item.chars:
+            parts.append(f'<p class="rlb-meta">The first {item.shown:,} of the response\'s {item.chars:,} '
+                         "characters are shown.</p>")
     return '<div class="rlb-sample">' + "\n".join(parts) + "</div>"
 
 
@@ -208,7 +219,7 @@ def _findings_html(run: Run, found: Findings, samples: int) -> str:
         out.append(f'<p class="rlb-meta">{_e(finding.severity)} · {_e(steps)}'
                    + (f" · {_e(finding.detail)}" if finding.detail else "") + "</p>")
         out += [_table_html(table) for table in compute_evidence_tables(finding, found.words_from_tokens)]
-        items = compute_evidence(run, finding)[:samples]
+        items = compute_evidence(run, finding, MAX_RESPONSE_CHARS)[:samples]
         if items:
             prompts = run.with_text(run.samples.loc[[item.label for item in items]])
             prompts = prompts["prompt"].tolist() if "prompt" in prompts else [None] * len(items)

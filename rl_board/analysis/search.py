@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
+from .regex import RegexScan
 from .run import Run
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
@@ -51,7 +52,14 @@ def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
 
 
 def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
-    """Whether each row of ``run.samples`` matches ``query`` (``compute_matches``); bool, shape (samples,)."""
+    """Whether each row of ``run.samples`` matches ``query`` (``compute_matches``); bool, shape (samples,).
+    A regular expression's search stops at its time budget: ``compute_search`` says where."""
+    return compute_search(run, query, tagged)[0]
+
+
+def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, RegexScan | None]:
+    """(``compute_match_mask``'s mask, the ``RegexScan`` of the query's regular expression, which says how
+    many samples' texts it searched before its time budget ran out; None without a pattern)."""
     samples = run.samples
     keep = np.ones(len(samples), dtype=bool)
     if query.tag:
@@ -78,9 +86,11 @@ def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
     if query.has_images is not None:
         counts = samples["images"].to_numpy() if "images" in samples else np.zeros(len(samples))
         keep &= (counts > 0) == query.has_images
+    scan = None
     if query.pattern:
-        keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
-    return keep
+        scan = run.text_search(query.text_field, query.pattern, query.pad_token)
+        keep &= scan.found
+    return keep, scan
 
 
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
@@ -99,13 +109,18 @@ def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd
     return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
 
 
-def build_search_json(run: Run, matches: pd.DataFrame) -> dict:
-    """The ``search --json`` contract: ``matches``, ``per_step`` (every step of the run) and
+def build_search_json(run: Run, matches: pd.DataFrame, scan: RegexScan | None = None) -> dict:
+    """The ``search --json`` contract: ``matches``, ``searched`` (how far the regular expression's search
+    got: ``RegexScan.as_json``; every sample when there is none), ``per_step`` (every step of the run) and
     ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
     where the line holds several samples (``fields.address``), reward)."""
     per_step = compute_matches_per_step(run, matches)
+    if scan is None:
+        steps = run.samples[F.STEP].to_numpy().astype(np.int64)
+        scan = RegexScan(np.zeros(0, bool), len(steps), steps, None)
     return {
         "matches": int(len(matches)),
+        "searched": scan.as_json(),
         "per_step": [{"step": int(step), "matches": int(count)} for step, count in per_step.items()],
         "samples": [{"step": int(step), "file": run.files[int(file)], "line": int(line),
                      **({"position": int(position)} if position >= 0 else {}),
@@ -193,10 +208,29 @@ def printable_line(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch in (_OPEN, _CLOSE) else repr(ch)[1:-1] for ch in text)
 
 
+EXCERPT_SCAN_CHARS = 1 << 20  # characters of a text searched for the match its excerpt marks
+EXCERPT_SECONDS = 10  # seconds the excerpts of one listing may spend finding their matches; then none is marked
+
+
+def build_excerpts(texts: list, pattern: str | None, seconds: float = EXCERPT_SECONDS) -> tuple[list[str], int]:
+    """Each of ``texts``' excerpt (``build_excerpt``) while ``seconds`` last, from then on its start without
+    the match marked (a regular expression slow in RE2 costs the listing at most that); (the excerpts, how
+    many were given unmarked for want of time)."""
+    import time
+
+    deadline, out, unmarked = time.monotonic() + seconds, [], 0
+    for text in texts:
+        late = bool(pattern) and bool(text) and time.monotonic() >= deadline
+        unmarked += late
+        out.append(build_excerpt(text, None if late else pattern))
+    return out, unmarked
+
+
 def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str:
-    """A one-line excerpt of ``text`` around the first match of the RE2 ``pattern``, the match between
-    ``MARK_OPEN`` and ``MARK_CLOSE``, ``width`` characters of context on each side (… where cut);
-    the text's start when there is no pattern or no match; "" for no text."""
+    """A one-line excerpt of ``text`` around the first match of the RE2 ``pattern`` within its first
+    ``EXCERPT_SCAN_CHARS`` characters, the match between ``MARK_OPEN`` and ``MARK_CLOSE``, ``width``
+    characters of context on each side (… where cut); the text's start when there is no pattern or no
+    match there; "" for no text."""
     if not text:
         return ""
     marked = text
@@ -205,8 +239,9 @@ def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str
         import pyarrow.compute as pc
 
         try:
-            marked = pc.replace_substring_regex(pa.array([text]), pattern, _OPEN + r"\0" + _CLOSE,
-                                                max_replacements=1)[0].as_py()
+            marked = pc.replace_substring_regex(pa.array([text[:EXCERPT_SCAN_CHARS]]), pattern,
+                                                _OPEN + r"\0" + _CLOSE, max_replacements=1)[0].as_py()
+            marked += text[EXCERPT_SCAN_CHARS:]
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             marked = text
     start = marked.find(_OPEN)
@@ -221,14 +256,15 @@ def build_excerpt(text: str | None, pattern: str | None, width: int = 50) -> str
 
 
 def first_matching(texts: list[str], pattern: str | None) -> str:
-    """The first of ``texts`` in which the RE2 ``pattern`` matches (a turn of a conversation), else the
-    last one ("" for none)."""
+    """The first of ``texts`` in which the RE2 ``pattern`` matches within its first ``EXCERPT_SCAN_CHARS``
+    characters (a turn of a conversation), else the last one ("" for none)."""
     if pattern and texts:
         import pyarrow as pa
         import pyarrow.compute as pc
 
         try:
-            hits = pc.match_substring_regex(pa.array(texts, pa.string()), pattern).to_pylist()
+            hits = pc.match_substring_regex(pa.array([t[:EXCERPT_SCAN_CHARS] for t in texts], pa.string()),
+                                            pattern).to_pylist()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             hits = []
         for text, hit in zip(texts, hits):

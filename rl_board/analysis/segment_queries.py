@@ -12,6 +12,11 @@ import pandas as pd
 import pyarrow as pa
 
 from ..base import fields as F
+from .regex import RegexScan, check_regex
+
+PROBE_BYTES = 256 << 10  # bytes of text the first chunk of a regular expression's search holds
+CHUNK_SECONDS = 0.25  # what each later chunk should take, from the rate of the ones before
+MAX_CHUNK_BYTES = 64 << 20  # bytes of text a chunk holds at most
 
 
 class SegmentQueries:
@@ -128,31 +133,94 @@ class SegmentQueries:
         return out
 
     def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
-        """Whether each row of ``samples`` has text ``field`` (or, for ``messages``, any turn's content or
-        tool-call arguments) matching the RE2 regular expression
-        ``pattern`` (``(?i)`` for case-insensitive), with ``pad_token`` removed first; bool, shape
-        (samples,). Runs pyarrow's RE2 over the memory-mapped text columns, segment by segment:
-        no text becomes a Python string. Raises ``ValueError`` for a pattern RE2 refuses."""
+        """Whether each row of ``samples`` has text ``field`` matching the RE2 ``pattern``: ``text_search``'s
+        ``found`` (so, past the time budget, only the rows searched can be set); bool, shape (samples,)."""
+        return self.text_search(field, pattern, pad_token).found
+
+    def text_search(self, field: str, pattern: str, pad_token: str | None = None,
+                    seconds: float | None = None) -> RegexScan:
+        """Which rows of ``samples`` have text ``field`` (or, for ``messages``, any turn's content or
+        tool-call arguments) matching the RE2 regular expression ``pattern`` (``(?i)`` for case-insensitive),
+        with ``pad_token`` removed first. Runs pyarrow's RE2 over the memory-mapped text columns a chunk of
+        samples at a time, in the samples' order (step, file, line): no text becomes a Python string. Each
+        chunk is sized from the time the ones before took (``CHUNK_SECONDS``); once ``seconds`` (default
+        ``search_seconds()``) are spent, or the next sample alone would pass them, it stops (the first
+        chunk is always searched) and the ``RegexScan`` says how far it got. Raises ``ValueError`` for a
+        pattern RE2 refuses, ``RegexTooLarge`` for one past ``max_regex_size()``, before any text is read."""
+        import time
+
         import pyarrow.compute as pc
 
-        found = np.zeros(len(self.samples), dtype=bool)
-        rows = self.samples["row"].to_numpy()
-        for table, places in self._by_table(self.samples):
+        from ..base.defaults import search_seconds
+
+        check_regex(pattern)
+        budget = search_seconds() if seconds is None else seconds
+        samples = self.samples
+        found = np.zeros(len(samples), dtype=bool)
+        ends = np.cumsum(self._text_sizes(field))  # bytes of text up to and with each sample
+        start, at, probed = time.monotonic(), 0, 0
+        if len(samples) and ends[0] > PROBE_BYTES:  # a first sample too large to search before its rate is known
+            for _, column, _ in self._chunk_texts(samples.iloc[:1], field, pad_token):
+                cut = pc.utf8_slice_codeunits(column, 0, PROBE_BYTES // (1 if len(column) <= 1 else 64))
+                _match(cut.slice(0, 64), pattern)
+            probed = PROBE_BYTES
+        while at < len(samples):
+            before = int(ends[at - 1]) if at else 0
+            target = PROBE_BYTES
+            if at or probed:
+                spent = time.monotonic() - start
+                rate, left = spent / max(before + probed, 1), budget - spent  # seconds a byte took so far
+                if left <= 0 or (int(ends[at]) - before) * rate > left:  # the next sample alone would pass it
+                    break
+                target = min(CHUNK_SECONDS / rate, left / rate, MAX_CHUNK_BYTES) if rate > 0 else MAX_CHUNK_BYTES
+            # the fewest samples, at least one, whose texts hold ``target`` bytes
+            stop = min(max(at + 1, int(np.searchsorted(ends, before + max(target, 1), side="left")) + 1),
+                       len(samples))
+            for places, column, owner in self._chunk_texts(samples.iloc[at:stop], field, pad_token):
+                hits = _match(column, pattern)
+                if owner is not None:
+                    hits = np.bincount(owner[hits], minlength=len(places)) > 0
+                found[at + places] = hits
+            at = stop
+        return RegexScan(found, at, samples[F.STEP].to_numpy().astype(np.int64), budget)
+
+    def _chunk_texts(self, chunk: pd.DataFrame, field: str, pad_token: str | None):
+        """The texts ``field`` of ``chunk``'s rows (rows of ``samples``), a segment table at a time: yields
+        (``places``: int64, the rows' places in ``chunk``; their texts, an Arrow string array; ``owner``:
+        int64, for ``messages`` the place in ``places`` each turn's text belongs to, else None), pads removed."""
+        import pyarrow.compute as pc
+
+        for table, places in self._by_table(chunk):
+            rows = chunk["row"].to_numpy()[places]
             if field == F.MESSAGES:  # any turn's content or tool-call arguments
-                lists = table.column("turn_texts").combine_chunks()
+                lists = _rows_of(table.column("turn_texts"), rows)
+                if isinstance(lists, pa.ChunkedArray):
+                    lists = lists.combine_chunks()
                 column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
             else:
-                column, owner = table.column(field), None
+                column, owner = _rows_of(table.column(field), rows), None
             if pad_token:
                 column = pc.replace_substring(column, pad_token, "")
-            try:
-                hits = np.asarray(pc.match_substring_regex(column, pattern).fill_null(False), dtype=bool)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
-            if owner is not None:
-                hits = np.bincount(owner[hits], minlength=table.num_rows) > 0
-            found[places] = hits[rows[places]]
-        return found
+            yield places, column, owner
+
+    def _text_sizes(self, field: str) -> np.ndarray:
+        """Bytes of text ``field`` (for ``messages``: of every turn's text) of each row of ``samples``; int64,
+        shape (samples,). Read from the columns' offsets: no text is touched."""
+        import pyarrow.compute as pc
+
+        sizes = np.zeros(len(self.samples), dtype=np.int64)
+        rows = self.samples["row"].to_numpy()
+        for table, places in self._by_table(self.samples):
+            if field == F.MESSAGES:
+                lists = table.column("turn_texts").combine_chunks()
+                lengths = pc.binary_length(pc.list_flatten(lists)).fill_null(0).to_numpy(zero_copy_only=False)
+                owner = pc.list_parent_indices(lists).to_numpy()
+                per_row = np.bincount(owner, weights=lengths, minlength=table.num_rows).astype(np.int64)
+            else:
+                per_row = np.concatenate([pc.binary_length(chunk).fill_null(0).to_numpy(zero_copy_only=False)
+                                          for chunk in table.column(field).chunks] or [np.zeros(0)])
+            sizes[places] = per_row[rows[places]]
+        return sizes
 
     def tool_calls(self, frame: pd.DataFrame) -> dict[int, dict[str, int]]:
         """For each step of ``frame`` (rows of ``samples``) whose samples have any tool call: tool name ->
@@ -183,6 +251,29 @@ def _take_chunks(column: pa.ChunkedArray, rows: np.ndarray):
         picked = np.flatnonzero(chunk_of == index)
         start = ends[index] - len(column.chunks[index])
         yield picked, column.chunks[index].take(pa.array(rows[picked] - start))
+
+
+def _match(column, pattern: str) -> np.ndarray:
+    """Whether each text of ``column`` matches the RE2 ``pattern`` (null: no); bool. ``ValueError`` for a
+    pattern RE2 refuses."""
+    import pyarrow.compute as pc
+
+    try:
+        return np.asarray(pc.match_substring_regex(column, pattern).fill_null(False), dtype=bool)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"not a valid RE2 regular expression: {pattern!r} ({exc})") from exc
+
+
+def _rows_of(column: pa.ChunkedArray, rows: np.ndarray) -> pa.Array | pa.ChunkedArray:
+    """``column[rows]``: a slice (no copy) where ``rows`` are consecutive, else taken chunk by chunk."""
+    if len(rows) == 1 or (len(rows) and (np.diff(rows) == 1).all()):
+        return column.slice(int(rows[0]), len(rows))
+    pieces = list(_take_chunks(column, rows))
+    picked = np.concatenate([p for p, _ in pieces])
+    values = pa.chunked_array([v for _, v in pieces], type=column.type).combine_chunks()
+    if (np.diff(picked) == 1).all():
+        return values
+    return values.take(pa.array(np.argsort(picked, kind="stable")))
 
 
 def take_rows(column: pa.ChunkedArray, rows: np.ndarray, type_: pa.DataType | None = None) -> list:

@@ -107,6 +107,8 @@ def token_option(value: str | None) -> str | None:
 # What a shared report (``rl-board report``, the page's download button) shows of each finding
 REPORT_SAMPLES = 3  # samples under each finding, unless asked otherwise (``--samples``)
 MAX_REPORT_SAMPLES = 20  # the most a finding shows, whatever is asked: the file stays small enough to mail
+MAX_SHOWN_CHARS = 2_000  # characters of a prompt or response a report or ``diff --json`` gives; its full length
+#                          is given beside it
 
 # What one sample by its address gives a program (``analysis.address``, the MCP server's sample tool)
 SAMPLE_TOKENS = 256  # per-token positions given unless more are asked for
@@ -131,3 +133,37 @@ def image_bounds() -> tuple[int, int, int]:
     return (int(_positive(MAX_IMAGE_PIXELS_ENV, DEFAULT_MAX_IMAGE_PIXELS)),
             int(_positive(MAX_IMAGE_BYTES_ENV, DEFAULT_MAX_IMAGE_BYTES / (1 << 20)) * (1 << 20)),
             int(_positive(MAX_SAMPLE_IMAGE_BYTES_ENV, DEFAULT_MAX_SAMPLE_IMAGE_BYTES / (1 << 20)) * (1 << 20)))
+SAMPLE_TURNS = 50  # turns given unless more are asked for (the first ones; ``n_turns`` counts them all)
+MAX_SAMPLE_TURNS = 1_000  # the most turns given, whatever is asked
+
+# What one MCP tool call may cost (``cli.mcp_server``): it runs in a process of its own, ended past this
+MCP_SECONDS_ENV = "RL_BOARD_MCP_SECONDS"
+DEFAULT_MCP_SECONDS = 60  # seconds a tool call may take; then its process is ended and the call is an error
+
+
+MAX_SECONDS = 86_400  # a time limit set larger (inf) is taken as a day
+
+
+def mcp_seconds() -> float:
+    """``$RL_BOARD_MCP_SECONDS`` (a positive number, at most ``MAX_SECONDS``), else ``DEFAULT_MCP_SECONDS``."""
+    return min(_positive(MCP_SECONDS_ENV, DEFAULT_MCP_SECONDS), MAX_SECONDS)
+
+
+# What a regular expression's search may cost (``analysis.regex``: every search, the page's and the commands')
+SEARCH_SECONDS_ENV = "RL_BOARD_SEARCH_SECONDS"
+DEFAULT_SEARCH_SECONDS = 30  # seconds a regular expression searches a run's texts; then it stops and says where
+MAX_REGEX_SIZE_ENV = "RL_BOARD_MAX_REGEX_SIZE"
+DEFAULT_MAX_REGEX_SIZE = 400  # a pattern's atoms counted once per repetition (x{1000}y: 1,001): larger is refused
+
+
+MAX_REGEX_SIZE = 100_000  # a size limit set larger (inf) is taken as this: RE2 refuses larger programs anyway
+
+
+def search_seconds() -> float:
+    """``$RL_BOARD_SEARCH_SECONDS`` (a positive number, at most ``MAX_SECONDS``), else ``DEFAULT_SEARCH_SECONDS``."""
+    return min(_positive(SEARCH_SECONDS_ENV, DEFAULT_SEARCH_SECONDS), MAX_SECONDS)
+
+
+def max_regex_size() -> int:
+    """``$RL_BOARD_MAX_REGEX_SIZE`` (a positive number, at most ``MAX_REGEX_SIZE``), else ``DEFAULT_MAX_REGEX_SIZE``."""
+    return int(min(_positive(MAX_REGEX_SIZE_ENV, DEFAULT_MAX_REGEX_SIZE), MAX_REGEX_SIZE))

@@ -16,7 +16,7 @@ def _search(args) -> int:
         build_search_json,
         column_for,
         compute_first_matches,
-        compute_match_mask,
+        compute_search,
         parse_range,
         parse_steps,
         sort_key_for,
@@ -43,7 +43,7 @@ def _search(args) -> int:
     try:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
-        keep = compute_match_mask(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
+        keep, scan = compute_search(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
                                              truncated=True if args.truncated else None, tag=args.tag,
                                              has_images=True if args.has_images else None))
     except (ValueError, TagsError) as exc:
@@ -57,7 +57,9 @@ def _search(args) -> int:
         shown = ordered if limit is None else ordered.head(limit)
     else:
         shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match
-    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
+    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches, scan)}
+    if scan is not None and scan.note():  # one line on stderr, for --json too
+        print(f"note: {scan.note()}", file=sys.stderr)
     if sort is not None or limit is not None:  # the samples listed: those shown, in the order asked
         result["samples"] = build_search_json(run, shown)["samples"]
     if args.json:
@@ -78,7 +80,7 @@ def _search(args) -> int:
 
 def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None) -> list[str]:
     """Each shown sample's text around its first match (the match between « and »)."""
-    from ..analysis.search import build_excerpt, first_matching
+    from ..analysis.search import EXCERPT_SECONDS, build_excerpts, first_matching
     from ..base import fields as F
 
     if shown.empty:
@@ -94,4 +96,8 @@ def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None
             texts.append(first_matching(parts, pattern))
     if pad_token:
         texts = [t.replace(pad_token, "") if isinstance(t, str) else t for t in texts]
-    return [build_excerpt(text, pattern) for text in texts]
+    excerpts, unmarked = build_excerpts(texts, pattern)
+    if unmarked:
+        print(f"note: {unmarked} of {len(texts)} excerpts show their text's start, their match not marked: finding "
+              f"the matches took more than {EXCERPT_SECONDS} s", file=sys.stderr)
+    return excerpts

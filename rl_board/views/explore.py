@@ -11,7 +11,7 @@ import streamlit as st
 
 from ..analysis.figures import build_matches_figure
 from ..analysis.run import Run
-from ..analysis.search import Query, compute_first_matches, compute_match_mask, compute_matches_per_step, search_fields
+from ..analysis.search import Query, compute_first_matches, compute_matches_per_step, compute_search, search_fields
 from ..analysis.tables import (
     KL_PREFIX,
     build_batch_table,
@@ -22,6 +22,7 @@ from ..analysis.tables import (
     sort_samples,
 )
 from ..base import fields as F
+from ..base.text import escape_markdown
 from ..store.tags import ANY_TAG
 from . import clicks, keys, state
 from .sidebar import Settings
@@ -78,12 +79,14 @@ def render(run: Run, settings: Settings) -> None:
                            else t)
     query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated, tag=tag)
     try:
-        keep = compute_match_mask(run, query, book)
+        keep, scan = compute_search(run, query, book)
     except ValueError as exc:
         st.error("Can't search with this pattern.")
         st.text(str(exc))
         return
     count = int(keep.sum())
+    if scan is not None and scan.note():
+        st.warning(escape_markdown(scan.note()[0].upper() + scan.note()[1:] + "."))
     st.caption(f"{count:,} of {len(run.samples):,} samples match")
     if not count:
         return

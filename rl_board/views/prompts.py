@@ -59,6 +59,8 @@ def _pick_prompt(run: Run, label, settings: Settings):
         st.error("Can't search with this pattern.")
         st.text(str(exc))
         return None
+    if choices.attrs.get("note"):
+        st.warning(escape_markdown(choices.attrs["note"][0].upper() + choices.attrs["note"][1:] + "."))
     if choices.empty:
         st.info("No prompt of this run matches.")
         return None

@@ -19,13 +19,16 @@ from .phrases import _phrase_text
 @dataclass(frozen=True)
 class EvidenceSample:
     """One sample of a finding's evidence: where it is, its step and reward, and its response as
-    HTML (escaped) with the finding's phrases marked."""
+    HTML (escaped) with the finding's phrases marked; ``chars``: the response's characters as running
+    text, ``shown``: how many of them ``html`` holds (fewer where ``compute_evidence`` cut it)."""
 
     label: object
     sample_id: str
     step: int
     reward: float
     html: str = field(repr=False, default="")
+    chars: int = 0
+    shown: int = 0
 
 
 def _is_word_char(char: str) -> bool:
@@ -123,8 +126,27 @@ def compute_evidence_tables(finding: Finding, words_from_tokens: bool) -> list[p
     return tables
 
 
-def compute_evidence(run: Run, finding: Finding) -> list[EvidenceSample]:
-    """The samples of ``finding`` in its order, each with its response marked (``build_marked_html``)."""
+def _cut_words(words: list[str], joiner: str, limit: int | None) -> tuple[list[str], int, int]:
+    """(the words of ``words`` that fit in ``limit`` characters of running text, the one that crosses it
+    cut to fit (all for None), the characters they take, the whole text's characters)."""
+    lengths = [len(w) for w in words]  # display_token changes no token's length
+    total = sum(lengths) + len(joiner) * max(len(words) - 1, 0)
+    if limit is None or total <= limit:
+        return words, total, total
+    taken = 0
+    for i, length in enumerate(lengths):
+        gap = len(joiner) if i else 0
+        if taken + gap + length > limit:
+            part = words[i][:max(limit - taken - gap, 0)]
+            return words[:i] + ([part] if part else []), taken + (gap + len(part) if part else 0), total
+        taken += gap + length
+    return words, taken, total
+
+
+def compute_evidence(run: Run, finding: Finding, max_chars: int | None = None) -> list[EvidenceSample]:
+    """The samples of ``finding`` in its order, each with its response marked (``build_marked_html``);
+    with ``max_chars``, only the words that fit in that many characters of running text (a phrase is
+    marked where it lies wholly inside them)."""
     labels = [label for label in finding.labels if label in run.samples.index]
     if not labels:
         return []
@@ -133,9 +155,12 @@ def compute_evidence(run: Run, finding: Finding) -> list[EvidenceSample]:
     out = []
     for label, ws, tok in zip(labels, words, from_tokens):
         row = run.samples.loc[label]
+        joiner = "" if tok else " "
+        kept, shown, chars = _cut_words(ws, joiner, max_chars)
         out.append(EvidenceSample(label, F.address(run.files[int(row[F.FILE])], int(row[F.LINE]),
                                                    int(row.get(F.POSITION, -1))), int(row[F.STEP]),
-                                  float(row[F.REWARD]), build_marked_html(ws, finding.phrases, "" if tok else " ")))
+                                  float(row[F.REWARD]), build_marked_html(kept, finding.phrases, joiner),
+                                  chars, shown))
     return out
 
 
