@@ -3,8 +3,8 @@
 Trainers that log token ids (prime-rl's token exports, NeMo-RL's step files) need
 the tokenizer that made them. It is a ``tokenizer.json`` (the ``tokenizers``
 library's file, which every Hugging Face model folder holds) given by the user, or
-found next to the run: in the run folder or up to two folders above it, either
-lying there or in a model folder there (a subfolder holding one). It is read with
+found next to the run: lying in the run folder or in one of the two folders above it
+(never in a folder beside the run: another run's or another user's). It is read with
 ``tokenizers.Tokenizer.from_file``: from the disk only, never downloaded from a hub; a run at a
 URL has its tokenizer read beside it through the run's filesystem (``Tokenizer.from_str``).
 
@@ -54,11 +54,11 @@ def resolve_tokenizer(path: Path | str) -> Path:
 
 
 def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
-    """The ``tokenizer.json`` next to a run: in the run folder, its parent or its grandparent, the
-    nearest first; in each, the folder's own file, else that of its first subfolder (by name) that
-    holds one and is no run itself (a model folder, not another run's folder). Folders outside the
-    allowed ones are never looked in (those the run's location was opened under). None when there is
-    none."""
+    """The ``tokenizer.json`` next to a run: the file lying in the run folder, else in its parent, else in
+    its grandparent, the nearest first. Only the run's own folder and its ancestors, never a sub-folder of
+    one of them: a folder beside the run (``000/``, another run's, another user's) never decides how this
+    run's ids decode. Folders outside the allowed ones are never looked in (those the run's location was
+    opened under). None when there is none."""
     try:
         location = open_location(run_dir)
         folder = location.path.resolve()
@@ -67,36 +67,15 @@ def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
     for _ in range(SEARCH_UP + 1):
         if not folder.parts or not location.contains(folder):  # no parts: above a URL's bucket
             return None
-        found = _tokenizer_in(folder, location)
-        if found is not None:
-            return found
+        own = folder / TOKENIZER_FILE
+        try:
+            if own.is_file() and location.contains(own):
+                return own
+        except OSError:  # a folder that can't be read (no permission): look further up
+            pass
         if folder.parent == folder:
             return None
         folder = folder.parent
-    return None
-
-
-def _tokenizer_in(folder: Path, location: RunLocation) -> Path | None:
-    own = folder / TOKENIZER_FILE
-    try:
-        if own.is_file() and location.contains(own):
-            return own
-        if isinstance(folder, Path):
-            with os.scandir(folder) as entries:  # a folder of 100,000 run files: no stat per file
-                subfolders = sorted(folder / e.name for e in entries if not e.name.startswith(".") and e.is_dir())
-        else:  # a URL's folder, listed through its filesystem
-            subfolders = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
-    except OSError:
-        return None
-    from ..readers import holds_run
-
-    for sub in subfolders:
-        candidate = sub / TOKENIZER_FILE
-        try:
-            if candidate.is_file() and location.contains(candidate) and not holds_run(sub):
-                return candidate
-        except OSError:  # a folder beside the run that can't be read (no permission): not the run's tokenizer
-            continue
     return None
 
 

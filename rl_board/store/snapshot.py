@@ -26,8 +26,8 @@ from .segments import SharedSlice, with_one_value_columns
 from .tracking import natural_key
 
 #: What the page and the commands say when a run's token ids can't be decoded.
-NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
-                "the model folder holding one) in the run folder or up to two folders above it, or give it: the "
+NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json in "
+                "the run folder or one of the two folders above it (not in a folder beside them), or give it: the "
                 "sidebar's Tokenizer box, or --tokenizer PATH on the command line.")
 
 
