@@ -2,7 +2,7 @@
 ``file://``; fsspec and its implementations imported only when a URL is given, each an optional extra),
 ``RemotePath`` (a URL's file or folder, with the pure parts of a path and the rest through its
 filesystem), and the one line a store's fault gives (``fault_line``: the URL named, no traceback,
-no credential). Imports nothing of ``rl_board`` but ``access``."""
+no credential). Imports nothing of ``rl_board`` but ``access`` and ``defaults``."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .access import (
     RootError,
     url_roots,
 )
+from .defaults import setting
 
 #: what each optional extra brings, by URL scheme (the message for a scheme whose package is missing)
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure",
@@ -32,19 +33,9 @@ READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT = "RL_BOARD_STORE_READ_TIMEOUT", 10.0  # 
 RETRIES_ENV, DEFAULT_RETRIES = "RL_BOARD_STORE_RETRIES", 2  # tries after the first (500, 503, a timeout)
 
 
-def _setting(name: str, default: float) -> float:
-    """``$name`` as a number of at least 0, else ``default``."""
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value >= 0 else default
-
-
 def store_limits() -> tuple[float, float, int]:
     """(connect timeout s, read timeout s, retries) as the environment sets them, else the defaults."""
-    return (_setting(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT), _setting(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT),
-            int(_setting(RETRIES_ENV, DEFAULT_RETRIES)))
+    return (setting(CONNECT_TIMEOUT_ENV), setting(READ_TIMEOUT_ENV), int(setting(RETRIES_ENV)))
 
 
 def _store_options(scheme: str) -> dict:
