@@ -10,11 +10,14 @@ URL has its tokenizer read beside it through the run's filesystem (``Tokenizer.f
 
 Each id is decoded on its own (``decode([id])``, special tokens kept), so a token
 reads as what it adds to the text; an id the tokenizer does not know, or any id
-without a tokenizer, reads ``#ID`` (``#151644``).
+without a tokenizer, reads ``#ID`` (``#151644``). A tokenizer that fails (the library
+panics) reads every id as ``#ID`` from then on in that process, with a note
+(``GuardedTokenizer``): the run, the page and the MCP server go on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from pathlib import Path
@@ -92,23 +95,107 @@ def stamp(path: str | None) -> str:
 
 
 def load_tokenizer(path: str | None):
-    """The ``tokenizers.Tokenizer`` in file ``path`` (kept while the file is unchanged), or None
-    for None. Raises ``TokenizerError`` when the file is no tokenizer."""
+    """The tokenizer in file ``path`` as a ``GuardedTokenizer`` (kept while the file is unchanged), or None
+    for None. Raises ``TokenizerError`` when the file is no tokenizer (or the library fails reading it)."""
     if path is None:
         return None
     return _load(str(path), stamp(str(path)))
 
 
+class TokenizerFailed(TokenizerError):
+    """The tokenizers library failed decoding (a panic, such as a decoder's regular expression over its
+    backtracking limit): the message names the file and what it said."""
+
+
+def _fatal(exc: BaseException) -> bool:
+    """Whether ``exc`` must end the program as it would anyway (Ctrl-C, ``sys.exit``), not be contained."""
+    return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+class GuardedTokenizer:
+    """A ``tokenizers.Tokenizer`` whose calls can't take the process down: the library raises its Rust panics
+    as ``PanicException``, a ``BaseException`` that no ``except Exception`` catches (a tokenizer.json whose
+    decoder is a backtracking regular expression makes one; huggingface/tokenizers#1345). Each call is made
+    here: a failure raises ``TokenizerFailed``, and the tokenizer is then ``failed`` for good in this process,
+    so a hostile file costs one failure, not one per sample. The decoding functions below read ids as
+    ``#ID`` once it has failed; ``failed`` says why (the load report's note)."""
+
+    def __init__(self, tokenizer, path: str):
+        self._tokenizer, self.path, self.failed = tokenizer, path, None
+
+    def _call(self, name: str, *args, **kwargs):
+        if self.failed is not None:
+            raise TokenizerFailed(self.failed)
+        try:
+            with _rust_quiet():
+                return getattr(self._tokenizer, name)(*args, **kwargs)
+        except BaseException as exc:
+            if _fatal(exc):
+                raise
+            first = (str(exc).splitlines() or [""])[0][:200]
+            self.failed = (f"The tokenizer {self.path} failed decoding ({type(exc).__name__}: {first}): token ids "
+                           "are shown as #ID. Replace it, or give another tokenizer.")
+            raise TokenizerFailed(self.failed) from None
+
+    def decode(self, ids, **kwargs) -> str:
+        return self._call("decode", ids, **kwargs)
+
+    def decode_batch(self, batch, **kwargs) -> list[str]:
+        return self._call("decode_batch", batch, **kwargs)
+
+    def id_to_token(self, token_id: int):
+        return self._call("id_to_token", token_id)
+
+    def get_vocab_size(self, **kwargs) -> int:
+        return self._call("get_vocab_size", **kwargs)
+
+    def __getattr__(self, name):  # what else a caller asks of it (the library's own tokenizer)
+        return getattr(self._tokenizer, name)
+
+
+@contextlib.contextmanager
+def _rust_quiet():
+    """File descriptor 2 sent to /dev/null while the library runs: a Rust panic's default hook writes its
+    message and backtrace (``RUST_BACKTRACE``) straight to it, past Python's ``sys.stderr``, and the note
+    says it in one line instead. Three system calls a call: decoding is asked for a batch at a time."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr at all: nothing to keep quiet
+        yield
+        return
+    try:
+        os.dup2(_devnull(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+@functools.lru_cache(maxsize=1)
+def _devnull() -> int:
+    return os.open(os.devnull, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+
+
 @functools.lru_cache(maxsize=4)
-def _load(path: str, version: str):
+def _load(path: str, version: str) -> GuardedTokenizer:
     from tokenizers import Tokenizer  # here: only runs with token ids need it
 
     try:
         if is_url(path):  # beside a run at a URL: read through its filesystem
-            return Tokenizer.from_str(remote_path(path).read_text())
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # the library raises its own exception types for a bad file
-        raise TokenizerError(f"{path} is not a tokenizer the tokenizers library can read ({exc})") from exc
+            text = remote_path(path).read_text()
+            with _rust_quiet():
+                return GuardedTokenizer(Tokenizer.from_str(text), path)
+        with _rust_quiet():
+            return GuardedTokenizer(Tokenizer.from_file(path), path)
+    except BaseException as exc:  # the library raises its own exception types (and panics) for a bad file
+        if _fatal(exc):
+            raise
+        raise TokenizerError(f"{path} is not a tokenizer the tokenizers library can read ({exc})") from None
+
+
+def failure(tokenizer) -> str | None:
+    """Why ``tokenizer`` (as ``load_tokenizer`` gives it) failed in this process, None when it did not."""
+    return getattr(tokenizer, "failed", None)
 
 
 def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -121,10 +208,13 @@ def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
 def token_strings(tokenizer, ids: list[int]) -> list[str]:
     """Each id of ``ids`` decoded on its own (special tokens kept); ``#ID`` without a tokenizer
     or for an id it does not know."""
-    if tokenizer is None:
+    if tokenizer is None or failure(tokenizer):
         return [id_text(i) for i in ids]
-    known = [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids]
-    texts = tokenizer.decode_batch([[i] for i, ok in zip(ids, known) if ok], skip_special_tokens=False)
+    try:
+        known = [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids]
+        texts = tokenizer.decode_batch([[i] for i, ok in zip(ids, known) if ok], skip_special_tokens=False)
+    except TokenizerFailed:  # read as without a tokenizer; ``failure`` says why
+        return [id_text(i) for i in ids]
     decoded = iter(texts)
     return [next(decoded) if ok else id_text(i) for i, ok in zip(ids, known)]
 
@@ -159,19 +249,25 @@ def token_pieces(tokenizer, ids: list[int]) -> list[str]:
 def decode_text(tokenizer, ids: list[int]) -> str:
     """A run of ids as one text: decoded together (so characters split over several tokens come
     out whole), or the ids as ``#ID`` separated by spaces without a tokenizer."""
-    if tokenizer is None:
+    if tokenizer is None or failure(tokenizer):
         return " ".join(id_text(i) for i in ids)
-    size = tokenizer.get_vocab_size(with_added_tokens=True)
-    if all(0 <= i < size for i in ids):
-        return tokenizer.decode(list(ids), skip_special_tokens=False)
+    try:
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+        if all(0 <= i < size for i in ids):
+            return tokenizer.decode(list(ids), skip_special_tokens=False)
+    except TokenizerFailed:
+        return " ".join(id_text(i) for i in ids)
     return "".join(token_strings(tokenizer, list(ids)))
 
 
 def decode_texts(tokenizer, runs: list[list[int]]) -> list[str]:
     """``decode_text`` of each list of ids (in one batch call when every id is known)."""
-    if tokenizer is None or not runs:
+    if tokenizer is None or not runs or failure(tokenizer):
         return [decode_text(tokenizer, ids) for ids in runs]
-    size = tokenizer.get_vocab_size(with_added_tokens=True)
-    if all(0 <= i < size for ids in runs for i in ids):
-        return tokenizer.decode_batch([list(ids) for ids in runs], skip_special_tokens=False)
+    try:
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+        if all(0 <= i < size for ids in runs for i in ids):
+            return tokenizer.decode_batch([list(ids) for ids in runs], skip_special_tokens=False)
+    except TokenizerFailed:
+        pass  # each run below reads as without a tokenizer
     return [decode_text(tokenizer, ids) for ids in runs]

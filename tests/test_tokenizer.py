@@ -1,0 +1,94 @@
+"""A tokenizer that panics (the real ``tokenizers`` library's ``PanicException``, a ``BaseException``) costs
+only the run's token texts: ids read ``#ID`` with one note, and the commands, the page and the MCP server go on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import command, write_lines
+from page_steps import load as _load
+from page_steps import open_page as _open
+from token_writers import hostile_tokenizer
+
+from rl_board.derive.tokenizer import decode_text, decode_texts, failure, load_tokenizer, token_strings
+
+FAILED = "failed decoding (PanicException"
+
+
+def _hostile_run(folder):
+    """A run of 6 samples over 2 steps whose responses are token ids (with their log-probs); sample 1 of each
+    step holds id 2, on which the run's own tokenizer.json panics."""
+    hostile_tokenizer(folder)
+    write_lines(folder / "rollouts.jsonl", [{"step": s, "reward": 0.5 * k, "prompt": "p",
+                                             "token_ids": [0, 1, 2] if k == 1 else [0, 1],
+                                             "logprobs": [-0.5, -0.25, -1.0] if k == 1 else [-0.5, -0.25]}
+                                            for s in (1, 2) for k in range(3)])
+    return folder
+
+
+def test_the_fixture_panics_in_the_real_library(tmp_path):
+    """The tokenizers library itself raises a BaseException that is no Exception decoding id 2 of the file."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(hostile_tokenizer(tmp_path)))
+    assert tokenizer.decode([0, 1]) == "helloworld"  # the Replace decoder joins tokens as they are
+    with pytest.raises(BaseException) as caught:
+        tokenizer.decode([2])
+    assert not isinstance(caught.value, Exception) and type(caught.value).__name__ == "PanicException"
+
+
+def test_a_panic_reads_ids_as_hash_numbers_from_then_on(tmp_path):
+    """Through load_tokenizer: ids 0 and 1 decode; the panic on id 2 gives #2 instead of raising, and
+    from then on every id of that tokenizer reads #ID (one failure, not one per sample), failure naming the
+    file; another tokenizer in the same process is untouched."""
+    path = hostile_tokenizer(tmp_path / "bad")
+    tokenizer = load_tokenizer(str(path))
+    assert token_strings(tokenizer, [0, 1]) == ["hello", "world"] and failure(tokenizer) is None
+    assert decode_text(tokenizer, [0, 2]) == "#0 #2"
+    reason = failure(tokenizer)
+    assert str(path) in reason and FAILED in reason
+    assert token_strings(tokenizer, [0, 1]) == ["#0", "#1"]
+    assert decode_texts(tokenizer, [[0], [1, 0]]) == ["#0", "#1 #0"]
+    from token_writers import train_tokenizer
+
+    good = load_tokenizer(str(train_tokenizer(tmp_path / "good")))
+    assert decode_text(good, good.encode("hello").ids) == "hello" and failure(good) is None
+
+
+@pytest.mark.parametrize("argv", [("summary", "{run}", "--no-cache"), ("search", "{run}", "--steps", "1:2"),
+                                  ("findings", "{run}"), ("report", "{run}", "-o", "{out}")])
+def test_every_command_ends_well_with_one_note(tmp_path, argv):
+    """summary, search, findings and report on the run: exit 0, no traceback and no Rust panic message on
+    stderr, one note naming the tokenizer file and its failure."""
+    run = _hostile_run(tmp_path / "run")
+    proc = command(*(a.format(run=run, out=tmp_path / "r.html") for a in argv))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "panicked" not in proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if FAILED in line]
+    assert len(notes) == 1 and str(run / "tokenizer.json") in notes[0]
+
+
+def test_the_page_lives_on(tmp_path):
+    """The page loads the run: no exception, the batch is drawn, and the load report says the tokenizer failed."""
+    _hostile_run(tmp_path / "run")
+    at = _load(_open(tmp_path, "run"))
+    assert not at.exception and not at.error
+    said = [e.value for e in (*at.info, *at.warning, *at.caption, *at.text) if "failed decoding" in e.value]
+    assert said and at.dataframe
+
+
+def test_the_mcp_server_lives_on(tmp_path):
+    """The MCP server on the run: summary and sample answer (the sample's response reads #2), and the
+    server answers the call after them."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")
+    from test_mcp import _session
+
+    run = _hostile_run(tmp_path / "run")
+    _, results = _session([("summary", {"run": str(run)}), ("sample", {"run": str(run), "address": "rollouts.jsonl:2"}),
+                           ("runs", {})], roots=tmp_path)
+    summary, sample, listing = results
+    assert not summary.is_error, summary.content
+    assert not sample.is_error, sample.content
+    assert "#2" in json.dumps(sample.structured_content)
+    assert not listing.is_error
