@@ -10,9 +10,10 @@ import socket
 import threading
 
 import pytest
-from conftest import sample, write_lines
+from conftest import REPO, sample, write_lines
 from page_steps import load as _load
 from page_steps import open_page as _open
+from streamlit.testing.v1 import AppTest
 
 from rl_board.base.access import OutsideAllowedFolders
 from rl_board.base.remote import check_url_text
@@ -132,3 +133,14 @@ def test_the_page_tokenizer_box_refuses_a_url_outside_the_roots_without_connecti
     assert listener.connections == 0
 
 
+
+
+def test_the_page_root_box_refuses_a_url_outside_the_roots_without_connecting(tmp_path, monkeypatch, listener):
+    """On the page, ftp://… and zip://x::ftp://… typed as the root (RL_BOARD_ROOTS a local folder): one error
+    each, no exception, and the listener saw no connection."""
+    monkeypatch.setenv("RL_BOARD_ROOTS", str(tmp_path))
+    for url in _urls(listener.port)[:2]:
+        at = AppTest.from_file(str(REPO / "app.py"), default_timeout=60).run()
+        at.sidebar.text_input(key=keys.ROOT).input(url).run()
+        assert not at.exception and len(at.error) == 1, url
+    assert listener.connections == 0
