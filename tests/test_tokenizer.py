@@ -56,6 +56,24 @@ def test_a_panic_reads_ids_as_hash_numbers_from_then_on(tmp_path):
     assert decode_text(good, good.encode("hello").ids) == "hello" and failure(good) is None
 
 
+def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp_path, monkeypatch):
+    """With the allowance set to 0 s (every call takes longer than nothing; no clock is compared with a
+    guess), a good tokenizer's first call reads its ids as #ID and the note says how long it took for how
+    many ids; no further call is made."""
+    from token_writers import train_tokenizer
+
+    from rl_board.derive import tokenizer as module
+
+    monkeypatch.setattr(module, "DECODE_SECONDS", 0.0)
+    monkeypatch.setattr(module, "DECODE_SECONDS_PER_ID", 0.0)
+    module._load.cache_clear()
+    good = load_tokenizer(str(train_tokenizer(tmp_path / "slow")))
+    ids = good.encode("hello").ids
+    assert decode_text(good, ids) == " ".join(f"#{i}" for i in ids)
+    assert "ids, more than the 0.0 s allowed: token ids are shown as #ID" in failure(good)
+    module._load.cache_clear()
+
+
 @pytest.mark.parametrize("argv", [("summary", "{run}", "--no-cache"), ("search", "{run}", "--steps", "1:2"),
                                   ("findings", "{run}"), ("report", "{run}", "-o", "{out}")])
 def test_every_command_ends_well_with_one_note(tmp_path, argv):

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,9 @@ from ..base.location import RunLocation, open_location
 from ..base.remote import remote_path
 
 TOKENIZER_FILE = "tokenizer.json"
+#: time one call into the library may take (seconds, plus so much per id decoded): a tokenizer past it is not
+#: asked again in this process (its ids read #ID, with a note); a real one decodes millions of ids a second
+DECODE_SECONDS, DECODE_SECONDS_PER_ID = 5.0, 1e-4
 SEARCH_UP = 2  # folders above the run folder looked in
 
 
@@ -118,30 +122,42 @@ class GuardedTokenizer:
     decoder is a backtracking regular expression makes one; huggingface/tokenizers#1345). Each call is made
     here: a failure raises ``TokenizerFailed``, and the tokenizer is then ``failed`` for good in this process,
     so a hostile file costs one failure, not one per sample. The decoding functions below read ids as
-    ``#ID`` once it has failed; ``failed`` says why (the load report's note)."""
+    ``#ID`` once it has failed; ``failed`` says why (the load report's note). A call that takes longer than
+    ``DECODE_SECONDS`` (plus ``DECODE_SECONDS_PER_ID`` an id) fails it too, once it returns: a call inside the
+    library can't be stopped, but no further one is made (a decoder that is slow without panicking costs one
+    call, not one per sample)."""
 
     def __init__(self, tokenizer, path: str):
         self._tokenizer, self.path, self.failed = tokenizer, path, None
 
-    def _call(self, name: str, *args, **kwargs):
+    def _call(self, name: str, *args, ids: int = 1, **kwargs):
+        """The library's ``name`` called with ``args``; ``ids``: how many ids it decodes (its time allowance)."""
         if self.failed is not None:
             raise TokenizerFailed(self.failed)
+        start = time.perf_counter()
         try:
             with _rust_quiet():
-                return getattr(self._tokenizer, name)(*args, **kwargs)
+                got = getattr(self._tokenizer, name)(*args, **kwargs)
         except BaseException as exc:
             if _fatal(exc):
                 raise
             first = (str(exc).splitlines() or [""])[0][:200]
-            self.failed = (f"The tokenizer {self.path} failed decoding ({type(exc).__name__}: {first}): token ids "
-                           "are shown as #ID. Replace it, or give another tokenizer.")
-            raise TokenizerFailed(self.failed) from None
+            self._fail(f"failed decoding ({type(exc).__name__}: {first})")
+        took, allowed = time.perf_counter() - start, DECODE_SECONDS + ids * DECODE_SECONDS_PER_ID
+        if took > allowed:  # a call can't be stopped once in the library: the next ones are never made
+            self._fail(f"took {took:.1f} s decoding {ids:,} ids, more than the {allowed:.1f} s allowed")
+        return got
+
+    def _fail(self, why: str):
+        self.failed = (f"The tokenizer {self.path} {why}: token ids are shown as #ID. Replace it, or give another "
+                       "tokenizer.")
+        raise TokenizerFailed(self.failed) from None
 
     def decode(self, ids, **kwargs) -> str:
-        return self._call("decode", ids, **kwargs)
+        return self._call("decode", ids, ids=len(ids), **kwargs)
 
     def decode_batch(self, batch, **kwargs) -> list[str]:
-        return self._call("decode_batch", batch, **kwargs)
+        return self._call("decode_batch", batch, ids=sum(map(len, batch)), **kwargs)
 
     def id_to_token(self, token_id: int):
         return self._call("id_to_token", token_id)
