@@ -16,15 +16,19 @@ from rl_board.derive.tokenizer import decode_text, decode_texts, failure, load_t
 FAILED = "failed decoding (PanicException"
 
 
-def _hostile_run(folder):
-    """A run of 6 samples over 2 steps whose responses are token ids (with their log-probs); sample 1 of each
-    step holds id 2, on which the run's own tokenizer.json panics."""
+def _hostile_run(folder, files: int = 1):
+    """A run of ``files`` files of 6 samples over 2 steps whose responses are token ids (with their log-probs);
+    sample 1 of each step holds id 2, on which the run's own tokenizer.json panics."""
     hostile_tokenizer(folder)
-    write_lines(folder / "rollouts.jsonl", [{"step": s, "reward": 0.5 * k, "prompt": "p",
-                                             "token_ids": [0, 1, 2] if k == 1 else [0, 1],
-                                             "logprobs": [-0.5, -0.25, -1.0] if k == 1 else [-0.5, -0.25]}
-                                            for s in (1, 2) for k in range(3)])
+    for k in range(files):
+        _lines(folder / f"rollouts{k or ''}.jsonl")
     return folder
+
+
+def _lines(path):
+    write_lines(path, [{"step": s, "reward": 0.5 * k, "prompt": "p", "token_ids": [0, 1, 2] if k == 1 else [0, 1],
+                        "logprobs": [-0.5, -0.25, -1.0] if k == 1 else [-0.5, -0.25]}
+                       for s in (1, 2) for k in range(3)])
 
 
 def test_the_fixture_panics_in_the_real_library(tmp_path):
@@ -78,13 +82,15 @@ def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp
                                   ("findings", "{run}"), ("report", "{run}", "-o", "{out}")])
 def test_every_command_ends_well_with_one_note(tmp_path, argv):
     """summary, search, findings and report on the run: exit 0, no traceback and no Rust panic message on
-    stderr, one note naming the tokenizer file and its failure."""
-    run = _hostile_run(tmp_path / "run")
+    stderr, one note (for the run's two files) naming the tokenizer file and its failure, and no note that
+    ids were decoded with it."""
+    run = _hostile_run(tmp_path / "run", files=2)
     proc = command(*(a.format(run=run, out=tmp_path / "r.html") for a in argv))
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "panicked" not in proc.stderr
     notes = [line for line in proc.stderr.splitlines() if FAILED in line]
-    assert len(notes) == 1 and str(run / "tokenizer.json") in notes[0]
+    assert len(notes) == 1 and str(run / "tokenizer.json") in notes[0] and "(in 2 files: " in notes[0]
+    assert "Token ids decoded with" not in proc.stderr
 
 
 def test_the_page_lives_on(tmp_path):

@@ -33,6 +33,8 @@ TOKENIZER_FILE = "tokenizer.json"
 #: time one call into the library may take (seconds, plus so much per id decoded): a tokenizer past it is not
 #: asked again in this process (its ids read #ID, with a note); a real one decodes millions of ids a second
 DECODE_SECONDS, DECODE_SECONDS_PER_ID = 5.0, 1e-4
+#: how the note on a tokenizer that failed ends (``store.snapshot`` gives it once for the run)
+TOKENIZER_FAILED = ": token ids are shown as #ID. Replace it, or give another tokenizer."
 SEARCH_UP = 2  # folders above the run folder looked in
 
 
@@ -149,8 +151,7 @@ class GuardedTokenizer:
         return got
 
     def _fail(self, why: str):
-        self.failed = (f"The tokenizer {self.path} {why}: token ids are shown as #ID. Replace it, or give another "
-                       "tokenizer.")
+        self.failed = f"The tokenizer {self.path} {why}{TOKENIZER_FAILED}"
         raise TokenizerFailed(self.failed) from None
 
     def decode(self, ids, **kwargs) -> str:
