@@ -74,13 +74,18 @@ def _urls(port: int) -> list[str]:
 
 def test_a_url_outside_the_roots_connects_nowhere_and_is_refused_in_one_line(tmp_path, monkeypatch, listener):
     """RL_BOARD_ROOTS names one local folder: summary of an ftp:// URL, a chained zip::ftp:// and
-    simplecache::ftp:// one, and --tokenizer ftp://… each exit 2 with one line on stderr saying it is
+    simplecache::ftp:// one, --tokenizer ftp://…, and every other command given an ftp:// run (detect, metrics,
+    index, tags, cache clear, findings, search, diff, report) each exit 2 with one line on stderr saying it is
     outside the allowed folders, and the listener saw no connection."""
     monkeypatch.setenv("RL_BOARD_ROOTS", str(tmp_path))
     write_lines(tmp_path / "run" / "rollouts.jsonl", [sample(1, 0.5, prompt="p", response="r")])
     for argv in [("summary", url) for url in _urls(listener.port)] + [
             ("summary", str(tmp_path / "run"), "--tokenizer", f"ftp://127.0.0.1:{listener.port}/tok"),
-            ("search", str(tmp_path / "run"), "--regex", "x", "--tokenizer", f"ftp://127.0.0.1:{listener.port}/t")]:
+            ("search", str(tmp_path / "run"), "--regex", "x", "--tokenizer", f"ftp://127.0.0.1:{listener.port}/t")] + [
+            (*cmd, f"ftp://127.0.0.1:{listener.port}/run", *more) for cmd, more in (
+                (("detect",), ()), (("metrics",), ()), (("index",), ()), (("tags",), ()), (("cache", "clear"), ()),
+                (("findings",), ()), (("search",), ("--regex", "x")), (("diff",), (str(tmp_path / "run"),)),
+                (("report",), ("-o", str(tmp_path / "r.html"))))]:
         status, _, err = cli(*argv)
         assert status == 2, (argv, err)
         assert len(err.strip().splitlines()) == 1 and "outside the allowed folders" in err, (argv, err)
