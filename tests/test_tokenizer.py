@@ -78,6 +78,32 @@ def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp
     module._load.cache_clear()
 
 
+def test_threads_decoding_at_once_print_no_panic_and_keep_stderr(tmp_path):
+    """Four threads, each loading the hostile tokenizer afresh and decoding id 2 twenty times (80 panics, the
+    quieting of stderr overlapping between threads): the process's stderr holds only what it wrote after
+    them, no Rust panic message, and is still the terminal's (not left at /dev/null)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    path = hostile_tokenizer(tmp_path)
+    script = f"""
+import os, threading
+from rl_board.derive.tokenizer import _load, decode_text, load_tokenizer
+def work():
+    for _ in range(20):
+        _load.cache_clear()
+        assert decode_text(load_tokenizer({str(path)!r}), [0, 2]) == "#0 #2"
+threads = [threading.Thread(target=work) for _ in range(4)]
+[t.start() for t in threads]; [t.join() for t in threads]
+os.write(2, b"after\\n")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**__import__("os").environ, "RUST_BACKTRACE": "1"})
+    assert proc.returncode == 0 and proc.stderr == "after\n", proc.stderr[-2000:]
+
+
 @pytest.mark.parametrize("argv", [("summary", "{run}", "--no-cache"), ("search", "{run}", "--steps", "1:2"),
                                   ("findings", "{run}"), ("report", "{run}", "-o", "{out}")])
 def test_every_command_ends_well_with_one_note(tmp_path, argv):

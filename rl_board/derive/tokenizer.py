@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -174,18 +175,30 @@ class GuardedTokenizer:
 def _rust_quiet():
     """File descriptor 2 sent to /dev/null while the library runs: a Rust panic's default hook writes its
     message and backtrace (``RUST_BACKTRACE``) straight to it, past Python's ``sys.stderr``, and the note
-    says it in one line instead. Three system calls a call: decoding is asked for a batch at a time."""
+    says it in one line instead. Several threads may decode at once: the first one in sends it away, the
+    last one out brings it back (never one thread restoring what another sent away)."""
+    global _quiet_depth, _saved_stderr
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            try:
+                _saved_stderr = os.dup(2)
+                os.dup2(_devnull(), 2)
+            except OSError:  # no stderr at all: nothing to keep quiet
+                _saved_stderr = None
+        _quiet_depth += 1
     try:
-        saved = os.dup(2)
-    except OSError:  # no stderr at all: nothing to keep quiet
-        yield
-        return
-    try:
-        os.dup2(_devnull(), 2)
         yield
     finally:
-        os.dup2(saved, 2)
-        os.close(saved)
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0 and _saved_stderr is not None:
+                os.dup2(_saved_stderr, 2)
+                os.close(_saved_stderr)
+                _saved_stderr = None
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth, _saved_stderr = 0, None  # threads inside ``_rust_quiet``; the stderr they will bring back
 
 
 @functools.lru_cache(maxsize=1)
