@@ -118,6 +118,37 @@ def test_generate_says_what_it_wrote(tmp_path):
                                 f"{len(steps)}", "steps)"]
 
 
+def _generate(out, *more) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl_board", "generate", str(out), "--format", "verl", *more],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def test_generate_refuses_a_folder_of_someone_elses_files(tmp_path):
+    """A folder holding a user's logs (one named as generate's own verl file would be, one not): generate
+    exits 2 with one line naming a file it did not write, and both files keep their bytes; with --force it
+    writes. Its own earlier output (generated twice) is written over without --force."""
+    logs = tmp_path / "logs"
+    first = _generate(tmp_path / "probe")  # the file names verl's demo writes, learnt from a fresh folder
+    assert first.returncode == 0, first.stderr
+    taken = sorted(p.name for p in (tmp_path / "probe").iterdir() if not p.name.startswith("."))[0]
+    logs.mkdir()
+    (logs / taken).write_bytes(b"my step log\n")
+    (logs / "notes.txt").write_bytes(b"keep me\n")
+    refused = _generate(logs)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert len(refused.stderr.splitlines()) == 1 and "--force" in refused.stderr
+    assert (logs / taken).read_bytes() == b"my step log\n" and (logs / "notes.txt").read_bytes() == b"keep me\n"
+    assert sorted(p.name for p in logs.iterdir()) == sorted([taken, "notes.txt"])
+    again = _generate(tmp_path / "probe")  # its own output, unchanged: no --force needed
+    assert again.returncode == 0, again.stderr
+    (tmp_path / "probe" / taken).write_bytes(b"edited by hand\n")  # no longer what generate wrote
+    assert _generate(tmp_path / "probe").returncode == 2
+    forced = _generate(logs, "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (logs / "notes.txt").read_bytes() == b"keep me\n" and (logs / taken).read_bytes() != b"my step log\n"
+    assert _generate(logs).returncode == 2  # notes.txt is still not generate's
+
+
 def test_names_with_terminal_controls_are_printed_escaped(tmp_path):
     """A run file named with ESC, BEL and a right-to-left override (a name that would retitle the terminal
     and reorder what it shows): ``summary`` and ``detect`` print it with those characters escaped

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pytest
-from conftest import sample, write_lines
+from conftest import REPO, command, sample, write_lines
 from token_writers import train_tokenizer
 
 from rl_board.analysis.source import load_run
@@ -90,23 +91,44 @@ def test_token_view_of_a_masked_sample_keeps_untrained_positions_and_gae_runs_ov
     assert np.isnan(table["advantage"].tolist()[0])
 
 
-def test_tokenizer_is_found_in_the_run_folder_a_model_folder_or_two_folders_up_not_three(tmp_path):
-    """find_tokenizer looks in the run folder, its parent and grandparent (their own file first, then a
-    model folder's), and no further."""
+def test_tokenizer_is_found_in_the_run_folder_or_two_folders_up_never_beside_them(tmp_path):
+    """find_tokenizer takes the tokenizer.json lying in the run folder, its parent or grandparent (the
+    nearest first), and nothing three folders up nor in any sub-folder of them: a folder ``000`` beside the
+    runs, a model folder, a sibling run's own tokenizer and a sub-folder of the run are all passed over."""
     run = tmp_path / "a" / "b" / "c" / "run"
     run.mkdir(parents=True)
     assert find_tokenizer(run) is None
     far = train_tokenizer(tmp_path / "a")  # three folders up: not looked at
     assert find_tokenizer(run) is None
-    other_run = tmp_path / "a" / "b" / "c" / "other-run"  # a sibling run's own tokenizer is not a model folder
+    other_run = tmp_path / "a" / "b" / "c" / "other-run"
     write_lines(other_run / "r.jsonl", [sample(1, 0.0)])
     train_tokenizer(other_run)
-    assert find_tokenizer(run) is None
-    model = train_tokenizer(tmp_path / "a" / "b" / "some-model")  # a model folder in the grandparent
-    assert find_tokenizer(run) == model
+    for beside in (tmp_path / "a" / "b" / "c" / "000", tmp_path / "a" / "b" / "some-model", run / "model"):
+        train_tokenizer(beside)  # someone else's folder beside the run or its ancestors, or one below it
+        assert find_tokenizer(run) is None, beside
+    grandparent = train_tokenizer(tmp_path / "a" / "b")
+    assert find_tokenizer(run) == grandparent
+    parent = train_tokenizer(tmp_path / "a" / "b" / "c")
+    assert find_tokenizer(run) == parent
     own = train_tokenizer(run)
     assert find_tokenizer(run) == own
     assert far.exists()
+
+
+def test_a_folder_beside_the_runs_never_decodes_a_run_and_the_note_names_the_file_used(tmp_path):
+    """prime_rl_tokens_demo copied to runs/a without its tokenizer, which lies in runs/000/ instead: summary
+    says no tokenizer was found (ids read #ID); the same file put in runs/ itself is used, and the note
+    names that file."""
+    runs = tmp_path / "runs"
+    shutil.copytree(REPO / "rollout_samples" / "prime_rl_tokens_demo", runs / "a")
+    (runs / "000").mkdir()
+    shutil.move(runs / "a" / "tokenizer.json", runs / "000" / "tokenizer.json")
+    proc = command("summary", str(runs / "a"), "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    assert "no tokenizer was found next to the run" in proc.stderr and "000" not in proc.stderr
+    shutil.copy(runs / "000" / "tokenizer.json", runs / "tokenizer.json")
+    proc = command("summary", str(runs / "a"), "--no-cache")
+    assert f"note: Token ids decoded with {runs / 'tokenizer.json'}." in proc.stderr.splitlines()
 
 
 def test_tokenizer_outside_the_allowed_folders_is_not_found(tmp_path, monkeypatch):

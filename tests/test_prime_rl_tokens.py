@@ -42,8 +42,8 @@ def _sequence(tok: Tokenizer, turns: list[tuple[str, bool]], rng: np.random.Gene
 
 @pytest.fixture
 def export_run(tmp_path):
-    """outputs/run (the run folder) with two steps of two ranks; a model folder beside it holds the tokenizer."""
-    tokenizer_path = train_tokenizer(tmp_path / "outputs" / "tiny-model")
+    """outputs/run (the run folder) with two steps of two ranks; the tokenizer lies in outputs/, above it."""
+    tokenizer_path = train_tokenizer(tmp_path / "outputs")
     tok = Tokenizer.from_file(str(tokenizer_path))
     out = tmp_path / "outputs" / "run"
     rng = np.random.default_rng(7)
@@ -101,7 +101,7 @@ def _independent(out: Path, tokenizer_path: Path) -> dict[int, dict]:
 
 
 def test_summary_per_step_equals_an_independent_reading_of_the_masked_positions(export_run):
-    """summary --json on a token export (tokenizer in a model folder beside the run) equals the masked
+    """summary --json on a token export (tokenizer in the folder above the run) equals the masked
     positions read by hand: lengths, mismatch KL (null log-probs skipped), entropy, repetition, masked share."""
     out, tokenizer_path = export_run
     proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(out), "--json", "--no-cache"],
@@ -155,9 +155,9 @@ def test_without_a_tokenizer_ids_show_as_hash_numbers_and_the_run_says_how_to_gi
     """With no tokenizer near the run, it still opens: tokens read #ID and a note says how to give one;
     --tokenizer PATH gives one."""
     out, tokenizer_path = export_run
-    moved = tmp_path / "far" / "away"  # a model folder in the grandparent would still be found
-    moved.parent.mkdir()
-    tokenizer_path.parent.rename(moved)
+    moved = tmp_path / "far" / "away"
+    moved.mkdir(parents=True)
+    tokenizer_path.rename(moved / "tokenizer.json")
     run = load_run(out, cache_root=False)
     assert run.report.lines_ok == 12 and NO_TOKENIZER in run.report.notes
     label = run.samples.index[0]
@@ -174,7 +174,7 @@ def test_layout_is_detected_and_listed_as_one_run(export_run):
     """The folder holding token_exports/ is one run of this format; its files are named by their path."""
     out, _ = export_run
     assert detect(out) is prime_rl_tokens
-    assert list_runs(out.parent) == ["run"]  # the model folder beside it is no run
+    assert list_runs(out.parent) == ["run"]
     run = load_run(out, cache_root=False)
     assert run.files == ("token_exports/step_1/rank_0.jsonl", "token_exports/step_1/rank_1.jsonl",
                          "token_exports/step_2/rank_0.jsonl", "token_exports/step_2/rank_1.jsonl")
@@ -212,8 +212,8 @@ def test_the_page_opens_a_token_export_decoded_dimmed_and_without_reward_views(e
     body = at.get("html")[0].proto.body
     assert "rlb-untrained" in body and "44" in body  # " 44" decoded, trained
     moved = tmp_path / "far" / "away"
-    moved.parent.mkdir()
-    tokenizer_path.parent.rename(moved)
+    moved.mkdir(parents=True)
+    tokenizer_path.rename(moved / "tokenizer.json")
     import streamlit as st
 
     st.cache_resource.clear()  # a server started afresh: the run is read again, with no tokenizer near it
@@ -251,7 +251,7 @@ def test_a_chat_template_sequence_is_turns(tmp_path):
     turns, 1 call (counted by hand), the tool's response a tool turn."""
     from ray_writers import chatml, generated
 
-    tokenizer_path = train_tokenizer(tmp_path / "outputs" / "tiny-model")
+    tokenizer_path = train_tokenizer(tmp_path / "outputs")
     tok = Tokenizer.from_file(str(tokenizer_path))
     out = tmp_path / "outputs" / "run"
     call = {"role": "assistant", "content": "", "tool_calls": [{"name": "clock", "arguments": {}}]}

@@ -216,3 +216,17 @@ def write_nemo_step(log_dir: Path, step: int, samples: list[NemoSample], pad_tok
             sample = {key: value[i:i + 1] for key, value in log_data.items()}  # make_microbatch_iterator(1)
             f.write(json.dumps({**sample, "idx": i}, default=str) + "\n")
     return path
+
+
+def hostile_tokenizer(folder: Path) -> Path:
+    """Save ``folder/tokenizer.json`` whose decoder is a backtracking regular expression, ``(a|aa)+$``: the
+    real ``tokenizers`` library panics (``PanicException``: Oniguruma's retry limit) decoding id 2, whose
+    token is 40 a's and a b. Ids 0 and 1 ("hello", "world") alone decode without trouble."""
+    from tokenizers import Regex, Tokenizer, decoders, models
+
+    tokenizer = Tokenizer(models.WordLevel({"hello": 0, "world": 1, "a" * 40 + "b": 2, "<unk>": 3}, unk_token="<unk>"))
+    tokenizer.decoder = decoders.Replace(Regex("(a|aa)+$"), "")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path

@@ -2,7 +2,7 @@
 ``file://``; fsspec and its implementations imported only when a URL is given, each an optional extra),
 ``RemotePath`` (a URL's file or folder, with the pure parts of a path and the rest through its
 filesystem), and the one line a store's fault gives (``fault_line``: the URL named, no traceback,
-no credential). Imports nothing of ``rl_board`` but ``access``."""
+no credential). Imports nothing of ``rl_board`` but ``access`` and ``defaults``."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ from pathlib import PurePosixPath
 from typing import BinaryIO
 
 from .access import (
+    ROOTS_ENV,
+    OutsideAllowedFolders,
     RootError,
+    url_roots,
 )
+from .defaults import setting
 
 #: what each optional extra brings, by URL scheme (the message for a scheme whose package is missing)
 EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure",
@@ -29,19 +33,9 @@ READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT = "RL_BOARD_STORE_READ_TIMEOUT", 10.0  # 
 RETRIES_ENV, DEFAULT_RETRIES = "RL_BOARD_STORE_RETRIES", 2  # tries after the first (500, 503, a timeout)
 
 
-def _setting(name: str, default: float) -> float:
-    """``$name`` as a number of at least 0, else ``default``."""
-    try:
-        value = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return value if value >= 0 else default
-
-
 def store_limits() -> tuple[float, float, int]:
     """(connect timeout s, read timeout s, retries) as the environment sets them, else the defaults."""
-    return (_setting(CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT), _setting(READ_TIMEOUT_ENV, DEFAULT_READ_TIMEOUT),
-            int(_setting(RETRIES_ENV, DEFAULT_RETRIES)))
+    return (setting(CONNECT_TIMEOUT_ENV), setting(READ_TIMEOUT_ENV), int(setting(RETRIES_ENV)))
 
 
 def _store_options(scheme: str) -> dict:
@@ -256,11 +250,67 @@ def refuse_credentials(url: str) -> None:
         raise RootError(f"{shown_url(url)}: credentials in a URL's query are not accepted; " + _WHERE_CREDENTIALS_GO)
 
 
-def url_fs(url: str):
+#: schemes that name the same fsspec filesystem (compared as one by ``check_url_text``)
+_SAME_SCHEME = {"s3a": "s3", "gcs": "gs", "abfs": "az", "abfss": "az"}
+
+
+def _chain(url: str) -> list[tuple[str, list[str]]]:
+    """``url`` cut into its fsspec chain (``zip://x::ftp://host/a`` is two links), each link its scheme
+    (lower case, aliases as one) and its path's components (``.`` and empty ones out, ``..`` taken back;
+    ``RootError`` for one that climbs above the top). A link without ``://`` (``simplecache``) has no path."""
+    links = []
+    for link in url.split("::"):
+        scheme, sep, rest = link.partition("://")
+        scheme = scheme.lower()
+        parts: list[str] = []
+        for part in rest.split("/") if sep else ():
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not parts:
+                    raise RootError(f"{shown_url(url)}: '..' climbs above the top of the store.")
+                parts.pop()
+            else:
+                parts.append(part)
+        links.append((_SAME_SCHEME.get(scheme, scheme), parts))
+    return links
+
+
+def _under(links: list, root: list) -> bool:
+    """Whether the chain ``links`` has ``root``'s links, each of the same scheme and at or below its path."""
+    return len(links) == len(root) and all(
+        scheme == root_scheme and parts[:len(root_parts)] == root_parts
+        for (scheme, parts), (root_scheme, root_parts) in zip(links, root))
+
+
+def check_url_text(url: str) -> None:
+    """The door before any connection: ``OutsideAllowedFolders`` unless ``url``, read as text, lies under
+    one of the URL prefixes of ``RL_BOARD_ROOTS`` (nothing to check when it is unset). Every link of a
+    chained URL (``simplecache::s3://…``, ``zip://x::ftp://…``) is checked, its scheme and its host or
+    bucket and path, so a URL outside the roots builds no filesystem: nothing is resolved, connected to or
+    sent. (``location`` then checks again once the filesystem is made, following a ``file://`` link.)"""
+    prefixes = url_roots()
+    if prefixes is None:
+        return
+    links = _chain(url)
+    for prefix in prefixes:
+        try:
+            if _under(links, _chain(prefix)):
+                return
+        except RootError:  # a prefix climbing above its top allows nothing (``location`` says so)
+            continue
+    raise OutsideAllowedFolders(f"{shown_url(url)} is outside the allowed folders (set by {ROOTS_ENV}).")
+
+
+def url_fs(url: str, *, checked: bool = True):
     """(fsspec filesystem, normalised key) for ``url``; ``RootError`` with a plain message for a URL
-    that can't be used (fsspec or the scheme's package missing, credentials written in the URL)."""
+    that can't be used (fsspec or the scheme's package missing, credentials written in the URL), and
+    ``OutsideAllowedFolders`` for one outside ``RL_BOARD_ROOTS`` (``check_url_text``, before the
+    filesystem is made). ``checked=False`` only for a URL the operator set (the shared cache)."""
     scheme = url.partition("://")[0]
     refuse_credentials(url)
+    if checked:
+        check_url_text(url)
     try:
         import fsspec.core
     except ImportError:
@@ -297,15 +347,16 @@ def is_store_top(path: RemotePath) -> bool:
     return scheme_of(path.fs) not in ("file", "memory") and str(path.pure) in (".", "/", "")
 
 
-def remote_path_of(url: str) -> RemotePath:
-    fs, key = url_fs(url)
+def remote_path_of(url: str, *, checked: bool = True) -> RemotePath:
+    fs, key = url_fs(url, checked=checked)
     return RemotePath(fs, key, url.partition("://")[0].lower())
 
 
-def remote_path(url: str) -> RemotePath:
-    """The file or folder a URL names, on its filesystem (not checked against the roots: a value a
-    location made, such as a tokenizer found beside a run, read again). ``RootError`` when unusable."""
-    return remote_path_of(url)
+def remote_path(url: str, *, checked: bool = True) -> RemotePath:
+    """The file or folder a URL names, on its filesystem. Its text is checked against the URL prefixes
+    of ``RL_BOARD_ROOTS`` before the filesystem is made (``check_url_text``); ``checked=False`` only for
+    a URL the operator set (the shared cache). ``RootError`` when unusable."""
+    return remote_path_of(url, checked=checked)
 
 
 def within_root(path: RemotePath, root: RemotePath) -> bool:

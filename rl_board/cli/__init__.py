@@ -15,7 +15,7 @@ import os
 import sys
 
 from ..base.access import RootError
-from ..base.defaults import MAX_EXTRA_FIELDS_ENV
+from ..base.defaults import MAX_EXTRA_FIELDS_ENV, setting_problems
 from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
@@ -88,6 +88,13 @@ def _main(argv: list[str] | None) -> int:
     except RootError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    bad, capped = setting_problems()  # a setting that can't be used stops us, one line each
+    for line in bad:
+        print(f"error: {line}", file=sys.stderr)
+    if bad:
+        return 2
+    for line in capped:
+        print(f"note: {line}", file=sys.stderr)
     if args.command in READS_A_RUN and args.max_samples_per_step is None and not cluster.address():
         # for a long read (or where this process can't fork), the parsing workers start now, as new
         # interpreters that import while this process does (workers.EARLY_SPAWN_BYTES says why); with

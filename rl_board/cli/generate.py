@@ -1,9 +1,84 @@
-"""``rl-board generate``: write the bundled demo runs, or a PPO run of a chosen size (``demo``)."""
+"""``rl-board generate``: write the bundled demo runs, or a PPO run of a chosen size (``demo``).
+
+It writes only into a folder that is missing, empty or holds nothing but its own earlier output (the
+files its manifest, ``.rl-board-generated.json``, lists at the size it wrote them); anything else there is
+someone's and is never overwritten without ``--force``."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
+from pathlib import Path
+
+MANIFEST = ".rl-board-generated.json"  # hidden: discovery and the runs list never show it
+
+
+def _files(out: Path) -> dict[str, list[int]]:
+    """Every file under ``out`` (links not followed, the manifest left out): relative path -> [size, mtime_ns]."""
+    found = {}
+    for folder, _dirs, names in os.walk(out):
+        for name in names:
+            path = Path(folder) / name
+            rel = path.relative_to(out).as_posix()
+            if rel != MANIFEST:
+                st = path.lstat()
+                found[rel] = [st.st_size, st.st_mtime_ns]
+    return found
+
+
+def _own(out: Path) -> dict[str, int]:
+    """The files an earlier ``generate`` wrote in ``out``, as its manifest lists them (relative path -> size)."""
+    try:
+        listed = json.loads((out / MANIFEST).read_text(encoding="utf-8"))["files"]
+        return {str(rel): int(size) for rel, size in listed.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def foreign_file(out: Path) -> str | None:
+    """The first entry under ``out`` that ``generate`` did not write (not in its manifest, or not at the size
+    written: edited since), None when there is none. Stops at the first one: a user's big folder is not walked."""
+    own = _own(out)
+    for folder, dirs, names in os.walk(out):
+        for name in sorted(names) + sorted(d for d in dirs if os.path.islink(os.path.join(folder, d))):
+            path = Path(folder) / name
+            rel = path.relative_to(out).as_posix()
+            if rel == MANIFEST:
+                continue
+            try:
+                st = path.lstat()
+            except OSError:
+                return rel
+            if path.is_symlink() or own.get(rel) != st.st_size:
+                return rel
+    return None
+
 
 def _generate(args) -> int:
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        print(f"error: {out} is a file, not a folder: give a folder to write the runs in.", file=sys.stderr)
+        return 2
+    if out.is_dir() and not args.force:
+        foreign = foreign_file(out)
+        if foreign is not None:
+            print(f"error: {out} already holds files generate did not write ({foreign}): nothing was written; "
+                  "give an empty or new folder, or --force to write over them.", file=sys.stderr)
+            return 2
+    before = _files(out) if out.is_dir() else {}
+    own = _own(out) if out.is_dir() else {}
+    _write(args)
+    after = _files(out)
+    written = {rel: size for rel, (size, mtime) in after.items()
+               if before.get(rel) != [size, mtime] or own.get(rel) == size}  # new, rewritten, or ours from before
+    (out / MANIFEST).write_text(json.dumps({"files": dict(sorted(written.items()))}, indent=0) + "\n",
+                                encoding="utf-8")
+    _say_what_was_written(args.out)
+    return 0
+
+
+def _write(args) -> None:
     from ..demo import (
         write_art_run,
         write_demo_samples,
@@ -32,8 +107,6 @@ def _generate(args) -> int:
         write_ppo_demo(args.out)
     else:
         write_demo_samples(args.out)
-    _say_what_was_written(args.out)
-    return 0
 
 
 def _say_what_was_written(out) -> None:

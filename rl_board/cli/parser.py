@@ -210,5 +210,8 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--tokens", type=_positive_int, default=200)
     generate.add_argument("--ranks", type=_positive_int, default=4)
     generate.add_argument("--full-precision", action="store_true", help="write floats in full, as trainers do")
+    generate.add_argument("--force", action="store_true",
+                          help="write even into a folder holding files generate did not write (they may be "
+                               "overwritten); without it such a folder is refused and nothing is written")
     return parser
 

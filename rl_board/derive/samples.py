@@ -24,6 +24,7 @@ from ..base import fields as F
 from ..readers import ReadOptions
 from ..readers.canonical import ROWS, TOKEN_STRINGS
 from ..readers.chat_text import transcript
+from ..readers.notes import with_notes
 from .conversations import from_messages
 from .counting import (
     Counted,
@@ -36,7 +37,7 @@ from .counting import (
     truncated,
 )
 from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
-from .tokenizer import decode_texts, load_tokenizer
+from .tokenizer import decode_texts, failure, load_tokenizer
 
 WORDS = TOKEN_STRINGS  # list<dictionary<int32, string>>: each sample's words, strings stored once a block
 
@@ -159,7 +160,8 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     for name in sorted(F.extra_columns(rows.column_names)):
         arrays.append(rows[name])
         names.append(name)
-    return pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
+    table = pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
+    return with_notes(table, [failure(tokenizer)]) if failure(tokenizer) else table  # a tokenizer that failed
 
 
 def _turns_from_ids(rows: pa.Table, turned: dict, from_ids: np.ndarray, prompts: pa.Array,

@@ -3,20 +3,25 @@
 Trainers that log token ids (prime-rl's token exports, NeMo-RL's step files) need
 the tokenizer that made them. It is a ``tokenizer.json`` (the ``tokenizers``
 library's file, which every Hugging Face model folder holds) given by the user, or
-found next to the run: in the run folder or up to two folders above it, either
-lying there or in a model folder there (a subfolder holding one). It is read with
+found next to the run: lying in the run folder or in one of the two folders above it
+(never in a folder beside the run: another run's or another user's). It is read with
 ``tokenizers.Tokenizer.from_file``: from the disk only, never downloaded from a hub; a run at a
 URL has its tokenizer read beside it through the run's filesystem (``Tokenizer.from_str``).
 
 Each id is decoded on its own (``decode([id])``, special tokens kept), so a token
 reads as what it adds to the text; an id the tokenizer does not know, or any id
-without a tokenizer, reads ``#ID`` (``#151644``).
+without a tokenizer, reads ``#ID`` (``#151644``). A tokenizer that fails (the library
+panics) reads every id as ``#ID`` from then on in that process, with a note
+(``GuardedTokenizer``): the run, the page and the MCP server go on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +31,11 @@ from ..base.location import RunLocation, open_location
 from ..base.remote import remote_path
 
 TOKENIZER_FILE = "tokenizer.json"
+#: time one call into the library may take (seconds, plus so much per id decoded): a tokenizer past it is not
+#: asked again in this process (its ids read #ID, with a note); a real one decodes millions of ids a second
+DECODE_SECONDS, DECODE_SECONDS_PER_ID = 5.0, 1e-4
+#: how the note on a tokenizer that failed ends (``store.snapshot`` gives it once for the run)
+TOKENIZER_FAILED = ": token ids are shown as #ID. Replace it, or give another tokenizer."
 SEARCH_UP = 2  # folders above the run folder looked in
 
 
@@ -54,11 +64,11 @@ def resolve_tokenizer(path: Path | str) -> Path:
 
 
 def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
-    """The ``tokenizer.json`` next to a run: in the run folder, its parent or its grandparent, the
-    nearest first; in each, the folder's own file, else that of its first subfolder (by name) that
-    holds one and is no run itself (a model folder, not another run's folder). Folders outside the
-    allowed ones are never looked in (those the run's location was opened under). None when there is
-    none."""
+    """The ``tokenizer.json`` next to a run: the file lying in the run folder, else in its parent, else in
+    its grandparent, the nearest first. Only the run's own folder and its ancestors, never a sub-folder of
+    one of them: a folder beside the run (``000/``, another run's, another user's) never decides how this
+    run's ids decode. Folders outside the allowed ones are never looked in (those the run's location was
+    opened under). None when there is none."""
     try:
         location = open_location(run_dir)
         folder = location.path.resolve()
@@ -67,36 +77,15 @@ def find_tokenizer(run_dir: Path | str | RunLocation) -> Path | None:
     for _ in range(SEARCH_UP + 1):
         if not folder.parts or not location.contains(folder):  # no parts: above a URL's bucket
             return None
-        found = _tokenizer_in(folder, location)
-        if found is not None:
-            return found
+        own = folder / TOKENIZER_FILE
+        try:
+            if own.is_file() and location.contains(own):
+                return own
+        except OSError:  # a folder that can't be read (no permission): look further up
+            pass
         if folder.parent == folder:
             return None
         folder = folder.parent
-    return None
-
-
-def _tokenizer_in(folder: Path, location: RunLocation) -> Path | None:
-    own = folder / TOKENIZER_FILE
-    try:
-        if own.is_file() and location.contains(own):
-            return own
-        if isinstance(folder, Path):
-            with os.scandir(folder) as entries:  # a folder of 100,000 run files: no stat per file
-                subfolders = sorted(folder / e.name for e in entries if not e.name.startswith(".") and e.is_dir())
-        else:  # a URL's folder, listed through its filesystem
-            subfolders = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and p.is_dir())
-    except OSError:
-        return None
-    from ..readers import holds_run
-
-    for sub in subfolders:
-        candidate = sub / TOKENIZER_FILE
-        try:
-            if candidate.is_file() and location.contains(candidate) and not holds_run(sub):
-                return candidate
-        except OSError:  # a folder beside the run that can't be read (no permission): not the run's tokenizer
-            continue
     return None
 
 
@@ -113,23 +102,130 @@ def stamp(path: str | None) -> str:
 
 
 def load_tokenizer(path: str | None):
-    """The ``tokenizers.Tokenizer`` in file ``path`` (kept while the file is unchanged), or None
-    for None. Raises ``TokenizerError`` when the file is no tokenizer."""
+    """The tokenizer in file ``path`` as a ``GuardedTokenizer`` (kept while the file is unchanged), or None
+    for None. Raises ``TokenizerError`` when the file is no tokenizer (or the library fails reading it)."""
     if path is None:
         return None
     return _load(str(path), stamp(str(path)))
 
 
+class TokenizerFailed(TokenizerError):
+    """The tokenizers library failed decoding (a panic, such as a decoder's regular expression over its
+    backtracking limit): the message names the file and what it said."""
+
+
+def _fatal(exc: BaseException) -> bool:
+    """Whether ``exc`` must end the program as it would anyway (Ctrl-C, ``sys.exit``), not be contained."""
+    return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+class GuardedTokenizer:
+    """A ``tokenizers.Tokenizer`` whose calls can't take the process down: the library raises its Rust panics
+    as ``PanicException``, a ``BaseException`` that no ``except Exception`` catches (a tokenizer.json whose
+    decoder is a backtracking regular expression makes one; huggingface/tokenizers#1345). Each call is made
+    here: a failure raises ``TokenizerFailed``, and the tokenizer is then ``failed`` for good in this process,
+    so a hostile file costs one failure, not one per sample. The decoding functions below read ids as
+    ``#ID`` once it has failed; ``failed`` says why (the load report's note). A call that takes longer than
+    ``DECODE_SECONDS`` (plus ``DECODE_SECONDS_PER_ID`` an id) fails it too, once it returns: a call inside the
+    library can't be stopped, but no further one is made (a decoder that is slow without panicking costs one
+    call, not one per sample)."""
+
+    def __init__(self, tokenizer, path: str):
+        self._tokenizer, self.path, self.failed = tokenizer, path, None
+
+    def _call(self, name: str, *args, ids: int = 1, **kwargs):
+        """The library's ``name`` called with ``args``; ``ids``: how many ids it decodes (its time allowance)."""
+        if self.failed is not None:
+            raise TokenizerFailed(self.failed)
+        start = time.perf_counter()
+        try:
+            with _rust_quiet():
+                got = getattr(self._tokenizer, name)(*args, **kwargs)
+        except BaseException as exc:
+            if _fatal(exc):
+                raise
+            first = (str(exc).splitlines() or [""])[0][:200]
+            self._fail(f"failed decoding ({type(exc).__name__}: {first})")
+        took, allowed = time.perf_counter() - start, DECODE_SECONDS + ids * DECODE_SECONDS_PER_ID
+        if took > allowed:  # a call can't be stopped once in the library: the next ones are never made
+            self._fail(f"took {took:.1f} s decoding {ids:,} ids, more than the {allowed:.1f} s allowed")
+        return got
+
+    def _fail(self, why: str):
+        self.failed = f"The tokenizer {self.path} {why}{TOKENIZER_FAILED}"
+        raise TokenizerFailed(self.failed) from None
+
+    def decode(self, ids, **kwargs) -> str:
+        return self._call("decode", ids, ids=len(ids), **kwargs)
+
+    def decode_batch(self, batch, **kwargs) -> list[str]:
+        return self._call("decode_batch", batch, ids=sum(map(len, batch)), **kwargs)
+
+    def id_to_token(self, token_id: int):
+        return self._call("id_to_token", token_id)
+
+    def get_vocab_size(self, **kwargs) -> int:
+        return self._call("get_vocab_size", **kwargs)
+
+    def __getattr__(self, name):  # what else a caller asks of it (the library's own tokenizer)
+        return getattr(self._tokenizer, name)
+
+
+@contextlib.contextmanager
+def _rust_quiet():
+    """File descriptor 2 sent to /dev/null while the library runs: a Rust panic's default hook writes its
+    message and backtrace (``RUST_BACKTRACE``) straight to it, past Python's ``sys.stderr``, and the note
+    says it in one line instead. Several threads may decode at once: the first one in sends it away, the
+    last one out brings it back (never one thread restoring what another sent away)."""
+    global _quiet_depth, _saved_stderr
+    with _quiet_lock:
+        if _quiet_depth == 0:
+            try:
+                _saved_stderr = os.dup(2)
+                os.dup2(_devnull(), 2)
+            except OSError:  # no stderr at all: nothing to keep quiet
+                _saved_stderr = None
+        _quiet_depth += 1
+    try:
+        yield
+    finally:
+        with _quiet_lock:
+            _quiet_depth -= 1
+            if _quiet_depth == 0 and _saved_stderr is not None:
+                os.dup2(_saved_stderr, 2)
+                os.close(_saved_stderr)
+                _saved_stderr = None
+
+
+_quiet_lock = threading.Lock()
+_quiet_depth, _saved_stderr = 0, None  # threads inside ``_rust_quiet``; the stderr they will bring back
+
+
+@functools.lru_cache(maxsize=1)
+def _devnull() -> int:
+    return os.open(os.devnull, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+
+
 @functools.lru_cache(maxsize=4)
-def _load(path: str, version: str):
+def _load(path: str, version: str) -> GuardedTokenizer:
     from tokenizers import Tokenizer  # here: only runs with token ids need it
 
     try:
         if is_url(path):  # beside a run at a URL: read through its filesystem
-            return Tokenizer.from_str(remote_path(path).read_text())
-        return Tokenizer.from_file(path)
-    except Exception as exc:  # the library raises its own exception types for a bad file
-        raise TokenizerError(f"{path} is not a tokenizer the tokenizers library can read ({exc})") from exc
+            text = remote_path(path).read_text()
+            with _rust_quiet():
+                return GuardedTokenizer(Tokenizer.from_str(text), path)
+        with _rust_quiet():
+            return GuardedTokenizer(Tokenizer.from_file(path), path)
+    except BaseException as exc:  # the library raises its own exception types (and panics) for a bad file
+        if _fatal(exc):
+            raise
+        raise TokenizerError(f"{path} is not a tokenizer the tokenizers library can read ({exc})") from None
+
+
+def failure(tokenizer) -> str | None:
+    """Why ``tokenizer`` (as ``load_tokenizer`` gives it) failed in this process, None when it did not."""
+    return getattr(tokenizer, "failed", None)
 
 
 def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -142,10 +238,13 @@ def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
 def token_strings(tokenizer, ids: list[int]) -> list[str]:
     """Each id of ``ids`` decoded on its own (special tokens kept); ``#ID`` without a tokenizer
     or for an id it does not know."""
-    if tokenizer is None:
+    if tokenizer is None or failure(tokenizer):
         return [id_text(i) for i in ids]
-    known = [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids]
-    texts = tokenizer.decode_batch([[i] for i, ok in zip(ids, known) if ok], skip_special_tokens=False)
+    try:
+        known = [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids]
+        texts = tokenizer.decode_batch([[i] for i, ok in zip(ids, known) if ok], skip_special_tokens=False)
+    except TokenizerFailed:  # read as without a tokenizer; ``failure`` says why
+        return [id_text(i) for i in ids]
     decoded = iter(texts)
     return [next(decoded) if ok else id_text(i) for i, ok in zip(ids, known)]
 
@@ -180,19 +279,25 @@ def token_pieces(tokenizer, ids: list[int]) -> list[str]:
 def decode_text(tokenizer, ids: list[int]) -> str:
     """A run of ids as one text: decoded together (so characters split over several tokens come
     out whole), or the ids as ``#ID`` separated by spaces without a tokenizer."""
-    if tokenizer is None:
+    if tokenizer is None or failure(tokenizer):
         return " ".join(id_text(i) for i in ids)
-    size = tokenizer.get_vocab_size(with_added_tokens=True)
-    if all(0 <= i < size for i in ids):
-        return tokenizer.decode(list(ids), skip_special_tokens=False)
+    try:
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+        if all(0 <= i < size for i in ids):
+            return tokenizer.decode(list(ids), skip_special_tokens=False)
+    except TokenizerFailed:
+        return " ".join(id_text(i) for i in ids)
     return "".join(token_strings(tokenizer, list(ids)))
 
 
 def decode_texts(tokenizer, runs: list[list[int]]) -> list[str]:
     """``decode_text`` of each list of ids (in one batch call when every id is known)."""
-    if tokenizer is None or not runs:
+    if tokenizer is None or not runs or failure(tokenizer):
         return [decode_text(tokenizer, ids) for ids in runs]
-    size = tokenizer.get_vocab_size(with_added_tokens=True)
-    if all(0 <= i < size for ids in runs for i in ids):
-        return tokenizer.decode_batch([list(ids) for ids in runs], skip_special_tokens=False)
+    try:
+        size = tokenizer.get_vocab_size(with_added_tokens=True)
+        if all(0 <= i < size for ids in runs for i in ids):
+            return tokenizer.decode_batch([list(ids) for ids in runs], skip_special_tokens=False)
+    except TokenizerFailed:
+        pass  # each run below reads as without a tokenizer
     return [decode_text(tokenizer, ids) for ids in runs]

@@ -20,10 +20,11 @@ from pathlib import Path, PurePosixPath
 import pyarrow as pa
 
 from ..base import fields as F
-from ..base.location import as_path, open_file
+from ..base.location import as_path
 from . import parquet as _parquet
-from .base import FileError, ReadOptions, SourceChanged
+from .base import ReadOptions, SourceChanged
 from .layout import first_match, step_in
+from .notes import with_notes
 from .turns import number, numbers, sample_rows, turn, turns
 
 NAME = "art"
@@ -83,20 +84,14 @@ def row_sample(row: dict, step: int) -> dict | None:
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (row, reason) for each rejected row, rows in the file)."""
-    import pyarrow.parquet as pq
-
-    try:
-        with open_file(as_path(path)) as fh:
-            table = pq.read_table(fh)
-    except (pa.ArrowException, OSError) as exc:
-        raise FileError(f"not a readable parquet file: {exc}") from exc
+    table, notes = _parquet.read_bounded(path)  # a row group at a time, under the expansion bound
     step = step_in(as_path(path).as_posix())
     samples = []
     for index, row in enumerate(table.to_pylist()):
         got = row_sample(row, 0 if step is None else step)
         if got is not None:
             samples.append({**got, "line": index + 1, "offset": index})
-    return sample_rows(samples), [], table.num_rows
+    return with_notes(sample_rows(samples), notes), [], table.num_rows
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:

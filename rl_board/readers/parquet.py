@@ -15,6 +15,9 @@ Such a row is a conversation: its turns are the prompt's messages then the compl
 its prompt and response texts are made from them as for every format with turns. When any row of a file
 holds an image block, every conversational row of the file gets the extra ``image_placeholders`` (its
 image blocks, 0 included) and the file a note: the writer did not keep the pixels.
+
+Every Parquet file the readers open (TRL's, ART's, a field-mapped table) is read by ``read_bounded``: a row
+group at a time, each checked against the expansion bound of compressed files before it is read.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.compression import expansion_limit
 from ..base.location import as_path, open_file
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
 from .canonical import TOKEN_STRINGS, build_rows
@@ -48,13 +52,7 @@ NO_PIXELS = ('image placeholders without images: TRL writes each image of a conv
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:
     """(canonical rows, (row, reason) for each rejected row, rows in the file). Raises
     ``FileError`` when the file can't be used at all."""
-    import pyarrow.parquet as pq  # here, not at import: JSONL parsing workers never need it
-
-    try:
-        with open_file(as_path(path)) as fh:  # a local file or a URL's object, read through its filesystem
-            source = pq.read_table(fh)
-    except (pa.ArrowException, OSError) as exc:
-        raise FileError(f"not a readable parquet file: {exc}") from exc
+    source, notes = read_bounded(path)
     if any(is_path(s) and s not in source.column_names for _, s in options.fields):
         source = _flattened(source)  # a nested source (``meta.step``) names a struct column's field
     resolver = KeyResolver(options.fields, ALIASES)
@@ -103,7 +101,6 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     columns[F.TOKENS] = pa.nulls(n, TOKEN_STRINGS)
     extras = {name: source[name] for name in source.column_names
               if name not in taken and _is_numeric(source.schema.field(name).type, booleans=True)}
-    notes = []
     if conversations:
         messages = [_conversation(*parts) for parts in zip(*(conversations.get(name, [None] * n)
                                                                for name in CONVERSATION))]
@@ -115,22 +112,134 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
     return with_notes(build_rows(columns, extras), notes), errors, rows
 
 
+#: bytes an Arrow value of a fixed-width type takes, by Parquet physical type (a string's is its offset)
+_WIDTHS = {"BOOLEAN": 1, "INT32": 4, "INT64": 8, "INT96": 12, "FLOAT": 4, "DOUBLE": 8, "BYTE_ARRAY": 4,
+           "FIXED_LEN_BYTE_ARRAY": 4}
+
+
+#: bytes one row costs once it is a canonical row, whatever its columns (measured: a TRL file of 1,000,000 rows
+#: of a step and a reward, 16 MB as Arrow columns, peaks at 690 MB in ``summary``)
+ROW_BYTES = 512
+
+
+def _row_group_bound(meta, index: int) -> int:
+    """What row group ``index`` of a file's metadata will take once read, at least, before reading it: per
+    column the larger of its uncompressed pages and its rows times the Arrow width of one value (a page of
+    run-length-encoded integers is bytes on disk, 8 bytes a row in memory), plus one validity bit a row, and
+    ``ROW_BYTES`` a row for the canonical row it becomes."""
+    group = meta.row_group(index)
+    rows = group.num_rows
+    total = rows * ROW_BYTES
+    for c in range(group.num_columns):
+        column = group.column(c)
+        total += max(column.total_uncompressed_size, rows * _WIDTHS.get(column.physical_type, 8) + rows // 8)
+    return total
+
+
+def _expanded(column) -> int:
+    """The bytes a dictionary-encoded string column takes once each row holds its own value (its indices
+    times the lengths of the values they name: 8 rows naming one 128 MiB value are 1 GiB); 0 for others."""
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(column.type):
+        return 0
+    total = 0
+    for chunk in column.chunks:
+        lengths = pc.binary_length(chunk.dictionary).cast(pa.int64())
+        total += int(pc.sum(lengths.take(chunk.indices)).as_py() or 0)
+    return total
+
+
+def read_bounded(path, columns: list[str] | None = None) -> tuple[pa.Table, list[str]]:
+    """(the Parquet file at ``path`` read a row group at a time, notes): what it expands to is bounded as a
+    compressed file's is (``base.compression.expansion_limit``: ``RL_BOARD_MAX_RATIO`` times its size, at least
+    64 MiB, at most ``RL_BOARD_MAX_EXPANDED_GB``). Each row group's size is checked from its metadata before it
+    is read (uncompressed pages, rows times the width of a value), its string columns are read as
+    dictionaries and their expanded size checked before they are made whole. At the first row group past the
+    bound, reading stops: the groups before it are the table and a note names the bound (``FileError`` when it
+    is the first). ``FileError`` for a file that is no Parquet."""
+    import pyarrow.parquet as pq  # here, not at import: JSONL parsing workers never need it
+
+    try:
+        with open_file(as_path(path)) as fh:  # a local file or a URL's object, read through its filesystem
+            size = _size_of(fh)
+            limit, why = expansion_limit(size)
+            strings = _string_columns(pq.ParquetFile(fh).schema_arrow)
+            parquet = pq.ParquetFile(fh, read_dictionary=strings)
+            meta, tables, used, stopped = parquet.metadata, [], 0, None
+            for index in range(meta.num_row_groups):
+                used += _row_group_bound(meta, index)
+                if used > limit:
+                    stopped = index
+                    break
+                table = parquet.read_row_group(index, columns=columns)
+                used += sum(_expanded(table[name]) for name in table.column_names)  # any dictionary column
+                if used > limit:
+                    stopped = index
+                    break
+                tables.append(_undictionary(table, strings))
+            if not tables:  # an empty file, or the first row group already past the bound
+                if stopped is not None:
+                    raise FileError(why)
+                return _undictionary(parquet.schema_arrow.empty_table(), strings), []
+    except (pa.ArrowException, OSError) as exc:
+        raise FileError(f"not a readable parquet file: {exc}") from exc
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    notes = [] if stopped is None else [f"{why} (its first {stopped:,} of "
+                                        f"{meta.num_row_groups:,} row groups, {table.num_rows:,} rows, are read)"]
+    return table, notes
+
+
+def _string_columns(schema: pa.Schema) -> list[str]:
+    """The top-level string and binary columns of ``schema`` (those read as dictionaries)."""
+    return [f.name for f in schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+
+
+def _undictionary(table: pa.Table, strings: list[str]) -> pa.Table:
+    """``table`` with the columns read as dictionaries cast back to their value type (checked first)."""
+    for name in strings:
+        if name in table.column_names and pa.types.is_dictionary(table.schema.field(name).type):
+            index = table.column_names.index(name)
+            table = table.set_column(index, name, table[name].cast(table.schema.field(name).type.value_type))
+    return table
+
+
+def _size_of(fh) -> int:
+    try:
+        return os.fstat(fh.fileno()).st_size
+    except (OSError, AttributeError, ValueError):  # an fsspec file has no descriptor
+        size = fh.seek(0, os.SEEK_END)
+        fh.seek(0)
+        return size
+
+
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     """Row ``offset`` (0-based) of a table file (``fh``, open for reading, called ``name``) as a dict."""
     import pyarrow.parquet as pq
 
     try:
         key = _version(fh, name)
-        table = _TABLES.get(key)
+        parquet = pq.ParquetFile(fh)
+        meta, first = parquet.metadata, 0
+        for index in range(meta.num_row_groups):  # only the row group holding the row is read
+            rows = meta.row_group(index).num_rows
+            if offset < first + rows:
+                break
+            first += rows
+        else:
+            raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
+        table = _TABLES.get((key, index))
         if table is None:
-            table = _TABLES[key] = pq.read_table(fh)
-            while len(_TABLES) > 4:  # a step's samples are shown row by row: keep the last few files
+            limit, why = expansion_limit(_size_of(fh))
+            if _row_group_bound(meta, index) > limit:
+                raise SourceChanged(f"{name} {why}")
+            table = _TABLES[(key, index)] = parquet.read_row_group(index)
+            while len(_TABLES) > 4:  # a step's samples are shown row by row: keep the last few row groups
                 _TABLES.pop(next(iter(_TABLES)))
     except (pa.ArrowException, OSError) as exc:
         raise SourceChanged(f"{name} can't be read any more ({exc}); refresh it.") from exc
-    if offset >= table.num_rows:
-        raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
-    row = table.slice(offset, 1).to_pylist()[0]
+    row = table.slice(offset - first, 1).to_pylist()[0]
     parts = [row[key] if _is_messages(table.schema.field(key).type) else None
              for key in ("prompt", "completion") if key in row]
     messages = _conversation(*parts) if any(p is not None for p in parts) else None

@@ -42,6 +42,7 @@ import orjson
 import pyarrow as pa
 
 from ..base import fields as F
+from ..base.defaults import setting
 from ..base.location import as_path, open_file
 from .base import FileError, ReadOptions, SourceChanged
 from .turns import number, numbers, sample_rows, turns
@@ -83,12 +84,8 @@ def matches(run_dir: Path) -> bool:
 
 
 def query_seconds() -> float:
-    """``$RL_BOARD_SQLITE_SECONDS`` (a positive number), else ``DEFAULT_QUERY_SECONDS``."""
-    try:
-        value = float(os.environ.get(QUERY_SECONDS_ENV, ""))
-    except ValueError:
-        return DEFAULT_QUERY_SECONDS
-    return value if value > 0 else DEFAULT_QUERY_SECONDS
+    """``$RL_BOARD_SQLITE_SECONDS`` (a positive number, at most an hour), else ``DEFAULT_QUERY_SECONDS``."""
+    return setting(QUERY_SECONDS_ENV)
 
 
 def _time_limited(conn: sqlite3.Connection) -> sqlite3.Connection:

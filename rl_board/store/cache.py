@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import asdict
@@ -29,6 +28,7 @@ from pathlib import Path, PurePosixPath
 import platformdirs
 
 from ..base.access import is_url
+from ..base.defaults import CACHE_MAX_ENV, parse_size
 from ..base.location import as_path
 from .fingerprints import (  # noqa: F401 (re-exported: their home before they moved)
     SETTLED_NS,
@@ -42,7 +42,6 @@ from .fingerprints import (  # noqa: F401 (re-exported: their home before they m
 from .locks import locked
 
 CACHE_VERSION = 19  # 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
-CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
@@ -106,11 +105,8 @@ def _name_prefix(resolved: str) -> str:
 
 def cache_limit() -> int:
     """``$RL_BOARD_CACHE_MAX`` in bytes (a number with an optional K, M, G or T), else 10 GB."""
-    text = os.environ.get(CACHE_MAX_ENV, "").strip().upper()
-    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)B?", text)
-    if not match:
-        return DEFAULT_CACHE_MAX
-    return int(float(match[1]) * 1000 ** " KMGT".index(match[2] or " "))
+    size = parse_size(os.environ.get(CACHE_MAX_ENV, ""))
+    return DEFAULT_CACHE_MAX if size is None else size
 
 
 class RunCache:

@@ -84,7 +84,7 @@ class SharedCache:
 
     def __init__(self, url: str):
         self.url = url
-        self.root: RemotePath = remote_path(url)
+        self.root: RemotePath = remote_path(url, checked=False)  # the operator's URL, not a run's
         self._digests: dict[tuple, str] = {}  # (segment path, size, mtime_ns) -> its digest, hashed once
 
     @classmethod

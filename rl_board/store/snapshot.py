@@ -18,6 +18,7 @@ from ..base.compression import APPEND_NOTE, codec_of
 from ..base.defaults import MAX_ERRORS_ENV, max_errors
 from ..base.location import RunLocation
 from ..derive.samples import SCHEMA, TURN_COLUMNS
+from ..derive.tokenizer import TOKENIZER_FAILED
 from ..readers import ReadOptions, describe_size
 from ..readers.extras import FieldNotes, first_met, merged_notes
 from ..readers.notes import notes_of
@@ -26,8 +27,8 @@ from .segments import SharedSlice, with_one_value_columns
 from .tracking import natural_key
 
 #: What the page and the commands say when a run's token ids can't be decoded.
-NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json (or "
-                "the model folder holding one) in the run folder or up to two folders above it, or give it: the "
+NO_TOKENIZER = ("Token ids are shown as #ID: no tokenizer was found next to the run. Put its tokenizer.json in "
+                "the run folder or one of the two folders above it (not in a folder beside them), or give it: the "
                 "sidebar's Tokenizer box, or --tokenizer PATH on the command line.")
 
 
@@ -114,9 +115,16 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
     failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
     tokenizer_notes = loader.tokenizer_notes
+    # a tokenizer that failed (derive.tokenizer.GuardedTokenizer) says so once, not once per file read
+    broken = [note for note in file_notes if TOKENIZER_FAILED in note.partition(": ")[2]]
+    if broken:
+        file_notes = [note for note in file_notes if note not in broken]
+        first = broken[0].partition(": ")[0]
+        notes = [*notes, broken[0].partition(": ")[2] + (f" (in {len(broken)} files: {first}, …)" if len(broken) > 1
+                                                         else "")]
     if "from_ids" in samples and samples["from_ids"].any():
         if options.tokenizer:
-            notes = [*notes, f"Token ids decoded with {options.tokenizer}."]
+            notes = notes if broken else [*notes, f"Token ids decoded with {options.tokenizer}."]
         else:  # the found tokenizer's problem, or that none was found: never both
             notes = [*notes, *(tokenizer_notes or [NO_TOKENIZER])]
     packed = [name for name in names if codec_of(name)]

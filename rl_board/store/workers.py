@@ -32,6 +32,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from ..base.defaults import setting
+
 IDLE_SECONDS = 300  # a worker with nothing to do for this long exits
 MIN_BYTES = 16 << 20  # a read of fewer new bytes is done in the calling process (``ingest``)
 NICENESS = 5  # workers yield the cores to the page's server (and a command's own start) when both want them
@@ -57,10 +59,8 @@ CGROUP = Path("/sys/fs/cgroup")
 def count() -> int:
     """How many workers a read uses: ``RL_BOARD_WORKERS`` when set to a positive number, else one per
     CPU this process may use (``usable_cpus``)."""
-    value = os.environ.get(WORKERS_ENV, "").strip()
-    if value.isdigit() and int(value) > 0:
-        return int(value)
-    return usable_cpus()
+    value = setting(WORKERS_ENV)  # at most 256
+    return int(value) if value is not None else usable_cpus()
 
 
 def usable_cpus(cgroup: Path = CGROUP) -> int:

@@ -4,10 +4,10 @@ wait for them. ``state.start_findings`` (which keeps the session's side) and the
 
 from __future__ import annotations
 
-import os
 import threading
 
 from ..analysis.run import Run
+from ..base.defaults import setting
 
 
 def run_key(run: Run) -> tuple:
@@ -23,10 +23,7 @@ FINDINGS_WAIT_SECONDS = 0.05
 
 def findings_wait() -> float:
     """Seconds the findings panel waits for the checks before it draws without them."""
-    try:
-        return max(0.0, float(os.environ.get("RL_BOARD_FINDINGS_WAIT", FINDINGS_WAIT_SECONDS)))
-    except ValueError:
-        return FINDINGS_WAIT_SECONDS
+    return setting("RL_BOARD_FINDINGS_WAIT")
 
 
 class _Checks:

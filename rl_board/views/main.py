@@ -18,6 +18,7 @@ import streamlit as st
 
 from rl_board.base import fields as F
 from rl_board.base.access import check_roots
+from rl_board.base.defaults import setting_problems
 from rl_board.base.text import alert_body, escape_markdown
 from rl_board.store import workers
 from rl_board.store.loader import RootError, TokenizerError
@@ -158,6 +159,13 @@ def render_page() -> None:
         st.error("The board is misconfigured: no folder can be opened.")
         st.text(str(exc))
         return
+    bad, capped = setting_problems()
+    if bad:  # a bound that can't be used: refuse, never read with one the admin did not mean
+        st.error("The board is misconfigured: a setting of its environment can't be used.")
+        st.text("\n".join(bad))
+        return
+    for line in capped:
+        st.caption(escape_markdown(line))
     kept.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
     try:
         workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)

@@ -195,8 +195,8 @@ def _token_settings(side) -> dict:
                                 placeholder="/models/Qwen3-8B or …/tokenizer.json",
                                 help="Decodes runs that log token ids (prime-rl's token exports, NeMo-RL): a "
                                      "tokenizer.json or a model folder holding one, read from disk only. Empty: "
-                                     "the one in the run folder or up to two folders above it (also in a model "
-                                     "folder there).").strip()
+                                     "the tokenizer.json lying in the run folder or one of the two folders "
+                                     "above it (never in a folder beside them).").strip()
     drop_system = text.checkbox("Drop system prompt", key=keys.DROP_SYSTEM)
     marker = text.text_input("System prompt ends with", value="<|im_end|>", key=keys.SYSTEM_MARKER,
                              disabled=not drop_system)

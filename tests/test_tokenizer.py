@@ -1,0 +1,144 @@
+"""A tokenizer that panics (the real ``tokenizers`` library's ``PanicException``, a ``BaseException``) costs
+only the run's token texts: ids read ``#ID`` with one note, and the commands, the page and the MCP server go on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import command, write_lines
+from page_steps import load as _load
+from page_steps import open_page as _open
+from token_writers import hostile_tokenizer
+
+from rl_board.derive.tokenizer import decode_text, decode_texts, failure, load_tokenizer, token_strings
+
+FAILED = "failed decoding (PanicException"
+
+
+def _hostile_run(folder, files: int = 1):
+    """A run of ``files`` files of 6 samples over 2 steps whose responses are token ids (with their log-probs);
+    sample 1 of each step holds id 2, on which the run's own tokenizer.json panics."""
+    hostile_tokenizer(folder)
+    for k in range(files):
+        _lines(folder / f"rollouts{k or ''}.jsonl")
+    return folder
+
+
+def _lines(path):
+    write_lines(path, [{"step": s, "reward": 0.5 * k, "prompt": "p", "token_ids": [0, 1, 2] if k == 1 else [0, 1],
+                        "logprobs": [-0.5, -0.25, -1.0] if k == 1 else [-0.5, -0.25]}
+                       for s in (1, 2) for k in range(3)])
+
+
+def test_the_fixture_panics_in_the_real_library(tmp_path):
+    """The tokenizers library itself raises a BaseException that is no Exception decoding id 2 of the file."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(hostile_tokenizer(tmp_path)))
+    assert tokenizer.decode([0, 1]) == "helloworld"  # the Replace decoder joins tokens as they are
+    with pytest.raises(BaseException) as caught:
+        tokenizer.decode([2])
+    assert not isinstance(caught.value, Exception) and type(caught.value).__name__ == "PanicException"
+
+
+def test_a_panic_reads_ids_as_hash_numbers_from_then_on(tmp_path):
+    """Through load_tokenizer: ids 0 and 1 decode; the panic on id 2 gives #2 instead of raising, and
+    from then on every id of that tokenizer reads #ID (one failure, not one per sample), failure naming the
+    file; another tokenizer in the same process is untouched."""
+    path = hostile_tokenizer(tmp_path / "bad")
+    tokenizer = load_tokenizer(str(path))
+    assert token_strings(tokenizer, [0, 1]) == ["hello", "world"] and failure(tokenizer) is None
+    assert decode_text(tokenizer, [0, 2]) == "#0 #2"
+    reason = failure(tokenizer)
+    assert str(path) in reason and FAILED in reason
+    assert token_strings(tokenizer, [0, 1]) == ["#0", "#1"]
+    assert decode_texts(tokenizer, [[0], [1, 0]]) == ["#0", "#1 #0"]
+    from token_writers import train_tokenizer
+
+    good = load_tokenizer(str(train_tokenizer(tmp_path / "good")))
+    assert decode_text(good, good.encode("hello").ids) == "hello" and failure(good) is None
+
+
+def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp_path, monkeypatch):
+    """With the allowance set to 0 s (every call takes longer than nothing; no clock is compared with a
+    guess), a good tokenizer's first call reads its ids as #ID and the note says how long it took for how
+    many ids; no further call is made."""
+    from token_writers import train_tokenizer
+
+    from rl_board.derive import tokenizer as module
+
+    monkeypatch.setattr(module, "DECODE_SECONDS", 0.0)
+    monkeypatch.setattr(module, "DECODE_SECONDS_PER_ID", 0.0)
+    module._load.cache_clear()
+    good = load_tokenizer(str(train_tokenizer(tmp_path / "slow")))
+    ids = good.encode("hello").ids
+    assert decode_text(good, ids) == " ".join(f"#{i}" for i in ids)
+    assert "ids, more than the 0.0 s allowed: token ids are shown as #ID" in failure(good)
+    module._load.cache_clear()
+
+
+def test_threads_decoding_at_once_print_no_panic_and_keep_stderr(tmp_path):
+    """Four threads, each loading the hostile tokenizer afresh and decoding id 2 twenty times (80 panics, the
+    quieting of stderr overlapping between threads): the process's stderr holds only what it wrote after
+    them, no Rust panic message, and is still the terminal's (not left at /dev/null)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    path = hostile_tokenizer(tmp_path)
+    script = f"""
+import os, threading
+from rl_board.derive.tokenizer import _load, decode_text, load_tokenizer
+def work():
+    for _ in range(20):
+        _load.cache_clear()
+        assert decode_text(load_tokenizer({str(path)!r}), [0, 2]) == "#0 #2"
+threads = [threading.Thread(target=work) for _ in range(4)]
+[t.start() for t in threads]; [t.join() for t in threads]
+os.write(2, b"after\\n")
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**__import__("os").environ, "RUST_BACKTRACE": "1"})
+    assert proc.returncode == 0 and proc.stderr == "after\n", proc.stderr[-2000:]
+
+
+@pytest.mark.parametrize("argv", [("summary", "{run}", "--no-cache"), ("search", "{run}", "--steps", "1:2"),
+                                  ("findings", "{run}"), ("report", "{run}", "-o", "{out}")])
+def test_every_command_ends_well_with_one_note(tmp_path, argv):
+    """summary, search, findings and report on the run: exit 0, no traceback and no Rust panic message on
+    stderr, one note (for the run's two files) naming the tokenizer file and its failure, and no note that
+    ids were decoded with it."""
+    run = _hostile_run(tmp_path / "run", files=2)
+    proc = command(*(a.format(run=run, out=tmp_path / "r.html") for a in argv))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and "panicked" not in proc.stderr
+    notes = [line for line in proc.stderr.splitlines() if FAILED in line]
+    assert len(notes) == 1 and str(run / "tokenizer.json") in notes[0] and "(in 2 files: " in notes[0]
+    assert "Token ids decoded with" not in proc.stderr
+
+
+def test_the_page_lives_on(tmp_path):
+    """The page loads the run: no exception, the batch is drawn, and the load report says the tokenizer failed."""
+    _hostile_run(tmp_path / "run")
+    at = _load(_open(tmp_path, "run"))
+    assert not at.exception and not at.error
+    said = [e.value for e in (*at.info, *at.warning, *at.caption, *at.text) if "failed decoding" in e.value]
+    assert said and at.dataframe
+
+
+def test_the_mcp_server_lives_on(tmp_path):
+    """The MCP server on the run: summary and sample answer (the sample's response reads #2), and the
+    server answers the call after them."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")
+    from test_mcp import _session
+
+    run = _hostile_run(tmp_path / "run")
+    _, results = _session([("summary", {"run": str(run)}), ("sample", {"run": str(run), "address": "rollouts.jsonl:2"}),
+                           ("runs", {})], roots=tmp_path)
+    summary, sample, listing = results
+    assert not summary.is_error, summary.content
+    assert not sample.is_error, sample.content
+    assert "#2" in json.dumps(sample.structured_content)
+    assert not listing.is_error
