@@ -115,13 +115,13 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     failed = {**unreadable, **{n: files[n].error for n in names if files[n].error}}
     failed = tuple((name, failed[name]) for name in sorted(failed, key=natural_key))
     tokenizer_notes = loader.tokenizer_notes
-    # a tokenizer that failed (derive.tokenizer.GuardedTokenizer) says so once, not once per file read
+    # a tokenizer that failed (derive.tokenizer.GuardedTokenizer) says so once, not once per file read; how
+    # many files said it is not told: that counts the segments (a batch of small files is one), which the
+    # workers' count decides, and output is the same on every machine
     broken = [note for note in file_notes if TOKENIZER_FAILED in note.partition(": ")[2]]
     if broken:
         file_notes = [note for note in file_notes if note not in broken]
-        first = broken[0].partition(": ")[0]
-        notes = [*notes, broken[0].partition(": ")[2] + (f" (in {len(broken)} files: {first}, …)" if len(broken) > 1
-                                                         else "")]
+        notes = [*notes, min(note.partition(": ")[2] for note in broken)]
     if "from_ids" in samples and samples["from_ids"].any():
         if options.tokenizer:
             notes = notes if broken else [*notes, f"Token ids decoded with {options.tokenizer}."]
