@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import REPO, sample, write_lines
+from conftest import REPO, command, sample, write_lines
 
 
 @pytest.mark.parametrize("args", [
@@ -179,3 +180,18 @@ def test_json_output_keeps_a_name_with_controls_exact(tmp_path):
     done = command("detect", str(tmp_path / "run"), "--json")
     assert not regex.search(r"[\x7f-\x9f\u202a-\u202e]", done.stdout)
     assert json.loads(done.stdout)["files"] == [name]
+
+
+def test_runs_lists_what_the_page_lists(tmp_path):
+    """``rl-board runs ROOT --json`` names every bundled run with its reader (listed by hand from
+    rollout_samples/), a run two folders down by its path, and refuses a root that holds no run (exit 2)."""
+    got = json.loads(command("runs", str(REPO / "rollout_samples"), "--json").stdout)
+    assert [(r["name"], r["format"]) for r in got["runs"]] == [
+        ("eval_demo", "jsonl"), ("ppo_demo", "jsonl"), ("prime_rl_agent_demo", "prime-rl"),
+        ("prime_rl_tokens_demo", "prime-rl-tokens"), ("trl_grpo_demo", "parquet"), ("verl_grpo_demo", "jsonl")]
+    write_lines(tmp_path / "team" / "exp" / "rollout_data_rank0.jsonl", [{"step": 1, "reward": 1.0}])
+    text = command("runs", str(tmp_path))
+    assert text.returncode == 0 and text.stdout.splitlines()[1].split()[:2] == ["team/exp", "jsonl"]
+    (tmp_path / "empty").mkdir()
+    refused = command("runs", str(tmp_path / "empty"))
+    assert refused.returncode == 2 and refused.stderr.startswith("error: No runs in")

@@ -1,5 +1,5 @@
 """Command line: ``rl-board`` (or ``python -m rl_board``) ``serve``, ``summary``, ``search``, ``findings``,
-``metrics``, ``tags``, ``cache``, ``index``, ``diff``, ``generate``, ``report`` and ``mcp``: one module per command, the parser in ``parser``.
+``metrics``, ``tags``, ``cache``, ``index``, ``diff``, ``generate``, ``report``, ``runs`` and ``mcp``: one module per command, the parser in ``parser``.
 
 ``summary`` prints per-step statistics of a run without the page (a contract
 other tools rely on; see docs/commands.md). Exit status: 0 when at least one line
@@ -31,6 +31,7 @@ __all__ = ["main", "run", "serve_command"]
 COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findings"), "tags": ("tags", "_tags"),
             "search": ("search", "_search"), "serve": ("serve", "_serve"), "cache": ("cache", "_cache"),
             "metrics": ("metrics", "_metrics"), "generate": ("generate", "_generate"), "detect": ("detect", "_detect"),
+            "runs": ("runs", "_runs"),
             "index": ("index", "_index"), "diff": ("diff", "_diff"), "report": ("report", "_report"),
             "mcp": ("mcp_server", "_mcp")}
 

@@ -104,27 +104,13 @@ def _read_options(pad_token: str | None, eos_token: str | None, split: str | Non
 
 
 def list_runs(root: str | None) -> dict:
-    """The runs under ``root`` (default: every allowed folder), as the page's runs list finds them."""
-    from ..base.access import allowed_roots
-    from ..store.discovery import discover_runs
+    """The runs under ``root`` (default: every allowed folder), as ``rl-board runs ROOT --json`` lists them."""
+    from .runs import RunsError, build_runs_json
 
-    roots = [root] if root else [str(r) for r in (allowed_roots() or [])]
-    if not roots:
-        raise CommandFailed("error: give a root folder: this server allows every folder (no --roots, no "
-                            "RL_BOARD_ROOTS), so it has none to list")
-    out = {"roots": [], "runs": [], "unclaimed": [], "notes": []}
-    for top in roots:
-        try:
-            found = discover_runs(top)
-        except (ValueError, OSError) as exc:  # RootError, NoRunsError: their messages say why
-            raise CommandFailed(f"error: {exc}") from None
-        out["roots"].append(str(found.root))
-        out["runs"] += [{"root": str(found.root), "name": run.name, "path": str(run.path), "format": run.format,
-                         "splits": list(run.splits), "files": run.files, "size": run.size, "steps": run.steps,
-                         "samples": run.samples} for run in found.runs]
-        out["unclaimed"] += [{"root": str(found.root), "name": u.name, "reason": u.reason} for u in found.unclaimed]
-        out["notes"] += found.notes
-    return out
+    try:
+        return build_runs_json(root)
+    except RunsError as exc:
+        raise CommandFailed(f"error: {exc}") from None
 
 
 def sample_json(run_dir: str, address: str, max_tokens: int, max_turns: int, options: list[str]) -> tuple[dict, list]:

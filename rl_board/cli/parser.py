@@ -190,6 +190,11 @@ def _parser() -> argparse.ArgumentParser:
                          help="entropy collapse below this fraction of its early mean (default 0.2)")
     metrics.add_argument("--kl-noise-k", type=float, default=None,
                          help="negative KL below 0 by more than this many noise scales of the series (default 3)")
+    runs = sub.add_parser("runs", help="every run under a root folder, at any depth, as the page's runs list and "
+                                       "the MCP runs tool list them")
+    runs.add_argument("root", nargs="?", type=run_location, default=None,
+                      help="the root folder (default: every folder RL_BOARD_ROOTS allows)")
+    runs.add_argument("--json", action="store_true", help="print one JSON object")
     detect = sub.add_parser("detect", help="the reader that opens a folder, its files, splits and steps; "
                                            "or why no reader opens it and what to try")
     detect.add_argument("run_dir", type=run_location)
