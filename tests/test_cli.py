@@ -53,12 +53,12 @@ def test_help_texts_are_whole_phrases():
     import re
 
     dangling = {"is", "are", "it", "the", "a", "an", "of", "to", "and", "or", "with", "by"}
-    for command, option, text in _helps():
-        assert text.count("(") == text.count(")"), (command, option, text)
+    for name, option, text in _helps():
+        assert text.count("(") == text.count(")"), (name, option, text)
         bare = re.sub(r"\([^()]*\)", "", text)
         for clause in re.split(r"[;:]", bare):
             words = clause.split()
-            assert not words or words[-1].lower().strip(",.") not in dangling, (command, option, text)
+            assert not words or words[-1].lower().strip(",.") not in dangling, (name, option, text)
 
 
 _PROGRAM = """
