@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, write_lines
 
 mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")
 
@@ -253,3 +253,21 @@ def test_every_answer_fits_its_bound_and_counts_what_it_left_out(tmp_path):
     kept = len(sample["turns"]) + sample["left_out"].get("turns", 0)
     assert kept == 50 and sample["turns_left_out"] == 1_950  # the tool's max_turns, then the bound
     assert len(sample["tokens"]["token"]) + sample["left_out"].get("tokens", 0) == 256 and sample["n_tokens"] == 3_000
+
+
+@pytest.mark.slow
+def test_a_run_named_as_the_runs_tool_names_it_opens_under_the_roots(tmp_path):
+    """The server runs in the repository's folder; ``team/exp``, the name the ``runs`` tool gives a run under
+    the allowed folder, opens that run in ``summary`` and ``sample`` (not a folder of the working folder), and
+    a name no allowed folder holds is refused."""
+    write_lines(tmp_path / "team" / "exp" / "rollout_data_rank0.jsonl",
+                [{"step": 1, "reward": 0.5, "response": "a"}, {"step": 2, "reward": 1.5, "response": "b"}])
+    _, (listed, summary, one, missing) = _session([
+        ("runs", {}), ("summary", {"run": "team/exp"}),
+        ("sample", {"run": "team/exp", "address": "rollout_data_rank0.jsonl:2"}),
+        ("summary", {"run": "team/nope"})], roots=tmp_path)
+    assert [r["name"] for r in listed.structured_content["runs"]] == ["team/exp"]
+    assert not summary.is_error, summary.content
+    assert [(s["step"], s["reward_mean"]) for s in summary.structured_content["steps"]] == [(1, 0.5), (2, 1.5)]
+    assert not one.is_error and (one.structured_content["step"], one.structured_content["response"]) == (2, "b")
+    assert missing.is_error

@@ -173,6 +173,7 @@ def _work() -> None:
     if hasattr(signal, "alarm"):
         signal.alarm(math.ceil(mcp_seconds()) + 5)  # SIGALRM's default action ends the process
     request = json.loads(sys.argv[1])
+    request["args"] = _runs_named(request["work"], request["args"])
     try:
         result, pictures = globals()[_WORK[request["work"]]](*request["args"]), None
         if isinstance(result, tuple):  # the sample tool's (JSON, pictures): the pictures travel beside it
@@ -184,6 +185,41 @@ def _work() -> None:
         reply = {"error": str(exc)}
     answer.write(json.dumps(reply, ensure_ascii=False, allow_nan=False))
     answer.close()
+
+
+def resolve_run(run: str) -> str:
+    """A tool's ``run`` (or ``path``) as a folder: a run's name as the ``runs`` tool gives it (its path under an
+    allowed folder, "." for the folder itself) is that folder under the first allowed folder that holds it, not
+    under the server's working folder; an absolute path, a URL, or a name no allowed folder holds is as given
+    (the door then says whether it may be read)."""
+    from ..base.access import allowed_roots, is_url
+
+    if not run or is_url(run) or Path(run).is_absolute():
+        return run
+    try:
+        roots = allowed_roots() or []
+    except ValueError:  # a misconfigured RL_BOARD_ROOTS: the command says so
+        return run
+    for root in roots:
+        candidate = root if run in (".", "./") else root / run
+        if candidate.exists():
+            return str(candidate)
+    return run
+
+
+def _runs_named(work: str, args: list) -> list:
+    """A request's ``args`` with the runs it names resolved (``resolve_run``): a command's run (``diff``'s
+    two), the ``sample`` tool's run."""
+    if work == "command":
+        argv = list(args[0])
+        count = 2 if argv[:1] == ["diff"] else 1 if argv[:1] and argv[0] != "runs" else 0
+        for i in range(1, 1 + count):
+            if i < len(argv):
+                argv[i] = resolve_run(argv[i])
+        return [argv, *args[1:]]
+    if work == "sample":
+        return [resolve_run(args[0]), *args[1:]]
+    return args
 
 
 async def run_in_worker(work: str, args: list, what: str, limit: int | None = None) -> dict:
