@@ -1,6 +1,8 @@
 """A block's conversations (``messages``) to what a segment keeps of them, column by column (no Python
-per sample or turn): the prompt and response of a sample that has a conversation and none of its own,
-the extras ``num_turns`` and ``num_tool_calls``, and the turn columns ``turn_texts`` and ``tool_names``.
+per sample or turn, but the faults): the prompt and response of a sample that has a conversation and none of
+its own, the extras ``num_turns`` and ``num_tool_calls``, the turn columns ``turn_texts`` and ``tool_names``,
+and ``fault_kinds``, the kinds of the conversation's faults as bits (``derive.faults``: Python per
+conversation, null without one).
 
 The prompt is the contents of the turns before the first assistant turn joined by a blank line (null
 when there are none), the response the content of the last assistant turn (null without one); a turn
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
+from .faults import fault_bits, find_faults
 
 TEXTS = pa.list_(pa.string())
 
@@ -30,9 +33,11 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
     column = rows[F.MESSAGES]
     if column.null_count == count:
         return rows, {"has_messages": np.zeros(count, bool), "turn_texts": pa.nulls(count, TEXTS),
-                      "tool_names": pa.nulls(count, TEXTS)}
+                      "tool_names": pa.nulls(count, TEXTS), "fault_kinds": pa.nulls(count, pa.int32())}
     lists = column.combine_chunks()
     has = lists.is_valid().to_numpy(zero_copy_only=False)
+    kinds = pa.array([None if conversation is None else fault_bits(find_faults(conversation))
+                      for conversation in lists.to_pylist()], pa.int32())
     turns = pc.list_flatten(lists)
     owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
     position = np.arange(len(owner)) - np.searchsorted(owner, owner)  # a turn's place in its conversation
@@ -73,7 +78,7 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
     turn_texts = _lists(key[order] // 2, texts.take(pa.array(order)), count, ~has)
     named = np.flatnonzero(in_assistant)
     tool_names = _lists(call_owner[named], flat_calls.field("name").fill_null("").take(pa.array(named)), count, ~has)
-    return rows, {"has_messages": has, "turn_texts": turn_texts, "tool_names": tool_names}
+    return rows, {"has_messages": has, "turn_texts": turn_texts, "tool_names": tool_names, "fault_kinds": kinds}
 
 
 def _first_and_last(owners: np.ndarray, places: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:

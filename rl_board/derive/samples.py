@@ -74,6 +74,7 @@ SCHEMA = pa.schema(
         ("has_messages", pa.bool_()),  # the sample has a conversation (``messages``)
         ("turn_texts", pa.list_(pa.string())),  # every turn's content, then every tool call's arguments
         ("tool_names", pa.list_(pa.string())),  # the tool name of each tool call of its assistant turns
+        ("fault_kinds", pa.int32()),  # its conversation's fault kinds as bits (derive.faults); null without one
     ]
 )
 #: The segment's list columns of a sample's turns (kept in the segment, read where needed).

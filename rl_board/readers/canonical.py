@@ -33,10 +33,11 @@ TOKEN_STRINGS = pa.list_(pa.dictionary(pa.int32(), pa.string()))
 TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments", pa.string())])
 #: One turn of a conversation. ``trainable`` is null when the format doesn't say; ``num_tokens`` is how
 #: many of the sample's token positions the turn holds (its positions follow those of the turns before
-#: it), null when the format doesn't say.
+#: it), null when the format doesn't say; ``meta`` is what the trainer logged about the turn (stop reason,
+#: errors, timing, token counts: ``readers.turns``) as JSON text of an object, null when it logged none.
 TURN = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
                   ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_()),
-                  ("num_tokens", pa.int64())])
+                  ("num_tokens", pa.int64()), ("meta", pa.string())])
 MESSAGES = pa.list_(TURN)
 
 ROWS = pa.schema(
