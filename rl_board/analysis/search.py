@@ -10,16 +10,21 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
+from ..derive.faults import find_faults, kind_bit
 from .run import Run
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
 
 
+def has_conversations(run: Run) -> bool:
+    """Whether a sample of ``run`` has turns (``messages``)."""
+    return "has_messages" in run.samples and bool(run.samples["has_messages"].any())
+
+
 def search_fields(run: Run) -> list[str]:
     """The fields a search of ``run`` offers: the texts, and ``messages`` when a sample has turns."""
-    has = "has_messages" in run.samples and bool(run.samples["has_messages"].any())
-    return list(SEARCH_FIELDS if has else F.TEXT_FIELDS)
+    return list(SEARCH_FIELDS if has_conversations(run) else F.TEXT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,8 @@ class Query:
     ``SEARCH_FIELDS``; pads removed
     when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
     for open (a sample without a value is left out); ``steps``: (first, last), inclusive;
-    ``truncated``: True keeps only truncated samples, False only those known to have ended."""
+    ``truncated``: True keeps only truncated samples, False only those known to have ended; ``fault``:
+    only the trajectories with a fault of that kind (``ValueError`` for an unknown kind)."""
 
     pattern: str | None = None
     text_field: str = "response"
@@ -37,6 +43,7 @@ class Query:
     steps: tuple[int | None, int | None] = (None, None)
     truncated: bool | None = None
     tag: str | None = None  # only samples carrying this tag (``tags.ANY_TAG``: every tagged sample)
+    fault: str | None = None  # only trajectories with a fault of this kind (``derive.faults.KINDS``, or ``any``)
 
 
 def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
@@ -73,9 +80,34 @@ def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
     if query.truncated is not None:
         flags = samples["truncated"].to_numpy(dtype=float) if "truncated" in samples else np.full(len(samples), np.nan)
         keep &= flags == (1.0 if query.truncated else 0.0)
+    if query.fault:
+        keep &= (fault_kinds(samples) & kind_bit(query.fault)) != 0
     if query.pattern:
         keep &= run.text_matches(query.text_field, query.pattern, query.pad_token)
     return keep
+
+
+def fault_kinds(samples: pd.DataFrame) -> np.ndarray:
+    """Each sample's fault kinds as bits (``derive.faults``; 0 without a conversation); int64, shape (samples,)."""
+    if "fault_kinds" not in samples:
+        return np.zeros(len(samples), np.int64)
+    return samples["fault_kinds"].fillna(0).to_numpy(dtype=np.int64)
+
+
+def compute_faults(run: Run, frame: pd.DataFrame) -> list[list[dict]]:
+    """The faults of each row of ``frame`` (rows of ``run.samples``) as ``{"kind", "message_index",
+    "assistant_turn"}``: found again in the sample's turns read from its source, only for the rows whose
+    ``fault_kinds`` say they have some ([] for the others, and for a sample that changed since)."""
+    out = [[] for _ in range(len(frame))]
+    if "fault_kinds" not in run.samples:
+        return out
+    where = np.flatnonzero(run.samples["fault_kinds"].reindex(frame.index).fillna(0).to_numpy(dtype=np.int64))
+    if not len(where):
+        return out
+    for at, got in zip(where.tolist(), run.records(frame.index[where])):
+        if got is not None:
+            out[at] = [f.as_json() for f in find_faults(got[0].get(F.MESSAGES) or [])]
+    return out
 
 
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
@@ -94,20 +126,25 @@ def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd
     return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
 
 
-def build_search_json(run: Run, matches: pd.DataFrame) -> dict:
+def build_search_json(run: Run, matches: pd.DataFrame, faults: bool = False) -> dict:
     """The ``search --json`` contract: ``matches``, ``per_step`` (every step of the run) and
     ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
-    where the line holds several samples (``fields.address``), reward)."""
+    where the line holds several samples (``fields.address``), reward and, with ``faults`` in a run
+    with conversations, ``faults``: ``compute_faults``'s list, [] for a sample without)."""
     per_step = compute_matches_per_step(run, matches)
+    samples = [{"step": int(step), "file": run.files[int(file)], "line": int(line),
+                **({"position": int(position)} if position >= 0 else {}),
+                "reward": float(reward) if math.isfinite(reward) else None}
+               for step, file, line, position, reward in zip(
+                   matches[F.STEP], matches[F.FILE], matches[F.LINE],
+                   matches[F.POSITION] if F.POSITION in matches else [-1] * len(matches), matches[F.REWARD])]
+    if faults and has_conversations(run):
+        for sample, found in zip(samples, compute_faults(run, matches)):
+            sample["faults"] = found
     return {
         "matches": int(len(matches)),
         "per_step": [{"step": int(step), "matches": int(count)} for step, count in per_step.items()],
-        "samples": [{"step": int(step), "file": run.files[int(file)], "line": int(line),
-                     **({"position": int(position)} if position >= 0 else {}),
-                     "reward": float(reward) if math.isfinite(reward) else None}
-                    for step, file, line, position, reward in zip(
-                        matches[F.STEP], matches[F.FILE], matches[F.LINE],
-                        matches[F.POSITION] if F.POSITION in matches else [-1] * len(matches), matches[F.REWARD])],
+        "samples": samples,
     }
 
 

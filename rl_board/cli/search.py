@@ -25,9 +25,10 @@ def _search(args) -> int:
     from ..analysis.tables import sort_samples
     from ..store.tags import TagsError
 
-    if args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None:
-        print("error: give --regex PATTERN, --truncated, --tag TAG, --range NAME=LOW:HIGH, --steps A:B, or several",
-              file=sys.stderr)
+    if (args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None
+            and args.fault is None):
+        print("error: give --regex PATTERN, --truncated, --tag TAG, --fault KIND, --range NAME=LOW:HIGH, --steps A:B, "
+              "or several", file=sys.stderr)
         return 2
     try:
         steps = parse_steps(args.steps) if args.steps is not None else (None, None)
@@ -42,7 +43,8 @@ def _search(args) -> int:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
         keep = compute_match_mask(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
-                                             truncated=True if args.truncated else None, tag=args.tag))
+                                             truncated=True if args.truncated else None, tag=args.tag,
+                                             fault=args.fault))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -54,9 +56,11 @@ def _search(args) -> int:
         shown = ordered if limit is None else ordered.head(limit)
     else:
         shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match
-    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches)}
-    if sort is not None or limit is not None:  # the samples listed: those shown, in the order asked
-        result["samples"] = build_search_json(run, shown)["samples"]
+    listed = sort is not None or limit is not None  # the samples listed: those shown, in the order asked
+    result = {"settings": read_settings(run, args.max_samples_per_step),
+              **build_search_json(run, matches, faults=args.json and not listed)}
+    if listed:
+        result["samples"] = build_search_json(run, shown, faults=args.json or args.fault is not None)["samples"]
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
         return 0 if run.report.lines_ok else 1
@@ -67,7 +71,9 @@ def _search(args) -> int:
     excerpts = _excerpts(run, shown, args.text_field, args.regex, args.pad_token)
     for s, excerpt in zip(result["samples"], excerpts):
         where = F.address(s["file"], s["line"], s.get("position", -1))
-        print(f"  step {s['step']}  {where}  reward {_fmt(s['reward'])}")
+        faults = "".join(f"  {f['kind']} at message {f['message_index']} (assistant turn {f['assistant_turn']})"
+                         for f in s.get("faults", ()))
+        print(f"  step {s['step']}  {where}  reward {_fmt(s['reward'])}{faults}")
         if excerpt:
             print(f"      {excerpt}")
     return 0 if run.report.lines_ok else 1

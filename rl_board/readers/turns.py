@@ -22,7 +22,8 @@ the turn holds (prime-rl's nodes: the turn's positions follow those of the turns
 - ``trainable``: what the format says, None when it says nothing.
 - ``num_tokens``: kept when the message has a non-negative integer one (a turn the board made).
 - ``meta``: what the trainer logged about the turn beside its text, as JSON text of an object: the
-  message's entries named in ``META_KEYS`` and its ``num_*_tokens`` counts (null entries left out),
+  message's entries named in ``META_KEYS`` and its ``num_*_tokens`` counts (null entries left out; a
+  message that has a text ``meta``, a turn the board made, keeps it),
   plus what a reader adds for the whole trajectory on its last message (``with_outcome``: how it
   stopped, the tools it offered); None when there are none. ``derive.faults`` reads it.
 
@@ -124,7 +125,9 @@ def turn(message, trainable: bool | None = None) -> dict:
         out["num_tokens"] = count
     meta = {key: value for key, value in message.items() if value is not None and isinstance(key, str)
             and (key in META_KEYS or (key.startswith("num_") and key.endswith("_tokens") and key != "num_tokens"))}
-    if meta:
+    if isinstance(message.get("meta"), str):  # a turn the board made: its meta kept
+        out["meta"] = message["meta"]
+    elif meta:
         out["meta"] = _json(meta)
     return out
 
