@@ -131,6 +131,11 @@ def test_rllm_faults_and_termination_reason(tmp_path):
     expected[next(n for n in names if n.endswith("_idt.json"))] = [
         {"kind": "truncated", "message_index": 4, "assistant_turn": 1}]
     assert {Path(k).name: v for k, v in got.items()} == expected
+    frame = run.to_pandas()
+    assert {i.split(":")[0].rsplit("/", 1)[-1]: kinds for i, kinds in frame["faults"].items() if kinds} == {
+        name: [f["kind"] for f in faults] for name, faults in expected.items()}
+    sample_id = next(i for i in frame.index if i.startswith(f"train_step_1_epoch_0/{next(iter(expected))}"))
+    assert run.sample_faults(sample_id) == expected[next(iter(expected))]
     loops = run.samples[compute_match_mask(run, Query(fault="tool_loop"))]
     assert [Path(run.files[int(f)]).name for f in loops["file"]] == [
         next(n for n in names if n.endswith(f"_ide{ORDER.index('loop')}.json"))]

@@ -169,12 +169,14 @@ def build_server(mcp_server_class):
 
     @server.tool(description=_DESCRIPTIONS["search"])
     def search(run: str, regex: str | None = None, text_field: str = "response", truncated: bool = False,
-               tag: str | None = None, steps: str | None = None, ranges: list[str] | None = None,
+               tag: str | None = None, fault: str | None = None, steps: str | None = None,
+               ranges: list[str] | None = None,
                sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
                pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
                fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
         argv = ["search", run, "--json", "--in", text_field, "--limit", str(min(limit, MAX_SEARCH_RESULTS))]
-        for flag, value in (("--regex", regex), ("--tag", tag), ("--steps", steps), ("--sort", sort)):
+        for flag, value in (("--regex", regex), ("--tag", tag), ("--fault", fault), ("--steps", steps),
+                            ("--sort", sort)):
             if value is not None:
                 argv += [flag, value]
         argv += [f"--range={text}" for text in ranges or []]
@@ -215,7 +217,9 @@ def build_server(mcp_server_class):
 _DESCRIPTIONS = {
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
-              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `sort`: a number's name, highest first. `limit`: "
+              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `fault`: a turn fault kind (tool_error, tool_loop, "
+              "malformed_tool_call, truncated, empty_final_answer) or any, each sample then listing its faults "
+              "(kind, message_index, assistant_turn); `sort`: a number's name, highest first. `limit`: "
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}); `matches` counts them all.",
     "sample": "One sample by its address FILE:LINE (as findings and search give it): its numbers, prompt, "
               "response, turns (role, content, tool calls) and its first `max_tokens` token positions with their "
