@@ -234,3 +234,17 @@ def test_page_marks_the_loop_in_the_turns(tmp_path):
     assert not at.exception, at.exception
     errors = [e.value for e in at.error]
     assert [e for e in errors if "tool\\_loop" in e] and all("tool\\_error" not in e for e in errors)
+
+
+def test_batch_and_explore_filter_by_fault(tmp_path):
+    """The batch table and Explore keep only the trajectories with the chosen fault: the 3-call sample's loop."""
+    at = load(open_page(_agent_run(tmp_path), "agent_run"), area=None)
+    open_area(at, keys.BATCH)
+    assert at.selectbox(key=keys.BATCH_FAULT).options == ["(all samples)", "(any fault)", "tool_loop"]
+    at.selectbox(key=keys.BATCH_FAULT).select("tool_loop").run()
+    assert not at.exception, at.exception
+    assert at.dataframe[0].value["num_tool_calls"].tolist() == [3.0]
+    open_area(at, keys.EXPLORE)
+    at.selectbox(key=keys.EXPLORE_FAULT).select("any").run()
+    assert not at.exception, at.exception
+    assert any(c.value.startswith("1 of 3 samples match") for c in at.caption)

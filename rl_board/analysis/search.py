@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
-from ..derive.faults import find_faults, kind_bit
+from ..derive.faults import ANY, find_faults, kind_bit, kinds_of
 from .run import Run
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
@@ -92,6 +92,22 @@ def fault_kinds(samples: pd.DataFrame) -> np.ndarray:
     if "fault_kinds" not in samples:
         return np.zeros(len(samples), np.int64)
     return samples["fault_kinds"].fillna(0).to_numpy(dtype=np.int64)
+
+
+def fault_choices(samples: pd.DataFrame) -> list[str | None]:
+    """What a fault filter offers over ``samples``: None (no filter), ``any`` and each kind some sample has;
+    [] when no sample has turns."""
+    if "has_messages" not in samples or not samples["has_messages"].any():
+        return []
+    bits = int(np.bitwise_or.reduce(fault_kinds(samples))) if len(samples) else 0
+    return [None, ANY, *kinds_of(bits)]
+
+
+def filter_faults(samples: pd.DataFrame, kind: str | None) -> pd.DataFrame:
+    """The rows of ``samples`` with a fault of ``kind`` (one of ``KINDS`` or ``any``); all of them for None."""
+    if kind is None:
+        return samples
+    return samples[(fault_kinds(samples) & kind_bit(kind)) != 0]
 
 
 def compute_faults(run: Run, frame: pd.DataFrame) -> list[list[dict]]:
