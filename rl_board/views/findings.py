@@ -27,6 +27,7 @@ CHECK_NAMES = {
     "tool_call_loops": "tool call loops",
     "reward_tracks_field": "reward tracking a field",
     "garbled_output": "garbled output",
+    "turn_faults_rising": "turn faults rising",
 }
 
 

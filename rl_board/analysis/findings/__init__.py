@@ -60,6 +60,13 @@ Issue 38 adds one (same windows and words; ``garbled`` says it in full):
     steps where >= 5 % of the samples are garbled, while under 1 % of E's are. Onset as in 14, on the
     samples' garbled (1) or not (0).
 
+Issue 48 adds one per turn fault kind (``derive.faults``):
+
+16. ``turn_faults_rising``: of the samples with turns, the share having a fault of one kind over L is
+    >= 1/10 and >= 2 * the same over E (compared as fractions). Samples: the first 3 late samples with
+    that fault, in step, file and line order. Onset as in 14, on the samples with turns having it (1) or
+    not (0).
+
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...base import fields as F
 from ..run import Run
-from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse
+from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse, _turn_faults_rising
 from .batches import _dead_groups, _empty_responses
 from .common import (
     KINDS,
@@ -69,6 +69,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "tool_call_loops": "" if agents else "no turns logged",
         "reward_tracks_field": few or ("" if _numeric_fields(samples) else "no other numeric fields logged"),
         "garbled_output": "" if responses else "no responses logged",
+        "turn_faults_rising": few or ("" if agents else "no turns logged"),
     }
     return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
 
@@ -76,7 +77,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 3  # bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 4  # bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
@@ -129,7 +130,7 @@ class Cancelled(Exception):
 
 
 def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
-    """Every finding of the fourteen checks on ``run``, ranked (``rank_findings``; see the module's
+    """Every finding of the sixteen checks on ``run``, ranked (``rank_findings``; see the module's
     definitions). Reads the words of the early and late windows' samples (when the reward or a reward
     component rose) and every response's words as ids (garbled output) from the run's segments; only a
     raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
@@ -168,6 +169,7 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
         lambda: [_tool_call_loops(run)],
         lambda: _tracked_fields(run, early, late),
         lambda: [_garbled_output(run, early_steps, late_steps)],
+        lambda: _turn_faults_rising(run, early, late),
     ]
     found = []
     for check in checks:
