@@ -126,3 +126,62 @@ def test_bits_round_trip():
     assert kind_bit("any") == 2 ** len(KINDS) - 1
     with pytest.raises(ValueError, match="unknown fault kind"):
         kind_bit("bogus")
+
+
+def _conversations() -> list[list[dict]]:
+    """Every conversation of this file's cases, and edge cases of the column-wise path."""
+    loop = [*PROMPT, _call("a", arguments='{"q": "x", "n": 1}'), _turn("tool", "r"),
+            _call("b", arguments='{"n":1,"q":"x"}'), _turn("tool", "r"), _call("c", arguments='{ "q" : "x" , "n" : 1 }'),
+            _turn("tool", "r"), ANSWER]
+    tools = [{**PROMPT[0], "meta": json.dumps({"tools": ["search"]})}, PROMPT[1]]
+    out = [
+        loop, [*PROMPT, ANSWER], [], [_turn("assistant", "")], [_turn("user", "only a question")],
+        [*PROMPT, _call("a"), _turn("tool", "r"), _call("b"), _turn("tool", "r"), ANSWER],
+        [*PROMPT, _call("a", arguments=None), _turn("tool", "r"), _call("b", arguments=""), _turn("tool", "r"),
+         _call("c", arguments=None), _turn("tool", "r"), ANSWER],  # None and "" normalise alike: a loop
+        [*PROMPT, _turn("assistant", "", [("a", "s", "{}"), ("b", "s", "{}"), ("c", "s", "{}")]), ANSWER],
+        [*tools, _call("a", "delete"), _turn("tool", "r"), ANSWER],
+        [*tools, _call("a", "search"), _turn("tool", "r"), ANSWER],
+        [*PROMPT, _call("a", name=None), ANSWER], [*PROMPT, _call("a", arguments="{bad"), ANSWER],
+        [*PROMPT, _turn("assistant", "x", meta={"parse_error": "bad"}), ANSWER],
+        [*PROMPT, _turn("assistant", "x", meta={"finish_reason": "length"}), _turn("user", "go on"), ANSWER],
+        [*PROMPT, _call("a"), _turn("tool", "ok", meta={"is_error": True}), ANSWER],
+        [*PROMPT, _call("a"), _turn("tool", "ok", meta={"status": 500}), ANSWER],
+        [*PROMPT, _turn("assistant", "<think>a\n"), ],
+        [*PROMPT, _turn("assistant", "<think>a</think>\u3000\n")],
+        [*PROMPT, _turn("assistant", "\u00a0")],
+        [*PROMPT, _call("a"), _turn("tool", "\u00a0Error: x")],
+        [*PROMPT, _call("a"), _turn("tool", "\u2003{\"error\": \"boom\"}"), ANSWER],
+        [*PROMPT, _call("a"), _turn("ipython", "exit status: 3"), ANSWER],
+        [*PROMPT, _call("a"), _turn("function", "RETURNCODE = 0"), ANSWER],
+        [*PROMPT, _call("a"), _turn("user", "Error: a user, not a tool"), ANSWER],
+        [*PROMPT, _call("a", "search", '{"q": 1}'), _call("b", "search", '{"q": 1}'),
+         _turn("assistant", "", [("c", "search", '{"q":1}')]), ANSWER],
+    ]
+    for content in ('{"error": "file not found"}', "Error: no such file", "ERROR 12", "Exception raised in tool",
+                    "  Traceback (most recent call last):\n  File", "exit code 2", "returncode=1", "exited with code 137",
+                    "HTTP 404 Not Found", "status code: 500", '{"exit_code": 1}', '{"status": 503}',
+                    "The error bars overlap", '{"error": null, "result": 3}', "exit code 0", "Errors are rare",
+                    "HTTP 200 OK", '{"status": "ok"}', "", "ErrorCode 5", "Error", '{"status": "failed"}', "[1, 2]"):
+        out.append([*PROMPT, _call("a"), _turn("tool", content, call_id="a"), ANSWER])
+    return out
+
+
+def test_block_bits_are_the_faults_found_one_by_one():
+    """compute_fault_bits over a block (column by column) gives, for every conversation, the kinds find_faults
+    finds in it alone; null for a sample without a conversation."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from rl_board.derive.faults import compute_fault_bits
+    from rl_board.readers.canonical import MESSAGES
+
+    conversations = [*_conversations(), None]
+    lists = pa.array(conversations, MESSAGES)
+    owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    has = lists.is_valid().to_numpy(zero_copy_only=False)
+    got = compute_fault_bits(pc.list_flatten(lists), owner, len(conversations), has).to_pylist()
+    expected = [None if c is None else fault_bits(find_faults(c)) for c in conversations]
+    assert got == expected
+    assert len({b for b in expected if b}) >= 5  # every kind, alone or together, is among them

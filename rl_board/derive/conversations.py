@@ -2,7 +2,7 @@
 per sample or turn, but the faults): the prompt and response of a sample that has a conversation and none of
 its own, the extras ``num_turns`` and ``num_tool_calls``, the turn columns ``turn_texts`` and ``tool_names``,
 and ``fault_kinds``, the kinds of the conversation's faults as bits (``derive.faults``: Python per
-conversation, null without one).
+conversation, null without one; Python only where a check needs it).
 
 The prompt is the contents of the turns before the first assistant turn joined by a blank line (null
 when there are none), the response the content of the last assistant turn (null without one); a turn
@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
-from .faults import fault_bits, find_faults
+from .faults import compute_fault_bits
 
 TEXTS = pa.list_(pa.string())
 
@@ -36,10 +36,9 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
                       "tool_names": pa.nulls(count, TEXTS), "fault_kinds": pa.nulls(count, pa.int32())}
     lists = column.combine_chunks()
     has = lists.is_valid().to_numpy(zero_copy_only=False)
-    kinds = pa.array([None if conversation is None else fault_bits(find_faults(conversation))
-                      for conversation in lists.to_pylist()], pa.int32())
     turns = pc.list_flatten(lists)
     owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    kinds = compute_fault_bits(turns, owner, count, has)
     position = np.arange(len(owner)) - np.searchsorted(owner, owner)  # a turn's place in its conversation
     assistant = pc.equal(turns.field("role"), "assistant").fill_null(False).to_numpy(zero_copy_only=False)
     content = turns.field("content").fill_null("")
