@@ -248,7 +248,11 @@ def is_length_stop(meta: dict) -> bool:
     """Whether a turn's ``meta`` records a stop at the length limit (see the module's docstring)."""
     if meta.get("is_truncated") is True:
         return True
-    return any(isinstance(meta.get(key), str) and _LENGTH.search(meta[key]) for key in _REASON_KEYS)
+    for key in _REASON_KEYS:
+        value = meta.get(key)
+        if isinstance(value, str) and _LENGTH.search(value):
+            return True
+    return False
 
 
 def _truncated(turns, metas, assistant_of, places) -> list[Fault]:
@@ -309,15 +313,16 @@ def compute_fault_bits(turns, owner: np.ndarray, count: int, has: np.ndarray):
         recorded = meta.get("tools")
         if isinstance(recorded, list) and recorded and owner[i] not in tools:
             tools[owner[i]] = {str(t) for t in recorded}
+    with_meta = np.zeros(len(turns), bool)
+    with_meta[list(metas)] = True
     tool = pc.is_in(roles, pa.array(_TOOL_ROLES)).fill_null(False).to_numpy(zero_copy_only=False)
-    maybe = tool & pc.match_substring_regex(content, _MAYBE_ERROR).to_numpy(zero_copy_only=False)
-    maybe |= tool & np.isin(np.arange(len(turns)), list(metas))
+    maybe = tool & (pc.match_substring_regex(content, _MAYBE_ERROR).to_numpy(zero_copy_only=False) | with_meta)
     at = np.flatnonzero(maybe)
     for i, text in zip(at.tolist(), content.take(pa.array(at)).to_pylist()):
         if is_tool_error(text, metas.get(i, {})):
             bits[owner[i]] |= 1 << KINDS.index("tool_error")
     assistant = pc.equal(roles, "assistant").fill_null(False).to_numpy(zero_copy_only=False)
-    for i in np.flatnonzero(assistant & np.isin(np.arange(len(turns)), list(metas))).tolist():
+    for i in np.flatnonzero(assistant & with_meta).tolist():
         if metas[i].get("parse_error") not in (None, False, "") or metas[i].get("tool_call_error") not in (None, False, ""):
             bits[owner[i]] |= 1 << KINDS.index("malformed_tool_call")
     _call_bits(turns.field("tool_calls"), owner, assistant, tools, bits)
