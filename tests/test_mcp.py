@@ -109,3 +109,13 @@ def test_without_the_extra_the_command_says_what_to_install():
     proc = subprocess.run([sys.executable, "-c", program, "--help"], capture_output=True, text=True, cwd=REPO,
                           timeout=60)
     assert proc.returncode == 0 and "mcp" in proc.stdout and "report" in proc.stdout
+
+
+def test_search_filters_by_fault_as_the_command_does():
+    """search with ``fault`` lists the same samples, with their faults, as ``search --fault KIND --json``."""
+    agents = SAMPLES / "prime_rl_agent_demo"
+    _, (found,) = _session([("search", {"run": str(agents), "fault": "tool_loop", "limit": 3})])
+    expected = _cli_json("search", str(agents), "--fault", "tool_loop")
+    assert found.structured_content["matches"] == expected["matches"] > 3
+    assert found.structured_content["samples"] == expected["samples"][:3]
+    assert all(any(f["kind"] == "tool_loop" for f in s["faults"]) for s in expected["samples"])
