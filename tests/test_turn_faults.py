@@ -142,6 +142,8 @@ def _conversations() -> list[list[dict]]:
         [*PROMPT, _turn("assistant", "", [("a", "s", "{}"), ("b", "s", "{}"), ("c", "s", "{}")]), ANSWER],
         [*tools, _call("a", "delete"), _turn("tool", "r"), ANSWER],
         [*tools, _call("a", "search"), _turn("tool", "r"), ANSWER],
+        [{**PROMPT[0], "meta": json.dumps({"tools": [{"type": "function", "function": {"name": "search"}}]})},
+         PROMPT[1], _call("a", "delete"), _turn("tool", "r"), ANSWER],
         [*PROMPT, _call("a", name=None), ANSWER], [*PROMPT, _call("a", arguments="{bad"), ANSWER],
         [*PROMPT, _turn("assistant", "x", meta={"parse_error": "bad"}), ANSWER],
         [*PROMPT, _turn("assistant", "x", meta={"finish_reason": "length"}), _turn("user", "go on"), ANSWER],
@@ -185,3 +187,19 @@ def test_block_bits_are_the_faults_found_one_by_one():
     expected = [None if c is None else fault_bits(find_faults(c)) for c in conversations]
     assert got == expected
     assert len({b for b in expected if b}) >= 5  # every kind, alone or together, is among them
+
+
+def test_recorded_tools_in_every_shape():
+    """Tool lists as names, {"name"} or OpenAI's {"function": {"name"}} (or their JSON text) are read; a call
+    to a tool not among them is malformed, one among them is not; a list that can't be read records none."""
+    from rl_board.readers.turns import tool_names
+
+    openai = [{"type": "function", "function": {"name": "search", "parameters": {}}}]
+    assert tool_names(openai) == tool_names([{"name": "search"}]) == tool_names('["search"]') == ["search"]
+    assert tool_names([{"description": "no name"}]) is None and tool_names([]) is None and tool_names("{") is None
+    for tools in (openai, [{"description": "no name"}]):
+        recorded = [{**PROMPT[0], "meta": json.dumps({"tools": tools})}, PROMPT[1]]
+        assert find_faults([*recorded, _call("a", "search"), _turn("tool", "r"), ANSWER]) == []
+    recorded = [{**PROMPT[0], "meta": json.dumps({"tools": openai})}, PROMPT[1]]
+    assert find_faults([*recorded, _call("a", "delete"), _turn("tool", "r"), ANSWER]) == \
+        [Fault("malformed_tool_call", 2, 0)]

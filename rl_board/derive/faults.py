@@ -15,7 +15,8 @@ turns from 0. The kinds (``KINDS``, one bit each in a segment's ``fault_kinds``)
 - ``tool_loop``: 3 or more consecutive tool calls (in the order the assistant turns make them) with the
   same name and the same arguments after JSON normalisation (keys sorted); named at the run's first call.
 - ``malformed_tool_call``: a call whose arguments are not valid JSON (no arguments at all is fine),
-  whose name is missing, or not among the trajectory's recorded tools (``tools`` in a turn's ``meta``),
+  whose name is missing, or not among the trajectory's recorded tools (``tools`` in a turn's ``meta``, read by
+  ``readers.turns.tool_names``; a list it can't read records none),
   or a turn whose ``meta`` records a parse failure (``parse_error``, ``tool_call_error``).
 - ``truncated``: a turn's ``meta`` records that generation stopped at the length limit:
   ``finish_reason``/``stop_reason``/``stop_condition``/``termination_reason`` of "length" or naming a
@@ -38,6 +39,8 @@ from typing import NamedTuple
 
 import msgspec
 import numpy as np
+
+from ..readers.turns import tool_names
 
 #: Every fault kind, in bit order (bit i of ``fault_kinds`` is ``KINDS[i]``). A new kind is appended.
 KINDS = ("tool_error", "tool_loop", "malformed_tool_call", "truncated", "empty_final_answer")
@@ -212,9 +215,9 @@ def _loops(turns, assistant_of) -> list[Fault]:
 
 def _recorded_tools(metas) -> set[str] | None:
     for meta in metas:
-        tools = meta.get("tools")
-        if isinstance(tools, list) and tools:
-            return {str(t) for t in tools}
+        names = tool_names(meta.get("tools"))
+        if names:
+            return set(names)
     return None
 
 
@@ -310,9 +313,9 @@ def compute_fault_bits(turns, owner: np.ndarray, count: int, has: np.ndarray):
     for i, meta in metas.items():
         if is_length_stop(meta):
             bits[owner[i]] |= 1 << KINDS.index("truncated")
-        recorded = meta.get("tools")
-        if isinstance(recorded, list) and recorded and owner[i] not in tools:
-            tools[owner[i]] = {str(t) for t in recorded}
+        recorded = tool_names(meta.get("tools"))
+        if recorded and owner[i] not in tools:
+            tools[owner[i]] = set(recorded)
     with_meta = np.zeros(len(turns), bool)
     with_meta[list(metas)] = True
     tool = pc.is_in(roles, pa.array(_TOOL_ROLES)).fill_null(False).to_numpy(zero_copy_only=False)

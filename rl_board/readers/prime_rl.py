@@ -11,7 +11,7 @@ step, ``effective`` the batch that was trained.
 One sample per trace. Its turns are the nodes of the trace's final branch (the path from
 the root to its last leaf, as ``Trace.messages``), ``trainable`` = ``sampled``, each node's
 ``NODE_META`` fields (``finish_reason``, ``usage``...) in its turn's ``meta`` and the trace's
-``OUTCOME`` fields (``stop_condition``, ``timing``...) in the last turn's; its per-token
+``OUTCOME`` fields (``stop_condition``, ``timing``...) and its ``tools``' names in the last turn's; its per-token
 lists are that branch's nodes' lists concatenated in order (as ``Branch.token_ids``,
 ``Branch.sampled_mask``, ``Branch.logprobs``… build a training sample; see ``branch_tokens``),
 each turn's ``num_tokens`` the length of its node's ``token_ids``; its reward
@@ -61,7 +61,7 @@ from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import parse_line
 from .layout import first_match, step_in
 from .notes import with_notes
-from .turns import number, numbers, sample_rows, turn, with_outcome
+from .turns import number, numbers, sample_rows, tool_names, turn, with_outcome
 
 NAME = "prime-rl"
 SUFFIX = ".jsonl"
@@ -265,7 +265,7 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
 
 
 #: A trace's fields on how it ended, kept in its last turn's ``meta`` (``turns.with_outcome``).
-OUTCOME = ("stop_condition", "is_completed", "is_truncated", "timing", "errors")
+OUTCOME = ("stop_condition", "is_completed", "is_truncated", "is_timeout", "timing", "errors")
 #: A node's fields on its turn, kept in the turn's ``meta`` beside the message's own.
 NODE_META = ("finish_reason", "usage", "is_truncated", "is_timeout", "timing")
 
@@ -281,7 +281,7 @@ def trace_sample(trace: dict, step: int) -> dict:
     """One trace's sample dict (``turns.sample_rows``) without where it lies."""
     nodes = [n for n in branch(trace.get("nodes") or []) if isinstance(n, dict)]
     messages = with_outcome([turn(_node_message(n), bool(n.get("sampled", False))) for n in nodes],
-                            {key: trace.get(key) for key in OUTCOME})
+                            {**{key: trace.get(key) for key in OUTCOME}, "tools": tool_names(trace.get("tools"))})
     tokens = branch_tokens(nodes)
     lists = {}
     if tokens is not None:

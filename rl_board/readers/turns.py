@@ -132,6 +132,27 @@ def turn(message, trainable: bool | None = None) -> dict:
     return out
 
 
+def tool_names(defs) -> list[str] | None:
+    """The tool names of a recorded tool list: names as text, ``{"name"}`` or OpenAI's ``{"type": "function",
+    "function": {"name"}}`` (JSON text of the list too); None when there is none or an entry has no name."""
+    if isinstance(defs, str):
+        try:
+            defs = json.loads(defs)
+        except ValueError:
+            return None
+    if not isinstance(defs, list) or not defs:
+        return None
+    names = []
+    for entry in defs:
+        if isinstance(entry, dict):
+            function = entry.get("function")
+            entry = (function if isinstance(function, dict) else entry).get("name")
+        if not isinstance(entry, str) or not entry:
+            return None
+        names.append(entry)
+    return names
+
+
 def with_outcome(messages: list[dict], fields: dict) -> list[dict]:
     """``messages`` (canonical turns) with ``fields`` (what the trainer recorded about the whole
     trajectory: how it stopped, its tools; None values left out) added to the last one's ``meta``."""
