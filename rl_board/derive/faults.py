@@ -290,6 +290,12 @@ _MAYBE_ERROR = (r"^[\s\p{Z}\x{85}\x{0b}\x{1c}-\x{1f}]*(?:\{|Error|ERROR|Exceptio
                 r"|(?i:exit|return|http|status)")
 
 
+#: The metas worth decoding (RE2; a superset of those a check reads: a length stop, recorded tools, a parse
+#: failure, a tool's error status). Most say only how a turn went (timing, usage, a normal stop).
+_MAYBE_META = (r'(?i:length|max_?tokens|token_limit|too_long|parse_error|tool_call_error|is_error)|"tools"|"status"'
+               r'|"is_truncated": ?true|(?i:truncat)[^"]*(?:"[,}\]]|\\)')  # a value naming truncation, not a key
+
+
 def compute_fault_bits(turns, owner: np.ndarray, count: int, has: np.ndarray):
     """Each of ``count`` conversations' fault kinds as bits (``fault_bits(find_faults(...))``, null where
     ``has`` is false), from a block's turns (``turns``: the canonical turns of every conversation in order,
@@ -306,14 +312,15 @@ def compute_fault_bits(turns, owner: np.ndarray, count: int, has: np.ndarray):
     metas = {}  # turn -> its meta, for the turns that have one
     meta_column = turns.field("meta") if "meta" in [f.name for f in turns.type] else None
     if meta_column is not None and meta_column.null_count < len(meta_column):
-        at = np.flatnonzero(meta_column.is_valid().to_numpy(zero_copy_only=False))
+        at = np.flatnonzero(pc.match_substring_regex(meta_column, _MAYBE_META).fill_null(False)
+                            .to_numpy(zero_copy_only=False))
         for i, text in zip(at.tolist(), meta_column.take(pa.array(at)).to_pylist()):
             metas[i] = meta_of({"meta": text})
     tools = {}  # conversation -> its recorded tools
     for i, meta in metas.items():
         if is_length_stop(meta):
             bits[owner[i]] |= 1 << KINDS.index("truncated")
-        recorded = tool_names(meta.get("tools"))
+        recorded = tool_names(meta["tools"]) if "tools" in meta else None
         if recorded and owner[i] not in tools:
             tools[owner[i]] = set(recorded)
     with_meta = np.zeros(len(turns), bool)
