@@ -170,13 +170,11 @@ def build_server(mcp_server_class):
     @server.tool(description=_DESCRIPTIONS["search"])
     def search(run: str, regex: str | None = None, text_field: str = "response", truncated: bool = False,
                tag: str | None = None, fault: str | None = None, steps: str | None = None,
-               ranges: list[str] | None = None,
-               sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
+               ranges: list[str] | None = None, sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
                pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
                fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
         argv = ["search", run, "--json", "--in", text_field, "--limit", str(min(limit, MAX_SEARCH_RESULTS))]
-        for flag, value in (("--regex", regex), ("--tag", tag), ("--fault", fault), ("--steps", steps),
-                            ("--sort", sort)):
+        for flag, value in (("--regex", regex), ("--tag", tag), ("--fault", fault), ("--steps", steps), ("--sort", sort)):
             if value is not None:
                 argv += [flag, value]
         argv += [f"--range={text}" for text in ranges or []]
