@@ -42,7 +42,9 @@ import numpy as np
 
 from ..readers.turns import tool_names
 
-#: Every fault kind, in bit order (bit i of ``fault_kinds`` is ``KINDS[i]``). A new kind is appended.
+#: Every fault kind, in bit order (bit i of ``fault_kinds`` is ``KINDS[i]``). A new kind is appended, with its
+#: ``WHY``, its check in ``find_faults`` and the same in ``compute_fault_bits`` (a test holds the two equal);
+#: the command's ``--fault`` choices, the pickers and the findings follow this tuple.
 KINDS = ("tool_error", "tool_loop", "malformed_tool_call", "truncated", "empty_final_answer")
 ANY = "any"  # the filter that keeps a trajectory with any fault
 LOOP_CALLS = 3  # identical consecutive calls that make a loop
@@ -55,6 +57,8 @@ WHY = {
     "truncated": "generation stopped at the length limit (as the trainer recorded)",
     "empty_final_answer": "the trajectory ends with an empty assistant turn (or only a <think> block)",
 }
+
+
 def _loads(text: str):
     """``json.loads(text)`` (ValueError when it is not JSON), msgspec's decoder first: 3x faster on what it
     takes; what it refuses (NaN, Infinity) goes to ``json``."""
