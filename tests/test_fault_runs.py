@@ -181,3 +181,11 @@ def test_one_kind_lists_only_its_trajectories(tmp_path, kind):
     keep = compute_match_mask(run, Query(fault=kind))
     assert run.samples.loc[keep, "line"].tolist() == [i + 1 for i, name in enumerate(ORDER)
                                                       if any(f[0] == kind for f in CASES[name][1])]
+
+
+def test_fault_filter_on_a_run_without_turns_says_so():
+    """--fault on a run whose samples have no turns matches nothing and says why on stderr."""
+    proc = command("search", "rollout_samples/ppo_demo", "--fault", "any", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["matches"] == 0
+    assert "no sample of this run has turns" in proc.stderr

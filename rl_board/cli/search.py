@@ -17,6 +17,7 @@ def _search(args) -> int:
         column_for,
         compute_first_matches,
         compute_match_mask,
+        has_conversations,
         parse_range,
         parse_steps,
         sort_key_for,
@@ -39,6 +40,8 @@ def _search(args) -> int:
     run = _load(args)
     if isinstance(run, int):
         return run
+    if args.fault is not None and not has_conversations(run):
+        print("note: no sample of this run has turns, so none has a turn fault (docs/faults.md)", file=sys.stderr)
     try:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
