@@ -112,10 +112,14 @@ def test_without_the_extra_the_command_says_what_to_install():
 
 
 def test_search_filters_by_fault_as_the_command_does():
-    """search with ``fault`` lists the same samples, with their faults, as ``search --fault KIND --json``."""
+    """search with ``fault`` lists the same samples, with their faults, as ``search --fault KIND --json``; sample
+    gives the first one's faults."""
     agents = SAMPLES / "prime_rl_agent_demo"
-    _, (found,) = _session([("search", {"run": str(agents), "fault": "tool_loop", "limit": 3})])
     expected = _cli_json("search", str(agents), "--fault", "tool_loop")
+    first = expected["samples"][0]
+    _, (found, one) = _session([("search", {"run": str(agents), "fault": "tool_loop", "limit": 3}),
+                                ("sample", {"run": str(agents), "address": f"{first['file']}:{first['line']}"})])
     assert found.structured_content["matches"] == expected["matches"] > 3
     assert found.structured_content["samples"] == expected["samples"][:3]
+    assert one.structured_content["faults"] == first["faults"]
     assert all(any(f["kind"] == "tool_loop" for f in s["faults"]) for s in expected["samples"])

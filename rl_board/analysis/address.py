@@ -8,6 +8,7 @@ import math
 
 from ..base import fields as F
 from ..base.defaults import MAX_SAMPLE_CHARS, MAX_SAMPLE_TOKENS, SAMPLE_TOKENS
+from ..derive.faults import find_faults
 from .run import Run
 from .tables import compute_token_table
 
@@ -52,7 +53,8 @@ def _text(value, cut: list[str], name: str):
 def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
     """The sample ``label`` of ``run``: ``address``, ``step``, ``reward`` and its other numbers (null where
     absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (role,
-    content, tool calls; [] when it has none), ``tokens`` (the first ``max_tokens`` positions, at most
+    content, tool calls; [] when it has none), ``faults`` (its turn faults, ``derive.faults``: kind,
+    message_index, assistant_turn; [] without), ``tokens`` (the first ``max_tokens`` positions, at most
     ``MAX_SAMPLE_TOKENS``: ``token``, ``counted`` and each per-token number the sample has), ``n_tokens``
     (all of its positions) and ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``)."""
     row = run.samples.loc[label]
@@ -75,4 +77,5 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS) -> dict:
                                                      "log_ratio_mean", "entropy_mean") if name in row.index}
     return {"address": f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", "step": int(row[F.STEP]), **numbers,
             **{name: _text(texts.get(name), cut, name) for name in F.TEXT_FIELDS},
-            "turns": turns, "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut))}
+            "turns": turns, "faults": [f.as_json() for f in find_faults(canonical.get(F.MESSAGES) or [])],
+            "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut))}

@@ -220,7 +220,8 @@ _DESCRIPTIONS = {
               "(kind, message_index, assistant_turn); `sort`: a number's name, highest first. `limit`: "
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}); `matches` counts them all.",
     "sample": "One sample by its address FILE:LINE (as findings and search give it): its numbers, prompt, "
-              "response, turns (role, content, tool calls) and its first `max_tokens` token positions with their "
+              "response, turns (role, content, tool calls), turn faults (kind, message_index, assistant_turn) and "
+              "its first `max_tokens` token positions with their "
               f"per-token numbers (default {SAMPLE_TOKENS}, at most {MAX_SAMPLE_TOKENS}); `n_tokens` counts them "
               f"all, `cut` names the texts cut (at {MAX_SAMPLE_CHARS:,} characters).",
 }
