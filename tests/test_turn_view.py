@@ -237,10 +237,12 @@ def test_page_marks_the_loop_in_the_turns(tmp_path):
 
 
 def test_batch_and_explore_filter_by_fault(tmp_path):
-    """The batch table and Explore keep only the trajectories with the chosen fault: the 3-call sample's loop."""
+    """The batch table names each sample's faults, and it and Explore keep only the trajectories with the chosen
+    fault: the 3-call sample's loop."""
     at = load(open_page(_agent_run(tmp_path), "agent_run"), area=None)
     open_area(at, keys.BATCH)
     assert at.selectbox(key=keys.BATCH_FAULT).options == ["(all samples)", "(any fault)", "tool_loop"]
+    assert at.dataframe[0].value["faults"].tolist() == ["", "", "tool_loop"]  # by reward: 1 and 2 calls (1.0), 3 (0.0)
     at.selectbox(key=keys.BATCH_FAULT).select("tool_loop").run()
     assert not at.exception, at.exception
     assert at.dataframe[0].value["num_tool_calls"].tolist() == [3.0]
