@@ -308,15 +308,15 @@ def write_art(out: Path, split: str, step: int, groups: list[list[dict]]) -> Pat
 
 
 def write_rllm(log_dir: Path, step: int, mode: str, episode_id: str, trajectories: list[dict],
-               is_correct: bool, metrics: dict, epoch: int = 0) -> Path:
+               is_correct: bool, metrics: dict, epoch: int = 0, termination_reason: str = "ENV_DONE") -> Path:
     """rllm/utils/episode_logger.py ``EpisodeLogger.log_episode`` (``log_dir`` is its ``episodes``
     folder). A trajectory is {"reward", "steps": [{"observation", "model_response", "chat_completions",
-    "reward"}]}."""
+    "reward"}]}; ``termination_reason`` the episode's ``TerminationReason`` value."""
     task = {"question": episode_id}
     task_hash = hashlib.sha256(json.dumps(task, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:8]
     episode_data = {"training_step": step, "epoch": epoch, "episode_id": episode_id, "session_id": None,
                     "task": task, "task_hash": task_hash, "is_correct": is_correct,
-                    "termination_reason": "ENV_DONE", "metrics": metrics, "metadata": {}, "timing": {},
+                    "termination_reason": termination_reason, "metrics": metrics, "metadata": {}, "timing": {},
                     "trajectories": []}
     for number, traj in enumerate(trajectories):
         episode_data["trajectories"].append({

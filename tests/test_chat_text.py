@@ -94,12 +94,14 @@ def test_a_tool_call_that_is_not_json_is_kept_as_its_arguments():
 
 
 def test_prompt_with_markers_splits_and_without_is_one_user_turn():
-    """A marked prompt is its system and user turns (the open assistant header dropped); a decoded
-    one without markers is one user turn."""
+    """A marked prompt is its system and user turns (the open assistant header dropped); one decoded
+    without markers is too when it is the whole system/user/assistant layout, else one user turn."""
     marked = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi 👋<|im_end|>\n<|im_start|>assistant\n"
     assert [(t["role"], t["content"]) for t in split_prompt(marked)] == [("system", "Be brief."), ("user", "Hi 👋")]
     plain = decode(marked, True)
-    assert [(t["role"], t["content"]) for t in split_prompt(plain)] == [("user", plain)]
+    assert plain == "system\nBe brief.\nuser\nHi 👋\nassistant\n"
+    assert [(t["role"], t["content"]) for t in split_prompt(plain)] == [("system", "Be brief."), ("user", "Hi 👋")]
+    assert [(t["role"], t["content"]) for t in split_prompt("Hi, user\nassistant")] == [("user", "Hi, user\nassistant")]
 
 
 def test_llama3_text_without_markers_needs_the_template():

@@ -392,7 +392,8 @@ def test_no_findings_on_a_flat_run_and_the_checks_say_what_could_not_run(tmp_pat
     assert found.to_json() == []
     assert {c.kind for c in found.checks if not c.ran} == {
         "entropy_collapse", "training_inference_mismatch", "component_with_spreading_phrases", "kl_runaway",
-        "critic_cannot_fit", "tool_use_collapse", "tool_call_loops", "reward_tracks_field", "images_dropped"}
+        "critic_cannot_fit", "tool_use_collapse", "tool_call_loops", "reward_tracks_field", "images_dropped",
+        "turn_faults_rising"}
 
 
 def test_findings_command_json_and_exit_codes(tmp_path, capsys):
@@ -485,7 +486,7 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
         "critic fit (no values with token rewards logged); entropy collapse (no entropy logged); sampler mismatch "
         "(no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)); tool use collapse (no turns "
         "logged); tool call loops (no turns logged); images dropped before training (no samples with both images "
-        "and the tokens they were trained on)."]
+        "and the tokens they were trained on); turn faults rising (no turns logged)."]
 
 
 def test_ngram_finder_offers_late_vs_early_steps(tmp_path):
@@ -1018,3 +1019,20 @@ def test_ppo_demo_gets_its_repetition_hack_and_its_critic(capsys):
                 and s["explained_variance"] < 0]
     assert found["critic_cannot_fit"]["evidence"]["steps"] == negative and len(negative) >= 30 / 4
     assert found["repetition_with_reward"]["severity"] == "high"
+
+
+def test_turn_faults_rising_raised_with_its_onset(tmp_path):
+    """Loops in 0, 0, 1 and 3 of 10 trajectories over 4 steps (E step 1, L step 4): share 0 -> 3/10 >= 1/10 and
+    >= 2 x 0; onset step 3 (midpoint 0.15; means from step 3: (0.1 + 0.3) / 2 = 0.2 > 0.15, from step 2: 0.4 / 3)."""
+    folder = _agent_run(tmp_path, {1: [ONE] * 10, 2: [ONE] * 10, 3: [LOOP] + [ONE] * 9, 4: [LOOP] * 3 + [ONE] * 7})
+    got = _of(_kinds(folder), "turn_faults_rising")
+    assert got == [{"kind": "turn_faults_rising", "first_step": 4, "last_step": 4,
+                    "evidence": {"fault": "tool_loop", "share_early": 0.0, "share_late": 0.3},
+                    "samples": [f"rollouts/step_4/train/all/traces.jsonl:{line}" for line in (1, 2, 3)],
+                    "severity": "low", "onset_step": 3}]
+
+
+def test_turn_faults_rising_not_raised_without_a_doubling(tmp_path):
+    """1 of 10 early and 1 of 10 late: 1/10 < 2 x 1/10."""
+    folder = _agent_run(tmp_path, {1: [LOOP] + [ONE] * 9, 2: [ONE] * 10, 3: [ONE] * 10, 4: [LOOP] + [ONE] * 9})
+    assert not _of(_kinds(folder), "turn_faults_rising")

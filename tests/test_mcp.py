@@ -271,3 +271,15 @@ def test_a_run_named_as_the_runs_tool_names_it_opens_under_the_roots(tmp_path):
     assert [(s["step"], s["reward_mean"]) for s in summary.structured_content["steps"]] == [(1, 0.5), (2, 1.5)]
     assert not one.is_error and (one.structured_content["step"], one.structured_content["response"]) == (2, "b")
     assert missing.is_error
+def test_search_filters_by_fault_as_the_command_does():
+    """search with ``fault`` lists the same samples, with their faults, as ``search --fault KIND --json``; sample
+    gives the first one's faults."""
+    agents = SAMPLES / "prime_rl_agent_demo"
+    expected = _cli_json("search", str(agents), "--fault", "tool_loop")
+    first = expected["samples"][0]
+    _, (found, one) = _session([("search", {"run": str(agents), "fault": "tool_loop", "limit": 3}),
+                                ("sample", {"run": str(agents), "address": f"{first['file']}:{first['line']}"})])
+    assert found.structured_content["matches"] == expected["matches"] > 3
+    assert found.structured_content["samples"] == expected["samples"][:3]
+    assert one.structured_content["faults"] == first["faults"]
+    assert all(any(f["kind"] == "tool_loop" for f in s["faults"]) for s in expected["samples"])

@@ -200,3 +200,53 @@ def test_a_board_format_run_with_messages_counts_its_turns_and_tool_calls(tmp_pa
     assert not at.exception
     assert any(c.value.startswith("4 turns · 2 assistant turns · 1 tool call. ") for c in at.caption), \
         [c.value for c in at.caption]
+
+
+# -- faults and what the trainer logged per turn ---------------------------------------------------
+
+
+def test_transcript_marks_failing_turns_and_shows_what_was_logged():
+    """A failing tool result is marked with its kind, why, and the turn that made the call; a turn's
+    meta shows as name: value pairs (a span as its seconds, nulls left out, long values cut)."""
+    from rl_board.analysis.transcript import MAX_LOGGED_CHARS
+
+    meta = {"finish_reason": "length", "usage": {"completion_tokens": 7, "cost": None},
+            "timing": {"generation": {"start": 1.0, "end": 3.5}}, "is_timeout": False, "stop_condition": "x" * 500}
+    messages = [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "ls", "arguments": "{}"}]},
+                {"role": "tool", "content": "Traceback (most recent call last):\n  boom", "tool_call_id": "c1"},
+                {"role": "assistant", "content": "partial", "meta": json.dumps(meta)}]
+    blocks = build_transcript(messages)
+    assert [b.faults for b in blocks[:2]] == [(), ()]
+    assert len(blocks[2].faults) == 1 and blocks[2].faults[0].startswith("tool_error: ")
+    assert blocks[2].faults[0].endswith("(the call of assistant turn 0)")
+    assert len(blocks[3].faults) == 1 and blocks[3].faults[0].startswith("truncated: ")
+    assert blocks[3].logged == (("finish_reason", "length"), ("usage.completion_tokens", "7"),
+                                ("timing.generation", "2.5 s"), ("is_timeout", "false"),
+                                ("stop_condition", "x" * MAX_LOGGED_CHARS + "…"))
+
+
+def test_page_marks_the_loop_in_the_turns(tmp_path):
+    """The 3-call sample's first call starts a loop of identical calls: the page marks that turn with the fault."""
+    at = load(open_page(_agent_run(tmp_path), "agent_run"), area=None)
+    open_area(at, keys.BATCH)
+    at.selectbox(key=keys.SORT_BY).select("num_tool_calls").run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert [e for e in errors if "tool\\_loop" in e] and all("tool\\_error" not in e for e in errors)
+
+
+def test_batch_and_explore_filter_by_fault(tmp_path):
+    """The batch table names each sample's faults, and it and Explore keep only the trajectories with the chosen
+    fault: the 3-call sample's loop."""
+    at = load(open_page(_agent_run(tmp_path), "agent_run"), area=None)
+    open_area(at, keys.BATCH)
+    assert at.selectbox(key=keys.BATCH_FAULT).options == ["(all samples)", "(any fault)", "tool_loop"]
+    assert at.dataframe[0].value["faults"].tolist() == ["", "", "tool_loop"]  # by reward: 1 and 2 calls (1.0), 3 (0.0)
+    at.selectbox(key=keys.BATCH_FAULT).select("tool_loop").run()
+    assert not at.exception, at.exception
+    assert at.dataframe[0].value["num_tool_calls"].tolist() == [3.0]
+    open_area(at, keys.EXPLORE)
+    at.selectbox(key=keys.EXPLORE_FAULT).select("any").run()
+    assert not at.exception, at.exception
+    assert any(c.value.startswith("1 of 3 samples match") for c in at.caption)

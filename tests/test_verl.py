@@ -66,13 +66,15 @@ def test_load_with_a_split_the_run_lacks_raises_naming_its_splits(tmp_path):
 
 
 def test_sample_turns_and_record(tmp_path):
-    """A sample's record holds its turns: the prompt as a user turn, then assistant, tool and
-    assistant turns with the call's arguments and the reasoning taken out."""
+    """A sample's record holds its turns: the prompt (decoded without markers) as its system and user
+    turns, then assistant, tool and assistant turns with the call's arguments and the reasoning taken out."""
     run = load_run(_experiment(tmp_path), cache_root=False)
     assert run.splits == ("train", "validation")
     canonical, others = run.record(0)
     turns = canonical["messages"]
-    assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant"]
+    assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
+    assert turns[0]["content"] == "You are a helpful assistant." and turns[1]["content"] == "Q1.0"
+    turns = turns[1:]
     assert turns[1]["content"] == "Let me search." and turns[1]["tool_calls"][0]["name"] == "search"
     assert json.loads(turns[1]["tool_calls"][0]["arguments"]) == {"query": "北京 人口"}
     assert turns[2]["content"] == "21.9 million"

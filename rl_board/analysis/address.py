@@ -18,6 +18,7 @@ from ..base.defaults import (
 )
 from ..base.images import thumbnail
 from .run import Run
+from .search import sample_faults
 from .tables import compute_token_table
 
 #: The per-token numbers given, as the page's token table names them.
@@ -62,7 +63,8 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
     """The sample ``label`` of ``run``: ``address``, ``step``, ``reward`` and its other numbers (null where
     absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (its first
     ``max_turns`` turns, at most ``MAX_SAMPLE_TURNS``: role, content, tool calls; [] when it has none),
-    ``n_turns`` (all of its turns) and ``turns_left_out`` (those not given), ``tokens`` (the first
+    ``n_turns`` (all of its turns) and ``turns_left_out`` (those not given), ``faults`` (its turn faults,
+    ``derive.faults``: kind, message_index, assistant_turn; [] without), ``tokens`` (the first
     ``max_tokens`` positions, at most ``MAX_SAMPLE_TOKENS``: ``token``, ``counted`` and each per-token number
     the sample has), ``n_tokens`` (all of its positions), ``cut`` (the texts cut at ``MAX_SAMPLE_CHARS``) and
     ``images``: each image of its turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``,
@@ -95,6 +97,7 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
     return {"address": f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", "step": int(row[F.STEP]), **numbers,
             **{name: _text(texts.get(name), cut, name) for name in F.TEXT_FIELDS},
             "turns": turns, "n_turns": len(every), "turns_left_out": len(every) - len(turns),
+            "faults": [f.as_json() for f in sample_faults(every, _number(row.get(F.extra_column("images_dropped_at"))))],
             "n_tokens": len(tokens), "tokens": columns, "cut": sorted(set(cut)), "images": images}
 
 

@@ -31,6 +31,18 @@ PUBLIC_COLUMNS = (
     "images",
 )
 SAMPLE_ID = "sample_id"
+FAULTS = "faults"  # to_pandas' column of each sample's fault kinds
+
+
+def _fault_lists(frame: pd.DataFrame) -> list:
+    """Each row's fault kinds (``derive.faults.kinds_of`` its ``fault_kinds``; None without turns)."""
+    from ..derive.faults import kinds_of
+
+    if "fault_kinds" not in frame:
+        return [None] * len(frame)
+    has = frame["has_messages"].fillna(False).astype(bool).tolist()
+    bits = frame["fault_kinds"].fillna(0).astype("int64").tolist()
+    return [kinds_of(b) if h else None for b, h in zip(bits, has)]
 
 
 class PublicTable:
@@ -64,15 +76,27 @@ class PublicTable:
                            f"{next(iter(self._labels_by_id), 'rollout_data_rank0.jsonl:1')!r})") from None
 
     def to_pandas(self, text: bool = False) -> pd.DataFrame:
-        """One row per sample, indexed by ``sample_id``: the public columns (``public_columns``); with
-        ``text``, also the prompt, response, reference response and ground truth (read from the segments)."""
+        """One row per sample, indexed by ``sample_id``: the public columns (``public_columns``), then, in a
+        run with turns, ``faults``: the kinds of the sample's turn faults (``derive.faults.KINDS``; [] for
+        none, None for a sample without turns); with ``text``, also the prompt, response, reference response and ground truth
+        (read from the segments). ``sample_faults`` names each fault's turn."""
         frame = self.samples
         if text:
             frame = self.with_text(frame)
         columns = self.public_columns() + ([c for c in F.TEXT_FIELDS if c in frame] if text else [])
         out = frame[columns].copy()
+        if "has_messages" in frame and frame["has_messages"].any():
+            out.insert(len(self.public_columns()), FAULTS, _fault_lists(frame))
         out.index = self.sample_ids(frame)
         return out
+
+    def sample_faults(self, key) -> list[dict]:
+        """One sample's turn faults (``key``: a ``sample_id`` or a row label) as ``{"kind", "message_index",
+        "assistant_turn"}``, found in its turns read again from its source (``derive.faults``)."""
+        from .search import compute_faults
+
+        label = self.label_of(key)
+        return compute_faults(self, self.samples.loc[[label]])[0]
 
     def to_arrow(self, text: bool = False) -> pa.Table:
         """``to_pandas(text)`` as an Arrow table, ``sample_id`` its first column."""

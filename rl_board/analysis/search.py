@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
+from ..derive.faults import ANY, DROPPED_AT, KINDS, find_faults, image_fault, kind_bit, kinds_of
 from .regex import RegexScan
 from .run import Run
 
@@ -17,10 +18,14 @@ from .run import Run
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
 
 
+def has_conversations(run: Run) -> bool:
+    """Whether a sample of ``run`` has turns (``messages``)."""
+    return "has_messages" in run.samples and bool(run.samples["has_messages"].any())
+
+
 def search_fields(run: Run) -> list[str]:
     """The fields a search of ``run`` offers: the texts, and ``messages`` when a sample has turns."""
-    has = "has_messages" in run.samples and bool(run.samples["has_messages"].any())
-    return list(SEARCH_FIELDS if has else F.TEXT_FIELDS)
+    return list(SEARCH_FIELDS if has_conversations(run) else F.TEXT_FIELDS)
 
 
 @dataclass(frozen=True)
@@ -30,7 +35,8 @@ class Query:
     when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
     for open (a sample without a value is left out); ``steps``: (first, last), inclusive;
     ``truncated``: True keeps only truncated samples, False only those known to have ended;
-    ``has_images``: True keeps only samples with an image (``images`` above 0), False only those without."""
+    ``has_images``: True keeps only samples with an image (``images`` above 0), False only those without;
+    ``fault``: only the trajectories with a fault of that kind (``ValueError`` for an unknown kind)."""
 
     pattern: str | None = None
     text_field: str = "response"
@@ -40,6 +46,7 @@ class Query:
     truncated: bool | None = None
     tag: str | None = None  # only samples carrying this tag (``tags.ANY_TAG``: every tagged sample)
     has_images: bool | None = None
+    fault: str | None = None  # only trajectories with a fault of this kind (``derive.faults.KINDS``, or ``any``)
 
 
 def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
@@ -86,11 +93,65 @@ def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, Reg
     if query.has_images is not None:
         counts = samples["images"].to_numpy() if "images" in samples else np.zeros(len(samples))
         keep &= (counts > 0) == query.has_images
+    if query.fault:
+        keep &= (fault_kinds(samples) & kind_bit(query.fault)) != 0
     scan = None
     if query.pattern:
         scan = run.text_search(query.text_field, query.pattern, query.pad_token)
         keep &= scan.found
     return keep, scan
+
+
+def fault_kinds(samples: pd.DataFrame) -> np.ndarray:
+    """Each sample's fault kinds as bits (``derive.faults``; 0 without a conversation); int64, shape (samples,)."""
+    if "fault_kinds" not in samples:
+        return np.zeros(len(samples), np.int64)
+    return samples["fault_kinds"].fillna(0).to_numpy(dtype=np.int64)
+
+
+def fault_choices(samples: pd.DataFrame) -> list[str | None]:
+    """What a fault filter offers over ``samples``: None (no filter), ``any`` and each kind some sample has;
+    [] when no sample has turns."""
+    if "has_messages" not in samples or not samples["has_messages"].any():
+        return []
+    bits = int(np.bitwise_or.reduce(fault_kinds(samples))) if len(samples) else 0
+    return [None, ANY, *kinds_of(bits)]
+
+
+def filter_faults(samples: pd.DataFrame, kind: str | None) -> pd.DataFrame:
+    """The rows of ``samples`` with a fault of ``kind`` (one of ``KINDS`` or ``any``); all of them for None."""
+    if kind is None:
+        return samples
+    return samples[(fault_kinds(samples) & kind_bit(kind)) != 0]
+
+
+def compute_faults(run: Run, frame: pd.DataFrame) -> list[list[dict]]:
+    """The faults of each row of ``frame`` (rows of ``run.samples``) as ``{"kind", "message_index",
+    "assistant_turn"}``: found again in the sample's turns read from its source, only for the rows whose
+    ``fault_kinds`` say they have some ([] for the others, and for a sample that changed since)."""
+    out = [[] for _ in range(len(frame))]
+    if "fault_kinds" not in run.samples:
+        return out
+    where = np.flatnonzero(run.samples["fault_kinds"].reindex(frame.index).fillna(0).to_numpy(dtype=np.int64))
+    if not len(where):
+        return out
+    dropped_at = F.extra_column(DROPPED_AT)
+    at_message = (run.samples[dropped_at].reindex(frame.index).to_numpy(dtype=float) if dropped_at in run.samples
+                  else np.full(len(frame), np.nan))
+    for at, got in zip(where.tolist(), run.records(frame.index[where])):
+        if got is not None:
+            out[at] = [f.as_json() for f in sample_faults(got[0].get(F.MESSAGES) or [], at_message[at])]
+    return out
+
+
+def sample_faults(turns: list[dict], dropped_at=None) -> list:
+    """A sample's faults (``derive.faults.Fault``), in message order: those of its turns, and the
+    ``images_dropped`` fault a reader found at message ``dropped_at`` (its ``images_dropped_at`` extra)."""
+    found = find_faults(turns)
+    dropped = image_fault(turns, dropped_at) if dropped_at is not None and dropped_at == dropped_at else None
+    if dropped is not None:
+        found = sorted([*found, dropped], key=lambda f: (f.message_index, KINDS.index(f.kind)))
+    return found
 
 
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
@@ -109,25 +170,30 @@ def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd
     return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
 
 
-def build_search_json(run: Run, matches: pd.DataFrame, scan: RegexScan | None = None) -> dict:
+def build_search_json(run: Run, matches: pd.DataFrame, scan: RegexScan | None = None, faults: bool = False) -> dict:
     """The ``search --json`` contract: ``matches``, ``searched`` (how far the regular expression's search
     got: ``RegexScan.as_json``; every sample when there is none), ``per_step`` (every step of the run) and
     ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
-    where the line holds several samples (``fields.address``), reward)."""
+    where the line holds several samples (``fields.address``), reward and, with ``faults`` in a run
+    with conversations, ``faults``: ``compute_faults``'s list, [] for a sample without)."""
     per_step = compute_matches_per_step(run, matches)
     if scan is None:
         steps = run.samples[F.STEP].to_numpy().astype(np.int64)
         scan = RegexScan(np.zeros(0, bool), len(steps), steps, None)
+    samples = [{"step": int(step), "file": run.files[int(file)], "line": int(line),
+                **({"position": int(position)} if position >= 0 else {}),
+                "reward": float(reward) if math.isfinite(reward) else None}
+               for step, file, line, position, reward in zip(
+                   matches[F.STEP], matches[F.FILE], matches[F.LINE],
+                   matches[F.POSITION] if F.POSITION in matches else [-1] * len(matches), matches[F.REWARD])]
+    if faults and has_conversations(run):
+        for sample, found in zip(samples, compute_faults(run, matches)):
+            sample["faults"] = found
     return {
         "matches": int(len(matches)),
         "searched": scan.as_json(),
         "per_step": [{"step": int(step), "matches": int(count)} for step, count in per_step.items()],
-        "samples": [{"step": int(step), "file": run.files[int(file)], "line": int(line),
-                     **({"position": int(position)} if position >= 0 else {}),
-                     "reward": float(reward) if math.isfinite(reward) else None}
-                    for step, file, line, position, reward in zip(
-                        matches[F.STEP], matches[F.FILE], matches[F.LINE],
-                        matches[F.POSITION] if F.POSITION in matches else [-1] * len(matches), matches[F.REWARD])],
+        "samples": samples,
     }
 
 

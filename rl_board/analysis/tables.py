@@ -9,6 +9,7 @@ import pandas as pd
 
 from ..base import fields as F
 from ..base.text import neutralise_cell
+from ..derive.faults import kinds_of
 from ..derive.metrics import SampleTokens, compute_gae, compute_return_to_go, kl_per_token
 from .steps import rewarded
 
@@ -85,7 +86,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     """The batch table for ``samples`` (already ordered): one row per sample, the columns a run has.
 
     With ``pad_token``, pad tokens are removed from the prompt and response texts (OpenRLHF
-    left-pads prompts); with ``system_marker``, prompts lose everything up to and including it.
+    left-pads prompts); with ``system_marker``, prompts lose everything up to and including it. Where a
+    sample has turn faults, ``faults`` names each sample's kinds ("" for none), before the extras.
     """
     samples = samples.assign(response_len=samples["response_len"].where(samples["response_len"] >= 0))
     columns = [c for c in BATCH_COLUMNS if c in samples and samples[c].notna().any()
@@ -101,6 +103,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
         if f"kl_{stat}" in table:
             table[f"kl_{stat}"] = samples[f"{KL_PREFIX[estimator]}_{stat}"]
     table = table.rename(columns={f"kl_{stat}": kl_column(stat, estimator) for stat in ("mean", "sum")})
+    if "fault_kinds" in samples and samples["fault_kinds"].fillna(0).any():  # the kinds, where a sample has one
+        table.insert(at, "faults", [", ".join(kinds_of(int(b))) for b in samples["fault_kinds"].fillna(0)])
     if system_marker and "prompt" in table:
         table["prompt"] = [strip_system_prompt(t, system_marker) for t in table["prompt"]]
     if pad_token:

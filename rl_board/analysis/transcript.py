@@ -3,8 +3,10 @@
 ``build_transcript`` turns a sample's canonical turns (``readers.turns``) into blocks:
 role and marks as plain text, the content cut to what a browser takes, tool calls as the
 tool's name with its arguments pretty-printed (JSON indented when they parse), reasoning
-apart, long tool results marked to be folded, and each image of the turn (``images.compute_sample_images``)
-at its place: the content cut into the texts between its ``[image]`` markers. ``reward_components`` picks a sample's
+apart, long tool results marked to be folded, each image of the turn (``images.compute_sample_images``)
+at its place: the content cut into the texts between its ``[image]`` markers, each turn's faults
+(``derive.faults``: kind and why) and what the trainer logged about the turn (its ``meta``: stop reason,
+token counts, timing, timeouts) as ``name: value`` pairs. ``reward_components`` picks a sample's
 reward parts from its extras. ``build_turn_tokens`` colours the tokens of the trained turns of a
 sample that has per-token lists, as the token view colours a response (``colors``). The view
 escapes nothing itself: it shows every text with ``st.code`` (never HTML, never Markdown), labels
@@ -21,6 +23,7 @@ import pandas as pd
 from ..base import fields as F
 from ..base.colors import build_legend_html, build_token_text_html, metric_scale
 from ..base.text import cut_text
+from ..derive.faults import WHY, find_faults, meta_of
 from ..readers.turns import IMAGE_TEXT
 from .tables import TOKEN_METRICS
 
@@ -54,6 +57,37 @@ class TurnBlock:
     #: around them: ``pieces[0]``, image 0, ``pieces[1]``, ...; no images: ``pieces`` is ``(content,)``
     images: tuple[int, ...] = ()
     pieces: tuple[str, ...] = ()
+    faults: tuple[str, ...] = ()  # "kind: why" of each fault this turn is named for (plain text)
+    logged: tuple[tuple[str, str], ...] = ()  # (name, value) of what the trainer logged about the turn
+
+
+MAX_LOGGED_CHARS = 200  # a logged value longer than this is cut (with …)
+
+
+def logged_fields(meta: dict) -> tuple[tuple[str, str], ...]:
+    """A turn's ``meta`` as (name, value) text pairs: nested objects one level down as ``a.b``, a
+    ``{start, end}`` span as its duration in seconds, null values left out, each value cut to
+    ``MAX_LOGGED_CHARS``."""
+    out = []
+    for key, value in meta.items():
+        items = value.items() if isinstance(value, dict) and not _span(value) else [(None, value)]
+        for sub, got in items:
+            if got is None:
+                continue
+            name = str(key) if sub is None else f"{key}.{sub}"
+            if _span(got):
+                text = f"{got['end'] - got['start']:.3g} s"
+            elif isinstance(got, str):
+                text = got
+            else:
+                text = json.dumps(got, ensure_ascii=False, default=str)
+            out.append((name, text if len(text) <= MAX_LOGGED_CHARS else text[:MAX_LOGGED_CHARS] + "…"))
+    return tuple(out)
+
+
+def _span(value) -> bool:
+    return (isinstance(value, dict) and set(value) == {"start", "end"}
+            and all(isinstance(value[k], (int, float)) and not isinstance(value[k], bool) for k in value))
 
 
 def pretty_arguments(arguments: str | None) -> str:
@@ -103,6 +137,12 @@ def build_transcript(messages: list[dict], images: list[dict] | None = None) -> 
     by_turn: dict[int, list[int]] = {}
     for index, image in enumerate(images or []):
         by_turn.setdefault(image["message_index"], []).append(index)
+    marks = {}
+    for fault in find_faults(messages or []):
+        why = f"{fault.kind}: {WHY[fault.kind]}"
+        if fault.kind == "tool_error":
+            why += f" (the call of assistant turn {fault.assistant_turn})"
+        marks.setdefault(fault.message_index, []).append(why)
     for number, turn in enumerate(messages or [], start=1):
         content = turn.get("content") or ""
         shown, cut = cut_text(content)
@@ -116,7 +156,8 @@ def build_transcript(messages: list[dict], images: list[dict] | None = None) -> 
             number=number, role=turn.get("role") or "", label=_label(turn), content=shown, cut=cut,
             chars=len(content), fold=is_tool and (len(content) > FOLD_CHARS or content.count("\n") >= FOLD_LINES),
             reasoning=turn.get("reasoning") or None, tool_calls=calls, trainable=turn.get("trainable"),
-            images=own, pieces=pieces))
+            images=own, pieces=pieces, faults=tuple(marks.get(number - 1, ())),
+            logged=logged_fields(meta_of(turn))))
     return blocks
 
 

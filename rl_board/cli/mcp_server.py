@@ -311,13 +311,13 @@ def build_server(mcp_server_class):
 
     @server.tool(description=_DESCRIPTIONS["search"])
     async def search(run: str, regex: str | None = None, text_field: str = "response", truncated: bool = False,
-                     has_images: bool = False, tag: str | None = None, steps: str | None = None,
-                     ranges: list[str] | None = None,
+                     has_images: bool = False, tag: str | None = None, fault: str | None = None,
+                     steps: str | None = None, ranges: list[str] | None = None,
                sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
                pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
                fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
         argv = ["search", run, "--json", "--in", text_field, "--limit", str(min(limit, MAX_SEARCH_RESULTS))]
-        for flag, value in (("--regex", regex), ("--tag", tag), ("--steps", steps), ("--sort", sort)):
+        for flag, value in (("--regex", regex), ("--tag", tag), ("--fault", fault), ("--steps", steps), ("--sort", sort)):
             if value is not None:
                 argv += [flag, value]
         argv += [f"--range={text}" for text in ranges or []]
@@ -368,7 +368,9 @@ _DESCRIPTIONS = {
             f"id); `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})." + _BOUNDED,
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
-              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `has_images`: only samples with an image; "
+              "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `has_images`: only samples with an image; `fault`: a turn "
+              "fault kind (tool_error, tool_loop, malformed_tool_call, truncated, empty_final_answer) or any, each "
+              "sample then listing its faults (kind, message_index, assistant_turn); "
               "`sort`: a number's name, highest first. `limit`: "
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}), and the `per_step` entries "
               "given, spread evenly over the run; `matches` counts them all; `searched` says how far a regex got in "
@@ -377,7 +379,8 @@ _DESCRIPTIONS = {
               f"pictures (at most {SAMPLE_IMAGES}, each at most {SAMPLE_IMAGE_SIDE} pixels a side; `images` lists them "
               "all): its numbers, prompt, "
               f"response, its first `max_turns` turns (role, content, tool calls; default {SAMPLE_TURNS}, at most "
-              f"{MAX_SAMPLE_TURNS:,}; `n_turns` counts them all, `turns_left_out` those not given) and its first "
+              f"{MAX_SAMPLE_TURNS:,}; `n_turns` counts them all, `turns_left_out` those not given), its turn faults "
+              "(kind, message_index, assistant_turn) and its first "
               f"`max_tokens` token positions with their per-token numbers (default {SAMPLE_TOKENS}, at most "
               f"{MAX_SAMPLE_TOKENS:,}); `n_tokens` counts them all, `cut` names the texts cut (at "
               f"{MAX_SAMPLE_CHARS:,} characters, and shorter where the answer must fit)." + _BOUNDED,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ..base.access import is_url
 from ..base.defaults import EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
+from ..derive.faults import ANY, KINDS
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
@@ -97,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="only samples with an image in their turns (bytes, a URL or a path; see docs/images.md)")
     search.add_argument("--tag", default=None,
                         help="only samples carrying this tag ('*': every tagged sample); see the tags command")
+    search.add_argument("--fault", default=None, choices=(*KINDS, ANY), metavar="KIND",
+                        help="only trajectories with a fault of this kind: " + ", ".join(KINDS)
+                             + ", or any (docs/faults.md); --json then lists each sample's faults")
     search.add_argument("--in", dest="text_field", default="response",
                         choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
                         help="the text searched; messages: any turn's content or tool-call arguments")

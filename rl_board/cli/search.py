@@ -17,6 +17,7 @@ def _search(args) -> int:
         column_for,
         compute_first_matches,
         compute_search,
+        has_conversations,
         parse_range,
         parse_steps,
         sort_key_for,
@@ -26,10 +27,9 @@ def _search(args) -> int:
     from ..store.tags import TagsError
 
     if (args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None
-            and not args.has_images):
-        print("error: give --regex PATTERN, --truncated, --has-images, --tag TAG, --range NAME=LOW:HIGH, --steps A:B, "
-              "or several",
-              file=sys.stderr)
+            and not args.has_images and args.fault is None):
+        print("error: give --regex PATTERN, --truncated, --has-images, --tag TAG, --fault KIND, --range NAME=LOW:HIGH, "
+              "--steps A:B, or several", file=sys.stderr)
         return 2
     try:
         steps = parse_steps(args.steps) if args.steps is not None else (None, None)
@@ -40,12 +40,14 @@ def _search(args) -> int:
     run = _load(args)
     if isinstance(run, int):
         return run
+    if args.fault is not None and not has_conversations(run):
+        print("note: no sample of this run has turns, so none has a turn fault (docs/faults.md)", file=sys.stderr)
     try:
         ranges = {column_for(run, name): (low, high) for name, low, high in bounds}
         sort = sort_key_for(run, args.sort) if args.sort is not None else None
         keep, scan = compute_search(run, Query(args.regex, args.text_field, args.pad_token, ranges, steps,
                                              truncated=True if args.truncated else None, tag=args.tag,
-                                             has_images=True if args.has_images else None))
+                                             has_images=True if args.has_images else None, fault=args.fault))
     except (ValueError, TagsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -57,11 +59,13 @@ def _search(args) -> int:
         shown = ordered if limit is None else ordered.head(limit)
     else:
         shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match
-    result = {"settings": read_settings(run, args.max_samples_per_step), **build_search_json(run, matches, scan)}
+    listed = sort is not None or limit is not None  # the samples listed: those shown, in the order asked
+    result = {"settings": read_settings(run, args.max_samples_per_step),
+              **build_search_json(run, matches, scan, faults=args.json and not listed)}
     if scan is not None and scan.note():  # one line on stderr, for --json too
         print(f"note: {scan.note()}", file=sys.stderr)
-    if sort is not None or limit is not None:  # the samples listed: those shown, in the order asked
-        result["samples"] = build_search_json(run, shown)["samples"]
+    if listed:
+        result["samples"] = build_search_json(run, shown, faults=args.json or args.fault is not None)["samples"]
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
         return 0 if run.report.lines_ok else 1
@@ -72,7 +76,9 @@ def _search(args) -> int:
     excerpts = _excerpts(run, shown, args.text_field, args.regex, args.pad_token)
     for s, excerpt in zip(result["samples"], excerpts):
         where = F.address(s["file"], s["line"], s.get("position", -1))
-        print(f"  step {s['step']}  {where}  reward {_fmt(s['reward'])}")
+        faults = "".join(f"  {f['kind']} at message {f['message_index']} (assistant turn {f['assistant_turn']})"
+                         for f in s.get("faults", ()))
+        print(f"  step {s['step']}  {where}  reward {_fmt(s['reward'])}{faults}")
         if excerpt:
             print(f"      {excerpt}")
     return 0 if run.report.lines_ok else 1

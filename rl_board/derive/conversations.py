@@ -1,6 +1,8 @@
 """A block's conversations (``messages``) to what a segment keeps of them, column by column (no Python
-per sample or turn): the prompt and response of a sample that has a conversation and none of its own,
-the extras ``num_turns`` and ``num_tool_calls``, and the turn columns ``turn_texts`` and ``tool_names``.
+per sample or turn, but the faults): the prompt and response of a sample that has a conversation and none of
+its own, the extras ``num_turns`` and ``num_tool_calls``, the turn columns ``turn_texts`` and ``tool_names``,
+and ``fault_kinds``, the kinds of the conversation's faults as bits (``derive.faults``: Python per
+conversation, null without one; Python only where a check needs it).
 
 The prompt is the contents of the turns before the first assistant turn joined by a blank line (null
 when there are none), the response the content of the last assistant turn (null without one); a turn
@@ -23,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
+from .faults import compute_fault_bits
 
 TEXTS = pa.list_(pa.string())
 
@@ -34,11 +37,13 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
     column = rows[F.MESSAGES]
     if column.null_count == count:
         return rows, {"has_messages": np.zeros(count, bool), "turn_texts": pa.nulls(count, TEXTS),
-                      "tool_names": pa.nulls(count, TEXTS), "images": np.zeros(count, np.int32)}
+                      "tool_names": pa.nulls(count, TEXTS), "images": np.zeros(count, np.int32),
+                      "fault_kinds": pa.nulls(count, pa.int32())}
     lists = column.combine_chunks()
     has = lists.is_valid().to_numpy(zero_copy_only=False)
     turns = pc.list_flatten(lists)
     owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    kinds = compute_fault_bits(turns, owner, count, has)
     position = np.arange(len(owner)) - np.searchsorted(owner, owner)  # a turn's place in its conversation
     assistant = pc.equal(turns.field("role"), "assistant").fill_null(False).to_numpy(zero_copy_only=False)
     content = turns.field("content").fill_null("")
@@ -78,7 +83,7 @@ def from_messages(rows: pa.Table) -> tuple[pa.Table, dict]:
     named = np.flatnonzero(in_assistant)
     tool_names = _lists(call_owner[named], flat_calls.field("name").fill_null("").take(pa.array(named)), count, ~has)
     return rows, {"has_messages": has, "turn_texts": turn_texts, "tool_names": tool_names,
-                  "images": _image_counts(turns, owner, count)}
+                  "images": _image_counts(turns, owner, count), "fault_kinds": kinds}
 
 
 def _image_counts(turns: pa.Array, owner: np.ndarray, count: int) -> np.ndarray:

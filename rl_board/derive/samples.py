@@ -36,6 +36,7 @@ from .counting import (
     array,
     truncated,
 )
+from .faults import DROPPED, with_image_faults
 from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
 from .tokenizer import decode_texts, failure, load_tokenizer
 
@@ -76,6 +77,7 @@ SCHEMA = pa.schema(
         ("turn_texts", pa.list_(pa.string())),  # every turn's content, then every tool call's arguments
         ("tool_names", pa.list_(pa.string())),  # the tool name of each tool call of its assistant turns
         ("images", pa.int32()),  # image parts of its turns with bytes, a URL or a path (``conversations``)
+        ("fault_kinds", pa.int32()),  # its conversation's fault kinds as bits (derive.faults); null without one
     ]
 )
 #: The segment's list columns of a sample's turns (kept in the segment, read where needed).
@@ -155,6 +157,12 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
                                if flat.any and flat.has_values})
     columns.update(compute_sample_aggregates(cut))
     columns.update(turned)
+    dropped = F.extra_column(DROPPED)
+    if dropped in rows.column_names:  # a reader found images dropped before training: a fault kind too
+        kinds = columns["fault_kinds"]
+        kinds = kinds if isinstance(kinds, (pa.Array, pa.ChunkedArray)) else pa.array(kinds, pa.int32())
+        bits = with_image_faults(kinds.to_numpy(zero_copy_only=False), rows[dropped].to_numpy(zero_copy_only=False))
+        columns["fault_kinds"] = pa.array(bits.filled(0), pa.int32(), mask=np.ma.getmaskarray(bits))
     arrays = [array(columns[f.name], f.type) for f in SCHEMA]
     names = list(SCHEMA.names)
     for name in sorted(F.extra_columns(rows.column_names)):

@@ -37,10 +37,12 @@ TOOL_CALL = pa.struct([("id", pa.string()), ("name", pa.string()), ("arguments",
 IMAGE_REF = pa.struct([("at", pa.int64()), ("part", pa.int64()), ("source", pa.string()), ("url", pa.string())])
 #: One turn of a conversation. ``trainable`` is null when the format doesn't say; ``num_tokens`` is how
 #: many of the sample's token positions the turn holds (its positions follow those of the turns before
-#: it), null when the format doesn't say; ``images``: its image parts, null without any.
+#: it), null when the format doesn't say; ``images``: its image parts, null without any; ``meta`` is what the
+#: trainer logged about the turn (stop reason, errors, timing, token counts: ``readers.turns``) as JSON text of an
+#: object, null when it logged none.
 TURN = pa.struct([("role", pa.string()), ("content", pa.string()), ("reasoning", pa.string()),
                   ("tool_calls", pa.list_(TOOL_CALL)), ("tool_call_id", pa.string()), ("trainable", pa.bool_()),
-                  ("num_tokens", pa.int64()), ("images", pa.list_(IMAGE_REF))])
+                  ("num_tokens", pa.int64()), ("images", pa.list_(IMAGE_REF)), ("meta", pa.string())])
 MESSAGES = pa.list_(TURN)
 
 ROWS = pa.schema(

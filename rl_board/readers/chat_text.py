@@ -138,9 +138,13 @@ def split_turns(text: str, first_role: str = "assistant", hint: str | None = Non
     return Split(out or [turn({"role": first_role, "content": ""})])
 
 
+_UNMARKED_PROMPT = re.compile(r"(?:system\n(.*?)\n)?user\n(.*)\nassistant\n?", re.S)
+
+
 def split_prompt(text) -> list[dict]:
     """A prompt's turns: split at its markers when it has them (the open turn it ends with
-    dropped), else one user turn."""
+    dropped); a ChatML prompt decoded without its markers (verl's ``skip_special_tokens``), the whole
+    text ``[system\nS\n]user\nU\nassistant\n``, as its system and user turns; else one user turn."""
     if isinstance(text, str) and ("<|im_start|>" in text or "<|start_header_id|>" in text):
         got = split_turns(text, first_role="user").turns
         while got and got[-1]["role"] == "assistant" and not got[-1]["content"] and not got[-1]["tool_calls"]:
@@ -149,6 +153,11 @@ def split_prompt(text) -> list[dict]:
             got.pop(0)
         if got:
             return got
+    unmarked = _UNMARKED_PROMPT.fullmatch(text) if isinstance(text, str) else None
+    if unmarked is not None:
+        system, user = unmarked.groups()
+        return ([turn({"role": "system", "content": system})] if system is not None else []) + [
+            turn({"role": "user", "content": user})]
     return [turn({"role": "user", "content": text})]
 
 

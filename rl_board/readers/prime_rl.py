@@ -9,7 +9,9 @@ null} and ``metrics`` {name: float or null}. ``all`` holds every finished rollou
 step, ``effective`` the batch that was trained.
 
 One sample per trace. Its turns are the nodes of the trace's final branch (the path from
-the root to its last leaf, as ``Trace.messages``), ``trainable`` = ``sampled``; its per-token
+the root to its last leaf, as ``Trace.messages``), ``trainable`` = ``sampled``, each node's
+``NODE_META`` fields (``finish_reason``, ``usage``...) in its turn's ``meta`` and the trace's
+``OUTCOME`` fields (``stop_condition``, ``timing``...) and its ``tools``' names in the last turn's; its per-token
 lists are that branch's nodes' lists concatenated in order (as ``Branch.token_ids``,
 ``Branch.sampled_mask``, ``Branch.logprobs``… build a training sample; see ``branch_tokens``),
 each turn's ``num_tokens`` the length of its node's ``token_ids``; its reward
@@ -68,7 +70,7 @@ from .jsonl import parse_line
 from .layout import first_match, step_in
 from .notes import with_notes
 from .placeholders import image_check, vision_ids
-from .turns import number, numbers, sample_rows, turn
+from .turns import number, numbers, sample_rows, tool_names, turn, with_outcome
 
 NAME = "prime-rl"
 SUFFIX = ".jsonl"
@@ -295,12 +297,26 @@ def branch_tokens(nodes: list) -> tuple[dict, list[int]] | None:
     return lists, counts
 
 
+#: A trace's fields on how it ended, kept in its last turn's ``meta`` (``turns.with_outcome``).
+OUTCOME = ("stop_condition", "is_completed", "is_truncated", "is_timeout", "timing", "errors")
+#: A node's fields on its turn, kept in the turn's ``meta`` beside the message's own.
+NODE_META = ("finish_reason", "usage", "is_truncated", "is_timeout", "timing")
+
+
+def _node_message(node: dict):
+    """A node's message with the node's ``NODE_META`` fields added (the message's own win)."""
+    message = node.get("message")
+    extra = {key: node[key] for key in NODE_META if node.get(key) is not None}
+    return {**extra, **message} if extra and isinstance(message, dict) else message
+
+
 def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | None = None) -> dict:
     """One trace's sample dict (``turns.sample_rows``) without where it lies. With ``vision`` (the run's
     tokenizer's vision token ids, ``placeholders.vision_ids``), a trace whose messages hold images gets the
     extras ``image_placeholders`` and ``images_dropped`` (``image_check``)."""
     nodes = [n for n in branch(trace.get("nodes") or []) if isinstance(n, dict)]
-    messages = [turn(n.get("message"), bool(n.get("sampled", False))) for n in nodes]
+    messages = with_outcome([turn(_node_message(n), bool(n.get("sampled", False))) for n in nodes],
+                            {**{key: trace.get(key) for key in OUTCOME}, "tools": tool_names(trace.get("tools"))})
     tokens = branch_tokens(nodes)
     lists = {}
     checked = {}

@@ -9,7 +9,8 @@ conversation), else every step's in turn (a step without them is its observation
 turn and its model response as an assistant turn); ``trainable`` null. The reward is the
 trajectory's ``reward`` (none when null); the extras ``is_correct`` (1 or 0) and the numbers
 of the episode's ``metrics``. The step and split come from the folder name (``train`` by
-default, ``val``). Point the board at the ``episodes`` folder. A sample's ``line`` is its
+default, ``val``). The episode's ``termination_reason`` goes in the last turn's ``meta``
+(``turns.with_outcome``). Point the board at the ``episodes`` folder. A sample's ``line`` is its
 trajectory's number in the file.
 """
 
@@ -25,7 +26,7 @@ from ..base.compression import read_bytes
 from ..base.location import as_path
 from .base import FileError, ReadOptions, SourceChanged
 from .layout import step_in
-from .turns import number, numbers, sample_rows, turn, turns
+from .turns import number, numbers, sample_rows, turn, turns, with_outcome
 
 NAME = "rllm"
 SUFFIX = ".json"
@@ -63,7 +64,9 @@ def episode_samples(episode: dict, step: int) -> list[dict]:
     extras = numbers(episode.get("metrics"))
     if number(episode.get("is_correct")) is not None:
         extras["is_correct"] = number(episode["is_correct"])
-    return [{F.STEP: step, F.REWARD: number(t.get("reward")), F.MESSAGES: messages_of(t), "extras": dict(extras)}
+    outcome = {"termination_reason": episode.get("termination_reason")}
+    return [{F.STEP: step, F.REWARD: number(t.get("reward")), F.MESSAGES: with_outcome(messages_of(t), outcome),
+             "extras": dict(extras)}
             for t in episode.get("trajectories") or [] if isinstance(t, dict)]
 
 

@@ -9,7 +9,8 @@ metrics: not samples) and, for an eval without training, the folder ``eval_only`
 is only in the folder's name (``eval_only`` is step 0, split ``eval_only``; the others are
 split ``eval``). ``score`` is a number, or a list of per-token rewards (placed at the
 assistant turns' ends): the sample's reward is their sum. The multi-turn response is split
-into turns at its markers (``chat_text``); the prompt's turns come first.
+into turns at its markers (``chat_text``); the prompt's turns come first, and the line's
+``stop_reason`` (vLLM's, "length" at the limit) goes in the last turn's ``meta``.
 
 The run folder is ``export_path`` (or its ``dumped_evals``). ``dumped_data/*.pkl``
 (``dump_data``: pickles of SkyRL's own ``TrainingInputBatch``) are listed and named as
@@ -31,6 +32,7 @@ from .base import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_l
 from .chat_text import split_prompt, split_turns
 from .lines import read_rows
 from .records import canonical_row, is_number, json_type, short
+from .turns import with_outcome
 
 NAME = "skyrl"
 SUFFIX = ".jsonl"
@@ -137,7 +139,9 @@ def _row(raw: bytes, resolver: KeyResolver, step: int, options: ReadOptions) -> 
 def turns_of(obj: dict) -> tuple[list, bool]:
     """(the prompt's turns then the response's, whether the response was left as one turn)."""
     got = split_turns(obj.get("output_response") or "")
-    return split_prompt(obj.get("input_prompt")) + got.turns, got.note is not None
+    messages = split_prompt(obj.get("input_prompt")) + got.turns
+    stop = obj.get("stop_reason")
+    return with_outcome(messages, {"stop_reason": stop if isinstance(stop, str) else None}), got.note is not None
 
 
 def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Table, list[tuple[int, str]], int]:

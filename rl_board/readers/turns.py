@@ -32,6 +32,11 @@ the turn holds (prime-rl's nodes: the turn's positions follow those of the turns
   their JSON text.
 - ``trainable``: what the format says, None when it says nothing.
 - ``num_tokens``: kept when the message has a non-negative integer one (a turn the board made).
+- ``meta``: what the trainer logged about the turn beside its text, as JSON text of an object: the
+  message's entries named in ``META_KEYS`` and its ``num_*_tokens`` counts (null entries left out; a
+  message that has a text ``meta``, a turn the board made, keeps it),
+  plus what a reader adds for the whole trajectory on its last message (``with_outcome``: how it
+  stopped, the tools it offered); None when there are none. ``derive.faults`` reads it.
 
 ``sample_rows`` builds canonical rows from per-sample dicts, for the readers of
 agent formats (one sample per trajectory, trace or row).
@@ -48,6 +53,12 @@ from ..base import fields as F
 from ..base import images
 from .canonical import build_rows
 
+#: The keys of a chat message kept in the turn's ``meta`` (besides ``num_*_tokens``).
+META_KEYS = frozenset({
+    "finish_reason", "stop_reason", "stop_condition", "termination_reason", "is_truncated", "is_error",
+    "status", "error", "is_timeout", "timing", "usage", "parse_error", "tool_call_error", "tools",
+    "is_completed", "exit_code", "returncode",
+})
 IMAGE_PARTS = frozenset({"image_url", "image", "input_image", "trackio.image"})
 
 
@@ -193,6 +204,12 @@ def turn(message, trainable: bool | None = None) -> dict:
     refs = image_refs(message.get("content")) or _own_refs(message)
     if refs:
         out["images"] = refs
+    meta = {key: value for key, value in message.items() if value is not None and isinstance(key, str)
+            and (key in META_KEYS or (key.startswith("num_") and key.endswith("_tokens") and key != "num_tokens"))}
+    if isinstance(message.get("meta"), str):  # a turn the board made: its meta kept
+        out["meta"] = message["meta"]
+    elif meta:
+        out["meta"] = _json(meta)
     return out
 
 
@@ -203,6 +220,44 @@ def _own_refs(message: dict) -> list[dict]:
             isinstance(r, dict) and "source" in r and "at" in r for r in refs):
         return refs
     return []
+
+
+def tool_names(defs) -> list[str] | None:
+    """The tool names of a recorded tool list: names as text, ``{"name"}`` or OpenAI's ``{"type": "function",
+    "function": {"name"}}`` (JSON text of the list too); None when there is none or an entry has no name."""
+    if isinstance(defs, str):
+        try:
+            defs = json.loads(defs)
+        except ValueError:
+            return None
+    if not isinstance(defs, list) or not defs:
+        return None
+    names = []
+    for entry in defs:
+        if isinstance(entry, dict):
+            function = entry.get("function")
+            entry = (function if isinstance(function, dict) else entry).get("name")
+        if not isinstance(entry, str) or not entry:
+            return None
+        names.append(entry)
+    return names
+
+
+def with_outcome(messages: list[dict], fields: dict) -> list[dict]:
+    """``messages`` (canonical turns) with ``fields`` (what the trainer recorded about the whole
+    trajectory: how it stopped, its tools; None values left out) added to the last one's ``meta``."""
+    fields = {key: value for key, value in fields.items() if value is not None}
+    if not messages or not fields:
+        return messages
+    last = dict(messages[-1])
+    meta = {}
+    if last.get("meta"):
+        try:
+            meta = json.loads(last["meta"])
+        except ValueError:
+            meta = {}
+    last["meta"] = _json({**meta, **fields} if isinstance(meta, dict) else fields)
+    return [*messages[:-1], last]
 
 
 def turns(messages, trainable: bool | None = None) -> list[dict]:

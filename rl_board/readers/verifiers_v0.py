@@ -6,8 +6,9 @@ A line has ``example_id``, ``prompt`` and ``completion`` (each a list of chat me
 a string for completion-style environments; tool calls as JSON text), ``reward``, ``answer``
 (-> ``ground_truth``), ``info``, ``timing``, ``is_completed``, ``is_truncated``, ``metrics``
 and each metric again as a top-level float. One sample per line: its turns are the prompt's
-then the completion's messages (``trainable`` null: the format doesn't say), its extras every
-top-level number or boolean but ``example_id``.
+then the completion's messages (``trainable`` null: the format doesn't say), the line's
+``OUTCOME`` fields and its ``tool_defs``' names (``tools``) in the last turn's ``meta``, its extras every top-level number or boolean but
+``example_id``.
 
 prime-rl saved evals of a training run's checkpoints in this format twice over its history, each
 a step folder per checkpoint; such a folder tree is one run whose steps are the ``step_{N}`` folders:
@@ -45,7 +46,7 @@ from . import layout
 from .base import FileError, ReadOptions, SourceChanged
 from .jsonl import parse_line
 from .layout import first_match
-from .turns import number, sample_rows, turn, turns
+from .turns import number, sample_rows, tool_names, turn, turns, with_outcome
 
 NAME = "verifiers-v0"
 SUFFIX = ".jsonl"
@@ -55,6 +56,8 @@ ALIASES = {"ground_truth": "answer"}
 GLOBS = ("results.jsonl", "step_*/*/results.jsonl", "rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl")
 DEFAULT_SPLIT = "train"
 NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
+#: A rollout's fields on how it ended, kept in its last turn's ``meta`` (``turns.with_outcome``).
+OUTCOME = ("is_truncated", "is_completed", "stop_condition", "is_timeout", "timing", "error")
 
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
 _ROLLOUTS = re.compile(r"^(train|eval)_rollouts(?:_(.+))?\.jsonl$")  # prime-rl's rollouts/step_N/ files
@@ -113,6 +116,7 @@ def sample(obj: dict, line: int, offset: int, path_step: int | None = None) -> d
     completion = obj.get("completion")
     messages = turns(obj.get("prompt")) + (
         [turn({"role": "assistant", "content": completion})] if isinstance(completion, str) else turns(completion))
+    messages = with_outcome(messages, {**{key: obj.get(key) for key in OUTCOME}, "tools": tool_names(obj.get("tool_defs"))})
     answer = obj.get("answer")
     return {F.STEP: step, F.REWARD: float(reward), F.MESSAGES: messages,
             "ground_truth": answer if isinstance(answer, str) else None,

@@ -9,6 +9,7 @@ import streamlit as st
 
 from ..analysis.figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
 from ..analysis.run import Run
+from ..analysis.search import fault_choices, filter_faults
 from ..analysis.tables import (
     build_batch_table,
     build_export_csv,
@@ -19,6 +20,7 @@ from ..analysis.tables import (
     sort_samples,
     step_grid,
 )
+from ..derive.faults import ANY
 from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import with_tags
@@ -51,6 +53,13 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
                                   "TRL's reward functions…) are listed after the board's own.")
     descending = right.toggle("Highest first", value=True, key=keys.SORT_DESCENDING)
     ordered = sort_samples(run.step_samples(step), sort_by, descending, settings.kl_estimator)
+    faults = fault_choices(ordered)
+    if len(faults) > 2:  # some sample of the step has a fault
+        state.keep_choice(keys.BATCH_FAULT, faults, None)
+        fault = st.selectbox("Turn faults", faults, key=keys.BATCH_FAULT,
+                             format_func=lambda k: "(all samples)" if k is None else "(any fault)" if k == ANY else k,
+                             help="Only the samples whose trajectory has this fault (docs: Why a trajectory failed).")
+        ordered = filter_faults(ordered, fault if fault in faults else None)
 
     rewarded = "has_reward" not in ordered or bool(ordered["has_reward"].any())
     if settings.show_charts and not rewarded:

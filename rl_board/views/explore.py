@@ -11,7 +11,14 @@ import streamlit as st
 
 from ..analysis.figures import build_matches_figure
 from ..analysis.run import Run
-from ..analysis.search import Query, compute_first_matches, compute_matches_per_step, compute_search, search_fields
+from ..analysis.search import (
+    Query,
+    compute_first_matches,
+    compute_matches_per_step,
+    compute_search,
+    fault_choices,
+    search_fields,
+)
 from ..analysis.tables import (
     KL_PREFIX,
     build_batch_table,
@@ -23,6 +30,7 @@ from ..analysis.tables import (
 )
 from ..base import fields as F
 from ..base.text import escape_markdown
+from ..derive.faults import ANY
 from ..store.tags import ANY_TAG
 from . import clicks, keys, state
 from .sidebar import Settings
@@ -44,6 +52,10 @@ def _number(text: str, label: str):
         st.warning(f"{label}: {text!r} is not a number; ignored.")
         return None
     return value if math.isfinite(value) else None
+
+
+def _fault_label(kind: str | None) -> str:
+    return "(with faults or not)" if kind is None else "(any fault)" if kind == ANY else kind
 
 
 def render(run: Run, settings: Settings) -> None:
@@ -77,7 +89,14 @@ def render(run: Run, settings: Settings) -> None:
         tag = st.selectbox("Tagged", [None, ANY_TAG, *book.names()], key=keys.EXPLORE_TAG,
                            format_func=lambda t: "(tagged or not)" if t is None else "(any tag or note)" if t == ANY_TAG
                            else t)
-    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated, tag=tag)
+    faults = fault_choices(run.samples)
+    fault = None
+    if faults:
+        state.keep_choice(keys.EXPLORE_FAULT, faults, None)
+        fault = st.selectbox("Turn faults", faults, key=keys.EXPLORE_FAULT, format_func=_fault_label,
+                             help="Only trajectories with this fault (docs: Why a trajectory failed).")
+    query = Query(pattern or None, text_field, settings.pad_token, ranges, (first, last), truncated, tag=tag,
+                  fault=fault)
     try:
         keep, scan = compute_search(run, query, book)
     except ValueError as exc:

@@ -28,6 +28,7 @@ CHECK_NAMES = {
     "reward_tracks_field": "reward tracking a field",
     "garbled_output": "garbled output",
     "images_dropped": "images dropped before training",
+    "turn_faults_rising": "turn faults rising",
 }
 
 

@@ -96,6 +96,8 @@ NOTE = "note"
 SHOW_TAGGED = "show_tagged"
 TAGGED_FILTER = "tagged_filter"
 EXPLORE_TAG = "explore_tag"
+EXPLORE_FAULT = "explore_fault"
+BATCH_FAULT = "batch_fault"
 
 # Diff by prompt (views/diff.py)
 DIFF_RUN = "diff_run"  # run B, by its name under the root

@@ -1,4 +1,6 @@
-"""The turn view: an agent sample's conversation as a transcript (``transcript.build_transcript``).
+"""The turn view: an agent sample's conversation as a transcript (``transcript.build_transcript``): a
+failing turn is marked with its fault and why, and what the trainer logged about each turn is shown
+under its label.
 
 Every text from disk is shown with ``st.code`` (literal text, never HTML or Markdown); labels
 are escaped. The reward and its components come first; reasoning and long tool results are
@@ -119,6 +121,10 @@ def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | 
     for block in blocks:
         with st.container(border=True, key=f"turn-{block.number}"):
             st.caption(f"{block.number}. " + escape_markdown(block.label))
+            for why in block.faults:
+                st.error(escape_markdown(why), icon="⚠️")
+            if block.logged:
+                st.caption(" · ".join(escape_markdown(f"{name}: {value}") for name, value in block.logged))
             if block.reasoning:
                 with st.expander("Reasoning"):
                     st.code(block.reasoning, language=None, wrap_lines=True)

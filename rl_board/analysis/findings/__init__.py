@@ -67,6 +67,13 @@ Issue 49 adds one (``vision``):
     readers' ``images_dropped`` extra, ``readers.placeholders.image_faults``); raised when any sample's
     were, naming the first 50 of them in step, file and line order.
 
+Issue 48 adds one per turn fault kind (``derive.faults``):
+
+17. ``turn_faults_rising``: of the samples with turns, the share having a fault of one kind over L is
+    >= 1/10 and >= 2 * the same over E (compared as fractions). Samples: the first 3 late samples with
+    that fault, in step, file and line order. Onset as in 14, on the samples with turns having it (1) or
+    not (0).
+
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
 

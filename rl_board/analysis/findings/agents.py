@@ -1,4 +1,5 @@
-"""Findings about agents: tool use that collapses (11) and tool calls repeated in a loop (12)."""
+"""Findings about agents: tool use that collapses (11), tool calls repeated in a loop (12) and a turn fault
+whose share rises (16)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import numpy as np
 import pandas as pd
 
 from ...base import fields as F
+from ...derive.faults import KINDS as FAULT_KINDS
+from ...derive.faults import kind_bit
 from ..run import Run
+from ..search import fault_kinds
 from .common import (
     Finding,
     _ids,
@@ -18,6 +22,7 @@ from .common import (
     _mean,
     _percent,
     _share_of_steps,
+    compute_onset,
 )
 
 TOOL_USE_FRACTION = 0.5  # mean tool calls L <= this * mean tool calls E: the agent stopped using its tools
@@ -33,6 +38,11 @@ LOOP_STEP_SHARE = Fraction(1, 10)  # of a step's samples looping
 
 
 LOOP_SAMPLES = 3
+
+
+FAULT_SHARE_LATE = Fraction(1, 10)  # of the late window's samples with turns having the fault, at least
+FAULT_RISE = 2  # and at least this many times its early share
+FAULT_SAMPLES = 3
 
 
 def _agent_rows(samples: pd.DataFrame) -> pd.Series:
@@ -89,3 +99,35 @@ def _tool_call_loops(run):
     return Finding("tool_call_loops", steps[0], steps[-1], {"steps": steps}, _ids(run, samples.loc[list(labels)]),
                    message, labels, steps[0], amount=_share_of_steps(len(steps), len(sizes), "steps"),
                    size=len(steps) / len(sizes))
+
+
+def _turn_faults_rising(run, early, late) -> list[Finding]:
+    """Definition 16, one finding per fault kind whose share of the samples with turns rose."""
+    agents = _agent_rows(run.samples).to_numpy()
+    if not agents.any():
+        return []
+    bits = fault_kinds(run.samples)
+    in_early = np.isin(run.samples.index, early.index) & agents
+    in_late = np.isin(run.samples.index, late.index) & agents
+    n_early, n_late = int(in_early.sum()), int(in_late.sum())
+    if not n_early or not n_late:
+        return []
+    found = []
+    for kind in FAULT_KINDS:
+        has = (bits & kind_bit(kind)) != 0
+        share_early = Fraction(int((has & in_early).sum()), n_early)
+        share_late = Fraction(int((has & in_late).sum()), n_late)
+        if share_late < FAULT_SHARE_LATE or share_late < FAULT_RISE * share_early:
+            continue
+        indicator = pd.Series(np.where(agents, has.astype(float), np.nan), index=run.samples.index)
+        hits = _log_order(run.samples[has & in_late])
+        labels = tuple(hits.index[:FAULT_SAMPLES])
+        steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+        message = (f"{kind} in {_percent(share_late)} of the late trajectories against {_percent(share_early)} early"
+                   " — open one to see which turn failed")
+        found.append(Finding("turn_faults_rising", steps[0], steps[-1],
+                             {"fault": kind, "share_early": float(share_early), "share_late": float(share_late)},
+                             _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
+                             onset_step=compute_onset(run, indicator, float(share_early), float(share_late)),
+                             amount=f"{_percent(share_late)} of late trajectories", size=float(share_late - share_early)))
+    return found

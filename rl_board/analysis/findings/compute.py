@@ -11,7 +11,7 @@ import numpy as np
 
 from ...base import fields as F
 from ..run import Run
-from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse
+from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse, _turn_faults_rising
 from .batches import _dead_groups, _empty_responses
 from .common import (
     KINDS,
@@ -72,6 +72,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "garbled_output": "" if responses else "no responses logged",
         "images_dropped": "" if F.extra_column("images_dropped") in samples
         else "no samples with both images and the tokens they were trained on",
+        "turn_faults_rising": few or ("" if agents else "no turns logged"),
     }
     return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
 
@@ -79,7 +80,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 4  # 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 5  # 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
@@ -132,7 +133,7 @@ class Cancelled(Exception):
 
 
 def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
-    """Every finding of the fifteen checks on ``run``, ranked (``rank_findings``; see the module's
+    """Every finding of the seventeen checks on ``run``, ranked (``rank_findings``; see the module's
     definitions). Reads the words of the early and late windows' samples (when the reward or a reward
     component rose) and every response's words as ids (garbled output) from the run's segments; only a
     raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
@@ -172,6 +173,7 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
         lambda: _tracked_fields(run, early, late),
         lambda: [_garbled_output(run, early_steps, late_steps)],
         lambda: [_images_dropped(run)],
+        lambda: _turn_faults_rising(run, early, late),
     ]
     found = []
     for check in checks:
