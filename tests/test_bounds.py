@@ -325,3 +325,20 @@ def test_a_wandb_table_of_100000_columns_is_capped_before_the_work(tmp_path):
     assert FieldNotes.of(rows).dropped_count == 100_000 - 256
     proc = _summary(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
     assert proc.returncode == 0 and json.loads(proc.stdout)["lines_ok"] == 1, proc.stderr
+
+
+def test_twenty_thousand_keys_of_one_line_each_cost_what_their_bytes_cost(tmp_path):
+    """20,000 lines each with its own extra key: 256 become columns, the 19,744 others are named in one
+    note, and the read stays under 1 GiB (Arrow's reader, which makes a dense column per key of a block,
+    took 5.6 GB for them)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    write_lines(run / "rollout_data_rank0.jsonl",
+                [{"step": k // 100, "prompt": f"p{k % 50}", "response": "r", "reward": 1.0, f"k{k}": k}
+                 for k in range(20_000)])
+    proc, peak = _peak_mib(run, RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["lines_ok"] == 20_000 and sum(s["samples"] for s in got["steps"]) == 20_000
+    assert sum("19,744 more field name(s)" in line for line in proc.stderr.splitlines()) == 1
+    assert peak < 1024, f"{peak:.0f} MiB"
