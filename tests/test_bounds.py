@@ -342,3 +342,63 @@ def test_twenty_thousand_keys_of_one_line_each_cost_what_their_bytes_cost(tmp_pa
     assert got["lines_ok"] == 20_000 and sum(s["samples"] for s in got["steps"]) == 20_000
     assert sum("19,744 more field name(s)" in line for line in proc.stderr.splitlines()) == 1
     assert peak < 1024, f"{peak:.0f} MiB"
+
+
+def _declaring_event_file(folder, values: int):
+    """An event file of 3 steps, each a text sample and a ``scalars`` plugin tensor (as ``tf.summary.scalar``
+    writes it), step 2's two tensors each one value declared as ``values`` by their shape."""
+    from ray_writers import TextSummaryWriter
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+
+    writer = TextSummaryWriter(folder)
+    scalars = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+    for step in (1, 2, 3):
+        dims = [TensorShapeProto.Dim(size=values)] if step == 2 else []
+        writer.add_text("samples", f"Sample:\\nanswer {step}\\n\\nReward: {step / 10}", step)
+        if step == 2:  # the text tensor again, its one value declared as many
+            text = Summary.Value(tag="samples/text_summary", metadata=SummaryMetadata(
+                plugin_data=SummaryMetadata.PluginData(plugin_name="text")), tensor=TensorProto(
+                dtype="DT_STRING", string_val=[b"x"], tensor_shape=TensorShapeProto(dim=dims)))
+            writer._add(text, step)
+        tensor = TensorProto(dtype="DT_FLOAT", float_val=[step / 100], tensor_shape=TensorShapeProto(dim=dims))
+        writer._add(Summary.Value(tag="loss", metadata=scalars, tensor=tensor), step)
+    writer.close()
+
+
+def test_tensorboard_tensors_declaring_a_huge_shape_are_named_not_made(tmp_path):
+    """A text tensor and a scalar tensor each declaring 10^10 values for the one they hold: neither is made
+    (TensorBoard fills the shape: 5.9 GB and 2.1 GB before), each named in one line with its tag and step;
+    the other steps' texts and scalars load; the whole summary stays under 1 GiB."""
+    from rl_board.base.tfrecords import MAX_TENSOR_VALUES
+    from rl_board.readers import tensorboard_text
+    from rl_board.scalars import tensorboard
+
+    _declaring_event_file(tmp_path / "run", 10**10)
+    (path,) = (tmp_path / "run").glob("events.out.tfevents.*")
+    assert path.stat().st_size < 2000
+    rows, errors, count = tensorboard_text.read_table(path)
+    assert rows.column("step").to_pylist() == [1, 2, 3] and count == 3  # step 2's add_text, not the huge one
+    assert [why for _, why in errors] == [f"the tensor of tag 'samples/text_summary' at step 2 declares "
+                                          f"10,000,000,000 values (at most {MAX_TENSOR_VALUES:,} are read): "
+                                          "1 value not read"]
+    scalars = tensorboard.read(tmp_path / "run")
+    assert scalars.series["loss"] == [(1, 0.009999999776482582), (3, 0.029999999329447746)]  # float32 of 1/100, 3/100
+    assert any("'loss' at step 2 declares 10,000,000,000 values (exactly 1 are read)" in note
+               for note in scalars.notes)
+    proc, peak = _peak_mib(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    assert peak < 1024, f"{peak:.0f} MiB"
+
+
+def test_a_tensor_declaring_two_values_for_a_scalar_is_named(tmp_path):
+    """A scalars-plugin tensor of shape [2] (one value stored, TensorBoard fills both) is no scalar: left
+    out and named, where it was dropped silently."""
+    from rl_board.scalars import tensorboard
+
+    _declaring_event_file(tmp_path / "run", 2)
+    scalars = tensorboard.read(tmp_path / "run")
+    assert [step for step, _ in scalars.series["loss"]] == [1, 3]
+    assert any("'loss' at step 2 declares 2 values (exactly 1 are read): 1 value not read" in note
+               for note in scalars.notes)
