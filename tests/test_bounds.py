@@ -402,3 +402,67 @@ def test_a_tensor_declaring_two_values_for_a_scalar_is_named(tmp_path):
     assert [step for step, _ in scalars.series["loss"]] == [1, 3]
     assert any("'loss' at step 2 declares 2 values (exactly 1 are read): 1 value not read" in note
                for note in scalars.notes)
+
+
+def _metrics(path, **env) -> subprocess.CompletedProcess:
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    return subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "metrics", str(path)],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, **env}, timeout=_HANG_GUARD)
+
+
+def test_a_trainer_state_nested_100000_deep_is_one_line(tmp_path):
+    """A trainer_state.json whose log_history is 100,000 nested lists: `rl-board metrics` says in one line
+    that it is nested too deeply (it ended in a RecursionError traceback)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text('{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    proc = _metrics(run / "trainer_state.json")
+    said = proc.stderr.strip().splitlines()[:-1]  # the last line is the probe's
+    assert proc.returncode == 2 and said == [f"error: {run / 'trainer_state.json'} is nested more deeply than "
+                                             "Python's json reads: not read."]
+
+
+def test_a_3_gib_trainer_state_is_refused_by_the_line_limit_unread(tmp_path):
+    """A (sparse) 3 GiB trainer_state.json is one JSON value past the 64 MiB line limit: named in one
+    line from its size, never read (it was read whole: 3.2 GB, then a MemoryError)."""
+    path = tmp_path / "run" / "trainer_state.json"
+    path.parent.mkdir()
+    with open(path, "wb") as fh:
+        fh.write(b'{"log_history": [')
+        fh.truncate(3 << 30)
+    proc = _metrics(path)
+    said = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and said[:-1] == [
+        f"error: {path}: trainer_state.json is 3.0 GB, more than the line limit (64 MB; set RL_BOARD_MAX_LINE_MB): "
+        "one JSON value, not read."]
+    assert int(said[-1]) / 1024 < 1024  # MiB
+
+
+def test_the_line_limit_on_a_trainer_state_follows_the_setting(tmp_path, monkeypatch):
+    """RL_BOARD_MAX_LINE_MB=1: a 2 MB trainer_state.json is refused, a 0.2 MB one read whole (its 5,000
+    steps); gzipped, the 2 MB one stops once 1 MiB has come out."""
+    import gzip
+
+    from rl_board.base.compression import TooLarge
+    from rl_board.scalars import ScalarsError, trl
+
+    monkeypatch.setenv("RL_BOARD_MAX_LINE_MB", "1")
+
+    def state(steps):
+        return json.dumps({"log_history": [{"step": s, "loss": s / 8} for s in range(1, steps + 1)]}).encode()
+
+    small, large = state(5_000), state(70_000)
+    assert len(small) < 1 << 19 and len(large) > 2 << 20
+    (tmp_path / "small").mkdir()
+    (tmp_path / "large").mkdir()
+    (tmp_path / "small" / "trainer_state.json").write_bytes(small)
+    (tmp_path / "large" / "trainer_state.json").write_bytes(large)
+    got = trl.read(tmp_path / "small" / "trainer_state.json")
+    assert got.series["loss"][-1] == (5_000, 625.0) and len(got.series["loss"]) == 5_000
+    with pytest.raises(ScalarsError, match=r"is 2\.\d MB, more than the line limit \(1\.0 MB"):
+        trl.read(tmp_path / "large" / "trainer_state.json")
+    (tmp_path / "large" / "state.json.gz").write_bytes(gzip.compress(large))
+    with pytest.raises(TooLarge, match=r"state.json.gz expands past that, more than the line limit \(1\.0 MB"):
+        read_bytes(tmp_path / "large" / "state.json.gz", line=True)
+    assert read_bytes(tmp_path / "large" / "state.json.gz") == large  # not one value: the expansion bounds only
