@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import subprocess
 import sys
 
@@ -181,3 +182,34 @@ def test_summary_text_opens_with_a_recap_and_json_is_unchanged(tmp_path):
     code, out, _ = _summary(tmp_path, "--json")
     assert set(json.loads(out)) == {"settings", "format", "files", "lines_ok", "lines_bad", "lines_skipped", "errors",
                                     "files_unreadable", "checks", "steps"}
+
+
+def test_a_step_lists_only_the_extras_its_samples_have(tmp_path):
+    """Step 1 has acc (0 and 1) and len (4, one sample), step 2 only len (6), step 3 none: each step
+    lists its own, in the run's order of extras (acc met first), and no nulls."""
+    write_lines(tmp_path / "a.jsonl", [
+        {"step": 1, "reward": 0.5, "prompt": "p", "response": "r", "acc": 0},
+        {"step": 1, "reward": 0.5, "prompt": "p", "response": "r", "acc": 1, "len": 4},
+        {"step": 2, "reward": 0.5, "prompt": "p", "response": "r", "len": 6},
+        {"step": 3, "reward": 0.5, "prompt": "p", "response": "r"},
+    ])
+    code, out, _ = _summary(tmp_path, "--json", "--no-cache")
+    assert code == 0
+    assert [s["extras"] for s in json.loads(out)["steps"]] == [{"acc": 0.5, "len": 4.0}, {"len": 6.0}, {}]
+
+
+def test_sparse_extras_over_50000_steps_cost_what_their_values_cost(tmp_path):
+    """A 4 MB file of 50,000 steps, each line one of 256 extras: each step lists its one extra (50,000
+    values; 12.8 million nulls and 258 MB of JSON before), under 1 GiB of memory."""
+    lines = [{"step": i, "prompt": "p", "response": "r", "reward": 0.5, f"extra_{i % 256}": i % 7}
+             for i in range(50_000)]
+    write_lines(tmp_path / "run" / "rollout_data_rank0.jsonl", lines)
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "summary", "--json",
+                           str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO, timeout=600,
+                          env={**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")})
+    assert proc.returncode == 0, proc.stderr
+    steps = json.loads(proc.stdout)["steps"]
+    assert [s["extras"] for s in steps] == [{f"extra_{i % 256}": float(i % 7)} for i in range(50_000)]
+    assert int(proc.stderr.strip().splitlines()[-1]) / 1024 < 1024  # MiB
