@@ -210,3 +210,43 @@ def test_page_area_diffs_early_against_late_steps_of_the_loaded_run(tmp_path):
     assert list(worse["delta"]) == pytest.approx([-0.5, -0.4])
     assert better["prompt"].iloc[0] == "Sort 3 1 2." and len(better) == 3
     assert list(same["prompt"]) == ["Name a prime."]
+
+
+def test_ties_are_ordered_by_prompt_text_whatever_the_longest_prompt(tmp_path):
+    """2,000 prompts of equal rewards and one 4 MB prompt: the unchanged prompts are listed by their text
+    in Python's order (sorted by hand here), and no fixed-width copy of every text as wide as the longest
+    (2,001 x 4 MB x 4 bytes, 32 GB) is made: the diff ends, under 1 GiB."""
+    import os
+
+    prompts = [f"prompt {k * 7919 % 2000}" for k in range(2000)] + ["z" * (4 << 20)]
+    for side in ("a", "b"):
+        write_lines(tmp_path / side / "rollout_data_rank0.jsonl",
+                    [{"step": 1, "prompt": p, "response": "r", "reward": 0.5} for p in prompts])
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "diff", "--json",
+                           str(tmp_path / "a"), str(tmp_path / "b")], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["unchanged"] == 2001
+    assert [p["prompt"] for p in got["prompts"]] == sorted(prompts)
+    assert int(proc.stderr.strip().splitlines()[-1]) / 1024 < 1024  # MiB
+
+
+def test_the_text_output_lists_the_shown_prompts_of_many(tmp_path):
+    """600 prompts, 300 worse in B by k/1000 and 300 better: the text prints the most negative and the most
+    positive DIFF_SHOWN, each in its order, and says how many there are (built for those only)."""
+    from rl_board.cli.parser import DIFF_SHOWN
+
+    write_lines(tmp_path / "a" / "a.jsonl", [{"step": 1, "prompt": f"q{k}", "response": "r", "reward": 0.5}
+                                             for k in range(600)])
+    write_lines(tmp_path / "b" / "b.jsonl", [{"step": 1, "prompt": f"q{k}", "response": "r",
+                                              "reward": 0.5 + (-(k + 1) if k < 300 else k - 299) / 1000}
+                                             for k in range(600)])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert f"showing {DIFF_SHOWN} of 300 (--json for all)" in proc.stdout
+    listed = [line.split()[-1] for line in proc.stdout.splitlines() if line.split()[-1:] and line.split()[-1][0] == "q"]
+    assert listed == [f"q{k}" for k in range(299, 299 - DIFF_SHOWN, -1)] + [f"q{k}" for k in range(599, 599 - DIFF_SHOWN, -1)]

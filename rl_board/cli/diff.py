@@ -16,6 +16,8 @@ ADDED, REMOVED = ("{+", "+}"), ("[-", "-]")  # how the text output marks words o
 
 
 def _diff(args) -> int:
+    import numpy as np
+
     from ..analysis.diff import build_diff_json, compute_diff, diff_settings
     from ..analysis.search import parse_steps
 
@@ -39,8 +41,12 @@ def _diff(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    delta = diff.table["delta"].to_numpy(dtype=float)
+    worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()  # what the text output prints, most negative first
+    better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
+    listed = None if args.json else sorted(worse + better)  # text: only the prompts it prints are built
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
-              **build_diff_json(diff, run_a, run_b)}
+              **build_diff_json(diff, run_a, run_b, listed)}
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
@@ -54,20 +60,18 @@ def _diff(args) -> int:
           + (f", {result['too_few']} with fewer than {args.min_samples} samples on a side left out"
              if result["too_few"] else "")
           + f"; {result['regressions']} worse in B, {result['improvements']} better, {result['unchanged']} the same")
-    prompts = result["prompts"]  # in the table's order: its i-th is the table's i-th row
-    worse = [i for i, p in enumerate(prompts) if p["delta"] is not None and p["delta"] < 0]
-    better = [i for i, p in reversed(list(enumerate(prompts))) if p["delta"] is not None and p["delta"] > 0]
-    for title, shown in (("Regressions (mean reward B − A, most negative first)", worse),
-                         ("Improvements (most positive first)", better)):
+    prompts = dict(zip(listed, result["prompts"]))  # by position in the table
+    for title, shown, count in (("Regressions (mean reward B − A, most negative first)", worse, result["regressions"]),
+                                ("Improvements (most positive first)", better, result["improvements"])):
         if not shown:
             continue
-        print(f"\n{title}" + (f"; showing {DIFF_SHOWN} of {len(shown)} (--json for all)"
-                              if len(shown) > DIFF_SHOWN else "") + ":")
-        _print_prompts(diff, run_a, run_b, prompts, shown[:DIFF_SHOWN])
+        print(f"\n{title}" + (f"; showing {DIFF_SHOWN} of {count} (--json for all)"
+                              if count > DIFF_SHOWN else "") + ":")
+        _print_prompts(diff, run_a, run_b, prompts, shown)
     return status
 
 
-def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) -> None:
+def _print_prompts(diff, run_a, run_b, prompts: dict[int, dict], shown: list[int]) -> None:
     """Each prompt's numbers (``prompts[i]`` for ``i`` in ``shown``: rows of ``diff.table``), one response
     of each side and B's words against A's."""
     from ..analysis.prompts import compute_word_diff
