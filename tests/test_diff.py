@@ -250,3 +250,24 @@ def test_the_text_output_lists_the_shown_prompts_of_many(tmp_path):
     assert f"showing {DIFF_SHOWN} of 300 (--json for all)" in proc.stdout
     listed = [line.split()[-1] for line in proc.stdout.splitlines() if line.split()[-1:] and line.split()[-1][0] == "q"]
     assert listed == [f"q{k}" for k in range(299, 299 - DIFF_SHOWN, -1)] + [f"q{k}" for k in range(599, 599 - DIFF_SHOWN, -1)]
+
+
+def test_ids_of_2_to_the_53_and_more_are_compared_exactly(tmp_path):
+    """Ten prompts whose `index` is 2^53 + k (k = 0..9, one float64 for all of them) and one small id,
+    prompt 2^53 + 7 worse in B: --by id matches 11 prompts, not 2, finds the one regression, and the JSON
+    names its key exactly (9007199254740999)."""
+    big = 2**53
+    ids = [big + k for k in range(10)] + [5]
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": f"p{i}", "response": "r", "reward": 1.0,
+                                              "index": i} for i in ids])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": f"p{i}", "response": "r",
+                                              "reward": 0.0 if i == big + 7 else 1.0, "index": i} for i in ids])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", "--by", "id", "--json", str(tmp_path / "a"),
+                           str(tmp_path / "b")], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["matched"], out["regressions"], out["unchanged"]) == (11, 1, 10)
+    worst = out["prompts"][0]
+    assert (worst["key"], worst["prompt"], worst["delta"]) == (9007199254740999, "p9007199254740999", -1.0)
+    assert sorted(p["key"] for p in out["prompts"]) == sorted(ids)
+    assert '"key": 9007199254740999' in proc.stdout  # written as the integer, not rounded to a float

@@ -9,7 +9,8 @@ How samples are matched (``by``):
   is one prompt, and the join is on integers, never on texts. A sample without a prompt is in no match.
 - ``id``: by the first of ``ID_FIELDS`` that the run logs as a number (an extra field: verl's ``index``
   or ``uid`` from the reward's extra info, prime-rl's and verifiers' ``example_id``); TRL's completions
-  name a prompt by its prompt column, so a TRL run is matched by ``prompt``.
+  name a prompt by its prompt column, so a TRL run is matched by ``prompt``. Ids are compared exactly:
+  an id of 2^53 or more (which the stored float64 rounds) is read again from its sample's record.
 
 A prompt's ``samples`` are its samples in the side's step range; its ``reward_mean`` is the mean of
 their finite rewards, summed in ascending order of value (so the same rewards in any line order give the
@@ -31,6 +32,7 @@ from .run import Run
 from .tables import strip_pad
 
 BY = ("prompt", "id")
+EXACT_BELOW = 2.0 ** 53  # a float64 holds every integer below this exactly; an id at or above is read again
 #: the extra fields that name a prompt, tried in this order (``--by id``)
 ID_FIELDS = ("uid", "index", "idx", "example_id", "prompt_id", "problem_id", "id")
 #: the columns of a side in the diff table, each ``a_`` or ``b_`` + this
@@ -76,7 +78,7 @@ def _keys(run: Run, by: str) -> tuple[pd.Series, str]:
     if by == "id":
         name = id_field(run)
         if name is not None:
-            return run.samples[F.extra_column(name)], name
+            return _exact_ids(run, name), name
         if run._reader is not None and getattr(run._reader, "NAME", "") == "parquet":  # TRL
             return run.samples["prompt_key"], "prompt"
         raise ValueError(f"{run.path} logs no prompt id (a number named one of {', '.join(ID_FIELDS)}); "
@@ -84,6 +86,24 @@ def _keys(run: Run, by: str) -> tuple[pd.Series, str]:
     if by != "prompt":
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
     return run.samples["prompt_key"], "prompt"
+
+
+def _exact_ids(run: Run, name: str) -> pd.Series:
+    """The samples' ids (extra field ``name``) compared exactly: an extra is stored as a float64, which
+    holds every integer below 2^53 but rounds those above (2^53 + 1 reads as 2^53: ten prompts become
+    one), so a sample whose stored id is that large has its id read again from its record, as the
+    trainer wrote it (a Python int, any size; None when the record can no longer be read). Float64 where
+    no id is that large (the stored column itself), else object (floats and exact ints)."""
+    ids = run.samples[F.extra_column(name)]
+    values = ids.to_numpy(dtype=float, na_value=np.nan)
+    inexact = np.flatnonzero(np.abs(values) >= EXACT_BELOW)
+    if not len(inexact):
+        return ids
+    exact = np.array([None if np.isnan(v) else v for v in values.tolist()], dtype=object)
+    for at, got in zip(inexact.tolist(), run.records(ids.index[inexact])):
+        value = None if got is None else got[1].get(name)
+        exact[at] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return pd.Series(exact, index=ids.index, dtype=object)
 
 
 def _in_steps(samples: pd.DataFrame, steps: tuple[int | None, int | None]) -> np.ndarray:
@@ -109,7 +129,10 @@ def _side(run: Run, keys: pd.Series, steps) -> _Side:
     samples = run.samples
     keep = _in_steps(samples, steps) & keys.notna().to_numpy()
     whole = pd.api.types.is_integer_dtype(keys.dtype)
-    key = keys.to_numpy(dtype=np.int64 if whole else float, na_value=0 if whole else np.nan)[keep]
+    if keys.dtype == object:  # exact ids (``_exact_ids``): Python's ints and floats, compared exactly
+        key = keys.to_numpy(dtype=object)[keep]
+    else:
+        key = keys.to_numpy(dtype=np.int64 if whole else float, na_value=0 if whole else np.nan)[keep]
     labels = samples.index.to_numpy()[keep]
     reward = samples[F.REWARD].to_numpy(dtype=float)[keep]
     if "has_reward" in samples:
@@ -230,7 +253,7 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
     prompts = []
     for i, (prompt, key, value) in enumerate(zip(table["prompt"].tolist(), keys, delta.tolist())):
         prompts.append({
-            "prompt": prompt, "key": int(key) if diff.key_a == "prompt" else _number(key),
+            "prompt": prompt, "key": int(key) if diff.key_a == "prompt" or type(key) is int else _number(key),
             **{name: {"samples": int(count), "reward_mean": _number(mean), "pass_rate": _number(rate), "shown": at}
                for name in ("a", "b") for count, mean, rate, at in (side[name][i],)},
             "delta": _number(value)})
