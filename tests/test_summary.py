@@ -213,3 +213,28 @@ def test_sparse_extras_over_50000_steps_cost_what_their_values_cost(tmp_path):
     steps = json.loads(proc.stdout)["steps"]
     assert [s["extras"] for s in steps] == [{f"extra_{i % 256}": float(i % 7)} for i in range(50_000)]
     assert int(proc.stderr.strip().splitlines()[-1]) / 1024 < 1024  # MiB
+
+
+def test_a_sparse_extras_step_stats_are_kept_sparse_with_the_same_numbers(tmp_path):
+    """An extra at 2 of 10 steps (step 1: 1 and 4, step 2: 3) is held as a sparse column of its step
+    means (2.5, 3.0, NaN...) and population stds (1.5, 0.0, NaN...), and its curve draws those means;
+    an extra at every step stays a plain float column."""
+    import numpy as np
+    import pandas as pd
+
+    from rl_board import load
+    from rl_board.analysis.figures import build_curve_figure
+
+    lines = [{"step": s, "prompt": "p", "response": "r", "reward": 0.5, "every": s} for s in range(1, 11)]
+    lines[0]["rare"], lines[1]["rare"] = 1, 3
+    lines.insert(1, {"step": 1, "prompt": "p", "response": "r", "reward": 0.5, "every": 1, "rare": 4})
+    write_lines(tmp_path / "run" / "a.jsonl", lines)
+    steps = load(tmp_path / "run").steps
+    assert isinstance(steps["extra:rare_mean"].dtype, pd.SparseDtype)
+    assert not isinstance(steps["extra:every_mean"].dtype, pd.SparseDtype)
+    mean = steps["extra:rare_mean"].to_numpy(dtype=float)
+    np.testing.assert_array_equal(mean, [2.5, 3.0] + [np.nan] * 8)
+    np.testing.assert_array_equal(steps["extra:rare_std"].to_numpy(dtype=float), [1.5, 0.0] + [np.nan] * 8)
+    figure = build_curve_figure(steps, ["extra:rare"], "rare")
+    means = [trace for trace in figure.data if trace.name == "extra:rare" and trace.showlegend is not False]
+    assert [[y for y in trace.y if y == y] for trace in means] == [[2.5, 3.0]]
