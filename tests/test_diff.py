@@ -271,3 +271,21 @@ def test_ids_of_2_to_the_53_and_more_are_compared_exactly(tmp_path):
     assert (worst["key"], worst["prompt"], worst["delta"]) == (9007199254740999, "p9007199254740999", -1.0)
     assert sorted(p["key"] for p in out["prompts"]) == sorted(ids)
     assert '"key": 9007199254740999' in proc.stdout  # written as the integer, not rounded to a float
+
+
+def test_diff_json_written_a_chunk_at_a_time_is_json_dumps_of_the_whole(tmp_path, monkeypatch, capsys):
+    """diff --json's prompts written 2 at a time (JSON_CHUNK lowered) are byte for byte json.dumps of the
+    whole contract built at once, for 6 prompts (3 chunks) and for none."""
+    from rl_board import load
+    from rl_board.analysis.diff import build_diff_json, compute_diff
+    from rl_board.cli import diff as cli_diff
+
+    a, b = _write_pair(tmp_path)
+    run_a, run_b = load(a), load(b)
+    monkeypatch.setattr(cli_diff, "JSON_CHUNK", 2)
+    for steps in ((None, None), (9, 9)):  # every prompt; none (no step 9)
+        found = compute_diff(run_a, run_b, steps)
+        whole = {"settings": {"x": 1}, **build_diff_json(found, run_a, run_b)}
+        cli_diff._write_json({**whole, "prompts": []}, found, run_a, run_b)
+        assert capsys.readouterr().out == json.dumps(whole, ensure_ascii=False, allow_nan=False) + "\n"
+        assert len(whole["prompts"]) == (6 if steps[0] is None else 0)

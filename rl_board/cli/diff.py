@@ -11,6 +11,7 @@ from ..analysis.source import read_settings
 from .common import _describe_settings, _fmt, _load
 from .parser import DIFF_SHOWN
 
+JSON_CHUNK = 10_000  # prompts of diff --json built and written at a time
 DIFF_CHARS = 400  # characters of a response's word diff printed; the rest is cut (…)
 ADDED, REMOVED = ("{+", "+}"), ("[-", "-]")  # how the text output marks words only in B and only in A
 
@@ -44,12 +45,13 @@ def _diff(args) -> int:
     delta = diff.table["delta"].to_numpy(dtype=float)
     worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()  # what the text output prints, most negative first
     better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
-    listed = None if args.json else sorted(worse + better)  # text: only the prompts it prints are built
+    # text: only the prompts it prints are built; JSON: a chunk at a time as it is written (below)
+    listed = [] if args.json else sorted(worse + better)
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
               **build_diff_json(diff, run_a, run_b, listed)}
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
-        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
+        _write_json(result, diff, run_a, run_b)
         return status
     settings = result["settings"]
     print(f"A: {args.run_dir}" + (f" steps {settings['steps_a']}" if settings["steps_a"] else "")
@@ -69,6 +71,23 @@ def _diff(args) -> int:
                               if count > DIFF_SHOWN else "") + ":")
         _print_prompts(diff, run_a, run_b, prompts, shown)
     return status
+
+
+def _write_json(result: dict, diff, run_a, run_b) -> None:
+    """``result`` (its ``prompts`` empty) with every prompt of the table, written as ``json.dumps`` of the
+    whole would write it, byte for byte, ``JSON_CHUNK`` prompts at a time: a million prompts are never
+    a million dicts at once."""
+    from ..analysis.diff import build_diff_json
+
+    head = json.dumps(result, ensure_ascii=False, allow_nan=False)
+    assert head.endswith('"prompts": []}')  # the contract's last key
+    out = sys.stdout
+    out.write(head[:-len("[]}")] + "[")
+    for start in range(0, len(diff.table), JSON_CHUNK):
+        prompts = build_diff_json(diff, run_a, run_b, list(range(start, min(start + JSON_CHUNK, len(diff.table)))))
+        out.write((", " if start else "") + ", ".join(json.dumps(p, ensure_ascii=False, allow_nan=False)
+                                                     for p in prompts["prompts"]))
+    out.write("]}\n")
 
 
 def _print_prompts(diff, run_a, run_b, prompts: dict[int, dict], shown: list[int]) -> None:
