@@ -725,3 +725,17 @@ def test_compare_runs_of_very_different_step_ranges_by_progress():
     at.radio(key=keys.COMPARE_ALIGN).set_value("step").run()
     assert _values(lines()["eval_demo"]["x"])[-1] == 2300
     assert not at.exception
+
+
+def test_the_step_table_of_a_run_with_sparse_extras(tmp_path):
+    """A run whose extra 'rare' is at 2 of 10 steps (its step stats kept sparse): the per-step table shows
+    its means (2.0 at step 1, 3.0 at step 2, empty after) beside the other columns, without an exception."""
+    lines = [{"step": s, "prompt": "p", "response": "r", "reward": 0.5} for s in range(1, 11)]
+    lines[0]["rare"], lines[1]["rare"] = 2, 3
+    write_lines(tmp_path / "runs" / "sparse" / "a.jsonl", lines)
+    at = _load(_open(tmp_path / "runs", "sparse"), keys.OVERVIEW)
+    at.toggle(key=keys.SHOW_STEP_TABLE).set_value(True).run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert len(table) == 10 and table["rare_mean"].tolist()[:2] == [2.0, 3.0]
+    assert table["rare_mean"].isna().sum() == 8

@@ -11,7 +11,7 @@ from rl_board.derive.samples import derive
 from rl_board.readers import ReadOptions
 from rl_board.readers import jsonlines as J
 from rl_board.readers.jsonlines import shape as shape_module
-from rl_board.readers.jsonlines.arrowfast import read_flat
+from rl_board.readers.jsonlines.arrowfast import SCHEMA_LINES, read_flat
 
 VERL = {"input": "system\nYou are helpful.\nuser\nWhat is 2 + 3?\nassistant\n", "output": "It is \\boxed{5}.",
         "gts": "5", "score": 1.0, "step": 3, "acc": True, "pred": "5", "format_score": 0.1}
@@ -92,6 +92,11 @@ BLOCKS = [
     (b'{"input": "a", "score": 1.0, "step": 1,}\n', False),
     (b'{"input": "a", "score": 01, "step": 1}\n', False),
     (b' {"input": "a", "score": 1.0, "step": 1}\n', False),
+    # Arrow reads the columns of a block's first SCHEMA_LINES lines only: a key or a wider type met later
+    # sends the block to the struct path (Arrow would make a dense column per key: rows x keys values)
+    (_block(*[_verl(step=s) for s in range(SCHEMA_LINES)], _verl(late=1)), False),
+    (_block(*[_verl(format_score=1) for _ in range(SCHEMA_LINES)], _verl(format_score=0.5)), False),
+    (_block(*[_verl(step=s) for s in range(SCHEMA_LINES - 1)], _verl(late=1)), True),  # the last line read
 ]
 
 

@@ -332,3 +332,144 @@ def test_a_wandb_table_of_100000_columns_is_capped_before_the_work(tmp_path):
     assert FieldNotes.of(rows).dropped_count == 100_000 - 256
     proc = _summary(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
     assert proc.returncode == 0 and json.loads(proc.stdout)["lines_ok"] == 1, proc.stderr
+
+
+def test_twenty_thousand_keys_of_one_line_each_cost_what_their_bytes_cost(tmp_path):
+    """20,000 lines each with its own extra key: 256 become columns, the 19,744 others are named in one
+    note, and the read stays under 1 GiB (Arrow's reader, which makes a dense column per key of a block,
+    took 5.6 GB for them)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    write_lines(run / "rollout_data_rank0.jsonl",
+                [{"step": k // 100, "prompt": f"p{k % 50}", "response": "r", "reward": 1.0, f"k{k}": k}
+                 for k in range(20_000)])
+    proc, peak = _peak_mib(run, RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["lines_ok"] == 20_000 and sum(s["samples"] for s in got["steps"]) == 20_000
+    assert sum("19,744 more field name(s)" in line for line in proc.stderr.splitlines()) == 1
+    assert peak < 1024, f"{peak:.0f} MiB"
+
+
+def _declaring_event_file(folder, values: int):
+    """An event file of 3 steps, each a text sample and a ``scalars`` plugin tensor (as ``tf.summary.scalar``
+    writes it), step 2's two tensors each one value declared as ``values`` by their shape."""
+    from ray_writers import TextSummaryWriter
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.compat.proto.tensor_pb2 import TensorProto
+    from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
+
+    writer = TextSummaryWriter(folder)
+    scalars = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+    for step in (1, 2, 3):
+        dims = [TensorShapeProto.Dim(size=values)] if step == 2 else []
+        writer.add_text("samples", f"Sample:\\nanswer {step}\\n\\nReward: {step / 10}", step)
+        if step == 2:  # the text tensor again, its one value declared as many
+            text = Summary.Value(tag="samples/text_summary", metadata=SummaryMetadata(
+                plugin_data=SummaryMetadata.PluginData(plugin_name="text")), tensor=TensorProto(
+                dtype="DT_STRING", string_val=[b"x"], tensor_shape=TensorShapeProto(dim=dims)))
+            writer._add(text, step)
+        tensor = TensorProto(dtype="DT_FLOAT", float_val=[step / 100], tensor_shape=TensorShapeProto(dim=dims))
+        writer._add(Summary.Value(tag="loss", metadata=scalars, tensor=tensor), step)
+    writer.close()
+
+
+def test_tensorboard_tensors_declaring_a_huge_shape_are_named_not_made(tmp_path):
+    """A text tensor and a scalar tensor each declaring 10^10 values for the one they hold: neither is made
+    (TensorBoard fills the shape: 5.9 GB and 2.1 GB before), each named in one line with its tag and step;
+    the other steps' texts and scalars load; the whole summary stays under 1 GiB."""
+    from rl_board.base.tfrecords import MAX_TENSOR_VALUES
+    from rl_board.readers import tensorboard_text
+    from rl_board.scalars import tensorboard
+
+    _declaring_event_file(tmp_path / "run", 10**10)
+    (path,) = (tmp_path / "run").glob("events.out.tfevents.*")
+    assert path.stat().st_size < 2000
+    rows, errors, count = tensorboard_text.read_table(path)
+    assert rows.column("step").to_pylist() == [1, 2, 3] and count == 3  # step 2's add_text, not the huge one
+    assert [why for _, why in errors] == [f"the tensor of tag 'samples/text_summary' at step 2 declares "
+                                          f"10,000,000,000 values (at most {MAX_TENSOR_VALUES:,} are read): "
+                                          "1 value not read"]
+    scalars = tensorboard.read(tmp_path / "run")
+    assert scalars.series["loss"] == [(1, 0.009999999776482582), (3, 0.029999999329447746)]  # float32 of 1/100, 3/100
+    assert any("'loss' at step 2 declares 10,000,000,000 values (exactly 1 are read)" in note
+               for note in scalars.notes)
+    proc, peak = _peak_mib(tmp_path / "run", RL_BOARD_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    assert peak < 1024, f"{peak:.0f} MiB"
+
+
+def test_a_tensor_declaring_two_values_for_a_scalar_is_named(tmp_path):
+    """A scalars-plugin tensor of shape [2] (one value stored, TensorBoard fills both) is no scalar: left
+    out and named, where it was dropped silently."""
+    from rl_board.scalars import tensorboard
+
+    _declaring_event_file(tmp_path / "run", 2)
+    scalars = tensorboard.read(tmp_path / "run")
+    assert [step for step, _ in scalars.series["loss"]] == [1, 3]
+    assert any("'loss' at step 2 declares 2 values (exactly 1 are read): 1 value not read" in note
+               for note in scalars.notes)
+
+
+def _metrics(path, **env) -> subprocess.CompletedProcess:
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    return subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "metrics", str(path)],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, **env}, timeout=_HANG_GUARD)
+
+
+def test_a_trainer_state_nested_100000_deep_is_one_line(tmp_path):
+    """A trainer_state.json whose log_history is 100,000 nested lists: `rl-board metrics` says in one line
+    that it is nested too deeply (it ended in a RecursionError traceback)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text('{"log_history": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    proc = _metrics(run / "trainer_state.json")
+    said = proc.stderr.strip().splitlines()[:-1]  # the last line is the probe's
+    assert proc.returncode == 2 and said == [f"error: {run / 'trainer_state.json'} is nested more deeply than "
+                                             "Python's json reads: not read."]
+
+
+def test_a_3_gib_trainer_state_is_refused_by_the_line_limit_unread(tmp_path):
+    """A (sparse) 3 GiB trainer_state.json is one JSON value past the 64 MiB line limit: named in one
+    line from its size, never read (it was read whole: 3.2 GB, then a MemoryError)."""
+    path = tmp_path / "run" / "trainer_state.json"
+    path.parent.mkdir()
+    with open(path, "wb") as fh:
+        fh.write(b'{"log_history": [')
+        fh.truncate(3 << 30)
+    proc = _metrics(path)
+    said = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and said[:-1] == [
+        f"error: {path}: trainer_state.json is 3.0 GB, more than the line limit (64 MB; set RL_BOARD_MAX_LINE_MB): "
+        "one JSON value, not read."]
+    assert int(said[-1]) / 1024 < 1024  # MiB
+
+
+def test_the_line_limit_on_a_trainer_state_follows_the_setting(tmp_path, monkeypatch):
+    """RL_BOARD_MAX_LINE_MB=1: a 2 MB trainer_state.json is refused, a 0.2 MB one read whole (its 5,000
+    steps); gzipped, the 2 MB one stops once 1 MiB has come out."""
+    import gzip
+
+    from rl_board.base.compression import TooLarge
+    from rl_board.scalars import ScalarsError, trl
+
+    monkeypatch.setenv("RL_BOARD_MAX_LINE_MB", "1")
+
+    def state(steps):
+        return json.dumps({"log_history": [{"step": s, "loss": s / 8} for s in range(1, steps + 1)]}).encode()
+
+    small, large = state(5_000), state(70_000)
+    assert len(small) < 1 << 19 and len(large) > 2 << 20
+    (tmp_path / "small").mkdir()
+    (tmp_path / "large").mkdir()
+    (tmp_path / "small" / "trainer_state.json").write_bytes(small)
+    (tmp_path / "large" / "trainer_state.json").write_bytes(large)
+    got = trl.read(tmp_path / "small" / "trainer_state.json")
+    assert got.series["loss"][-1] == (5_000, 625.0) and len(got.series["loss"]) == 5_000
+    with pytest.raises(ScalarsError, match=r"is 2\.\d MB, more than the line limit \(1\.0 MB"):
+        trl.read(tmp_path / "large" / "trainer_state.json")
+    (tmp_path / "large" / "state.json.gz").write_bytes(gzip.compress(large))
+    with pytest.raises(TooLarge, match=r"state.json.gz expands past that, more than the line limit \(1\.0 MB"):
+        read_bytes(tmp_path / "large" / "state.json.gz", line=True)
+    assert read_bytes(tmp_path / "large" / "state.json.gz") == large  # not one value: the expansion bounds only

@@ -281,3 +281,82 @@ def test_json_cuts_long_prompts_and_gives_their_length(tmp_path):
     assert proc.returncode == 0, proc.stderr
     prompts = {p["prompt_chars"]: p["prompt"] for p in json.loads(proc.stdout)["prompts"]}
     assert prompts == {5_000: long[:2_000], len("short one"): "short one"}
+
+
+def test_ties_are_ordered_by_prompt_text_whatever_the_longest_prompt(tmp_path):
+    """2,000 prompts of equal rewards and one 4 MB prompt: the unchanged prompts are listed by their text
+    in Python's order (sorted by hand here), and no fixed-width copy of every text as wide as the longest
+    (2,001 x 4 MB x 4 bytes, 32 GB) is made: the diff ends, under 1 GiB."""
+    import os
+
+    prompts = [f"prompt {k * 7919 % 2000}" for k in range(2000)] + ["z" * (4 << 20)]
+    for side in ("a", "b"):
+        write_lines(tmp_path / side / "rollout_data_rank0.jsonl",
+                    [{"step": 1, "prompt": p, "response": "r", "reward": 0.5} for p in prompts])
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "diff", "--json",
+                           str(tmp_path / "a"), str(tmp_path / "b")], capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["unchanged"] == 2001
+    assert [p["prompt"] for p in got["prompts"]] == sorted(prompts)
+    assert int(proc.stderr.strip().splitlines()[-1]) / 1024 < 1024  # MiB
+
+
+def test_the_text_output_lists_the_shown_prompts_of_many(tmp_path):
+    """600 prompts, 300 worse in B by k/1000 and 300 better: the text prints the most negative and the most
+    positive DIFF_SHOWN, each in its order, and says how many there are (built for those only)."""
+    from rl_board.cli.parser import DIFF_SHOWN
+
+    write_lines(tmp_path / "a" / "a.jsonl", [{"step": 1, "prompt": f"q{k}", "response": "r", "reward": 0.5}
+                                             for k in range(600)])
+    write_lines(tmp_path / "b" / "b.jsonl", [{"step": 1, "prompt": f"q{k}", "response": "r",
+                                              "reward": 0.5 + (-(k + 1) if k < 300 else k - 299) / 1000}
+                                             for k in range(600)])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b")],
+                          capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert f"showing {DIFF_SHOWN} of 300 (--json for all)" in proc.stdout
+    listed = [line.split()[-1] for line in proc.stdout.splitlines() if line.split()[-1:] and line.split()[-1][0] == "q"]
+    assert listed == [f"q{k}" for k in range(299, 299 - DIFF_SHOWN, -1)] + [f"q{k}" for k in range(599, 599 - DIFF_SHOWN, -1)]
+
+
+def test_ids_of_2_to_the_53_and_more_are_compared_exactly(tmp_path):
+    """Ten prompts whose `index` is 2^53 + k (k = 0..9, one float64 for all of them) and one small id,
+    prompt 2^53 + 7 worse in B: --by id matches 11 prompts, not 2, finds the one regression, and the JSON
+    names its key exactly (9007199254740999)."""
+    big = 2**53
+    ids = [big + k for k in range(10)] + [5]
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": f"p{i}", "response": "r", "reward": 1.0,
+                                              "index": i} for i in ids])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": f"p{i}", "response": "r",
+                                              "reward": 0.0 if i == big + 7 else 1.0, "index": i} for i in ids])
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "diff", "--by", "id", "--json", str(tmp_path / "a"),
+                           str(tmp_path / "b")], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert (out["matched"], out["regressions"], out["unchanged"]) == (11, 1, 10)
+    worst = out["prompts"][0]
+    assert (worst["key"], worst["prompt"], worst["delta"]) == (9007199254740999, "p9007199254740999", -1.0)
+    assert sorted(p["key"] for p in out["prompts"]) == sorted(ids)
+    assert '"key": 9007199254740999' in proc.stdout  # written as the integer, not rounded to a float
+
+
+def test_diff_json_written_a_chunk_at_a_time_is_json_dumps_of_the_whole(tmp_path, monkeypatch, capsys):
+    """diff --json's prompts written 2 at a time (JSON_CHUNK lowered) are byte for byte json.dumps of the
+    whole contract built at once, for 6 prompts (3 chunks) and for none."""
+    from rl_board import load
+    from rl_board.analysis.diff import build_diff_json, compute_diff
+    from rl_board.cli import diff as cli_diff
+
+    a, b = _write_pair(tmp_path)
+    run_a, run_b = load(a), load(b)
+    monkeypatch.setattr(cli_diff, "JSON_CHUNK", 2)
+    for steps in ((None, None), (9, 9)):  # every prompt; none (no step 9)
+        found = compute_diff(run_a, run_b, steps)
+        whole = {"settings": {"x": 1}, **build_diff_json(found, run_a, run_b)}
+        cli_diff._write_json({**whole, "prompts": []}, found, run_a, run_b)
+        assert capsys.readouterr().out == json.dumps(whole, ensure_ascii=False, allow_nan=False) + "\n"
+        assert len(whole["prompts"]) == (6 if steps[0] is None else 0)

@@ -96,6 +96,16 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
         """The samples of one step with their texts, in file and line order."""
         return self.with_text(self.samples[self.samples[F.STEP] == step])
 
+    def text_of(self, frame: pd.DataFrame, name: str) -> list:
+        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``samples``), read
+        from the parsed segments: ``with_text``'s for that one field, without the others."""
+        out = [None] * len(frame)
+        all_rows = frame["row"].to_numpy()
+        for table, places in self._by_table(frame):
+            for place, value in zip(places, take_rows(table.column(name), all_rows[places])):
+                out[place] = value
+        return out
+
     def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
         """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
         and ``source`` ("file:line")."""

@@ -48,16 +48,30 @@ def curve_frame(steps: pd.DataFrame) -> pd.DataFrame:
     return steps.assign(**{f"{name}_mean": steps[name] for name in present})
 
 
+def dense_steps(steps: pd.DataFrame) -> pd.DataFrame:
+    """``steps`` with its sparse columns (``_sparse_stats``) as plain float64 ones, for a table shown whole
+    (Arrow, which the page's tables go through, takes no sparse column)."""
+    sparse = [c for c in steps.columns if isinstance(steps[c].dtype, pd.SparseDtype)]
+    return steps.astype({c: float for c in sparse}) if sparse else steps
+
+
 MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
+
+
+SPARSE_SHARE = 0.5  # an extra with a value at fewer than this share of the steps: its step stats sparse
 
 
 def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     """Per step, indexed by step ascending: ``samples`` (count); for each series of
     ``STEP_SERIES`` and each extra field (``extra:NAME``) with any value, ``{name}_mean`` and
     population ``{name}_std`` (NaN ignored); and the ``STEP_DIAGNOSTICS`` (see
-    ``compute_step_diagnostics``). ``kl_mean`` is the mean over samples of each sample's mean k3."""
+    ``compute_step_diagnostics``). ``kl_mean`` is the mean over samples of each sample's mean k3. An
+    extra with a value at fewer than ``SPARSE_SHARE`` of the steps has its two columns as pandas' sparse
+    arrays (``_sparse_stats``; the same numbers, NaN where a step has none, without storing the NaN)."""
     steps = samples[F.STEP]
-    columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns)}}
+    codes, index = _step_codes(steps)
+    sparse = _sparse_extras(samples, codes, len(index))
+    columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns) if c not in sparse}}
     series = {name: samples[column].astype(float) for name, column in columns.items()
               if column in samples and not _no_value(samples[column], name == "response_len")}
     if "response_len" in series:
@@ -65,7 +79,6 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     # one block of all the series (a copy): pandas' grouped mean of a block of 3 or more columns can round
     # otherwise than of one column alone, and the summary's digits are a contract
     values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
-    codes, index = _step_codes(steps)
     counted = codes if codes.min(initial=0) >= 0 else codes[codes >= 0]  # (-1: no step, not counted)
     out = pd.DataFrame({"samples": np.bincount(counted, minlength=len(index))}, index=index)
     if len(values.columns):
@@ -74,6 +87,8 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
         grouped = values.groupby(pd.Categorical.from_codes(codes, categories=index), observed=True, sort=True)
         stats = pd.concat([grouped.mean().add_suffix("_mean"), grouped.std(ddof=0).add_suffix("_std")], axis=1)
         out = out.join(stats.set_axis(index))
+    if sparse:
+        out = out.join(_sparse_stats(sparse, codes, index))
     if len(samples):
         out = out.join(compute_step_diagnostics(samples))
         if "prompt_key" in samples:
@@ -141,6 +156,34 @@ def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) 
             "zero_std_groups": zero_std.astype(int),
             "zero_std_share": np.where(multi_groups > 0, zero_std / multi_groups, np.nan),
         }, index=steps)
+
+
+def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, steps: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The extra-field columns that have a value at fewer than ``SPARSE_SHARE`` of the ``steps``, each as
+    (the rows with a value and a step, the column as float64): their step stats are kept sparse."""
+    out = {}
+    for column in F.extra_columns(samples.columns):
+        if _no_value(samples[column], False):
+            continue
+        values = samples[column].to_numpy(dtype=float)
+        rows = np.flatnonzero(~np.isnan(values) & (codes >= 0))
+        if len(rows) and len(np.unique(codes[rows])) < SPARSE_SHARE * steps:
+            out[column] = (rows, values)
+    return out
+
+
+def _sparse_stats(sparse: dict, codes: np.ndarray, index: pd.Index) -> pd.DataFrame:
+    """``{column}_mean`` and ``{column}_std`` of each sparse extra (``_sparse_extras``) per step, as
+    compute_step_stats defines them, held as pandas' sparse arrays (NaN not stored): a run of 200,000
+    steps each with one of 300 extras holds 400,000 numbers, not 120 million."""
+    stats = {}
+    for column, (rows, values) in sparse.items():
+        grouped = pd.Series(values[rows]).groupby(codes[rows], sort=True)
+        for suffix, got in (("_mean", grouped.mean()), ("_std", grouped.std(ddof=0))):
+            full = np.full(len(index), np.nan)
+            full[got.index.to_numpy()] = got.to_numpy()
+            stats[column + suffix] = pd.arrays.SparseArray(full, fill_value=np.nan)
+    return pd.DataFrame(stats, index=index)
 
 
 def _no_value(column: pd.Series, lengths: bool) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from ..analysis.run import Run
@@ -59,8 +60,10 @@ def compute_turn_stats(run: Run) -> dict[int, dict]:
 
 def build_summary(run: Run) -> dict:
     """Files, line counts, every rejected line and unreadable file, and per-step statistics,
-    steps ascending. Each step's ``extras`` holds every extra field of the run: the mean over
-    the step's samples that have it (NaN ignored), None when none has it. A step where any sample
+    steps ascending. Each step's ``extras`` holds the extra fields some sample of the step has, in the
+    run's order of extras: the mean over the step's samples that have it (NaN ignored); a field no
+    sample of the step has is left out (so sparse extras cost what their values cost: 50,000 steps
+    each of one of 256 fields are 50,000 values, not 12.8 million nulls). A step where any sample
     has ``messages`` also has ``compute_turn_stats``' keys."""
     report = run.report
     extras = run.extras
@@ -74,14 +77,21 @@ def build_summary(run: Run) -> dict:
 
     numbers = {key: [_number(v) for v in column(source)] for key, source in STEP_KEYS.items()}
     counts = {key: [int(v) for v in column(key, 0)] for key in COUNT_KEYS}
-    extra_means = {name: [_number(v) for v in column(f"{F.extra_column(name)}_mean")] for name in extras}
+    step_extras: list[list] = [[] for _ in range(n)]  # per step, its (name, mean) pairs in the run's order
+    for name in extras:
+        if (source := f"{F.extra_column(name)}_mean") not in present:
+            continue
+        means = frame[source].to_numpy(dtype=float)
+        where = np.flatnonzero(np.isfinite(means))
+        for i, value in zip(where.tolist(), means[where].tolist()):
+            step_extras[i].append((name, value))
     samples = column("samples")
     steps = []
     for i, step in enumerate(frame.index.tolist()):
         entry = {"step": int(step), "samples": int(samples[i])}
         entry.update((key, values[i]) for key, values in numbers.items())
         entry.update((key, values[i]) for key, values in counts.items())
-        entry["extras"] = {name: values[i] for name, values in extra_means.items()}
+        entry["extras"] = dict(step_extras[i])
         entry.update(turns.get(int(step), {}))
         steps.append(entry)
     return {

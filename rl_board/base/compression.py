@@ -112,23 +112,42 @@ def open_path(path: Path | str) -> BinaryIO:
     return open_stream(open_file(path), path)
 
 
-def read_bytes(path: Path | str) -> bytes:
+def read_bytes(path: Path | str, line: bool = False) -> bytes:
     """The whole uncompressed content of the file at ``path`` (``Path.read_bytes`` for a plain file).
     Raises ``OSError`` (``EOFError`` and codec errors come as ``OSError`` too) for a file that can't
     be read or decompressed, ``TooLarge`` for one past ``expansion_limit`` (a plain one past
-    ``RL_BOARD_MAX_EXPANDED_GB``, before it is read)."""
+    ``RL_BOARD_MAX_EXPANDED_GB``, before it is read). ``line``: the file is one JSON value, read as one
+    line is: past the line limit (``defaults.max_line_bytes``) it is ``TooLarge`` too, a plain file
+    before it is read, a compressed one once that much has come out."""
+    name = as_path(path).name
+    limit = defaults.max_line_bytes() if line else None
     try:
         with open_path(path) as fh:
             if codec_of(path) is None:
                 size, absolute = _compressed_size(fh), defaults.max_expanded()
                 if size > absolute:
-                    raise TooLarge(f"{as_path(path).name} is {_size(size)}, more than a file read whole may hold "
+                    raise TooLarge(f"{name} is {_size(size)}, more than a file read whole may hold "
                                    f"({_size(absolute)}; set {defaults.MAX_EXPANDED_ENV})")
-            return fh.read()
+                if limit is not None and size > limit:
+                    raise TooLarge(_past_line(name, f"is {_size(size)}", limit))
+            if limit is None:
+                return fh.read()
+            pieces, got = [], 0
+            while got <= limit and (piece := fh.read(min(1 << 20, limit + 1 - got))):
+                pieces.append(piece)
+                got += len(piece)
+            if got > limit:
+                raise TooLarge(_past_line(name, "expands past that", limit))
+            return b"".join(pieces)
     except OSError:
         raise
     except Exception as exc:  # lzma.LZMAError, EOFError, zstandard.ZstdError: a broken archive
         raise OSError(f"{as_path(path).name} can't be decompressed ({type(exc).__name__}: {exc})") from exc
+
+
+def _past_line(name: str, what: str, limit: int) -> str:
+    return (f"{name} {what}, more than the line limit ({_size(limit)}; set {defaults.MAX_LINE_ENV}): "
+            "one JSON value, not read")
 
 
 class _Owning(io.BufferedIOBase):

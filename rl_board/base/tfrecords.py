@@ -9,6 +9,10 @@ that fails its check is searched past, to the next place where a whole record's 
 the bytes skipped are named. A record longer than the line limit (``defaults.max_line_bytes``) is passed
 over unread, and named. A record cut short at the end of the file is a file still being written: not
 named. The CRC is TensorBoard's own (pure Python, as its reader uses without TensorFlow).
+
+A tensor's values are made only when its declared shape holds at most ``MAX_TENSOR_VALUES`` values:
+TensorBoard fills a shape from the values stored (one value declared as a billion is a billion), so a
+file of a few hundred bytes could otherwise ask for gigabytes (``tensor_array``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,34 @@ from .defaults import max_line_bytes
 from .location import open_file
 
 _SCAN_PIECE = 1 << 20  # bytes looked through at a time for the next whole record after a broken length
+MAX_TENSOR_VALUES = 1 << 20  # values a summary's tensor may declare (its shape's product) to be made
+
+
+def declared_values(tensor) -> int | None:
+    """How many values ``tensor`` (a ``TensorProto``) declares by its shape (1 for a scalar), None when a
+    dimension is unknown or negative. Python integers: a product of huge dimensions does not wrap."""
+    count = 1
+    for dim in tensor.tensor_shape.dim:
+        if dim.size < 0:
+            return None
+        count *= dim.size
+    return count
+
+
+def tensor_array(value, step: int, lost: list[str], want: int | None = None):
+    """The values of a summary value's tensor (``value.tensor``) as a flat numpy array, made only when
+    its shape declares at most ``MAX_TENSOR_VALUES`` values (exactly ``want`` when given); else None,
+    and a line naming the tag, the step and what the shape declares is added to ``lost``."""
+    from tensorboard.util import tensor_util
+
+    count = declared_values(value.tensor)
+    if count is None or count > MAX_TENSOR_VALUES or (want is not None and count != want):
+        declared = "an unknown number of" if count is None else f"{count:,}"
+        bound = f"exactly {want:,}" if want is not None else f"at most {MAX_TENSOR_VALUES:,}"
+        lost.append(f"the tensor of tag {value.tag!r} at step {step:,} declares {declared} values ({bound} are "
+                    "read): 1 value not read")
+        return None
+    return tensor_util.make_ndarray(value.tensor).reshape(-1)
 
 
 def _crc(data: bytes) -> int:

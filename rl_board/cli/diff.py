@@ -11,11 +11,14 @@ from ..analysis.source import read_settings
 from .common import _describe_settings, _fmt, _load
 from .parser import DIFF_SHOWN
 
+JSON_CHUNK = 10_000  # prompts of diff --json built and written at a time
 DIFF_CHARS = 400  # characters of a response's word diff printed; the rest is cut (…)
 ADDED, REMOVED = ("{+", "+}"), ("[-", "-]")  # how the text output marks words only in B and only in A
 
 
 def _diff(args) -> int:
+    import numpy as np
+
     from ..analysis.diff import build_diff_json, compute_diff, diff_settings
     from ..analysis.search import parse_steps
 
@@ -39,11 +42,16 @@ def _diff(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    delta = diff.table["delta"].to_numpy(dtype=float)
+    worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()  # what the text output prints, most negative first
+    better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
+    # text: only the prompts it prints are built; JSON: a chunk at a time as it is written (below)
+    listed = [] if args.json else sorted(worse + better)
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
-              **build_diff_json(diff, run_a, run_b)}
+              **build_diff_json(diff, run_a, run_b, listed)}
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
-        print(json.dumps(result, ensure_ascii=False, allow_nan=False))
+        _write_json(result, diff, run_a, run_b)
         return status
     settings = result["settings"]
     print(f"A: {args.run_dir}" + (f" steps {settings['steps_a']}" if settings["steps_a"] else "")
@@ -54,20 +62,35 @@ def _diff(args) -> int:
           + (f", {result['too_few']} with fewer than {args.min_samples} samples on a side left out"
              if result["too_few"] else "")
           + f"; {result['regressions']} worse in B, {result['improvements']} better, {result['unchanged']} the same")
-    prompts = result["prompts"]  # in the table's order: its i-th is the table's i-th row
-    worse = [i for i, p in enumerate(prompts) if p["delta"] is not None and p["delta"] < 0]
-    better = [i for i, p in reversed(list(enumerate(prompts))) if p["delta"] is not None and p["delta"] > 0]
-    for title, shown in (("Regressions (mean reward B − A, most negative first)", worse),
-                         ("Improvements (most positive first)", better)):
+    prompts = dict(zip(listed, result["prompts"]))  # by position in the table
+    for title, shown, count in (("Regressions (mean reward B − A, most negative first)", worse, result["regressions"]),
+                                ("Improvements (most positive first)", better, result["improvements"])):
         if not shown:
             continue
-        print(f"\n{title}" + (f"; showing {DIFF_SHOWN} of {len(shown)} (--json for all)"
-                              if len(shown) > DIFF_SHOWN else "") + ":")
-        _print_prompts(diff, run_a, run_b, prompts, shown[:DIFF_SHOWN])
+        print(f"\n{title}" + (f"; showing {DIFF_SHOWN} of {count} (--json for all)"
+                              if count > DIFF_SHOWN else "") + ":")
+        _print_prompts(diff, run_a, run_b, prompts, shown)
     return status
 
 
-def _print_prompts(diff, run_a, run_b, prompts: list[dict], shown: list[int]) -> None:
+def _write_json(result: dict, diff, run_a, run_b) -> None:
+    """``result`` (its ``prompts`` empty) with every prompt of the table, written as ``json.dumps`` of the
+    whole would write it, byte for byte, ``JSON_CHUNK`` prompts at a time: a million prompts are never
+    a million dicts at once."""
+    from ..analysis.diff import build_diff_json
+
+    head = json.dumps(result, ensure_ascii=False, allow_nan=False)
+    assert head.endswith('"prompts": []}')  # the contract's last key
+    out = sys.stdout
+    out.write(head[:-len("[]}")] + "[")
+    for start in range(0, len(diff.table), JSON_CHUNK):
+        prompts = build_diff_json(diff, run_a, run_b, list(range(start, min(start + JSON_CHUNK, len(diff.table)))))
+        out.write((", " if start else "") + ", ".join(json.dumps(p, ensure_ascii=False, allow_nan=False)
+                                                     for p in prompts["prompts"]))
+    out.write("]}\n")
+
+
+def _print_prompts(diff, run_a, run_b, prompts: dict[int, dict], shown: list[int]) -> None:
     """Each prompt's numbers (``prompts[i]`` for ``i`` in ``shown``: rows of ``diff.table``), one response
     of each side and B's words against A's."""
     from ..analysis.prompts import EMPTY_RESPONSE, compute_word_diff

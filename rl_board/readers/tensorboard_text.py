@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 from ..base.location import as_path
-from ..base.tfrecords import events
+from ..base.tfrecords import events, tensor_array
 from .base import FileError, KeyResolver, ReadOptions, SourceChanged
 from .chat_text import UNMARKED_NOTE, looks_unmarked, transcript, with_turns
 from .lines import file_path, table
@@ -48,10 +48,10 @@ _OPENRLHF = re.compile(r"^Sample:\n(?P<text>.*?)(?:\n\nReward:.*)?$", re.DOTALL)
 
 def _texts(path: Path, limit: int | None = None, lost: list[str] | None = None):
     """(event number, step, tag, text) of each text summary of an event file; a record passed over
-    (``tfrecords``: its CRC check fails) adds a line to ``lost``."""
-    from tensorboard.util import tensor_util
-
-    for n, event in enumerate(events(path, [] if lost is None else lost)):
+    (``tfrecords``: its CRC check fails) or a tensor declaring too many values (``tensor_array``) adds a
+    line to ``lost``."""
+    lost = [] if lost is None else lost
+    for n, event in enumerate(events(path, lost)):
         if limit is not None and n >= limit:
             return
         if not event.HasField("summary"):
@@ -59,8 +59,8 @@ def _texts(path: Path, limit: int | None = None, lost: list[str] | None = None):
         for value in event.summary.value:
             if value.WhichOneof("value") != "tensor" or value.metadata.plugin_data.plugin_name != "text":
                 continue
-            array = tensor_util.make_ndarray(value.tensor).reshape(-1)
-            for item in array:
+            array = tensor_array(value, int(event.step), lost)
+            for item in () if array is None else array:
                 text = item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item)
                 yield n, int(event.step), value.tag, text
 

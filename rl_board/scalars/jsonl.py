@@ -36,7 +36,7 @@ def _records(path: Path):
                 continue
             try:
                 record = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # nested too deeply: a record not read, counted
                 yield None
                 continue
             yield record if isinstance(record, dict) else None

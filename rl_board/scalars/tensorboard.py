@@ -1,14 +1,15 @@
 """TensorBoard event files (``events.out.tfevents.*``), as verl, OpenRLHF and TRL write them, read
 with the ``tensorboard`` package's own event reader. Every scalar tag is a series; of several
 values for one step (a resumed run logs some steps again, often in a second file) the one with the
-latest wall time wins, as TensorBoard shows."""
+latest wall time wins, as TensorBoard shows. A scalar tensor whose shape declares other than one value
+is not read, and named (``tfrecords.tensor_array``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
 
-from ..base.tfrecords import events
+from ..base.tfrecords import events, tensor_array
 from .base import Scalars, ScalarsError, SeriesBuilder, anywhere
 
 PATTERN = "events.out.tfevents.*"
@@ -27,8 +28,6 @@ def event_folder(folder: Path, deep: bool = True, inside: Callable[[Path], bool]
 
 
 def read(folder: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
-    from tensorboard.util import tensor_util
-
     files = sorted(p for p in folder.glob(PATTERN) if p.is_file() and inside(p))  # no symlink out
     if not files:
         raise ScalarsError(f"No TensorBoard event files in {folder}.")
@@ -44,10 +43,10 @@ def read(folder: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
                     if kind == "simple_value":
                         number = value.simple_value
                     elif kind == "tensor" and value.metadata.plugin_data.plugin_name == "scalars":
-                        array = tensor_util.make_ndarray(value.tensor)
-                        if array.size != 1:
+                        array = tensor_array(value, int(event.step), lost, want=1)
+                        if array is None or array.size != 1:
                             continue
-                        number = float(array.reshape(-1)[0])
+                        number = float(array[0])
                     else:
                         continue
                     builder.add(value.tag, int(event.step), number, order=event.wall_time)

@@ -2,7 +2,9 @@
 and numeric metrics (``loss``, ``reward``, ``kl``, ``clip_ratio/...``). Every numeric key other
 than ``step`` is a series; for a step logged twice, the later entry wins. A file holding the bare
 ``log_history`` list (``trainer_log_history.json``, as scripts save ``trainer.state.log_history``)
-is read the same way."""
+is read the same way. The file is one JSON value, bounded as a line of a run's file is (the line
+limit, ``RL_BOARD_MAX_LINE_MB``; compressed, the expansion bounds too): past it, or nested more deeply
+than Python's json reads, it is named in one line and not read."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from ..base.compression import read_bytes
+from ..base.compression import TooLarge, read_bytes
 from .base import (
     Scalars,
     ScalarsError,
@@ -27,7 +29,12 @@ def read(path: Path, inside: Callable[[Path], bool] = anywhere) -> Scalars:
     if not inside(path):
         raise outside(path)
     try:
-        state = json.loads(read_bytes(path).decode("utf-8"))  # Python's json: NaN and Infinity too
+        # one JSON value, bounded as a line is; Python's json: NaN and Infinity too
+        state = json.loads(read_bytes(path, line=True).decode("utf-8"))
+    except TooLarge as exc:
+        raise ScalarsError(f"{path}: {exc}.") from exc
+    except RecursionError as exc:
+        raise ScalarsError(f"{path} is nested more deeply than Python's json reads: not read.") from exc
     except (OSError, ValueError) as exc:
         raise ScalarsError(f"{path} is not readable JSON ({exc}).") from exc
     history = state.get("log_history") if isinstance(state, dict) else state

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..base.defaults import bounds_key
 
 FOLDER = "memos"
-VERSION = 1
+VERSION = 2  # 2: a summary's step lists only the extras it has
 MAX_FILES = 20_000  # a folder with more files than this is not kept (listing it would cost too much)
 
 

@@ -9,7 +9,7 @@ import streamlit as st
 
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
 from ..analysis.run import Run
-from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
+from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame, dense_steps
 from ..analysis.tables import KL_PREFIX, neutralise_frame
 from ..analysis.traits import compute_run_traits
 from ..base import fields as F
@@ -79,7 +79,7 @@ def render(run: Run, settings: Settings) -> None:
             curve(grid[i % 3], [F.extra_column(name)], name, f"curve_extra_{i}",
                   labels={F.extra_column(name): name}, height=EXTRA_CHART_PX)
     if st.toggle("Per-step table of every series", key=keys.SHOW_STEP_TABLE):
-        table = run.steps.rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
+        table = dense_steps(run.steps).rename(columns=lambda c: c.replace(F.EXTRA_PREFIX, ""))
         st.dataframe(table)
         st.download_button("Download CSV", lambda: neutralise_frame(table).to_csv().encode(), file_name=f"{run.path.name}-steps.csv",
                            mime="text/csv", key="steps_csv", on_click="ignore")

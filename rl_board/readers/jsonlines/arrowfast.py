@@ -8,7 +8,10 @@ one row per line, every key is one the block's shape knows or learns at once (an
 name, within the shape's limit, as a refusal naming it would teach it), the typed keys hold exactly
 the types the struct wants (``step`` an int64 without nulls and within range, numbers int64 or
 finite doubles, texts strings; no lists, objects or booleans where a number is wanted), at most one
-of a field and its aliases is present, and a reward is on every line when one is required. Any
+of a field and its aliases is present, and a reward is on every line when one is required. Arrow
+makes every column dense (a key on one line costs a value on every line), so it reads only the keys
+and types of a block's first ``SCHEMA_LINES`` lines, and at most ``MAX_CELLS`` rows x columns: a
+block with more keys, or a key met later, is the struct path's, where a key costs what its bytes do. Any
 other block (Arrow's refusal included: duplicate keys, NaN, mixed types, bad UTF-8, lone
 surrogates) returns None and is read by the struct path, where each odd line costs only itself.
 """
@@ -28,6 +31,8 @@ _NUMBER_FIELDS = frozenset((F.REWARD, *F.SCALAR_FIELDS))
 _TEXT_FIELDS = frozenset(F.TEXT_FIELDS)
 _NUMERIC = (pa.int64(), pa.float64())
 _EXTRA_TYPES = (pa.int64(), pa.float64(), pa.bool_())
+SCHEMA_LINES = 256  # a block's first lines, whose keys and types are the only columns Arrow reads
+MAX_CELLS = 1 << 24  # rows x columns of a block Arrow reads (each column is dense: nulls cost as values)
 
 
 def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, first_line: int,
@@ -37,13 +42,19 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
     one whose rows are certainly the same (see the module's docstring)."""
     if not shape.usable or not len(starts) or not _looks_flat(data[:starts[1] if len(starts) > 1 else len(data)]):
         return None
+    count = len(starts)
+    head = int(starts[SCHEMA_LINES]) if count > SCHEMA_LINES else len(data)
     try:
-        table = pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False,
-                                                                             block_size=len(data) + 1))
+        # the keys and types of the first lines, then the block read with those columns only: a key
+        # met later refuses the block (the struct path reads it), so Arrow never makes a column per key
+        # of a block whose every line has its own (its columns are dense: rows x keys values)
+        schema = _read(data[:head]).schema
+        if count * len(schema) > MAX_CELLS:
+            return None
+        table = _read(data, schema) if head < len(data) else _read(data[:head])
         names = table.column_names
     except (pa.ArrowException, UnicodeDecodeError, ValueError):
         return None
-    count = len(starts)
     if table.num_rows != count or F.MESSAGES in names:
         return None
     if not set(version.keys).issuperset(names):  # extras the shape has not met: learned as a refusal would
@@ -98,6 +109,14 @@ def read_flat(shape, version, data, starts: np.ndarray, lengths: np.ndarray, fir
     columns["offset"] = base_offset + starts
     columns["length"] = lengths
     return build_rows(columns, extras)
+
+
+def _read(data, schema: pa.Schema | None = None) -> pa.Table:
+    """``data``'s lines as one Arrow table; with ``schema``, those columns only (another key raises)."""
+    parse = (pj.ParseOptions() if schema is None
+             else pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"))
+    return pj.read_json(pa.py_buffer(data), read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+                        parse_options=parse)
 
 
 def _looks_flat(line) -> bool:
