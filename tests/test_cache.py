@@ -370,3 +370,46 @@ def test_a_segment_that_matches_its_name_but_is_no_arrow_file_is_rebuilt(tmp_pat
     notes = " ".join(got.report.notes)
     assert f"segment {name} was rebuilt" in notes and f"segment {gone} was rebuilt: it was missing" in notes
 
+
+def _replace_keeping_size_and_time(path, data: bytes, how: str) -> None:
+    """Put ``data`` (as long as ``path``) in ``path`` with its modification time restored: ``cp -p`` of a
+    copy (the real command: the file's inode kept, its bytes rewritten), or as ``rsync -a`` does (a
+    temporary file with the time set, renamed over it)."""
+    import subprocess
+
+    before = path.stat()
+    assert len(data) == before.st_size
+    other = path.with_name(".other")
+    other.write_bytes(data)
+    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+    if how == "cp -p":
+        subprocess.run(["cp", "-p", str(other), str(path)], check=True)
+        other.unlink()
+        assert path.stat().st_ino == before.st_ino
+    else:
+        os.replace(other, path)
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+@pytest.mark.parametrize("how", ["cp -p", "rsync -a"])
+def test_a_file_replaced_with_its_size_and_time_is_read_again(tmp_path, isolated_cache, how):
+    """A settled log (written an hour before it was read) replaced by one of its size with its time
+    restored: the run opens with the new rewards (8.0, not 1.0), from the cache for the other file, and
+    ``summary`` prints the new step mean, not the one it kept."""
+    from conftest import summary_and_notes
+
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [sample(1, 1.0, response="one"), sample(2, 2.0, response="two")])
+    write_lines(run / "b.jsonl", [sample(1, 3.0, response="three")])
+    hour_ago = time.time_ns() - 3600 * 10**9
+    for name in ("a.jsonl", "b.jsonl"):
+        os.utime(run / name, ns=(hour_ago, hour_ago))
+    RunSource(run).refresh()
+    first, _ = summary_and_notes(run)
+    assert _means(first)[1] == (2, 2.0)
+    _replace_keeping_size_and_time(run / "a.jsonl", (run / "a.jsonl").read_bytes().replace(b"1.0", b"8.0"), how)
+    source = RunSource(run)
+    assert source.refresh().samples["reward"].tolist() == [8.0, 3.0, 2.0]
+    assert source.last_status == {"a.jsonl": "parsed", "b.jsonl": "cached"}
+    again, _ = summary_and_notes(run)
+    assert _means(again) == {1: (2, 5.5), 2: (1, 2.0)}

@@ -233,7 +233,7 @@ class SegmentStore:
             entries = self.cache.read_manifest(key)
             for file_name, path in files:
                 entry = entries.get(file_name)
-                if entry is None or entry.status(path, appendable) == "stale":
+                if entry is None or entry.status(path, appendable, ends=True) == "stale":
                     continue
                 segments = self._open_segments(entry, opened, damaged)
                 if segments is None:
