@@ -413,6 +413,30 @@ def test_a_manifest_copied_from_another_run_is_refused(tmp_path, monkeypatch):
     assert got.samples["reward"].tolist() == [1.0] * 6
 
 
+def test_another_runs_segments_with_a_rewritten_manifest_and_digests_are_refused(tmp_path, monkeypatch):
+    """Run Y's segments copied into run X's folder of the shared cache, X's manifest pointed at them and its
+    SHA-256 digests recomputed (run, read options and file entries X's own): a fresh viewer reads rows of
+    the copy again from X's logs, finds rewards 9 where X's lines say 1, refuses the copy with a note,
+    and shows X's rows read from its logs."""
+    import hashlib
+
+    _, x, y, expected, folders = _two_runs_shared(tmp_path, monkeypatch)
+    manifest = json.loads(MEMORY.cat(folders[x] + "/manifest.json"))
+    theirs = json.loads(MEMORY.cat(folders[y] + "/manifest.json"))
+    for name, entry in manifest["files"].items():
+        entry["segments"] = theirs["files"][name]["segments"]
+    named = {seg for entry in manifest["files"].values() for seg, *_ in entry["segments"]}
+    for seg in named:
+        MEMORY.pipe(f"{folders[x]}/{seg}", MEMORY.cat(f"{folders[y]}/{seg}"))
+    manifest["digests"] = {seg: hashlib.sha256(MEMORY.cat(f"{folders[x]}/{seg}")).hexdigest() for seg in named}
+    MEMORY.pipe(folders[x] + "/manifest.json", json.dumps(manifest).encode())
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert any("shared cache's copy of this run was not used" in n and "is not what your copy" in n
+               and "9.0" in n for n in got.report.notes), got.report.notes
+    assert set(source.last_status.values()) == {"parsed"}
+    assert got.samples["reward"].tolist() == expected.samples["reward"].tolist() == [1.0] * 6
+
+
 def test_the_shared_copy_is_taken_when_it_checks_out(tmp_path, monkeypatch):
     """Untouched, the shared copy opens the run in a second reader without parsing, with no note."""
     _, x, _, expected, _ = _two_runs_shared(tmp_path, monkeypatch)

@@ -217,18 +217,20 @@ class SegmentStore:
     def forget_stamp(self) -> None:
         self._stamp = None
 
-    def load(self, key: str, files: list[tuple[str, Path]], appendable: bool
+    def load(self, key: str, files: list[tuple[str, Path]], appendable: bool, check_rows=None
              ) -> dict[str, tuple[FileEntry, list[Segment]]]:
         """File name -> (manifest entry, opened segments) for each (name, path) of ``files`` the cache holds
         unchanged or grown; {} without a cache, or when the cache is unreadable (then it is
         cleared and a note says so). Each segment is checked as it is opened (``RunCache.open_segment``):
         one edited, damaged or unreadable is deleted and the files it held are left out (they are read
-        again), with a note naming it and why."""
+        again), with a note naming it and why. A copy just pulled from the shared cache is used only when
+        ``check_rows(found, paths)`` (``shared.rows_match_logs``) finds its rows in the viewer's own logs;
+        else the local copy is emptied, a note says why, and {} is returned (the run is read from its logs)."""
         if self.cache is None:
             return {}
         found, opened = {}, {}  # a segment small files share is opened once
         damaged: dict[str, tuple[str, list[str]]] = {}  # segment -> (why, the files it held)
-        self._share("read")
+        pulled = self._share("read")
         try:
             entries = self.cache.read_manifest(key)
             for file_name, path in files:
@@ -248,6 +250,14 @@ class SegmentStore:
             (self.cache.folder / name).unlink(missing_ok=True)
             shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
             self.notes.append(f"The cache's segment {name} was rebuilt: {why}. Read again from the logs: {shown}.")
+        if pulled and found and check_rows is not None:
+            why = check_rows(found, dict(files))
+            if why is not None:
+                from .shared import Untrusted
+
+                self.notes.append(self.remote.note("read", Untrusted(why)))
+                self.cache.empty()
+                return {}
         return found
 
     def _open_segments(self, entry: FileEntry, opened: dict, damaged: dict) -> list[Segment] | None:
@@ -350,16 +360,18 @@ class SegmentStore:
             table = self.cache.open_segment(name)
         segments[-tail:] = [(name, first_line, table)]
 
-    def _share(self, verb: str) -> None:
+    def _share(self, verb: str) -> bool:
         """Pull the shared cache at a URL into the local one ("read") or push the local one to it ("write");
-        a store's failure costs the sharing only: a note, and no more sharing for this run."""
+        a store's failure costs the sharing only: a note, and no more sharing for this run. Whether a pull
+        took the URL's manifest."""
         if self.remote is None:
-            return
+            return False
         try:
-            (self.remote.pull if verb == "read" else self.remote.push)(self.cache)
+            return bool((self.remote.pull if verb == "read" else self.remote.push)(self.cache))
         except Exception as exc:  # a store's errors are many kinds
             self.notes.append(self.remote.note(verb, exc))
             self.remote = None
+            return False
 
     def save(self, entries: dict[str, FileEntry], key: str, run_dir: Path) -> None:
         """Write the manifest, remove the segments it doesn't name, and keep all caches under the
