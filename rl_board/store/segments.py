@@ -251,7 +251,10 @@ class SegmentStore:
             shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
             self.notes.append(f"The cache's segment {name} was rebuilt: {why}. Read again from the logs: {shown}.")
         if pulled and found and check_rows is not None:
-            why = check_rows(found, dict(files))
+            try:
+                why = check_rows(found, dict(files))
+            except Exception as exc:  # a log that can't be read again (gone, refused): the copy is not taken
+                why = f"its rows could not be read again from your logs ({type(exc).__name__}: {exc})"
             if why is not None:
                 from .shared import Untrusted
 
