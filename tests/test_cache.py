@@ -94,15 +94,16 @@ def test_changed_files_are_parsed_again(tmp_path, change):
 
 
 def test_corrupt_cache_is_ignored_and_rebuilt(tmp_path, isolated_cache):
-    """Garbage in a segment file or the manifest costs a re-parse and a note, never wrong data."""
+    """Garbage in a segment file costs a re-parse of the file it held and a note naming it; garbage in the
+    manifest a re-parse of the run: never wrong data."""
     run = _run(tmp_path)
     expected = RunSource(run, PAD).refresh()
-    for victim in sorted(isolated_cache.rglob("seg-*.arrow"))[:1]:
-        victim.write_bytes(b"not arrow at all")
+    victim = sorted(isolated_cache.rglob("seg-*.arrow"))[0]
+    victim.write_bytes(b"not arrow at all")
     source = RunSource(run, PAD)
     got = source.refresh()
-    assert set(source.last_status.values()) == {"parsed"}
-    assert any("unreadable" in note for note in got.report.notes)
+    assert sorted(source.last_status.values()) == ["cached", "parsed"]
+    assert any(victim.name in note and "rebuilt" in note for note in got.report.notes), got.report.notes
     _same_run(expected, got)
     assert set(RunSource(run, PAD).refresh() and RunSource(run, PAD).last_status.values()) <= {"cached", "unchanged"}
     for bad in ("{ half a manifest", '{"version": 2, "pad_token": "<pad>", "files": {"rank0.jsonl": {"x": 1}}}'):
@@ -281,3 +282,135 @@ def test_a_segment_leaves_out_its_columns_of_one_value_and_they_come_back_bit_fo
     for column in ("nan", "minus_zero"):
         assert back[column].to_numpy().view(np.int64).tolist() == table[column].to_numpy().view(np.int64).tolist()
     assert back["empty"].null_count == n and back["count"].type == pa.int32()
+
+
+def _means(summary: dict) -> dict:
+    """step -> (samples, mean reward) of a ``summary --json``."""
+    return {s["step"]: (s["samples"], s["reward_mean"]) for s in summary["steps"]}
+
+
+def _edit(path, old: bytes, new: bytes) -> None:
+    """Replace the first occurrence of ``old`` in ``path`` by ``new`` (as long), in place: inode and size kept."""
+    data = path.read_bytes()
+    assert old in data and len(old) == len(new)
+    with open(path, "r+b") as fh:
+        fh.seek(data.index(old))
+        fh.write(new)
+
+
+def test_a_reward_edited_in_a_segment_is_caught_and_rebuilt(tmp_path, isolated_cache):
+    """A reward edited in place in a cached segment (-0.5 -> 24.47) is not served: summary's step 1 mean is
+    -0.375 as the log says (not 12.11), and its notes name the segment, rebuilt from the log."""
+    from conftest import command, summary_and_notes
+
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [sample(step, reward, prompt=f"p{i}", response="x" * (i + 2))
+                                  for i, (step, reward) in enumerate([(1, -0.25), (1, -0.5), (2, 0.75), (2, 1.25)])])
+    assert command("index", str(run)).returncode == 0  # the command line's read options: summary's cache
+    [segment] = isolated_cache.rglob("seg-*.arrow")
+    _edit(segment, np.float64(-0.5).tobytes(), np.float64(24.47).tobytes())
+    got, notes = summary_and_notes(run)
+    assert _means(got) == {1: (2, -0.375), 2: (2, 1.0)}
+    assert f"The cache's segment {segment.name} was rebuilt" in notes and "digest" in notes and "a.jsonl" in notes
+    again = json.loads(command("index", str(run), "--json").stdout)  # the rebuilt segment is trusted again
+    assert (again["files_read"], again["files_cached"]) == (0, 1)
+
+
+def test_a_segment_with_broken_offsets_is_rebuilt_not_a_traceback(tmp_path, isolated_cache):
+    """A text column's offsets (0, 2, 5, 9, 14 as int32: the responses') overwritten in a cached segment so one
+    points far past its data: the run opens with the log's rows and a note, no traceback, in the loader
+    and in ``summary``."""
+    from conftest import command, summary_and_notes
+
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [sample(step, reward, prompt=f"p{i}", response="x" * (i + 2))
+                                  for i, (step, reward) in enumerate([(1, -0.25), (1, -0.5), (2, 0.75), (2, 1.25)])])
+    expected = RunSource(run, cache_root=False).refresh()
+    RunSource(run).refresh()
+    [segment] = isolated_cache.rglob("seg-*.arrow")
+    _edit(segment, np.array([0, 2, 5, 9, 14], np.int32).tobytes(), np.array([0, 2, 1 << 30, 9, 14], np.int32).tobytes())
+    source = RunSource(run)
+    got = source.refresh()
+    assert source.last_status == {"a.jsonl": "parsed"}
+    assert got.samples["response_chars"].tolist() == [2, 3, 4, 5]
+    pd.testing.assert_frame_equal(got.samples.drop(columns=["row", "seg"]), expected.samples.drop(columns=["row", "seg"]))
+    assert any(segment.name in note and "rebuilt" in note for note in got.report.notes)
+    isolated_cache.joinpath(segment.parent.name).rename(isolated_cache / "page's")
+    assert command("index", str(run)).returncode == 0
+    [segment] = (p for p in isolated_cache.rglob("seg-*.arrow") if "page's" not in str(p))
+    _edit(segment, np.array([0, 2, 5, 9, 14], np.int32).tobytes(), np.array([0, 2, 1 << 30, 9, 14], np.int32).tobytes())
+    summary, notes = summary_and_notes(run)
+    assert "Traceback" not in notes and "rebuilt" in notes
+    assert _means(summary) == {1: (2, -0.375), 2: (2, 1.0)}
+
+
+def test_a_segment_that_matches_its_name_but_is_no_arrow_file_is_rebuilt(tmp_path, isolated_cache):
+    """A manifest pointed at a file whose name carries the digest of its bytes but which pyarrow can't
+    open (or a segment file that is gone): each costs a re-read of the file it held and a note, never an
+    exception."""
+    from rl_board.store.cache import file_digest, segment_name
+
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [sample(1, 0.5), sample(2, 1.5)])
+    write_lines(run / "b.jsonl", [sample(1, 2.5)])
+    RunSource(run).refresh()
+    [manifest] = isolated_cache.rglob("manifest.json")
+    junk = manifest.parent / "junk"
+    junk.write_bytes(b"ARROW1\x00\x00 but not a file pyarrow opens")
+    name = segment_name(file_digest(junk))
+    junk.rename(manifest.parent / name)
+    raw = json.loads(manifest.read_text())
+    gone = raw["files"]["b.jsonl"]["segments"][0][0]
+    raw["files"]["a.jsonl"]["segments"][0][0] = name
+    (manifest.parent / gone).unlink()
+    manifest.write_text(json.dumps(raw))
+    source = RunSource(run)
+    got = source.refresh()
+    assert source.last_status == {"a.jsonl": "parsed", "b.jsonl": "parsed"}
+    assert got.samples["reward"].tolist() == [0.5, 2.5, 1.5]  # step 1 (a, b), then step 2
+    notes = " ".join(got.report.notes)
+    assert f"segment {name} was rebuilt" in notes and f"segment {gone} was rebuilt: it was missing" in notes
+
+
+def _replace_keeping_size_and_time(path, data: bytes, how: str) -> None:
+    """Put ``data`` (as long as ``path``) in ``path`` with its modification time restored: ``cp -p`` of a
+    copy (the real command: the file's inode kept, its bytes rewritten), or as ``rsync -a`` does (a
+    temporary file with the time set, renamed over it)."""
+    import subprocess
+
+    before = path.stat()
+    assert len(data) == before.st_size
+    other = path.with_name(".other")
+    other.write_bytes(data)
+    os.utime(other, ns=(before.st_atime_ns, before.st_mtime_ns))
+    if how == "cp -p":
+        subprocess.run(["cp", "-p", str(other), str(path)], check=True)
+        other.unlink()
+        assert path.stat().st_ino == before.st_ino
+    else:
+        os.replace(other, path)
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+
+@pytest.mark.parametrize("how", ["cp -p", "rsync -a"])
+def test_a_file_replaced_with_its_size_and_time_is_read_again(tmp_path, isolated_cache, how):
+    """A settled log (written an hour before it was read) replaced by one of its size with its time
+    restored: the run opens with the new rewards (8.0, not 1.0), from the cache for the other file, and
+    ``summary`` prints the new step mean, not the one it kept."""
+    from conftest import summary_and_notes
+
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [sample(1, 1.0, response="one"), sample(2, 2.0, response="two")])
+    write_lines(run / "b.jsonl", [sample(1, 3.0, response="three")])
+    hour_ago = time.time_ns() - 3600 * 10**9
+    for name in ("a.jsonl", "b.jsonl"):
+        os.utime(run / name, ns=(hour_ago, hour_ago))
+    RunSource(run).refresh()
+    first, _ = summary_and_notes(run)
+    assert _means(first)[1] == (2, 2.0)
+    _replace_keeping_size_and_time(run / "a.jsonl", (run / "a.jsonl").read_bytes().replace(b"1.0", b"8.0"), how)
+    source = RunSource(run)
+    assert source.refresh().samples["reward"].tolist() == [8.0, 3.0, 2.0]
+    assert source.last_status == {"a.jsonl": "parsed", "b.jsonl": "cached"}
+    again, _ = summary_and_notes(run)
+    assert _means(again) == {1: (2, 5.5), 2: (1, 2.0)}

@@ -415,6 +415,72 @@ def test_a_manifest_copied_from_another_run_is_refused(tmp_path, monkeypatch):
     assert got.samples["reward"].tolist() == [1.0] * 6
 
 
+def _point_at_theirs(mine: str, theirs: str) -> None:
+    """The attack on the shared cache: the run folder ``theirs``' segments copied into ``mine``, whose manifest
+    is pointed at them (each file's segments those of the file of the same name) with its SHA-256 digests
+    recomputed; the run, read options and file entries stay ``mine``'s own."""
+    import hashlib
+
+    manifest = json.loads(MEMORY.cat(mine + "/manifest.json"))
+    their_manifest = json.loads(MEMORY.cat(theirs + "/manifest.json"))
+    for name, entry in manifest["files"].items():
+        entry["segments"] = their_manifest["files"][name]["segments"]
+    named = {seg for entry in manifest["files"].values() for seg, *_ in entry["segments"]}
+    for seg in named:
+        MEMORY.pipe(f"{mine}/{seg}", MEMORY.cat(f"{theirs}/{seg}"))
+    manifest["digests"] = {seg: hashlib.sha256(MEMORY.cat(f"{mine}/{seg}")).hexdigest() for seg in named}
+    MEMORY.pipe(mine + "/manifest.json", json.dumps(manifest).encode())
+
+
+def test_another_runs_segments_with_a_rewritten_manifest_and_digests_are_refused(tmp_path, monkeypatch):
+    """Run Y's segments copied into run X's folder of the shared cache, X's manifest pointed at them and its
+    SHA-256 digests recomputed (run, read options and file entries X's own): a fresh viewer reads rows of
+    the copy again from X's logs, finds rewards 9 where X's lines say 1, refuses the copy with a note,
+    and shows X's rows read from its logs."""
+    _, x, y, expected, folders = _two_runs_shared(tmp_path, monkeypatch)
+    _point_at_theirs(folders[x], folders[y])
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    assert any("shared cache's copy of this run was not used" in n and "is not what your copy" in n
+               and "9.0" in n for n in got.report.notes), got.report.notes
+    assert set(source.last_status.values()) == {"parsed"}
+    assert got.samples["reward"].tolist() == expected.samples["reward"].tolist() == [1.0] * 6
+
+
+@pytest.mark.parametrize("attacked", [False, True])
+def test_a_table_runs_shared_copy_is_checked_against_its_parquet_files(tmp_path, monkeypatch, attacked):
+    """TRL's completions_*.parquet (the bundled demo) as run X, and run Y the same files with 100 added to
+    every accuracy reward, both published to a shared cache: X's copy untouched opens in a fresh viewer
+    from the cache with no note (its rows are what X's Parquet files hold, read whole); pointed at Y's
+    segments with recomputed digests it is refused with a note and X is read from its files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    shared = f"memory://shared-{uuid.uuid4().hex[:8]}/cache"
+    monkeypatch.setenv("RL_BOARD_CACHE_DIR", shared)
+    x = to_memory(REPO / "rollout_samples" / "trl_grpo_demo")
+    y = f"memory://runs-{uuid.uuid4().hex[:8]}/trl_grpo_demo"
+    for path in sorted((REPO / "rollout_samples" / "trl_grpo_demo").glob("*.parquet")):
+        table = pq.read_table(path)
+        table = table.set_column(table.schema.get_field_index("accuracy_reward"), "accuracy_reward",
+                                 pa.array([v + 100 for v in table["accuracy_reward"].to_pylist()]))
+        with MEMORY.open(f"{y[len('memory://') - 1:]}/{path.name}", "wb") as fh:
+            pq.write_table(table, fh)
+    expected = _shared_reader(tmp_path, monkeypatch, x, "first")[1]
+    _shared_reader(tmp_path, monkeypatch, y, "first")
+    folders = {url: shared.replace("memory://", "/") + "/" + _shared_reader(tmp_path, monkeypatch, url, "first")[0]
+               .cache.folder.name for url in (x, y)}
+    if attacked:
+        _point_at_theirs(folders[x], folders[y])
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    if attacked:
+        assert any("shared cache's copy of this run was not used" in n for n in got.report.notes), got.report.notes
+        assert set(source.last_status.values()) == {"parsed"}
+    else:
+        assert not got.report.notes and set(source.last_status.values()) == {"cached"}
+    pd.testing.assert_frame_equal(expected.samples, got.samples)
+    assert got.samples["reward"].max() < 100
+
+
 def test_the_shared_copy_is_taken_when_it_checks_out(tmp_path, monkeypatch):
     """Untouched, the shared copy opens the run in a second reader without parsing, with no note."""
     _, x, _, expected, _ = _two_runs_shared(tmp_path, monkeypatch)

@@ -19,13 +19,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import mmap
 import os
+import re
 import shutil
 import tempfile
 from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 
 import platformdirs
+import xxhash
 
 from ..base.access import is_url
 from ..base.defaults import CACHE_MAX_ENV, parse_size
@@ -41,10 +44,37 @@ from .fingerprints import (  # noqa: F401 (re-exported: their home before they m
 )
 from .locks import locked
 
-CACHE_VERSION = 20  # 20: turns keep the trainer's per-turn fields (meta) and segments the fault kinds (issue 48's faults); 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
+CACHE_VERSION = 21  # 21: a segment file is named by the xxh3-128 of its bytes, checked when it is opened (issue 50's trust); 20: turns keep the trainer's per-turn fields (meta) and segments the fault kinds (issue 48's faults); 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
+
+
+_SEGMENT_NAME = re.compile(r"seg-([0-9a-f]{32})\.arrow")
+
+
+class SegmentDamaged(ValueError):
+    """A segment file of the cache is not the one written under its name: the message says why."""
+
+
+def segment_name(digest: str) -> str:
+    """The name of a segment file whose bytes have the xxh3-128 ``digest`` (hex): the name is the check."""
+    return f"seg-{digest}.arrow"
+
+
+def digest_of(name: str) -> str | None:
+    """The digest a segment file's name carries (``segment_name``), None for a name without one."""
+    match = _SEGMENT_NAME.fullmatch(name)
+    return match[1] if match else None
+
+
+def file_digest(path: str | Path) -> str:
+    """The xxh3-128 (hex) of a file's bytes, hashed from a memory map (several GB/s)."""
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return xxhash.xxh3_128_hexdigest(b"")
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return xxhash.xxh3_128_hexdigest(mapped)
 
 
 CACHE_ENV = "RL_BOARD_CACHE_DIR"  # a folder, or a URL: a team's shared cache (``shared``)
@@ -161,12 +191,25 @@ class RunCache:
                    "files": {name: asdict(entry) for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 
-    def open_segment(self, name: str) -> pyarrow.Table:  # noqa: F821 (pyarrow is imported here, when used)
-        """A segment as a table whose buffers map the file: pages load when read."""
+    def open_segment(self, name: str, check: bool = False) -> pyarrow.Table:  # noqa: F821 (imported when used)
+        """A segment as a table whose buffers map the file: pages load when read. With ``check``, its
+        bytes are first hashed against the digest its name carries (``segment_name``) and its
+        structure validated: ``SegmentDamaged`` (a ``ValueError``) says why one can't be used; a
+        file pyarrow can't open raises ``pyarrow.ArrowException``."""
         import pyarrow as pa  # here: the command line's first look at a cache needs none of it
 
         source = pa.memory_map(str(self.folder / name), "r")
-        return pa.ipc.open_file(source).read_all()
+        if not check:
+            return pa.ipc.open_file(source).read_all()
+        expected = digest_of(name)
+        if expected is None:
+            raise SegmentDamaged("its name carries no digest")
+        data = source.read_buffer()
+        if xxhash.xxh3_128_hexdigest(data) != expected:
+            raise SegmentDamaged("its bytes don't hash to the digest written with it (edited or damaged since)")
+        table = pa.ipc.open_file(data).read_all()
+        table.validate()  # buffers as long as the columns say (O(columns), the bytes are not read)
+        return table
 
     def remove_segments(self, keep: set[str]) -> None:
         """Delete segment files no manifest entry names, and unfinished ones (``.tmp-*``: a process

@@ -136,9 +136,11 @@ class FileEntry:
             unterminated=unterminated, checked_ns=time.time_ns(), etag=getattr(st, "etag", ""), unlisted=unlisted,
         )
 
-    def status(self, path: Path, appendable: bool = True) -> str:
+    def status(self, path: Path, appendable: bool = True, ends: bool = False) -> str:
         """"same" when the file is as parsed, "grown" when lines were only appended (a format that
-        appends; never a compressed file, which is read whole), else "stale"."""
+        appends; never a compressed file, which is read whole), else "stale". With ``ends`` (a run opened
+        from the cache), a file of the same size and time has its first and last blocks hashed as well
+        (``_ends_match``): a file replaced by one of its size with its time restored (``cp -p``) is stale."""
         appendable = appendable and codec_of(path) is None
         try:
             st = path.stat()
@@ -148,7 +150,8 @@ class FileEntry:
             return "stale"
         if (st.st_size, st.st_mtime_ns, getattr(st, "etag", "")) == (self.size, self.mtime_ns, self.etag):
             if st.st_mtime_ns < self.checked_ns - SETTLED_NS:
-                return "same"
+                # a URL's object: its ETag changes with its bytes, no range is read
+                return "stale" if ends and not self.etag and not self._ends_match(path) else "same"
             # written moments before it was read: a rewrite since, in the same clock tick, would look the same
             if not self._hashes_match(path):
                 return "stale"
@@ -160,6 +163,20 @@ class FileEntry:
         if st.st_size == self.size or not appendable:  # rewritten, touched, or a table: nothing cheap
             return "stale"  # proves it unchanged
         return "grown" if self._hashes_match(path) else "stale"
+
+    def _ends_match(self, path: Path) -> bool:
+        """Whether the first and last ``_HASH_SPAN`` bytes of the parsed part of ``path`` hash as they did
+        (``head_hash``, ``tail_hash``): one open, at most two reads of 64 KB."""
+        head_end, tail_start = min(self.offset, _HASH_SPAN), max(0, self.offset - _HASH_SPAN)
+        try:
+            with open_file(path) as fh:
+                head = tail = fh.read(head_end)
+                if tail_start:  # else the parsed part is one block, both hashes of it
+                    fh.seek(tail_start)
+                    tail = fh.read(self.offset - tail_start)
+        except OSError:
+            return False
+        return hashlib.sha1(head).hexdigest() == self.head_hash and hashlib.sha1(tail).hexdigest() == self.tail_hash
 
     def _hashes_match(self, path: Path) -> bool:
         """Whether the parsed part of ``path`` hashes as it did: head, tail, then every span (the middle,

@@ -299,9 +299,15 @@ class RunLoader:
         """Start every file the cache holds from where the cache says it was read."""
         by_name = dict(zip(listing.names, listing.paths))
         for name, (entry, segments) in self._store.load(self._cache_key(), list(by_name.items()),
-                                                        self.reader.APPENDABLE).items():
+                                                        self.reader.APPENDABLE, self._rows_match_logs).items():
             self._files[name] = FileState.from_entry(by_name[name], entry, segments)
             self.last_status[name] = "cached"
+
+    def _rows_match_logs(self, found: dict, paths: dict) -> str | None:
+        """Why a copy pulled from the shared cache can't be taken (its rows are not this run's logs), or None."""
+        from .shared import rows_match_logs
+
+        return rows_match_logs(found, paths, self.reader, self.options, self.location)
 
     def _read(self, todo: list[tuple[FileState, int]], progress: Progress | None) -> None:
         """Read bytes [offset, size) of each file (up to its last newline, for JSONL) and store

@@ -2,10 +2,11 @@
 
 ``rl-board summary`` on a run it has summarised before, with the same settings, reads no
 segment and imports neither pandas nor pyarrow: it lists the run folder's files (path,
-size, modification time, inode, mode) and, when that listing, the settings and this
-package's cache version are what they were, prints the kept output. Any change to any
-file of the folder (a line appended, a file added, removed or touched) misses, and the
-command reads the run as usual. A run whose token ids are decoded with a tokenizer found
+size, modification time, inode, mode, and a hash of the first and last 4 KB of each) and, when
+that listing, the settings and this package's cache version are what they were, prints the kept
+output. Any change to any file of the folder (a line appended, a file added, removed or touched,
+or replaced by one of its size with its time restored, as ``cp -p`` does, that differs in its
+first or last 4 KB) misses, and the command reads the run as usual. A run whose token ids are decoded with a tokenizer found
 next to it is not kept (that file lies outside the folder), nor is a run with a file changed
 in the last two seconds (a rewrite within the file system's clock tick would look the same).
 The memos live in
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,8 +29,9 @@ from pathlib import Path
 from ..base.defaults import bounds_key
 
 FOLDER = "memos"
-VERSION = 2  # 2: a summary's step lists only the extras it has
+VERSION = 3  # 3: a file's first and last blocks are hashed too; 2: a summary's step lists only the extras it has
 MAX_FILES = 20_000  # a folder with more files than this is not kept (listing it would cost too much)
+ENDS_BLOCK = 4096  # bytes hashed at each end of every file of the folder (one page each)
 
 
 def _root(cache_root: Path | None) -> Path:
@@ -49,8 +52,8 @@ def key(command: str, run_dir: Path | str, settings: dict) -> str:
 
 
 def fingerprint(run_dir: Path | str) -> list | None:
-    """Every file under ``run_dir`` (path relative to it, size, modification time, inode, mode),
-    sorted; None when it holds more than ``MAX_FILES`` or can't be listed."""
+    """Every file under ``run_dir`` (path relative to it, size, modification time, inode, mode, the hash
+    of its ends: ``_ends``), sorted; None when it holds more than ``MAX_FILES`` or can't be listed."""
     out, stack = [], [(Path(run_dir), "")]
     try:
         while stack:
@@ -64,12 +67,29 @@ def fingerprint(run_dir: Path | str) -> list | None:
                             return None
                         stack.append((Path(entry.path), name + "/"))
                     else:
-                        out.append([name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode])
+                        out.append([name, st.st_size, st.st_mtime_ns, st.st_ino, st.st_mode, _ends(entry.path, st)])
                     if len(out) > MAX_FILES:
                         return None
     except OSError:
         return None
     return sorted(out)
+
+
+def _ends(path: str, st: os.stat_result) -> str:
+    """A hash of a file's first and last ``ENDS_BLOCK`` bytes (its whole bytes when shorter than two): what
+    tells a file replaced by one of its size with its time restored (``cp -p``) from the one summarised.
+    A FIFO or a file that can't be read: "" (it is named by its mode, and never read)."""
+    if not stat.S_ISREG(st.st_mode):
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(ENDS_BLOCK)
+            if st.st_size > 2 * ENDS_BLOCK:
+                fh.seek(st.st_size - ENDS_BLOCK)
+            data += fh.read(ENDS_BLOCK)
+    except OSError:
+        return ""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def load(name: str, print_: list | None, cache_root: Path | None = None) -> dict | None:

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..base import fields as F
 from ..derive.samples import SCHEMA, TURN_COLUMNS, is_segment_schema
 from ..readers.extras import merged_notes
-from .cache import FileEntry, RunCache, enforce_limit
+from .cache import FileEntry, RunCache, enforce_limit, file_digest, segment_name
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
@@ -136,7 +136,8 @@ def full_schema(schema: pa.Schema) -> pa.Schema:
 
 def write_segment(table: pa.Table, out_dir: str) -> str:
     """Write ``table`` as a new segment file in ``out_dir`` (its columns of one value left out, see
-    ``with_one_value_columns``); returns its name."""
+    ``with_one_value_columns``); returns its name, which carries the xxh3-128 digest of its bytes
+    (``cache.segment_name``): what the cache checks it against when it is opened again."""
     table = _without_one_value_columns(table.unify_dictionaries())  # an IPC file holds one dictionary per
     # column for all its chunks
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
@@ -144,11 +145,11 @@ def write_segment(table: pa.Table, out_dir: str) -> str:
     try:
         with pa.ipc.new_file(tmp, table.schema) as writer:
             writer.write_table(table)
+        name = segment_name(file_digest(tmp))
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    name = "seg-" + Path(tmp).name[len(".tmp-"):]
-    os.replace(tmp, Path(out_dir) / name)
+    os.replace(tmp, Path(out_dir) / name)  # the same name holds the same bytes: replacing one costs nothing
     return name
 
 
@@ -216,39 +217,79 @@ class SegmentStore:
     def forget_stamp(self) -> None:
         self._stamp = None
 
-    def load(self, key: str, files: list[tuple[str, Path]], appendable: bool
+    def load(self, key: str, files: list[tuple[str, Path]], appendable: bool, check_rows=None
              ) -> dict[str, tuple[FileEntry, list[Segment]]]:
         """File name -> (manifest entry, opened segments) for each (name, path) of ``files`` the cache holds
         unchanged or grown; {} without a cache, or when the cache is unreadable (then it is
-        cleared and a note says so)."""
+        cleared and a note says so). Each segment is checked as it is opened (``RunCache.open_segment``):
+        one edited, damaged or unreadable is deleted and the files it held are left out (they are read
+        again), with a note naming it and why. A copy just pulled from the shared cache is used only when
+        ``check_rows(found, paths)`` (``shared.rows_match_logs``) finds its rows in the viewer's own logs;
+        else the local copy is emptied, a note says why, and {} is returned (the run is read from its logs)."""
         if self.cache is None:
             return {}
         found, opened = {}, {}  # a segment small files share is opened once
-        self._share("read")
+        damaged: dict[str, tuple[str, list[str]]] = {}  # segment -> (why, the files it held)
+        pulled = self._share("read")
         try:
             entries = self.cache.read_manifest(key)
             for file_name, path in files:
                 entry = entries.get(file_name)
-                if entry is None or entry.status(path, appendable) == "stale":
+                if entry is None or entry.status(path, appendable, ends=True) == "stale":
                     continue
-                segments = []
-                for name, first_line, *span in entry.segments:
-                    if name not in opened:
-                        opened[name] = self.cache.open_segment(name)
-                        if not is_segment_schema(full_schema(opened[name].schema)):
-                            raise ValueError(f"segment {name} has an unexpected schema")
-                    table = opened[name]
-                    if span:
-                        if span[0] + span[1] > table.num_rows:
-                            raise ValueError(f"segment {name} is shorter than its manifest says")
-                        table = SharedSlice(table, *span)
-                    segments.append((name, first_line, table))
+                segments = self._open_segments(entry, opened, damaged)
+                if segments is None:
+                    damaged[next(n for n, *_ in entry.segments if n in damaged)][1].append(file_name)
+                    continue
                 found[file_name] = (entry, segments)
         except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
             self.notes.append(f"The cache was unreadable ({exc}); parsed the run again.")
             self.cache.clear()
             return {}
+        for name, (why, held) in damaged.items():
+            (self.cache.folder / name).unlink(missing_ok=True)
+            shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            self.notes.append(f"The cache's segment {name} was rebuilt: {why}. Read again from the logs: {shown}.")
+        if pulled and found and check_rows is not None:
+            try:
+                why = check_rows(found, dict(files))
+            except Exception as exc:  # a log that can't be read again (gone, refused): the copy is not taken
+                why = f"its rows could not be read again from your logs ({type(exc).__name__}: {exc})"
+            if why is not None:
+                from .shared import Untrusted
+
+                self.notes.append(self.remote.note("read", Untrusted(why)))
+                self.cache.empty()
+                return {}
         return found
+
+    def _open_segments(self, entry: FileEntry, opened: dict, damaged: dict) -> list[Segment] | None:
+        """The segments of ``entry``, each opened and checked once (``opened``); None when one of them
+        can't be used (it is put in ``damaged`` with why)."""
+        segments = []
+        for name, first_line, *span in entry.segments:
+            if name in damaged:
+                return None
+            if name not in opened:
+                try:
+                    table = self.cache.open_segment(name, check=True)
+                    if not is_segment_schema(full_schema(table.schema)):
+                        raise ValueError("its columns are not a segment's")
+                except FileNotFoundError:
+                    damaged[name] = ("it was missing", [])
+                    return None
+                except (OSError, ValueError, pa.ArrowException) as exc:
+                    damaged[name] = (str(exc).splitlines()[0] if str(exc) else type(exc).__name__, [])
+                    return None
+                opened[name] = table
+            table = opened[name]
+            if span:
+                if span[0] + span[1] > table.num_rows:
+                    damaged[name] = ("it is shorter than the manifest says", [])
+                    return None
+                table = SharedSlice(table, *span)
+            segments.append((name, first_line, table))
+        return segments
 
     def publish_url(self) -> str | None:
         """Where a cluster's tasks put the segments they write: this run's folder of the shared cache at a
@@ -322,16 +363,18 @@ class SegmentStore:
             table = self.cache.open_segment(name)
         segments[-tail:] = [(name, first_line, table)]
 
-    def _share(self, verb: str) -> None:
+    def _share(self, verb: str) -> bool:
         """Pull the shared cache at a URL into the local one ("read") or push the local one to it ("write");
-        a store's failure costs the sharing only: a note, and no more sharing for this run."""
+        a store's failure costs the sharing only: a note, and no more sharing for this run. Whether a pull
+        took the URL's manifest."""
         if self.remote is None:
-            return
+            return False
         try:
-            (self.remote.pull if verb == "read" else self.remote.push)(self.cache)
+            return bool((self.remote.pull if verb == "read" else self.remote.push)(self.cache))
         except Exception as exc:  # a store's errors are many kinds
             self.notes.append(self.remote.note(verb, exc))
             self.remote = None
+            return False
 
     def save(self, entries: dict[str, FileEntry], key: str, run_dir: Path) -> None:
         """Write the manifest, remove the segments it doesn't name, and keep all caches under the

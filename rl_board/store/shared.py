@@ -11,8 +11,9 @@ folder per run as always. The URL holds the same folders: ``URL/<run cache folde
   temporary key (``.tmp-…``) and then moved to its name; the manifest is published last, the same way.
   A reader never sees a manifest naming a segment that is not there, nor half a segment.
 - Two processes reading the same run at once each parse it and publish a complete manifest naming
-  their own segments (names are random, never shared): whichever is published last, the URL names a
-  complete read, and both readers got complete, identical results.
+  their own segments (a segment's name is the xxh3-128 of its bytes: one name holds one content):
+  whichever is published last, the URL names a complete read, and both readers got complete, identical
+  results.
 
 The shared cache is a trust boundary: anyone who can write the URL could otherwise decide what every
 viewer sees. A pulled manifest is taken only when it names this cache's run and read options (its
@@ -21,6 +22,10 @@ folder, even one outside the viewer's roots, is refused) and gives the SHA-256 d
 it names (``digests``, written by ``push``); a fetched segment whose bytes don't hash to its digest is
 refused. Either is a note, and the run is read here. A manifest's file entries are still checked
 against the viewer's own log files (size, time, hashes of the parsed bytes) before any segment is used.
+Whoever writes the URL can write digests too, so a pulled copy is also tied to the viewer's logs: rows
+drawn at random are read again from the viewer's own files at the offsets the segments hold and must
+give the same step, reward, texts and length (``rows_match_logs``); else the copy is not used, a note
+says which row, and the run is read here.
 Temporary keys left by a push that died (``.tmp-…``, older than ``TMP_KEY_SECONDS``) are removed at the
 next publish.
 
@@ -31,16 +36,73 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import random
 import time
 import uuid
 from pathlib import Path
 
+from ..base import fields as F
+from ..base.compression import codec_of
 from ..base.remote import RemotePath, fault_line, remote_path
 from .cache import CACHE_ENV, MANIFEST, RunCache, cache_dir_for, mirror_root, shared_url  # noqa: F401
 
 TMP_KEY_SECONDS = 3600  # a temporary key older than this at a publish was left by a push that died
 _DIGEST_CHUNK = 1 << 20  # bytes hashed at a time
+
+
+ROWS_CHECKED = 16  # rows of a pulled copy read again from the viewer's own logs before it is used
+WHOLE_FILES_CHECKED = 2  # of them, table files (read whole to reach a row) at most
+_COMPARED = (F.STEP, F.REWARD, *F.TEXT_FIELDS, "length")  # what a row read again must give as the copy does
+
+
+def rows_match_logs(found: dict, paths: dict, reader, options, location) -> str | None:
+    """None when ``ROWS_CHECKED`` rows drawn at random from the segments of ``found`` (file name -> (entry,
+    segments), as ``SegmentStore.load`` opened them from a pulled copy) are what the viewer's own files
+    (``paths``: file name -> path) give when the bytes at each row's offset are read again; else why not.
+    A copy whose manifest and digests were rewritten to serve another run's segments fails here: its rows'
+    texts and numbers are not the ones the logs hold at their offsets."""
+    import pyarrow.compute as pc
+
+    from .ingest import ingest_whole
+    from .ranges import ingest_range
+    from .segments import as_table, with_one_value_columns
+
+    rows = [(name, table, i) for name, (_, segments) in found.items() for _, _, table in segments
+            for i in range(as_table(table).num_rows)] if sum(
+        as_table(t).num_rows for _, segments in found.values() for _, _, t in segments) <= 100_000 else None
+    if rows is None:  # many rows: draw segments first, then a row of each
+        parts = [(name, table) for name, (_, segments) in found.items() for _, _, table in segments
+                 if as_table(table).num_rows]
+        picked = [parts[random.randrange(len(parts))] for _ in range(ROWS_CHECKED)] if parts else []
+        rows = [(name, table, random.randrange(as_table(table).num_rows)) for name, table in picked]
+    else:
+        rows = random.sample(rows, min(ROWS_CHECKED, len(rows)))
+    whole: dict[str, object] = {}
+    for name, table, i in rows:
+        mine = with_one_value_columns(as_table(table)).slice(i, 1).to_pylist()[0]
+        path = paths[name]
+        if reader.APPENDABLE and codec_of(path) is None:
+            start = int(mine["offset"])
+            got = ingest_range(reader, str(path), start, start + int(mine["length"]) + 1, None, options,
+                               location=location).table
+        elif reader.APPENDABLE or (name not in whole and len(whole) >= WHOLE_FILES_CHECKED):
+            continue  # a compressed log's offsets are in its expanded bytes; a table file past the bound
+        else:
+            if name not in whole:
+                whole[name] = ingest_whole(reader, path, path.stat().st_size, None, options).table
+            got = whole[name]
+            got = got.filter(pc.equal(got["offset"], mine["offset"])) if got is not None else None
+        theirs = got.slice(0, 1).to_pylist()[0] if got is not None and got.num_rows else None
+        if theirs is None or any(not _same(mine.get(k), theirs.get(k)) for k in _COMPARED):
+            return (f"its row at line {mine.get(F.LINE)} of {name} is not what your copy of {name} holds there "
+                    f"(reward {mine.get(F.REWARD)!r} in the copy)")
+    return None
+
+
+def _same(a, b) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
 
 
 class Untrusted(ValueError):
