@@ -19,6 +19,7 @@ from .. import readers
 from ..base.location import open_file, open_location
 from ..base.remote import RemotePath
 from ..readers import layout
+from ..readers.jsonl import first_line
 from .discovery import MAX_DEPTH as DISCOVERY_DEPTH
 from .tracking import EXPECTED_LAYOUT, list_run_files, list_splits, natural_key
 
@@ -65,7 +66,7 @@ def _first_keys(paths: list[Path], root: Path) -> dict | None:
             continue
         try:
             with open_file(path) as fh:  # a FIFO is named, never waited on; a huge file is not read whole
-                head = fh.readline(1 << 20) if path.suffix == ".jsonl" else fh.read(1 << 20)
+                head = first_line(fh) if path.suffix == ".jsonl" else fh.read(1 << 20)
             obj = json.loads(head)
         except (OSError, ValueError, RecursionError):
             continue
