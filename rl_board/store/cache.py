@@ -41,7 +41,7 @@ from .fingerprints import (  # noqa: F401 (re-exported: their home before they m
 )
 from .locks import locked
 
-CACHE_VERSION = 17  # 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
+CACHE_VERSION = 18  # 18: a segment keeps eos_seen per sample (the EOS check on load); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
 CACHE_MAX_ENV = "RL_BOARD_CACHE_MAX"
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
