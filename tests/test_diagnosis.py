@@ -130,3 +130,12 @@ def test_detect_names_the_trainer_metrics_the_run_offers(tmp_path):
     assert code == 0 and "trainer metrics: ../train_metrics.jsonl (rl-board metrics)" in out.splitlines()
     assert compute_diagnosis(tmp_path / "bare" / "rollout_data")["metrics"] is None
     assert "trainer metrics" not in _detect(tmp_path / "bare" / "rollout_data")[1]
+
+
+def test_detect_names_the_keys_of_a_first_line_over_a_mebibyte(tmp_path):
+    """A first line of 2 MB (a long judge's rationale) still has its keys named, in the writer's order."""
+    for step in (1, 2):
+        verl_dump(tmp_path / "exp" / "rollout_data", step, ["q"], ["a"], ["1"], [1.0], {"judge_rationale": ["r" * 2_000_000]})
+    got = compute_diagnosis(tmp_path / "exp")
+    assert got["found"]["first_line"] == {"file": "rollout_data/1.jsonl",
+                                          "keys": ["input", "output", "gts", "score", "step", "judge_rationale"]}
