@@ -3,8 +3,10 @@
 and the load check ``eos_never_seen`` fires when the samples have tokens and none holds the EOS."""
 
 import json
+import os
+import time
 
-from conftest import sample, summary_json, write_lines
+from conftest import command, sample, summary_json, write_lines
 
 import rl_board
 from rl_board.analysis.checks import compute_data_checks
@@ -103,8 +105,42 @@ def test_the_page_boxes_default_to_auto_and_the_load_report_warns(tmp_path):
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception
     assert not [w for w in at.warning if "is in none of the" in w.value]
+    # the caption names the tokens read (escaped as Markdown: the backslashes aside, these characters)
+    assert any("auto: pad <|eot_id|>, EOS <|eot_id|>" in c.value.replace("\\", "") for c in at.sidebar.caption)
     at.sidebar.text_input(key=keys.EOS_TOKEN).input("<|endoftext|>").run()
     at.sidebar.button(key=keys.LOAD).click().run()
     assert not at.exception
     text = [w.value for w in at.warning if w.value.startswith("Numbers a log should not hold:")][0]
     assert "The EOS token '<|endoftext|>' is in none of the 2 samples with tokens (first at rank0.jsonl:1)" in text
+
+
+def test_search_removes_the_pad_the_run_was_read_with(tmp_path):
+    """``search`` removes the resolved pad (<|eot_id|>), never the word "auto": a response holding the EOS
+    only as pads matches no ``eot_id``, and matches it with --pad-token none; "auto" in a text stays."""
+    run = _run(tmp_path, LLAMA3)
+    write_lines(run / "rank1.jsonl", [sample(1, 0.5, prompt="r", response="auto pilot" + EOT * 2,
+                                             response_tokens=["auto", " pilot", EOT, EOT])])
+
+    def matches(*argv):
+        proc = command("search", str(run), "--json", "--no-cache", *argv)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)["matches"]
+
+    assert matches("--regex", "eot_id") == 0
+    assert matches("--regex", "eot_id", "--pad-token", "none") == 1
+    assert matches("--regex", "^auto pilot$") == 1
+
+
+def test_a_kept_summary_follows_a_config_put_beside_the_tokenizer(tmp_path):
+    """``summary`` (kept between calls) of a run whose tokenizer lies in the folder above reads <|endoftext|>
+    without a config; once Llama-3's config lies beside that tokenizer (outside the run's files) the next
+    summary reads <|eot_id|>, not the kept answer."""
+    run = _run(tmp_path / "run", None)
+    (run / "tokenizer.json").rename(tmp_path / "tokenizer.json")
+    for path in run.iterdir():  # files older than the memo's two seconds: the first summary is kept
+        os.utime(path, (time.time() - 60, time.time() - 60))
+    assert summary_json(run)["settings"]["eos_token"] == "<|endoftext|>"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(LLAMA3))
+    got = summary_json(run)
+    assert (got["settings"]["pad_token"], got["settings"]["eos_token"]) == (EOT, EOT)
+    assert got["steps"][0]["truncated_share"] == 0.5
