@@ -43,7 +43,8 @@ def test_summary_prints_the_counts(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(_run(tmp_path)), "--json", "--no-cache"],
                           capture_output=True, text=True, cwd=REPO)
     assert json.loads(proc.stdout)["checks"] == {"logprobs_above_0": 2, "ref_logprobs_above_0": 2,
-                                                 "rollout_logprobs_above_0": 1, "lengths_differ": 1}
+                                                 "rollout_logprobs_above_0": 1, "lengths_differ": 1,
+                                                 "eos_never_seen": 0}  # no tokens: never checked
 
 
 @pytest.mark.slow

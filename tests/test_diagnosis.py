@@ -150,3 +150,10 @@ def test_detect_names_a_run_two_levels_down_and_never_quotes_a_tokenizer(tmp_pat
     assert got["found"]["first_line"] == {"file": "logs/exp_001/rollout_data_rank0.jsonl",
                                           "keys": ["step", "reward", "response"]}
     assert got["try"].startswith("open a sub-folder: logs/exp_001 (jsonl)")
+def test_detect_names_the_keys_of_a_first_line_over_a_mebibyte(tmp_path):
+    """A first line of 2 MB (a long judge's rationale) still has its keys named, in the writer's order."""
+    for step in (1, 2):
+        verl_dump(tmp_path / "exp" / "rollout_data", step, ["q"], ["a"], ["1"], [1.0], {"judge_rationale": ["r" * 2_000_000]})
+    got = compute_diagnosis(tmp_path / "exp")
+    assert got["found"]["first_line"] == {"file": "rollout_data/1.jsonl",
+                                          "keys": ["input", "output", "gts", "score", "step", "judge_rationale"]}

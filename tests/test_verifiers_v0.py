@@ -203,3 +203,15 @@ def test_split_and_step_of_each_layout():
              "rollouts/step_4/eval_rollouts.jsonl", "step_5/eval_rollouts_math-500.jsonl.gz", "abc/results.jsonl")
     assert [verifiers_v0.split_of(n) for n in names] == [None, "gsm8k", "train", "eval", "eval/math-500", None]
     assert [verifiers_v0.step_of(n) for n in names] == [None, 3, 3, 4, 5, None]
+
+
+def test_a_first_line_over_a_mebibyte_is_still_verifiers(tmp_path):
+    """A results.jsonl whose first rollout holds a 1.5 MB completion (past the 1 MiB the sniff read
+    before) is recognised as verifiers v0, and its two samples load."""
+    long = [{"role": "assistant", "content": "x" * 1_500_000}]
+    path = write_v0(tmp_path / "evals" / "env--m" / "abc123", [
+        v0_output(0, PROMPT, long, 1.0, {"correct": 1.0}, answer="4"),
+        v0_output(0, PROMPT, [{"role": "assistant", "content": "4"}], 0.0, {"correct": 0.0}, answer="4")])
+    assert len(path.read_bytes().split(b"\n", 1)[0]) > 1 << 20
+    assert detect(path.parent) is verifiers_v0
+    assert len(load_run(path.parent, cache_root=False).samples) == 2

@@ -187,3 +187,18 @@ def test_record_of_a_llama3_run_uses_the_template_too(tmp_path):
     (exp / "tokenizer_config.json").write_text(json.dumps({"chat_template": LLAMA3_TEMPLATE}))
     canonical, _ = load_run(exp, cache_root=False).record(0)
     assert [t["role"] for t in canonical["messages"]] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_first_line_longer_than_the_sniff_is_still_verl(tmp_path):
+    """A dump whose first line holds a 230 KB judge's rationale (reward_extra_info, merged into the
+    line by ``_dump_generations``) is recognised as verl, alone and in its experiment folder."""
+    exp = tmp_path / "exp"
+    rationale = "The answer cites the census. " * 8000  # 232,000 bytes, far past the 64 KiB sniff
+    for folder, step in (("rollout_data", 1), ("val_data", 0)):
+        pairs = [verl_sample(f"Q{i}", rounds) for i, (rounds, _, _) in enumerate([SEARCHED, CALCULATED])]
+        verl_dump(exp / folder, step, [p[0] for p in pairs], [p[1] for p in pairs], ["gt", "gt"], [1.0, 0.0],
+                  {"judge_rationale": [rationale, "short"]})
+    first = (exp / "rollout_data" / "1.jsonl").read_bytes().split(b"\n", 1)[0]
+    assert len(first) > 1 << 16
+    assert detect(exp / "rollout_data") is verl and detect(exp) is verl
+    assert summary_json(exp)["format"] == "verl"

@@ -5,6 +5,10 @@
 - Per-token lists of different lengths in one sample: the board uses the first *n* positions (*n* the
   shortest list), which is right for a writer that logs one token more, and wrong for one that
   misaligned its lists.
+- ``eos_never_seen``: the samples have tokens, yet the EOS token (``--eos-token``; the run's tokenizer's
+  by default) is among the counted positions of none of them: the EOS is likely the wrong one (a
+  Llama-3 run read with Qwen's ``<|endoftext|>`` reads ``truncated_share`` 1.0), and every response
+  counts as truncated. Not checked with the EOS turned off.
 """
 
 from __future__ import annotations
@@ -22,28 +26,40 @@ from ..base import fields as F
 class DataCheck:
     """One kind of impossible or suspicious number found in a run."""
 
-    kind: str  # "{list}_above_0" or "lengths_differ"
-    values: int  # values found (for lengths_differ: samples)
+    kind: str  # "{list}_above_0", "lengths_differ" or "eos_never_seen"
+    values: int  # values found (for lengths_differ and eos_never_seen: samples)
     samples: int  # samples holding them
     first: str  # FILE:LINE of the first such sample (step, file, line order)
     largest: float | None  # the largest value found (log-probability checks)
     message: str
 
 
-def count_checks(samples: pd.DataFrame) -> dict[str, int]:
-    """Every check's count (0 when clean): ``{list}_above_0`` (values) for each log-prob list and
-    ``lengths_differ`` (samples), as the summary prints them."""
+def count_checks(samples: pd.DataFrame, eos_token: str | None = None) -> dict[str, int]:
+    """Every check's count (0 when clean): ``{list}_above_0`` (values) for each log-prob list,
+    ``lengths_differ`` (samples) and ``eos_never_seen`` (the samples with tokens, when the EOS token
+    ``eos_token`` is in none of them), as the summary prints them."""
     out = {}
     for name in F.LOGPROB_FIELDS:
         column = f"{name}_above_0"
         out[column] = int(samples[column].sum()) if column in samples else 0
     out["lengths_differ"] = int(samples["lengths_differ"].sum()) if "lengths_differ" in samples else 0
+    out["eos_never_seen"] = _without_eos(samples, eos_token)
     return out
 
 
-def compute_data_checks(samples: pd.DataFrame, files: tuple[str, ...]) -> list[DataCheck]:
+def _without_eos(samples: pd.DataFrame, eos_token: str | None) -> int:
+    """The samples with tokens when none of them holds ``eos_token`` among its counted positions, else
+    0 (and 0 without an EOS token or without tokens)."""
+    if eos_token is None or "has_tokens" not in samples or "eos_seen" not in samples:
+        return 0
+    has = samples["has_tokens"].to_numpy(dtype=bool)
+    return 0 if samples["eos_seen"].to_numpy(dtype=bool)[has].any() else int(has.sum())
+
+
+def compute_data_checks(samples: pd.DataFrame, files: tuple[str, ...], eos_token: str | None = None) -> list[DataCheck]:
     """The checks that found something in ``samples`` (rows of ``Run.samples``; ``files`` names their
-    ``file`` index), each with a message naming the list, the count and the first sample."""
+    ``file`` index; ``eos_token`` the run's EOS), each with a message naming the list, the count and the
+    first sample."""
     found = []
 
     def first(mask) -> str:
@@ -75,6 +91,14 @@ def compute_data_checks(samples: pd.DataFrame, files: tuple[str, ...]) -> list[D
                                    f"{_count(count, 'sample')} with per-token lists of different "
                                    f"lengths (first at {where}): each uses its first n positions, n the shortest "
                                    "numeric list."))
+    missing = _without_eos(samples, eos_token)
+    if missing:
+        where = first(samples["has_tokens"].to_numpy(dtype=bool))
+        found.append(DataCheck("eos_never_seen", missing, missing, where, None,
+                               f"The EOS token {eos_token!r} is in none of the {_count(missing, 'sample')} with "
+                               f"tokens (first at {where}): every response reads as truncated. Is it this model's "
+                               "EOS? Set it in the sidebar's EOS token box, or --eos-token, or put the model's "
+                               "tokenizer_config.json beside its tokenizer.json."))
     return found
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
-from ..base.defaults import EOS_TOKEN, PAD_TOKEN, token_option
+from ..base.defaults import AUTO, token_option
 from ..store.loader import Progress, RunLoader, Snapshot
 
 
@@ -32,8 +32,8 @@ def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: in
                      tokenizer).refresh(progress)
 
 
-def load(path: Path | str, *, rename: dict[str, str] | None = None, pad_token: str | None = PAD_TOKEN,
-         eos_token: str | None = EOS_TOKEN, split: str | None = None, tokenizer: Path | str | None = None,
+def load(path: Path | str, *, rename: dict[str, str] | None = None, pad_token: str | None = AUTO,
+         eos_token: str | None = AUTO, split: str | None = None, tokenizer: Path | str | None = None,
          max_samples_per_step: int | None = None, cache: bool = True,
          fields: dict[str, str] | list[str] | str | None = None):
     """A run folder read as the page and the commands read it, for a notebook: ``rl_board.load(path)``.
@@ -42,8 +42,9 @@ def load(path: Path | str, *, rename: dict[str, str] | None = None, pad_token: s
     ``{source key: field}``: ``{"my_score": "reward"}`` reads ``reward`` from ``my_score`` (a dotted
     key reads a nested value). A mapped key the run's first lines don't hold is a warning, and an
     error when nothing loaded. The other read options are the page's and the commands'
-    (``--pad-token``…), with their defaults: ``pad_token`` and ``eos_token`` (``<|endoftext|>``; None
-    or "none" turns either off), ``split``, ``tokenizer`` (a ``tokenizer.json`` or a model folder;
+    (``--pad-token``…), with their defaults: ``pad_token`` and ``eos_token`` ("auto": those of the
+    ``tokenizer_config.json`` beside the run's tokenizer, else ``<|endoftext|>``; None or "none" turns
+    either off), ``split``, ``tokenizer`` (a ``tokenizer.json`` or a model folder;
     default: one found near the run), ``max_samples_per_step`` and ``cache`` (False: neither read nor
     write the board's cache). ``fields`` is the old spelling of the mapping, the other way round
     (``{"reward": "my_score"}``, ``["reward=my_score"]``, ``"reward=my_score"``): it works, with a

@@ -102,6 +102,6 @@ def build_summary(run: Run) -> dict:
         "lines_skipped": report.skipped,
         "errors": [{"file": f, "line": line, "error": reason} for f, line, reason in report.errors],
         "files_unreadable": [{"file": f, "error": reason} for f, reason in report.unreadable],
-        "checks": count_checks(run.samples),
+        "checks": count_checks(run.samples, run.options.eos_token),
         "steps": steps,
     }

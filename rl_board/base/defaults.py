@@ -1,8 +1,10 @@
 """The one set of defaults the page and every command share, and the word that turns a token off.
 
 OpenRLHF, verl and TRL's Qwen-style models end a response with ``<|endoftext|>`` and pad with it, so
-both the pad and the EOS token default to it (see ``metrics`` for how they cut a response). ``none``
-(any case) or an empty value turns either off: ``--pad-token none``.
+both the pad and the EOS token default to it (see ``metrics`` for how they cut a response), unless the
+run's tokenizer says otherwise: ``auto``, every command's and the page's default, takes them from the
+``tokenizer_config.json`` beside the run's ``tokenizer.json`` (``derive.tokenizer.special_tokens``), else
+these. ``none`` (any case) or an empty value turns either off: ``--pad-token none``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import NamedTuple
 PAD_TOKEN = "<|endoftext|>"
 EOS_TOKEN = "<|endoftext|>"
 OFF = "none"  # --pad-token none / --eos-token none: no such token
+AUTO = "auto"  # --pad-token auto (the default): the run's tokenizer_config.json's, else the token above
 MAX_EXTRA_FIELDS_ENV = "RL_BOARD_MAX_EXTRA_FIELDS"
 DEFAULT_MAX_EXTRA_FIELDS = 256  # extra-field columns a run makes; later new keys are dropped (readers.extras)
 

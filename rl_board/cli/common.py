@@ -23,6 +23,7 @@ def _load(args):
     except (RootError, FieldMappingError, TokenizerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    args.pad_token, args.eos_token = run.options.pad_token, run.options.eos_token  # "auto" as it was resolved
     if args.split and args.split not in run.splits:  # an error is said first, and alone
         print(f"error: {args.run_dir} has no split {args.split!r}"
               + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..base.access import is_url
-from ..base.defaults import EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
+from ..base.defaults import AUTO, EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
 from ..derive.faults import ANY, KINDS
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
@@ -42,12 +42,14 @@ def _non_negative_int(text: str) -> int:
 def _token_arguments(parser: argparse.ArgumentParser, pad_help: str = "positions from this token on are not "
                                                                              "counted") -> None:
     """``--pad-token`` and ``--eos-token``, with the page's defaults (``defaults``); ``none`` turns either off."""
-    parser.add_argument("--pad-token", default=PAD_TOKEN, type=token_option,
-                        help=f"{pad_help} (default {PAD_TOKEN}; 'none': no pad token)")
-    parser.add_argument("--eos-token", default=EOS_TOKEN, type=token_option,
+    parser.add_argument("--pad-token", default=AUTO, type=token_option,
+                        help=f"{pad_help} (default auto: the pad_token of the tokenizer_config.json beside the "
+                             f"run's tokenizer.json, its EOS when it has none, else {PAD_TOKEN}; 'none': no pad token)")
+    parser.add_argument("--eos-token", default=AUTO, type=token_option,
                         help=f"the model's end-of-sequence token: it is counted (it carries the reward) and the "
                              f"positions after it are not; it may equal --pad-token, whose first occurrence is "
-                             f"then the EOS (default {EOS_TOKEN}; 'none': no EOS)")
+                             f"then the EOS (default auto: that tokenizer_config.json's eos_token, else "
+                             f"{EOS_TOKEN}; 'none': no EOS)")
 
 
 def _run_arguments(parser: argparse.ArgumentParser, two_runs: bool = False, **token_help) -> None:

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ..base.access import RootError
-from ..base.defaults import DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
+from ..base.defaults import AUTO, DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
 from .common import _describe_settings, _fmt, _load
 
 
@@ -71,6 +71,10 @@ def _memo_name(args) -> str | None:
     from ..store import memo
 
     settings = {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field, "split": args.split}
+    if AUTO in (args.pad_token, args.eos_token):  # what auto reads now: a config put beside the tokenizer later counts
+        from ..derive.tokenizer import find_tokenizer, special_tokens
+
+        settings["tokens"] = special_tokens(str(found) if (found := find_tokenizer(args.run_dir)) else None)
     if max_extra_fields() != DEFAULT_MAX_EXTRA_FIELDS:  # the key of a summary kept before the limit stays
         settings["max_extras"] = max_extra_fields()
     return memo.key("summary", args.run_dir, settings)

@@ -67,6 +67,7 @@ SCHEMA = pa.schema(
         # 1 when no EOS is among the counted positions while they fill the lists (the response ran out
         # of room), 0 when it ended, NaN when nothing tells (no EOS token set, no tokens, or a loss mask)
         ("truncated", pa.float64()),
+        ("eos_seen", pa.bool_()),  # the EOS token is among its counted positions (the load check ``eos_never_seen``)
     ]
     # checks on load: per log-prob list, its values above 0 (a probability above 1) and the largest
     + [(name, type_) for field in F.LOGPROB_FIELDS
@@ -150,6 +151,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["from_ids"] = ids.used
     columns["mask_positions"] = np.where(mask.lengths >= 0, n, -1).astype(np.int32)
     columns["truncated"] = truncated(n, counted, tokens, options)
+    columns["eos_seen"] = counted.ended
     for name in F.LOGPROB_FIELDS:
         columns[f"{name}_above_0"], columns[f"{name}_max"] = above_zero(lists[name], count)
     columns["prompt_key"] = _prompt_keys(texts["prompt"])

@@ -36,6 +36,8 @@ TOKENIZER_FILE = "tokenizer.json"
 DECODE_SECONDS, DECODE_SECONDS_PER_ID = 5.0, 1e-4
 #: how the note on a tokenizer that failed ends (``store.snapshot`` gives it once for the run)
 TOKENIZER_FAILED = ": token ids are shown as #ID. Replace it, or give another tokenizer."
+CONFIG_FILE = "tokenizer_config.json"  # beside it: the model's pad and EOS tokens (``special_tokens``)
+MAX_CONFIG_BYTES = 16 << 20  # a longer tokenizer_config.json is not read (Llama-3's is 50 KB)
 SEARCH_UP = 2  # folders above the run folder looked in
 
 
@@ -226,6 +228,42 @@ def _load(path: str, version: str) -> GuardedTokenizer:
 def failure(tokenizer) -> str | None:
     """Why ``tokenizer`` (as ``load_tokenizer`` gives it) failed in this process, None when it did not."""
     return getattr(tokenizer, "failed", None)
+
+
+def special_tokens(tokenizer_path: str | None) -> tuple[str | None, str | None] | None:
+    """(pad, EOS) from the ``tokenizer_config.json`` beside the tokenizer file ``tokenizer_path``, each
+    a string or ``{"content": ...}`` (an ``AddedToken``); None without such a file, or one that is no JSON
+    object or holds no ``eos_token``. A config without a pad token (``null`` or absent, Llama-3's) pads with
+    its EOS token, as verl's and TRL's trainers set it (``tokenizer.pad_token = tokenizer.eos_token``)."""
+    if tokenizer_path is None:
+        return None
+    import json
+
+    config = str(tokenizer_path).rsplit("/", 1)[0] + "/" + CONFIG_FILE
+    try:
+        if is_url(config):
+            with remote_path(config).open("rb") as fh:
+                raw = fh.read(MAX_CONFIG_BYTES + 1)
+        else:
+            with open(config, "rb") as fh:
+                raw = fh.read(MAX_CONFIG_BYTES + 1)
+        obj = json.loads(raw) if len(raw) <= MAX_CONFIG_BYTES else None
+    except (OSError, RootError, ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    eos = _token_text(obj.get("eos_token"))
+    if eos is None:
+        return None
+    return _token_text(obj.get("pad_token")) or eos, eos
+
+
+def _token_text(value) -> str | None:
+    """A special token as a tokenizer_config.json holds it: a string, or an ``AddedToken``'s
+    ``{"content": ...}``; None for anything else or an empty one."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
 
 
 def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:

@@ -65,7 +65,7 @@ def _holds_dump(folder: Path) -> bool:
     if found is None:
         return False
     with open_file(found) as fh:
-        obj = jsonl.parse_line(fh.readline(1 << 20).rstrip(b"\n"))
+        obj = jsonl.parse_line(jsonl.first_line(fh))
     return isinstance(obj, dict) and KEYS <= obj.keys()
 
 

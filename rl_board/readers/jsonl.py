@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 import orjson
 
 from ..base.compression import open_path
+from ..base.defaults import max_line_bytes
 from ..base.location import as_path
 from .base import SourceChanged
 from .jsonlines import ParsedBlock, parse_block  # noqa: F401 (the reader's interface)
@@ -32,6 +33,15 @@ _SNIFF_BYTES = 1 << 16  # bytes of a file's start read to tell a trainer's metri
 APPENDABLE = True  # a file that grew is read from where the last read stopped
 _VERL_FILE = re.compile(r"^\d+\.jsonl$")
 _VERL_KEYS = frozenset({"input", "output", "gts", "score", "step"})  # what verl's _dump_generations writes
+
+
+def first_line(fh) -> bytes:
+    """The first line of ``fh`` (open for reading in binary), without its line end, whatever its length
+    up to the per-line bound (``defaults.max_line_bytes``); b"" when it is longer (a line the reader
+    names and skips). A trainer is told by its first line, which may hold a 230 KB judge's rationale."""
+    limit = max_line_bytes()
+    raw = fh.readline(limit + 1)
+    return b"" if len(raw) > limit else raw.rstrip(b"\r\n")
 
 
 def is_whole_record(raw: bytes) -> bool:

@@ -66,7 +66,7 @@ from ..base.compression import open_path, read_bytes, variants
 from ..base.location import as_path
 from . import verifiers_v0
 from .base import FileError, ReadOptions, SourceChanged, value_at
-from .jsonl import parse_line
+from .jsonl import first_line, parse_line
 from .layout import first_match, step_in
 from .notes import with_notes
 from .placeholders import image_check, vision_ids
@@ -125,10 +125,10 @@ def matches(run_dir: Path) -> bool:
         return False
     try:
         with open_path(latest) as fh:
-            first = fh.readline(1 << 20)
+            first = first_line(fh)
     except (OSError, EOFError, ValueError):
         return False
-    return holds_traces(parse_line(first.rstrip(b"\r\n")))
+    return holds_traces(parse_line(first))
 
 
 def _holds_episodes(path: Path) -> bool:

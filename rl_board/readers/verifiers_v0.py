@@ -44,7 +44,7 @@ from ..base.compression import base_name, open_path, read_bytes, variants
 from ..base.location import as_path
 from . import layout
 from .base import FileError, ReadOptions, SourceChanged
-from .jsonl import parse_line
+from .jsonl import first_line, parse_line
 from .layout import first_match
 from .turns import number, sample_rows, tool_names, turn, turns, with_outcome
 
@@ -91,10 +91,10 @@ def matches(run_dir: Path) -> bool:
         found = found or [path for name in variants(pattern) for path in first_of(run_dir, name)]
     try:
         with open_path(found[0]) as fh:
-            first = fh.readline(1 << 20)
+            first = first_line(fh)
     except (OSError, IndexError, EOFError, ValueError):
         return False
-    obj = parse_line(first.rstrip(b"\r\n"))
+    obj = parse_line(first)
     return isinstance(obj, dict) and "reward" in obj and ("completion" in obj or "prompt" in obj)
 
 

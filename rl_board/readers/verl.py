@@ -89,12 +89,15 @@ def split_of(name: str) -> str | None:
 
 
 def _dump_folder(folder: Path) -> tuple[bool, bool]:
-    """(whether ``folder`` holds verl dumps, whether their first 64 KiB hold a turn marker)."""
+    """(whether ``folder`` holds verl dumps, whether their first 64 KiB, or their first line when it is
+    longer, hold a turn marker)."""
     found = first_match(folder, "[0-9]*.jsonl", keep=lambda p: bool(_STEP_FILE.match(p.name)))
     if found is None:
         return False, False
     with open_file(found) as fh:
         head = fh.read(_SNIFF_BYTES)
+        if len(head) == _SNIFF_BYTES and b"\n" not in head:  # a first line longer than the sniff: read it whole
+            head += jsonl.first_line(fh) + b"\n"  # up to the per-line bound; a longer one is no verl line
     whole = head.split(b"\n")[:-1] if len(head) == _SNIFF_BYTES else head.split(b"\n")
     # the first lines the writer wrote in full: one with verl's keys is enough (a bad line is the reader's to name)
     objs = (jsonl.parse_line(line) for line in whole[:16] if line.strip())

@@ -20,6 +20,7 @@ from ..base.access import RootError
 from ..base.location import open_file, open_location
 from ..base.remote import RemotePath
 from ..readers import layout
+from ..readers.jsonl import first_line
 from .discovery import MODEL_FILES, discover_runs
 from .tracking import EXPECTED_LAYOUT, ROOT_RUN, list_run_files, list_splits, natural_key
 
@@ -77,7 +78,7 @@ def _first_keys(paths: list[Path], root: Path) -> dict | None:
             continue
         try:
             with open_file(path) as fh:  # a FIFO is named, never waited on; a huge file is not read whole
-                head = fh.readline(1 << 20) if path.suffix == ".jsonl" else fh.read(1 << 20)
+                head = first_line(fh) if path.suffix == ".jsonl" else fh.read(1 << 20)
             obj = json.loads(head)
         except (OSError, ValueError, RecursionError):
             continue

@@ -23,7 +23,7 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from ..base.access import RootError, is_url
-from ..base.defaults import bounds_key, max_extra_fields
+from ..base.defaults import AUTO, EOS_TOKEN, PAD_TOKEN, bounds_key, max_extra_fields
 from ..base.location import RunLocation, as_path, open_location
 from ..base.remote import LocationError, fault_line
 from ..derive.tokenizer import (
@@ -31,6 +31,7 @@ from ..derive.tokenizer import (
     find_tokenizer,
     load_tokenizer,
     resolve_tokenizer,
+    special_tokens,
     stamp,
 )
 from ..readers import (
@@ -75,11 +76,12 @@ class RunLoader:
 
     Args:
         run_dir: the folder of the run's files (its format is detected, see ``readers.detect``).
-        pad_token: positions at and after its first occurrence are not counted (see ``metrics``).
+        pad_token: positions at and after its first occurrence are not counted (see ``metrics``);
+            ``auto`` (``defaults.AUTO``): the run's tokenizer's (``_choose_tokens``).
         max_per_step: keep the first N samples of each step (file order, then line order).
         cache_root: where caches live (default ``cache.default_cache_root()``); False turns caching off.
         fields: ``(canonical, source)`` pairs of the user's field mapping.
-        eos_token: positions after its first occurrence are not counted; it is.
+        eos_token: positions after its first occurrence are not counted; it is. ``auto`` as for the pad.
         split: the split to read, for a format that has them (``readers.layout``); None: the
             format's default split when the run has it, else the first.
         tokenizer: the tokenizer that decodes token ids (a ``tokenizer.json`` or a folder holding one);
@@ -199,7 +201,18 @@ class RunLoader:
                                              "command line."]
                     path = None
         self.options = replace(self.options, tokenizer=str(path) if path is not None else None)
+        self._choose_tokens()
         self._tokenizer_chosen = True
+
+    def _choose_tokens(self) -> None:
+        """Put the pad and EOS tokens asked for as ``auto`` in the read options: the run's tokenizer's
+        (``special_tokens``: its tokenizer_config.json), else the defaults (``<|endoftext|>``)."""
+        pad, eos = self.options.pad_token, self.options.eos_token
+        if AUTO not in (pad, eos):
+            return
+        found = special_tokens(self.options.tokenizer) or (PAD_TOKEN, EOS_TOKEN)
+        self.options = replace(self.options, pad_token=found[0] if pad == AUTO else pad,
+                               eos_token=found[1] if eos == AUTO else eos)
 
     @property
     def tokenizer(self) -> str | None:

@@ -11,6 +11,7 @@ Adding a view to an area is one line: a view of the whole run goes into ``AREAS`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 import pandas as pd
@@ -18,7 +19,7 @@ import streamlit as st
 
 from rl_board.base import fields as F
 from rl_board.base.access import check_roots
-from rl_board.base.defaults import setting_problems
+from rl_board.base.defaults import AUTO, setting_problems
 from rl_board.base.text import alert_body, escape_markdown
 from rl_board.store import workers
 from rl_board.store.loader import RootError, TokenizerError
@@ -206,6 +207,11 @@ def _render(settings) -> None:
         return
     if settings.auto_refresh_seconds:
         state.follow(run_dir, settings, fields)
+    if AUTO in (settings.pad_token, settings.eos_token):  # the tokens the run was read with, not the word
+        st.sidebar.caption(escape_markdown(f"auto: pad {run.options.pad_token or 'none'}, EOS "
+                                           f"{run.options.eos_token or 'none'} (the run's tokenizer_config.json, "
+                                           "else the default)"))
+    settings = replace(settings, pad_token=run.options.pad_token, eos_token=run.options.eos_token)
     if run.splits:
         st.selectbox("Split", run.splits, index=run.splits.index(run.split), key=keys.SPLIT,
                      help="The part of the run to read: its format keeps train and eval rollouts apart.")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from ..base import fields as F
-from ..base.defaults import EOS_TOKEN, PAD_TOKEN
+from ..base.defaults import AUTO, EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
 from ..derive.metrics import KL_ESTIMATORS
 from ..readers import FieldMappingError, parse_field_mapping
@@ -20,8 +20,8 @@ from ..store.tracking import NoRunsError
 from . import keys, links, state
 
 DEFAULT_ROOT = "./rollout_samples"
-DEFAULT_PAD = PAD_TOKEN  # the defaults of every command too (``defaults``)
-DEFAULT_EOS = EOS_TOKEN
+DEFAULT_PAD = AUTO  # the defaults of every command too (``defaults``): the run's tokenizer's, else PAD_TOKEN
+DEFAULT_EOS = AUTO
 BAND_PERCENTILE = 95  # std bands are capped at this percentile of their steps' half-widths, unless turned off
 ROOT_ENV = "RL_BOARD_ROOT"  # set by ``rl-board serve ROOT``: the root shown first
 DEFAULT_RUN = "ppo_demo"  # picked first when the root has it (docs/getting-started.md walks through it)
@@ -186,11 +186,12 @@ def _token_settings(side) -> dict:
     drop_pad = text.checkbox("Drop pad token", value=True, key=keys.DROP_PAD)
     pad = text.text_input("Pad token", value=DEFAULT_PAD, key=keys.PAD_TOKEN, disabled=not drop_pad,
                           help="Positions from the first pad token on are not counted, and pads are removed "
-                               "from the texts shown.")
+                               f"from the texts shown. auto: the pad_token of the tokenizer_config.json beside the "
+                               f"run's tokenizer.json (its EOS when it has none), else {PAD_TOKEN}.")
     eos = text.text_input("EOS token", value=DEFAULT_EOS, key=keys.EOS_TOKEN,
                           help="The model's end-of-sequence action: counted (it carries the reward), and "
                                "nothing after it is. When it equals the pad token, its first occurrence is "
-                               "the EOS. Empty: no EOS.")
+                               f"the EOS. auto: that tokenizer_config.json's eos_token, else {EOS_TOKEN}. Empty: no EOS.")
     tokenizer = text.text_input("Tokenizer (empty: found next to the run)", key=keys.TOKENIZER,
                                 placeholder="/models/Qwen3-8B or …/tokenizer.json",
                                 help="Decodes runs that log token ids (prime-rl's token exports, NeMo-RL): a "
