@@ -23,6 +23,8 @@ from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import SourceChanged, canonical_record
 from ..readers.turns import keep_image_data
 
+TEXT_FIELD_FILES = 20  # files whose first sample names the run's text fields (``text_fields``)
+
 
 class SourceRecords:
     """The queries of a ``Run`` answered by reading its source files again."""
@@ -184,6 +186,40 @@ class SourceRecords:
                 out.append(self._canonical(label, got))
             except (OSError, ValueError, SourceChanged, RootError):  # a line that no longer parses changed too
                 out.append(None)
+        return out
+
+    def text_fields(self, files: int = TEXT_FIELD_FILES) -> list[str]:
+        """The run's text fields: the top-level string fields no reader maps to a canonical field (a judge's
+        ``judge_rationale``, a ``critique``), as the first sample of each of the first ``files`` files holds
+        them, in the order met. Their values are not kept at the cold read; ``texts`` reads them again."""
+        known = self.__dict__.setdefault("_text_fields", {})  # read once per run object and ``files``
+        if files not in known:
+            found: dict[str, None] = {}
+            for got in self.records(self.samples.drop_duplicates(F.FILE).head(files).index):
+                for key, value in (got[1] if got is not None else {}).items():
+                    if isinstance(value, str):
+                        found.setdefault(key, None)
+            known[files] = list(found)
+        return list(known[files])
+
+    def texts(self, labels, name: str, stop=None) -> list[str | None]:
+        """The text field ``name`` (``text_fields``) of each label, read again from the source byte for byte;
+        None where the sample has no such string field, can no longer be read, or was not read before ``stop``
+        (a ``threading.Event``) was set. Read a file at a time in offset order (``_read_each``)."""
+        return self.text_columns(labels, [name], stop)[name]
+
+    def text_columns(self, labels, names, stop=None) -> dict[str, list]:
+        """``texts`` of each of ``names``, the records read once: name -> one value per label."""
+        labels = list(labels)
+        out: dict[str, list] = {name: [] for name in names}
+        for label, got in zip(labels, self._read_each(labels, self._raw_record, stop)):
+            try:
+                others = self._canonical(label, got)[1]
+            except (OSError, ValueError, SourceChanged, RootError, InterruptedError):
+                others = {}
+            for name, column in out.items():
+                value = others.get(name)
+                column.append(value if isinstance(value, str) else None)
         return out
 
     def images(self, label) -> list[dict]:

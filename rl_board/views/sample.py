@@ -1,5 +1,5 @@
 """The chosen sample beside the reference: prompt, response, ref response, reward gap, lengths,
-and the fields of its source the board has no place for (extras and other values)."""
+and the fields of its source the board has no place for (extras, text fields shown whole, other values)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from ..base.text import cut_text, escape_markdown
 from . import keys
 from .sidebar import Settings
 
+TEXT_FIELD_HEIGHT = 400  # pixels of the scrolling box a text field is shown in, whole
+
 
 def _text(label: str, value) -> None:
     """Model output as plain text: never Markdown, never HTML; a long text is cut, the whole of it
@@ -38,6 +40,14 @@ def _text(label: str, value) -> None:
         st.caption(f"Showing the first {len(shown):,} of {len(value):,} characters.")
         st.download_button("Download the whole text", value.encode(), file_name="text.txt", mime="text/plain",
                            key=f"whole-{label}", on_click="ignore")
+
+
+def show_text_field(label: str, value: str) -> None:
+    """A text field of the source (a judge's rationale) as plain text, never cut: every character of it in a
+    box of ``TEXT_FIELD_HEIGHT`` pixels that scrolls."""
+    st.caption(escape_markdown(label))
+    with st.container(height=TEXT_FIELD_HEIGHT):
+        st.code(value, language=None, wrap_lines=True)
 
 
 def _known(value) -> bool:
@@ -80,7 +90,10 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
         st.dataframe(pd.DataFrame([extras]), hide_index=True)  # column names are shown as text
     others = {k: v for k, v in (record[1] if record else {}).items() if not isinstance(v, (int, float))}
     for name, value in others.items():
-        _text(name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+        if isinstance(value, str):  # a text field (a judge's rationale): whole, in a scrolling box
+            show_text_field(name, value)
+        else:
+            _text(name, json.dumps(value, ensure_ascii=False, default=str))
 
     if st.toggle("This prompt over training", key=keys.SHOW_HISTORY,
                  help="Every sample with the same prompt text (pads removed), at every step."):
