@@ -137,3 +137,29 @@ def test_the_sample_view_shows_a_critique_whole_and_literally(tmp_path):
     assert not any("<script>" in m.value for m in at.markdown)
     at.selectbox(key=keys.SAMPLE).select_index(1).run()
     assert long in [c.value for c in at.code]
+
+
+def test_a_string_column_of_trl_completions_is_a_text_field(tmp_path):
+    """TRL's completions parquet (the bundled demo) with a judge_rationale column added: each value whole in
+    to_pandas(text=True), the 120 KB ones searched to their end."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from conftest import REPO
+
+    from rl_board.analysis.search import Query, compute_search
+
+    run_dir = tmp_path / "trl"
+    shutil.copytree(REPO / "rollout_samples" / "trl_grpo_demo", run_dir)
+    written = {}
+    for path in sorted(run_dir.glob("completions_*.parquet")):
+        table = pq.read_table(path)
+        values = [("r" * 120_000 if row == 0 else "short") + f" <{path.name}:{row + 1}>" for row in range(table.num_rows)]
+        written.update({f"{path.name}:{row + 1}": v for row, v in enumerate(values)})
+        pq.write_table(table.append_column("judge_rationale", pa.array(values)), path)
+    run = load_run(run_dir, cache_root=False)
+    frame = run.to_pandas(text=True)
+    assert frame["judge_rationale"].to_dict() == written
+    keep, _ = compute_search(run, Query(r"^r+ <", "judge_rationale"))
+    assert sorted(run.sample_ids(run.samples[keep])) == sorted(k for k, v in written.items() if v.startswith("rrr"))

@@ -209,17 +209,38 @@ class SourceRecords:
         return self.text_columns(labels, [name], stop)[name]
 
     def text_columns(self, labels, names, stop=None) -> dict[str, list]:
-        """``texts`` of each of ``names``, the records read once: name -> one value per label."""
-        labels = list(labels)
-        out: dict[str, list] = {name: [] for name in names}
-        for label, got in zip(labels, self._read_each(labels, self._raw_record, stop)):
+        """``texts`` of each of ``names``, each record read once: name -> one value per label. Only the
+        records are read (a JSON line is parsed, not split into turns nor mapped), a file at a time in offset
+        order, the samples' places taken from ``samples`` at once (not row by row, as ``_read_each`` does)."""
+        from ..readers import jsonl, verl
+
+        out: dict[str, list] = {name: [None] * len(labels) for name in names}
+        if not len(labels) or not names:
+            return out
+        where = self.samples.loc[list(labels), [F.FILE, "offset", "length", F.LINE]]
+        files, offsets, lengths, lines = (where[c].to_numpy(np.int64) for c in (F.FILE, "offset", "length", F.LINE))
+        read = jsonl.record if self._reader.record in (jsonl.record, verl.record) else self._reader.record
+        order = np.lexsort((offsets, files))  # a file at a time, in offset order: one pass over each file
+        for file in np.unique(files):
+            if stop is not None and stop.is_set():
+                break
+            name = self.files[int(file)]
             try:
-                others = self._canonical(label, got)[1]
-            except (OSError, ValueError, SourceChanged, RootError, InterruptedError):
-                others = {}
-            for name, column in out.items():
-                value = others.get(name)
-                column.append(value if isinstance(value, str) else None)
+                fh = self._open_seekable(name)
+            except (OSError, RootError, ValueError):  # each of its samples reads as None
+                continue
+            with fh:
+                for place in order[files[order] == file]:
+                    if stop is not None and stop.is_set():
+                        break
+                    try:
+                        got = read(fh, name, int(offsets[place]), int(lengths[place]), int(lines[place]))
+                    except (OSError, ValueError, SourceChanged, RootError):
+                        continue
+                    if isinstance(got, dict):
+                        for key, column in out.items():
+                            value = got.get(key)
+                            column[place] = value if isinstance(value, str) else None
         return out
 
     def images(self, label) -> list[dict]:

@@ -16,7 +16,9 @@ from .run import Run
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
-TEXT_FIELD_CHUNK = 256  # samples whose records a search of a text field reads between two looks at its time budget
+#: a search of a text field reads the records of this many samples at most, holding about this many bytes of lines
+#: (at least one sample), between two looks at its time budget
+TEXT_FIELD_CHUNK, TEXT_FIELD_CHUNK_BYTES = 8192, 4 << 20
 
 
 def has_conversations(run: Run) -> bool:
@@ -111,8 +113,9 @@ def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, Reg
 def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str | None = None,
                               seconds: float | None = None) -> RegexScan:
     """Which rows of ``run.samples`` have the text field ``name`` (``Run.text_fields``: not kept in the
-    segments) matching the RE2 ``pattern``, pads removed: the records read again from the source,
-    ``TEXT_FIELD_CHUNK`` samples at a time in the samples' order (step, file, line), until ``seconds``
+    segments) matching the RE2 ``pattern``, pads removed: the records read again from the source, a chunk
+    of samples at a time (``TEXT_FIELD_CHUNK``, ``TEXT_FIELD_CHUNK_BYTES``) in the samples' order (step, file,
+    line), until ``seconds``
     (default ``search_seconds()``) are spent (the first chunk is always searched); the ``RegexScan`` says
     how far it got. ``ValueError`` for a pattern RE2 refuses, ``RegexTooLarge`` past ``max_regex_size()``."""
     import time
@@ -127,11 +130,15 @@ def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str 
     budget = search_seconds() if seconds is None else seconds
     samples = run.samples
     found = np.zeros(len(samples), dtype=bool)
+    sizes = samples["length"].to_numpy(np.int64) if "length" in samples else np.ones(len(samples), np.int64)
+    ends = np.cumsum(sizes)  # bytes of the records up to and with each sample
     start, at = time.monotonic(), 0
     while at < len(samples):
         if at and time.monotonic() - start >= budget:
             break
-        stop = min(at + TEXT_FIELD_CHUNK, len(samples))
+        # the fewest samples, at least one and at most TEXT_FIELD_CHUNK, whose lines hold TEXT_FIELD_CHUNK_BYTES
+        stop = min(max(at + 1, int(np.searchsorted(ends, ends[at] - sizes[at] + TEXT_FIELD_CHUNK_BYTES))),
+                   at + TEXT_FIELD_CHUNK, len(samples))
         texts = run.texts(samples.index[at:stop], name)
         if pad_token:
             texts = [t.replace(pad_token, "") if t is not None else None for t in texts]
