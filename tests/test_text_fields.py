@@ -163,3 +163,18 @@ def test_a_string_column_of_trl_completions_is_a_text_field(tmp_path):
     assert frame["judge_rationale"].to_dict() == written
     keep, _ = compute_search(run, Query(r"^r+ <", "judge_rationale"))
     assert sorted(run.sample_ids(run.samples[keep])) == sorted(k for k, v in written.items() if v.startswith("rrr"))
+
+
+@pytest.mark.slow
+def test_the_mcp_search_tool_takes_a_text_field(tmp_path):
+    """The MCP search tool's text_field names judge_rationale: the FAIL verdicts, as the command finds them."""
+    pytest.importorskip("mcp", reason="the mcp extra is not installed (requirements-dev.txt pins it)")
+    from test_mcp import _session
+
+    exp = _verl_run(tmp_path)
+    _, (result,) = _session([("search", {"run": str(exp), "regex": "VERDICT: FAIL$", "text_field": "judge_rationale"})],
+                            roots=tmp_path)
+    assert not result.is_error, result.content
+    assert result.structured_content["matches"] == 4
+    assert {f"{s['file']}:{s['line']}" for s in result.structured_content["samples"]} == {
+        sid for sid, r in _expected().items() if r.endswith("FAIL")}
