@@ -178,3 +178,21 @@ def test_the_mcp_search_tool_takes_a_text_field(tmp_path):
     assert result.structured_content["matches"] == 4
     assert {f"{s['file']}:{s['line']}" for s in result.structured_content["samples"]} == {
         sid for sid, r in _expected().items() if r.endswith("FAIL")}
+
+
+@pytest.mark.slow
+def test_the_pages_search_offers_and_searches_the_rationale(tmp_path):
+    """The Explore area offers judge_rationale among its fields and lists exactly the samples whose rationale
+    ends in a FAIL verdict (prompts q1.0, q1.2, q2.0, q2.2, by construction)."""
+    from page_steps import load_run as open_run
+
+    from rl_board.views import keys
+
+    _verl_run(tmp_path)
+    at = open_run(tmp_path, "exp", keys.EXPLORE)
+    assert "judge_rationale" in at.selectbox(key=keys.EXPLORE_FIELD).options
+    at.selectbox(key=keys.EXPLORE_FIELD).select("judge_rationale").run()
+    at.text_input(key=keys.EXPLORE_REGEX).input("VERDICT: FAIL$").run()
+    assert not at.exception
+    expected = [f"q{step}.{i}" for step, rows in STEPS for i, (_, r) in enumerate(rows) if r.endswith("FAIL")]
+    assert sorted(at.dataframe[0].value["prompt"]) == expected == ["q1.0", "q1.2", "q2.0", "q2.2"]
