@@ -99,6 +99,25 @@ def test_the_boards_own_lines_keep_their_text_fields(tmp_path):
     assert keep.tolist() == [True, False, False] and scan.complete
 
 
+def _box_height(at, value: str) -> int | None:
+    """The pixel height of the box holding the code block that shows ``value`` (None: a box of its content's
+    height); ``LookupError`` when no code block shows it whole."""
+    def walk(node, parent):
+        for child in getattr(node, "children", {}).values():
+            if getattr(child, "type", None) == "code" and child.value == value:
+                height = parent.proto.height_config
+                return height.pixel_height if height.HasField("pixel_height") else None
+            found = walk(child, child)
+            if found != "none":
+                return found
+        return "none"
+
+    got = walk(at._tree, None)
+    if got == "none":
+        raise LookupError("no code block shows the text whole")
+    return got
+
+
 @pytest.mark.slow
 def test_the_page_shows_a_rationale_whole_and_literally(tmp_path):
     """The sample view shows the Markdown/HTML rationale as its own characters (a code block, nothing rendered)
@@ -114,8 +133,10 @@ def test_the_page_shows_a_rationale_whole_and_literally(tmp_path):
     assert not at.exception
     assert HTML in [c.value for c in at.code]
     assert not any("<script>" in m.value for m in at.markdown)
+    assert _box_height(at, HTML) is None  # short: as it is
     at.selectbox(key=keys.SAMPLE).select_index(0).run()
     assert STEPS[0][1][0][1] in [c.value for c in at.code]
+    assert _box_height(at, STEPS[0][1][0][1]) == 400  # long: whole, in a box of 400 pixels that scrolls
 
 
 @pytest.mark.slow
@@ -136,7 +157,7 @@ def test_the_sample_view_shows_a_critique_whole_and_literally(tmp_path):
     assert HTML in [c.value for c in at.code]
     assert not any("<script>" in m.value for m in at.markdown)
     at.selectbox(key=keys.SAMPLE).select_index(1).run()
-    assert long in [c.value for c in at.code]
+    assert long in [c.value for c in at.code] and _box_height(at, long) == 400
 
 
 def test_a_string_column_of_trl_completions_is_a_text_field(tmp_path):

@@ -24,7 +24,8 @@ from ..base.text import cut_text, escape_markdown
 from . import keys
 from .sidebar import Settings
 
-TEXT_FIELD_HEIGHT = 400  # pixels of the scrolling box a text field is shown in, whole
+TEXT_FIELD_HEIGHT = 400  # pixels of the scrolling box a long text field is shown in, whole
+TEXT_FIELD_BOX_CHARS, TEXT_FIELD_BOX_LINES = 2_000, 20  # a text field longer than either is shown in that box
 
 
 def _text(label: str, value) -> None:
@@ -43,9 +44,13 @@ def _text(label: str, value) -> None:
 
 
 def show_text_field(label: str, value: str) -> None:
-    """A text field of the source (a judge's rationale) as plain text, never cut: every character of it in a
-    box of ``TEXT_FIELD_HEIGHT`` pixels that scrolls."""
+    """A text field of the source (a judge's rationale) as plain text, never cut: a long one (over
+    ``TEXT_FIELD_BOX_CHARS`` characters or ``TEXT_FIELD_BOX_LINES`` lines) whole in a box of ``TEXT_FIELD_HEIGHT``
+    pixels that scrolls, a short one as it is."""
     st.caption(escape_markdown(label))
+    if len(value) <= TEXT_FIELD_BOX_CHARS and value.count("\n") < TEXT_FIELD_BOX_LINES:
+        st.code(value, language=None, wrap_lines=True)
+        return
     with st.container(height=TEXT_FIELD_HEIGHT):
         st.code(value, language=None, wrap_lines=True)
 
