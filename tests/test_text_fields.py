@@ -217,3 +217,15 @@ def test_the_pages_search_offers_and_searches_the_rationale(tmp_path):
     assert not at.exception
     expected = [f"q{step}.{i}" for step, rows in STEPS for i, (_, r) in enumerate(rows) if r.endswith("FAIL")]
     assert sorted(at.dataframe[0].value["prompt"]) == expected == ["q1.0", "q1.2", "q2.0", "q2.2"]
+
+
+def test_a_spent_budget_stops_after_the_first_chunk_and_says_where(tmp_path, monkeypatch):
+    """With no time to spend and chunks of 2 samples, a text field's search reads the first chunk only (step 1's
+    lines 1 and 2, the 230 KB FAIL one found) and says it searched 2 of 6 samples, through no whole step."""
+    from rl_board.analysis import search
+
+    monkeypatch.setattr(search, "TEXT_FIELD_CHUNK", 2)
+    run = load_run(_verl_run(tmp_path), cache_root=False)
+    scan = search.compute_text_field_search(run, "judge_rationale", "VERDICT: FAIL$", seconds=0)
+    assert scan.searched == 2 and not scan.complete and scan.through_step is None and scan.stopped_at_step == 1
+    assert run.sample_ids(run.samples[scan.found]).tolist() == ["rollout_data/1.jsonl:1"]

@@ -205,7 +205,7 @@ class SourceRecords:
     def texts(self, labels, name: str, stop=None) -> list[str | None]:
         """The text field ``name`` (``text_fields``) of each label, read again from the source byte for byte;
         None where the sample has no such string field, can no longer be read, or was not read before ``stop``
-        (a ``threading.Event``) was set. Read a file at a time in offset order (``_read_each``)."""
+        (a ``threading.Event``) was set. Read a file at a time in offset order (``text_columns``)."""
         return self.text_columns(labels, [name], stop)[name]
 
     def text_columns(self, labels, names, stop=None) -> dict[str, list]:

@@ -115,9 +115,8 @@ def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str 
     """Which rows of ``run.samples`` have the text field ``name`` (``Run.text_fields``: not kept in the
     segments) matching the RE2 ``pattern``, pads removed: the records read again from the source, a chunk
     of samples at a time (``TEXT_FIELD_CHUNK``, ``TEXT_FIELD_CHUNK_BYTES``) in the samples' order (step, file,
-    line), until ``seconds``
-    (default ``search_seconds()``) are spent (the first chunk is always searched); the ``RegexScan`` says
-    how far it got. ``ValueError`` for a pattern RE2 refuses, ``RegexTooLarge`` past ``max_regex_size()``."""
+    line), until ``seconds`` (default ``search_seconds()``) are spent (the first chunk is always searched);
+    the ``RegexScan`` says how far it got. ``ValueError`` for a pattern RE2 refuses, ``RegexTooLarge`` past ``max_regex_size()``."""
     import time
 
     import pyarrow as pa
