@@ -85,18 +85,20 @@ def test_search_of_a_field_no_sample_has_says_so(tmp_path):
 
 
 def test_the_boards_own_lines_keep_their_text_fields(tmp_path):
-    """A line of the board's own JSONL with a critique string: read whole, searched, a sample without it None."""
+    """Lines of the board's own JSONL with a critique string from line 2 on: a text field, read whole, searched,
+    None for the sample without it."""
     long = "c" * 150_000 + " needle"
-    write_lines(tmp_path / "run" / "r.jsonl", [{**sample(1, 1.0, response="a"), "critique": long},
-                                               sample(1, 0.0, response="b"),
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 0.0, response="b"),
+                                               {**sample(1, 1.0, response="a"), "critique": long},
                                                {**sample(2, 0.5, response="c"), "critique": "fine"}])
     run = load_run(tmp_path / "run", cache_root=False)
+    assert run.text_fields() == ["critique"]
     frame = run.to_pandas(text=True)
-    assert frame["critique"].tolist() == [long, None, "fine"]
+    assert frame["critique"].tolist() == [None, long, "fine"]
     from rl_board.analysis.search import Query, compute_search
 
     keep, scan = compute_search(run, Query("needle$", "critique"))
-    assert keep.tolist() == [True, False, False] and scan.complete
+    assert keep.tolist() == [False, True, False] and scan.complete
 
 
 def _box_height(at, value: str) -> int | None:

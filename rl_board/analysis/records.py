@@ -23,7 +23,7 @@ from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import SourceChanged, canonical_record
 from ..readers.turns import keep_image_data
 
-TEXT_FIELD_FILES = 20  # files whose first sample names the run's text fields (``text_fields``)
+TEXT_FIELD_FILES, TEXT_FIELD_LINES = 20, 20  # files, and samples of each, that name a run's text fields (``text_fields``)
 
 
 class SourceRecords:
@@ -188,19 +188,22 @@ class SourceRecords:
                 out.append(None)
         return out
 
-    def text_fields(self, files: int = TEXT_FIELD_FILES) -> list[str]:
+    def text_fields(self, files: int = TEXT_FIELD_FILES, lines: int = TEXT_FIELD_LINES) -> list[str]:
         """The run's text fields: the top-level string fields no reader maps to a canonical field (a judge's
-        ``judge_rationale``, a ``critique``), as the first sample of each of the first ``files`` files holds
-        them, in the order met. Their values are not kept at the cold read; ``texts`` reads them again."""
-        known = self.__dict__.setdefault("_text_fields", {})  # read once per run object and ``files``
-        if files not in known:
+        ``judge_rationale``, a ``critique``), as the first ``lines`` samples of each of the first ``files`` files
+        hold them, in the order met. Their values are not kept at the cold read; ``texts`` reads them again."""
+        known = self.__dict__.setdefault("_text_fields", {})  # read once per run object and bounds
+        if (files, lines) not in known:
+            samples = self.samples
+            first_files = samples[F.FILE].drop_duplicates().head(files)
+            firsts = samples[samples[F.FILE].isin(first_files)].groupby(F.FILE, sort=False).head(lines)
             found: dict[str, None] = {}
-            for got in self.records(self.samples.drop_duplicates(F.FILE).head(files).index):
+            for got in self.records(firsts.index):
                 for key, value in (got[1] if got is not None else {}).items():
                     if isinstance(value, str):
                         found.setdefault(key, None)
-            known[files] = list(found)
-        return list(known[files])
+            known[files, lines] = list(found)
+        return list(known[files, lines])
 
     def texts(self, labels, name: str, stop=None) -> list[str | None]:
         """The text field ``name`` (``text_fields``) of each label, read again from the source byte for byte;

@@ -42,7 +42,7 @@ def _search(args) -> int:
     if isinstance(run, int):
         return run
     if args.regex and args.text_field not in SEARCH_FIELDS and args.text_field not in run.text_fields():
-        print(f"note: the first sample of no file has a text field {json.dumps(args.text_field, ensure_ascii=False)}; "
+        print(f"note: no first sample of the run's files has a text field {json.dumps(args.text_field, ensure_ascii=False)}; "
               "the run's text fields: " + (", ".join(json.dumps(n, ensure_ascii=False) for n in run.text_fields())
                                            or "none") + " (docs/formats/jsonl.md)", file=sys.stderr)
     if args.fault is not None and not has_conversations(run):
