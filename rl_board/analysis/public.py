@@ -79,7 +79,9 @@ class PublicTable:
         """One row per sample, indexed by ``sample_id``: the public columns (``public_columns``), then, in a
         run with turns, ``faults``: the kinds of the sample's turn faults (``derive.faults.KINDS``; [] for
         none, None for a sample without turns); with ``text``, also the prompt, response, reference response and ground truth
-        (read from the segments). ``sample_faults`` names each fault's turn."""
+        (read from the segments), then one column per text field (``text_fields``: a judge's rationale, named as
+        the source names it), each read again from the source byte for byte (None where a sample lacks it).
+        ``sample_faults`` names each fault's turn."""
         frame = self.samples
         if text:
             frame = self.with_text(frame)
@@ -87,6 +89,10 @@ class PublicTable:
         out = frame[columns].copy()
         if "has_messages" in frame and frame["has_messages"].any():
             out.insert(len(self.public_columns()), FAULTS, _fault_lists(frame))
+        if text:
+            names = [n for n in self.text_fields() if n not in out]  # one named like a column of ours: that stays
+            for name, values in (self.text_columns(frame.index, names) if names else {}).items():
+                out[name] = pd.Series(values, index=out.index, dtype=object)
         out.index = self.sample_ids(frame)
         return out
 

@@ -23,6 +23,8 @@ from ..derive.metrics import SampleTokens, compute_sample_tokens
 from ..readers import SourceChanged, canonical_record
 from ..readers.turns import keep_image_data
 
+TEXT_FIELD_FILES, TEXT_FIELD_LINES = 20, 20  # files, and samples of each, that name a run's text fields (``text_fields``)
+
 
 class SourceRecords:
     """The queries of a ``Run`` answered by reading its source files again."""
@@ -184,6 +186,64 @@ class SourceRecords:
                 out.append(self._canonical(label, got))
             except (OSError, ValueError, SourceChanged, RootError):  # a line that no longer parses changed too
                 out.append(None)
+        return out
+
+    def text_fields(self, files: int = TEXT_FIELD_FILES, lines: int = TEXT_FIELD_LINES) -> list[str]:
+        """The run's text fields: the top-level string fields no reader maps to a canonical field (a judge's
+        ``judge_rationale``, a ``critique``), as the first ``lines`` samples of each of the first ``files`` files
+        hold them, in the order met. Their values are not kept at the cold read; ``texts`` reads them again."""
+        known = self.__dict__.setdefault("_text_fields", {})  # read once per run object and bounds
+        if (files, lines) not in known:
+            samples = self.samples
+            first_files = samples[F.FILE].drop_duplicates().head(files)
+            firsts = samples[samples[F.FILE].isin(first_files)].groupby(F.FILE, sort=False).head(lines)
+            found: dict[str, None] = {}
+            for got in self.records(firsts.index):
+                for key, value in (got[1] if got is not None else {}).items():
+                    if isinstance(value, str):
+                        found.setdefault(key, None)
+            known[files, lines] = list(found)
+        return list(known[files, lines])
+
+    def texts(self, labels, name: str, stop=None) -> list[str | None]:
+        """The text field ``name`` (``text_fields``) of each label, read again from the source byte for byte;
+        None where the sample has no such string field, can no longer be read, or was not read before ``stop``
+        (a ``threading.Event``) was set. Read a file at a time in offset order (``text_columns``)."""
+        return self.text_columns(labels, [name], stop)[name]
+
+    def text_columns(self, labels, names, stop=None) -> dict[str, list]:
+        """``texts`` of each of ``names``, each record read once: name -> one value per label. Only the
+        records are read (a JSON line is parsed, not split into turns nor mapped), a file at a time in offset
+        order, the samples' places taken from ``samples`` at once (not row by row, as ``_read_each`` does)."""
+        from ..readers import jsonl, verl
+
+        out: dict[str, list] = {name: [None] * len(labels) for name in names}
+        if not len(labels) or not names:
+            return out
+        where = self.samples.loc[list(labels), [F.FILE, "offset", "length", F.LINE]]
+        files, offsets, lengths, lines = (where[c].to_numpy(np.int64) for c in (F.FILE, "offset", "length", F.LINE))
+        read = jsonl.record if self._reader.record in (jsonl.record, verl.record) else self._reader.record
+        order = np.lexsort((offsets, files))  # a file at a time, in offset order: one pass over each file
+        for file in np.unique(files):
+            if stop is not None and stop.is_set():
+                break
+            name = self.files[int(file)]
+            try:
+                fh = self._open_seekable(name)
+            except (OSError, RootError, ValueError):  # each of its samples reads as None
+                continue
+            with fh:
+                for place in order[files[order] == file]:
+                    if stop is not None and stop.is_set():
+                        break
+                    try:
+                        got = read(fh, name, int(offsets[place]), int(lengths[place]), int(lines[place]))
+                    except (OSError, ValueError, SourceChanged, RootError):
+                        continue
+                    if isinstance(got, dict):
+                        for key, column in out.items():
+                            value = got.get(key)
+                            column[place] = value if isinstance(value, str) else None
         return out
 
     def images(self, label) -> list[dict]:

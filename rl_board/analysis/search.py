@@ -16,6 +16,9 @@ from .run import Run
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
+#: a search of a text field reads the records of this many samples at most, holding about this many bytes of lines
+#: (at least one sample), between two looks at its time budget
+TEXT_FIELD_CHUNK, TEXT_FIELD_CHUNK_BYTES = 8192, 4 << 20
 
 
 def has_conversations(run: Run) -> bool:
@@ -24,14 +27,16 @@ def has_conversations(run: Run) -> bool:
 
 
 def search_fields(run: Run) -> list[str]:
-    """The fields a search of ``run`` offers: the texts, and ``messages`` when a sample has turns."""
-    return list(SEARCH_FIELDS if has_conversations(run) else F.TEXT_FIELDS)
+    """The fields a search of ``run`` offers: the texts, ``messages`` when a sample has turns, then the run's
+    text fields (``Run.text_fields``: a judge's rationale), read again from the source when searched."""
+    known = list(SEARCH_FIELDS if has_conversations(run) else F.TEXT_FIELDS)
+    return known + [name for name in run.text_fields() if name not in known]
 
 
 @dataclass(frozen=True)
 class Query:
     """What to find. ``pattern``: an RE2 regular expression searched in ``text_field`` (one of
-    ``SEARCH_FIELDS``; pads removed
+    ``SEARCH_FIELDS``, or a text field of the run: ``compute_text_field_search``; pads removed
     when ``pad_token`` is set); ``ranges``: sample column -> (low, high), inclusive, either end None
     for open (a sample without a value is left out); ``steps``: (first, last), inclusive;
     ``truncated``: True keeps only truncated samples, False only those known to have ended;
@@ -97,9 +102,48 @@ def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, Reg
         keep &= (fault_kinds(samples) & kind_bit(query.fault)) != 0
     scan = None
     if query.pattern:
-        scan = run.text_search(query.text_field, query.pattern, query.pad_token)
+        if query.text_field in SEARCH_FIELDS:
+            scan = run.text_search(query.text_field, query.pattern, query.pad_token)
+        else:
+            scan = compute_text_field_search(run, query.text_field, query.pattern, query.pad_token)
         keep &= scan.found
     return keep, scan
+
+
+def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str | None = None,
+                              seconds: float | None = None) -> RegexScan:
+    """Which rows of ``run.samples`` have the text field ``name`` (``Run.text_fields``: not kept in the
+    segments) matching the RE2 ``pattern``, pads removed: the records read again from the source, a chunk
+    of samples at a time (``TEXT_FIELD_CHUNK``, ``TEXT_FIELD_CHUNK_BYTES``) in the samples' order (step, file,
+    line), until ``seconds`` (default ``search_seconds()``) are spent (the first chunk is always searched);
+    the ``RegexScan`` says how far it got. ``ValueError`` for a pattern RE2 refuses, ``RegexTooLarge`` past ``max_regex_size()``."""
+    import time
+
+    import pyarrow as pa
+
+    from ..base.defaults import search_seconds
+    from .regex import check_regex
+    from .segment_queries import _match
+
+    check_regex(pattern)
+    budget = search_seconds() if seconds is None else seconds
+    samples = run.samples
+    found = np.zeros(len(samples), dtype=bool)
+    sizes = samples["length"].to_numpy(np.int64) if "length" in samples else np.ones(len(samples), np.int64)
+    ends = np.cumsum(sizes)  # bytes of the records up to and with each sample
+    start, at = time.monotonic(), 0
+    while at < len(samples):
+        if at and time.monotonic() - start >= budget:
+            break
+        # the fewest samples, at least one and at most TEXT_FIELD_CHUNK, whose lines hold TEXT_FIELD_CHUNK_BYTES
+        stop = min(max(at + 1, int(np.searchsorted(ends, ends[at] - sizes[at] + TEXT_FIELD_CHUNK_BYTES))),
+                   at + TEXT_FIELD_CHUNK, len(samples))
+        texts = run.texts(samples.index[at:stop], name)
+        if pad_token:
+            texts = [t.replace(pad_token, "") if t is not None else None for t in texts]
+        found[at:stop] = _match(pa.array(texts, pa.large_string()), pattern)
+        at = stop
+    return RegexScan(found, at, samples[F.STEP].to_numpy().astype(np.int64), budget)
 
 
 def fault_kinds(samples: pd.DataFrame) -> np.ndarray:

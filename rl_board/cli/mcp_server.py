@@ -367,7 +367,8 @@ _DESCRIPTIONS = {
             "of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads) or id (a logged prompt "
             f"id); `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})." + _BOUNDED,
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
-              "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth or messages; "
+              "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth, messages or a text "
+              "field of the run (a judge's `judge_rationale`: a top-level string field, read again from the source); "
               "`steps`: A:B; `ranges`: NAME=LOW:HIGH each; `has_images`: only samples with an image; `fault`: a turn "
               "fault kind (tool_error, tool_loop, malformed_tool_call, truncated, empty_final_answer) or any, each "
               "sample then listing its faults (kind, message_index, assistant_turn); "

@@ -103,9 +103,10 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--fault", default=None, choices=(*KINDS, ANY), metavar="KIND",
                         help="only trajectories with a fault of this kind: " + ", ".join(KINDS)
                              + ", or any (docs/faults.md); --json then lists each sample's faults")
-    search.add_argument("--in", dest="text_field", default="response",
-                        choices=("prompt", "response", "ref_response", "ground_truth", "messages"),
-                        help="the text searched; messages: any turn's content or tool-call arguments")
+    search.add_argument("--in", dest="text_field", default="response", metavar="FIELD",
+                        help="the text searched: prompt, response, ref_response, ground_truth, messages (any "
+                             "turn's content or tool-call arguments) or a text field of the run such as "
+                             "judge_rationale, read again from the source (docs/formats/jsonl.md)")
     search.add_argument("--steps", default=None, metavar="A:B",
                         help="only steps A to B, both included; either end may be left out (100: or :200)")
     search.add_argument("--range", dest="ranges", action="append", default=[], metavar="NAME=LOW:HIGH",

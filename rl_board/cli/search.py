@@ -12,6 +12,7 @@ from .parser import SEARCH_SHOWN
 
 def _search(args) -> int:
     from ..analysis.search import (
+        SEARCH_FIELDS,
         Query,
         build_search_json,
         column_for,
@@ -40,6 +41,10 @@ def _search(args) -> int:
     run = _load(args)
     if isinstance(run, int):
         return run
+    if args.regex and args.text_field not in SEARCH_FIELDS and args.text_field not in run.text_fields():
+        print(f"note: no first sample of the run's files has a text field {json.dumps(args.text_field, ensure_ascii=False)}; "
+              "the run's text fields: " + (", ".join(json.dumps(n, ensure_ascii=False) for n in run.text_fields())
+                                           or "none") + " (docs/formats/jsonl.md)", file=sys.stderr)
     if args.fault is not None and not has_conversations(run):
         print("note: no sample of this run has turns, so none has a turn fault (docs/faults.md)", file=sys.stderr)
     try:
@@ -91,8 +96,10 @@ def _excerpts(run, shown, field: str, pattern: str | None, pad_token: str | None
 
     if shown.empty:
         return []
-    if field != F.MESSAGES:
+    if field in F.TEXT_FIELDS:
         texts = run.with_text(shown)[field].tolist()
+    elif field != F.MESSAGES:  # a text field: read again from the source
+        texts = run.texts(shown.index, field)
     else:
         texts = []
         for got in run.records(shown.index):  # a file at a time: one pass over a compressed log

@@ -1,5 +1,5 @@
 """The chosen sample beside the reference: prompt, response, ref response, reward gap, lengths,
-and the fields of its source the board has no place for (extras and other values)."""
+and the fields of its source the board has no place for (extras, text fields shown whole, other values)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,9 @@ from ..base.text import cut_text, escape_markdown
 from . import keys
 from .sidebar import Settings
 
+TEXT_FIELD_HEIGHT = 400  # pixels of the scrolling box a long text field is shown in, whole
+TEXT_FIELD_BOX_CHARS, TEXT_FIELD_BOX_LINES = 2_000, 20  # a text field longer than either is shown in that box
+
 
 def _text(label: str, value) -> None:
     """Model output as plain text: never Markdown, never HTML; a long text is cut, the whole of it
@@ -38,6 +41,18 @@ def _text(label: str, value) -> None:
         st.caption(f"Showing the first {len(shown):,} of {len(value):,} characters.")
         st.download_button("Download the whole text", value.encode(), file_name="text.txt", mime="text/plain",
                            key=f"whole-{label}", on_click="ignore")
+
+
+def show_text_field(label: str, value: str) -> None:
+    """A text field of the source (a judge's rationale) as plain text, never cut: a long one (over
+    ``TEXT_FIELD_BOX_CHARS`` characters or ``TEXT_FIELD_BOX_LINES`` lines) whole in a box of ``TEXT_FIELD_HEIGHT``
+    pixels that scrolls, a short one as it is."""
+    st.caption(escape_markdown(label))
+    if len(value) <= TEXT_FIELD_BOX_CHARS and value.count("\n") < TEXT_FIELD_BOX_LINES:
+        st.code(value, language=None, wrap_lines=True)
+        return
+    with st.container(height=TEXT_FIELD_HEIGHT):
+        st.code(value, language=None, wrap_lines=True)
 
 
 def _known(value) -> bool:
@@ -80,7 +95,10 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
         st.dataframe(pd.DataFrame([extras]), hide_index=True)  # column names are shown as text
     others = {k: v for k, v in (record[1] if record else {}).items() if not isinstance(v, (int, float))}
     for name, value in others.items():
-        _text(name, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str))
+        if isinstance(value, str):  # a text field (a judge's rationale): whole, in a scrolling box
+            show_text_field(name, value)
+        else:
+            _text(name, json.dumps(value, ensure_ascii=False, default=str))
 
     if st.toggle("This prompt over training", key=keys.SHOW_HISTORY,
                  help="Every sample with the same prompt text (pads removed), at every step."):

@@ -29,6 +29,7 @@ from ..analysis.transcript import (
 from ..base import fields as F
 from ..base.text import escape_markdown
 from . import keys, state
+from .sample import show_text_field
 from .tokens import sample_tokens
 
 
@@ -146,7 +147,10 @@ def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | 
     if extras:
         st.caption("Extra fields of this sample")
         st.dataframe(pd.DataFrame([extras]), hide_index=True)
-    shown = {k: v for k, v in others.items() if not isinstance(v, (int, float))}
+    for name, value in others.items():
+        if isinstance(value, str):  # a text field (a judge's rationale): whole, in a scrolling box
+            show_text_field(name, value)
+    shown = {k: v for k, v in others.items() if not isinstance(v, (int, float, str))}
     if shown:
         with st.expander("Other fields of this sample"):
             st.code(json.dumps(shown, ensure_ascii=False, indent=2, default=str), language="json", wrap_lines=True)
