@@ -80,7 +80,8 @@ def compute_reward_components(samples: pd.DataFrame, rows: pd.Index) -> list[tup
     than ``reward`` and ``ref_reward`` whose name contains one of ``COMPONENT_MARKERS`` (any case),
     with at least two distinct values over ``rows`` (E and L)."""
     return [(name, column) for name, column in _numeric_fields(samples)
-            if name != "ref_reward" and any(m in name.lower() for m in COMPONENT_MARKERS)
+            if name != "ref_reward" and not name.startswith(WEIGHT_PREFIX)
+            and any(m in name.lower() for m in COMPONENT_MARKERS)
             and samples.loc[rows, column].dropna().nunique() >= 2]
 
 
@@ -192,3 +193,119 @@ def _tracked_fields(run, early, late) -> list[Finding]:
                            amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
                            size=correlation))
     return out
+
+
+RECOMPOSE_TOLERANCE = 1e-6  # |total - Σ w·c| at most this (absolute): the total is the weighted sum
+
+
+RECOMPOSE_MIN_SHARE = 0.5  # fitted weights are accepted when they reproduce more than this share of the totals
+
+
+RECOMPOSE_SAMPLES = 100  # samples a reward_not_recomposed finding names (its evidence gives the count)
+
+
+RECOMPOSE_ROUNDS = 20  # trimmed refits of the weights at most
+
+
+RECOMPOSE_WINDOWS = 64  # runs of consecutive samples whose own fit is a candidate
+
+
+WEIGHT_PREFIX = "reward_weight/"  # an extra ``reward_weight/NAME``: the weight the trainer logged for ``reward/NAME``
+
+
+def compute_recompose_components(samples: pd.DataFrame) -> list[tuple[str, str]]:
+    """The reward components the total is checked against, as (name, column of ``samples``): the extras
+    named ``reward/NAME`` or ``rewards/NAME`` (prime-rl, verifiers), else the numeric fields other than
+    ``reward`` and ``ref_reward`` whose name contains "reward" or "score" (TRL's reward functions, verl's
+    ``reward_extra_info`` keys so named), each with a value on some sample."""
+    from ..transcript import COMPONENT_PREFIXES
+    fields = _numeric_fields(samples)
+    named = [(n, c) for n, c in fields if n.startswith(COMPONENT_PREFIXES)]
+    return named or [(n, c) for n, c in fields
+                     if n != "ref_reward" and not n.startswith(WEIGHT_PREFIX)
+                     and any(m in n.lower() for m in COMPONENT_MARKERS)]
+
+
+def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
+    """The weights w reproducing the most totals (|total - values @ w| <= ``RECOMPOSE_TOLERANCE``; ties: the
+    first candidate), among: all weights 1 (a plain sum); least squares (``numpy.linalg.lstsq``) over every
+    row, then refitted on the floor(n/2) + 1 rows of smallest |residual| (ties: first rows), up to
+    ``RECOMPOSE_ROUNDS`` refits; least squares over each of the first ``RECOMPOSE_WINDOWS`` runs of k + 1
+    consecutive rows (k components). None unless the best reproduces more than ``RECOMPOSE_MIN_SHARE`` of
+    the n rows."""
+    n, k = values.shape
+    need = math.floor(RECOMPOSE_MIN_SHARE * n) + 1
+
+    def fits(weights):
+        return int((np.abs(totals - values @ weights) <= RECOMPOSE_TOLERANCE).sum())
+
+    candidates = [np.ones(k)]
+    rows = np.arange(n)
+    for _ in range(RECOMPOSE_ROUNDS):
+        weights = np.linalg.lstsq(values[rows], totals[rows], rcond=None)[0]
+        candidates.append(weights)
+        kept = np.sort(np.argsort(np.abs(totals - values @ weights), kind="stable")[:need])
+        if np.array_equal(kept, rows):
+            break
+        rows = kept
+    for start in range(0, min(n, RECOMPOSE_WINDOWS * (k + 1)), k + 1):
+        candidates.append(np.linalg.lstsq(values[start:start + k + 1], totals[start:start + k + 1], rcond=None)[0])
+    best, most = None, 0
+    for weights in candidates:
+        got = fits(weights)
+        if got > most:
+            best, most = weights, got
+    return best if most >= need else None
+
+
+def _not_recomposed(run) -> tuple[Finding | None, str]:
+    """(the reward_not_recomposed finding or None, why the check did not run or "")."""
+    from .common import rows_in_log_order
+    samples = run.samples
+    components = compute_recompose_components(samples)
+    if not components:
+        return None, "no reward components logged"
+    names = [n for n, _ in components]
+    values = np.column_stack([samples[c].to_numpy(dtype=float) for _, c in components])
+    weight_columns = [F.extra_column(WEIGHT_PREFIX + n.split("/", 1)[1]) if "/" in n else None for n in names]
+    if all(c is not None and c in samples for c in weight_columns):  # weights logged, the total made from them
+        weights = np.column_stack([samples[c].to_numpy(dtype=float) for c in weight_columns])
+        logged = np.isfinite(weights).all(axis=1)
+        if not logged.any():
+            return None, "no sample logs all its components' weights"
+        keys = [tuple(w) for w in weights[logged]]
+        counts: dict[tuple, int] = {}
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+        usual = max(counts, key=counts.get)  # the most common; ties: the first met
+        differ = logged & ~(np.abs(weights - np.array(usual)) <= RECOMPOSE_TOLERANCE).all(axis=1)
+        return _recompose_finding(run, rows_in_log_order(samples, differ), names, dict(zip(names, usual)),
+                                  "logged", int(logged.sum())), ""
+    totals = samples[F.REWARD].to_numpy(dtype=float)
+    checked = np.isfinite(totals) & np.isfinite(values).all(axis=1)
+    if not checked.any():
+        return None, "no sample has a total and every component"
+    weights = compute_fitted_weights(values[checked], totals[checked])
+    if weights is None:
+        return None, (f"no weights reproduce more than {RECOMPOSE_MIN_SHARE:.0%} of the totals from the components "
+                      f"within {RECOMPOSE_TOLERANCE:g}: the total is not a weighted sum of them")
+    bad = checked.copy()
+    bad[checked] = ~(np.abs(totals[checked] - values[checked] @ weights) <= RECOMPOSE_TOLERANCE)
+    return _recompose_finding(run, rows_in_log_order(samples, bad), names,
+                              dict(zip(names, (float(w) for w in weights))), "fitted", int(checked.sum())), ""
+
+
+def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | None:
+    if not len(rows):
+        return None
+    shown = rows[:RECOMPOSE_SAMPLES]
+    labels = tuple(run.samples.index[shown])
+    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP].to_numpy()[rows]))
+    what = ("logged weights differ from the run's usual ones" if how == "logged"
+            else "total is not the weighted sum of its components")
+    message = f"{len(rows)} of {checked} samples' {what} ({', '.join(names)})"
+    return Finding("reward_not_recomposed", steps[0], steps[-1],
+                   {"count": len(rows), "checked": checked, "weights": weights, "weights_from": how,
+                    "components": names},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   amount=f"{len(rows)} of {checked} samples", size=len(rows) / checked)

@@ -1,0 +1,109 @@
+"""reward_not_recomposed (issue 48 item 3): the samples whose total is not the weighted sum of their reward
+components, on runs written by each trainer's own writer code, planted samples and look-alikes known."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
+from ray_writers import verl_dump
+
+from rl_board.analysis.findings import compute_findings
+from rl_board.analysis.source import load_run
+
+
+def _findings(folder: Path):
+    run = load_run(folder, None, cache_root=False)
+    found = compute_findings(run)
+    return run, {f.kind: f for f in found.findings}, {c.kind: c for c in found.checks}
+
+
+def _flagged(run, finding) -> list[tuple[int, int]]:
+    """(step, 1-based line) of each sample the finding names, in its order."""
+    rows = run.samples.loc[list(finding.labels)]
+    return [(int(s), int(n)) for s, n in zip(rows["step"], rows["line"])]
+
+
+def _verl(folder: Path, planted: dict[tuple[int, int], float], nan_at: tuple[int, int] | None = None) -> None:
+    """Steps 1 and 2, six samples each: score = 1.0 * accuracy_reward + 0.5 * format_score (verl's
+    reward_extra_info beside it), plus ``planted[(step, i)]``; ``nan_at`` has a NaN format_score."""
+    for step in (1, 2):
+        accuracy = [float(i % 2) for i in range(6)]
+        form = [0.25 * (i % 3) for i in range(6)]
+        if nan_at and nan_at[0] == step:
+            form[nan_at[1]] = math.nan
+        scores = [a + 0.5 * f + planted.get((step, i), 0.0) if f == f else 7.0
+                  for i, (a, f) in enumerate(zip(accuracy, form))]
+        verl_dump(folder, step, ["q"] * 6, [f"s{step}r{i}" for i in range(6)], ["1"] * 6, scores,
+                  {"accuracy_reward": accuracy, "format_score": form, "acc": [a == 1.0 for a in accuracy]})
+
+
+def test_verl_names_exactly_the_planted_samples_with_fitted_weights(tmp_path):
+    """A verl dump whose score is 1·accuracy + 0.5·format: the weights are fitted (1, 0.5) and only the two
+    planted samples (off by 0.3 and by 2e-6) are named; one off by 5e-7 (float noise) and one with a NaN
+    component are not."""
+    _verl(tmp_path, {(1, 2): 0.3, (2, 5): 2e-6, (2, 1): 5e-7}, nan_at=(2, 4))
+    run, found, checks = _findings(tmp_path)
+    finding = found["reward_not_recomposed"]
+    assert _flagged(run, finding) == [(1, 3), (2, 6)]  # sample i of a step's file is its line i + 1
+    assert finding.evidence["count"] == 2 and finding.evidence["checked"] == 11  # 12 samples, one NaN
+    assert finding.evidence["weights_from"] == "fitted"
+    weights = finding.evidence["weights"]
+    assert abs(weights["accuracy_reward"] - 1.0) < 1e-9 and abs(weights["format_score"] - 0.5) < 1e-9
+    assert checks["reward_not_recomposed"].ran
+
+
+def test_verl_all_recomposed_is_no_finding(tmp_path):
+    """Every score is 1·accuracy + 0.5·format: no finding, and the check ran."""
+    _verl(tmp_path, {})
+    _, found, checks = _findings(tmp_path)
+    assert "reward_not_recomposed" not in found and checks["reward_not_recomposed"].ran
+
+
+def test_total_not_linear_in_components_does_not_run_and_says_why(tmp_path):
+    """A score that is the product of its components (no weights reproduce 90 % of them): the check does
+    not run, and its note says why."""
+    for step in (1, 2):
+        a = [0.1 * (i + 1) for i in range(6)]
+        b = [0.3 * (i % 4) + 0.2 for i in range(6)]
+        verl_dump(tmp_path, step, ["q"] * 6, [f"r{i}" for i in range(6)], ["1"] * 6,
+                  [x * y for x, y in zip(a, b)], {"a_reward": a, "b_reward": b})
+    _, found, checks = _findings(tmp_path)
+    assert "reward_not_recomposed" not in found
+    check = checks["reward_not_recomposed"]
+    assert not check.ran and "not a weighted sum" in check.note
+
+
+def test_no_components_says_so(tmp_path):
+    """A verl dump with only a score: the check does not run, 'no reward components logged'."""
+    for step in (1, 2):
+        verl_dump(tmp_path, step, ["q"], ["a"], ["1"], [1.0], {})
+    _, _, checks = _findings(tmp_path)
+    assert checks["reward_not_recomposed"].note == "no reward components logged"
+
+
+def _trace(answer: str, correct: float, form: float, format_weight: float = 0.2) -> dict:
+    nodes = v1_chain([({"role": "user", "content": "q"}, False), ({"role": "assistant", "content": answer}, True)])
+    return v1_trace(nodes, {"correct": {"score": correct, "weight": 1.0},
+                            "format": {"score": form, "weight": format_weight}}, {})
+
+
+def test_prime_rl_logged_weights_that_differ_are_named(tmp_path):
+    """prime-rl rubric rewards {score, weight}: the total is Σ score × weight (no total stored); the one trace
+    whose format weight is 0.5 where the run's usual is 0.2 is named, a trace with other scores but the usual
+    weights is not, and the sample shows its weights as the extras reward_weight/NAME."""
+    for step in (1, 2):
+        traces = [_trace(f"s{step}a", 1.0, 1.0), _trace(f"s{step}b", 0.0, 0.5), _trace(f"s{step}c", 1.0, 0.0)]
+        if step == 2:
+            traces.append(_trace("planted", 1.0, 1.0, format_weight=0.5))
+        write_prime_rl(tmp_path, step, "train", "all", [v1_episode(f"e{step}", step, traces)])
+    run, found, _ = _findings(tmp_path)
+    finding = found["reward_not_recomposed"]
+    rows = run.samples.loc[list(finding.labels)]
+    assert rows["step"].tolist() == [2] and rows["extra:reward_weight/format"].tolist() == [0.5]
+    assert finding.evidence == {"count": 1, "checked": 7, "weights": {"reward/correct": 1.0, "reward/format": 0.2},
+                                "weights_from": "logged", "components": ["reward/correct", "reward/format"]}
+    planted = rows.iloc[0]
+    assert planted["extra:reward/format"] == 0.5 and planted["reward"] == 1.5  # 1.0 × 0.5 + 1.0 × 1.0
+    assert (run.samples["extra:reward_weight/format"] == 0.2).sum() == 6
