@@ -32,6 +32,9 @@ FOLD_LINES = 12
 COMPONENT_PREFIXES = ("reward/", "rewards/")  # extras that are parts of the reward (prime-rl, TRL)
 
 
+WEIGHT_PREFIX = "reward_weight/"  # the extra ``reward_weight/NAME``: the weight logged for ``reward/NAME``
+
+
 @dataclass(frozen=True)
 class ToolCallBlock:
     name: str
@@ -178,6 +181,24 @@ def reward_components(row) -> dict[str, float]:
         if name.startswith(COMPONENT_PREFIXES) and value == value:
             out[name] = float(value)
     return dict(sorted(out.items()))
+
+
+def reward_parts(row) -> list[tuple[str, float, float | None]]:
+    """A sample's reward components with their logged weights, as (name, value, weight or None), by name
+    (``row``: a row of ``Run.samples``): its extras named ``reward/NAME`` or ``rewards/NAME``, else those
+    whose name contains "reward" or "score" (any case; ``ref_reward`` and the weights left out), NaN left
+    out; a component ``reward/NAME``'s weight is its extra ``reward_weight/NAME`` (prime-rl's rubric)."""
+    values = {F.extra_name(c): row[c] for c in F.extra_columns(row.index)}
+    named = {n: v for n, v in values.items() if n.startswith(COMPONENT_PREFIXES)}
+    if not named:
+        named = {n: v for n, v in values.items() if not n.startswith(WEIGHT_PREFIX)
+                 and any(m in n.lower() for m in ("reward", "score"))}
+    out = []
+    for name, value in sorted(named.items()):
+        if value == value:
+            weight = values.get(WEIGHT_PREFIX + name.split("/", 1)[1]) if "/" in name else None
+            out.append((name, float(value), float(weight) if weight is not None and weight == weight else None))
+    return out
 
 
 def turn_spans(messages: list[dict], n: int) -> list[tuple[int, int]] | None:

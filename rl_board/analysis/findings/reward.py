@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...base import fields as F
+from ..transcript import COMPONENT_PREFIXES, WEIGHT_PREFIX
 from .common import (
     Finding,
     _ids,
@@ -210,15 +211,11 @@ RECOMPOSE_ROUNDS = 20  # trimmed refits of the weights at most
 RECOMPOSE_WINDOWS = 64  # runs of consecutive samples whose own fit is a candidate
 
 
-WEIGHT_PREFIX = "reward_weight/"  # an extra ``reward_weight/NAME``: the weight the trainer logged for ``reward/NAME``
-
-
 def compute_recompose_components(samples: pd.DataFrame) -> list[tuple[str, str]]:
     """The reward components the total is checked against, as (name, column of ``samples``): the extras
     named ``reward/NAME`` or ``rewards/NAME`` (prime-rl, verifiers), else the numeric fields other than
     ``reward`` and ``ref_reward`` whose name contains "reward" or "score" (TRL's reward functions, verl's
     ``reward_extra_info`` keys so named), each with a value on some sample."""
-    from ..transcript import COMPONENT_PREFIXES
     fields = _numeric_fields(samples)
     named = [(n, c) for n, c in fields if n.startswith(COMPONENT_PREFIXES)]
     return named or [(n, c) for n, c in fields
