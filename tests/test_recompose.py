@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
+from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl, write_rllm
 from ray_writers import verl_dump
 
 from rl_board.analysis.findings import compute_findings
@@ -107,3 +107,32 @@ def test_prime_rl_logged_weights_that_differ_are_named(tmp_path):
     planted = rows.iloc[0]
     assert planted["extra:reward/format"] == 0.5 and planted["reward"] == 1.5  # 1.0 × 0.5 + 1.0 × 1.0
     assert (run.samples["extra:reward_weight/format"] == 0.2).sum() == 6
+
+
+def test_rllm_metrics_components_name_the_planted_episode(tmp_path):
+    """rLLM episodes whose metrics hold accuracy_reward and format_reward and whose trajectory reward is
+    1·accuracy + 0.5·format: the one planted episode (reward 0.9 where 1.0 + 0.5·0 = 1.0) is named."""
+    episodes = tmp_path / "episodes"
+    for step in (1, 2):
+        for i in range(4):
+            accuracy, form = float(i % 2), 0.5 * (i // 2)
+            reward = 0.9 if (step, i) == (2, 1) else accuracy + 0.5 * form
+            chat = [{"role": "user", "content": f"q{step}{i}"}, {"role": "assistant", "content": "a"}]
+            write_rllm(episodes, step, "train", f"e{step}{i}", [{"reward": reward, "steps": [{"chat_completions": chat}]}],
+                       accuracy == 1.0, {"accuracy_reward": accuracy, "format_reward": form})
+    run, found, _ = _findings(episodes)
+    finding = found["reward_not_recomposed"]
+    rows = run.samples.loc[list(finding.labels)]
+    assert rows["step"].tolist() == [2] and rows["reward"].tolist() == [0.9]
+    assert finding.evidence["count"] == 1 and finding.evidence["checked"] == 8
+
+
+def test_trl_completions_recompose_as_their_sum_nan_components_included(tmp_path):
+    """TRL's completions parquet stores no total (the reader sums the reward functions, NaN as 0): the check
+    runs and names nothing, the samples with a NaN accuracy_reward (one prompt in four) included."""
+    from rl_board.demo.trl import write_trl_run
+
+    write_trl_run(tmp_path, steps=(5, 10), prompts=4, group=4)
+    run, found, checks = _findings(tmp_path)
+    assert "reward_not_recomposed" not in found and checks["reward_not_recomposed"].ran
+    assert run.samples["extra:accuracy_reward"].isna().sum() == 8  # 2 steps × 1 prompt × 4 completions
