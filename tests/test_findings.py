@@ -481,7 +481,7 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
     at = _page(tmp_path, "flat")
     assert [c.value for c in at.caption if c.value.startswith("Findings")] == [
         "Findings: none. Checked reward hacking phrases, repetition with reward, garbled output, length growth, "
-        "dead GRPO groups, empty responses. Not checked: reward component hacking phrases (no reward components logged); reward "
+        "dead GRPO groups, empty responses. Not checked: reward component hacking phrases (no numeric field named like a reward or a score); reward "
         "tracking a field (no other numeric fields logged); KL runaway (no log-probs with reference log-probs); "
         "critic fit (no values with token rewards logged); entropy collapse (no entropy logged); sampler mismatch "
         "(no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)); tool use collapse (no turns "

@@ -40,7 +40,7 @@ def _verl(folder: Path, planted: dict[tuple[int, int], float], nan_at: tuple[int
 
 
 def test_verl_names_exactly_the_planted_samples_with_fitted_weights(tmp_path):
-    """A verl dump whose score is 1·accuracy + 0.5·format: the weights are fitted (1, 0.5) and only the two
+    """A verl dump whose score is 1·accuracy + 0.5·format: the weights are fitted and only the two
     planted samples (off by 0.3 and by 2e-6) are named; one off by 5e-7 (float noise) and one with a NaN
     component are not."""
     _verl(tmp_path, {(1, 2): 0.3, (2, 5): 2e-6, (2, 1): 5e-7}, nan_at=(2, 4))
@@ -50,7 +50,8 @@ def test_verl_names_exactly_the_planted_samples_with_fitted_weights(tmp_path):
     assert finding.evidence["count"] == 2 and finding.evidence["checked"] == 11  # 12 samples, one NaN
     assert finding.evidence["weights_from"] == "fitted"
     weights = finding.evidence["weights"]
-    assert abs(weights["accuracy_reward"] - 1.0) < 1e-9 and abs(weights["format_score"] - 0.5) < 1e-9
+    # acc (a bool) equals accuracy_reward on every sample: only their weights' sum is determined
+    assert abs(weights["accuracy_reward"] + weights["acc"] - 1.0) < 1e-9 and abs(weights["format_score"] - 0.5) < 1e-9
     assert checks["reward_not_recomposed"].ran
 
 

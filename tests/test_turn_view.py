@@ -54,13 +54,13 @@ def test_reward_components_are_the_reward_extras():
 
 def test_reward_parts_carry_their_logged_weights():
     """A reward/NAME component takes its weight from the extra reward_weight/NAME; without one, None; with no
-    reward/ extras, the fields named like a reward or a score are the components (TRL's columns)."""
+    reward/ extras, every extra but the board's own (num_turns…) and the advantage is one (TRL's columns)."""
     row = pd.Series({"reward": 1.0, "extra:reward/b": 0.5, "extra:reward_weight/b": 0.25, "extra:reward/a": 1.0,
                      "extra:accuracy_reward": 0.0})
     assert reward_parts(row) == [("reward/a", 1.0, None), ("reward/b", 0.5, 0.25)]
     trl = pd.Series({"reward": 1.5, "extra:accuracy_reward": 1.0, "extra:format_score": float("nan"),
-                     "extra:len": 4.0})
-    assert reward_parts(trl) == [("accuracy_reward", 1.0, None)]
+                     "extra:advantage": 0.3, "extra:num_turns": 2.0, "extra:acc": 1.0})
+    assert reward_parts(trl) == [("acc", 1.0, None), ("accuracy_reward", 1.0, None)]
 
 
 def test_page_shows_each_component_with_its_weight(tmp_path):

@@ -183,16 +183,27 @@ def reward_components(row) -> dict[str, float]:
     return dict(sorted(out.items()))
 
 
+#: extras the board or a reader makes, never a part of the reward
+NOT_COMPONENTS = (F.NUM_TURNS, F.NUM_TOOL_CALLS, "turns_unsplit", "image_placeholders", "images_dropped", "trained")
+
+
+def component_names(names) -> list[str]:
+    """Which of a run's extra ``names`` are reward components: those named ``reward/NAME`` or ``rewards/NAME``
+    (prime-rl, verifiers) when there are any; else every other extra (verl's ``reward_extra_info`` keys,
+    TRL's reward-function columns, rLLM's metrics and ``is_correct``) but ``NOT_COMPONENTS``, the weights
+    (``reward_weight/NAME``) and the names holding "advantage" (any case: computed from the reward)."""
+    names = list(names)
+    prefixed = [n for n in names if n.startswith(COMPONENT_PREFIXES)]
+    return prefixed or [n for n in names if n not in NOT_COMPONENTS and not n.startswith(WEIGHT_PREFIX)
+                        and "advantage" not in n.lower()]
+
+
 def reward_parts(row) -> list[tuple[str, float, float | None]]:
-    """A sample's reward components with their logged weights, as (name, value, weight or None), by name
-    (``row``: a row of ``Run.samples``): its extras named ``reward/NAME`` or ``rewards/NAME``, else those
-    whose name contains "reward" or "score" (any case; ``ref_reward`` and the weights left out), NaN left
-    out; a component ``reward/NAME``'s weight is its extra ``reward_weight/NAME`` (prime-rl's rubric)."""
+    """A sample's reward components (``component_names``) with their logged weights, as (name, value,
+    weight or None), by name (``row``: a row of ``Run.samples``), NaN left out; a component
+    ``reward/NAME``'s weight is its extra ``reward_weight/NAME`` (prime-rl's rubric)."""
     values = {F.extra_name(c): row[c] for c in F.extra_columns(row.index)}
-    named = {n: v for n, v in values.items() if n.startswith(COMPONENT_PREFIXES)}
-    if not named:
-        named = {n: v for n, v in values.items() if not n.startswith(WEIGHT_PREFIX)
-                 and any(m in n.lower() for m in ("reward", "score"))}
+    named = {n: values[n] for n in component_names(values)}
     out = []
     for name, value in sorted(named.items()):
         if value == value:

@@ -62,7 +62,7 @@ def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check
         "empty_responses": "" if responses else "no responses logged",
         "component_with_spreading_phrases": few or ("" if responses else "no responses logged") or (
             "" if any(n != "ref_reward" and any(m in n.lower() for m in COMPONENT_MARKERS)
-                      for n, _ in _numeric_fields(samples)) else "no reward components logged"),
+                      for n, _ in _numeric_fields(samples)) else "no numeric field named like a reward or a score"),
         "kl_runaway": "" if samples["kl_mean"].notna().any() else "no log-probs with reference log-probs",
         "repetition_with_reward": few or ("" if responses else "no responses logged"),
         "critic_cannot_fit": "" if "explained_variance" in run.steps and run.steps["explained_variance"].notna().any()

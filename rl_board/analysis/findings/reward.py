@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...base import fields as F
-from ..transcript import COMPONENT_PREFIXES, WEIGHT_PREFIX
+from ..transcript import WEIGHT_PREFIX, component_names
 from .common import (
     Finding,
     _ids,
@@ -211,16 +211,17 @@ RECOMPOSE_ROUNDS = 20  # trimmed refits of the weights at most
 RECOMPOSE_WINDOWS = 64  # runs of consecutive samples whose own fit is a candidate
 
 
+RECOMPOSE_DECIMALS = 3  # each fitted candidate is also tried rounded to this many decimals
+
+
+RECOMPOSE_MAX_COMPONENTS = 32  # a run with more reward components is not checked (its note says so)
+
+
 def compute_recompose_components(samples: pd.DataFrame) -> list[tuple[str, str]]:
     """The reward components the total is checked against, as (name, column of ``samples``): the extras
-    named ``reward/NAME`` or ``rewards/NAME`` (prime-rl, verifiers), else the numeric fields other than
-    ``reward`` and ``ref_reward`` whose name contains "reward" or "score" (TRL's reward functions, verl's
-    ``reward_extra_info`` keys so named), each with a value on some sample."""
-    fields = _numeric_fields(samples)
-    named = [(n, c) for n, c in fields if n.startswith(COMPONENT_PREFIXES)]
-    return named or [(n, c) for n, c in fields
-                     if n != "ref_reward" and not n.startswith(WEIGHT_PREFIX)
-                     and any(m in n.lower() for m in COMPONENT_MARKERS)]
+    ``transcript.component_names`` keeps, each with a value on some sample, in column order."""
+    extras = {F.extra_name(c): c for c in F.extra_columns(samples.columns) if samples[c].notna().any()}
+    return [(n, extras[n]) for n in component_names(extras)]
 
 
 def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
@@ -228,8 +229,9 @@ def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray
     first candidate), among: all weights 1 (a plain sum); least squares (``numpy.linalg.lstsq``) over every
     row, then refitted on the floor(n/2) + 1 rows of smallest |residual| (ties: first rows), up to
     ``RECOMPOSE_ROUNDS`` refits; least squares over each of the first ``RECOMPOSE_WINDOWS`` runs of k + 1
-    consecutive rows (k components). None unless the best reproduces more than ``RECOMPOSE_MIN_SHARE`` of
-    the n rows."""
+    consecutive rows (k components); each candidate rounded to ``RECOMPOSE_DECIMALS`` decimals tried just
+    before it (weights as people write them: 1, 0.5, 0.25). None unless the best reproduces more than
+    ``RECOMPOSE_MIN_SHARE`` of the n rows."""
     n, k = values.shape
     need = math.floor(RECOMPOSE_MIN_SHARE * n) + 1
 
@@ -248,7 +250,7 @@ def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray
     for start in range(0, min(n, RECOMPOSE_WINDOWS * (k + 1)), k + 1):
         candidates.append(np.linalg.lstsq(values[start:start + k + 1], totals[start:start + k + 1], rcond=None)[0])
     best, most = None, 0
-    for weights in candidates:
+    for weights in [w for c in candidates for w in (np.round(c, RECOMPOSE_DECIMALS), c)]:
         got = fits(weights)
         if got > most:
             best, most = weights, got
@@ -262,6 +264,8 @@ def _not_recomposed(run) -> tuple[Finding | None, str]:
     components = compute_recompose_components(samples)
     if not components:
         return None, "no reward components logged"
+    if len(components) > RECOMPOSE_MAX_COMPONENTS:
+        return None, f"{len(components)} reward components: more than {RECOMPOSE_MAX_COMPONENTS} are not checked"
     names = [n for n, _ in components]
     values = np.column_stack([samples[c].to_numpy(dtype=float) for _, c in components])
     weight_columns = [F.extra_column(WEIGHT_PREFIX + n.split("/", 1)[1]) if "/" in n else None for n in names]
@@ -280,8 +284,9 @@ def _not_recomposed(run) -> tuple[Finding | None, str]:
                                   "logged", int(logged.sum())), ""
     totals = samples[F.REWARD].to_numpy(dtype=float)
     checked = np.isfinite(totals) & np.isfinite(values).all(axis=1)
-    if not checked.any():
-        return None, "no sample has a total and every component"
+    if checked.sum() <= 2 * len(components):
+        return None, (f"{int(checked.sum())} samples with a total and every component: the weights of "
+                      f"{len(components)} are fitted on more than twice as many")
     weights = compute_fitted_weights(values[checked], totals[checked])
     if weights is None:
         return None, (f"no weights reproduce more than {RECOMPOSE_MIN_SHARE:.0%} of the totals from the components "
