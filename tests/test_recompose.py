@@ -137,3 +137,39 @@ def test_trl_completions_recompose_as_their_sum_nan_components_included(tmp_path
     run, found, checks = _findings(tmp_path)
     assert "reward_not_recomposed" not in found and checks["reward_not_recomposed"].ran
     assert run.samples["extra:accuracy_reward"].isna().sum() == 8  # 2 steps × 1 prompt × 4 completions
+
+
+def test_fit_finds_a_third_of_planted_samples_among_float_noise():
+    """300 samples, totals 0.7·a + 0.2·b + 0.1·c with noise under 4e-7 on the clean ones and an offset of at
+    least 2e-6 on a planted third: the fitted weights reproduce exactly the clean ones, not one planted."""
+    import numpy as np
+
+    from rl_board.analysis.findings.reward import RECOMPOSE_TOLERANCE, compute_fitted_weights
+
+    rng = np.random.default_rng(7)
+    values = rng.uniform(0, 5, size=(300, 3))
+    totals = values @ np.array([0.7, 0.2, 0.1]) + rng.uniform(-4e-7, 4e-7, size=300)
+    planted = np.zeros(300, dtype=bool)
+    planted[rng.choice(300, 100, replace=False)] = True
+    totals[planted] += rng.choice([-1, 1], 100) * rng.uniform(2e-6, 1.0, 100)
+    weights = compute_fitted_weights(values, totals)
+    assert weights is not None
+    named = ~(np.abs(totals - values @ weights) <= RECOMPOSE_TOLERANCE)
+    assert np.array_equal(named, planted)
+
+
+def test_sample_view_lists_the_components(tmp_path):
+    """The page's sample view of a verl dump (no turns) lists the sample's components, acc as 1 or 0 and
+    format_score, with no logged weight (AppTest)."""
+    from page_steps import load_run as load_page
+
+    _verl(tmp_path / "verl", {})
+    at = load_page(tmp_path, "verl")
+    assert not at.exception, at.exception
+    tables = [d.value for d in at.dataframe if list(d.value.columns) == ["component", "value", "weight"]]
+    assert len(tables) == 1
+    shown = tables[0]
+    assert shown["component"].tolist() == ["acc", "accuracy_reward", "format_score"]
+    assert shown["weight"].isna().all()
+    acc, accuracy, form = shown["value"].tolist()
+    assert acc == accuracy and acc in (0.0, 1.0) and form in (0.0, 0.25, 0.5)
