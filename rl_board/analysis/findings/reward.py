@@ -226,35 +226,55 @@ def compute_recompose_components(samples: pd.DataFrame) -> list[tuple[str, str]]
 
 def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
     """The weights w reproducing the most totals (|total - values @ w| <= ``RECOMPOSE_TOLERANCE``; ties: the
-    first candidate), among: all weights 1 (a plain sum); least squares (``numpy.linalg.lstsq``) over every
-    row, then refitted on the floor(n/2) + 1 rows of smallest |residual| (ties: first rows), up to
-    ``RECOMPOSE_ROUNDS`` refits; least squares over each of the first ``RECOMPOSE_WINDOWS`` runs of k + 1
-    consecutive rows (k components); each candidate rounded to ``RECOMPOSE_DECIMALS`` decimals tried just
-    before it (weights as people write them: 1, 0.5, 0.25). None unless the best reproduces more than
-    ``RECOMPOSE_MIN_SHARE`` of the n rows."""
+    first candidate), or None unless they reproduce more than ``RECOMPOSE_MIN_SHARE`` of the n rows. The
+    candidates, each tried rounded to ``RECOMPOSE_DECIMALS`` decimals just before it (weights as people
+    write them: 1, 0.5, 0.25): (a) all weights 1 (a plain sum); (b) least squares (``numpy.linalg.lstsq``)
+    over every row, then refitted on the floor(n/2) + 1 rows of smallest |residual| (ties: first rows) until
+    that set repeats or a fit reproduces every total of the rows it was fitted on, up to ``RECOMPOSE_ROUNDS``
+    refits; only when none of those reproduces enough, (c) least
+    squares over each of the first ``RECOMPOSE_WINDOWS`` runs of k + 1 consecutive rows (k components). A
+    candidate reproducing every total ends the search."""
     n, k = values.shape
     need = math.floor(RECOMPOSE_MIN_SHARE * n) + 1
+    best, most = None, 0
 
-    def fits(weights):
-        return int((np.abs(totals - values @ weights) <= RECOMPOSE_TOLERANCE).sum())
+    def take(candidate) -> bool:  # True: every total reproduced, nothing can do better
+        nonlocal best, most
+        for weights in (np.round(candidate, RECOMPOSE_DECIMALS), candidate):
+            got = int((np.abs(totals - values @ weights) <= RECOMPOSE_TOLERANCE).sum())
+            if got > most:
+                best, most = weights, got
+        return most == n
 
-    candidates = [np.ones(k)]
+    if take(np.ones(k)):
+        return best
     rows = np.arange(n)
     for _ in range(RECOMPOSE_ROUNDS):
         weights = np.linalg.lstsq(values[rows], totals[rows], rcond=None)[0]
-        candidates.append(weights)
-        kept = np.sort(np.argsort(np.abs(totals - values @ weights), kind="stable")[:need])
+        if take(weights):
+            return best
+        residuals = np.abs(totals - values @ weights)
+        if (residuals[rows] <= RECOMPOSE_TOLERANCE).all():  # exact on the rows it was fitted on: a refit is the same
+            break
+        kept = _smallest(residuals, need)
         if np.array_equal(kept, rows):
             break
         rows = kept
+    if most >= need:
+        return best
     for start in range(0, min(n, RECOMPOSE_WINDOWS * (k + 1)), k + 1):
-        candidates.append(np.linalg.lstsq(values[start:start + k + 1], totals[start:start + k + 1], rcond=None)[0])
-    best, most = None, 0
-    for weights in [w for c in candidates for w in (np.round(c, RECOMPOSE_DECIMALS), c)]:
-        got = fits(weights)
-        if got > most:
-            best, most = weights, got
+        if take(np.linalg.lstsq(values[start:start + k + 1], totals[start:start + k + 1], rcond=None)[0]):
+            return best
     return best if most >= need else None
+
+
+def _smallest(residuals: np.ndarray, count: int) -> np.ndarray:
+    """The positions of the ``count`` smallest ``residuals``, ascending; of those equal to the largest
+    kept, the first (a partition, not a sort: linear in the rows)."""
+    cut = np.partition(residuals, count - 1)[count - 1]
+    below = np.flatnonzero(residuals < cut)
+    equal = np.flatnonzero(residuals == cut)[:count - len(below)]
+    return np.sort(np.concatenate([below, equal]))
 
 
 def _not_recomposed(run) -> tuple[Finding | None, str]:
