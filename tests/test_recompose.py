@@ -49,6 +49,8 @@ def test_verl_names_exactly_the_planted_samples_with_fitted_weights(tmp_path):
     assert _flagged(run, finding) == [(1, 3), (2, 6)]  # sample i of a step's file is its line i + 1
     assert finding.evidence["count"] == 2 and finding.evidence["checked"] == 11  # 12 samples, one NaN
     assert finding.evidence["weights_from"] == "fitted"
+    assert finding.message == ("the reward of 2 of 11 samples is not the weighted sum of its components "
+                               "(acc, accuracy_reward, format_score) with the weights that reproduce the others")
     weights = finding.evidence["weights"]
     # acc (a bool) equals accuracy_reward on every sample: only their weights' sum is determined
     assert abs(weights["accuracy_reward"] + weights["acc"] - 1.0) < 1e-9 and abs(weights["format_score"] - 0.5) < 1e-9

@@ -323,9 +323,12 @@ def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | Non
     shown = rows[:RECOMPOSE_SAMPLES]
     labels = tuple(run.samples.index[shown])
     steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP].to_numpy()[rows]))
-    what = ("logged weights differ from the run's usual ones" if how == "logged"
-            else "total is not the weighted sum of its components")
-    message = f"{len(rows)} of {checked} samples' {what} ({', '.join(names)})"
+    if how == "logged":
+        message = (f"{len(rows)} of {checked} samples log reward weights that differ from the run's usual ones "
+                   f"({', '.join(names)})")
+    else:
+        message = (f"the reward of {len(rows)} of {checked} samples is not the weighted sum of its components "
+                   f"({', '.join(names)}) with the weights that reproduce the others")
     return Finding("reward_not_recomposed", steps[0], steps[-1],
                    {"count": len(rows), "checked": checked, "weights": weights, "weights_from": how,
                     "components": names},
