@@ -175,3 +175,20 @@ def test_sample_view_lists_the_components(tmp_path):
     assert shown["weight"].isna().all()
     acc, accuracy, form = shown["value"].tolist()
     assert acc == accuracy and acc in (0.0, 1.0) and form in (0.0, 0.25, 0.5)
+
+
+def test_findings_panel_shows_the_weights_and_opens_the_planted_samples(tmp_path):
+    """The page's findings panel (AppTest): the finding's line, its evidence with the fitted weights as a
+    table, and the planted samples listed by address."""
+    from test_findings import _page
+
+    _verl(tmp_path / "verl", {(1, 2): 0.3, (2, 5): 0.25})
+    at = _page(tmp_path, "verl")
+    assert not at.exception, at.exception
+    at.button(key="finding-reward_not_recomposed").click().run()
+    assert not at.exception, at.exception
+    texts = [t.value for t in at.text]
+    assert [t.split(" · ")[:2] for t in texts if t.startswith("step ")] == [["step 1", "1.jsonl:3"],
+                                                                            ["step 2", "2.jsonl:6"]]
+    weights = [t.value for t in at.table if "weight" in t.value.columns]
+    assert len(weights) == 1 and weights[0]["weight"].tolist()[-1] == "0.5"  # format_score's
