@@ -231,9 +231,9 @@ def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray
     write them: 1, 0.5, 0.25): (a) all weights 1 (a plain sum); (b) least squares (``numpy.linalg.lstsq``)
     over every row, then refitted on the floor(n/2) + 1 rows of smallest |residual| (ties: first rows) until
     that set repeats or a fit reproduces every total of the rows it was fitted on, up to ``RECOMPOSE_ROUNDS``
-    refits; only when none of those reproduces enough, (c) least
-    squares over each of the first ``RECOMPOSE_WINDOWS`` runs of k + 1 consecutive rows (k components). A
-    candidate reproducing every total ends the search."""
+    refits (a half of the rows where one component is 0 fits it no weight); (c) least squares over each of
+    the first ``RECOMPOSE_WINDOWS`` runs of k + 1 consecutive rows (k components). A candidate reproducing
+    every total ends the search."""
     n, k = values.shape
     need = math.floor(RECOMPOSE_MIN_SHARE * n) + 1
     best, most = None, 0
@@ -260,8 +260,6 @@ def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray
         if np.array_equal(kept, rows):
             break
         rows = kept
-    if most >= need:
-        return best
     for start in range(0, min(n, RECOMPOSE_WINDOWS * (k + 1)), k + 1):
         if take(np.linalg.lstsq(values[start:start + k + 1], totals[start:start + k + 1], rcond=None)[0]):
             return best
