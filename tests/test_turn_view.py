@@ -14,7 +14,6 @@ from rl_board.analysis.transcript import (
     build_transcript,
     build_turn_tokens,
     pretty_arguments,
-    reward_components,
     reward_parts,
     turn_spans,
 )
@@ -45,19 +44,13 @@ def test_transcript_marks_trainable_turns_folds_long_results_and_prints_argument
     assert pretty_arguments("not json") == "not json"
 
 
-def test_reward_components_are_the_reward_extras():
-    """Extras named reward/… or rewards/… are the components, NaN left out."""
-    row = pd.Series({"reward": 1.0, "extra:reward/b": 0.5, "extra:rewards/a": 1.0, "extra:reward/c": float("nan"),
-                     "extra:other": 3.0})
-    assert reward_components(row) == {"reward/b": 0.5, "rewards/a": 1.0}
-
-
 def test_reward_parts_carry_their_logged_weights():
-    """A reward/NAME component takes its weight from the extra reward_weight/NAME; without one, None; with no
+    """Extras named reward/… or rewards/… are the components, NaN left out; reward/NAME takes its weight from
+    the extra reward_weight/NAME; without one, None; with no
     reward/ extras, every extra but the board's own (num_turns…) and the advantage is one (TRL's columns)."""
-    row = pd.Series({"reward": 1.0, "extra:reward/b": 0.5, "extra:reward_weight/b": 0.25, "extra:reward/a": 1.0,
-                     "extra:accuracy_reward": 0.0})
-    assert reward_parts(row) == [("reward/a", 1.0, None), ("reward/b", 0.5, 0.25)]
+    row = pd.Series({"reward": 1.0, "extra:reward/b": 0.5, "extra:reward_weight/b": 0.25, "extra:rewards/a": 1.0,
+                     "extra:reward/c": float("nan"), "extra:accuracy_reward": 0.0})
+    assert reward_parts(row) == [("reward/b", 0.5, 0.25), ("rewards/a", 1.0, None)]  # NaN left out
     trl = pd.Series({"reward": 1.5, "extra:accuracy_reward": 1.0, "extra:format_score": float("nan"),
                      "extra:advantage": 0.3, "extra:num_turns": 2.0, "extra:acc": 1.0})
     assert reward_parts(trl) == [("acc", 1.0, None), ("accuracy_reward", 1.0, None)]

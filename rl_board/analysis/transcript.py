@@ -6,8 +6,8 @@ tool's name with its arguments pretty-printed (JSON indented when they parse), r
 apart, long tool results marked to be folded, each image of the turn (``images.compute_sample_images``)
 at its place: the content cut into the texts between its ``[image]`` markers, each turn's faults
 (``derive.faults``: kind and why) and what the trainer logged about the turn (its ``meta``: stop reason,
-token counts, timing, timeouts) as ``name: value`` pairs. ``reward_components`` picks a sample's
-reward parts from its extras. ``build_turn_tokens`` colours the tokens of the trained turns of a
+token counts, timing, timeouts) as ``name: value`` pairs. ``reward_parts`` picks a sample's
+reward parts from its extras (``component_names``), each with its logged weight. ``build_turn_tokens`` colours the tokens of the trained turns of a
 sample that has per-token lists, as the token view colours a response (``colors``). The view
 escapes nothing itself: it shows every text with ``st.code`` (never HTML, never Markdown), labels
 only with ``text.escape_markdown``, and token HTML only as ``colors`` builds it (every token escaped).
@@ -169,18 +169,6 @@ def count_turns(messages: list[dict]) -> tuple[int, int]:
     ``num_turns`` and ``num_tool_calls`` extras of an agent format's samples."""
     assistant = [t for t in messages or [] if t.get("role") == "assistant"]
     return len(assistant), sum(len(t.get("tool_calls") or ()) for t in assistant)
-
-
-def reward_components(row) -> dict[str, float]:
-    """A sample's reward parts: its extras named ``reward/NAME`` or ``rewards/NAME`` (``row``: a row of
-    ``Run.samples``), NaN left out, by name."""
-    out = {}
-    for column in F.extra_columns(row.index):
-        name = F.extra_name(column)
-        value = row[column]
-        if name.startswith(COMPONENT_PREFIXES) and value == value:
-            out[name] = float(value)
-    return dict(sorted(out.items()))
 
 
 #: extras the board or a reader makes, never a part of the reward
