@@ -298,9 +298,10 @@ def evaluate(runs: list[dict]) -> dict:
     from rl_board.analysis.findings import RANKING
 
     # no run here logs values, nor images with the tokens they were trained on, nor agent turns whose faults
-    # rise (tests/test_fault_runs.py and test_findings.py check turn_faults_rising on the trainers' writers):
-    # not benchmarked
-    detectors = [k for k in RANKING if k not in ("critic_cannot_fit", "images_dropped", "turn_faults_rising")]
+    # rise (tests/test_fault_runs.py and test_findings.py check turn_faults_rising on the trainers' writers), nor
+    # plants rewards that are not their components' weighted sum (tests/test_recompose.py does): not benchmarked
+    detectors = [k for k in RANKING if k not in ("critic_cannot_fit", "images_dropped", "turn_faults_rising",
+                                                 "reward_not_recomposed")]
     stats = {k: {"runs": 0, "tp": 0, "fp": 0, "errors": [], "early": 0} for k in detectors}
     raised_on = {}
     for run in runs:

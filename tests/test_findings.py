@@ -393,7 +393,7 @@ def test_no_findings_on_a_flat_run_and_the_checks_say_what_could_not_run(tmp_pat
     assert {c.kind for c in found.checks if not c.ran} == {
         "entropy_collapse", "training_inference_mismatch", "component_with_spreading_phrases", "kl_runaway",
         "critic_cannot_fit", "tool_use_collapse", "tool_call_loops", "reward_tracks_field", "images_dropped",
-        "turn_faults_rising"}
+        "turn_faults_rising", "reward_not_recomposed"}
 
 
 def test_findings_command_json_and_exit_codes(tmp_path, capsys):
@@ -481,11 +481,12 @@ def test_page_says_quietly_which_checks_ran(tmp_path):
     at = _page(tmp_path, "flat")
     assert [c.value for c in at.caption if c.value.startswith("Findings")] == [
         "Findings: none. Checked reward hacking phrases, repetition with reward, garbled output, length growth, "
-        "dead GRPO groups, empty responses. Not checked: reward component hacking phrases (no reward components logged); reward "
+        "dead GRPO groups, empty responses. Not checked: reward component hacking phrases (no numeric field named like a reward or a score); reward "
         "tracking a field (no other numeric fields logged); KL runaway (no log-probs with reference log-probs); "
         "critic fit (no values with token rewards logged); entropy collapse (no entropy logged); sampler mismatch "
         "(no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)); tool use collapse (no turns "
-        "logged); tool call loops (no turns logged); images dropped before training (no samples with both images "
+        "logged); tool call loops (no turns logged); reward not recomposed (no reward components logged); "
+        "images dropped before training (no samples with both images "
         "and the tokens they were trained on); turn faults rising (no turns logged)."]
 
 

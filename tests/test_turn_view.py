@@ -14,7 +14,7 @@ from rl_board.analysis.transcript import (
     build_transcript,
     build_turn_tokens,
     pretty_arguments,
-    reward_components,
+    reward_parts,
     turn_spans,
 )
 from rl_board.views import keys
@@ -44,11 +44,29 @@ def test_transcript_marks_trainable_turns_folds_long_results_and_prints_argument
     assert pretty_arguments("not json") == "not json"
 
 
-def test_reward_components_are_the_reward_extras():
-    """Extras named reward/… or rewards/… are the components, NaN left out."""
-    row = pd.Series({"reward": 1.0, "extra:reward/b": 0.5, "extra:rewards/a": 1.0, "extra:reward/c": float("nan"),
-                     "extra:other": 3.0})
-    assert reward_components(row) == {"reward/b": 0.5, "rewards/a": 1.0}
+def test_reward_parts_carry_their_logged_weights():
+    """Extras named reward/… or rewards/… are the components, NaN left out; reward/NAME takes its weight from
+    the extra reward_weight/NAME; without one, None; with no
+    reward/ extras, every extra but the board's own (num_turns…) and the advantage is one (TRL's columns)."""
+    row = pd.Series({"reward": 1.0, "extra:reward/b": 0.5, "extra:reward_weight/b": 0.25, "extra:rewards/a": 1.0,
+                     "extra:reward/c": float("nan"), "extra:accuracy_reward": 0.0})
+    assert reward_parts(row) == [("reward/b", 0.5, 0.25), ("rewards/a", 1.0, None)]  # NaN left out
+    trl = pd.Series({"reward": 1.5, "extra:accuracy_reward": 1.0, "extra:format_score": float("nan"),
+                     "extra:advantage": 0.3, "extra:num_turns": 2.0, "extra:acc": 1.0})
+    assert reward_parts(trl) == [("acc", 1.0, None), ("accuracy_reward", 1.0, None)]
+
+
+def test_page_shows_each_component_with_its_weight(tmp_path):
+    """A prime-rl trace of rubric rewards correct (score 1, weight 0.5) and format (score 1, weight 0.25): the
+    turns view shows the reward 0.75 and each component as score × weight with its logged weight."""
+    nodes = v1_chain([({"role": "user", "content": "q"}, False), ({"role": "assistant", "content": "a"}, True)])
+    write_prime_rl(tmp_path / "weighted", 1, "train", "all", [v1_episode("a", 1, [v1_trace(
+        nodes, {"correct": {"score": 1.0, "weight": 0.5}, "format": {"score": 1.0, "weight": 0.25}}, {})])])
+    at = load_run(tmp_path, "weighted")
+    assert not at.exception, at.exception
+    assert [(m.label, m.value) for m in at.metric][:3] == [
+        ("Reward", "0.75"), ("reward/correct · weight 0\\.5", "0.5"),  # labels are escaped Markdown
+        ("reward/format · weight 0\\.25", "0.25")]
 
 
 def _agent_run(root):

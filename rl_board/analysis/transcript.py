@@ -6,8 +6,8 @@ tool's name with its arguments pretty-printed (JSON indented when they parse), r
 apart, long tool results marked to be folded, each image of the turn (``images.compute_sample_images``)
 at its place: the content cut into the texts between its ``[image]`` markers, each turn's faults
 (``derive.faults``: kind and why) and what the trainer logged about the turn (its ``meta``: stop reason,
-token counts, timing, timeouts) as ``name: value`` pairs. ``reward_components`` picks a sample's
-reward parts from its extras. ``build_turn_tokens`` colours the tokens of the trained turns of a
+token counts, timing, timeouts) as ``name: value`` pairs. ``reward_parts`` picks a sample's
+reward parts from its extras (``component_names``), each with its logged weight. ``build_turn_tokens`` colours the tokens of the trained turns of a
 sample that has per-token lists, as the token view colours a response (``colors``). The view
 escapes nothing itself: it shows every text with ``st.code`` (never HTML, never Markdown), labels
 only with ``text.escape_markdown``, and token HTML only as ``colors`` builds it (every token escaped).
@@ -30,6 +30,9 @@ from .tables import TOKEN_METRICS
 FOLD_CHARS = 600  # a tool result longer than this (or than FOLD_LINES lines) is folded
 FOLD_LINES = 12
 COMPONENT_PREFIXES = ("reward/", "rewards/")  # extras that are parts of the reward (prime-rl, TRL)
+
+
+WEIGHT_PREFIX = "reward_weight/"  # the extra ``reward_weight/NAME``: the weight logged for ``reward/NAME``
 
 
 @dataclass(frozen=True)
@@ -168,16 +171,33 @@ def count_turns(messages: list[dict]) -> tuple[int, int]:
     return len(assistant), sum(len(t.get("tool_calls") or ()) for t in assistant)
 
 
-def reward_components(row) -> dict[str, float]:
-    """A sample's reward parts: its extras named ``reward/NAME`` or ``rewards/NAME`` (``row``: a row of
-    ``Run.samples``), NaN left out, by name."""
-    out = {}
-    for column in F.extra_columns(row.index):
-        name = F.extra_name(column)
-        value = row[column]
-        if name.startswith(COMPONENT_PREFIXES) and value == value:
-            out[name] = float(value)
-    return dict(sorted(out.items()))
+#: extras the board or a reader makes, never a part of the reward
+NOT_COMPONENTS = (F.NUM_TURNS, F.NUM_TOOL_CALLS, "turns_unsplit", "image_placeholders", "images_dropped", "trained")
+
+
+def component_names(names) -> list[str]:
+    """Which of a run's extra ``names`` are reward components: those named ``reward/NAME`` or ``rewards/NAME``
+    (prime-rl, verifiers) when there are any; else every other extra (verl's ``reward_extra_info`` keys,
+    TRL's reward-function columns, rLLM's metrics and ``is_correct``) but ``NOT_COMPONENTS``, the weights
+    (``reward_weight/NAME``) and the names holding "advantage" (any case: computed from the reward)."""
+    names = list(names)
+    prefixed = [n for n in names if n.startswith(COMPONENT_PREFIXES)]
+    return prefixed or [n for n in names if n not in NOT_COMPONENTS and not n.startswith(WEIGHT_PREFIX)
+                        and "advantage" not in n.lower()]
+
+
+def reward_parts(row) -> list[tuple[str, float, float | None]]:
+    """A sample's reward components (``component_names``) with their logged weights, as (name, value,
+    weight or None), by name (``row``: a row of ``Run.samples``), NaN left out; a component
+    ``reward/NAME``'s weight is its extra ``reward_weight/NAME`` (prime-rl's rubric)."""
+    values = {F.extra_name(c): row[c] for c in F.extra_columns(row.index)}
+    named = {n: values[n] for n in component_names(values)}
+    out = []
+    for name, value in sorted(named.items()):
+        if value == value:
+            weight = values.get(WEIGHT_PREFIX + name.split("/", 1)[1]) if "/" in name else None
+            out.append((name, float(value), float(weight) if weight is not None and weight == weight else None))
+    return out
 
 
 def turn_spans(messages: list[dict], n: int) -> list[tuple[int, int]] | None:

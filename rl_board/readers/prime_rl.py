@@ -16,7 +16,8 @@ lists are that branch's nodes' lists concatenated in order (as ``Branch.token_id
 ``Branch.sampled_mask``, ``Branch.logprobs``… build a training sample; see ``branch_tokens``),
 each turn's ``num_tokens`` the length of its node's ``token_ids``; its reward
 Σ score × weight over the scored rewards (``Trace.reward``); its extras the trace's numeric
-metrics and each reward component as ``reward/NAME`` = score × weight; and, for a sample of
+metrics, each reward component as ``reward/NAME`` = score × weight and its logged weight as
+``reward_weight/NAME``; and, for a sample of
 ``all``, ``trained`` = 1 when an episode of the same id is in the step's ``effective`` file,
 else 0. The step is the ``step_{N}`` folder (a field mapping ``step=run.work.step`` takes the
 step the episode was dispatched at instead). The run's splits are ``train/all`` (the
@@ -327,15 +328,17 @@ def trace_sample(trace: dict, step: int, vision: tuple[int, int, int, int] | Non
         if vision is not None:
             checked = image_check(nodes, vision)
     rewards = trace.get("rewards") or {}
-    components = {}
+    components, weights = {}, {}
     for name, got in rewards.items() if isinstance(rewards, dict) else ():
         if isinstance(got, dict) and number(got.get("score")) is not None:
             weight = number(got.get("weight"))
             components[f"reward/{name}"] = number(got["score"]) * (1.0 if weight is None else weight)
+            if weight is not None:
+                weights[f"reward_weight/{name}"] = weight
         elif not isinstance(got, (dict, bool)) and number(got) is not None:  # June 23 – July 9: score × weight
             components[f"reward/{name}"] = number(got)
     return {F.STEP: step, F.REWARD: float(sum(components.values())), F.MESSAGES: messages, **lists,
-            "extras": {**numbers(trace.get("metrics")), **components, **checked}}
+            "extras": {**numbers(trace.get("metrics")), **components, **weights, **checked}}
 
 
 def _step(episode: dict, path_step: int | None, options: ReadOptions) -> int | None:

@@ -29,6 +29,7 @@ CHECK_NAMES = {
     "garbled_output": "garbled output",
     "images_dropped": "images dropped before training",
     "turn_faults_rising": "turn faults rising",
+    "reward_not_recomposed": "reward not recomposed",
 }
 
 

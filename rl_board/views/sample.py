@@ -19,6 +19,7 @@ from ..analysis.tables import (
     strip_pad,
     strip_system_prompt,
 )
+from ..analysis.transcript import reward_parts
 from ..base import fields as F
 from ..base.text import cut_text, escape_markdown
 from . import keys
@@ -89,6 +90,11 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
     for column, (label, value, delta) in zip(st.columns(4), shown):
         # a shorter response is neither good nor bad: the change is not coloured
         column.metric(label, value, delta, delta_color="off")
+    parts = reward_parts(row)
+    if parts:
+        st.caption("Reward components of this sample (weight: as the trainer logged it)")
+        st.dataframe(pd.DataFrame(parts, columns=["component", "value", "weight"]), hide_index=True,
+                     key="reward_parts")  # names shown as text
     extras = {F.extra_name(c): row[c] for c in F.extra_columns(row.index) if row[c] == row[c]}
     if extras:
         st.caption("Extra fields of this sample")

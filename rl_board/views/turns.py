@@ -22,7 +22,7 @@ from ..analysis.transcript import (
     build_transcript,
     build_turn_tokens,
     count_turns,
-    reward_components,
+    reward_parts,
     turn_metrics,
     turn_spans,
 )
@@ -108,11 +108,12 @@ def render(row, record: tuple[dict, dict], settings=None, tokenizer_path: str | 
     canonical, others = record
     images = images or []
     blocks = build_transcript(canonical.get(F.MESSAGES) or [], images)
-    components = reward_components(row)
+    components = reward_parts(row)
     columns = st.columns(min(1 + len(components), 6))
     columns[0].metric("Reward", _number(row[F.REWARD]))
-    for column, (name, value) in zip(columns[1:], components.items()):
-        column.metric(escape_markdown(name), _number(value))
+    for column, (name, value, weight) in zip(columns[1:], components):
+        shown = name if weight is None else f"{name} · weight {_number(weight)}"
+        column.metric(escape_markdown(shown), _number(value))
     turns, calls = count_turns(canonical.get(F.MESSAGES) or [])  # the conversation drawn, whatever its format
     shown = f" · {len(images)} image{'' if len(images) == 1 else 's'}" if images else ""
     st.caption(f"{len(blocks)} turns · {turns} assistant turn{'' if turns == 1 else 's'} · "

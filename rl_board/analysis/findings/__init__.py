@@ -74,6 +74,15 @@ Issue 48 adds one per turn fault kind (``derive.faults``):
     that fault, in step, file and line order. Onset as in 14, on the samples with turns having it (1) or
     not (0).
 
+Issue 48 item 3 adds one (``reward``; docs/findings.md says it in full):
+
+18. ``reward_not_recomposed``: the samples whose total is not the weighted sum of their reward components
+    (``compute_recompose_components``, ``transcript.component_names``): with every component's weight logged (prime-rl's
+    ``reward_weight/NAME``), the samples whose weights differ from the run's most common ones; else, with the
+    weights fitted exactly on the run's samples (``compute_fitted_weights``: reproducing more than half of the
+    totals within 1e-6 absolute, on more than twice as many samples as components), the samples they do not reproduce; not run when no weights do. Samples: the
+    first 100 in step, file and line order, ``count`` in the evidence.
+
 Findings are ranked by ``RANKING`` (how much they should worry a practitioner), then, within a kind,
 by their size; ``SEVERITY`` gives each kind's level.
 

@@ -15,7 +15,7 @@ from ..run import Run
 KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_collapse",
          "training_inference_mismatch", "dead_groups", "empty_responses", "component_with_spreading_phrases",
          "kl_runaway", "repetition_with_reward", "critic_cannot_fit", "tool_use_collapse", "tool_call_loops",
-         "reward_tracks_field", "garbled_output", "images_dropped", "turn_faults_rising")
+         "reward_tracks_field", "garbled_output", "images_dropped", "turn_faults_rising", "reward_not_recomposed")
 
 
 #: The order findings are listed in: hacks of the reward first (total, one component, repetition, a
@@ -24,7 +24,7 @@ KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "entropy_
 RANKING = ("reward_with_spreading_phrases", "component_with_spreading_phrases", "repetition_with_reward",
            "reward_tracks_field", "kl_runaway", "garbled_output", "length_growth_with_reward", "critic_cannot_fit",
            "entropy_collapse", "training_inference_mismatch", "tool_use_collapse", "tool_call_loops",
-           "dead_groups", "empty_responses", "images_dropped", "turn_faults_rising")
+           "dead_groups", "empty_responses", "reward_not_recomposed", "images_dropped", "turn_faults_rising")
 
 
 SEVERITY = {**dict.fromkeys(RANKING[:6], "high"), **dict.fromkeys(RANKING[6:10], "medium"),

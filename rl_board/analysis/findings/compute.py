@@ -30,6 +30,7 @@ from .phrases import _WordIds
 from .reward import (
     COMPONENT_MARKERS,
     _component_phrases,
+    _not_recomposed,
     _numeric_fields,
     _repetition,
     _spreading_phrases,
@@ -46,7 +47,7 @@ from .training import (
 from .vision import _images_dropped
 
 
-def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
+def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check, ...]:
     samples = run.samples
     responses = bool(samples["response_chars"].notna().any() or (samples["response_len"] >= 0).any())
     few = "" if windows_ok else "needs at least 2 steps with samples"
@@ -61,7 +62,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "empty_responses": "" if responses else "no responses logged",
         "component_with_spreading_phrases": few or ("" if responses else "no responses logged") or (
             "" if any(n != "ref_reward" and any(m in n.lower() for m in COMPONENT_MARKERS)
-                      for n, _ in _numeric_fields(samples)) else "no reward components logged"),
+                      for n, _ in _numeric_fields(samples)) else "no numeric field named like a reward or a score"),
         "kl_runaway": "" if samples["kl_mean"].notna().any() else "no log-probs with reference log-probs",
         "repetition_with_reward": few or ("" if responses else "no responses logged"),
         "critic_cannot_fit": "" if "explained_variance" in run.steps and run.steps["explained_variance"].notna().any()
@@ -73,6 +74,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
         "images_dropped": "" if F.extra_column("images_dropped") in samples
         else "no samples with both images and the tokens they were trained on",
         "turn_faults_rising": few or ("" if agents else "no turns logged"),
+        "reward_not_recomposed": recompose_note,
     }
     return tuple(Check(kind, not reasons[kind], reasons[kind]) for kind in RANKING)
 
@@ -80,7 +82,7 @@ def _checks(run: Run, windows_ok: bool) -> tuple[Check, ...]:
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 5  # 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 6  # 6: reward_not_recomposed; 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
@@ -133,7 +135,7 @@ class Cancelled(Exception):
 
 
 def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
-    """Every finding of the seventeen checks on ``run``, ranked (``rank_findings``; see the module's
+    """Every finding of the eighteen checks on ``run``, ranked (``rank_findings``; see the module's
     definitions). Reads the words of the early and late windows' samples (when the reward or a reward
     component rose) and every response's words as ids (garbled output) from the run's segments; only a
     raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
@@ -174,7 +176,14 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
         lambda: [_garbled_output(run, early_steps, late_steps)],
         lambda: [_images_dropped(run)],
         lambda: _turn_faults_rising(run, early, late),
+        lambda: [recompose(_not_recomposed(run))],
     ]
+    notes = []
+
+    def recompose(got):  # the finding, its note kept for the checks
+        notes.append(got[1])
+        return got[0]
+
     found = []
     for check in checks:
         if stop is not None and stop.is_set():
@@ -183,7 +192,7 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     if stop is not None and stop.is_set():  # a check cut short (kl_runaway's reads) is not a result
         raise Cancelled
     return Findings(rank_findings([f for f in found if f is not None]),
-                    _checks(run, len(early_steps) + len(late_steps) > 0 and early_steps != late_steps),
+                    _checks(run, len(early_steps) + len(late_steps) > 0 and early_steps != late_steps, notes[0]),
                     from_tokens and bool(kept))
 
 

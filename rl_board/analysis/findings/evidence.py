@@ -78,7 +78,8 @@ EVIDENCE_NAMES = {"reward_early": "reward, early window", "reward_late": "reward
                   "calls_late": "tool calls per sample, late window",
                   "early": "mean, early window", "late": "mean, late window", "steps": "steps", "max": "largest",
                   "min": "lowest", "component": "reward component", "field": "field", "correlation": "correlation",
-                  "share_early": "share garbled, early window", "share_late": "share garbled, late window"}
+                  "share_early": "share garbled, early window", "share_late": "share garbled, late window",
+                  "count": "samples named", "checked": "samples checked", "weights_from": "weights"}
 
 
 def _significant(value) -> str:
@@ -101,10 +102,11 @@ def _step_ranges(steps: list[int]) -> str:
 def compute_evidence_tables(finding: Finding, words_from_tokens: bool) -> list[pd.DataFrame]:
     """A finding's evidence as small tables of text for people: its numbers (to 3 significant digits,
     steps as ranges), then its phrases (phrase | early % | late %) or KL tokens (token | share of the
-    late KL %). Names and tokens from the logs are kept as they are (shown as text)."""
+    late KL %) or reward components' weights (component | weight). Names and tokens from the logs are kept
+    as they are (shown as text)."""
     rows = []
     for key, value in finding.evidence.items():
-        if key in ("phrases", "tokens"):
+        if key in ("phrases", "tokens", "weights", "components"):
             continue
         if isinstance(value, list):
             shown = _step_ranges(value)
@@ -123,6 +125,9 @@ def compute_evidence_tables(finding: Finding, words_from_tokens: bool) -> list[p
     if finding.evidence.get("tokens"):
         tables.append(pd.DataFrame([(visible_token(t["token"]), _significant(t["share"] * 100))
                                     for t in finding.evidence["tokens"]], columns=["token", "share of late KL %"]))
+    if finding.evidence.get("weights"):
+        tables.append(pd.DataFrame([(name, f"{weight:.6g}") for name, weight in finding.evidence["weights"].items()],
+                                   columns=["reward component", "weight"]))
     return tables
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ...base import fields as F
+from ..transcript import WEIGHT_PREFIX, component_names
 from .common import (
     Finding,
     _ids,
@@ -80,7 +81,8 @@ def compute_reward_components(samples: pd.DataFrame, rows: pd.Index) -> list[tup
     than ``reward`` and ``ref_reward`` whose name contains one of ``COMPONENT_MARKERS`` (any case),
     with at least two distinct values over ``rows`` (E and L)."""
     return [(name, column) for name, column in _numeric_fields(samples)
-            if name != "ref_reward" and any(m in name.lower() for m in COMPONENT_MARKERS)
+            if name != "ref_reward" and not name.startswith(WEIGHT_PREFIX)
+            and any(m in name.lower() for m in COMPONENT_MARKERS)
             and samples.loc[rows, column].dropna().nunique() >= 2]
 
 
@@ -192,3 +194,141 @@ def _tracked_fields(run, early, late) -> list[Finding]:
                            amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
                            size=correlation))
     return out
+
+
+RECOMPOSE_TOLERANCE = 1e-6  # |total - Σ w·c| at most this (absolute): the total is the weighted sum
+
+
+RECOMPOSE_MIN_SHARE = 0.5  # fitted weights are accepted when they reproduce more than this share of the totals
+
+
+RECOMPOSE_SAMPLES = 100  # samples a reward_not_recomposed finding names (its evidence gives the count)
+
+
+RECOMPOSE_ROUNDS = 20  # trimmed refits of the weights at most
+
+
+RECOMPOSE_WINDOWS = 64  # runs of consecutive samples whose own fit is a candidate
+
+
+RECOMPOSE_DECIMALS = 3  # each fitted candidate is also tried rounded to this many decimals
+
+
+RECOMPOSE_MAX_COMPONENTS = 32  # a run with more reward components is not checked (its note says so)
+
+
+def compute_recompose_components(samples: pd.DataFrame) -> list[tuple[str, str]]:
+    """The reward components the total is checked against, as (name, column of ``samples``): the extras
+    ``transcript.component_names`` keeps, each with a value on some sample, in column order."""
+    extras = {F.extra_name(c): c for c in F.extra_columns(samples.columns) if samples[c].notna().any()}
+    return [(n, extras[n]) for n in component_names(extras)]
+
+
+def compute_fitted_weights(values: np.ndarray, totals: np.ndarray) -> np.ndarray | None:
+    """The weights w reproducing the most totals (|total - values @ w| <= ``RECOMPOSE_TOLERANCE``; ties: the
+    first candidate), or None unless they reproduce more than ``RECOMPOSE_MIN_SHARE`` of the n rows. The
+    candidates, each tried rounded to ``RECOMPOSE_DECIMALS`` decimals just before it (weights as people
+    write them: 1, 0.5, 0.25): (a) all weights 1 (a plain sum); (b) least squares (``numpy.linalg.lstsq``)
+    over every row, then refitted on the floor(n/2) + 1 rows of smallest |residual| (ties: first rows) until
+    that set repeats or a fit reproduces every total of the rows it was fitted on, up to ``RECOMPOSE_ROUNDS``
+    refits (a half of the rows where one component is 0 fits it no weight); (c) least squares over each of
+    the first ``RECOMPOSE_WINDOWS`` runs of k + 1 consecutive rows (k components). A candidate reproducing
+    every total ends the search."""
+    n, k = values.shape
+    need = math.floor(RECOMPOSE_MIN_SHARE * n) + 1
+    best, most = None, 0
+
+    def take(candidate) -> bool:  # True: every total reproduced, nothing can do better
+        nonlocal best, most
+        for weights in (np.round(candidate, RECOMPOSE_DECIMALS), candidate):
+            got = int((np.abs(totals - values @ weights) <= RECOMPOSE_TOLERANCE).sum())
+            if got > most:
+                best, most = weights, got
+        return most == n
+
+    if take(np.ones(k)):
+        return best
+    rows = np.arange(n)
+    for _ in range(RECOMPOSE_ROUNDS):
+        weights = np.linalg.lstsq(values[rows], totals[rows], rcond=None)[0]
+        if take(weights):
+            return best
+        residuals = np.abs(totals - values @ weights)
+        if (residuals[rows] <= RECOMPOSE_TOLERANCE).all():  # exact on the rows it was fitted on: a refit is the same
+            break
+        kept = _smallest(residuals, need)
+        if np.array_equal(kept, rows):
+            break
+        rows = kept
+    for start in range(0, min(n, RECOMPOSE_WINDOWS * (k + 1)), k + 1):
+        if take(np.linalg.lstsq(values[start:start + k + 1], totals[start:start + k + 1], rcond=None)[0]):
+            return best
+    return best if most >= need else None
+
+
+def _smallest(residuals: np.ndarray, count: int) -> np.ndarray:
+    """The positions of the ``count`` smallest ``residuals``, ascending; of those equal to the largest
+    kept, the first (a partition, not a sort: linear in the rows)."""
+    cut = np.partition(residuals, count - 1)[count - 1]
+    below = np.flatnonzero(residuals < cut)
+    equal = np.flatnonzero(residuals == cut)[:count - len(below)]
+    return np.sort(np.concatenate([below, equal]))
+
+
+def _not_recomposed(run) -> tuple[Finding | None, str]:
+    """(the reward_not_recomposed finding or None, why the check did not run or "")."""
+    from .common import rows_in_log_order
+    samples = run.samples
+    components = compute_recompose_components(samples)
+    if not components:
+        return None, "no reward components logged"
+    if len(components) > RECOMPOSE_MAX_COMPONENTS:
+        return None, f"{len(components)} reward components: more than {RECOMPOSE_MAX_COMPONENTS} are not checked"
+    names = [n for n, _ in components]
+    values = np.column_stack([samples[c].to_numpy(dtype=float) for _, c in components])
+    weight_columns = [F.extra_column(WEIGHT_PREFIX + n.split("/", 1)[1]) if "/" in n else None for n in names]
+    if all(c is not None and c in samples for c in weight_columns):  # weights logged, the total made from them
+        weights = np.column_stack([samples[c].to_numpy(dtype=float) for c in weight_columns])
+        logged = np.isfinite(weights).all(axis=1)
+        if not logged.any():
+            return None, "no sample logs all its components' weights"
+        keys = [tuple(w) for w in weights[logged]]
+        counts: dict[tuple, int] = {}
+        for key in keys:
+            counts[key] = counts.get(key, 0) + 1
+        usual = max(counts, key=counts.get)  # the most common; ties: the first met
+        differ = logged & ~(np.abs(weights - np.array(usual)) <= RECOMPOSE_TOLERANCE).all(axis=1)
+        return _recompose_finding(run, rows_in_log_order(samples, differ), names, dict(zip(names, usual)),
+                                  "logged", int(logged.sum())), ""
+    totals = samples[F.REWARD].to_numpy(dtype=float)
+    checked = np.isfinite(totals) & np.isfinite(values).all(axis=1)
+    if checked.sum() <= 2 * len(components):
+        return None, (f"{int(checked.sum())} samples with a total and every component: the weights of "
+                      f"{len(components)} are fitted on more than twice as many")
+    weights = compute_fitted_weights(values[checked], totals[checked])
+    if weights is None:
+        return None, (f"no weights reproduce more than {RECOMPOSE_MIN_SHARE:.0%} of the totals from the components "
+                      f"within {RECOMPOSE_TOLERANCE:g}: the total is not a weighted sum of them")
+    bad = checked.copy()
+    bad[checked] = ~(np.abs(totals[checked] - values[checked] @ weights) <= RECOMPOSE_TOLERANCE)
+    return _recompose_finding(run, rows_in_log_order(samples, bad), names,
+                              dict(zip(names, (float(w) for w in weights))), "fitted", int(checked.sum())), ""
+
+
+def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | None:
+    if not len(rows):
+        return None
+    shown = rows[:RECOMPOSE_SAMPLES]
+    labels = tuple(run.samples.index[shown])
+    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP].to_numpy()[rows]))
+    if how == "logged":
+        message = (f"{len(rows)} of {checked} samples log reward weights that differ from the run's usual ones "
+                   f"({', '.join(names)})")
+    else:
+        message = (f"the reward of {len(rows)} of {checked} samples is not the weighted sum of its components "
+                   f"({', '.join(names)}) with the weights that reproduce the others")
+    return Finding("reward_not_recomposed", steps[0], steps[-1],
+                   {"count": len(rows), "checked": checked, "weights": weights, "weights_from": how,
+                    "components": names},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   amount=f"{len(rows)} of {checked} samples", size=len(rows) / checked)
