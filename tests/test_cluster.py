@@ -10,7 +10,8 @@ import shutil
 import socket
 
 import pytest
-from conftest import REPO, close_to, command, sample, write_lines
+from conftest import REPO, close_to, sample, write_lines
+from conftest import command_process as command
 
 from rl_board.analysis.source import RunSource
 from rl_board.base.defaults import EOS_TOKEN, PAD_TOKEN

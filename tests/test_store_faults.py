@@ -10,7 +10,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import command
+from conftest import command_process as command
 
 from rl_board.base import remote
 

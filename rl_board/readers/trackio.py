@@ -262,7 +262,9 @@ def read_table(path: Path, options: ReadOptions = ReadOptions()) -> tuple[pa.Tab
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     """The trace of row id ``offset``, read from a copy in memory of the database ``fh`` holds (the
-    file is never written)."""
+    file is never written). ``fh`` may have served another row before (``Run.records`` reads a file's rows
+    through one handle): the database is read from its start."""
+    fh.seek(0)
     data = bytearray(fh.read())
     if data[18:20] == b"\x02\x02":  # a write-ahead-log database: read its main file as a plain one
         data[18:20] = b"\x01\x01"
