@@ -334,6 +334,7 @@ def test_a_wandb_table_of_100000_columns_is_capped_before_the_work(tmp_path):
     assert proc.returncode == 0 and json.loads(proc.stdout)["lines_ok"] == 1, proc.stderr
 
 
+@pytest.mark.slow
 def test_twenty_thousand_keys_of_one_line_each_cost_what_their_bytes_cost(tmp_path):
     """20,000 lines each with its own extra key: 256 become columns, the 19,744 others are named in one
     note, and the read stays under 1 GiB (Arrow's reader, which makes a dense column per key of a block,

@@ -124,6 +124,7 @@ def _generate(out, *more) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=REPO, timeout=120)
 
 
+@pytest.mark.slow
 def test_generate_refuses_a_folder_of_someone_elses_files(tmp_path):
     """A folder holding a user's logs (one named as generate's own verl file would be, one not): generate
     exits 2 with one line naming a file it did not write, and both files keep their bytes; with --force it

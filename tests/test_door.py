@@ -72,6 +72,7 @@ def _urls(port: int) -> list[str]:
             f"simplecache::ftp://127.0.0.1:{port}/run", f"FTP://127.0.0.1:{port}/run"]
 
 
+@pytest.mark.slow
 def test_a_url_outside_the_roots_connects_nowhere_and_is_refused_in_one_line(tmp_path, monkeypatch, listener):
     """RL_BOARD_ROOTS names one local folder: summary of an ftp:// URL, a chained zip::ftp:// and
     simplecache::ftp:// one, --tokenizer ftp://…, and every other command given an ftp:// run (detect, metrics,
@@ -105,6 +106,7 @@ def test_each_link_of_a_chained_url_is_checked_against_the_url_roots(monkeypatch
             check_url_text(url)
 
 
+@pytest.mark.slow
 def test_every_mcp_tool_refuses_a_url_outside_the_roots_without_connecting(tmp_path, listener):
     """The MCP server on a local root: each tool given an ftp:// or chained URL answers a tool error naming the
     allowed folders, the listener saw no connection, and the server still answers ``runs`` after them."""
@@ -123,6 +125,7 @@ def test_every_mcp_tool_refuses_a_url_outside_the_roots_without_connecting(tmp_p
     assert listener.connections == 0
 
 
+@pytest.mark.slow
 def test_the_page_tokenizer_box_refuses_a_url_outside_the_roots_without_connecting(tmp_path, monkeypatch,
                                                                                       listener):
     """On the page, a tokenizer typed as ftp://… (RL_BOARD_ROOTS a local folder): the run still loads, one
@@ -140,6 +143,7 @@ def test_the_page_tokenizer_box_refuses_a_url_outside_the_roots_without_connecti
 
 
 
+@pytest.mark.slow
 def test_the_page_root_box_refuses_a_url_outside_the_roots_without_connecting(tmp_path, monkeypatch, listener):
     """On the page, ftp://… and zip://x::ftp://… typed as the root (RL_BOARD_ROOTS a local folder): one error
     each, no exception, and the listener saw no connection."""

@@ -249,6 +249,7 @@ def test_batch_table_and_sort_offer_images_only_where_there_are(run):
         run.with_text(plain))
 
 
+@pytest.mark.slow
 def test_mcp_sample_gives_the_images_as_image_content(tmp_path):
     """The MCP search tool finds the sample with images; its sample tool lists every image in its JSON and
     attaches the two with bytes as PNG pictures of the same size (both within the side bound) and colour as

@@ -117,6 +117,7 @@ def test_without_the_extra_the_command_says_what_to_install():
     assert proc.returncode == 0 and "mcp" in proc.stdout and "report" in proc.stdout
 
 
+@pytest.mark.slow
 def test_sample_gives_its_first_turns_and_counts_the_rest(tmp_path):
     """A sample of 2,000 turns: ``sample`` gives its first 50 (the default) or ``max_turns`` of them, each as
     written, with ``n_turns`` 2,000 and ``turns_left_out`` the rest."""
@@ -156,6 +157,7 @@ def _workers_on(run) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the server's worker processes in /proc")
 def test_a_blocked_call_waits_for_no_one_and_ends_when_abandoned_or_late(tmp_path):
     """While a call on run A waits (the test holds A's cache lock), a call on run B answers with what the command
@@ -210,6 +212,7 @@ def test_a_blocked_call_waits_for_no_one_and_ends_when_abandoned_or_late(tmp_pat
     assert left == []
 
 
+@pytest.mark.slow
 def test_every_answer_fits_its_bound_and_counts_what_it_left_out(tmp_path):
     """Over a run of 160 steps (and a sample of 2,000 turns and 3,000 tokens, 100 prompts of 2,000
     characters): summary, search, diff, metrics and sample each return at most 20,000 characters of JSON by
@@ -271,6 +274,7 @@ def test_a_run_named_as_the_runs_tool_names_it_opens_under_the_roots(tmp_path):
     assert [(s["step"], s["reward_mean"]) for s in summary.structured_content["steps"]] == [(1, 0.5), (2, 1.5)]
     assert not one.is_error and (one.structured_content["step"], one.structured_content["response"]) == (2, "b")
     assert missing.is_error
+@pytest.mark.slow
 def test_search_filters_by_fault_as_the_command_does():
     """search with ``fault`` lists the same samples, with their faults, as ``search --fault KIND --json``; sample
     gives the first one's faults."""

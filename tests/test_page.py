@@ -226,6 +226,7 @@ def test_an_area_keeps_its_choices_while_another_is_open(tmp_path):
     assert _shown_sample(at) == shown
 
 
+@pytest.mark.slow
 def test_an_unknown_format_says_nothing_loaded_and_lists_its_keys(tmp_path):
     """Lines the board can't read: the page says nothing loaded (not "the rest loaded"), lists the keys of
     the first lines with their kinds, and points to the field mapping with one built from those keys."""
@@ -243,6 +244,7 @@ def test_an_unknown_format_says_nothing_loaded_and_lists_its_keys(tmp_path):
     assert any("80 samples loaded · 0 lines rejected" in t.value for t in at.text)
 
 
+@pytest.mark.slow
 def test_a_trainers_metrics_file_is_neither_a_run_nor_rollout_lines(tmp_path):
     """train_metrics.jsonl (a step and numbers per line) in the root is not offered as a run, and one in a
     run folder is not read as rollouts: no line rejected, named as the trainer's metrics."""
@@ -289,6 +291,7 @@ def test_a_response_level_run_offers_only_what_it_has(tmp_path):
     assert demo.sidebar.checkbox(key=keys.SHOW_COMPARISON).value
 
 
+@pytest.mark.slow
 def test_a_shorter_response_is_not_coloured_as_worse(tmp_path):
     """Step 2's responses are shorter than step 1's: the length metrics show the drop (−3 characters) in
     grey, not red."""
@@ -348,6 +351,7 @@ def test_a_note_while_loading_is_inside_its_box(tmp_path, monkeypatch):
     assert len(boxes) == 1 and "not caching" in boxes[0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
 def test_a_fifo_among_the_run_files_is_named_in_the_load_report(tmp_path):
     """A FIFO named like a run file (a.jsonl, beside b.jsonl): the page loads the run and its "While
@@ -605,6 +609,7 @@ def test_sort_search_open_a_match_and_come_back_keep_every_choice():
     assert dict(at.query_params)["step"] == "30"
 
 
+@pytest.mark.slow
 def test_the_page_search_says_where_a_regex_stopped_and_refuses_a_large_one(tmp_path, monkeypatch):
     """Explore with a time budget spent at once says, in a warning, how many samples its regular expression
     searched (its first chunk: three of six 90 KB responses); a pattern of size 1,001 is refused with the

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import pytest
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl, write_rllm
 from ray_writers import verl_dump
 
@@ -160,6 +161,7 @@ def test_fit_finds_a_third_of_planted_samples_among_float_noise():
     assert np.array_equal(named, planted)
 
 
+@pytest.mark.slow
 def test_sample_view_lists_the_components(tmp_path):
     """The page's sample view of a verl dump (no turns) lists the sample's components, acc as 1 or 0 and
     format_score, with no logged weight (AppTest)."""
@@ -177,6 +179,7 @@ def test_sample_view_lists_the_components(tmp_path):
     assert acc == accuracy and acc in (0.0, 1.0) and form in (0.0, 0.25, 0.5)
 
 
+@pytest.mark.slow
 def test_findings_panel_shows_the_weights_and_opens_the_planted_samples(tmp_path):
     """The page's findings panel (AppTest): the finding's line, its evidence with the fitted weights as a
     table, and the planted samples listed by address."""

@@ -92,6 +92,7 @@ def test_the_issue_s_inf_values_read_the_run_as_the_defaults_do(monkeypatch):
                      "note: RL_BOARD_MAX_LINE_MB=inf is more than its cap: 2,047 MiB is used."]
 
 
+@pytest.mark.slow
 def test_the_page_shows_one_message_for_a_bad_setting(monkeypatch):
     """RL_BOARD_MAX_ERRORS=many: the page shows one error (the board is misconfigured) and the setting's
     line, no exception and no runs box; with inf it opens, a caption naming the cap."""

@@ -6,6 +6,7 @@ import json
 import os
 import time
 
+import pytest
 from conftest import command, sample, summary_json, write_lines
 
 import rl_board
@@ -89,6 +90,7 @@ def test_a_run_without_a_config_keeps_the_qwen_defaults_and_a_given_token_wins(t
     assert (given.options.pad_token, given.options.eos_token) == (EOT, "</s>")
 
 
+@pytest.mark.slow
 def test_the_page_boxes_default_to_auto_and_the_load_report_warns(tmp_path):
     """On the page, the pad and EOS boxes read ``auto`` (the run's tokenizer's): no EOS warning on the
     Llama-3 run; with ``<|endoftext|>`` typed into the EOS box the load report names the 2 samples."""

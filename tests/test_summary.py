@@ -192,6 +192,7 @@ def test_a_step_lists_only_the_extras_its_samples_have(tmp_path):
     assert [s["extras"] for s in json.loads(out)["steps"]] == [{"acc": 0.5, "len": 4.0}, {"len": 6.0}, {}]
 
 
+@pytest.mark.slow
 def test_sparse_extras_over_50000_steps_cost_what_their_values_cost(tmp_path):
     """A 4 MB file of 50,000 steps, each line one of 256 extras: each step lists its one extra (50,000
     values; 12.8 million nulls and 258 MB of JSON before), under 1 GiB of memory."""

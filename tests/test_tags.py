@@ -369,6 +369,7 @@ def test_the_eval_set_of_an_agent_run_carries_its_turns():
     assert not T.tags_path(run.path).is_relative_to(REPO)  # beside the cache, not in the shipped demo
 
 
+@pytest.mark.slow
 def test_the_tag_editor_sits_beside_the_response_above_the_tokens(tmp_path):
     """On a run with tokens, the tags box comes right after the sample's texts, before the token view's
     controls (not below the heatmap), and its help says where the tags are kept."""

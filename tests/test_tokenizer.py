@@ -78,6 +78,7 @@ def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp
     module._load.cache_clear()
 
 
+@pytest.mark.slow
 def test_threads_decoding_at_once_print_no_panic_and_keep_stderr(tmp_path):
     """Four threads, each loading the hostile tokenizer afresh and decoding id 2 twenty times (80 panics, the
     quieting of stderr overlapping between threads): the process's stderr holds only what it wrote after
@@ -120,6 +121,7 @@ def test_every_command_ends_well_with_one_note(tmp_path, argv):
     assert "Token ids decoded with" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_the_page_lives_on(tmp_path):
     """The page loads the run: no exception, the batch is drawn, and the load report says the tokenizer failed."""
     _hostile_run(tmp_path / "run")
@@ -129,6 +131,7 @@ def test_the_page_lives_on(tmp_path):
     assert said and at.dataframe
 
 
+@pytest.mark.slow
 def test_the_mcp_server_lives_on(tmp_path):
     """The MCP server on the run: summary and sample answer (the sample's response reads #2), and the
     server answers the call after them."""

@@ -5,6 +5,7 @@ import json
 import re
 
 import pandas as pd
+import pytest
 from agent_writers import v1_chain, v1_episode, v1_trace, write_prime_rl
 from conftest import write_lines
 from page_steps import load, load_run, open_area, open_page
@@ -56,6 +57,7 @@ def test_reward_parts_carry_their_logged_weights():
     assert reward_parts(trl) == [("acc", 1.0, None), ("accuracy_reward", 1.0, None)]
 
 
+@pytest.mark.slow
 def test_page_shows_each_component_with_its_weight(tmp_path):
     """A prime-rl trace of rubric rewards correct (score 1, weight 0.5) and format (score 1, weight 0.25): the
     turns view shows the reward 0.75 and each component as score × weight with its logged weight."""
@@ -88,6 +90,7 @@ def _agent_run(root):
     return root
 
 
+@pytest.mark.slow
 def test_page_opens_an_agent_run_sorts_by_tool_calls_and_shows_turns(tmp_path):
     """Load the run, sort by num_tool_calls: the 3-call sample comes first and its turns show, tool
     results as text; the split picker reads the eval split."""
@@ -174,6 +177,7 @@ def _token_bodies(at) -> list[str]:
     return [h.proto.body for h in at.get("html") if "rlb-token-text" in h.proto.body]
 
 
+@pytest.mark.slow
 def test_page_colours_the_trained_turns_tokens_decoded_with_the_runs_tokenizer(tmp_path):
     """The turn view draws the two trained turns' tokens, each decoded with the tokenizer beside the run
     (escaped: the answer's markup is text), the scaffold dimmed, coloured by the sampler's log-prob; the
@@ -205,6 +209,7 @@ def test_page_colours_the_trained_turns_tokens_decoded_with_the_runs_tokenizer(t
     assert any("advantages (sequential)" in h.proto.body for h in at.get("html"))
 
 
+@pytest.mark.slow
 def test_a_board_format_run_with_messages_counts_its_turns_and_tool_calls(tmp_path):
     """A line of the board's own JSONL format with `messages` (user, an assistant turn calling one tool,
     the tool's result, the assistant's answer): the turn view says 4 turns · 2 assistant turns · 1 tool
@@ -244,6 +249,7 @@ def test_transcript_marks_failing_turns_and_shows_what_was_logged():
                                 ("stop_condition", "x" * MAX_LOGGED_CHARS + "…"))
 
 
+@pytest.mark.slow
 def test_page_marks_the_loop_in_the_turns(tmp_path):
     """The 3-call sample's first call starts a loop of identical calls: the page marks that turn with the fault."""
     at = load(open_page(_agent_run(tmp_path), "agent_run"), area=None)
@@ -254,6 +260,7 @@ def test_page_marks_the_loop_in_the_turns(tmp_path):
     assert [e for e in errors if "tool\\_loop" in e] and all("tool\\_error" not in e for e in errors)
 
 
+@pytest.mark.slow
 def test_batch_and_explore_filter_by_fault(tmp_path):
     """The batch table names each sample's faults, and it and Explore keep only the trajectories with the chosen
     fault: the 3-call sample's loop."""

@@ -446,6 +446,7 @@ def test_another_runs_segments_with_a_rewritten_manifest_and_digests_are_refused
     assert got.samples["reward"].tolist() == expected.samples["reward"].tolist() == [1.0] * 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attacked", [False, True])
 def test_a_table_runs_shared_copy_is_checked_against_its_parquet_files(tmp_path, monkeypatch, attacked):
     """TRL's completions_*.parquet (the bundled demo) as run X, and run Y the same files with 100 added to

@@ -182,6 +182,7 @@ def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     assert alone.samples["step"].tolist() == [2] and alone.samples["reward"].tolist() == [0.5]
 
 
+@pytest.mark.slow
 def test_page_lists_checkpoint_evals_as_one_run_and_loads_its_steps(tmp_path):
     """The page's runs list offers the evals folder once (no step folder, no environment); loaded, it is
     3 files of 4 samples each (the gsm8k split), none rejected."""

@@ -4,6 +4,7 @@ VLM dumps, verifiers' eval traces.jsonl, and the samples whose images never reac
 import math
 
 import pyarrow.parquet as pq
+import pytest
 from conftest import REPO
 from page_steps import load as _load
 from page_steps import open_page as _open
@@ -81,6 +82,7 @@ def test_a_text_only_trl_conversation_gets_no_placeholder_column(tmp_path):
     assert list(run.to_pandas(text=True)["response"]) == ["a", "b"]
 
 
+@pytest.mark.slow
 def test_page_sorts_the_batch_by_image_placeholders_and_says_why_there_are_no_pixels(tmp_path):
     """On the page (AppTest), the batch (the last step's: 2 and 1 placeholders, in log order 2 then 1) sorted by
     image_placeholders, fewest first, puts line 2 first and shows the column, and the While loading box names the missing
@@ -394,6 +396,7 @@ def test_without_the_tokenizer_nothing_is_checked(tmp_path):
         "no samples with both images and the tokens they were trained on"]
 
 
+@pytest.mark.slow
 def test_explore_filters_by_image_placeholders(tmp_path):
     """Explore's numeric filter offers image_placeholders; from 2 keeps the two samples with two image blocks
     (completions_00001.parquet:2 and completions_00002.parquet:1), 2 of 6."""
@@ -480,6 +483,7 @@ def test_the_trl_fixture_is_what_grpo_trainer_log_writes(tmp_path):
         assert made.to_pylist() == kept.to_pylist()
 
 
+@pytest.mark.slow
 def test_page_opens_a_verifiers_eval_and_its_findings_name_the_dropped_samples(tmp_path):
     """On the page (AppTest), the screenshot eval loads, its batch holds the 4 samples, and the Findings panel
     says 2 of the 3 samples with images lost some; its Evidence lists traces.jsonl:2 and :4, no other."""
