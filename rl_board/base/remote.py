@@ -218,17 +218,24 @@ def scheme_of(fs) -> str:
 def normalised_key(key: str) -> str:
     """``key`` with ``.`` and ``..`` taken out; ``RootError`` for one that climbs above the top."""
     lead = "/" if key.startswith("/") else ""
+    parts = _components(key, key)
+    return lead + "/".join(parts) if parts or lead else "."
+
+
+def _components(path: str, shown: str) -> list[str]:
+    """``path``'s components with ``.`` and empty ones out and ``..`` taken back; ``RootError`` naming
+    ``shown`` for one that climbs above the top."""
     parts: list[str] = []
-    for part in key.split("/"):
+    for part in path.split("/"):
         if part in ("", "."):
             continue
         if part == "..":
             if not parts:
-                raise RootError(f"{key}: '..' climbs above the top of the store.")
+                raise RootError(f"{shown}: '..' climbs above the top of the store.")
             parts.pop()
         else:
             parts.append(part)
-    return lead + "/".join(parts) if parts or lead else "."
+    return parts
 
 
 #: a query parameter that carries a credential: a signed URL's ``X-Amz-Signature``/``X-Amz-Credential``/
@@ -262,16 +269,7 @@ def _chain(url: str) -> list[tuple[str, list[str]]]:
     for link in url.split("::"):
         scheme, sep, rest = link.partition("://")
         scheme = scheme.lower()
-        parts: list[str] = []
-        for part in rest.split("/") if sep else ():
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if not parts:
-                    raise RootError(f"{shown_url(url)}: '..' climbs above the top of the store.")
-                parts.pop()
-            else:
-                parts.append(part)
+        parts = _components(rest, shown_url(url)) if sep else []
         links.append((_SAME_SCHEME.get(scheme, scheme), parts))
     return links
 
