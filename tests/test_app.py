@@ -742,6 +742,7 @@ def test_the_step_table_of_a_run_with_sparse_extras(tmp_path):
     assert table["rare_mean"].isna().sum() == 8
 
 
+@pytest.mark.slow
 def test_tokens_without_per_token_numbers_are_listed_not_an_error(tmp_path):
     """A sample that logs its response tokens but no log-probs, KL, values or advantages shows its
     tokens in the token table with a line saying there are no per-token numbers (no IndexError)."""
