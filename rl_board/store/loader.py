@@ -1,6 +1,6 @@
 """Read a run folder with the run's reader and merge its files into step-indexed samples.
 
-``RunSource`` coordinates two rooms: file tracking (``tracking.py``: which files a
+``RunLoader`` coordinates two rooms: file tracking (``tracking.py``: which files a
 run has, how far each was read, which changed) and the segment store
 (``segments.py``: where parsed rows live, in the columnar cache of ``cache.py`` or
 in memory). A refresh reads only the bytes appended since (never half a line) for
