@@ -51,3 +51,25 @@ def test_the_door_imports_nothing_until_asked():
             "print(low()); p.discover_runs; print('rl_board.store.discovery' in low())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+def test_every_member_of_every_namespace_is_its_modules():
+    """Each member a namespace lists is the object its module holds under that name."""
+    for part, (module, members) in provider.PARTS.items():
+        for member in members:
+            assert getattr(getattr(provider, part), member) is getattr(importlib.import_module(module), member)
+
+
+def test_every_name_the_page_and_the_commands_take_from_the_door_is_listed():
+    """Each ``from ...provider import NAME`` in ``views`` and ``cli`` (at the top or inside a function, read
+    with ``ast``) names a listed name, so a function run only now and then can't fail on a missing one."""
+    import ast
+
+    taken = set()
+    for folder in ("views", "cli"):
+        for path in (ROOT / "rl_board" / folder).glob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("analysis.provider"):
+                    taken |= {alias.name for alias in node.names}
+    assert taken and taken <= set(provider.NAMES) | set(provider.PARTS)
+    assert "discover_runs" in taken and "memo" in taken  # the check reads both kinds of import
