@@ -5,10 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ..analysis.figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
+from ..analysis.provider import SampleTokens, TokenizerError, compute_sample_tokens, load_tokenizer
 from ..analysis.tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table, default_heatmap_rows
 from ..base.colors import build_token_text_html, metric_scale, visible_token
-from ..derive.metrics import SampleTokens, compute_sample_tokens
-from ..derive.tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
 from .sidebar import Settings
 
