@@ -322,6 +322,52 @@ def test_a_step_is_dead_only_when_half_its_groups_are(tmp_path):
     assert _found(tmp_path / "b")["dead_groups"]["evidence"] == {"steps": [1]}
 
 
+def _verl_groups(folder: Path, step: int, dead: bool):
+    """One verl dump (``_dump_generations``) of prompts P and Q, two rollouts each; P's scores equal when
+    ``dead``, Q's differ."""
+    from ray_writers import verl_dump
+
+    verl_dump(folder, step, ["P", "P", "Q", "Q"], ["a", "b", "c", "d"], ["4"] * 4,
+              [1.0, 1.0 if dead else 0.0, 1.0, 0.0], {})
+
+
+def test_dead_groups_not_raised_on_a_validation_split(tmp_path):
+    """verl's experiment folder: the same dead group at step 1 of 2 raises dead_groups on the rollouts (1 of
+    2 GRPO-shaped steps dead) and not on val_data, whose check names the split."""
+    from rl_board.analysis.findings import compute_findings
+
+    exp = tmp_path / "exp"
+    for folder in ("rollout_data", "val_data"):
+        _verl_groups(exp / folder, 1, True)
+        _verl_groups(exp / folder, 2, False)
+    train = compute_findings(load_run(exp, cache_root=False, split="train"))
+    assert [f.to_json()["evidence"] for f in train.findings if f.kind == "dead_groups"] == [{"steps": [1]}]
+    validation = compute_findings(load_run(exp, cache_root=False, split="validation"))
+    assert "dead_groups" not in {f.kind for f in validation.findings}
+    check = next(c for c in validation.checks if c.kind == "dead_groups")
+    assert (check.ran, check.note) == (False, "split 'validation' is an evaluation (nothing is trained on it)")
+
+
+def test_dead_groups_not_raised_on_vf_eval_results(tmp_path):
+    """vf-eval's results.jsonl (``save_outputs``): two examples of two rollouts, each with equal rewards,
+    dead groups by the rule, and no finding, as nothing is trained on an evaluation; the same rows as the
+    board's lines raise it."""
+    from agent_writers import v0_output, write_v0
+
+    from rl_board.analysis.findings import compute_findings
+
+    prompt = [{"role": "user", "content": "2+2?"}]
+    outputs = [v0_output(i, prompt + [{"role": "user", "content": str(i)}],
+                         [{"role": "assistant", "content": "4"}], float(i), {}) for i in (0, 0, 1, 1)]
+    run = load_run(write_v0(tmp_path / "evals" / "env--m" / "abc", outputs).parent, cache_root=False)
+    found = compute_findings(run)
+    assert "dead_groups" not in {f.kind for f in found.findings}
+    assert next(c.note for c in found.checks if c.kind == "dead_groups") == (
+        "verifiers-v0 results are evaluations (nothing is trained on them)")
+    write_lines(tmp_path / "lines" / "r.jsonl", [sample(0, float(i), prompt=f"2+2? {i}") for i in (0, 0, 1, 1)])
+    assert _found(tmp_path / "lines")["dead_groups"]["evidence"] == {"steps": [0]}
+
+
 def test_empty_responses_raised_at_five_percent(tmp_path):
     """Step 1: 1 empty of 20 (5 %); step 2: 1 of 21 (4.8 %); step 3: 2 of 20 across two files, given by
     step, file and line: only-EOS, only pads and only whitespace are empty."""

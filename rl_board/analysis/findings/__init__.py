@@ -24,7 +24,8 @@ The six checks, in this order (thresholds below as named constants):
 4. ``training_inference_mismatch``: steps whose ``mismatch_kl_mean`` > 1e-3.
 5. ``dead_groups``: a step is GRPO-shaped when at least half its samples are in prompt groups of >= 2
    samples, dead when at least half of those groups have all rewards equal; raised when dead steps
-   are at least 10 % of the GRPO-shaped steps.
+   are at least 10 % of the GRPO-shaped steps. Not run on evaluations (``batches.compute_evaluation``: a split
+   named like ``eval``/``val``/``test``, verifiers v0's results): nothing is trained there.
 6. ``empty_responses``: steps in which at least 5 % of the samples have no words.
 
 Issue 33 adds seven (same windows and words):

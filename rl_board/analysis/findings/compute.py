@@ -12,7 +12,7 @@ import numpy as np
 from ...base import fields as F
 from ..run import Run
 from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse, _turn_faults_rising
-from .batches import _dead_groups, _empty_responses
+from .batches import _dead_groups, _empty_responses, compute_evaluation
 from .common import (
     KINDS,
     RANKING,
@@ -58,7 +58,7 @@ def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check
         "entropy_collapse": few or ("" if samples["entropy_mean"].notna().any() else "no entropy logged"),
         "training_inference_mismatch": "" if samples["mismatch_kl"].notna().any()
         else "no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)",
-        "dead_groups": "" if samples["prompt_key"].notna().any() else "no prompts logged",
+        "dead_groups": compute_evaluation(run) or ("" if samples["prompt_key"].notna().any() else "no prompts logged"),
         "empty_responses": "" if responses else "no responses logged",
         "component_with_spreading_phrases": few or ("" if responses else "no responses logged") or (
             "" if any(n != "ref_reward" and any(m in n.lower() for m in COMPONENT_MARKERS)
@@ -82,7 +82,7 @@ def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 6  # 6: reward_not_recomposed; 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 7  # 7: dead_groups not on evaluations; 6: reward_not_recomposed; 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
