@@ -691,8 +691,8 @@ def test_component_phrase_raised_at_a_tenth_of_the_late_responses(tmp_path):
                                  {"tokens": ["text", "license"], **phrase}]},
         # early lines 1-30, fillers 31-32, late 33-42: the licensed response is line 33
         "samples": ["rank0.jsonl:33"], "severity": "high",
-        # step means 0, NaN, NaN, 0.1 (midpoint 0.05): from step 1 their mean is 0.05, not above; from 2, 0.1
-        "onset_step": 2}
+        # the component's step means are 0 (step 1) and 0.1 (step 4): split between them, onset 4
+        "onset_step": 4}
 
 
 def test_component_phrase_not_raised_below_a_tenth(tmp_path):
@@ -773,8 +773,9 @@ def test_repetition_with_reward_raised(tmp_path):
     assert got["evidence"] == {"repetition_early": 0.0, "repetition_late": pytest.approx((1 / 5 + 1 / 9) / 2)}
     assert got["samples"] == ["rank0.jsonl:6", "rank0.jsonl:5"]
     assert (got["first_step"], got["last_step"], got["severity"]) == (4, 4, "high")
-    # step means 0, NaN ("x" has no 4-gram), NaN, 0.156: from step 1 their mean is 0.078, the midpoint
-    assert got["onset_step"] == 2
+    # the reward's onset: step means 0.5, 0, 0, 2 split best after step 3 (a = 1/6, b = 2; squared distance
+    # 1/6 of the 43/16 about their mean: 94 % explained); step 3's 0 is not past 1/6 + (2 - 1/6) / 4
+    assert got["onset_step"] == 4
 
 
 def test_repetition_not_raised_below_a_tenth(tmp_path):
@@ -845,8 +846,10 @@ def test_tool_use_collapse_raised_at_half_the_early_calls(tmp_path):
     """Early 1 call per sample, late (1 + 0) / 2 = 0.5 <= 0.5 x 1."""
     folder = _agent_run(tmp_path, {1: [ONE, ONE], 2: [ONE], 3: [ONE], 4: [ONE, []]})
     got = _of(_kinds(folder), "tool_use_collapse")[0]
+    # calls per step 1, 1, 1, 0.5: two levels with nothing left over, the fall at step 4
     assert got == {"kind": "tool_use_collapse", "first_step": 4, "last_step": 4,
-                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "samples": [], "severity": "low"}
+                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "samples": [], "severity": "low",
+                   "onset_step": 4}
 
 
 def test_tool_use_collapse_not_raised_above_half_or_from_few_early_calls(tmp_path):
@@ -891,8 +894,8 @@ def test_reward_tracks_field_raised(tmp_path):
     assert expected >= 0.8
     assert got["evidence"] == {"field": "hits", "correlation": pytest.approx(expected, rel=1e-12), "early": 1.5,
                                "late": 2.25}
-    # hits step means 1.5, NaN, NaN, 2.25, midpoint 1.875: from step 1 the mean is 1.875, not above; from 2, 2.25
-    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (4, [], "high", 2)
+    # hits step means 1.5 (step 1) and 2.25 (step 4): split between them, onset 4
+    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (4, [], "high", 4)
 
 
 def test_reward_tracks_field_not_raised_below_the_growth_or_the_correlation(tmp_path):
@@ -945,21 +948,80 @@ def test_reward_tracks_field_leaves_an_advantage_out(tmp_path):
     assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
 
 
-def test_onset_is_the_first_step_whose_next_five_steps_average_above_the_midpoint(tmp_path):
-    """Ten steps, one sample each, reward 0, 0, 0, then 1 (E = steps 1-3, L = 8-10, midpoint 0.5) and
-    lengths 2 x 9 then 12 characters (E 2, L 16/3, midpoint 11/3): the reward's 5-step means from step 1
-    are 0.4, 0.6 (onset 2); the length's are 2 up to step 5, then 4 from step 6 (onset 6), 4.5 from 7..."""
+def _brute_onset(means: list[float], falls: bool = False) -> int | None:
+    """Definition 14 over step means 1..S in exact fractions, every split tried: an independent route."""
+    from fractions import Fraction as Q
+
+    m = [Q(x) for x in means]
+
+    def spread(part):
+        mean = sum(part) / len(part)
+        return sum((x - mean) ** 2 for x in part)
+
+    total = spread(m)
+    best = min(range(1, len(m)), key=lambda k: (spread(m[:k]) + spread(m[k:]), k))
+    a, b = sum(m[:best]) / best, sum(m[best:]) / (len(m) - best)
+    if not (b < a if falls else b > a) or 1 - (spread(m[:best]) + spread(m[best:])) / total < Q(6, 10):
+        return None
+    past, start = a + (b - a) / 4, best
+    while start > 1 and (m[start - 1] < past if falls else m[start - 1] > past):
+        start -= 1
+    return start + 1
+
+
+@pytest.mark.parametrize(("means", "falls", "onset"), [
+    ([0, 0, 0, 1, 1, 1, 1, 1, 1, 1], False, 4),  # two levels, nothing left over
+    # a ramp: split after step 6 (a = 1/8, b = 23/24), back from step 7 over step 6's 0.5 (past 1/3), not 0.25
+    ([0, 0, 0, 0, 0.25, 0.5, 0.75, 1, 1, 1, 1, 1], False, 6),
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], False, 6),  # a line: split at 7 (75 %), back over 6 (past 5)
+    ([0, 1, 0, 1, 0, 1], False, None),  # the best split explains 20 %
+    ([2, 2, 1, 1], True, 3),
+    ([2, 2, 1, 1], False, None),  # a fall is no rise
+    ([0.53, 0.55, 1.2, 1.9, 2.0, 2.1, 1.95, 2.05, 2.0, 2.0, 1.98, 2.02], False, 3),
+])
+def test_onset_splits_the_step_means_in_two_levels(tmp_path, means, falls, onset):
+    """One sample a step with these rewards: the onset is the hand-worked one, and the one found by trying every
+    split in exact fractions."""
     from rl_board.analysis.findings import compute_onset
 
-    rewards = [0.0, 0.0, 0.0] + [1.0] * 7
-    write_lines(tmp_path / "r.jsonl", [sample(s, r, response="ab" if s < 10 else "abcdefghijkl")
-                                       for s, r in zip(range(1, 11), rewards)])
+    assert _brute_onset(means, falls) == onset
+    write_lines(tmp_path / "r.jsonl", [sample(s, r) for s, r in enumerate(means, start=1)])
     run = _load(tmp_path)
-    assert compute_onset(run, run.samples["reward"], 0.0, 1.0) == 2
-    got = _of(_kinds(tmp_path), "length_growth_with_reward")[0]
-    assert got["evidence"] == {"length_early": 2.0, "length_late": pytest.approx(16 / 3)}
-    assert got["onset_step"] == 6
-    assert compute_onset(run, run.samples["reward"], 1.0, 1.0) is None  # nothing is above 1
+    assert compute_onset(run, run.samples["reward"], falls) == onset
+
+
+def _hacking_verl_run(folder: Path) -> Path:
+    """verl's ``_dump_generations``, 16 steps of 4 samples: score 0.5 and answers of 100 characters at steps 1-2,
+    then score 2.0 and 220 characters from step 3 on."""
+    from ray_writers import verl_dump
+
+    for step in range(1, 17):
+        score, size = (0.5, 100) if step <= 2 else (2.0, 220)
+        verl_dump(folder, step, [f"Q{i}" for i in range(4)], [("The answer is 4. " * 20)[:size]] * 4, ["4"] * 4,
+                  [score] * 4, {})
+    return folder
+
+
+def test_early_window_is_the_first_quarter_before_the_onset(tmp_path):
+    """The reward of the verl run rises at step 3 (onset 3): E is steps 1-2, not the first quarter (1-4, whose
+    mean length 160 makes 220 only 1.375x); the length grew 2.2x with the reward, raised, reading the reward
+    from 0.5 (not the quarter's 1.25)."""
+    got = {f.kind: f for f in compute_findings(_load(_hacking_verl_run(tmp_path / "run"))).findings}
+    length = got["length_growth_with_reward"]
+    assert length.to_json(full=True) == {
+        "kind": "length_growth_with_reward", "first_step": 13, "last_step": 16,
+        "evidence": {"length_early": 100.0, "length_late": 220.0}, "samples": [], "severity": "medium",
+        "onset_step": 3}
+    assert "reward rose from 0.5 to 2 " in length.message and "(100 → 220 characters)" in length.message
+
+
+def test_early_window_stays_the_first_quarter_without_an_onset_in_it(tmp_path):
+    """Rewards rising along a line over 12 steps (onset 6, after the first quarter 1-3): E is steps 1-3, so the
+    length's early mean is that of steps 1-3 (10, 20, 30 characters), late 100, 110, 120."""
+    write_lines(tmp_path / "r.jsonl", [sample(s, float(s), response="x" * (10 * s)) for s in range(1, 13)])
+    got = {f.kind: f for f in compute_findings(_load(tmp_path)).findings}
+    assert got["length_growth_with_reward"].evidence == {"length_early": 20.0, "length_late": 110.0}
+    assert got["length_growth_with_reward"].onset_step == 6
 
 
 def test_findings_are_ranked_hacks_first_with_severity(tmp_path, capsys):
@@ -981,8 +1043,9 @@ def test_findings_are_ranked_hacks_first_with_severity(tmp_path, capsys):
                       "samples": ["rank1.jsonl:1"], "severity": "low"}
     assert main(["findings", str(tmp_path / "run"), "--no-cache"]) == 0
     out = capsys.readouterr().out.splitlines()
-    # repetition step means 0, NaN, NaN, 1/9: from step 1 their mean is the midpoint, from step 2 above it
-    assert out[1].split()[:2] == ["high", "repetition_with_reward"] and out[1].endswith("(since step 2)")
+    # the reward's step means 0.5, 0, 0, 2 (0.25 at step 2 with rank1's empty sample): onset 4, as in
+    # test_repetition_with_reward_raised
+    assert out[1].split()[:2] == ["high", "repetition_with_reward"] and out[1].endswith("(since step 4)")
     # 1 of the 2 GRPO-shaped steps (1 and 4) is dead; 1 of 4 steps has an empty response
     assert [line.split()[:2] for line in out if line.startswith("  low")] == [["low", "dead_groups"],
                                                                             ["low", "empty_responses"]]
@@ -1069,9 +1132,11 @@ def test_ppo_demo_gets_its_repetition_hack_and_its_critic(capsys):
 
 
 def test_turn_faults_rising_raised_with_its_onset(tmp_path):
-    """Loops in 0, 0, 1 and 3 of 10 trajectories over 4 steps (E step 1, L step 4): share 0 -> 3/10 >= 1/10 and
-    >= 2 x 0; onset step 3 (midpoint 0.15; means from step 3: (0.1 + 0.3) / 2 = 0.2 > 0.15, from step 2: 0.4 / 3)."""
-    folder = _agent_run(tmp_path, {1: [ONE] * 10, 2: [ONE] * 10, 3: [LOOP] + [ONE] * 9, 4: [LOOP] * 3 + [ONE] * 7})
+    """Loops in 0, 0, 2 and 3 of 10 trajectories over 4 steps (E step 1, L step 4): share 0 -> 3/10 >= 1/10 and
+    >= 2 x 0; onset step 3: the step means 0, 0, 0.2, 0.3 split best after step 2 (a = 0, b = 0.25, squared
+    distance 0.005 of 0.0675: 93 % explained), and step 2's 0 is not past 0.25 / 4."""
+    folder = _agent_run(tmp_path, {1: [ONE] * 10, 2: [ONE] * 10, 3: [LOOP] * 2 + [ONE] * 8,
+                                   4: [LOOP] * 3 + [ONE] * 7})
     got = _of(_kinds(folder), "turn_faults_rising")
     assert got == [{"kind": "turn_faults_rising", "first_step": 4, "last_step": 4,
                     "evidence": {"fault": "tool_loop", "share_early": 0.0, "share_late": 0.3},

@@ -41,12 +41,12 @@ def test_script_of_a_character_is_the_first_word_of_its_name():
 def test_garbled_output_raised_at_thirty_percent_of_a_response_and_five_percent_of_a_step(tmp_path):
     """Step 3: 1 of 20 responses at exactly 30 % U+FFFD (5 % of the step: raised); step 4: one at 20 % (not
     garbled); steps 5-8: 4 of 20 with 60 % Cyrillic letters. E = steps 1-2 (no garbled), L = 7-8 (8 of 40).
-    The garbled step means 0, 0, .05, 0, .2, .2, .2, .2 against the midpoint .1: from step 3 their 5-step
-    mean is .13 (from 2, .09): onset 3."""
+    The garbled step means 0, 0, .05, 0, .2, .2, .2, .2 split best after step 4 (a = .0125, b = .2; squared
+    distance .001875 of .0722: 97 % explained), and step 4's 0 is not past a + (b - a) / 4: onset 5."""
     folder = _run(tmp_path / "soup", {3: [AT_THIRTY], 4: [BELOW], **{s: [CYRILLIC] * 4 for s in range(5, 9)}})
     (got,) = _garbled(folder)
     assert got["evidence"] == {"share_early": 0.0, "share_late": 0.2, "steps": [3, 5, 6, 7, 8]}
-    assert (got["first_step"], got["last_step"], got["severity"], got["onset_step"]) == (3, 8, "high", 3)
+    assert (got["first_step"], got["last_step"], got["severity"], got["onset_step"]) == (3, 8, "high", 5)
     # the step-3 response is line 41 (after 2 x 20), steps 5's first two are lines 81, 82
     assert got["samples"] == ["rank0.jsonl:41", "rank0.jsonl:81", "rank0.jsonl:82"]
 

@@ -169,6 +169,10 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     early = np.isin(step, early_steps)
     late = np.isin(step, late_steps)
     garbled, _ = compute_garbled(lambda: run.word_chunks(samples), early)
+    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run.samples.index)
+    onset = compute_onset(run, indicator)
+    if onset is not None:  # the early window: the first quarter's steps before the onset (scripts: the whole quarter)
+        early &= step < onset
     n_early = int(early.sum())
     if Fraction(int(garbled[early].sum()), n_early) >= EARLY_MAX:
         return None
@@ -181,7 +185,6 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     share_late = float(garbled[late].mean())
     picked = samples[garbled & np.isin(step, steps)]
     labels = tuple(picked.index[:GARBLED_SAMPLES])
-    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run.samples.index)
     message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} with at least {_percent(STEP_SHARE)} garbled "
                f"responses (U+FFFD, control characters or writing systems the early responses hardly use), first "
                f"at step {steps[0]}; {_percent(share_late)} of the late responses against {_percent(share_early)} "
@@ -189,5 +192,5 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     return Finding("garbled_output", steps[0], steps[-1],
                    {"share_early": share_early, "share_late": share_late, "steps": steps},
                    _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
-                   onset_step=compute_onset(run, indicator, share_early, share_late),
+                   onset_step=onset,
                    amount=f"{_percent(share_late)} of late responses garbled", size=share_late)

@@ -18,6 +18,7 @@ from .common import (
     _mean,
     _share_of_steps,
     _top_samples,
+    before_onset,
     compute_onset,
 )
 
@@ -57,7 +58,7 @@ def _lengths(run: Run) -> tuple[pd.Series, str] | None:
     return (chars, "characters") if chars.notna().any() else None
 
 
-def _length_growth(run, early, late, rose, r_early, r_late):
+def _length_growth(run, early, late, rose, r_early, r_late, onset):
     lengths = _lengths(run)
     if not rose or lengths is None:
         return None
@@ -72,20 +73,23 @@ def _length_growth(run, early, late, rose, r_early, r_late):
                f"{r_early:.3g} to {r_late:.3g} — the policy may be lengthening answers for reward")
     return Finding("length_growth_with_reward", steps[0], steps[-1],
                    {"length_early": _json_number(l_early), "length_late": _json_number(l_late)}, (), message,
-                   focus_step=steps[-1], onset_step=compute_onset(run, values, l_early, l_late),
+                   focus_step=steps[-1], onset_step=onset,
                    amount=f"{ratio:.3g}× longer", size=float(ratio))
 
 
-def _entropy_collapse(run, early, late):
+def _entropy_collapse(run, quarter, late):
+    onset = compute_onset(run, run.samples["entropy_mean"], falls=True)
+    early = before_onset(quarter, onset)
     e_early, e_late = _mean(early["entropy_mean"]), _mean(late["entropy_mean"])
     if not e_late <= ENTROPY_FRACTION * e_early:
         return None
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
-    message = (f"entropy fell from {e_early:.3g} to {e_late:.3g} per token between the first and last quarter "
-               "of the steps — the policy is collapsing onto few tokens (less exploration)")
+    message = (f"entropy fell from {e_early:.3g} to {e_late:.3g} per token between the early steps and the "
+               "last quarter — the policy is collapsing onto few tokens (less exploration)")
     return Finding("entropy_collapse", steps[0], steps[-1],
                    {"entropy_early": _json_number(e_early), "entropy_late": _json_number(e_late)}, (), message,
-                   focus_step=steps[-1], amount=f"{(1 - e_late / e_early) * 100:.3g} % lower" if e_early else "")
+                   focus_step=steps[-1], onset_step=onset,
+                   amount=f"{(1 - e_late / e_early) * 100:.3g} % lower" if e_early else "")
 
 
 def _mismatch(run):
@@ -132,7 +136,9 @@ def compute_kl_tokens(run: Run, frame: pd.DataFrame, stop=None) -> list[tuple[st
     return [(token, value / whole) for token, value in best]
 
 
-def _kl_runaway(run, early, late, stop=None):
+def _kl_runaway(run, quarter, late, stop=None):
+    onset = compute_onset(run, run.samples["kl_mean"])
+    early = before_onset(quarter, onset)
     k_early, k_late = _mean(early["kl_mean"]), _mean(late["kl_mean"])
     if not k_late >= KL_RUNAWAY:
         return None
@@ -145,7 +151,7 @@ def _kl_runaway(run, early, late, stop=None):
                    {"kl_early": _json_number(k_early), "kl_late": _json_number(k_late),
                     "tokens": [{"token": t, "share": share} for t, share in tokens]},
                    _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
-                   onset_step=compute_onset(run, run.samples["kl_mean"], k_early, k_late),
+                   onset_step=onset,
                    amount=f"KL {k_late:.3g} per token"
                    + (f", {k_late / k_early:.3g}× the early" if k_early > 0 else ""), size=k_late)
 
