@@ -729,7 +729,7 @@ def _k3s(ds):
 
 def test_kl_runaway_raised_at_half_a_nat_with_its_tokens(tmp_path):
     """Late kl_mean (k3(1) + k3(0.75)) / 2 = 0.5426 and k3(0.875) = 0.5239: mean 0.533 >= 0.5. 'x'
-    carries k3(1) + k3(0.875) of the late summed KL, 'y' k3(0.75); samples by kl_mean."""
+    carries k3(1) + k3(0.875) of the late summed KL, 'y' k3(0.75); samples by their KL on those tokens."""
     write_lines(tmp_path / "r.jsonl", [
         _kl_sample(1, [0.5], ["x"]), _kl_sample(2, [0.5], ["x"]), _kl_sample(3, [0.5], ["x"]),
         _kl_sample(4, [1.0, 0.75], ["x", "y"]), _kl_sample(4, [0.875], ["x"])])
@@ -741,11 +741,26 @@ def test_kl_runaway_raised_at_half_a_nat_with_its_tokens(tmp_path):
     total = k1 + k075 + k0875
     assert [t["token"] for t in got["evidence"]["tokens"]] == ["x", "y"]
     assert [t["share"] for t in got["evidence"]["tokens"]] == pytest.approx([(k1 + k0875) / total, k075 / total])
-    assert got["samples"] == ["r.jsonl:4", "r.jsonl:5"]
+    assert got["samples"] == ["r.jsonl:4", "r.jsonl:5"]  # KL on x and y: k1 + k075 > k0875
     assert (got["first_step"], got["last_step"], got["severity"]) == (4, 4, "high")
-    # step means k05, k05, k05, late; midpoint (k05 + late) / 2: from step 1 the mean is (3 k05 + late) / 4,
-    # below it; from 2, (2 k05 + late) / 3, below; from 3, (k05 + late) / 2, not above; from 4, late
+    # step means k05, k05, k05, then the late mean: two levels with nothing left over, split before step 4
     assert got["onset_step"] == 4
+
+
+def test_kl_runaway_shows_the_samples_carrying_its_tokens(tmp_path):
+    """Late: a one-token answer '!' (k3(0.875) = 0.524 per token, the second highest kl_mean), five tokens a-e
+    at k3(1) each, and a, q at k3(1), k3(0.25): mean 0.539 >= 0.5. The named tokens are a (2 k3(1)) and b-e;
+    '!' (0.524) is sixth. Evidence: the samples with the most KL on named tokens, 5 k3(1) then k3(1); the
+    one-token answer carries none of it and is not shown (by kl_mean it came second)."""
+    write_lines(tmp_path / "r.jsonl", [
+        _kl_sample(1, [0.5], ["x"]), _kl_sample(2, [0.5], ["x"]), _kl_sample(3, [0.5], ["x"]),
+        _kl_sample(4, [0.875], ["!"]), _kl_sample(4, [1.0] * 5, list("abcde")),
+        _kl_sample(4, [1.0, 0.25], ["a", "q"])])
+    k1, k0875, k025 = _k3s([1.0, 0.875, 0.25])
+    assert (k0875 + 5 * k1 / 5 + (k1 + k025) / 2) / 3 >= 0.5 and k0875 < k1 and k0875 > (k1 + k025) / 2
+    got = _of(_kinds(tmp_path), "kl_runaway")[0]
+    assert [t["token"] for t in got["evidence"]["tokens"]] == ["a", "b", "c", "d", "e"]
+    assert got["samples"] == ["r.jsonl:5", "r.jsonl:6"]
 
 
 def test_kl_runaway_not_raised_below_half_a_nat(tmp_path):

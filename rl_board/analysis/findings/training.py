@@ -17,7 +17,6 @@ from .common import (
     _json_number,
     _mean,
     _share_of_steps,
-    _top_samples,
     before_onset,
     compute_onset,
 )
@@ -41,6 +40,9 @@ KL_TOKENS = 5  # tokens named in a KL finding's evidence
 
 
 KL_SAMPLES = 3
+
+
+KL_CANDIDATES = 100  # late samples with the largest summed KL among which the evidence is chosen
 
 
 # of the steps with an explained variance: below 0 the values predict returns worse than their mean does,
@@ -119,21 +121,52 @@ def compute_kl_tokens(run: Run, frame: pd.DataFrame, stop=None) -> list[tuple[st
     (their counted positions, NaN left out), with their share of that sum, largest first, then by
     token. Reads those samples' token lists again from their source (a sample that can't be read is
     left out; once ``stop``, a ``threading.Event``, is set, the samples not read yet are)."""
+    return _kl_tokens(run, frame, (), stop)[0]
+
+
+def _kl_tokens(run: Run, frame: pd.DataFrame, keep, stop=None) -> tuple[list[tuple[str, float]], dict]:
+    """(``compute_kl_tokens``, for each label of ``keep`` read: its own summed k3 by token string), one read."""
     from ...derive.metrics import kl_per_token
 
+    keep = set(keep)
     totals: dict[str, float] = {}
-    for tokens in run.samples_tokens(frame.index[frame["kl_sum"].notna().to_numpy()], stop):
+    kept: dict = {}
+    labels = frame.index[frame["kl_sum"].notna().to_numpy()]
+    for label, tokens in zip(labels, run.samples_tokens(labels, stop)):
         if tokens is None:
             continue
         kl = kl_per_token(tokens.logprobs, tokens.ref_logprobs, "k3")
-        keep = ~tokens.is_pad & ~np.isnan(kl)
-        for token, value in zip(np.asarray(tokens.tokens, dtype=object)[keep].tolist(), kl[keep].tolist()):
+        ok = ~tokens.is_pad & ~np.isnan(kl)
+        own = kept.setdefault(label, {}) if label in keep else None
+        for token, value in zip(np.asarray(tokens.tokens, dtype=object)[ok].tolist(), kl[ok].tolist()):
             totals[token] = totals.get(token, 0.0) + value
+            if own is not None:
+                own[token] = own.get(token, 0.0) + value
     whole = math.fsum(totals.values())
     if not whole > 0:
-        return []
+        return [], kept
     best = sorted(totals.items(), key=lambda item: (-item[1], item[0]))[:KL_TOKENS]
-    return [(token, value / whole) for token, value in best]
+    return [(token, value / whole) for token, value in best], kept
+
+
+def _kl_candidates(frame: pd.DataFrame) -> pd.Index:
+    """The ``KL_CANDIDATES`` rows of ``frame`` with the largest ``kl_sum`` (NaN left out), then file and line."""
+    have = frame[frame["kl_sum"].notna()]
+    return have.sort_values(["kl_sum", F.FILE, F.LINE], ascending=[False, True, True],
+                            kind="stable").index[:KL_CANDIDATES]
+
+
+def compute_kl_samples(frame: pd.DataFrame, named: set[str], own: dict) -> tuple:
+    """The evidence of a KL runaway (the late window's samples ``frame``): of the ``KL_CANDIDATES`` with the
+    largest summed k3 (``kl_sum``; then file and line), the ``KL_SAMPLES`` with the most k3 on the ``named``
+    tokens (``own``: each candidate's summed k3 by token), more than 0; ties in candidate order. A sample
+    with a high KL per token but few tokens (an empty answer's EOS) carries little of the late KL and none
+    of its named tokens: it is not shown."""
+    candidates = _kl_candidates(frame)
+    on_named = [(math.fsum(v for t, v in own.get(label, {}).items() if t in named), i, label)
+                for i, label in enumerate(candidates)]
+    return tuple(label for value, _, label in sorted(on_named, key=lambda x: (-x[0], x[1]))[:KL_SAMPLES]
+                 if value > 0)
 
 
 def _kl_runaway(run, quarter, late, stop=None):
@@ -143,8 +176,8 @@ def _kl_runaway(run, quarter, late, stop=None):
     if not k_late >= KL_RUNAWAY:
         return None
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
-    tokens = compute_kl_tokens(run, late, stop)
-    labels = _top_samples(run, late, "kl_mean", KL_SAMPLES)
+    tokens, own = _kl_tokens(run, late, _kl_candidates(late), stop)
+    labels = compute_kl_samples(late, {t for t, _ in tokens}, own)
     message = (f"KL to the reference reached {k_late:.3g} per token over the last quarter of the steps (from "
                f"{k_early:.3g}) — the policy is running away from its reference (raise the KL penalty or check it)")
     return Finding("kl_runaway", steps[0], steps[-1],
