@@ -211,7 +211,18 @@ def test_length_growth_raised_at_one_and_a_half_in_characters_without_pads(tmp_p
     got = _found(_lengths_run(tmp_path, ["ab" + pads, "cd"], ["abc", "def" + pads]), PAD)
     assert got["length_growth_with_reward"] == {"kind": "length_growth_with_reward", "first_step": 4,
                                                 "last_step": 4, "evidence": {"length_early": 2.0,
-                                                                             "length_late": 3.0}, "samples": []}
+                                                                             "length_late": 3.0},
+                                                "samples": ["rank0.jsonl:5", "rank0.jsonl:6"]}
+
+
+def test_length_growth_shows_the_late_samples_nearest_the_late_mean(tmp_path):
+    """Late lengths 3, 6, 4, 5 (mean 4.5, 2.25x the early 2): the samples 0.5 from it first, the higher reward
+    (3, line 8) before (2, line 7), then line 5 of the two 1.5 away."""
+    folder = _four_steps(tmp_path, [{"reward": r, "response": t} for r, t in zip((0.0, 1.0), ("ab", "cd"))],
+                         [{"reward": r, "response": "x" * n} for r, n in zip((2.0, 2.0, 2.0, 3.0), (3, 6, 4, 5))])
+    got = _found(folder)["length_growth_with_reward"]
+    assert got["evidence"] == {"length_early": 2.0, "length_late": 4.5}
+    assert got["samples"] == ["rank0.jsonl:8", "rank0.jsonl:7", "rank0.jsonl:5"]
 
 
 def test_length_growth_not_raised_below_one_and_a_half(tmp_path):
@@ -245,10 +256,11 @@ def _entropy_run(folder, late_entropies):
 
 
 def test_entropy_collapse_raised_at_half(tmp_path):
-    """Early mean 1.0, late 0.5: 0.5 <= 0.5 x 1.0."""
-    got = _found(_entropy_run(tmp_path, [[0.5], [0.25, 0.75]]))["entropy_collapse"]
+    """Early mean 1.0, late (0.25 + 0.75 + 0.5) / 3 = 0.5 <= 0.5 x 1.0; samples: the lowest entropy first."""
+    got = _found(_entropy_run(tmp_path, [[0.25], [0.75], [0.5]]))["entropy_collapse"]
     assert got == {"kind": "entropy_collapse", "first_step": 4, "last_step": 4,
-                   "evidence": {"entropy_early": 1.0, "entropy_late": 0.5}, "samples": []}
+                   "evidence": {"entropy_early": 1.0, "entropy_late": 0.5},
+                   "samples": ["rank0.jsonl:5", "rank0.jsonl:7", "rank0.jsonl:6"]}
 
 
 def test_entropy_collapse_not_raised_above_half(tmp_path):
@@ -910,7 +922,8 @@ def test_reward_tracks_field_raised(tmp_path):
     assert got["evidence"] == {"field": "hits", "correlation": pytest.approx(expected, rel=1e-12), "early": 1.5,
                                "late": 2.25}
     # hits step means 1.5 (step 1) and 2.25 (step 4): split between them, onset 4
-    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (4, [], "high", 4)
+    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (
+        4, ["rank0.jsonl:5", "rank0.jsonl:6"], "high", 4)  # the late samples, highest hits first (a tie)
 
 
 def test_reward_tracks_field_not_raised_below_the_growth_or_the_correlation(tmp_path):
@@ -1025,7 +1038,8 @@ def test_early_window_is_the_first_quarter_before_the_onset(tmp_path):
     length = got["length_growth_with_reward"]
     assert length.to_json(full=True) == {
         "kind": "length_growth_with_reward", "first_step": 13, "last_step": 16,
-        "evidence": {"length_early": 100.0, "length_late": 220.0}, "samples": [], "severity": "medium",
+        "evidence": {"length_early": 100.0, "length_late": 220.0}, "severity": "medium",
+        "samples": ["13.jsonl:1", "13.jsonl:2", "13.jsonl:3"],  # every late sample is typical: file and line
         "onset_step": 3}
     assert "reward rose from 0.5 to 2 " in length.message and "(100 → 220 characters)" in length.message
 

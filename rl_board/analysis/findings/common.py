@@ -242,8 +242,23 @@ def before_onset(frame: pd.DataFrame, onset: int | None) -> pd.DataFrame:
     return frame if onset is None else frame[frame[F.STEP].to_numpy() < onset]
 
 
-def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int) -> tuple:
-    """The ``count`` rows of ``frame`` with the highest ``column`` (NaN left out), then file and line."""
+def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int, lowest: bool = False) -> tuple:
+    """The ``count`` rows of ``frame`` with the highest ``column`` (the lowest with ``lowest``; NaN left out),
+    then file and line."""
     have = frame[frame[column].notna()]
-    return tuple(have.sort_values([column, F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
+    return tuple(have.sort_values([column, F.FILE, F.LINE], ascending=[lowest, True, True], kind="stable")
                  .index[:count])
+
+
+def _typical_samples(frame: pd.DataFrame, values: pd.Series, count: int) -> tuple:
+    """The ``count`` rows of ``frame`` whose ``values`` (a series over ``run.samples``) are nearest their mean over
+    ``frame`` (NaN left out), then the higher reward, then file and line: what the window is like."""
+    own = values[frame.index].astype(float)
+    have = frame[own.notna().to_numpy()]
+    if have.empty:
+        return ()
+    order = pd.DataFrame({"distance": (own[have.index] - _mean(own)).abs().to_numpy(),
+                          "reward": have[F.REWARD].to_numpy(dtype=float), F.FILE: have[F.FILE].to_numpy(),
+                          F.LINE: have[F.LINE].to_numpy()}, index=have.index)
+    return tuple(order.sort_values(["distance", "reward", F.FILE, F.LINE], ascending=[True, False, True, True],
+                                   kind="stable", na_position="last").index[:count])

@@ -48,6 +48,9 @@ TRACK_CORRELATION = 0.8  # Pearson correlation of a field with the reward: the r
 TRACK_GROWTH = 1.5  # mean of the field over L / over E: and the policy is producing more of it
 
 
+TRACK_SAMPLES = 3  # late samples shown, the highest values of the field first
+
+
 TRACK_RESTATES = 0.95  # |correlation| from which a field restates the outcome the reward pays for (verl's acc)
 
 
@@ -192,9 +195,10 @@ def _tracked_fields(run, quarter, late) -> list[Finding]:
         steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
         message = (f"reward follows {name} (correlation {correlation:.3g}), which grew from {f_early:.3g} to "
                    f"{f_late:.3g} — the reward may be paying for that feature rather than the task")
+        labels = _top_samples(run, late, column, TRACK_SAMPLES)
         out.append(Finding("reward_tracks_field", steps[0], steps[-1],
-                           {"field": name, "correlation": correlation, "early": f_early, "late": f_late}, (),
-                           message, focus_step=steps[-1], onset_step=onset,
+                           {"field": name, "correlation": correlation, "early": f_early, "late": f_late},
+                           _ids(run, samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
                            amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
                            size=correlation))
     return out

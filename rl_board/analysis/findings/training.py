@@ -17,11 +17,16 @@ from .common import (
     _json_number,
     _mean,
     _share_of_steps,
+    _top_samples,
+    _typical_samples,
     before_onset,
     compute_onset,
 )
 
 LENGTH_GROWTH = 1.5  # mean length L / mean length E
+
+
+EVIDENCE_SAMPLES = 3  # samples shown for a length growth or an entropy collapse
 
 
 ENTROPY_FRACTION = 0.5  # mean entropy L <= this * mean entropy E
@@ -73,9 +78,10 @@ def _length_growth(run, early, late, rose, r_early, r_late, onset):
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
     message = (f"responses grew {ratio:.2g}× longer ({l_early:.3g} → {l_late:.3g} {unit}) while reward rose from "
                f"{r_early:.3g} to {r_late:.3g} — the policy may be lengthening answers for reward")
+    labels = _typical_samples(late, values, EVIDENCE_SAMPLES)
     return Finding("length_growth_with_reward", steps[0], steps[-1],
-                   {"length_early": _json_number(l_early), "length_late": _json_number(l_late)}, (), message,
-                   focus_step=steps[-1], onset_step=onset,
+                   {"length_early": _json_number(l_early), "length_late": _json_number(l_late)},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
                    amount=f"{ratio:.3g}× longer", size=float(ratio))
 
 
@@ -88,9 +94,10 @@ def _entropy_collapse(run, quarter, late):
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
     message = (f"entropy fell from {e_early:.3g} to {e_late:.3g} per token between the early steps and the "
                "last quarter — the policy is collapsing onto few tokens (less exploration)")
+    labels = _top_samples(run, late, "entropy_mean", EVIDENCE_SAMPLES, lowest=True)
     return Finding("entropy_collapse", steps[0], steps[-1],
-                   {"entropy_early": _json_number(e_early), "entropy_late": _json_number(e_late)}, (), message,
-                   focus_step=steps[-1], onset_step=onset,
+                   {"entropy_early": _json_number(e_early), "entropy_late": _json_number(e_late)},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
                    amount=f"{(1 - e_late / e_early) * 100:.3g} % lower" if e_early else "")
 
 
