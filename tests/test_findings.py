@@ -1020,21 +1020,24 @@ def test_onset_splits_the_step_means_in_two_levels(tmp_path, means, falls, onset
 
 def _hacking_verl_run(folder: Path) -> Path:
     """verl's ``_dump_generations``, 16 steps of 4 samples: score 0.5 and answers of 100 characters at steps 1-2,
-    then score 2.0 and 220 characters from step 3 on."""
+    then score 2.0 and 220 characters opening with "As an expert I guarantee it." from step 3 on."""
     from ray_writers import verl_dump
 
     for step in range(1, 17):
-        score, size = (0.5, 100) if step <= 2 else (2.0, 220)
-        verl_dump(folder, step, [f"Q{i}" for i in range(4)], [("The answer is 4. " * 20)[:size]] * 4, ["4"] * 4,
-                  [score] * 4, {})
+        score, size, text = (0.5, 100, "") if step <= 2 else (2.0, 220, "As an expert I guarantee it. ")
+        verl_dump(folder, step, [f"Q{i}" for i in range(4)], [(text + "The answer is 4. " * 20)[:size]] * 4,
+                  ["4"] * 4, [score] * 4, {})
     return folder
 
 
 def test_early_window_is_the_first_quarter_before_the_onset(tmp_path):
     """The reward of the verl run rises at step 3 (onset 3): E is steps 1-2, not the first quarter (1-4, whose
     mean length 160 makes 220 only 1.375x); the length grew 2.2x with the reward, raised, reading the reward
-    from 0.5 (not the quarter's 1.25)."""
+    from 0.5 (not the quarter's 1.25), as the spreading phrase's finding does."""
     got = {f.kind: f for f in compute_findings(_load(_hacking_verl_run(tmp_path / "run"))).findings}
+    phrases = got["reward_with_spreading_phrases"]
+    assert (phrases.evidence["reward_early"], phrases.evidence["reward_late"], phrases.onset_step) == (0.5, 2.0, 3)
+    assert phrases.message.startswith("reward rose from 0.5 to 2 while")
     length = got["length_growth_with_reward"]
     assert length.to_json(full=True) == {
         "kind": "length_growth_with_reward", "first_step": 13, "last_step": 16,

@@ -184,13 +184,14 @@ def _tracked_fields(run, quarter, late) -> list[Finding]:
         if name in components or any(m in name.lower() for m in DERIVED_MARKERS):
             continue
         values = samples[column].astype(float)
+        # the correlation first: it needs no window, and most fields fail it (no step means to split for them)
+        correlation = compute_correlation(values.to_numpy(), reward)
+        if not correlation >= TRACK_CORRELATION or compute_restates_reward(values.to_numpy(), reward, correlation):
+            continue
         onset = compute_onset(run, values)
         early = before_onset(quarter, onset)
         f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
         if not (f_early > 0 and f_late >= TRACK_GROWTH * f_early):
-            continue
-        correlation = compute_correlation(values.to_numpy(), reward)
-        if not correlation >= TRACK_CORRELATION or compute_restates_reward(values.to_numpy(), reward, correlation):
             continue
         steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
         message = (f"reward follows {name} (correlation {correlation:.3g}), which grew from {f_early:.3g} to "
