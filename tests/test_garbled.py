@@ -69,6 +69,15 @@ def test_garbled_output_not_raised_when_the_early_window_is_garbled_already(tmp_
     assert _garbled(_run(tmp_path / "e", {1: [AT_THIRTY], **{s: [CYRILLIC] * 4 for s in range(5, 9)}})) == []
 
 
+def test_garbled_output_raised_when_it_starts_inside_the_first_quarter(tmp_path):
+    """2 of 20 responses garbled from step 2 of 8 (the first quarter is steps 1-2): the step means 0, then 0.1
+    seven times, are two levels with nothing left over, onset 2; the early window is step 1 (none garbled), so it
+    is raised (over the whole quarter 2 of 40 = 5 %, not under 1 %, it was not)."""
+    (got,) = _garbled(_run(tmp_path / "q", {s: [AT_THIRTY] * 2 for s in range(2, 9)}))
+    assert got["evidence"] == {"share_early": 0.0, "share_late": 0.1, "steps": [2, 3, 4, 5, 6, 7, 8]}
+    assert got["onset_step"] == 2
+
+
 def test_bilingual_runs_are_not_garbled(tmp_path):
     """Half the responses English, half Chinese, from the first step on: CJK is 40 of 190 early letters
     (21 %, not rare), so no Chinese response is garbled; an English-only start with Chinese from step 5 is."""

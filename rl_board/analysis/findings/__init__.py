@@ -62,7 +62,7 @@ Issue 38 adds one (same windows and words; ``garbled`` says it in full):
 
 15. ``garbled_output``: a response is garbled when at least 30 % of its non-whitespace characters are
     U+FFFD, control (Cc) or private-use (Co) characters, or letters (L*, M*) of a script (the first word
-    of the character's Unicode name) that makes under 5 % of the early window's letters; raised on the
+    of the character's Unicode name) that makes under 5 % of the first quarter's letters; raised on the
     steps where >= 5 % of the samples are garbled, while under 1 % of E's are. Onset as in 14, on the
     samples' garbled (1) or not (0).
 

@@ -117,7 +117,7 @@ class Findings:
 
 
 def compute_windows(run: Run) -> tuple[list[int], list[int]]:
-    """(the early window's steps, the late window's), each the first / last ceil(S/4) of the S
+    """(the first quarter's steps, the late window's), each the first / last ceil(S/4) of the S
     steps with samples, ascending; both empty for a run without samples."""
     steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP]))
     k = math.ceil(len(steps) / WINDOW_FRACTION)

@@ -6,8 +6,8 @@ counts). A character is *bad* when it is U+FFFD or of Unicode category Cc (contr
 use). A *letter* is a character of category L* or M*; its *script* is the first word of its Unicode
 name (``unicodedata.name``: LATIN, CYRILLIC, CJK, HIRAGANA, ARABIC...), after a leading FULLWIDTH or
 HALFWIDTH; COMBINING marks, MODIFIER letters and unnamed characters have none. A script is *rare* when
-its letters are under ``RARE_SCRIPT_SHARE`` of the early window's letters (none is rare when the early
-window has no letters). A response is garbled when its bad characters plus its letters of rare scripts
+its letters are under ``RARE_SCRIPT_SHARE`` of the first quarter's letters (none is rare when the first
+quarter has no letters). A response is garbled when its bad characters plus its letters of rare scripts
 are at least ``GARBLED_SHARE`` of its non-whitespace characters (and it has one).
 
 Computed a stored chunk of words at a time (``Run.word_chunks``): each chunk's distinct words as one UTF-32
@@ -29,13 +29,13 @@ from .common import Finding, _ids, _log_order, _percent, compute_onset
 GARBLED_SHARE = Fraction(3, 10)  # of a response's non-whitespace characters bad or of a rare script
 
 
-RARE_SCRIPT_SHARE = Fraction(1, 20)  # of the early window's letters: a script under this is rare
+RARE_SCRIPT_SHARE = Fraction(1, 20)  # of the first quarter's letters: a script under this is rare
 
 
 STEP_SHARE = Fraction(1, 20)  # of a step's samples garbled: the step is raised
 
 
-EARLY_MAX = Fraction(1, 100)  # ... while under this share of the early window's samples are
+EARLY_MAX = Fraction(1, 100)  # ... while under this share of the early window's samples (before the onset) are
 
 
 GARBLED_SAMPLES = 3
