@@ -870,12 +870,13 @@ ONE = ['{"expr": "2+3"}']
 
 
 def test_tool_use_collapse_raised_at_half_the_early_calls(tmp_path):
-    """Early 1 call per sample, late (1 + 0) / 2 = 0.5 <= 0.5 x 1."""
+    """Early 1 call per sample, late (1 + 0) / 2 = 0.5 <= 0.5 x 1; samples: the fewest calls first."""
     folder = _agent_run(tmp_path, {1: [ONE, ONE], 2: [ONE], 3: [ONE], 4: [ONE, []]})
     got = _of(_kinds(folder), "tool_use_collapse")[0]
     # calls per step 1, 1, 1, 0.5: two levels with nothing left over, the fall at step 4
     assert got == {"kind": "tool_use_collapse", "first_step": 4, "last_step": 4,
-                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "samples": [], "severity": "low",
+                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "severity": "low",
+                   "samples": ["rollouts/step_4/train/all/traces.jsonl:2", "rollouts/step_4/train/all/traces.jsonl:1"],
                    "onset_step": 4}
 
 

@@ -22,9 +22,13 @@ from .common import (
     _mean,
     _percent,
     _share_of_steps,
+    _top_samples,
     before_onset,
     compute_onset,
 )
+
+COLLAPSE_SAMPLES = 3  # late samples with turns shown, the fewest tool calls first
+
 
 TOOL_USE_FRACTION = 0.5  # mean tool calls L <= this * mean tool calls E: the agent stopped using its tools
 
@@ -62,11 +66,12 @@ def _tool_use_collapse(run, quarter, late):
     if not (c_early >= TOOL_USE_MIN and c_late <= TOOL_USE_FRACTION * c_early):
         return None
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
+    labels = _top_samples(run, late[agents[late.index].to_numpy()], column, COLLAPSE_SAMPLES, lowest=True)
     message = (f"tool calls per sample fell from {c_early:.3g} to {c_late:.3g} between the early steps and the last "
                "quarter — the agent stopped using its tools")
     return Finding("tool_use_collapse", steps[0], steps[-1],
-                   {"calls_early": _json_number(c_early), "calls_late": _json_number(c_late)}, (), message,
-                   focus_step=steps[-1], onset_step=onset, amount=f"{(1 - c_late / c_early) * 100:.3g} % fewer calls",
+                   {"calls_early": _json_number(c_early), "calls_late": _json_number(c_late)},
+                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset, amount=f"{(1 - c_late / c_early) * 100:.3g} % fewer calls",
                    size=1 - c_late / c_early)
 
 
