@@ -358,6 +358,11 @@ def test_dead_groups_not_raised_on_a_validation_split(tmp_path):
     assert "dead_groups" not in {f.kind for f in validation.findings}
     check = next(c for c in validation.checks if c.kind == "dead_groups")
     assert (check.ran, check.note) == (False, "split 'validation' is an evaluation (nothing is trained on it)")
+    alone = compute_findings(load_run(exp / "val_data", cache_root=False))  # the dump folder opened by itself
+    assert next(c.note for c in alone.checks if c.kind == "dead_groups") == (
+        "folder 'val_data' is named like an evaluation (nothing is trained on it)")
+    assert "dead_groups" not in {f.kind for f in alone.findings}
+    assert "dead_groups" in {f.kind for f in compute_findings(load_run(exp / "rollout_data", cache_root=False)).findings}
 
 
 def test_dead_groups_not_raised_on_vf_eval_results(tmp_path):
