@@ -75,6 +75,40 @@ def _run_arguments(parser: argparse.ArgumentParser, two_runs: bool = False, **to
                         help="extra-field columns a run makes at most (sets RL_BOARD_MAX_EXTRA_FIELDS; default 256)")
 
 
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one command (``summary``…), whose actions name its parameters and their defaults."""
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
+
+
+def command_args(command: str, values: dict) -> argparse.Namespace:
+    """The arguments of ``command`` as its parser would give them, made from ``values`` ({dest: value}, the
+    names of the command's ``args``: ``run_dir``, ``pad_token``, ``field``…) over its defaults, without a
+    command line: a text value goes through its argument's type (``run_location``, ``token_option``…), a
+    choice is checked. ``ValueError`` naming the argument for a name the command does not take, a value
+    its type refuses or one not among its choices. ``--json`` is set where the command has it."""
+    actions = {a.dest: a for a in command_parser(command)._actions if a.dest != "help"}
+    args = {dest: list(a.default) if isinstance(a.default, list) else a.default for dest, a in actions.items()}
+    for dest, value in values.items():
+        if dest not in actions:
+            raise ValueError(f"{command} takes no {dest}")
+        action = actions[dest]
+        flag = action.option_strings[-1] if action.option_strings else action.metavar or dest
+        typed = action.type if action.type is not None else (lambda text: text)
+        try:
+            value = ([typed(v) if isinstance(v, str) else v for v in value] if isinstance(value, list)
+                     else typed(value) if isinstance(value, str) else value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            raise ValueError(f"{flag}: invalid value {value!r}: {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise ValueError(f"{flag}: invalid choice {value!r} (choose from {', '.join(map(str, action.choices))})")
+        args[dest] = value
+    if "json" in args:
+        args["json"] = True
+    return argparse.Namespace(command=command, **args)
+
+
 def _parser() -> argparse.ArgumentParser:
     """Every command and its arguments, in the order ``--help`` lists them. Longer than ~80 lines on
     purpose: one declaration per argument, read top to bottom as the CLI reference (docs/cli.md) is."""

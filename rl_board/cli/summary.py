@@ -8,22 +8,30 @@ import sys
 
 from ..base.access import RootError
 from ..base.defaults import AUTO, DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
-from .common import _describe_settings, _fmt, _load
+from .common import _describe_settings, _fmt, load_run_for, printed
 
 
-def _summary(args) -> int:
+def summary_json(args) -> dict:
+    """What ``summary --json`` prints (docs/schemas/summary.json): the settings, the files and lines read,
+    and each step's statistics; kept beside the caches and given again while the run folder is unchanged.
+    ``CommandError`` when the run can't be read as asked."""
     name = _memo_name(args)
     summary, files = _kept_summary(args, name)
     if summary is None:
-        run = _load(args)
-        if isinstance(run, int):
-            return run
+        run = load_run_for(args)
         from ..analysis.source import read_settings
         from ..analysis.summary import build_summary
 
         summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
                    **build_summary(run)}
         _keep_summary(args, name, run, summary, files)
+    return summary
+
+
+def _summary(args) -> int:
+    summary, status = printed(summary_json, args)
+    if status is not None:
+        return status
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
