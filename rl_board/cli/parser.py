@@ -183,14 +183,17 @@ def _parser() -> argparse.ArgumentParser:
                                            "every finding with its evidence and samples, and how it was made "
                                            "(opens in any browser, with no network)")
     report.add_argument("-o", "--output", default=None, metavar="FILE.html",
-                        help="the file written (default RUN_NAME.report.html in the current folder; '-': standard "
-                             "output)")
+                        help="the file written (default RUN_NAME.report.html in the current folder, RUN_NAME the name of "
+                             "the run's folder; '-': standard output); nothing is written when no line loads")
     report.add_argument("--steps", default=None, metavar="A:B",
                         help="the recap and curves cover steps A to B, both included (either end may be left "
                              "out); the findings are always the whole run's")
     report.add_argument("--samples", type=_non_negative_int, default=REPORT_SAMPLES, metavar="N",
                         help=f"samples shown under each finding (default {REPORT_SAMPLES}, at most "
                              f"{MAX_REPORT_SAMPLES}; 0: none)")
+    report.add_argument("--full-path", action="store_true",
+                        help="name the run by its absolute local path in the report (default: its folder's name "
+                             "only, and each absolute path of the command shortened to .../NAME)")
     _run_arguments(report)
     mcp = sub.add_parser("mcp", help="a Model Context Protocol server on stdio for coding agents: runs, summary, "
                                      "findings, search, a sample, the trainer's metrics as JSON (needs the "
