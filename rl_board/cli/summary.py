@@ -39,8 +39,10 @@ def _summary(args) -> int:
               f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
         for error in summary["errors"][:10]:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
-        for error in summary["files_unreadable"]:
-            print(f"  {error['file']}: {error['error']}")
+        for reason, named in _by_reason(summary["files_unreadable"]).items():  # a shared reason said once
+            print(f"  {named[0]}: {reason}" if len(named) == 1 else
+                  f"  {', '.join(named[:3])}" + (f" and {len(named) - 3:,} more" if len(named) > 3 else "")
+                  + ": could not be read (the note above says why)")
         _print_recap(summary["steps"])
         print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
         for s in summary["steps"]:
@@ -49,6 +51,14 @@ def _summary(args) -> int:
             print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
                   f"{cells[3]:>10} {cells[4]:>7}")
     return 0 if summary["lines_ok"] else 1
+
+
+def _by_reason(unreadable: list[dict]) -> dict[str, list[str]]:
+    """The unreadable files by their reason, in the order of each reason's first file."""
+    out: dict[str, list[str]] = {}
+    for entry in unreadable:
+        out.setdefault(entry["error"], []).append(entry["file"])
+    return out
 
 
 #: The per-step series the text output recaps before its table: summary key -> label.
