@@ -60,7 +60,7 @@ POSITIONAL = {"run": "run_dir", "run_a": "run_dir", "run_b": "run_b", "path": "p
 
 
 class CommandFailed(Exception):
-    """A command ended with an error; the message is what it printed on stderr."""
+    """A command could not do what a tool asked: the message, as the command line prints it (``error: …``)."""
 
 
 def run_json(command: str, values: dict) -> dict:
@@ -324,8 +324,10 @@ _DESCRIPTIONS = {
                f"the steps given, spread evenly over the run, its first and last among them (default "
                f"{DEFAULT_LIMITS['summary']}, at most {MAX_LIMIT:,})." + _BOUNDED,
     "metrics": "The trainer's own scalars next to a run (TRL, verl, TensorBoard or a metrics JSONL), and with "
-               "`warnings` the warning signs (ratio, clip fraction, spikes, entropy collapse, negative KL): "
-               "`rl-board metrics PATH --json --warnings`. `limit`: the points given of each series, spread evenly "
+               "`warnings` (default false, as the command's --warnings) the warning signs (ratio, clip fraction, spikes, "
+               "entropy collapse, negative KL) and the `thresholds` they were checked against (`warnings: []`: none "
+               "fired); `ratio_max`, `clip_max`, `spike_k`, `entropy_fraction`, `kl_noise_k` move them: "
+               "`rl-board metrics PATH --json [--warnings]`. `limit`: the points given of each series, spread evenly "
                f"(default {DEFAULT_LIMITS['metrics']}), and the warnings given." + _BOUNDED,
     "diff": "Two runs (or two step ranges of one run) prompt by prompt: each prompt's samples and mean reward in A "
             "and B, `delta` = mean B - mean A, most negative first: `rl-board diff RUN_A RUN_B --json`. `steps`: A:B "
@@ -341,7 +343,9 @@ _DESCRIPTIONS = {
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}), and the `per_step` entries "
               "given, spread evenly over the run; `matches` counts them all; `searched` says how far a regex got in "
               "its time budget." + _BOUNDED,
-    "sample": "One sample by its address FILE:LINE (as findings and search give it), its images attached as "
+    "sample": "One sample by its address FILE:LINE, or FILE:LINE#K for the K-th of a line's samples (as findings "
+              "give it and a search hit's `address`; the answer's `address`, `file`, `line`, `position` and `step` "
+              "are the hit's), its images attached as "
               f"pictures (at most {SAMPLE_IMAGES}, each at most {SAMPLE_IMAGE_SIDE} pixels a side; `images` lists them "
               "all): its numbers, prompt, "
               f"response, its first `max_turns` turns (role, content, tool calls; default {SAMPLE_TURNS}, at most "
