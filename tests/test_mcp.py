@@ -321,3 +321,21 @@ def test_each_tool_takes_the_command_s_arguments_by_their_names_and_defaults():
         # the sample tool opens one sample by its address: a per-step cap could only hide it
         left = set(actions) - offered - set(NOT_OFFERED) - ({"max_samples_per_step"} if tool.name == "sample" else set())
         assert left == set(), (tool.name, left)
+
+
+def test_a_command_s_arguments_are_made_as_its_parser_makes_them():
+    """``command_args`` gives a command's defaults for what is not given, puts a text or a number through the
+    argument's type ('none' turns the pad token off, a limit of 0 is refused as on the command line) and
+    refuses a name the command does not take and a value outside an argument's choices, naming the flag."""
+    from pathlib import Path
+
+    from rl_board.cli.parser import command_args
+
+    args = command_args("search", {"run_dir": "runs/a", "pad_token": "none", "limit": 3})
+    assert (args.run_dir, args.pad_token, args.eos_token, args.limit, args.field, args.json) == \
+        (Path("runs/a"), None, "auto", 3, [], True)
+    for values, flag in (({"limit": 0}, "--limit"), ({"fault": "nope"}, "--fault"), ({"min_samples": -1}, "--min-samples"),
+                         ({"colour": "red"}, "colour")):
+        command = "diff" if "min_samples" in values else "search"
+        with pytest.raises(ValueError, match=flag):
+            command_args(command, {"run_dir": "a", **values})

@@ -95,10 +95,8 @@ def command_args(command: str, values: dict) -> argparse.Namespace:
             raise ValueError(f"{command} takes no {dest}")
         action = actions[dest]
         flag = action.option_strings[-1] if action.option_strings else action.metavar or dest
-        typed = action.type if action.type is not None else (lambda text: text)
         try:
-            value = ([typed(v) if isinstance(v, str) else v for v in value] if isinstance(value, list)
-                     else typed(value) if isinstance(value, str) else value)
+            value = [_typed(action, v) for v in value] if isinstance(value, list) else _typed(action, value)
         except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
             raise ValueError(f"{flag}: invalid value {value!r}: {exc}") from None
         if action.choices is not None and value is not None and value not in action.choices:
@@ -107,6 +105,14 @@ def command_args(command: str, values: dict) -> argparse.Namespace:
     if "json" in args:
         args["json"] = True
     return argparse.Namespace(command=command, **args)
+
+
+def _typed(action: argparse.Action, value):
+    """``value`` through ``action``'s type as the command line would give it: a text or a number (as its text,
+    so ``_positive_int`` refuses a 0 whichever way it came); a path, a list or None as it is."""
+    if action.type is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        return value
+    return action.type(value if isinstance(value, str) else str(value))
 
 
 def _parser() -> argparse.ArgumentParser:
