@@ -1186,3 +1186,24 @@ def test_turn_faults_rising_not_raised_without_a_doubling(tmp_path):
     """1 of 10 early and 1 of 10 late: 1/10 < 2 x 1/10."""
     folder = _agent_run(tmp_path, {1: [LOOP] + [ONE] * 9, 2: [ONE] * 10, 3: [ONE] * 10, 4: [LOOP] + [ONE] * 9})
     assert not _of(_kinds(folder), "turn_faults_rising")
+
+
+def test_findings_say_which_kinds_they_could_not_check_and_why(tmp_path, capsys):
+    """A run of rewards and responses only can't be checked for KL runaway (no log-probs beside reference
+    ones) nor entropy collapse (no entropy): findings --json lists both in not_checked with that reason and
+    the text lists them after the findings; the same steps with log-probs and reference log-probs are checked
+    for KL runaway, so it is no longer listed."""
+    plain = [sample(step, 0.1 * step, response="a b c") for step in range(1, 9) for _ in range(4)]
+    write_lines(tmp_path / "plain" / "rank0.jsonl", plain)
+    tokens = {"response_tokens": ["a", "b"], "logprobs": [-0.5, -0.4], "ref_logprobs": [-0.6, -0.4]}
+    write_lines(tmp_path / "kl" / "rank0.jsonl", [{**line, **tokens} for line in plain])
+    capsys.readouterr()
+    assert main(["findings", str(tmp_path / "plain"), "--json"]) == 0
+    skipped = {c["kind"]: c["reason"] for c in json.loads(capsys.readouterr().out)["not_checked"]}
+    assert "log-probs" in skipped["kl_runaway"] and "entropy" in skipped["entropy_collapse"]
+    assert main(["findings", str(tmp_path / "plain")]) == 0
+    text = capsys.readouterr().out
+    assert "not checked on this run" in text
+    assert any(line.split()[:1] == ["kl_runaway"] and skipped["kl_runaway"] in line for line in text.splitlines())
+    assert main(["findings", str(tmp_path / "kl"), "--json"]) == 0
+    assert "kl_runaway" not in {c["kind"] for c in json.loads(capsys.readouterr().out)["not_checked"]}

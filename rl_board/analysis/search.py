@@ -189,14 +189,16 @@ def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd
 def build_search_json(run: Run, matches: pd.DataFrame, scan: RegexScan | None = None, faults: bool = False) -> dict:
     """The ``search --json`` contract: ``matches``, ``searched`` (how far the regular expression's search
     got: ``RegexScan.as_json``; every sample when there is none), ``per_step`` (every step of the run) and
-    ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
+    ``samples`` (every match in step, file, line order: ``address`` (``FILE:LINE[#K]``, as the ``sample`` tool
+    takes and gives it), step, file name, 1-based line or row, ``position``
     where the line holds several samples (``fields.address``), reward and, with ``faults`` in a run
     with conversations, ``faults``: ``compute_faults``'s list, [] for a sample without)."""
     per_step = compute_matches_per_step(run, matches)
     if scan is None:
         steps = run.samples[F.STEP].to_numpy().astype(np.int64)
         scan = RegexScan(np.zeros(0, bool), len(steps), steps, None)
-    samples = [{"step": int(step), "file": run.files[int(file)], "line": int(line),
+    samples = [{"address": F.address(run.files[int(file)], line, position), "step": int(step),
+                "file": run.files[int(file)], "line": int(line),
                 **({"position": int(position)} if position >= 0 else {}),
                 "reward": float(reward) if math.isfinite(reward) else None}
                for step, file, line, position, reward in zip(

@@ -38,6 +38,20 @@ COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findi
             "mcp": ("mcp_server", "_mcp")}
 
 
+#: command -> (module of this package, the function that returns its ``--json`` dict from its ``args``;
+#: ``common.CommandError`` with the message when it can't): what the command prints, what MCP returns
+JSON_FUNCTIONS = {"summary": ("summary", "summary_json"), "findings": ("findings", "findings_json"),
+                  "search": ("search", "search_json"), "metrics": ("metrics", "metrics_json"),
+                  "diff": ("diff", "diff_json"), "detect": ("detect", "detect_json"), "runs": ("runs", "runs_json"),
+                  "tags": ("tags", "tags_json"), "cache": ("cache", "cache_json"), "index": ("index", "index_json")}
+
+
+def json_function(command: str):
+    """The function of ``JSON_FUNCTIONS`` for ``command``, imported."""
+    module, function = JSON_FUNCTIONS[command]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
+
+
 def run() -> None:
     """The ``rl-board`` program (and ``python -m rl_board``): ``main``, then the process ends at once.
 

@@ -8,7 +8,7 @@ import json
 import sys
 
 from ..analysis.source import read_settings
-from .common import _describe_settings, _fmt, _load
+from .common import CommandError, _describe_settings, _fmt, load_run_for, printed
 from .parser import DIFF_SHOWN
 
 JSON_CHUNK = 10_000  # prompts of diff --json built and written at a time
@@ -16,7 +16,16 @@ DIFF_CHARS = 400  # characters of a response's word diff printed; the rest is cu
 ADDED, REMOVED = ("{+", "+}"), ("[-", "-]")  # how the text output marks words only in B and only in A
 
 
-def _diff(args) -> int:
+def diff_json(args) -> dict:
+    """What ``diff --json`` prints (docs/schemas/diff.json): settings, counts and every matched prompt, most
+    negative delta first. ``CommandError`` on a bad argument or a run that can't be read as asked."""
+    return _diffed(args, listed_all=True)[0]
+
+
+def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, object]:
+    """(the diff's dict, the ``Diff``, run A, run B): the dict's ``prompts`` are every matched prompt with
+    ``listed_all``, else those the text output prints (none with ``--json``: they are written a chunk at a
+    time, ``_write_json``)."""
     import numpy as np
 
     from ..analysis.diff import build_diff_json, compute_diff, diff_settings
@@ -26,29 +35,37 @@ def _diff(args) -> int:
         steps_a = parse_steps(args.steps) if args.steps is not None else (None, None)
         steps_b = parse_steps(args.steps_b) if args.steps_b is not None else steps_a
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    run_a = _load(args)
-    if isinstance(run_a, int):
-        return run_a
+        raise CommandError(str(exc)) from None
+    run_a = load_run_for(args)
     if str(args.run_b) == str(args.run_dir):
         run_b = run_a
     else:
-        run_b = _load(argparse.Namespace(**{**vars(args), "run_dir": args.run_b}))
-        if isinstance(run_b, int):
-            return run_b
+        run_b = load_run_for(argparse.Namespace(**{**vars(args), "run_dir": args.run_b}))
     try:
         diff = compute_diff(run_a, run_b, steps_a, steps_b, args.by, args.min_samples)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
     delta = diff.table["delta"].to_numpy(dtype=float)
     worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()  # what the text output prints, most negative first
     better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
     # text: only the prompts it prints are built; JSON: a chunk at a time as it is written (below)
-    listed = [] if args.json else sorted(worse + better)
+    listed = list(range(len(diff.table))) if listed_all else [] if args.json else sorted(worse + better)
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
               **build_diff_json(diff, run_a, run_b, listed)}
+    return result, diff, run_a, run_b
+
+
+def _diff(args) -> int:
+    import numpy as np
+
+    got, status = printed(_diffed, args)
+    if status is not None:
+        return status
+    result, diff, run_a, run_b = got
+    delta = diff.table["delta"].to_numpy(dtype=float)
+    worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()
+    better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()
+    listed = sorted(worse + better)
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
         _write_json(result, diff, run_a, run_b)

@@ -75,6 +75,46 @@ def _run_arguments(parser: argparse.ArgumentParser, two_runs: bool = False, **to
                         help="extra-field columns a run makes at most (sets RL_BOARD_MAX_EXTRA_FIELDS; default 256)")
 
 
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one command (``summary``…), whose actions name its parameters and their defaults."""
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
+
+
+def command_args(command: str, values: dict) -> argparse.Namespace:
+    """The arguments of ``command`` as its parser would give them, made from ``values`` ({dest: value}, the
+    names of the command's ``args``: ``run_dir``, ``pad_token``, ``field``…) over its defaults, without a
+    command line: a text value goes through its argument's type (``run_location``, ``token_option``…), a
+    choice is checked. ``ValueError`` naming the argument for a name the command does not take, a value
+    its type refuses or one not among its choices. ``--json`` is set where the command has it."""
+    actions = {a.dest: a for a in command_parser(command)._actions if a.dest != "help"}
+    args = {dest: list(a.default) if isinstance(a.default, list) else a.default for dest, a in actions.items()}
+    for dest, value in values.items():
+        if dest not in actions:
+            raise ValueError(f"{command} takes no {dest}")
+        action = actions[dest]
+        flag = action.option_strings[-1] if action.option_strings else action.metavar or dest
+        try:
+            value = [_typed(action, v) for v in value] if isinstance(value, list) else _typed(action, value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            raise ValueError(f"{flag}: invalid value {value!r}: {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise ValueError(f"{flag}: invalid choice {value!r} (choose from {', '.join(map(str, action.choices))})")
+        args[dest] = value
+    if "json" in args:
+        args["json"] = True
+    return argparse.Namespace(command=command, **args)
+
+
+def _typed(action: argparse.Action, value):
+    """``value`` through ``action``'s type as the command line would give it: a text or a number (as its text,
+    so ``_positive_int`` refuses a 0 whichever way it came); a path, a list or None as it is."""
+    if action.type is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        return value
+    return action.type(value if isinstance(value, str) else str(value))
+
+
 def _parser() -> argparse.ArgumentParser:
     """Every command and its arguments, in the order ``--help`` lists them. Longer than ~80 lines on
     purpose: one declaration per argument, read top to bottom as the CLI reference (docs/cli.md) is."""
@@ -149,14 +189,17 @@ def _parser() -> argparse.ArgumentParser:
                                            "every finding with its evidence and samples, and how it was made "
                                            "(opens in any browser, with no network)")
     report.add_argument("-o", "--output", default=None, metavar="FILE.html",
-                        help="the file written (default RUN_NAME.report.html in the current folder; '-': standard "
-                             "output)")
+                        help="the file written (default RUN_NAME.report.html in the current folder, RUN_NAME the name of "
+                             "the run's folder; '-': standard output); nothing is written when no line loads")
     report.add_argument("--steps", default=None, metavar="A:B",
                         help="the recap and curves cover steps A to B, both included (either end may be left "
                              "out); the findings are always the whole run's")
     report.add_argument("--samples", type=_non_negative_int, default=REPORT_SAMPLES, metavar="N",
                         help=f"samples shown under each finding (default {REPORT_SAMPLES}, at most "
                              f"{MAX_REPORT_SAMPLES}; 0: none)")
+    report.add_argument("--full-path", action="store_true",
+                        help="name the run by its absolute local path in the report (default: its folder's name "
+                             "only, and each absolute path of the command shortened to .../NAME)")
     _run_arguments(report)
     mcp = sub.add_parser("mcp", help="a Model Context Protocol server on stdio for coding agents: runs, summary, "
                                      "findings, search, a sample, the trainer's metrics as JSON (needs the "

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .common import CommandError, printed
+
 
 class RunsError(ValueError):
     """No root to list, or a root that can't be listed: the message says why."""
@@ -39,15 +41,22 @@ def build_runs_json(root: str | None) -> dict:
     return out
 
 
+def runs_json(args) -> dict:
+    """What ``runs --json`` prints (docs/schemas/runs.json): ``build_runs_json`` of ``args.root``;
+    ``CommandError`` when it can't be listed."""
+    try:
+        return build_runs_json(args.root)
+    except RunsError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _runs(args) -> int:
     """0 with a run listed, 2 when the root can't be listed (or holds no run)."""
     from ..analysis.provider import describe_size
 
-    try:
-        found = build_runs_json(args.root)
-    except RunsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    found, status = printed(runs_json, args)
+    if status is not None:
+        return status
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0

@@ -8,22 +8,30 @@ import sys
 
 from ..base.access import RootError
 from ..base.defaults import AUTO, DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
-from .common import _describe_settings, _fmt, _load
+from .common import _describe_settings, _fmt, load_run_for, printed
 
 
-def _summary(args) -> int:
+def summary_json(args) -> dict:
+    """What ``summary --json`` prints (docs/schemas/summary.json): the settings, the files and lines read,
+    and each step's statistics; kept beside the caches and given again while the run folder is unchanged.
+    ``CommandError`` when the run can't be read as asked."""
     name = _memo_name(args)
     summary, files = _kept_summary(args, name)
     if summary is None:
-        run = _load(args)
-        if isinstance(run, int):
-            return run
+        run = load_run_for(args)
         from ..analysis.source import read_settings
         from ..analysis.summary import build_summary
 
         summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
                    **build_summary(run)}
         _keep_summary(args, name, run, summary, files)
+    return summary
+
+
+def _summary(args) -> int:
+    summary, status = printed(summary_json, args)
+    if status is not None:
+        return status
     if args.json:
         print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
     else:
@@ -31,8 +39,10 @@ def _summary(args) -> int:
               f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
         for error in summary["errors"][:10]:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
-        for error in summary["files_unreadable"]:
-            print(f"  {error['file']}: {error['error']}")
+        for reason, named in _by_reason(summary["files_unreadable"]).items():  # a shared reason said once
+            print(f"  {named[0]}: {reason}" if len(named) == 1 else
+                  f"  {', '.join(named[:3])}" + (f" and {len(named) - 3:,} more" if len(named) > 3 else "")
+                  + ": could not be read (the note above says why)")
         _print_recap(summary["steps"])
         print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
         for s in summary["steps"]:
@@ -41,6 +51,14 @@ def _summary(args) -> int:
             print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
                   f"{cells[3]:>10} {cells[4]:>7}")
     return 0 if summary["lines_ok"] else 1
+
+
+def _by_reason(unreadable: list[dict]) -> dict[str, list[str]]:
+    """The unreadable files by their reason, in the order of each reason's first file."""
+    out: dict[str, list[str]] = {}
+    for entry in unreadable:
+        out.setdefault(entry["error"], []).append(entry["file"])
+    return out
 
 
 #: The per-step series the text output recaps before its table: summary key -> label.

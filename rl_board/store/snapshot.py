@@ -82,6 +82,17 @@ def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
             for note, named in files.items()]
 
 
+def _unreadable_notes(failed: tuple[tuple[str, str], ...]) -> list[str]:
+    """One note per reason files could not be read, naming its first file and how many more: a reason many
+    files share (slime's .pt files without torch: what to install) is said once, not once a file."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in failed:
+        by_reason.setdefault(why, []).append(name)
+    return [f"Could not read {named[0]}" + (f" and {len(named) - 1:,} more file{'s' if len(named) > 2 else ''}"
+                                            if len(named) > 1 else "") + f" ({why}); the other files loaded."
+            for why, named in by_reason.items()]
+
+
 def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict[str, str],
                   notes: list[str] = ()) -> Snapshot:
     """What ``loader`` (a ``loader.RunLoader``) holds now, as one ``Snapshot``: every file's segments
@@ -134,7 +145,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     if names and getattr(loader.reader, "NOTE", None):  # what the format itself can't hold
         notes = [*notes, loader.reader.NOTE]
     notes = [*notes, *file_notes, *field_notes.messages(options.max_extras),
-             *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
+             *_unreadable_notes(failed),
              *([f"{unlisted:,} more rejected line{'s' if unlisted != 1 else ''} counted, not listed: the first "
                 f"{max_errors():,} of each file are ({MAX_ERRORS_ENV} changes it)."] if unlisted else []),
              *(f"{name} ends in {describe_size(files[name].long_tail)} without a newline, more than the "
