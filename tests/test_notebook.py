@@ -1,6 +1,6 @@
 """The notebook API: ``rl_board.load(...)`` -> a ``Run`` whose public frame holds the sample's fields and
-metrics by a stable ``sample_id``; a short repr, a hash, ``to_arrow``, the mapping in pandas' rename
-direction, a mapping that finds nothing said aloud, ``rl_board.__version__``; and the session that
+metrics by a stable ``sample_id``; a short repr, a hash, ``to_arrow``, the mapping in the command
+line's direction, a mapping that finds nothing said aloud, ``rl_board.__version__``; and the session that
 docs/python.md shows, run as a doctest."""
 
 from __future__ import annotations
@@ -85,13 +85,20 @@ def test_repr_is_short_and_a_run_hashes():
     assert {run: 1, again: 2}[run] == 1 and run == run and run != again
 
 
-def test_the_mapping_reads_in_pandas_rename_direction_and_the_old_keyword_warns(tmp_path):
-    """``rename={source: field}`` reads the field from that key; ``fields={field: source}`` does the same
-    with a DeprecationWarning; both at once is a TypeError."""
-    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 0.0, my_score=0.75)])
-    assert _run(tmp_path, rename={"my_score": "reward"}).to_pandas()["reward"].tolist() == [0.75]
-    with pytest.warns(DeprecationWarning, match="rename="):
+def test_the_mapping_reads_in_the_command_lines_direction_and_the_old_keyword_warns(tmp_path):
+    """``fields={field: source}`` (and the CLI's ``"reward=my_score"`` strings) read the field from that key,
+    silently; the old ``rename={source: field}`` does the same with a DeprecationWarning naming ``fields=``;
+    both at once is a TypeError."""
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 0.0, my_score=0.75, answer="7")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         assert _run(tmp_path, fields={"reward": "my_score"}).to_pandas()["reward"].tolist() == [0.75]
+        assert _run(tmp_path, fields=["reward=my_score"]).to_pandas()["reward"].tolist() == [0.75]
+        run = _run(tmp_path, fields="reward=my_score,ground_truth=answer")
+    assert run.to_pandas()["reward"].tolist() == [0.75]
+    assert run.options.fields == (("reward", "my_score"), ("ground_truth", "answer"))
+    with pytest.warns(DeprecationWarning, match=r"fields=\{'reward': 'my_score'\}"):
+        assert _run(tmp_path, rename={"my_score": "reward"}).to_pandas()["reward"].tolist() == [0.75]
     with pytest.raises(TypeError):
         _run(tmp_path, rename={"my_score": "reward"}, fields={"reward": "my_score"})
 
@@ -103,13 +110,13 @@ def test_a_mapping_that_finds_nothing_is_an_error_or_a_warning(tmp_path):
 
     write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 0.5, answer="4")])
     with pytest.raises(FieldMappingError, match=r"reward \(key 'my_scor'\).*Keys there: answer, reward, step"):
-        _run(tmp_path, rename={"my_scor": "reward"})
+        _run(tmp_path, fields={"reward": "my_scor"})
     with pytest.warns(UserWarning, match=r"ground_truth \(key 'gold'\)"):
-        run = _run(tmp_path, rename={"gold": "ground_truth"})
+        run = _run(tmp_path, fields={"ground_truth": "gold"})
     assert len(run.to_pandas()) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        _run(tmp_path, rename={"answer": "ground_truth"})  # found: silent
+        _run(tmp_path, fields={"ground_truth": "answer"})  # found: silent
 
 
 def test_version_is_the_projects():

@@ -217,7 +217,11 @@ def _parser() -> argparse.ArgumentParser:
                                "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl: agent episodes "
                                "in rollouts/step_N/, art: agent trajectories in trajectories/train/, "
                                "prime-rl-tokens: token_exports/step_N/rank_R.jsonl with its tokenizer.json)")
-    generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
+    generate.add_argument("--num-steps", type=_positive_int, default=None, metavar="N",
+                          help="write one PPO run of this many steps")
+    generate.add_argument("--steps", type=_positive_int, default=None, dest="old_steps", metavar="N",
+                          help="deprecated: the old spelling of --num-steps (in search, diff and report --steps is "
+                               "a range of steps, A:B)")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
     generate.add_argument("--ranks", type=_positive_int, default=4)
