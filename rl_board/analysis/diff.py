@@ -277,7 +277,9 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     (``rl_board.load``) or run folders, read with ``read_options`` (``rl_board.load``'s: ``pad_token``,
     ``split``…; the same folder twice is read once); ``steps``/``steps_b`` are ``"A:B"`` strings or
     (first, last) tuples. Returns ``PromptDiff.table``: one row per matched prompt, most negative
-    ``delta`` first; its ``attrs`` hold ``matched``, ``only_a``, ``only_b`` and ``too_few``."""
+    ``delta`` first, with ``a_sample`` and ``b_sample`` the ``sample_id`` (``FILE:LINE``, as ``to_pandas()``
+    and the command name it) of the response each side shows; its ``attrs`` hold ``matched``, ``only_a``,
+    ``only_b`` and ``too_few``."""
     from .search import parse_steps
     from .source import load
 
@@ -292,6 +294,9 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     found = compute_diff(run_a, run_b, steps_of(steps), None if steps_b is None else steps_of(steps_b), by,
                          min_samples)
     table = found.table.copy()
+    for name, run in (("a_sample", run_a), ("b_sample", run_b)):  # row labels are positions: give the ids
+        labels = table[name].to_numpy()
+        table[name] = run.sample_ids(run.samples.loc[labels]).to_numpy() if len(labels) else []
     table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few)
     return table
 
