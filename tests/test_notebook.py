@@ -14,7 +14,7 @@ import warnings
 
 import pyarrow as pa
 import pytest
-from conftest import REPO, sample, write_lines
+from conftest import REPO, command, sample, write_lines
 
 BOOKKEEPING = ("seg", "row", "offset", "length", "ret_m2", "res_sum", "ev_n", "lr_pairs", "file", "line",
                "prompt_key", "has_tokens")
@@ -117,6 +117,27 @@ def test_a_mapping_that_finds_nothing_is_an_error_or_a_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _run(tmp_path, fields={"ground_truth": "answer"})  # found: silent
+
+
+@pytest.mark.parametrize(("name", "per_step"), [("ppo_demo", None), ("prime_rl_agent_demo", None),
+                                              ("trl_grpo_demo", 3)])
+def test_findings_is_what_the_findings_command_prints(name, per_step):
+    """``run.findings()`` equals the JSON ``rl-board findings --json`` prints for the same run read the same
+    way (a PPO run, an agent run with a split, a GRPO run cut to 3 samples a step); its findings name their
+    samples by the ids ``to_pandas()`` indexes."""
+    import rl_board
+
+    path = REPO / "rollout_samples" / name
+    run = rl_board.load(path, cache=False, max_samples_per_step=per_step)
+    argv = ("findings", str(path), "--json", "--no-cache") + (("--max-samples-per-step", str(per_step))
+                                                            if per_step else ())
+    printed = command(*argv)
+    assert printed.returncode == 0, printed.stderr
+    found = run.findings()
+    assert found == json.loads(printed.stdout)
+    assert found["findings"] and found["settings"]["max_samples_per_step"] == per_step
+    ids = set(run.to_pandas().index)
+    assert {sample for f in found["findings"] for sample in f["samples"]} <= ids
 
 
 def test_version_is_the_projects():

@@ -15,6 +15,7 @@ fields and the metrics computed from it, and none of the bookkeeping ``Run.sampl
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 
 import pandas as pd
@@ -103,6 +104,17 @@ class PublicTable:
 
         label = self.label_of(key)
         return compute_faults(self, self.samples.loc[[label]])[0]
+
+    def findings(self) -> dict:
+        """What ``rl-board findings --json`` prints for this run, the same dict: ``settings`` (``read_settings``:
+        how the run was read) and ``findings`` (``Findings.to_json(full=True)``: each finding's ``kind``,
+        ``first_step``, ``last_step``, ``evidence``, ``samples`` by ``sample_id``, ``severity`` and, where it has
+        one, ``onset_step``), ranked."""
+        from .findings import get_findings
+        from .source import read_settings
+
+        found = {"settings": read_settings(self, self.max_per_step), "findings": get_findings(self).to_json(full=True)}
+        return json.loads(json.dumps(found, allow_nan=False))  # the printed JSON's types: lists, not tuples
 
     def to_arrow(self, text: bool = False) -> pa.Table:
         """``to_pandas(text)`` as an Arrow table, ``sample_id`` its first column."""

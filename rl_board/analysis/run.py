@@ -60,6 +60,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
     #: the run's location (``base.location``): records are read again through it, inside the roots
     #: it was opened under (None: opened from ``path`` on first use)
     location: RunLocation | None = field(repr=False, default=None)
+    max_per_step: int | None = None  # the samples read of each step at most (None: all), as read_settings says
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Run:
@@ -68,7 +69,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
 
         return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
-                   snapshot.split, snapshot.splits, snapshot.location)
+                   snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
 
     def __repr__(self) -> str:
         steps = self.samples[F.STEP] if len(self.samples) else ()
