@@ -54,9 +54,25 @@ def test_a_sample_id_stays_while_row_labels_shift_on_refresh(tmp_path):
     after = source.refresh()
     assert before.label_of("a.jsonl:2") != after.label_of("a.jsonl:2")  # the label is a position
     assert before.to_pandas().loc["a.jsonl:2", "reward"] == after.to_pandas().loc["a.jsonl:2", "reward"] == 0.2
-    assert after.record("a.jsonl:2")[0]["response"] == "two"
+    assert after.record("a.jsonl:2")["response"] == "two"
     with pytest.raises(KeyError, match="no sample 'a.jsonl:9'"):
         after.record("a.jsonl:9")
+
+
+def test_record_is_one_dict_of_the_board_fields_then_the_others(tmp_path):
+    """``run.record(sample_id)`` is one dict: the board's fields under its names (reward read from the mapped
+    key, as the run's table reads it), then the line's other keys as written."""
+    line = {"step": 3, "reward": -1.0, "my_score": 0.75, "prompt": "p", "response": "r", "note": "hi",
+            "nested": {"a": [1, 2]}}
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(3, 0.5, response="first"), line])
+    plain = _run(tmp_path)
+    assert plain.record("r.jsonl:1") == {"step": 3, "reward": 0.5, "response": "first"}
+    record = plain.record("r.jsonl:2")
+    assert isinstance(record, dict) and record["reward"] == -1.0 and record["my_score"] == 0.75
+    assert record["note"] == "hi" and record["nested"] == {"a": [1, 2]}
+    mapped = _run(tmp_path, fields={"reward": "my_score"}).record("r.jsonl:2")
+    assert mapped == {"step": 3, "reward": 0.75, "prompt": "p", "response": "r", "note": "hi",
+                      "nested": {"a": [1, 2]}}
 
 
 def test_to_arrow_is_the_public_frame_with_its_sample_id():

@@ -73,7 +73,7 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
     row = run.samples.loc[label]
     cut: list[str] = []
     texts = run.with_text(run.samples.loc[[label]]).iloc[0]
-    canonical, _ = run.record(label)
+    canonical, _ = run.record_parts(label)
     every = canonical.get(F.MESSAGES) or []
     turns = []
     for i, turn in enumerate(every[:max(0, min(max_turns, MAX_SAMPLE_TURNS))]):

@@ -169,15 +169,24 @@ class SourceRecords:
             raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
         return canonical, others
 
-    def record(self, label) -> tuple[dict, dict]:
-        """One sample's record (``label`` in ``samples``), read again from its source: (canonical
-        field -> value, every other field -> value). ``SourceChanged`` when it moved. ``label`` may be
-        a ``sample_id`` (``FILE:LINE``)."""
+    def record(self, sample_id) -> dict:
+        """One sample's whole record (``sample_id``: ``FILE:LINE``), read again from its source, as one dict:
+        its fields under the board's names (``response``, ``reward``, ``messages`` as turns, those a field
+        mapping reads from your keys), then every other key of the record as written. A key named like a
+        board field is the board's (with ``fields={"reward": "my_score"}``, ``reward`` is ``my_score``'s value,
+        as everywhere the run is read). ``KeyError`` for a sample the run doesn't have, ``SourceChanged`` when
+        the file changed since it was read."""
+        canonical, others = self.record_parts(sample_id)
+        return {**canonical, **others}  # no other key is a board field's name (``KeyResolver`` takes them)
+
+    def record_parts(self, label) -> tuple[dict, dict]:
+        """One sample's record (``label`` in ``samples``, or a ``sample_id``), read again from its source, in
+        two parts: (canonical field -> value, every other field -> value). ``SourceChanged`` when it moved."""
         label = self.label_of(label)
         return self._canonical(label, self._read_each([label], self._raw_record)[0])
 
     def records(self, labels) -> list[tuple[dict, dict] | None]:
-        """``record`` of each label, None for a sample that can no longer be read; read a file at a
+        """``record_parts`` of each label, None for a sample that can no longer be read; read a file at a
         time in offset order (``_read_each``)."""
         labels = list(labels)
         out = []
@@ -251,10 +260,10 @@ class SourceRecords:
         each as ``analysis.images.compute_sample_images`` gives it: ``data`` (bytes or None), ``mime``,
         ``width``, ``height``, ``size``, ``message_index``, ``at``, ``url`` and ``note``. An image file the
         rollout names is read only inside the run's folder and the allowed roots; a URL is never fetched."""
-        return self.images_of(self.record(label)[0])
+        return self.images_of(self.record_parts(label)[0])
 
     def images_of(self, canonical: dict) -> list[dict]:
-        """``images`` of a sample whose canonical record (``record(label)[0]``) is read already."""
+        """``images`` of a sample whose canonical record (``record_parts(label)[0]``) is read already."""
         from .images import compute_sample_images
 
         return compute_sample_images(canonical.get(F.MESSAGES), self._image_file)
@@ -289,7 +298,7 @@ class SourceRecords:
         decoded with the run's tokenizer."""
         from ..derive.tokenizer import load_tokenizer
 
-        return compute_sample_tokens(self.record(label)[0], self.pad_token, self.options.eos_token,
+        return compute_sample_tokens(self.record_parts(label)[0], self.pad_token, self.options.eos_token,
                                      load_tokenizer(self.options.tokenizer))
 
     def samples_tokens(self, labels, stop=None) -> list[SampleTokens | None]:

@@ -124,7 +124,7 @@ def _finite(value) -> float | None:
 def _messages(run, label):
     """Sample ``label``'s turns as its reader gives them, None when it has none or can't be read again."""
     try:
-        return run.record(label)[0].get(F.MESSAGES)
+        return run.record_parts(label)[0].get(F.MESSAGES)
     except (OSError, SourceChanged, RootError):  # the file moved on: the rest of the line stays
         return None
 

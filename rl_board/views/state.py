@@ -351,9 +351,9 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
 
 
 def get_record(run: Run, label):
-    """One sample's record (``Run.record``), or the exception that says why it can't be read."""
+    """One sample's record in two parts (``Run.record_parts``), or the exception that says why it can't be read."""
     try:
-        return run.record(label)
+        return run.record_parts(label)
     except (OSError, SourceChanged) as exc:
         return exc
 
