@@ -38,7 +38,7 @@ def test_the_public_frame_holds_fields_and_metrics_by_sample_id(tmp_path):
     assert frame.loc["b.jsonl:1", "reward"] == 0.25 and frame.loc["b.jsonl:2", "step"] == 1
     assert frame["extra:acc"].tolist() == [1, 0, 1]
     assert not set(BOOKKEEPING) & set(frame.columns)
-    assert set(BOOKKEEPING) - {"file", "line"} <= set(run.samples.columns)  # the page's table keeps them
+    assert set(BOOKKEEPING) - {"file", "line"} <= set(run._samples.columns)  # the page's table keeps them
 
 
 def test_a_sample_id_stays_while_row_labels_shift_on_refresh(tmp_path):
@@ -73,6 +73,26 @@ def test_record_is_one_dict_of_the_board_fields_then_the_others(tmp_path):
     mapped = _run(tmp_path, fields={"reward": "my_score"}).record("r.jsonl:2")
     assert mapped == {"step": 3, "reward": 0.75, "prompt": "p", "response": "r", "note": "hi",
                       "nested": {"a": [1, 2]}}
+
+
+def test_samples_is_private_and_its_old_name_warns(tmp_path):
+    """``run.samples`` still gives the page's table but warns, naming ``to_pandas()``; the notebook's calls
+    (``to_pandas``, ``record``, ``token_table``, ``findings``, ``rl_board.diff``) never read it, so they run
+    with that warning made an error."""
+    import rl_board
+
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 0.5, response="a b", response_tokens=["a", " b"]),
+                                              sample(2, 0.25, response="c", response_tokens=["c"])])
+    run = _run(tmp_path)
+    with pytest.warns(DeprecationWarning, match=r"to_pandas\(\)"):
+        table = run.samples
+    assert table is run._samples and list(table["reward"]) == [0.5, 0.25]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        ids = list(run.to_pandas(text=True).index)
+        assert ids == ["r.jsonl:1", "r.jsonl:2"] and run.record(ids[1])["response"] == "c"
+        assert run.token_table(ids[0])["token"].tolist() == ["a", " b"]
+        assert run.findings()["findings"] == [] and len(rl_board.diff(run, run)) == 0  # no prompts to match
 
 
 def test_to_arrow_is_the_public_frame_with_its_sample_id():

@@ -29,9 +29,9 @@ def test_load_gives_samples_texts_and_token_lists(tmp_path):
     write_lines(tmp_path / "run" / "r.jsonl", lines)
     run = rl_board.load(tmp_path / "run", fields={"reward": "my_score"}, pad_token=None, eos_token="<eos>",
                         cache=False)
-    assert run.samples["reward"].tolist() == [0.5, -1.0]
-    assert run.with_text(run.samples)["response"].tolist() == ["a b<eos>", "c"]
-    tokens = run.token_table(run.samples.index[0])
+    assert run.to_pandas()["reward"].tolist() == [0.5, -1.0]
+    assert run.to_pandas(text=True)["response"].tolist() == ["a b<eos>", "c"]
+    tokens = run.token_table("r.jsonl:1")
     assert tokens["token"].tolist() == ["a", " b", "<eos>", "<eos>"]
     assert tokens["logprobs"].tolist() == [-0.1, -0.2, -0.3, -0.4]
     assert tokens["counted"].tolist() == [True, True, True, False]  # the EOS counts, nothing after it

@@ -31,9 +31,9 @@ class AddressError(ValueError):
 
 
 def find_sample(run: Run, address: str):
-    """The row label in ``run.samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it)."""
+    """The row label in ``run._samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it)."""
     name, _, line = address.rpartition(":")
-    samples = run.samples
+    samples = run._samples
     if name in run.files and line.isdigit():
         hit = samples.index[(samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == int(line))]
         if len(hit):
@@ -70,9 +70,9 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
     ``images``: each image of its turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``,
     ``url``, ``note`` as ``Run.images`` gives them, and ``attached``: whether ``build_sample_images`` gives it
     as a picture)."""
-    row = run.samples.loc[label]
+    row = run._samples.loc[label]
     cut: list[str] = []
-    texts = run.with_text(run.samples.loc[[label]]).iloc[0]
+    texts = run.with_text(run._samples.loc[[label]]).iloc[0]
     canonical, _ = run.record_parts(label)
     every = canonical.get(F.MESSAGES) or []
     turns = []

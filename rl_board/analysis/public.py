@@ -1,5 +1,5 @@
 """The run as a notebook reads it: one row per sample, named by its address, with the sample's logged
-fields and the metrics computed from it, and none of the bookkeeping ``Run.samples`` keeps for the page
+fields and the metrics computed from it, and none of the bookkeeping ``Run._samples`` keeps for the page
 (where a sample lies in its file and segment, the partial sums the per-step statistics pool).
 
 ``PublicTable`` is one of ``Run``'s parts; it reads ``samples`` and ``files`` of the run.
@@ -51,19 +51,19 @@ class PublicTable:
 
     def public_columns(self) -> list[str]:
         """The columns of ``samples`` that ``to_pandas`` keeps."""
-        present = set(self.samples.columns)
-        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self.samples.columns))
+        present = set(self._samples.columns)
+        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self._samples.columns))
 
     def sample_ids(self, frame: pd.DataFrame | None = None) -> pd.Index:
         """``FILE:LINE`` of each row of ``frame`` (rows of ``samples``; default all of them)."""
-        frame = self.samples if frame is None else frame
+        frame = self._samples if frame is None else frame
         names = pd.Series(self.files, dtype=object)
         files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.files) else frame[F.FILE]
         return pd.Index([f"{name}:{line}" for name, line in zip(files, frame[F.LINE].tolist())], name=SAMPLE_ID)
 
     @cached_property
     def _labels_by_id(self) -> dict[str, object]:
-        return dict(zip(self.sample_ids(), self.samples.index))
+        return dict(zip(self.sample_ids(), self._samples.index))
 
     def label_of(self, key):
         """The row label in ``samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
@@ -83,7 +83,7 @@ class PublicTable:
         (read from the segments), then one column per text field (``text_fields``: a judge's rationale, named as
         the source names it), each read again from the source byte for byte (None where a sample lacks it).
         ``sample_faults`` names each fault's turn."""
-        frame = self.samples
+        frame = self._samples
         if text:
             frame = self.with_text(frame)
         columns = self.public_columns() + ([c for c in F.TEXT_FIELDS if c in frame] if text else [])
@@ -103,7 +103,7 @@ class PublicTable:
         from .search import compute_faults
 
         label = self.label_of(key)
-        return compute_faults(self, self.samples.loc[[label]])[0]
+        return compute_faults(self, self._samples.loc[[label]])[0]
 
     def findings(self) -> dict:
         """What ``rl-board findings --json`` prints for this run, the same dict: ``settings`` (``read_settings``:

@@ -58,7 +58,7 @@ class SourceRecords:
         a time in offset order through one open file: one pass over a compressed file per call. Once
         ``stop`` (a ``threading.Event``) is set, the samples not read yet get ``InterruptedError``."""
         labels = list(labels)
-        rows = [self.samples.loc[label] for label in labels]
+        rows = [self._samples.loc[label] for label in labels]
         out: list = [InterruptedError("stopped before it was read")] * len(labels)  # each read replaces its own
         by_file: dict[int, list[int]] = {}
         for place, row in enumerate(rows):
@@ -148,7 +148,7 @@ class SourceRecords:
     def _canonical(self, label, got) -> tuple[dict, dict]:
         """What ``_read_each`` read for ``label`` as (canonical field -> value, every other field -> value);
         raises what the read raised (``SourceChanged`` for a file that moved out) or ``SourceChanged``."""
-        row = self.samples.loc[label]
+        row = self._samples.loc[label]
         name = self.files[int(row[F.FILE])]
         line = int(row[F.LINE])
         if isinstance(got, RootError):
@@ -203,7 +203,7 @@ class SourceRecords:
         hold them, in the order met. Their values are not kept at the cold read; ``texts`` reads them again."""
         known = self.__dict__.setdefault("_text_fields", {})  # read once per run object and bounds
         if (files, lines) not in known:
-            samples = self.samples
+            samples = self._samples
             first_files = samples[F.FILE].drop_duplicates().head(files)
             firsts = samples[samples[F.FILE].isin(first_files)].groupby(F.FILE, sort=False).head(lines)
             found: dict[str, None] = {}
@@ -229,7 +229,7 @@ class SourceRecords:
         out: dict[str, list] = {name: [None] * len(labels) for name in names}
         if not len(labels) or not names:
             return out
-        where = self.samples.loc[list(labels), [F.FILE, "offset", "length", F.LINE]]
+        where = self._samples.loc[list(labels), [F.FILE, "offset", "length", F.LINE]]
         files, offsets, lengths, lines = (where[c].to_numpy(np.int64) for c in (F.FILE, "offset", "length", F.LINE))
         read = jsonl.record if self._reader.record in (jsonl.record, verl.record) else self._reader.record
         order = np.lexsort((offsets, files))  # a file at a time, in offset order: one pass over each file

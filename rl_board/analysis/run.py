@@ -13,6 +13,7 @@ source files again, through the run's location).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,12 +34,13 @@ from .segment_queries import SegmentQueries, take_rows
 class Run(SegmentQueries, SourceRecords, PublicTable):
     """A snapshot of a run.
 
-    ``samples`` has one row per sample, ordered by step, file, line, with numbers
-    only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample
-    lies); ``with_text`` adds the texts and ``record`` reads one sample's whole
-    record from its source, so memory holds neither for the whole run. ``steps``
-    has one row per step (``steps.compute_step_stats``). A notebook reads
-    ``to_pandas()`` (``public.PublicTable``): the sample's fields and metrics, by ``sample_id``.
+    ``_samples`` (the package's own; private) has one row per sample, ordered by step, file, line, with
+    numbers only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample lies), labelled
+    by position; ``with_text`` adds the texts and ``record`` reads one sample's whole record from its
+    source, so memory holds neither for the whole run. ``steps`` has one row per step
+    (``steps.compute_step_stats``). A notebook reads ``to_pandas()`` (``public.PublicTable``): the
+    sample's fields and metrics, by ``sample_id``; ``samples`` is ``_samples`` under its old public name,
+    deprecated.
 
     Its fields are never reassigned (frozen); it compares and hashes by identity (each snapshot is
     its own: two reads of one folder are two runs), so it can key a dict or a cache.
@@ -46,7 +48,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
 
     path: Path
     files: tuple[str, ...]
-    samples: pd.DataFrame
+    _samples: pd.DataFrame
     steps: pd.DataFrame
     report: LoadReport
     options: ReadOptions
@@ -71,11 +73,19 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
                    snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
 
+    @property
+    def samples(self) -> pd.DataFrame:
+        """Deprecated: the table the page works on (``_samples``), bookkeeping included and labelled by
+        position; ``to_pandas()`` is the frame to read, by ``sample_id``."""
+        warnings.warn("run.samples is private now (the page's table, labelled by position): use run.to_pandas(), "
+                      "the samples' fields and metrics by sample_id", DeprecationWarning, stacklevel=2)
+        return self._samples
+
     def __repr__(self) -> str:
-        steps = self.samples[F.STEP] if len(self.samples) else ()
+        steps = self._samples[F.STEP] if len(self._samples) else ()
         span = f", steps {min(steps)}–{max(steps)}" if len(steps) else ""
         split = f", split {self.split!r}" if self.split else ""
-        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self.samples)} samples"
+        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self._samples)} samples"
                 f"{span}, {len(self.files)} files>")
 
     def _open(self, path):
@@ -91,11 +101,11 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
     @property
     def extras(self) -> list[str]:
         """The run's extra fields (columns ``extra:NAME`` of ``samples``), by name."""
-        return [F.extra_name(c) for c in F.extra_columns(self.samples.columns)]
+        return [F.extra_name(c) for c in F.extra_columns(self._samples.columns)]
 
     def step_samples(self, step: int) -> pd.DataFrame:
         """The samples of one step with their texts, in file and line order."""
-        return self.with_text(self.samples[self.samples[F.STEP] == step])
+        return self.with_text(self._samples[self._samples[F.STEP] == step])
 
     def text_of(self, frame: pd.DataFrame, name: str) -> list:
         """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``samples``), read

@@ -107,9 +107,9 @@ class SegmentQueries:
         response; int64, shape (samples,). Reads only the segments' list offsets."""
         import pyarrow.compute as pc
 
-        counts = np.full(len(self.samples), -1, dtype=np.int64)
-        rows = self.samples["row"].to_numpy()
-        for table, places in self._by_table(self.samples):
+        counts = np.full(len(self._samples), -1, dtype=np.int64)
+        rows = self._samples["row"].to_numpy()
+        for table, places in self._by_table(self._samples):
             column = table.column("words")
             lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
             counts[places] = lengths[rows[places]]
@@ -155,7 +155,7 @@ class SegmentQueries:
 
         check_regex(pattern)
         budget = search_seconds() if seconds is None else seconds
-        samples = self.samples
+        samples = self._samples
         found = np.zeros(len(samples), dtype=bool)
         ends = np.cumsum(self._text_sizes(field))  # bytes of text up to and with each sample
         start, at, probed = time.monotonic(), 0, 0
@@ -208,9 +208,9 @@ class SegmentQueries:
         shape (samples,). Read from the columns' offsets: no text is touched."""
         import pyarrow.compute as pc
 
-        sizes = np.zeros(len(self.samples), dtype=np.int64)
-        rows = self.samples["row"].to_numpy()
-        for table, places in self._by_table(self.samples):
+        sizes = np.zeros(len(self._samples), dtype=np.int64)
+        rows = self._samples["row"].to_numpy()
+        for table, places in self._by_table(self._samples):
             if field == F.MESSAGES:
                 lists = table.column("turn_texts").combine_chunks()
                 lengths = pc.binary_length(pc.list_flatten(lists)).fill_null(0).to_numpy(zero_copy_only=False)

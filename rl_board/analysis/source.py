@@ -93,7 +93,7 @@ def _check_mapping(run, mapping: tuple[tuple[str, str], ...]) -> None:
     shown = ", ".join(sorted(keys)[:20]) + (", …" if len(keys) > 20 else "")
     message = ("the mapping found nothing for " + ", ".join(f"{c} (key {s!r})" for c, s in absent)
                + f": the run's first lines have no such key. Keys there: {shown}.")
-    if not len(run.samples):
+    if not len(run._samples):
         raise FieldMappingError(message + " Nothing loaded.")
     warnings.warn(message, UserWarning, stacklevel=3)
 

@@ -51,9 +51,9 @@ def _agent_rows(samples: pd.DataFrame) -> pd.Series:
 
 def _tool_use_collapse(run, early, late):
     column = F.extra_column(F.NUM_TOOL_CALLS)
-    if column not in run.samples:
+    if column not in run._samples:
         return None
-    agents = _agent_rows(run.samples)
+    agents = _agent_rows(run._samples)
     c_early = _mean(early.loc[agents[early.index].to_numpy(), column])
     c_late = _mean(late.loc[agents[late.index].to_numpy(), column])
     if not (c_early >= TOOL_USE_MIN and c_late <= TOOL_USE_FRACTION * c_early):
@@ -68,8 +68,8 @@ def _tool_use_collapse(run, early, late):
 
 
 def compute_loops(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` loops (definition 12); bool, shape (samples,)."""
-    samples = run.samples
+    """Whether each sample of ``run._samples`` loops (definition 12); bool, shape (samples,)."""
+    samples = run._samples
     loops = np.zeros(len(samples), bool)
     agents = np.flatnonzero(_agent_rows(samples).to_numpy())
     if not len(agents):
@@ -82,7 +82,7 @@ def compute_loops(run: Run) -> np.ndarray:
 
 
 def _tool_call_loops(run):
-    samples = run.samples
+    samples = run._samples
     loops = compute_loops(run)
     if not loops.any():
         return None
@@ -103,12 +103,12 @@ def _tool_call_loops(run):
 
 def _turn_faults_rising(run, early, late) -> list[Finding]:
     """Definition 16, one finding per fault kind whose share of the samples with turns rose."""
-    agents = _agent_rows(run.samples).to_numpy()
+    agents = _agent_rows(run._samples).to_numpy()
     if not agents.any():
         return []
-    bits = fault_kinds(run.samples)
-    in_early = np.isin(run.samples.index, early.index) & agents
-    in_late = np.isin(run.samples.index, late.index) & agents
+    bits = fault_kinds(run._samples)
+    in_early = np.isin(run._samples.index, early.index) & agents
+    in_late = np.isin(run._samples.index, late.index) & agents
     n_early, n_late = int(in_early.sum()), int(in_late.sum())
     if not n_early or not n_late:
         return []
@@ -119,15 +119,15 @@ def _turn_faults_rising(run, early, late) -> list[Finding]:
         share_late = Fraction(int((has & in_late).sum()), n_late)
         if share_late < FAULT_SHARE_LATE or share_late < FAULT_RISE * share_early:
             continue
-        indicator = pd.Series(np.where(agents, has.astype(float), np.nan), index=run.samples.index)
-        hits = _log_order(run.samples[has & in_late])
+        indicator = pd.Series(np.where(agents, has.astype(float), np.nan), index=run._samples.index)
+        hits = _log_order(run._samples[has & in_late])
         labels = tuple(hits.index[:FAULT_SAMPLES])
         steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
         message = (f"{kind} in {_percent(share_late)} of the late trajectories against {_percent(share_early)} early"
                    " — open one to see which turn failed")
         found.append(Finding("turn_faults_rising", steps[0], steps[-1],
                              {"fault": kind, "share_early": float(share_early), "share_late": float(share_late)},
-                             _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
+                             _ids(run, run._samples.loc[list(labels)]), message, labels, steps[0],
                              onset_step=compute_onset(run, indicator, float(share_early), float(share_late)),
                              amount=f"{_percent(share_late)} of late trajectories", size=float(share_late - share_early)))
     return found

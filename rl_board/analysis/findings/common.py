@@ -50,7 +50,7 @@ _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 @dataclass(frozen=True)
 class Finding:
     """One finding. ``to_json(full=True)`` is the contract of ``findings --json``; ``message`` is one line for
-    people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
+    people; ``labels`` are the ``samples`` as rows of ``Run._samples``; ``focus_step`` the step the
     evidence centres on; ``phrases`` the phrases' tokens (findings 1 and 7); ``onset_step`` when it
     began (definition 14, kinds of ``ONSET_KINDS``); ``amount`` how much, in words; ``size`` orders the
     findings of one kind (larger first)."""
@@ -115,21 +115,21 @@ class Findings:
 def compute_windows(run: Run) -> tuple[list[int], list[int]]:
     """(the early window's steps, the late window's), each the first / last ceil(S/4) of the S
     steps with samples, ascending; both empty for a run without samples."""
-    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP]))
+    steps = sorted(int(s) for s in pd.unique(run._samples[F.STEP]))
     k = math.ceil(len(steps) / WINDOW_FRACTION)
     return steps[:k], steps[len(steps) - k:]
 
 
 def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
     """(each response's words, whether they came from its tokens) for ``frame`` (rows of
-    ``run.samples``, in their order), from the run's segments (``Run.words``): no file is read. A
+    ``run._samples``, in their order), from the run's segments (``Run.words``): no file is read. A
     sample with neither tokens nor a response has no words."""
     words = [w if w is not None else [] for w in run.words(frame)]
     return words, frame["has_tokens"].to_numpy(dtype=bool).tolist()
 
 
 def compute_empty(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Counts the words
+    """Whether each sample of ``run._samples`` has no words; bool, shape (samples,). Counts the words
     in the segments (``Run.word_counts``): no text or file is read."""
     return run.word_counts() <= 0
 
@@ -203,12 +203,12 @@ def _share_of_steps(count: int, total: int, what: str) -> str:
 
 def compute_onset(run: Run, values: pd.Series, early_mean: float, late_mean: float) -> int | None:
     """Definition 14: the first step s (of the steps with samples) whose ``ONSET_STEPS`` step means of
-    ``values`` (one per row of ``run.samples``) from s on average above (``early_mean`` +
+    ``values`` (one per row of ``run._samples``) from s on average above (``early_mean`` +
     ``late_mean``) / 2; step means and their average ignore NaN. None when no step is."""
     middle = (early_mean + late_mean) / 2
     if not math.isfinite(middle):
         return None
-    means = values.astype(float).groupby(run.samples[F.STEP], sort=True).mean()
+    means = values.astype(float).groupby(run._samples[F.STEP], sort=True).mean()
     steps, series = means.index.tolist(), means.to_numpy(dtype=float)
     for i, step in enumerate(steps):
         if _mean(series[i:i + ONSET_STEPS]) > middle:  # a NaN average is not above it

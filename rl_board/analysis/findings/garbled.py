@@ -162,7 +162,7 @@ def _sum_rows(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.n
 
 def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     # in log order, only what the check reads (a sorted copy of every column would be the run's size again)
-    samples = _log_order(run.samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
+    samples = _log_order(run._samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
     if samples.empty or not early_steps:
         return None
     step = samples[F.STEP].to_numpy()
@@ -181,13 +181,13 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     share_late = float(garbled[late].mean())
     picked = samples[garbled & np.isin(step, steps)]
     labels = tuple(picked.index[:GARBLED_SAMPLES])
-    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run.samples.index)
+    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run._samples.index)
     message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} with at least {_percent(STEP_SHARE)} garbled "
                f"responses (U+FFFD, control characters or writing systems the early responses hardly use), first "
                f"at step {steps[0]}; {_percent(share_late)} of the late responses against {_percent(share_early)} "
                "early — check the inference engine's precision and weight sync")
     return Finding("garbled_output", steps[0], steps[-1],
                    {"share_early": share_early, "share_late": share_late, "steps": steps},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[0],
                    onset_step=compute_onset(run, indicator, share_early, share_late),
                    amount=f"{_percent(share_late)} of late responses garbled", size=share_late)

@@ -49,7 +49,7 @@ CRITIC_NEGATIVE_SHARE = Fraction(1, 4)
 
 def _lengths(run: Run) -> tuple[pd.Series, str] | None:
     """Each sample's length as ``response_len_mean`` counts it, and its unit; None without any."""
-    samples = run.samples
+    samples = run._samples
     tokens = samples["response_len"].astype(float)
     if (tokens >= 0).any():
         return tokens.where(tokens >= 0), "tokens"
@@ -97,7 +97,7 @@ def _mismatch(run):
         return None
     top = float(flagged.max())
     focus = int(flagged.index[flagged.to_numpy() == top][0])
-    samples = run.samples[(run.samples[F.STEP] == focus) & run.samples["mismatch_kl"].notna()]
+    samples = run._samples[(run._samples[F.STEP] == focus) & run._samples["mismatch_kl"].notna()]
     ordered = samples.sort_values(["mismatch_kl", F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
     labels = tuple(ordered.index[:MISMATCH_SAMPLES])
     steps = [int(s) for s in flagged.index]
@@ -106,7 +106,7 @@ def _mismatch(run):
                "engine's precision and weight sync, or correct for it (importance sampling)")
     known = int(per_step.notna().sum())
     return Finding("training_inference_mismatch", steps[0], steps[-1], {"steps": steps, "max": top},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus,
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, focus,
                    amount=_share_of_steps(len(steps), known, "steps"))
 
 
@@ -144,8 +144,8 @@ def _kl_runaway(run, early, late, stop=None):
     return Finding("kl_runaway", steps[0], steps[-1],
                    {"kl_early": _json_number(k_early), "kl_late": _json_number(k_late),
                     "tokens": [{"token": t, "share": share} for t, share in tokens]},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
-                   onset_step=compute_onset(run, run.samples["kl_mean"], k_early, k_late),
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[-1],
+                   onset_step=compute_onset(run, run._samples["kl_mean"], k_early, k_late),
                    amount=f"KL {k_late:.3g} per token"
                    + (f", {k_late / k_early:.3g}× the early" if k_early > 0 else ""), size=k_late)
 
