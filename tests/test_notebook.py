@@ -95,6 +95,17 @@ def test_samples_is_private_and_its_old_name_warns(tmp_path):
         assert run.findings()["findings"] == [] and len(rl_board.diff(run, run)) == 0  # no prompts to match
 
 
+def test_texts_takes_sample_ids(tmp_path):
+    """``run.texts(sample_ids, field)`` reads a text field of the samples those ids name, in their order;
+    an id the run lacks is a KeyError naming it."""
+    write_lines(tmp_path / "run" / "r.jsonl", [sample(1, 0.5, judge_rationale="first verdict"),
+                                              sample(2, 0.25, judge_rationale="second verdict")])
+    run = _run(tmp_path)
+    assert run.texts(["r.jsonl:2", "r.jsonl:1"], "judge_rationale") == ["second verdict", "first verdict"]
+    with pytest.raises(KeyError, match="r.jsonl:7"):
+        run.texts(["r.jsonl:7"], "judge_rationale")
+
+
 def test_to_arrow_is_the_public_frame_with_its_sample_id():
     """``to_arrow()`` has ``sample_id`` first, then the public columns, row for row as ``to_pandas()``."""
     import rl_board

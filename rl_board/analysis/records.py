@@ -215,9 +215,11 @@ class SourceRecords:
         return list(known[files, lines])
 
     def texts(self, labels, name: str, stop=None) -> list[str | None]:
-        """The text field ``name`` (``text_fields``) of each label, read again from the source byte for byte;
-        None where the sample has no such string field, can no longer be read, or was not read before ``stop``
-        (a ``threading.Event``) was set. Read a file at a time in offset order (``text_columns``)."""
+        """The text field ``name`` (``text_fields``) of each sample (``labels``: sample ids, ``FILE:LINE``, or
+        labels of ``_samples``), read again from the source byte for byte; None where the sample has no such
+        string field, can no longer be read, or was not read before ``stop`` (a ``threading.Event``) was set.
+        Read a file at a time in offset order (``text_columns``). ``KeyError`` for an id the run doesn't have."""
+        labels = [self.label_of(label) for label in labels]
         return self.text_columns(labels, [name], stop)[name]
 
     def text_columns(self, labels, names, stop=None) -> dict[str, list]:
