@@ -45,7 +45,7 @@ class PromptDiff:
     """The diff of two sides. ``table``: one row per matched prompt with enough samples, indexed by the
     match key (``prompt_key``, or the id), sorted by ``delta`` ascending (None last), ties by prompt text,
     then key; columns ``prompt`` (its text from A, pads removed), ``a_samples``, ``a_reward_mean``,
-    ``a_pass_rate``, ``a_sample`` (the label in A's ``samples`` of the response shown: A's highest
+    ``a_pass_rate``, ``a_sample`` (the label in A's ``_samples`` of the response shown: A's highest
     reward for a regression, its lowest otherwise), the same for ``b_`` (B's lowest for a regression,
     its highest otherwise) and ``delta``. ``matched`` counts every prompt in both sides, ``only_a`` and
     ``only_b`` those in one side, ``too_few`` the matched prompts left out of ``table`` for having

@@ -2,15 +2,15 @@
 fields and the metrics computed from it, and none of the bookkeeping ``Run._samples`` keeps for the page
 (where a sample lies in its file and segment, the partial sums the per-step statistics pool).
 
-``PublicTable`` is one of ``Run``'s parts; it reads ``samples`` and ``files`` of the run.
+``PublicTable`` is one of ``Run``'s parts; it reads ``_samples`` and ``files`` of the run.
 
 - ``sample_id``: ``FILE:LINE``, the sample's file (its name in the run) and its 1-based line (row, for a
   table file), as findings' evidence, links and tags name a sample. It stays the same while the log
-  grows, across refreshes and read settings, where ``samples``' row labels are positions.
+  grows, across refreshes and read settings, where ``_samples``' row labels are positions.
 - ``to_pandas()``: the public frame, indexed by ``sample_id``; ``to_arrow()``: the same as an Arrow
   table with ``sample_id`` as its first column.
-- ``label_of(sample_id)``: the row label of ``samples`` (what ``record`` and ``token_table`` take; they
-  take a ``sample_id`` too).
+- ``label_of(sample_id)``: the row label of ``_samples`` (what ``record_parts`` and ``token_table`` take;
+  they take a ``sample_id`` too).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 
-#: the columns of ``samples`` a person reads, in this order (those a run has), then its extra fields
+#: the columns of ``_samples`` a person reads, in this order (those a run has), then its extra fields
 #: (``extra:NAME``): the logged scalars, and per-sample metrics (see docs/numbers.md)
 PUBLIC_COLUMNS = (
     F.STEP, F.REWARD, *F.SCALAR_FIELDS, "reward_gap",
@@ -50,12 +50,12 @@ class PublicTable:
     """The public frame of a ``Run`` and the sample ids that index it."""
 
     def public_columns(self) -> list[str]:
-        """The columns of ``samples`` that ``to_pandas`` keeps."""
+        """The columns of ``_samples`` that ``to_pandas`` keeps."""
         present = set(self._samples.columns)
         return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self._samples.columns))
 
     def sample_ids(self, frame: pd.DataFrame | None = None) -> pd.Index:
-        """``FILE:LINE`` of each row of ``frame`` (rows of ``samples``; default all of them)."""
+        """``FILE:LINE`` of each row of ``frame`` (rows of ``_samples``; default all of them)."""
         frame = self._samples if frame is None else frame
         names = pd.Series(self.files, dtype=object)
         files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.files) else frame[F.FILE]
@@ -66,7 +66,7 @@ class PublicTable:
         return dict(zip(self.sample_ids(), self._samples.index))
 
     def label_of(self, key):
-        """The row label in ``samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
+        """The row label in ``_samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
         ``KeyError`` naming it when the run has no such sample."""
         if not isinstance(key, str):
             return key

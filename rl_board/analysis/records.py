@@ -1,6 +1,6 @@
 """What a run reads again from its source files, through its location: a sample's whole record, its
 token lists, its line byte for byte, and the keys the first lines hold (what a field mapping can
-name). ``SourceRecords`` is one of ``Run``'s parts; it reads ``samples``, ``files``, ``path``,
+name). ``SourceRecords`` is one of ``Run``'s parts; it reads ``_samples``, ``files``, ``path``,
 ``options``, ``cache``, ``_reader`` and ``_open`` of the run.
 
 Several samples are read a file at a time, in offset order, through one open file (``_read_each``):
@@ -53,7 +53,7 @@ class SourceRecords:
             raise
 
     def _read_each(self, labels, read, stop=None) -> list:
-        """``read(fh, name, row)`` for each label (rows of ``samples``), in ``labels``' order, each the
+        """``read(fh, name, row)`` for each label (rows of ``_samples``), in ``labels``' order, each the
         value it returned or the exception it (or opening its file) raised. The samples are read a file at
         a time in offset order through one open file: one pass over a compressed file per call. Once
         ``stop`` (a ``threading.Event``) is set, the samples not read yet get ``InterruptedError``."""
@@ -180,7 +180,7 @@ class SourceRecords:
         return {**canonical, **others}  # no other key is a board field's name (``KeyResolver`` takes them)
 
     def record_parts(self, label) -> tuple[dict, dict]:
-        """One sample's record (``label`` in ``samples``, or a ``sample_id``), read again from its source, in
+        """One sample's record (``label`` in ``_samples``, or a ``sample_id``), read again from its source, in
         two parts: (canonical field -> value, every other field -> value). ``SourceChanged`` when it moved."""
         label = self.label_of(label)
         return self._canonical(label, self._read_each([label], self._raw_record)[0])
@@ -258,7 +258,7 @@ class SourceRecords:
         return out
 
     def images(self, label) -> list[dict]:
-        """One sample's images (``label`` in ``samples``, or a ``sample_id``), read again from its source,
+        """One sample's images (``label`` in ``_samples``, or a ``sample_id``), read again from its source,
         each as ``analysis.images.compute_sample_images`` gives it: ``data`` (bytes or None), ``mime``,
         ``width``, ``height``, ``size``, ``message_index``, ``at``, ``url`` and ``note``. An image file the
         rollout names is read only inside the run's folder and the allowed roots; a URL is never fetched."""
@@ -296,7 +296,7 @@ class SourceRecords:
         return data
 
     def sample_tokens(self, label) -> SampleTokens:
-        """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
+        """One sample's token lists (``label`` in ``_samples``, or a ``sample_id``), read again from its source; token ids
         decoded with the run's tokenizer."""
         from ..derive.tokenizer import load_tokenizer
 

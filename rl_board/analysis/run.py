@@ -100,7 +100,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
 
     @property
     def extras(self) -> list[str]:
-        """The run's extra fields (columns ``extra:NAME`` of ``samples``), by name."""
+        """The run's extra fields (columns ``extra:NAME`` of ``_samples``), by name."""
         return [F.extra_name(c) for c in F.extra_columns(self._samples.columns)]
 
     def step_samples(self, step: int) -> pd.DataFrame:
@@ -108,7 +108,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
         return self.with_text(self._samples[self._samples[F.STEP] == step])
 
     def text_of(self, frame: pd.DataFrame, name: str) -> list:
-        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``samples``), read
+        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``_samples``), read
         from the parsed segments: ``with_text``'s for that one field, without the others."""
         out = [None] * len(frame)
         all_rows = frame["row"].to_numpy()
@@ -118,7 +118,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
         return out
 
     def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
+        """``frame`` (rows of ``_samples``) with the text columns, read from the parsed segments,
         and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
         all_rows = frame["row"].to_numpy()
