@@ -106,6 +106,23 @@ def test_texts_takes_sample_ids(tmp_path):
         run.texts(["r.jsonl:7"], "judge_rationale")
 
 
+@pytest.mark.slow
+def test_the_commands_never_read_the_old_samples_name(tmp_path):
+    """The commands that read a run (summary, search, findings, tags, diff, report) run with the warning of
+    ``run.samples`` made an error and exit 0: the package reads ``_samples`` only (a guard for code merged
+    later)."""
+    ppo = str(REPO / "rollout_samples" / "ppo_demo")
+    agent = str(REPO / "rollout_samples" / "prime_rl_agent_demo")
+    runs = (("summary", ppo, "--json"), ("search", ppo, "--regex", "sum", "--json"), ("findings", agent, "--json"),
+            ("tags", ppo, "--json"), ("diff", ppo, ppo, "--steps", "1:15", "--steps-b", "16:30", "--json"),
+            ("report", ppo, "-o", str(tmp_path / "r.html")))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="run.samples is private", category=DeprecationWarning)
+        for argv in runs:
+            done = command(*argv, "--no-cache")
+            assert done.returncode == 0, (argv, done.stderr)
+
+
 def test_to_arrow_is_the_public_frame_with_its_sample_id():
     """``to_arrow()`` has ``sample_id`` first, then the public columns, row for row as ``to_pandas()``."""
     import rl_board
