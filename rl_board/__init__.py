@@ -7,7 +7,7 @@ The package's folders are its layers, lowest first; each imports only from the l
 - ``readers``: bytes of each trainer's format -> canonical rows; ``scalars``: the trainer's own
   metrics files -> series.
 - ``derive``: token metrics, the tokenizer and the per-sample columns computed while parsing.
-- ``store``: file tracking, parsing workers, segments and their cache, tags, ``RunSource``.
+- ``store``: file tracking, parsing workers, segments and their cache, tags, ``RunLoader``.
 - ``analysis``: the run snapshot and every number, table, finding, search and figure built on it.
 - ``views``: the page's areas (the only Streamlit code); ``cli``: the ``rl-board`` commands.
 

@@ -49,21 +49,24 @@ def _fault_lists(frame: pd.DataFrame) -> list:
 class PublicTable:
     """The public frame of a ``Run`` and the sample ids that index it."""
 
+    def __init__(self, run):
+        self.run = run  # the Run whose part this is
+
     def public_columns(self) -> list[str]:
         """The columns of ``_samples`` that ``to_pandas`` keeps."""
-        present = set(self._samples.columns)
-        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self._samples.columns))
+        present = set(self.run._samples.columns)
+        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self.run._samples.columns))
 
     def sample_ids(self, frame: pd.DataFrame | None = None) -> pd.Index:
         """``FILE:LINE`` of each row of ``frame`` (rows of ``_samples``; default all of them)."""
-        frame = self._samples if frame is None else frame
-        names = pd.Series(self.files, dtype=object)
-        files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.files) else frame[F.FILE]
+        frame = self.run._samples if frame is None else frame
+        names = pd.Series(self.run.files, dtype=object)
+        files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.run.files) else frame[F.FILE]
         return pd.Index([f"{name}:{line}" for name, line in zip(files, frame[F.LINE].tolist())], name=SAMPLE_ID)
 
     @cached_property
     def _labels_by_id(self) -> dict[str, object]:
-        return dict(zip(self.sample_ids(), self._samples.index))
+        return dict(zip(self.sample_ids(), self.run._samples.index))
 
     def label_of(self, key):
         """The row label in ``_samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
@@ -83,16 +86,16 @@ class PublicTable:
         (read from the segments), then one column per text field (``text_fields``: a judge's rationale, named as
         the source names it), each read again from the source byte for byte (None where a sample lacks it).
         ``sample_faults`` names each fault's turn."""
-        frame = self._samples
+        frame = self.run._samples
         if text:
-            frame = self.with_text(frame)
+            frame = self.run.with_text(frame)
         columns = self.public_columns() + ([c for c in F.TEXT_FIELDS if c in frame] if text else [])
         out = frame[columns].copy()
         if "has_messages" in frame and frame["has_messages"].any():
             out.insert(len(self.public_columns()), FAULTS, _fault_lists(frame))
         if text:
-            names = [n for n in self.text_fields() if n not in out]  # one named like a column of ours: that stays
-            for name, values in (self.text_columns(frame.index, names) if names else {}).items():
+            names = [n for n in self.run.text_fields() if n not in out]  # one named like a column of ours: that stays
+            for name, values in (self.run.text_columns(frame.index, names) if names else {}).items():
                 out[name] = pd.Series(values, index=out.index, dtype=object)
         out.index = self.sample_ids(frame)
         return out
@@ -100,10 +103,10 @@ class PublicTable:
     def sample_faults(self, key) -> list[dict]:
         """One sample's turn faults (``key``: a ``sample_id`` or a row label) as ``{"kind", "message_index",
         "assistant_turn"}``, found in its turns read again from its source (``derive.faults``)."""
-        from .search import compute_faults
+        from .records import compute_faults
 
         label = self.label_of(key)
-        return compute_faults(self, self._samples.loc[[label]])[0]
+        return compute_faults(self.run, self.run._samples.loc[[label]])[0]
 
     def findings(self) -> dict:
         """What ``rl-board findings --json`` prints for this run, the same dict: ``settings`` (``read_settings``:
@@ -113,7 +116,8 @@ class PublicTable:
         from .findings import get_findings
         from .source import read_settings
 
-        found = {"settings": read_settings(self, self.max_per_step), "findings": get_findings(self).to_json(full=True)}
+        found = {"settings": read_settings(self.run, self.run.max_per_step),
+                 "findings": get_findings(self.run).to_json(full=True)}
         return json.loads(json.dumps(found, allow_nan=False))  # the printed JSON's types: lists, not tuples
 
     def to_arrow(self, text: bool = False) -> pa.Table:

@@ -6,9 +6,11 @@ shown, as are the words of each response (``words``), and a sample's full record
 (token lists, other fields) is read again from its source file by the run's reader
 when it is shown.
 
-``Run`` is the snapshot (here) and two parts of queries: ``segment_queries.SegmentQueries``
-(answered from the parsed segments) and ``records.SourceRecords`` (answered by reading the
-source files again, through the run's location).
+``Run`` is the snapshot (here) and three parts it holds (composition, not inheritance):
+``segment_queries.SegmentQueries`` (answered from the parsed segments), ``records.SourceRecords``
+(answered by reading the source files again, through the run's location) and ``public.PublicTable``
+(the notebook's frame). Every query a ``Run`` answers is listed once, in its class body, with the part
+that answers it (``_PartQuery``).
 """
 
 from __future__ import annotations
@@ -30,8 +32,25 @@ from .records import SourceRecords
 from .segment_queries import SegmentQueries, take_rows
 
 
+class _PartQuery:
+    """A query of ``Run`` answered by one of its parts: the part's method of the same name, bound to the
+    run's part (``help(Run.words)`` shows the part's docstring)."""
+
+    def __init__(self, part: str, kind: type):
+        self.part, self.kind = part, kind
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+        self.__doc__ = getattr(self.kind, name).__doc__
+
+    def __get__(self, run, owner=None):
+        if run is None:
+            return getattr(self.kind, self.name)
+        return getattr(getattr(run, self.part), self.name)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
-class Run(SegmentQueries, SourceRecords, PublicTable):
+class Run:
     """A snapshot of a run.
 
     ``_samples`` (the package's own; private) has one row per sample, ordered by step, file, line, with
@@ -63,6 +82,46 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
     #: it was opened under (None: opened from ``path`` on first use)
     location: RunLocation | None = field(repr=False, default=None)
     max_per_step: int | None = None  # the samples read of each step at most (None: all), as read_settings says
+
+    # -- what a Run answers, in one place: each query and the part that answers it --------------------
+    # from the parsed segments, no log file read (segment_queries.SegmentQueries)
+    words = _PartQuery("_queries", SegmentQueries)
+    word_chunks = _PartQuery("_queries", SegmentQueries)
+    word_ids = _PartQuery("_queries", SegmentQueries)
+    word_counts = _PartQuery("_queries", SegmentQueries)
+    tool_call_lists = _PartQuery("_queries", SegmentQueries)
+    tool_calls = _PartQuery("_queries", SegmentQueries)
+    text_matches = _PartQuery("_queries", SegmentQueries)
+    text_search = _PartQuery("_queries", SegmentQueries)
+    # read again from the source files, through the run's location (records.SourceRecords)
+    record = _PartQuery("_records", SourceRecords)
+    record_parts = _PartQuery("_records", SourceRecords)
+    records = _PartQuery("_records", SourceRecords)
+    source_lines = _PartQuery("_records", SourceRecords)
+    source_keys = _PartQuery("_records", SourceRecords)
+    text_fields = _PartQuery("_records", SourceRecords)
+    texts = _PartQuery("_records", SourceRecords)
+    text_columns = _PartQuery("_records", SourceRecords)
+    images = _PartQuery("_records", SourceRecords)
+    images_of = _PartQuery("_records", SourceRecords)
+    sample_tokens = _PartQuery("_records", SourceRecords)
+    samples_tokens = _PartQuery("_records", SourceRecords)
+    token_table = _PartQuery("_records", SourceRecords)
+    # the notebook's frame, by sample_id (public.PublicTable)
+    public_columns = _PartQuery("_public", PublicTable)
+    sample_ids = _PartQuery("_public", PublicTable)
+    label_of = _PartQuery("_public", PublicTable)
+    to_pandas = _PartQuery("_public", PublicTable)
+    to_arrow = _PartQuery("_public", PublicTable)
+    sample_faults = _PartQuery("_public", PublicTable)
+    findings = _PartQuery("_public", PublicTable)
+    # and, below, what the snapshot answers itself: extras, pad_token, step_samples, text_of, with_text
+
+    def __post_init__(self) -> None:
+        # the parts, made with the run (never replaced: the run is frozen and each part keeps its caches)
+        object.__setattr__(self, "_queries", SegmentQueries(self))
+        object.__setattr__(self, "_records", SourceRecords(self))
+        object.__setattr__(self, "_public", PublicTable(self))
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Run:
@@ -112,7 +171,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
         from the parsed segments: ``with_text``'s for that one field, without the others."""
         out = [None] * len(frame)
         all_rows = frame["row"].to_numpy()
-        for table, places in self._by_table(frame):
+        for table, places in self._queries._by_table(frame):
             for place, value in zip(places, take_rows(table.column(name), all_rows[places])):
                 out[place] = value
         return out
@@ -122,7 +181,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
         and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
         all_rows = frame["row"].to_numpy()
-        for table, places in self._by_table(frame):
+        for table, places in self._queries._by_table(frame):
             rows = all_rows[places]
             for name in F.TEXT_FIELDS:
                 values = take_rows(table.column(name), rows)

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
-from ..derive.faults import ANY, DROPPED_AT, KINDS, find_faults, image_fault, kind_bit, kinds_of
+from ..derive.faults import ANY, kind_bit, kinds_of
+from .records import compute_faults, sample_faults  # noqa: F401  (search.sample_faults, as before)
 from .regex import RegexScan
 from .run import Run
 
@@ -167,35 +168,6 @@ def filter_faults(samples: pd.DataFrame, kind: str | None) -> pd.DataFrame:
     if kind is None:
         return samples
     return samples[(fault_kinds(samples) & kind_bit(kind)) != 0]
-
-
-def compute_faults(run: Run, frame: pd.DataFrame) -> list[list[dict]]:
-    """The faults of each row of ``frame`` (rows of ``run._samples``) as ``{"kind", "message_index",
-    "assistant_turn"}``: found again in the sample's turns read from its source, only for the rows whose
-    ``fault_kinds`` say they have some ([] for the others, and for a sample that changed since)."""
-    out = [[] for _ in range(len(frame))]
-    if "fault_kinds" not in run._samples:
-        return out
-    where = np.flatnonzero(run._samples["fault_kinds"].reindex(frame.index).fillna(0).to_numpy(dtype=np.int64))
-    if not len(where):
-        return out
-    dropped_at = F.extra_column(DROPPED_AT)
-    at_message = (run._samples[dropped_at].reindex(frame.index).to_numpy(dtype=float) if dropped_at in run._samples
-                  else np.full(len(frame), np.nan))
-    for at, got in zip(where.tolist(), run.records(frame.index[where])):
-        if got is not None:
-            out[at] = [f.as_json() for f in sample_faults(got[0].get(F.MESSAGES) or [], at_message[at])]
-    return out
-
-
-def sample_faults(turns: list[dict], dropped_at=None) -> list:
-    """A sample's faults (``derive.faults.Fault``), in message order: those of its turns, and the
-    ``images_dropped`` fault a reader found at message ``dropped_at`` (its ``images_dropped_at`` extra)."""
-    found = find_faults(turns)
-    dropped = image_fault(turns, dropped_at) if dropped_at is not None and dropped_at == dropped_at else None
-    if dropped is not None:
-        found = sorted([*found, dropped], key=lambda f: (f.message_index, KINDS.index(f.kind)))
-    return found
 
 
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:

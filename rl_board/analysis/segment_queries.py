@@ -22,15 +22,18 @@ MAX_CHUNK_BYTES = 64 << 20  # bytes of text a chunk holds at most
 class SegmentQueries:
     """The queries of a ``Run`` answered from its memory-mapped segments."""
 
+    def __init__(self, run):
+        self.run = run  # the Run whose part this is
+
     @functools.cached_property
     def _table_codes(self) -> tuple[list[pa.Table], np.ndarray, int]:
         """(the distinct segment tables; for file * width + seg, the index of its table; width). Small files
         read in a batch share one table (``segments.SharedSlice``): their rows are taken from it at once."""
         tables, index = [], {}
-        width = 1 + max((seg for _, seg in self._segments), default=0)
-        files = 1 + max((file for file, _ in self._segments), default=0)
+        width = 1 + max((seg for _, seg in self.run._segments), default=0)
+        files = 1 + max((file for file, _ in self.run._segments), default=0)
         codes = np.full(files * width, -1, dtype=np.int64)
-        for (file, seg), table in self._segments.items():
+        for (file, seg), table in self.run._segments.items():
             at = index.setdefault(id(table), len(tables))
             if at == len(tables):
                 tables.append(table)
@@ -107,9 +110,9 @@ class SegmentQueries:
         response; int64, shape (samples,). Reads only the segments' list offsets."""
         import pyarrow.compute as pc
 
-        counts = np.full(len(self._samples), -1, dtype=np.int64)
-        rows = self._samples["row"].to_numpy()
-        for table, places in self._by_table(self._samples):
+        counts = np.full(len(self.run._samples), -1, dtype=np.int64)
+        rows = self.run._samples["row"].to_numpy()
+        for table, places in self._by_table(self.run._samples):
             column = table.column("words")
             lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
             counts[places] = lengths[rows[places]]
@@ -155,7 +158,7 @@ class SegmentQueries:
 
         check_regex(pattern)
         budget = search_seconds() if seconds is None else seconds
-        samples = self._samples
+        samples = self.run._samples
         found = np.zeros(len(samples), dtype=bool)
         ends = np.cumsum(self._text_sizes(field))  # bytes of text up to and with each sample
         start, at, probed = time.monotonic(), 0, 0
@@ -208,9 +211,9 @@ class SegmentQueries:
         shape (samples,). Read from the columns' offsets: no text is touched."""
         import pyarrow.compute as pc
 
-        sizes = np.zeros(len(self._samples), dtype=np.int64)
-        rows = self._samples["row"].to_numpy()
-        for table, places in self._by_table(self._samples):
+        sizes = np.zeros(len(self.run._samples), dtype=np.int64)
+        rows = self.run._samples["row"].to_numpy()
+        for table, places in self._by_table(self.run._samples):
             if field == F.MESSAGES:
                 lists = table.column("turn_texts").combine_chunks()
                 lengths = pc.binary_length(pc.list_flatten(lists)).fill_null(0).to_numpy(zero_copy_only=False)

@@ -5,7 +5,9 @@
 other tools rely on; see docs/commands.md). Exit status: 0 when at least one line
 loaded, 1 when none did, 2 on a bad argument or path.
 
-May import every layer but ``views`` (``serve`` starts the page as its own process).
+May import ``base``, ``analysis`` and ``demo``; nothing of ``store``, ``readers``, ``scalars``, ``derive`` or
+``views`` (``serve`` starts the page as its own process): what is not a ``Run`` is read through
+``analysis.provider``, as the page reads it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import importlib
 import os
 import sys
 
+from ..analysis.provider import cluster, workers
 from ..base.access import RootError
 from ..base.defaults import MAX_EXTRA_FIELDS_ENV, setting_problems
-from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
 from .terminal import escaping_output

@@ -27,8 +27,8 @@ def _allowed(run_dir: str, roots) -> bool:
 def _cache(args) -> int:
     from datetime import datetime
 
+    from ..analysis.provider import cache_limit, clear_caches, default_cache_root, list_caches
     from ..base.access import allowed_roots, check_allowed
-    from ..store.cache import cache_limit, clear_caches, default_cache_root, list_caches
 
     roots = allowed_roots()
     # only caches of runs inside the allowed folders (a cache naming no run is nobody's to show)
@@ -47,7 +47,7 @@ def _cache(args) -> int:
             return 2
         caches = [c for c in caches if c.run_dir() == wanted]
     if args.action == "clear":
-        from ..store import memo
+        from ..analysis.provider import memo
 
         cleared = clear_caches(caches)
         # like the caches, only the memos of runs inside the allowed folders

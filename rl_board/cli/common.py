@@ -11,9 +11,8 @@ from ..base.access import RootError
 
 def _load(args):
     """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
+    from ..analysis.provider import FieldMappingError, TokenizerError, parse_field_mapping
     from ..analysis.source import load_run
-    from ..readers import FieldMappingError, parse_field_mapping
-    from ..store.loader import TokenizerError
 
     try:
         fields = parse_field_mapping(args.field)

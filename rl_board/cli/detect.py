@@ -9,9 +9,9 @@ import sys
 
 def _detect(args) -> int:
     """0 when a reader opens the folder, 1 when none does, 2 when it can't be looked at."""
+    from ..analysis.provider import compute_diagnosis, format_diagnosis
     from ..base.access import RootError, is_url
     from ..base.remote import fault_line
-    from ..store.diagnosis import compute_diagnosis, format_diagnosis
 
     url = is_url(args.run_dir)
     try:
@@ -30,7 +30,7 @@ def _detect(args) -> int:
 
 def why_no_files(run) -> None:
     """A run of no files: say on stderr what the folder holds and what to try."""
-    from ..store.diagnosis import compute_diagnosis, format_diagnosis
+    from ..analysis.provider import compute_diagnosis, format_diagnosis
 
     try:
         print("note: no run files here.\n" + format_diagnosis(compute_diagnosis(run.path)), file=sys.stderr)

@@ -118,7 +118,7 @@ def _write(args) -> None:
 
 def _say_what_was_written(out) -> None:
     """One line per run now under ``out`` (as the runs list finds them): its folder, format, files and steps."""
-    from ..store.discovery import discover_runs
+    from ..analysis.provider import discover_runs
 
     runs = discover_runs(out).runs
     print(f"wrote {len(runs)} run{'s' if len(runs) != 1 else ''} in {out}:")

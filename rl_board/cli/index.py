@@ -12,10 +12,8 @@ from ..base.access import RootError
 
 
 def _index(args) -> int:
+    from ..analysis.provider import FieldMappingError, TokenizerError, cluster, parse_field_mapping
     from ..analysis.source import RunSource
-    from ..readers import FieldMappingError, parse_field_mapping
-    from ..store import cluster
-    from ..store.loader import TokenizerError
 
     if args.no_cache:
         print("error: index writes the run's cache: --no-cache leaves it nothing to do", file=sys.stderr)

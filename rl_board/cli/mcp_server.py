@@ -119,8 +119,7 @@ def sample_json(run_dir: str, address: str, max_tokens: int, max_turns: int, opt
     import base64
 
     from ..analysis.address import AddressError, build_sample_images, build_sample_json, find_sample
-    from ..readers import SourceChanged
-    from ..store.loader import TokenizerError
+    from ..analysis.provider import SourceChanged, TokenizerError
     from .common import _load
     from .parser import _parser
 

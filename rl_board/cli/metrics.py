@@ -10,9 +10,9 @@ from .common import _fmt
 
 
 def _metrics(args) -> int:
+    from ..analysis.provider import ScalarsError, load_scalars
     from ..base.access import RootError as AccessError
     from ..base.access import check_allowed
-    from ..scalars import ScalarsError, load_scalars
 
     try:
         check_allowed(args.path)
@@ -25,7 +25,7 @@ def _metrics(args) -> int:
     if args.warnings:
         from dataclasses import replace
 
-        from ..scalars.signs import Thresholds, compute_signs
+        from ..analysis.provider import Thresholds, compute_signs
 
         given = {name: getattr(args, name) for name in ("ratio_max", "clip_max", "spike_k", "entropy_fraction", "kl_noise_k")
                  if getattr(args, name) is not None}

@@ -17,8 +17,8 @@ def build_runs_json(root: str | None) -> dict:
     null where not known without reading the run), ``unclaimed`` (folders of logs no reader opens, with the
     reason) and ``notes`` (where the walk stopped, folders it could not read). ``RunsError`` with a plain
     message for a missing, unusable or empty root."""
+    from ..analysis.provider import discover_runs
     from ..base.access import allowed_roots
-    from ..store.discovery import discover_runs
 
     roots = [root] if root else [str(r) for r in (allowed_roots() or [])]
     if not roots:
@@ -41,7 +41,7 @@ def build_runs_json(root: str | None) -> dict:
 
 def _runs(args) -> int:
     """0 with a run listed, 2 when the root can't be listed (or holds no run)."""
-    from ..readers import describe_size
+    from ..analysis.provider import describe_size
 
     try:
         found = build_runs_json(args.root)

@@ -11,6 +11,7 @@ from .parser import SEARCH_SHOWN
 
 
 def _search(args) -> int:
+    from ..analysis.provider import TagsError
     from ..analysis.search import (
         SEARCH_FIELDS,
         Query,
@@ -25,7 +26,6 @@ def _search(args) -> int:
     )
     from ..analysis.source import read_settings
     from ..analysis.tables import sort_samples
-    from ..store.tags import TagsError
 
     if (args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None
             and not args.has_images and args.fault is None):

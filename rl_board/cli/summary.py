@@ -68,11 +68,11 @@ def _memo_name(args) -> str | None:
     limit, or a tokenizer given (its file lies outside the run folder)."""
     if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
         return None
-    from ..store import memo
+    from ..analysis.provider import memo
 
     settings = {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field, "split": args.split}
     if AUTO in (args.pad_token, args.eos_token):  # what auto reads now: a config put beside the tokenizer later counts
-        from ..derive.tokenizer import find_tokenizer, special_tokens
+        from ..analysis.provider import find_tokenizer, special_tokens
 
         settings["tokens"] = special_tokens(str(found) if (found := find_tokenizer(args.run_dir)) else None)
     if max_extra_fields() != DEFAULT_MAX_EXTRA_FIELDS:  # the key of a summary kept before the limit stays
@@ -83,8 +83,8 @@ def _memo_name(args) -> str | None:
 def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
     """(the summary kept as ``name`` while the run's files are as they were, its notes printed as the
     read would print them, else None; the files as they are now, or None when not kept)."""
+    from ..analysis.provider import memo
     from ..base.access import check_allowed
-    from ..store import memo
 
     if name is None:
         return None, None
@@ -105,7 +105,7 @@ def _keep_summary(args, name: str | None, run, summary: dict, files: list | None
     """Keep a summary as ``name`` for the next time when the run's files did not change while it was read
     (``files``: as they were before), unless token ids were decoded with a tokenizer found next to the run
     (it lies outside the folder whose files the memo checks)."""
-    from ..store import memo
+    from ..analysis.provider import memo
 
     if name is None or files is None or ("from_ids" in run._samples and run._samples["from_ids"].any()):
         return

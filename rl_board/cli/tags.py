@@ -10,9 +10,9 @@ from .common import _fmt, _load
 
 
 def _tags(args) -> int:
+    from ..analysis import provider as T
     from ..analysis import tagged as TG
     from ..analysis.source import read_settings
-    from ..store import tags as T
 
     changing = bool(args.add or args.remove or args.note is not None)
     if changing != (args.sample is not None):
@@ -57,8 +57,8 @@ def _tags(args) -> int:
 
 def _tag_sample(args, run) -> int:
     """``tags RUN --sample FILE:LINE --add/--remove/--note``: change one sample's entry."""
+    from ..analysis import provider as T
     from ..analysis import tagged as TG
-    from ..store import tags as T
 
     name, line, position = F.parse_address(args.sample) or ("", -1, -1)
     samples = run._samples

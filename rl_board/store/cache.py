@@ -57,6 +57,10 @@ class SegmentDamaged(ValueError):
     """A segment file of the cache is not the one written under its name: the message says why."""
 
 
+class Untrusted(ValueError):
+    """The shared cache's copy of a run can't be taken: the message says why (``shared``)."""
+
+
 def segment_name(digest: str) -> str:
     """The name of a segment file whose bytes have the xxh3-128 ``digest`` (hex): the name is the check."""
     return f"seg-{digest}.arrow"

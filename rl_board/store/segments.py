@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..base import fields as F
 from ..derive.samples import SCHEMA, TURN_COLUMNS, is_segment_schema
 from ..readers.extras import merged_notes
-from .cache import FileEntry, RunCache, enforce_limit, file_digest, segment_name
+from .cache import FileEntry, RunCache, Untrusted, enforce_limit, file_digest, segment_name
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
@@ -256,8 +256,6 @@ class SegmentStore:
             except Exception as exc:  # a log that can't be read again (gone, refused): the copy is not taken
                 why = f"its rows could not be read again from your logs ({type(exc).__name__}: {exc})"
             if why is not None:
-                from .shared import Untrusted
-
                 self.notes.append(self.remote.note("read", Untrusted(why)))
                 self.cache.empty()
                 return {}

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
+from ..analysis.provider import ANY
 from ..analysis.run import Run
 from ..analysis.search import fault_choices, filter_faults
 from ..analysis.tables import (
@@ -20,7 +21,6 @@ from ..analysis.tables import (
     sort_samples,
     step_grid,
 )
-from ..derive.faults import ANY
 from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import with_tags

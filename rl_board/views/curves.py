@@ -8,6 +8,7 @@ from functools import partial
 import streamlit as st
 
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
+from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame, dense_steps
 from ..analysis.tables import KL_PREFIX, neutralise_frame
@@ -15,7 +16,6 @@ from ..analysis.traits import compute_run_traits
 from ..base import fields as F
 from ..base.location import folder_path
 from ..base.text import alert_body, escape_markdown
-from ..store.loader import ROOT_RUN, RootError
 from . import keys, state
 from .sidebar import Settings
 

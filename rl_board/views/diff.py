@@ -8,12 +8,12 @@ import streamlit as st
 
 from ..analysis.diff import early_and_late_steps, split_diff_table
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
+from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
 from ..analysis.tables import cut_cells, strip_pad
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
-from ..store.loader import ROOT_RUN, RootError
 from . import clicks, keys, state
 from .sidebar import Settings
 

@@ -10,6 +10,7 @@ from functools import partial
 import streamlit as st
 
 from ..analysis.figures import build_matches_figure
+from ..analysis.provider import ANY, ANY_TAG
 from ..analysis.run import Run
 from ..analysis.search import (
     Query,
@@ -30,8 +31,6 @@ from ..analysis.tables import (
 )
 from ..base import fields as F
 from ..base.text import escape_markdown
-from ..derive.faults import ANY
-from ..store.tags import ANY_TAG
 from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import tagged as get_tagged

@@ -12,15 +12,13 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from ..analysis.provider import KL_ESTIMATORS, ROOT_RUN, FieldMappingError, parse_field_mapping
 from ..analysis.run import Run
 from ..analysis.tables import sort_choices
 from ..base import fields as F
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
 from ..base.text import alert_body
-from ..derive.metrics import KL_ESTIMATORS
-from ..readers import FieldMappingError, parse_field_mapping
-from ..store.loader import ROOT_RUN
 from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded

@@ -17,12 +17,11 @@ from typing import NamedTuple
 import pandas as pd
 import streamlit as st
 
+from rl_board.analysis.provider import RootError, TokenizerError, workers
 from rl_board.base import fields as F
 from rl_board.base.access import check_roots
 from rl_board.base.defaults import AUTO, setting_problems
 from rl_board.base.text import alert_body, escape_markdown
-from rl_board.store import workers
-from rl_board.store.loader import RootError, TokenizerError
 from rl_board.views import (
     batch,
     curves,

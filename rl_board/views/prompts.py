@@ -17,12 +17,12 @@ from ..analysis.prompts import (
     compute_word_diff,
     describe_prompt_sample,
 )
+from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.tables import cut_cells, strip_pad, strip_system_prompt
 from ..base import fields as F
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
-from ..store.loader import ROOT_RUN, RootError
 from . import keys, state
 from .sidebar import Settings
 

@@ -7,12 +7,12 @@ from functools import partial
 
 import streamlit as st
 
+from ..analysis.provider import ANY_TAG, SUGGESTED_TAGS, TagConflict, TagsError, set_tags, tags_path
 from ..analysis.run import Run
 from ..analysis.tables import build_batch_table, cut_cells
 from ..analysis.tagged import CHANGED, Tagged, add_tag_columns, build_eval_set, new_entry, sample_key
 from ..base import fields as F
 from ..base.text import alert_body, escape_markdown
-from ..store.tags import ANY_TAG, SUGGESTED_TAGS, TagConflict, TagsError, set_tags, tags_path
 from . import clicks, keys, state
 from .sidebar import Settings
 

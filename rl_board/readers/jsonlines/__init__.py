@@ -1,11 +1,42 @@
 """The line parser every reader of JSON lines uses: a block of complete lines -> canonical rows.
 
+Which parser reads which line (``parse_block``; every path gives the same rows for the same line)::
+
+    a block of bytes, cut at its last newline
+      |  split at its newlines by numpy (no Python per line); blank and too long lines set aside
+      v
+    every line starts with "{" and the block's keys and types are ones the struct would take?
+      | yes                                               | no, or Arrow refuses the block
+      v                                                   v
+    Arrow fast path (arrowfast.read_flat):           msgspec struct path (shape._Shape.decode):
+    pyarrow.json reads the block's columns           one decode_lines of a span into the struct of the
+    at once (verl's flat dumps): the rows            file's shape; typed keys typed, others msgspec.Raw;
+                                                     an unknown key is learned and the block decoded
+                                                     again (shape._BlockDecode); a refused line is set
+                                                     aside, the spans around it decoded again
+                                                          |                         |
+                                                          v                         v
+                                                     the columns (shape._rows):  orjson slow path (slow):
+                                                     per-token lists left as     each refused line alone,
+                                                     raw JSON become Arrow by    orjson then ujson (NaN,
+                                                     simdjson (rawlists), else   Infinity); its row, or the
+                                                     msgspec's typed decoder;    reason it is rejected
+                                                     a value they refuse sends
+                                                     its line to the slow path
+                                                          |                         |
+                                                          +------------+------------+
+                                                                       v
+                                                     the block's rows, in line order; errors, steps
+
 ``parse_block`` splits the block at its newlines (numpy, no Python per line); a block of flat lines
 whose rows Arrow's JSON reader gives exactly as the struct would is read by it (``arrowfast``); any
 other block is decoded by one msgspec call into the struct of the file's shape (``shape``), its
 columns taken from it, and each line the struct refused read alone by the slow path (``slow``),
 which costs only itself: the rows are the same either way, or the line becomes an entry in
-``errors``. Imports only the readers' own modules and ``base``.
+``errors``. A line that cannot be an object (its first byte says so) goes to the slow path
+without a decode. A new parse path comes with a benchmark showing it pays and a test that
+it gives the rows of the slow path (``tests/test_arrowfast.py`` is the one for Arrow's).
+Imports only the readers' own modules and ``base``.
 """
 
 from __future__ import annotations
