@@ -46,11 +46,11 @@ start = time.perf_counter()
 out = build_diff_json(diff, a, b)
 as_json = time.perf_counter() - start
 start = time.perf_counter()
-means = [run.samples.groupby("prompt_key")["reward"].mean() for run in (a, b)]
+means = [run._samples.groupby("prompt_key")["reward"].mean() for run in (a, b)]
 floor_table = pd.merge(means[0].rename("a"), means[1].rename("b"), left_index=True, right_index=True)
 floor = time.perf_counter() - start
 print(json.dumps({{"open_s": opened, "diff_s": aligned, "json_s": as_json, "floor_s": floor,
-                  "samples": [len(a.samples), len(b.samples)], "matched": diff.matched,
+                  "samples": [len(a._samples), len(b._samples)], "matched": diff.matched,
                   "floor_matched": len(floor_table), "regressions": out["regressions"],
                   "improvements": out["improvements"], "unchanged": out["unchanged"]}}))
 """

@@ -17,8 +17,10 @@ import nothing of the layers above ``base``. Modules are imported where used
 parsing needs.
 
 For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
-its ``Run`` (``analysis.source.load``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
-(``analysis.diff.diff``); importing ``rl_board`` imports nothing heavy until it is called.
+its ``Run`` (``analysis.source.load``; a field mapping reads as on the command line,
+``fields={"reward": "my_score"}``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
+(``analysis.diff.diff``); both name a sample by its ``sample_id`` (``FILE:LINE``), as the commands do.
+Importing ``rl_board`` imports nothing heavy until it is called.
 ``rl_board.__version__`` is the installed distribution's version (``importlib.metadata``), else, in a
 source checkout that was not installed, the version its ``pyproject.toml`` names.
 """

@@ -151,6 +151,31 @@ def test_generate_refuses_a_folder_of_someone_elses_files(tmp_path):
     assert _generate(logs).returncode == 2  # notes.txt is still not generate's
 
 
+def _steps_written(out) -> list[int]:
+    """The distinct steps of the lines under ``out``, read with the standard library."""
+    return sorted({json.loads(line)["step"] for path in out.glob("*.jsonl")
+                   for line in path.read_text(encoding="utf-8").splitlines()})
+
+
+def test_generate_takes_its_count_as_num_steps_and_the_old_steps_with_a_warning(tmp_path):
+    """``generate --num-steps 3`` writes a PPO run of steps 1-3 and no warning; the old ``--steps 3`` writes
+    the same run and warns on stderr that it is deprecated, naming --num-steps; both at once exit 2,
+    writing nothing; ``--steps 2:4`` (a range, as in search) is refused."""
+    small = ("--samples", "2", "--tokens", "4", "--ranks", "1")
+    done = command("generate", str(tmp_path / "new"), "--num-steps", "3", *small)
+    assert done.returncode == 0 and done.stderr == ""
+    assert _steps_written(tmp_path / "new") == [1, 2, 3]
+    old = command("generate", str(tmp_path / "old"), "--steps", "3", *small)
+    assert old.returncode == 0 and "deprecated" in old.stderr and "--num-steps 3" in old.stderr
+    assert _steps_written(tmp_path / "old") == [1, 2, 3]
+    assert (tmp_path / "old" / "rollout_data_rank0.jsonl").read_bytes() == \
+        (tmp_path / "new" / "rollout_data_rank0.jsonl").read_bytes()
+    both = command("generate", str(tmp_path / "both"), "--steps", "3", "--num-steps", "3", *small)
+    assert both.returncode == 2 and "not both" in both.stderr and not (tmp_path / "both").exists()
+    refused = command("generate", str(tmp_path / "range"), "--steps", "2:4", *small)
+    assert refused.returncode == 2 and "--num-steps N" in refused.stderr and not (tmp_path / "range").exists()
+
+
 def test_names_with_terminal_controls_are_printed_escaped(tmp_path):
     """A run file named with ESC, BEL and a right-to-left override (a name that would retitle the terminal
     and reorder what it shows): ``summary`` and ``detect`` print it with those characters escaped

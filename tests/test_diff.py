@@ -155,6 +155,22 @@ def test_the_python_function_gives_the_same_table(tmp_path):
     assert by_prompt.at["What is 7 * 6?", "delta"] == 0.0
 
 
+def test_the_python_function_names_the_samples_shown_by_their_sample_id(tmp_path):
+    """``rl_board.diff``'s ``a_sample`` and ``b_sample`` are FILE:LINE ids (as ``to_pandas()`` indexes them),
+    not row positions: for "Spell cat." at step 2 (a regression), A's highest (its 4th sample, line 16 of
+    A's file: 4 samples a prompt, written in order) and B's lowest (the line of 2.jsonl, found by reading it)."""
+    import rl_board
+
+    a, b = _write_pair(tmp_path)
+    table = rl_board.diff(a, b, steps="2:2").set_index("prompt")
+    assert table.at["Spell cat.", "a_sample"] == f"rollout_data_rank0.jsonl:{3 * 4 + 3 + 1}"
+    dumped = [json.loads(line) for line in (b / "2.jsonl").read_text().splitlines()]
+    line = next(i + 1 for i, e in enumerate(dumped) if e["input"] == "Spell cat." and e["score"] == 0.1)
+    assert table.at["Spell cat.", "b_sample"] == f"2.jsonl:{line}"
+    frame_a, frame_b = rl_board.load(a).to_pandas(), rl_board.load(b).to_pandas()
+    assert set(table["a_sample"]) <= set(frame_a.index) and set(table["b_sample"]) <= set(frame_b.index)
+
+
 @pytest.mark.slow
 def test_page_area_lists_the_regressions_opens_one_and_keeps_the_choice_in_the_link(tmp_path):
     """AppTest: the Diff area with the verl run as B lists the three changed prompts as regressions (most

@@ -243,9 +243,9 @@ def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypat
         assert (got.text_matches("response", "^r1") == alone.text_matches("response", "^r1")).all()
         assert got.text_matches("response", "^r1").sum() == 31  # r1, r10-r19, r100-r119
     row = alone.samples.index[(alone.samples["step"] == 60) & (alone.samples["reward"] == 0.25)][0]
-    assert batched.record(row)[0]["reward"] == 0.25
+    assert batched.record_parts(row)[0]["reward"] == 0.25
     row = alone.samples.index[(alone.samples["step"] == 30) & (alone.samples["reward"] == 3.0)][0]
-    assert batched.record(row)[0]["response"] == "r30"
+    assert batched.record_parts(row)[0]["response"] == "r30"
     assert batched.with_text(batched.samples.loc[[row]])["response"].tolist() == ["r30"]
 
 

@@ -38,9 +38,9 @@ def test_a_runs_queries_are_answered_by_its_own_parts(tmp_path):
     write_lines(tmp_path / "run" / "a.jsonl", [sample(1, 0.5, response="green sea turtle", acc=1)])
     run = rl_board.load(tmp_path / "run", cache=False)
     assert list(run.sample_ids()) == ["a.jsonl:1", "b.jsonl:2", "b.jsonl:1"]
-    canonical, others = run.record("b.jsonl:1")
+    canonical, others = run.record_parts("b.jsonl:1")
     assert (canonical["step"], canonical["reward"], canonical["response"]) == (2, 0.25, "red fox")
-    assert run.samples.loc[run.label_of("b.jsonl:1"), "extra:acc"] == 1
-    assert [len(words) for words in run.words(run.samples)] == [3, 1, 2]
+    assert run._samples.loc[run.label_of("b.jsonl:1"), "extra:acc"] == 1
+    assert [len(words) for words in run.words(run._samples)] == [3, 1, 2]
     other = rl_board.load(tmp_path / "run", cache=False)
     assert run._records.run is run and other._records.run is other and run._public is not other._public

@@ -46,7 +46,7 @@ def test_v0_results(tmp_path):
     texts = run.with_text(run.samples)
     assert texts["prompt"][0] == "Think, then answer.\n\n2+2?" and texts["response"].tolist() == ["4 ✓", ""]
     assert texts["ground_truth"].tolist() == ["4", "4"]
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert turns[2]["tool_calls"] == [{"id": "a", "name": "calc", "arguments": '{"x": "2+2"}'}]
     step = build_summary(run)["steps"][0]
     assert (step["samples"], step["reward_mean"], step["turns_mean"], step["tool_calls_mean"], step["tool_calls"]) == (
@@ -109,7 +109,7 @@ def test_checkpoint_evals_summary_per_step(tmp_path):
     other = _cli("summary", str(evals), "--json", "--no-cache", "--split", "math500")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in other["steps"]] == [(20, 2, 0.75)]
     run = load_run(evals, cache_root=False)
-    canonical, _ = run.record(run.samples.index[run.samples["step"] == 20][1])  # the tool call, rewarded 1
+    canonical, _ = run.record_parts(run.samples.index[run.samples["step"] == 20][1])  # the tool call, rewarded 1
     assert canonical["step"] == 20 and canonical["messages"][-1]["content"] == "4 ✓"  # written as \\u2713
     assert canonical["messages"][2]["tool_calls"] == [{"id": "c1", "name": "calc", "arguments": '{"e": "2/2+3"}'}]
 
@@ -120,7 +120,7 @@ def test_one_checkpoint_eval_opened_alone_keeps_its_step(tmp_path):
     evals = _checkpoint_evals(tmp_path / "run_default")
     run = load_run(evals / "step_10" / "gsm8k", cache_root=False)
     assert set(run.samples["step"]) == {10} and run.samples["reward"].tolist() == GSM8K[10]
-    assert run.record(run.samples.index[0])[0]["step"] == 10
+    assert run.record_parts(run.samples.index[0])[0]["step"] == 10
 
 
 def test_plain_evals_without_a_step_stay_separate_runs_at_step_0(tmp_path):
@@ -177,7 +177,7 @@ def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     loaded = load_run(out, cache_root=False)
     assert loaded.split == "train" and loaded.samples["extra:advantage"].tolist()[:4] == [0.5, -0.5, 0.0, 0.0]
     assert loaded.samples["extra:policy_version"].tolist() == [0.0] * 4 + [1.0] * 4
-    assert loaded.record(loaded.samples.index[-1])[0]["step"] == 2
+    assert loaded.record_parts(loaded.samples.index[-1])[0]["step"] == 2
     alone = load_run(out / "rollouts", cache_root=False, split="eval/math500")  # its rollouts/ opens alike
     assert alone.samples["step"].tolist() == [2] and alone.samples["reward"].tolist() == [0.5]
 

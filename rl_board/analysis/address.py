@@ -31,10 +31,10 @@ class AddressError(ValueError):
 
 
 def find_sample(run: Run, address: str):
-    """The row label in ``run.samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it,
+    """The row label in ``run._samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it,
     or ``FILE:LINE#K`` for the K-th of a line's samples: ``fields.address``, as findings and search give it)."""
     name, line, position = F.parse_address(address) or ("", -1, -1)
-    samples = run.samples
+    samples = run._samples
     if name in run.files:
         at = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
         if F.POSITION in samples:
@@ -78,10 +78,10 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
     ``images``: each image of its turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``,
     ``url``, ``note`` as ``Run.images`` gives them, and ``attached``: whether ``build_sample_images`` gives it
     as a picture)."""
-    row = run.samples.loc[label]
+    row = run._samples.loc[label]
     cut: list[str] = []
-    texts = run.with_text(run.samples.loc[[label]]).iloc[0]
-    canonical, _ = run.record(label)
+    texts = run.with_text(run._samples.loc[[label]]).iloc[0]
+    canonical, _ = run.record_parts(label)
     every = canonical.get(F.MESSAGES) or []
     turns = []
     for i, turn in enumerate(every[:max(0, min(max_turns, MAX_SAMPLE_TURNS))]):

@@ -45,7 +45,7 @@ class PromptDiff:
     """The diff of two sides. ``table``: one row per matched prompt with enough samples, indexed by the
     match key (``prompt_key``, or the id), sorted by ``delta`` ascending (None last), ties by prompt text,
     then key; columns ``prompt`` (its text from A, pads removed), ``a_samples``, ``a_reward_mean``,
-    ``a_pass_rate``, ``a_sample`` (the label in A's ``samples`` of the response shown: A's highest
+    ``a_pass_rate``, ``a_sample`` (the label in A's ``_samples`` of the response shown: A's highest
     reward for a regression, its lowest otherwise), the same for ``b_`` (B's lowest for a regression,
     its highest otherwise) and ``delta``. ``matched`` counts every prompt in both sides, ``only_a`` and
     ``only_b`` those in one side, ``too_few`` the matched prompts left out of ``table`` for having
@@ -69,7 +69,7 @@ def id_field(run: Run) -> str | None:
     """The first of ``ID_FIELDS`` that ``run`` logs as a number for any sample, or None."""
     for name in ID_FIELDS:
         column = F.extra_column(name)
-        if column in run.samples and run.samples[column].notna().any():
+        if column in run._samples and run._samples[column].notna().any():
             return name
     return None
 
@@ -81,12 +81,12 @@ def _keys(run: Run, by: str) -> tuple[pd.Series, str]:
         if name is not None:
             return _exact_ids(run, name), name
         if run._reader is not None and getattr(run._reader, "NAME", "") == "parquet":  # TRL
-            return run.samples["prompt_key"], "prompt"
+            return run._samples["prompt_key"], "prompt"
         raise ValueError(f"{run.path} logs no prompt id (a number named one of {', '.join(ID_FIELDS)}); "
                          "match by prompt instead (--by prompt)")
     if by != "prompt":
         raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
-    return run.samples["prompt_key"], "prompt"
+    return run._samples["prompt_key"], "prompt"
 
 
 def _exact_ids(run: Run, name: str) -> pd.Series:
@@ -95,7 +95,7 @@ def _exact_ids(run: Run, name: str) -> pd.Series:
     one), so a sample whose stored id is that large has its id read again from its record, as the
     trainer wrote it (a Python int, any size; None when the record can no longer be read). Float64 where
     no id is that large (the stored column itself), else object (floats and exact ints)."""
-    ids = run.samples[F.extra_column(name)]
+    ids = run._samples[F.extra_column(name)]
     values = ids.to_numpy(dtype=float, na_value=np.nan)
     inexact = np.flatnonzero(np.abs(values) >= EXACT_BELOW)
     if not len(inexact):
@@ -127,7 +127,7 @@ class _Side:
 def _side(run: Run, keys: pd.Series, steps) -> _Side:
     """Per key: samples, the mean of its finite rewards (summed in ascending order), the pass rate, and
     the labels of its lowest- and highest-reward samples (the first in the run's order on a tie)."""
-    samples = run.samples
+    samples = run._samples
     keep = _in_steps(samples, steps) & keys.notna().to_numpy()
     whole = pd.api.types.is_integer_dtype(keys.dtype)
     if keys.dtype == object:  # exact ids (``_exact_ids``): Python's ints and floats, compared exactly
@@ -206,7 +206,7 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     # the prompt texts only (not every text field of the samples); ties ordered by each text's rank among
     # them (Python's order of strings: no fixed-width copy whose width is the longest prompt's)
     where = [F.FILE, "seg", "row"]  # what finds a row's segment: no copy of the samples' other columns
-    texts = a.text_of(a.samples.loc[table["a_sample"].to_numpy(), where], "prompt") if len(table) else []
+    texts = a.text_of(a._samples.loc[table["a_sample"].to_numpy(), where], "prompt") if len(table) else []
     texts = [strip_pad(t, a.pad_token) for t in texts]
     rank = pd.factorize(np.array(["" if t is None else t for t in texts], dtype=object), sort=True)[0]
     table.insert(0, "prompt", pd.Series(texts, index=table.index, dtype=object))
@@ -245,7 +245,7 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
     shown = {}
     for name, run in (("a", a), ("b", b)):
         labels = table[f"{name}_sample"].to_numpy()
-        rows = run.samples.loc[labels, [F.FILE, F.LINE]] if len(labels) else run.samples.iloc[:0]
+        rows = run._samples.loc[labels, [F.FILE, F.LINE]] if len(labels) else run._samples.iloc[:0]
         shown[name] = [f"{run.files[int(f)]}:{int(line)}" for f, line in zip(rows[F.FILE], rows[F.LINE])]
     delta = table["delta"].to_numpy(dtype=float)
     # column by column, as Python values (a row at a time, iterrows, costs ~100x more: 61 s for 300,000)
@@ -277,7 +277,9 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     (``rl_board.load``) or run folders, read with ``read_options`` (``rl_board.load``'s: ``pad_token``,
     ``split``…; the same folder twice is read once); ``steps``/``steps_b`` are ``"A:B"`` strings or
     (first, last) tuples. Returns ``PromptDiff.table``: one row per matched prompt, most negative
-    ``delta`` first; its ``attrs`` hold ``matched``, ``only_a``, ``only_b`` and ``too_few``."""
+    ``delta`` first, with ``a_sample`` and ``b_sample`` the ``sample_id`` (``FILE:LINE``, as ``to_pandas()``
+    and the command name it) of the response each side shows; its ``attrs`` hold ``matched``, ``only_a``,
+    ``only_b`` and ``too_few``."""
     from .search import parse_steps
     from .source import load
 
@@ -292,6 +294,9 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     found = compute_diff(run_a, run_b, steps_of(steps), None if steps_b is None else steps_of(steps_b), by,
                          min_samples)
     table = found.table.copy()
+    for name, run in (("a_sample", run_a), ("b_sample", run_b)):  # row labels are positions: give the ids
+        labels = table[name].to_numpy()
+        table[name] = run.sample_ids(run._samples.loc[labels]).to_numpy() if len(labels) else []
     table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few)
     return table
 

@@ -35,7 +35,7 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
     indexed by ``prompt_key``, columns ``prompt`` (its text), ``samples`` and ``steps`` (how many of each
     it has in the run); ``attrs["note"]`` says where the pattern's search stopped when it ran out of time
     (``RegexScan.note``), else None. Raises ``ValueError`` for a pattern RE2 refuses or one too large."""
-    samples = run.samples
+    samples = run._samples
     keys = samples["prompt_key"]
     scan = run.text_search("prompt", pattern, pad_token)
     hit = scan.found.copy()
@@ -70,7 +70,7 @@ def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: st
     parts = []
     kl = f"{KL_PREFIX[estimator]}_mean"
     for name, run in runs.items():
-        rows = run.samples[run.samples["prompt_key"] == key]
+        rows = run._samples[run._samples["prompt_key"] == key]
         if rows.empty:
             continue
         texts = run.with_text(rows)

@@ -1,6 +1,6 @@
 """What a run reads again from its source files, through its location: a sample's whole record, its
 token lists, its line byte for byte, and the keys the first lines hold (what a field mapping can
-name). ``SourceRecords`` is one of ``Run``'s parts; it reads ``samples``, ``files``, ``path``,
+name). ``SourceRecords`` is one of ``Run``'s parts; it reads ``_samples``, ``files``, ``path``,
 ``options``, ``cache``, ``_reader`` and ``_open`` of the run (``self.run``). ``compute_faults``: the
 turn faults of samples, found again in their turns read from the source (``search`` and the
 notebook's ``sample_faults`` use it).
@@ -59,12 +59,12 @@ class SourceRecords:
             raise
 
     def _read_each(self, labels, read, stop=None) -> list:
-        """``read(fh, name, row)`` for each label (rows of ``samples``), in ``labels``' order, each the
+        """``read(fh, name, row)`` for each label (rows of ``_samples``), in ``labels``' order, each the
         value it returned or the exception it (or opening its file) raised. The samples are read a file at
         a time in offset order through one open file: one pass over a compressed file per call. Once
         ``stop`` (a ``threading.Event``) is set, the samples not read yet get ``InterruptedError``."""
         labels = list(labels)
-        rows = [self.run.samples.loc[label] for label in labels]
+        rows = [self.run._samples.loc[label] for label in labels]
         out: list = [InterruptedError("stopped before it was read")] * len(labels)  # each read replaces its own
         by_file: dict[int, list[int]] = {}
         for place, row in enumerate(rows):
@@ -154,7 +154,7 @@ class SourceRecords:
     def _canonical(self, label, got) -> tuple[dict, dict]:
         """What ``_read_each`` read for ``label`` as (canonical field -> value, every other field -> value);
         raises what the read raised (``SourceChanged`` for a file that moved out) or ``SourceChanged``."""
-        row = self.run.samples.loc[label]
+        row = self.run._samples.loc[label]
         name = self.run.files[int(row[F.FILE])]
         line = int(row[F.LINE])
         if isinstance(got, RootError):
@@ -175,15 +175,24 @@ class SourceRecords:
             raise SourceChanged(f"{name}:{line} changed since the run was read; refresh it.")
         return canonical, others
 
-    def record(self, label) -> tuple[dict, dict]:
-        """One sample's record (``label`` in ``samples``), read again from its source: (canonical
-        field -> value, every other field -> value). ``SourceChanged`` when it moved. ``label`` may be
-        a ``sample_id`` (``FILE:LINE``)."""
+    def record(self, sample_id) -> dict:
+        """One sample's whole record (``sample_id``: ``FILE:LINE``), read again from its source, as one dict:
+        its fields under the board's names (``response``, ``reward``, ``messages`` as turns, those a field
+        mapping reads from your keys), then every other key of the record as written. A key named like a
+        board field is the board's (with ``fields={"reward": "my_score"}``, ``reward`` is ``my_score``'s value,
+        as everywhere the run is read). ``KeyError`` for a sample the run doesn't have, ``SourceChanged`` when
+        the file changed since it was read."""
+        canonical, others = self.record_parts(sample_id)
+        return {**canonical, **others}  # no other key is a board field's name (``KeyResolver`` takes them)
+
+    def record_parts(self, label) -> tuple[dict, dict]:
+        """One sample's record (``label`` in ``_samples``, or a ``sample_id``), read again from its source, in
+        two parts: (canonical field -> value, every other field -> value). ``SourceChanged`` when it moved."""
         label = self.run.label_of(label)
         return self._canonical(label, self._read_each([label], self._raw_record)[0])
 
     def records(self, labels) -> list[tuple[dict, dict] | None]:
-        """``record`` of each label, None for a sample that can no longer be read; read a file at a
+        """``record_parts`` of each label, None for a sample that can no longer be read; read a file at a
         time in offset order (``_read_each``)."""
         labels = list(labels)
         out = []
@@ -200,7 +209,7 @@ class SourceRecords:
         hold them, in the order met. Their values are not kept at the cold read; ``texts`` reads them again."""
         known = self.__dict__.setdefault("_text_fields", {})  # read once per run object and bounds
         if (files, lines) not in known:
-            samples = self.run.samples
+            samples = self.run._samples
             first_files = samples[F.FILE].drop_duplicates().head(files)
             firsts = samples[samples[F.FILE].isin(first_files)].groupby(F.FILE, sort=False).head(lines)
             found: dict[str, None] = {}
@@ -212,9 +221,11 @@ class SourceRecords:
         return list(known[files, lines])
 
     def texts(self, labels, name: str, stop=None) -> list[str | None]:
-        """The text field ``name`` (``text_fields``) of each label, read again from the source byte for byte;
-        None where the sample has no such string field, can no longer be read, or was not read before ``stop``
-        (a ``threading.Event``) was set. Read a file at a time in offset order (``text_columns``)."""
+        """The text field ``name`` (``text_fields``) of each sample (``labels``: sample ids, ``FILE:LINE``, or
+        labels of ``_samples``), read again from the source byte for byte; None where the sample has no such
+        string field, can no longer be read, or was not read before ``stop`` (a ``threading.Event``) was set.
+        Read a file at a time in offset order (``text_columns``). ``KeyError`` for an id the run doesn't have."""
+        labels = [self.run.label_of(label) for label in labels]
         return self.text_columns(labels, [name], stop)[name]
 
     def text_columns(self, labels, names, stop=None) -> dict[str, list]:
@@ -226,7 +237,7 @@ class SourceRecords:
         out: dict[str, list] = {name: [None] * len(labels) for name in names}
         if not len(labels) or not names:
             return out
-        where = self.run.samples.loc[list(labels), [F.FILE, "offset", "length", F.LINE]]
+        where = self.run._samples.loc[list(labels), [F.FILE, "offset", "length", F.LINE]]
         files, offsets, lengths, lines = (where[c].to_numpy(np.int64) for c in (F.FILE, "offset", "length", F.LINE))
         read = jsonl.record if self.run._reader.record in (jsonl.record, verl.record) else self.run._reader.record
         order = np.lexsort((offsets, files))  # a file at a time, in offset order: one pass over each file
@@ -257,10 +268,10 @@ class SourceRecords:
         each as ``analysis.images.compute_sample_images`` gives it: ``data`` (bytes or None), ``mime``,
         ``width``, ``height``, ``size``, ``message_index``, ``at``, ``url`` and ``note``. An image file the
         rollout names is read only inside the run's folder and the allowed roots; a URL is never fetched."""
-        return self.images_of(self.record(label)[0])
+        return self.images_of(self.record_parts(label)[0])
 
     def images_of(self, canonical: dict) -> list[dict]:
-        """``images`` of a sample whose canonical record (``record(label)[0]``) is read already."""
+        """``images`` of a sample whose canonical record (``record_parts(label)[0]``) is read already."""
         from .images import compute_sample_images
 
         return compute_sample_images(canonical.get(F.MESSAGES), self._image_file)
@@ -291,11 +302,11 @@ class SourceRecords:
         return data
 
     def sample_tokens(self, label) -> SampleTokens:
-        """One sample's token lists (``label`` in ``samples``), read again from its source; token ids
+        """One sample's token lists (``label`` in ``_samples``, or a ``sample_id``), read again from its source; token ids
         decoded with the run's tokenizer."""
         from ..derive.tokenizer import load_tokenizer
 
-        return compute_sample_tokens(self.record(label)[0], self.run.pad_token, self.run.options.eos_token,
+        return compute_sample_tokens(self.record_parts(label)[0], self.run.pad_token, self.run.options.eos_token,
                                      load_tokenizer(self.run.options.tokenizer))
 
     def samples_tokens(self, labels, stop=None) -> list[SampleTokens | None]:
@@ -333,17 +344,17 @@ class SourceRecords:
 
 
 def compute_faults(run, frame: pd.DataFrame) -> list[list[dict]]:
-    """The faults of each row of ``frame`` (rows of ``run.samples``) as ``{"kind", "message_index",
+    """The faults of each row of ``frame`` (rows of ``run._samples``) as ``{"kind", "message_index",
     "assistant_turn"}``: found again in the sample's turns read from its source, only for the rows whose
     ``fault_kinds`` say they have some ([] for the others, and for a sample that changed since)."""
     out = [[] for _ in range(len(frame))]
-    if "fault_kinds" not in run.samples:
+    if "fault_kinds" not in run._samples:
         return out
-    where = np.flatnonzero(run.samples["fault_kinds"].reindex(frame.index).fillna(0).to_numpy(dtype=np.int64))
+    where = np.flatnonzero(run._samples["fault_kinds"].reindex(frame.index).fillna(0).to_numpy(dtype=np.int64))
     if not len(where):
         return out
     dropped_at = F.extra_column(DROPPED_AT)
-    at_message = (run.samples[dropped_at].reindex(frame.index).to_numpy(dtype=float) if dropped_at in run.samples
+    at_message = (run._samples[dropped_at].reindex(frame.index).to_numpy(dtype=float) if dropped_at in run._samples
                   else np.full(len(frame), np.nan))
     for at, got in zip(where.tolist(), run.records(frame.index[where])):
         if got is not None:

@@ -143,7 +143,7 @@ def _table_html(table: pd.DataFrame) -> str:
 def _images_html(run: Run, label, budget: list[int]) -> str:
     """A sample's images as thumbnails (``REPORT_IMAGE_SIDE``), while ``budget`` (bytes left, one-element
     list shared by the whole report) lasts; one line names those left out, by the budget or for want of bytes."""
-    if "images" not in run.samples or not run.samples.at[label, "images"]:
+    if "images" not in run._samples or not run._samples.at[label, "images"]:
         return ""
     from ..base.images import thumbnail
 
@@ -234,7 +234,7 @@ def _findings_html(run: Run, found: Findings, samples: int) -> str:
         out += [_table_html(table) for table in compute_evidence_tables(finding, found.words_from_tokens)]
         items = compute_evidence(run, finding, MAX_RESPONSE_CHARS)[:samples]
         if items:
-            prompts = run.with_text(run.samples.loc[[item.label for item in items]])
+            prompts = run.with_text(run._samples.loc[[item.label for item in items]])
             prompts = prompts["prompt"].tolist() if "prompt" in prompts else [None] * len(items)
             out.append(f"<h4>Samples ({len(items)} of {len(finding.samples)})</h4>")
             out += [_sample_html(run, item, prompt if isinstance(prompt, str) else None, budget)

@@ -15,6 +15,7 @@ that answers it (``_PartQuery``).
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,12 +53,13 @@ class _PartQuery:
 class Run:
     """A snapshot of a run.
 
-    ``samples`` has one row per sample, ordered by step, file, line, with numbers
-    only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample
-    lies); ``with_text`` adds the texts and ``record`` reads one sample's whole
-    record from its source, so memory holds neither for the whole run. ``steps``
-    has one row per step (``steps.compute_step_stats``). A notebook reads
-    ``to_pandas()`` (``public.PublicTable``): the sample's fields and metrics, by ``sample_id``.
+    ``_samples`` (the package's own; private) has one row per sample, ordered by step, file, line, with
+    numbers only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample lies), labelled
+    by position; ``with_text`` adds the texts and ``record`` reads one sample's whole record from its
+    source, so memory holds neither for the whole run. ``steps`` has one row per step
+    (``steps.compute_step_stats``). A notebook reads ``to_pandas()`` (``public.PublicTable``): the
+    sample's fields and metrics, by ``sample_id``; ``samples`` is ``_samples`` under its old public name,
+    deprecated.
 
     Its fields are never reassigned (frozen); it compares and hashes by identity (each snapshot is
     its own: two reads of one folder are two runs), so it can key a dict or a cache.
@@ -65,7 +67,7 @@ class Run:
 
     path: Path
     files: tuple[str, ...]
-    samples: pd.DataFrame
+    _samples: pd.DataFrame
     steps: pd.DataFrame
     report: LoadReport
     options: ReadOptions
@@ -79,6 +81,7 @@ class Run:
     #: the run's location (``base.location``): records are read again through it, inside the roots
     #: it was opened under (None: opened from ``path`` on first use)
     location: RunLocation | None = field(repr=False, default=None)
+    max_per_step: int | None = None  # the samples read of each step at most (None: all), as read_settings says
 
     # -- what a Run answers, in one place: each query and the part that answers it --------------------
     # from the parsed segments, no log file read (segment_queries.SegmentQueries)
@@ -92,6 +95,7 @@ class Run:
     text_search = _PartQuery("_queries", SegmentQueries)
     # read again from the source files, through the run's location (records.SourceRecords)
     record = _PartQuery("_records", SourceRecords)
+    record_parts = _PartQuery("_records", SourceRecords)
     records = _PartQuery("_records", SourceRecords)
     source_lines = _PartQuery("_records", SourceRecords)
     source_keys = _PartQuery("_records", SourceRecords)
@@ -110,6 +114,7 @@ class Run:
     to_pandas = _PartQuery("_public", PublicTable)
     to_arrow = _PartQuery("_public", PublicTable)
     sample_faults = _PartQuery("_public", PublicTable)
+    findings = _PartQuery("_public", PublicTable)
     # and, below, what the snapshot answers itself: extras, pad_token, step_samples, text_of, with_text
 
     def __post_init__(self) -> None:
@@ -125,13 +130,21 @@ class Run:
 
         return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
-                   snapshot.split, snapshot.splits, snapshot.location)
+                   snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        """Deprecated: the table the page works on (``_samples``), bookkeeping included and labelled by
+        position; ``to_pandas()`` is the frame to read, by ``sample_id``."""
+        warnings.warn("run.samples is private now (the page's table, labelled by position): use run.to_pandas(), "
+                      "the samples' fields and metrics by sample_id", DeprecationWarning, stacklevel=2)
+        return self._samples
 
     def __repr__(self) -> str:
-        steps = self.samples[F.STEP] if len(self.samples) else ()
+        steps = self._samples[F.STEP] if len(self._samples) else ()
         span = f", steps {min(steps)}–{max(steps)}" if len(steps) else ""
         split = f", split {self.split!r}" if self.split else ""
-        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self.samples)} samples"
+        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self._samples)} samples"
                 f"{span}, {len(self.files)} files>")
 
     def _open(self, path):
@@ -146,15 +159,15 @@ class Run:
 
     @property
     def extras(self) -> list[str]:
-        """The run's extra fields (columns ``extra:NAME`` of ``samples``), by name."""
-        return [F.extra_name(c) for c in F.extra_columns(self.samples.columns)]
+        """The run's extra fields (columns ``extra:NAME`` of ``_samples``), by name."""
+        return [F.extra_name(c) for c in F.extra_columns(self._samples.columns)]
 
     def step_samples(self, step: int) -> pd.DataFrame:
         """The samples of one step with their texts, in file and line order."""
-        return self.with_text(self.samples[self.samples[F.STEP] == step])
+        return self.with_text(self._samples[self._samples[F.STEP] == step])
 
     def text_of(self, frame: pd.DataFrame, name: str) -> list:
-        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``samples``), read
+        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``_samples``), read
         from the parsed segments: ``with_text``'s for that one field, without the others."""
         out = [None] * len(frame)
         all_rows = frame["row"].to_numpy()
@@ -164,7 +177,7 @@ class Run:
         return out
 
     def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
+        """``frame`` (rows of ``_samples``) with the text columns, read from the parsed segments,
         and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
         all_rows = frame["row"].to_numpy()

@@ -83,7 +83,7 @@ def parse_address(text: str) -> tuple[str, int, int] | None:
 
 
 def addresses(files, frame) -> list[str]:
-    """The ``address`` of each sample of ``frame`` (rows of ``Run.samples``; ``files`` names their
+    """The ``address`` of each sample of ``frame`` (rows of ``Run._samples``; ``files`` names their
     ``file`` index)."""
     positions = frame[POSITION] if POSITION in frame else [-1] * len(frame)
     return [address(files[int(f)], int(line), int(k)) for f, line, k in zip(frame[FILE], frame[LINE], positions)]

@@ -118,7 +118,7 @@ def _print_prompts(diff, run_a, run_b, prompts: dict[int, dict], shown: list[int
         p, row = prompts[i], diff.table.iloc[i]
         picked = {}
         for name, run in (("a", run_a), ("b", run_b)):
-            one = run.with_text(run.samples.loc[[row[f"{name}_sample"]]]).iloc[0]
+            one = run.with_text(run._samples.loc[[row[f"{name}_sample"]]]).iloc[0]
             picked[name] = (strip_pad(one["response"], run.pad_token) or "", one)
         print(f"  {_fmt(p['delta']):>8}  A {_fmt(p['a']['reward_mean'])} ({p['a']['samples']})  "
               f"B {_fmt(p['b']['reward_mean'])} ({p['b']['samples']})  {_cut(printable_line(p['prompt'] or ''), 100)}")

@@ -32,6 +32,15 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _old_steps_count(text: str) -> int:
+    """``generate --steps N``, the count's deprecated spelling: a range there is refused, naming --num-steps."""
+    try:
+        return _positive_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: generate's count of steps is --num-steps N "
+                                         "(--steps A:B is a range in search, diff and report)") from None
+
+
 def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -260,7 +269,11 @@ def _parser() -> argparse.ArgumentParser:
                                "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl: agent episodes "
                                "in rollouts/step_N/, art: agent trajectories in trajectories/train/, "
                                "prime-rl-tokens: token_exports/step_N/rank_R.jsonl with its tokenizer.json)")
-    generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
+    generate.add_argument("--num-steps", type=_positive_int, default=None, metavar="N",
+                          help="write one PPO run of this many steps")
+    generate.add_argument("--steps", type=_old_steps_count, default=None, dest="old_steps", metavar="N",
+                          help="deprecated: the old spelling of --num-steps (in search, diff and report --steps is "
+                               "a range of steps, A:B)")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
     generate.add_argument("--ranks", type=_positive_int, default=4)

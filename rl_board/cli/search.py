@@ -17,7 +17,7 @@ def search_json(args) -> dict:
 
 
 def _searched(args) -> tuple[dict, object, object]:
-    """(``search_json``'s dict, the run, the samples listed: rows of ``run.samples``)."""
+    """(``search_json``'s dict, the run, the samples listed: rows of ``run._samples``)."""
     from ..analysis.provider import TagsError
     from ..analysis.search import (
         SEARCH_FIELDS,
@@ -59,10 +59,10 @@ def _searched(args) -> tuple[dict, object, object]:
     except (ValueError, TagsError) as exc:
         raise CommandError(str(exc)) from None
     # every match's address and reward; all their columns only where a sort needs them
-    matches = run.samples.loc[keep, [c for c in (F.STEP, F.FILE, F.LINE, F.POSITION, F.REWARD) if c in run.samples]]
+    matches = run._samples.loc[keep, [c for c in (F.STEP, F.FILE, F.LINE, F.POSITION, F.REWARD) if c in run._samples]]
     limit = args.limit if args.limit is not None else (None if args.json else SEARCH_SHOWN)
     if sort is not None:
-        ordered = sort_samples(run.samples[keep], sort, not args.ascending)
+        ordered = sort_samples(run._samples[keep], sort, not args.ascending)
         shown = ordered if limit is None else ordered.head(limit)
     else:
         shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match

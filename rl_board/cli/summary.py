@@ -125,7 +125,7 @@ def _keep_summary(args, name: str | None, run, summary: dict, files: list | None
     (it lies outside the folder whose files the memo checks)."""
     from ..analysis.provider import memo
 
-    if name is None or files is None or ("from_ids" in run.samples and run.samples["from_ids"].any()):
+    if name is None or files is None or ("from_ids" in run._samples and run._samples["from_ids"].any()):
         return
     if memo.fingerprint(args.run_dir) == files:
         memo.save(name, args.run_dir, files, summary, list(run.report.notes))

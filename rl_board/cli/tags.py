@@ -83,7 +83,7 @@ def _tag_sample(args, run) -> dict:
     from ..analysis import tagged as TG
 
     name, line, position = F.parse_address(args.sample) or ("", -1, -1)
-    samples = run.samples
+    samples = run._samples
     hit = samples.index[(samples[F.FILE] == (run.files.index(name) if name in run.files else -1))
                         & (samples[F.LINE] == line)
                         & ((samples[F.POSITION] if F.POSITION in samples else -1) == position)]

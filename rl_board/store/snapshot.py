@@ -68,6 +68,7 @@ class Snapshot:
     split: str | None = None
     splits: tuple[str, ...] = ()
     location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
+    max_per_step: int | None = None  # the samples kept of each step (the loader's), None: all
 
 
 def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
@@ -161,7 +162,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     stamp = cache.manifest_stamp() if cache is not None else None
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
-                    loader.location)
+                    loader.location, loader.max_per_step)
 
 
 def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, int], pa.Table], bool]:

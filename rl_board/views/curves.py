@@ -48,7 +48,7 @@ def render(run: Run, settings: Settings) -> None:
         kl, title = KL_PREFIX[settings.kl_estimator], f"KL ({settings.kl_estimator}, mean per sample)"
     if f"{kl}_mean" in steps:
         curve(columns[1], [kl], title, "curve_kl")
-    elif compute_run_traits(run.steps, run.samples).token_lists:
+    elif compute_run_traits(run.steps, run._samples).token_lists:
         columns[1].info("No reference log-probabilities (ref_logprobs) in this run: no KL curve.")
     else:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")

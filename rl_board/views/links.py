@@ -139,7 +139,7 @@ def _find_sample(run: Run, source: str):
     if got is None or got[0] not in run.files:
         return None
     name, line, position = got
-    samples = run.samples
+    samples = run._samples
     in_line = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
     hit = samples.index[in_line & (samples.get(F.POSITION, -1) == position)]
     if not len(hit) and position < 0:  # a link made before lines of several samples had positions: the first
@@ -156,7 +156,7 @@ def apply(run: Run) -> None:
     pending["applied"] = True
     steps = [int(s) for s in run.steps.index]
     label = _find_sample(run, pending["sample"]) if pending.get("sample") else None
-    sample_step = None if label is None else int(run.samples.at[label, "step"])
+    sample_step = None if label is None else int(run._samples.at[label, "step"])
     if pending.get("step"):
         text = pending["step"]
         step = int(text) if text.lstrip("-").isdigit() else None
@@ -176,7 +176,7 @@ def apply(run: Run) -> None:
         shown = st.session_state.get(keys.STEP, steps[-1])
         _note(f"Sample {pending['sample']!r} is not in this run; showing the top of step {shown}'s table.")
     if pending.get("sort"):
-        if pending["sort"] in sort_choices(run.extras, run.samples):
+        if pending["sort"] in sort_choices(run.extras, run._samples):
             st.session_state[keys.SORT_BY] = pending["sort"]
         else:
             _note(f"Sort {pending['sort']!r} is not offered for this run; sorting by reward.")
@@ -203,11 +203,11 @@ def _shown_address(run: Run) -> str | None:
     """The address of the sample the batch shows: one opened elsewhere and not drawn yet, else the
     picker's; None when the picker's is not of the step chosen (the step's first sample is shown then)."""
     opened = state.opened_sample()
-    if opened is not None and opened in run.samples.index:
-        return F.addresses(run.files, run.samples.loc[[opened]])[0]
+    if opened is not None and opened in run._samples.index:
+        return F.addresses(run.files, run._samples.loc[[opened]])[0]
     source, step = st.session_state.get(keys.SAMPLE), st.session_state.get(keys.STEP)
     label = None if source is None else _find_sample(run, str(source))
-    if label is None or (step is not None and int(run.samples.at[label, F.STEP]) != int(step)):
+    if label is None or (step is not None and int(run._samples.at[label, F.STEP]) != int(step)):
         return None
     return str(source)
 

@@ -52,7 +52,7 @@ class Picked(NamedTuple):
 
     step: int
     ordered: pd.DataFrame  # the step's samples (texts included) in the order the user sorted them
-    label: object  # the chosen sample's label in ``Run.samples``
+    label: object  # the chosen sample's label in ``Run._samples``
     row: pd.Series  # its row of ``ordered``
     record: tuple[dict, dict] | None  # its (canonical record, other fields) read from its source; None if unreadable
 

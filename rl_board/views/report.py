@@ -49,7 +49,7 @@ def render(run: Run) -> None:
         with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),
                          hide_index=True)
-    checks = compute_data_checks(run.samples, run.files, run.options.eos_token)
+    checks = compute_data_checks(run._samples, run.files, run.options.eos_token)
     if checks:
         st.warning(alert_body("Numbers a log should not hold:", "\n".join(check.message for check in checks)))
 

@@ -240,7 +240,7 @@ def choose_step(steps: list[int], follow_newest: bool) -> None:
 
 
 _PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction, group) the sample picker was last drawn for
-_OPEN_SAMPLE = "open_sample"  # a sample (label in Run.samples) to show once the picker is drawn
+_OPEN_SAMPLE = "open_sample"  # a sample (label in Run._samples) to show once the picker is drawn
 
 
 def open_sample(step: int, label, show: bool = True) -> None:
@@ -253,7 +253,7 @@ def open_sample(step: int, label, show: bool = True) -> None:
 
 
 def opened_sample():
-    """The sample ``open_sample`` asked for, not drawn yet (its label in ``Run.samples``), or None."""
+    """The sample ``open_sample`` asked for, not drawn yet (its label in ``Run._samples``), or None."""
     return st.session_state.get(_OPEN_SAMPLE)
 
 
@@ -308,7 +308,7 @@ def run_traits() -> RunTraits:
 def note_traits(run: Run) -> bool:
     """Keep what ``run`` has for the sidebar; whether that changed since the sidebar was drawn (the page
     is then drawn again, so it offers only what this run has)."""
-    traits = compute_run_traits(run.steps, run.samples)
+    traits = compute_run_traits(run.steps, run._samples)
     changed = st.session_state.get(_TRAITS, ALL_TRAITS) != traits
     st.session_state[_TRAITS] = traits
     return changed
@@ -349,9 +349,9 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
 
 
 def get_record(run: Run, label):
-    """One sample's record (``Run.record``), or the exception that says why it can't be read."""
+    """One sample's record in two parts (``Run.record_parts``), or the exception that says why it can't be read."""
     try:
-        return run.record(label)
+        return run.record_parts(label)
     except (OSError, SourceChanged) as exc:
         return exc
 

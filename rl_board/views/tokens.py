@@ -32,7 +32,7 @@ def sample_tokens(record: dict, settings: Settings, tokenizer_path: str | None) 
 
 
 def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
-    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
+    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record_parts``), its token ids
     decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
     sample, _ = sample_tokens(record, settings, tokenizer_path)
     if not len(sample.tokens):

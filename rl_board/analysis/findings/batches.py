@@ -83,7 +83,7 @@ def compute_evaluation(run) -> str:
 def _dead_groups(run):
     if compute_evaluation(run):
         return None
-    shaped, dead = compute_dead_steps(run.samples)
+    shaped, dead = compute_dead_steps(run._samples)
     if not dead or Fraction(len(dead), len(shaped)) < DEAD_STEP_SHARE:
         return None
     message = (f"{len(dead)} of {len(shaped)} GRPO-shaped steps have at least half of their prompt groups with all "
@@ -93,7 +93,7 @@ def _dead_groups(run):
 
 
 def _empty_responses(run, empty: np.ndarray):
-    samples = run.samples
+    samples = run._samples
     per_step = pd.DataFrame({"empty": empty, F.STEP: samples[F.STEP].to_numpy()}).groupby(F.STEP, sort=True)["empty"]
     counts, sizes = per_step.sum(), per_step.size()
     steps = [int(s) for s in counts.index if Fraction(int(counts[s]), int(sizes[s])) >= EMPTY_SHARE]

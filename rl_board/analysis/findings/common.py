@@ -54,7 +54,7 @@ _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 @dataclass(frozen=True)
 class Finding:
     """One finding. ``to_json(full=True)`` is the contract of ``findings --json``; ``message`` is one line for
-    people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
+    people; ``labels`` are the ``samples`` as rows of ``Run._samples``; ``focus_step`` the step the
     evidence centres on; ``phrases`` the phrases' tokens (findings 1 and 7); ``onset_step`` when it
     began (definition 14, kinds of ``ONSET_KINDS``); ``amount`` how much, in words; ``size`` orders the
     findings of one kind (larger first)."""
@@ -119,21 +119,21 @@ class Findings:
 def compute_windows(run: Run) -> tuple[list[int], list[int]]:
     """(the first quarter's steps, the late window's), each the first / last ceil(S/4) of the S
     steps with samples, ascending; both empty for a run without samples."""
-    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP]))
+    steps = sorted(int(s) for s in pd.unique(run._samples[F.STEP]))
     k = math.ceil(len(steps) / WINDOW_FRACTION)
     return steps[:k], steps[len(steps) - k:]
 
 
 def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
     """(each response's words, whether they came from its tokens) for ``frame`` (rows of
-    ``run.samples``, in their order), from the run's segments (``Run.words``): no file is read. A
+    ``run._samples``, in their order), from the run's segments (``Run.words``): no file is read. A
     sample with neither tokens nor a response has no words."""
     words = [w if w is not None else [] for w in run.words(frame)]
     return words, frame["has_tokens"].to_numpy(dtype=bool).tolist()
 
 
 def compute_empty(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Counts the words
+    """Whether each sample of ``run._samples`` has no words; bool, shape (samples,). Counts the words
     in the segments (``Run.word_counts``): no text or file is read."""
     return run.word_counts() <= 0
 
@@ -206,14 +206,14 @@ def _share_of_steps(count: int, total: int, what: str) -> str:
 
 
 def compute_onset(run: Run, values: pd.Series, falls: bool = False) -> int | None:
-    """Definition 14: when the series ``values`` (one per row of ``run.samples``) changed level, or None.
+    """Definition 14: when the series ``values`` (one per row of ``run._samples``) changed level, or None.
     Its step means m_1..m_S (steps with a value, ascending; NaN left out) are split in two at the k
     (1 <= k < S) that minimises the squared distance of each mean to its part's mean (a, before; b, after;
     the first such k); there is an onset when b > a (b < a with ``falls``) and the split explains at least
     ``ONSET_EXPLAINED`` of the means' variance (1 - that distance / sum of (m_i - mean)^2). The onset is the
     first step of the after part, moved back over the steps just before it whose means are past
     a + ``ONSET_BACK`` * (b - a) (a ramp's start), keeping at least one step before it."""
-    means = values.astype(float).groupby(run.samples[F.STEP], sort=True).mean().dropna()
+    means = values.astype(float).groupby(run._samples[F.STEP], sort=True).mean().dropna()
     steps, m = means.index.to_numpy(), means.to_numpy(dtype=float)
     if len(m) < 2:
         return None
@@ -251,7 +251,7 @@ def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int, lowest:
 
 
 def _typical_samples(frame: pd.DataFrame, values: pd.Series, count: int) -> tuple:
-    """The ``count`` rows of ``frame`` whose ``values`` (a series over ``run.samples``) are nearest their mean over
+    """The ``count`` rows of ``frame`` whose ``values`` (a series over ``run._samples``) are nearest their mean over
     ``frame`` (NaN left out), then the higher reward, then file and line: what the window is like."""
     own = values[frame.index].astype(float)
     have = frame[own.notna().to_numpy()]

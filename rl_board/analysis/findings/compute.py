@@ -50,7 +50,7 @@ from .vision import _images_dropped
 
 
 def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check, ...]:
-    samples = run.samples
+    samples = run._samples
     responses = bool(samples["response_chars"].notna().any() or (samples["response_len"] >= 0).any())
     few = "" if windows_ok else "needs at least 2 steps with samples"
     agents = bool(_agent_rows(samples).any())
@@ -98,14 +98,14 @@ def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     try:
         kept = json.loads(path.read_text())
         if kept["version"] == FINDINGS_VERSION and tuple(kept["stamp"]) == tuple(stamp) \
-                and kept["samples"] == len(run.samples):
+                and kept["samples"] == len(run._samples):
             return _findings_from_json(kept["findings"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     found = compute_findings(run, stop)
     try:
         tmp = path.with_name(f".tmp-{os.getpid()}-{FINDINGS_FILE}")
-        tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run.samples),
+        tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run._samples),
                                    "findings": _findings_to_json(found)}))
         os.replace(tmp, path)
     except (OSError, TypeError, ValueError):  # a cache that can't be written only means checking again next time
@@ -143,7 +143,7 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
     the KL). With ``stop``, raises ``Cancelled`` as soon as it is set (checked between the checks and
     between the samples a check reads again)."""
-    samples = run.samples
+    samples = run._samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
     early_steps, late_steps = compute_windows(run)

@@ -162,14 +162,14 @@ def _sum_rows(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.n
 
 def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     # in log order, only what the check reads (a sorted copy of every column would be the run's size again)
-    samples = _log_order(run.samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
+    samples = _log_order(run._samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
     if samples.empty or not early_steps:
         return None
     step = samples[F.STEP].to_numpy()
     early = np.isin(step, early_steps)
     late = np.isin(step, late_steps)
     garbled, _ = compute_garbled(lambda: run.word_chunks(samples), early)
-    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run.samples.index)
+    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run._samples.index)
     onset = compute_onset(run, indicator)
     if onset is not None:  # the early window: the first quarter's steps before the onset (scripts: the whole quarter)
         early &= step < onset
@@ -191,6 +191,6 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
                "early — check the inference engine's precision and weight sync")
     return Finding("garbled_output", steps[0], steps[-1],
                    {"share_early": share_early, "share_late": share_late, "steps": steps},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[0],
                    onset_step=onset,
                    amount=f"{_percent(share_late)} of late responses garbled", size=share_late)

@@ -63,7 +63,7 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_toke
     phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
         return None
-    labels = _phrase_samples(late, phrases, run.samples[F.REWARD])
+    labels = _phrase_samples(late, phrases, run._samples[F.REWARD])
     joiner = "" if from_tokens else " "
     top, early_share, late_share, _ = phrases[0]
     more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
@@ -75,7 +75,7 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_toke
         {"reward_early": _json_number(r_early), "reward_late": _json_number(r_late),
          "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
                      for g, e, lt, _ in phrases]},
-        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+        _ids(run, run._samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
         onset, "reward " + _rise(r_early, r_late, _std(early[F.REWARD])))
 
 
@@ -100,8 +100,8 @@ def _numeric_fields(samples: pd.DataFrame) -> list[tuple[str, str]]:
 def _component_phrases(run, quarter, late, words, from_tokens) -> list[Finding]:
     out = []
     both = quarter.index.append(late.index)
-    for name, column in compute_reward_components(run.samples, both):
-        values = run.samples[column].astype(float)
+    for name, column in compute_reward_components(run._samples, both):
+        values = run._samples[column].astype(float)
         onset = compute_onset(run, values)
         early = before_onset(quarter, onset)
         c_early, c_late, c_std = _mean(values[early.index]), _mean(values[late.index]), _std(values[early.index])
@@ -124,7 +124,7 @@ def _component_phrases(run, quarter, late, words, from_tokens) -> list[Finding]:
             {"component": name, "early": _json_number(c_early), "late": _json_number(c_late),
              "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
                          for g, e, lt, _ in phrases]},
-            _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+            _ids(run, run._samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
             onset, "component " + _rise(c_early, c_late, c_std),
             rise / c_std if c_std > 0 else math.inf))
     return out
@@ -141,7 +141,7 @@ def _repetition(run, early, late, rose, r_early, r_late, onset):
                "for reward")
     return Finding("repetition_with_reward", steps[0], steps[-1],
                    {"repetition_early": _json_number(p_early), "repetition_late": _json_number(p_late)},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[-1],
                    onset_step=onset,
                    amount=f"repetition {p_late / p_early:.3g}× the early" if p_early > 0 else "", size=p_late)
 
@@ -176,7 +176,7 @@ def compute_restates_reward(values: np.ndarray, reward: np.ndarray, correlation:
 
 
 def _tracked_fields(run, quarter, late) -> list[Finding]:
-    samples = run.samples
+    samples = run._samples
     components = {name for name, _ in compute_reward_components(samples, quarter.index.append(late.index))}
     reward = samples[F.REWARD].to_numpy(dtype=float)
     out = []
@@ -287,7 +287,7 @@ def _smallest(residuals: np.ndarray, count: int) -> np.ndarray:
 def _not_recomposed(run) -> tuple[Finding | None, str]:
     """(the reward_not_recomposed finding or None, why the check did not run or "")."""
     from .common import rows_in_log_order
-    samples = run.samples
+    samples = run._samples
     components = compute_recompose_components(samples)
     if not components:
         return None, "no reward components logged"
@@ -328,8 +328,8 @@ def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | Non
     if not len(rows):
         return None
     shown = rows[:RECOMPOSE_SAMPLES]
-    labels = tuple(run.samples.index[shown])
-    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP].to_numpy()[rows]))
+    labels = tuple(run._samples.index[shown])
+    steps = sorted(int(s) for s in pd.unique(run._samples[F.STEP].to_numpy()[rows]))
     if how == "logged":
         message = (f"{len(rows)} of {checked} samples log reward weights that differ from the run's usual ones "
                    f"({', '.join(names)})")
@@ -339,5 +339,5 @@ def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | Non
     return Finding("reward_not_recomposed", steps[0], steps[-1],
                    {"count": len(rows), "checked": checked, "weights": weights, "weights_from": how,
                     "components": names},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[-1],
                    amount=f"{len(rows)} of {checked} samples", size=len(rows) / checked)

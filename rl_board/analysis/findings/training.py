@@ -57,7 +57,7 @@ CRITIC_NEGATIVE_SHARE = Fraction(1, 4)
 
 def _lengths(run: Run) -> tuple[pd.Series, str] | None:
     """Each sample's length as ``response_len_mean`` counts it, and its unit; None without any."""
-    samples = run.samples
+    samples = run._samples
     tokens = samples["response_len"].astype(float)
     if (tokens >= 0).any():
         return tokens.where(tokens >= 0), "tokens"
@@ -81,12 +81,12 @@ def _length_growth(run, early, late, rose, r_early, r_late, onset):
     labels = _typical_samples(late, values, EVIDENCE_SAMPLES)
     return Finding("length_growth_with_reward", steps[0], steps[-1],
                    {"length_early": _json_number(l_early), "length_late": _json_number(l_late)},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
                    amount=f"{ratio:.3g}× longer", size=float(ratio))
 
 
 def _entropy_collapse(run, quarter, late):
-    onset = compute_onset(run, run.samples["entropy_mean"], falls=True)
+    onset = compute_onset(run, run._samples["entropy_mean"], falls=True)
     early = before_onset(quarter, onset)
     e_early, e_late = _mean(early["entropy_mean"]), _mean(late["entropy_mean"])
     if not e_late <= ENTROPY_FRACTION * e_early:
@@ -97,7 +97,7 @@ def _entropy_collapse(run, quarter, late):
     labels = _top_samples(run, late, "entropy_mean", EVIDENCE_SAMPLES, lowest=True)
     return Finding("entropy_collapse", steps[0], steps[-1],
                    {"entropy_early": _json_number(e_early), "entropy_late": _json_number(e_late)},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
                    amount=f"{(1 - e_late / e_early) * 100:.3g} % lower" if e_early else "")
 
 
@@ -110,7 +110,7 @@ def _mismatch(run):
         return None
     top = float(flagged.max())
     focus = int(flagged.index[flagged.to_numpy() == top][0])
-    samples = run.samples[(run.samples[F.STEP] == focus) & run.samples["mismatch_kl"].notna()]
+    samples = run._samples[(run._samples[F.STEP] == focus) & run._samples["mismatch_kl"].notna()]
     ordered = samples.sort_values(["mismatch_kl", F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
     labels = tuple(ordered.index[:MISMATCH_SAMPLES])
     steps = [int(s) for s in flagged.index]
@@ -119,7 +119,7 @@ def _mismatch(run):
                "engine's precision and weight sync, or correct for it (importance sampling)")
     known = int(per_step.notna().sum())
     return Finding("training_inference_mismatch", steps[0], steps[-1], {"steps": steps, "max": top},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, focus,
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, focus,
                    amount=_share_of_steps(len(steps), known, "steps"))
 
 
@@ -177,7 +177,7 @@ def compute_kl_samples(frame: pd.DataFrame, named: set[str], own: dict) -> tuple
 
 
 def _kl_runaway(run, quarter, late, stop=None):
-    onset = compute_onset(run, run.samples["kl_mean"])
+    onset = compute_onset(run, run._samples["kl_mean"])
     early = before_onset(quarter, onset)
     k_early, k_late = _mean(early["kl_mean"]), _mean(late["kl_mean"])
     if not k_late >= KL_RUNAWAY:
@@ -190,7 +190,7 @@ def _kl_runaway(run, quarter, late, stop=None):
     return Finding("kl_runaway", steps[0], steps[-1],
                    {"kl_early": _json_number(k_early), "kl_late": _json_number(k_late),
                     "tokens": [{"token": t, "share": share} for t, share in tokens]},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[-1],
                    onset_step=onset,
                    amount=f"KL {k_late:.3g} per token"
                    + (f", {k_late / k_early:.3g}× the early" if k_early > 0 else ""), size=k_late)
