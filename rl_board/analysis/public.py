@@ -112,12 +112,11 @@ class PublicTable:
         """What ``rl-board findings --json`` prints for this run, the same dict: ``settings`` (``read_settings``:
         how the run was read) and ``findings`` (``Findings.to_json(full=True)``: each finding's ``kind``,
         ``first_step``, ``last_step``, ``evidence``, ``samples`` by ``sample_id``, ``severity`` and, where it has
-        one, ``onset_step``), ranked."""
-        from .findings import get_findings
+        one, ``onset_step``), ranked, and ``not_checked`` (``findings.build_findings_json``)."""
+        from .findings import build_findings_json, get_findings
         from .source import read_settings
 
-        found = {"settings": read_settings(self.run, self.run.max_per_step),
-                 "findings": get_findings(self.run).to_json(full=True)}
+        found = build_findings_json(get_findings(self.run), read_settings(self.run, self.run.max_per_step))
         return json.loads(json.dumps(found, allow_nan=False))  # the printed JSON's types: lists, not tuples
 
     def to_arrow(self, text: bool = False) -> pa.Table:

@@ -18,14 +18,12 @@ def _found(args) -> tuple[dict, object, object]:
     """(``findings_json``'s dict, the run, its ``Findings``): the settings, the findings most worrying first,
     and ``not_checked``: each kind no check could run for on this run, with the reason (no KL logged, too few
     steps…)."""
-    from ..analysis.findings import get_findings
+    from ..analysis.findings import build_findings_json, get_findings
     from ..analysis.source import read_settings
 
     run = load_run_for(args)
     found = get_findings(run)
-    result = {"settings": read_settings(run, args.max_samples_per_step), "findings": found.to_json(full=True),
-              "not_checked": [{"kind": c.kind, "reason": c.note} for c in found.checks if not c.ran]}
-    return result, run, found
+    return build_findings_json(found, read_settings(run, args.max_samples_per_step)), run, found
 
 
 def _findings(args) -> int:

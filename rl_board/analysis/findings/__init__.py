@@ -118,6 +118,7 @@ from .compute import (
     FINDINGS_FILE,
     FINDINGS_VERSION,
     Cancelled,
+    build_findings_json,
     compute_findings,
     get_findings,
     rank_findings,
@@ -134,7 +135,7 @@ from .reward import compute_correlation, compute_reward_components
 from .training import compute_kl_tokens
 
 __all__ = ["Cancelled", "Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING",
-           "SEVERITY", "_BLANK", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty",
+           "SEVERITY", "_BLANK", "build_findings_json", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty",
            "compute_evidence", "compute_evidence_tables", "compute_findings", "compute_kl_tokens", "compute_loops",
            "compute_onset", "compute_phrases", "compute_reward_components", "compute_window_ngrams",
            "compute_windows", "compute_words", "get_findings", "rank_findings"]

@@ -113,6 +113,15 @@ def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     return found
 
 
+def build_findings_json(found: Findings, settings: dict) -> dict:
+    """What ``rl-board findings --json`` prints and ``Run.findings()`` returns (docs/schemas/findings.json):
+    ``settings`` (how the run was read), the findings most worrying first (``to_json(full=True)``), and
+    ``not_checked``: each kind no check could run for on this run, with the reason (no KL logged, too few
+    steps…)."""
+    return {"settings": settings, "findings": found.to_json(full=True),
+            "not_checked": [{"kind": c.kind, "reason": c.note} for c in found.checks if not c.ran]}
+
+
 def _findings_to_json(found: Findings) -> dict:
     return {"findings": [{"kind": f.kind, "first_step": f.first_step, "last_step": f.last_step,
                           "evidence": f.evidence, "samples": list(f.samples), "message": f.message,
