@@ -360,3 +360,100 @@ def test_diff_json_written_a_chunk_at_a_time_is_json_dumps_of_the_whole(tmp_path
         cli_diff._write_json({**whole, "prompts": []}, found, run_a, run_b)
         assert capsys.readouterr().out == json.dumps(whole, ensure_ascii=False, allow_nan=False) + "\n"
         assert len(whole["prompts"]) == (6 if steps[0] is None else 0)
+
+
+def _templated_runs(tmp_path, render, skip_special_tokens):
+    """The board's own lines (``RolloutWriter``: the bare question) and the same run as verl's dumps
+    (``_dump_generations``: ``input`` the prompt as the chat template ``render`` wrote it, decoded with
+    ``skip_special_tokens``), steps 1-2 on the board's side and 3-4 on verl's; B's rewards are A's but
+    for "Spell cat." (all 0 in B)."""
+    from ray_writers import chatml, decode, decode_llama3, llama3_message, verl_dump
+
+    from rl_board.writer import RolloutWriter
+
+    board, verl = tmp_path / "runs" / "board", tmp_path / "runs" / "verl"
+    with RolloutWriter(board) as writer:
+        for step in (1, 2):
+            questions = list(REWARDS_A)
+            writer.log_batch(step, prompt=questions, response=[f"a {q}" for q in questions],
+                             reward=[REWARDS_A[q][step - 1] for q in questions])
+    system = {"role": "system", "content": "You are a helpful assistant."}
+    for step in (3, 4):
+        inputs = []
+        for question in REWARDS_A:
+            messages = [system, {"role": "user", "content": question}]
+            if render == "chatml":
+                text = decode(chatml(messages, add_generation_prompt=True), skip_special_tokens)
+            else:
+                text = ("<|begin_of_text|>" + "".join(llama3_message(m) for m in messages)
+                        + "<|start_header_id|>assistant<|end_header_id|>\n\n")
+                text = decode_llama3(text) if skip_special_tokens else text
+            inputs.append(text)
+        scores = [0.0 if q == "Spell cat." else REWARDS_A[q][step - 3] for q in REWARDS_A]
+        verl_dump(verl, step, inputs, [f"a {q}" for q in REWARDS_A], ["x"] * len(inputs), scores, {})
+    return board, verl
+
+
+@pytest.mark.parametrize("render", ["chatml", "llama3"])
+@pytest.mark.parametrize("skip_special_tokens", [False, True])
+def test_a_verl_dump_and_the_board_lines_match_every_prompt_on_the_user_content(tmp_path, render,
+                                                                                 skip_special_tokens):
+    """verl's ``input`` keeps the chat template (ChatML or Llama 3, markers kept or dropped by the decode),
+    the board's lines the bare question: every prompt is matched on its user content, only the changed
+    one moves (by hand), and each prompt's samples are 2 steps apart (steps 1-2 against 3-4)."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff
+
+    board, verl = _templated_runs(tmp_path, render, skip_special_tokens)
+    a, b = load(board), load(verl)
+    assert compute_diff(a, b).prompt_match == "user content"
+    for first, second in ((a, b), (b, a)):
+        diff = compute_diff(first, second)
+        assert (diff.matched, diff.only_a, diff.only_b) == (6, 0, 0)
+        assert diff.step_distance == 2.0  # mean step 1.5 against 3.5 for every prompt
+    table = compute_diff(a, b).table.set_index("prompt")
+    assert table.at["Spell cat.", "delta"] == pytest.approx(0.0 - (0.3 + 0.1) / 2)
+    assert (table["delta"] != 0).sum() == 1
+    plain = compute_diff(a, a, (1, 1), (2, 2))  # the board's lines against themselves: matched on the text
+    assert (plain.prompt_match, plain.matched) == ("text", 6)
+
+
+def test_a_diff_where_nothing_matches_says_why_with_each_sides_first_prompt(tmp_path):
+    """Two runs with no prompt in common: the diff says so, naming what it matched on and each side's first
+    prompt (in the CLI's text, its --json, and the Python value); a matched diff has no such reason."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff, no_match_reason
+
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "Add 2 and 3.", "reward": 1.0},
+                                             {"step": 1, "prompt": "Add 4 and 5.", "reward": 1.0}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": "Question: add 2 and 3", "reward": 0.0}])
+    diff = compute_diff(load(tmp_path / "a"), load(tmp_path / "b"))
+    assert diff.matched == 0 and diff.first_prompts == ("Add 2 and 3.", "Question: add 2 and 3")
+    assert no_match_reason(diff) == ("No prompt of A is a prompt of B, matched by their text (pads removed). "
+                                     "A's first prompt: 'Add 2 and 3.'; B's first prompt: 'Question: add 2 and 3'.")
+    assert compute_diff(load(tmp_path / "a"), load(tmp_path / "a")).first_prompts is None
+    command = [sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b")]
+    out = json.loads(subprocess.run(command + ["--json"], capture_output=True, text=True, cwd=REPO).stdout)
+    assert out["no_match"] == {"why": no_match_reason(diff), "a_first_prompt": "Add 2 and 3.",
+                               "b_first_prompt": "Question: add 2 and 3"}
+    assert out["step_distance"] is None and out["prompts"] == []
+    text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
+    assert "A's first prompt: 'Add 2 and 3.'; B's first prompt: 'Question: add 2 and 3'." in text
+
+
+def test_the_step_distance_per_prompt_and_its_mean(tmp_path):
+    """A prompt seen at steps 1 and 3 in A and at step 10 in B is 8 steps apart, one seen at 2 in A and 4 in
+    B 2 apart: each in --json, their mean 5 at the top, and the text gives the mean and does not call 5 far (FAR_STEPS 10)."""
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "p", "reward": 1.0},
+                                             {"step": 3, "prompt": "p", "reward": 1.0},
+                                             {"step": 2, "prompt": "q", "reward": 0.0}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 10, "prompt": "p", "reward": 0.0},
+                                             {"step": 4, "prompt": "q", "reward": 1.0}])
+    command = [sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b")]
+    out = json.loads(subprocess.run(command + ["--json"], capture_output=True, text=True, cwd=REPO).stdout)
+    by_prompt = {p["prompt"]: p for p in out["prompts"]}
+    assert (by_prompt["p"]["a"]["step_mean"], by_prompt["p"]["b"]["step_mean"]) == (2.0, 10.0)
+    assert (by_prompt["p"]["step_distance"], by_prompt["q"]["step_distance"]) == (8.0, 2.0)
+    assert out["step_distance"] == 5.0 and out["no_match"] is None
+    text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
+    assert "samples of a prompt are 5 steps apart on average\n" in text

@@ -19,8 +19,8 @@ ADDED, REMOVED = ("{+", "+}"), ("[-", "-]")  # how the text output marks words o
 def _diff(args) -> int:
     import numpy as np
 
-    from ..analysis.diff import build_diff_json, compute_diff, diff_settings
-    from ..analysis.search import parse_steps
+    from ..analysis.diff import FAR_STEPS, build_diff_json, compute_diff, diff_settings
+    from ..analysis.search import parse_steps, printable_line
 
     try:
         steps_a = parse_steps(args.steps) if args.steps is not None else (None, None)
@@ -56,12 +56,20 @@ def _diff(args) -> int:
     settings = result["settings"]
     print(f"A: {args.run_dir}" + (f" steps {settings['steps_a']}" if settings["steps_a"] else "")
           + f"   B: {args.run_b}" + (f" steps {settings['steps_b']}" if settings["steps_b"] else ""))
-    print(f"matched by {diff.key_a if diff.key_a == diff.key_b else diff.key_a + ' / ' + diff.key_b}; "
-          f"{_describe_settings(settings)}")
+    on = diff.key_a if diff.key_a == diff.key_b else diff.key_a + " / " + diff.key_b
+    if diff.prompt_match == "user content":
+        on += " (the user content of the chat template)"
+    print(f"matched by {on}; {_describe_settings(settings)}")
     print(f"{result['matched']} prompts in both, {result['only_a']} only in A, {result['only_b']} only in B"
           + (f", {result['too_few']} with fewer than {args.min_samples} samples on a side left out"
              if result["too_few"] else "")
           + f"; {result['regressions']} worse in B, {result['improvements']} better, {result['unchanged']} the same")
+    if result["no_match"] is not None:
+        print(printable_line(result["no_match"]["why"]))
+    elif result["step_distance"] is not None:
+        far = result["step_distance"] >= FAR_STEPS
+        print(f"A's and B's samples of a prompt are {result['step_distance']:.4g} steps apart on average"
+              + (" (far apart: the training between those steps may explain a change as much as what sets B apart)" if far else ""))
     prompts = dict(zip(listed, result["prompts"]))  # by position in the table
     for title, shown, count in (("Regressions (mean reward B − A, most negative first)", worse, result["regressions"]),
                                 ("Improvements (most positive first)", better, result["improvements"])):

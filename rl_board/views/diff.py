@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.diff import early_and_late_steps, split_diff_table
+from ..analysis.diff import FAR_STEPS, early_and_late_steps, no_match_reason, split_diff_table
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
@@ -84,13 +84,20 @@ def render(run: Run, settings: Settings) -> None:
             return
     diff = state.get_diff(run, run_b, steps_a, steps_b)
     tables = split_diff_table(diff)
+    on = ("the user content of their chat template (pads removed)" if diff.prompt_match == "user content"
+          else "their text with pads removed")
     st.caption(f"{diff.matched:,} prompts in both, {diff.only_a:,} only in A, {diff.only_b:,} only in B: "
                f"{len(tables['regressions']):,} worse in B, {len(tables['improvements']):,} better, "
-               f"{len(tables['unchanged']):,} unchanged. Prompts are matched by their text with pads removed; "
-               "delta = B's mean reward − A's. Click a row to see its samples side by side.")
+               f"{len(tables['unchanged']):,} unchanged. Prompts are matched by {on}; "
+               "delta = B's mean reward − A's; steps apart = B's mean step of the prompt's samples − A's "
+               "(absolute). Click a row to see its samples side by side.")
     if not diff.matched:
         st.info("No prompt is in both: pick other runs or steps.")
+        st.text(no_match_reason(diff))
         return
+    if diff.step_distance is not None and diff.step_distance >= FAR_STEPS:
+        st.warning(f"A's and B's samples of a prompt are {diff.step_distance:.4g} steps apart on average: a change "
+                   "the training between those steps may explain a change as much as what sets B apart.")
     clicked = None
     for name, title in _TITLES.items():
         table = tables[name]
