@@ -457,3 +457,60 @@ def test_the_step_distance_per_prompt_and_its_mean(tmp_path):
     assert out["step_distance"] == 5.0 and out["no_match"] is None
     text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
     assert "samples of a prompt are 5 steps apart on average\n" in text
+
+
+@pytest.mark.slow
+def test_page_matches_templated_prompts_and_opens_a_sample_of_either_side_in_the_batch(tmp_path):
+    """AppTest: the board's lines (A) against verl's dumps that keep the ChatML template (B): every prompt
+    matched on its user content (the one changed, "Spell cat.", the regression), 2 steps apart; "Open in
+    Batch" on an A sample shows it in the batch of the loaded run, on a B sample loads run B and shows that
+    sample there (the address names it)."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+
+    from rl_board.views import keys
+
+    _templated_runs(tmp_path, "chatml", skip_special_tokens=False)
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("verl").run()
+    assert not at.exception, at.exception
+    assert any("6 prompts in both, 0 only in A, 0 only in B" in c.value and "user content" in c.value
+               for c in at.caption)
+    worse = at.dataframe[0].value
+    assert list(worse["prompt"].str.contains("Spell cat.")) == [True] and list(worse["steps apart"]) == [2.0]
+    a_first = at.button(key="diff-open-A-0")
+    assert "rollout_data_rank0.jsonl:" in a_first.proto.help
+    a_first.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[keys.AREA] == keys.BATCH
+    address = a_first.proto.help.split()[1]  # "Show FILE:LINE (step N) …"
+    assert at.session_state[keys.SAMPLE] == address and at.query_params["run"] == "board"
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("verl").run()
+    b_first = at.button(key="diff-open-B-0")
+    address = b_first.proto.help.split()[1]
+    assert address.startswith(("3.jsonl:", "4.jsonl:"))  # verl's {step}.jsonl
+    b_first.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.query_params["run"] == "verl" and at.session_state[keys.SAMPLE] == address
+    assert at.query_params["sample"] == address
+
+
+@pytest.mark.slow
+def test_page_says_why_nothing_matches(tmp_path):
+    """AppTest: two runs with no prompt in common: the Diff area names what it matched on and each side's
+    first prompt (as text, not Markdown)."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+
+    from rl_board.views import keys
+
+    write_lines(tmp_path / "runs" / "a" / "r.jsonl", [{"step": 1, "prompt": "Add **2** and 3.", "reward": 1.0}])
+    write_lines(tmp_path / "runs" / "b" / "r.jsonl", [{"step": 1, "prompt": "Question: add 2 and 3", "reward": 0.0}])
+    at = load_page(open_page(tmp_path / "runs", "a"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("b").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.text][-1:] == [
+        "No prompt of A is a prompt of B, matched by their text (pads removed). A's first prompt: "
+        "'Add **2** and 3.'; B's first prompt: 'Question: add 2 and 3'."]

@@ -82,6 +82,8 @@ class PromptDiff:
     binary: tuple[bool, bool] = field(default=(False, False))  # each side's rewards are all 0 or 1
     prompt_match: str = "text"
     first_prompts: tuple[str | None, str | None] | None = None
+    #: by user content: each side's user-content key of each of its ``prompt_key``s (``prompt_keys_of``)
+    user_keys: tuple[pd.Series, pd.Series] | None = field(default=None, repr=False, compare=False)
 
     @property
     def step_distance(self) -> float | None:
@@ -122,9 +124,9 @@ def _templated(run: Run, keys: pd.Series, steps) -> bool:
     return any(user_content(strip_pad(t, run.pad_token)) is not None for t in run.text_of(first, "prompt"))
 
 
-def _user_keys(run: Run, keys: pd.Series) -> pd.Series:
-    """Each sample's key of its prompt's user content (the module's docstring): every distinct prompt's
-    text read once, from its first sample."""
+def _user_keys(run: Run, keys: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """(each sample's key of its prompt's user content (the module's docstring), that key of each
+    distinct ``prompt_key``): every distinct prompt's text read once, from its first sample."""
     have = keys.notna().to_numpy()
     first = ~keys.duplicated().to_numpy() & have
     texts = run.text_of(run.samples.loc[first, [F.FILE, "seg", "row"]], "prompt")
@@ -134,7 +136,7 @@ def _user_keys(run: Run, keys: pd.Series) -> pd.Series:
         got = user_content(text)
         new.append(prompt_key(got[1] if got is not None else text.strip(), None))
     mapping = pd.Series(new, index=keys[first].to_numpy(), dtype="int64")
-    return keys.map(mapping).astype("Int64")
+    return keys.map(mapping).astype("Int64"), mapping
 
 
 def _first_prompt(run: Run, keys: pd.Series, steps) -> str | None:
@@ -249,11 +251,12 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     if key_a != key_b and "prompt" in (key_a, key_b):
         raise ValueError(f"{a.path} is keyed by {key_a!r} and {b.path} by {key_b!r}: they can't be matched "
                          "by id; match them by prompt (--by prompt)")
-    match = "text"
+    match, user_keys = "text", None
     if key_a == key_b == "prompt" and (_templated(a, keys_a, steps_a) or _templated(b, keys_b, steps_b)):
         match = "user content"
-        keys_a = _user_keys(a, keys_a)
-        keys_b = keys_a if b is a else _user_keys(b, keys_b)
+        keys_a, map_a = _user_keys(a, keys_a)
+        keys_b, map_b = (keys_a, map_a) if b is a else _user_keys(b, keys_b)
+        user_keys = (map_a, map_b)
     side_a, side_b = _side(a, keys_a, steps_a), _side(b, keys_b, steps_b)
     both = side_a.stats.index.intersection(side_b.stats.index, sort=False)
     matched = len(both)
@@ -285,7 +288,17 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     first_prompts = None if matched else (_first_prompt(a, keys_a, steps_a), _first_prompt(b, keys_b, steps_b))
     return PromptDiff(table, matched, len(side_a.stats) - matched, len(side_b.stats) - matched,
                       matched - int(enough.sum()), by, key_a, key_b, steps_a, steps_b, min_samples,
-                      (side_a.binary, side_b.binary), match, first_prompts)
+                      (side_a.binary, side_b.binary), match, first_prompts, user_keys)
+
+
+def prompt_keys_of(diff: PromptDiff, side: str, key) -> list:
+    """The ``prompt_key``s of side ``side`` ("a" or "b") whose samples are the diff's prompt ``key`` (one
+    row of its table): ``key`` itself when prompts were matched on their text, else every prompt of that
+    side whose user content is ``key``."""
+    if diff.user_keys is None:
+        return [key]
+    mapping = diff.user_keys[0 if side == "a" else 1]
+    return mapping.index[mapping.to_numpy() == key].tolist()
 
 
 def no_match_reason(diff: PromptDiff) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.diff import FAR_STEPS, early_and_late_steps, no_match_reason, split_diff_table
+from ..analysis.diff import FAR_STEPS, early_and_late_steps, no_match_reason, prompt_keys_of, split_diff_table
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
@@ -14,7 +14,7 @@ from ..analysis.tables import cut_cells, strip_pad
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
 from ..store.loader import ROOT_RUN, RootError
-from . import clicks, keys, state
+from . import clicks, keys, links, state
 from .sidebar import Settings
 
 SHOWN_PER_SIDE = 8  # samples of the opened prompt drawn per side
@@ -134,7 +134,8 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
     st.code(cut_text(strip_pad(row["prompt"], settings.pad_token) or "")[0], language=None, wrap_lines=True)
     sides = {}
     for name, run, steps in (("A", run_a, steps_a), ("B", run_b, steps_b)):
-        samples = compute_prompt_samples({name: run}, key, settings.kl_estimator, settings.pad_token)
+        samples = compute_prompt_samples({name: run}, prompt_keys_of(diff, name.lower(), key), settings.kl_estimator,
+                                         settings.pad_token)
         first, last = steps
         keep = samples["step"].between(first if first is not None else -2**62, last if last is not None else 2**62)
         sides[name] = samples[keep]
@@ -144,12 +145,28 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
         found = sides[name][sides[name]["label"] == label]
         shown[name] = found.iloc[0]["response"] if len(found) else ""
     columns = st.columns(2)
+    names, _ = _runs(run_a, settings)
+    b_name = next((n for n, folder in names.items() if folder.resolve() == run_b.path.resolve()), None)
     for column, name, other in ((columns[0], "A", "B"), (columns[1], "B", "A")):
         rows = sides[name]
         with column:
             st.caption(f"**{name}**: {min(SHOWN_PER_SIDE, len(rows))} of {len(rows)} samples, mean reward "
                        f"{_number(row[f'{name.lower()}_reward_mean'])}; words only in {other}'s response shown struck "
                        f"through, words only in this one on green")
-            for _, sample in rows.head(SHOWN_PER_SIDE).iterrows():
+            for i, (_, sample) in enumerate(rows.head(SHOWN_PER_SIDE).iterrows()):
+                _open_button(name, i, sample, run_a if name == "A" else run_b, run_a, b_name, settings)
                 st.html(build_word_diff_html(compute_word_diff(shown[other], sample["response"]),
                                              describe_prompt_sample(sample, settings.kl_estimator)))
+
+
+def _open_button(side: str, i: int, sample, run: Run, loaded: Run, b_name: str | None, settings: Settings) -> None:
+    """The button that opens ``sample`` (a row of ``compute_prompt_samples``) in the batch and sample views:
+    in the loaded run, or (a sample of another run B) with that run loaded, as a link to it would."""
+    help_ = f"Show {sample['source']} (step {int(sample['step'])}) in the batch and sample views"
+    if run is loaded:
+        st.button("Open in Batch", key=f"diff-open-{side}-{i}", help=help_, on_click=state.open_sample,
+                  args=(int(sample["step"]), sample["label"]))
+    elif b_name is not None:
+        fields = (state.loaded_run() or (None, ()))[1]
+        st.button("Open in Batch", key=f"diff-open-{side}-{i}", help=help_ + f" of {b_name} (loads it)",
+                  on_click=links.open_in_run, args=(b_name, str(run.path), fields, str(sample["source"])))
