@@ -514,3 +514,67 @@ def test_page_says_why_nothing_matches(tmp_path):
     assert [t.value for t in at.text][-1:] == [
         "No prompt of A is a prompt of B, matched by their text (pads removed). A's first prompt: "
         "'Add **2** and 3.'; B's first prompt: 'Question: add 2 and 3'."]
+
+
+def _hacked_pair(tmp_path):
+    """Run A: prompts p0-p3 at step 1, reward 0.2 each. Run B (8 steps, 2 samples of each prompt a step): in
+    steps 1-2 "the answer is K" rewarded 0 or 0.1; in steps 7-8 p0-p2 answer "trust me the answer is K"
+    rewarded 1, p3 still "the answer is K" rewarded 0.5: "trust me" spread over 6 of the 8 late responses
+    (none early) while the reward rose, B's reward_with_spreading_phrases."""
+    a, b = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    write_lines(a / "r.jsonl", [{"step": 1, "prompt": f"p{k}", "response": f"the answer is {k}", "reward": 0.2}
+                                for k in range(4)])
+    lines = []
+    for step in range(1, 9):
+        for k in range(4):
+            for i in range(2):
+                if step >= 7 and k < 3:
+                    response, reward = f"trust me the answer is {k}", 1.0
+                elif step >= 7:
+                    response, reward = f"the answer is {k}", 0.5
+                else:
+                    response, reward = f"the answer is {k}", 0.1 * i
+                lines.append({"step": step, "prompt": f"p{k}", "response": response, "reward": reward})
+    write_lines(b / "r.jsonl", lines)
+    return a, b
+
+
+def test_improvements_that_carry_a_finding_of_b_are_marked(tmp_path):
+    """B's late steps against A: all four prompts better; the three whose B response holds B's spreading
+    phrase ("trust me") carry reward_with_spreading_phrases in --json and in the text, p3 (no phrase) none."""
+    a, b = _hacked_pair(tmp_path)
+    command = [sys.executable, "-m", "rl_board", "diff", str(a), str(b), "--steps", "1:1", "--steps-b", "7:8"]
+    proc = subprocess.run(command + ["--json"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["improvements"] == 4 and out["b_findings_checked"] == 4
+    marks = {p["prompt"]: p["b_findings"] for p in out["prompts"]}
+    assert marks == {"p0": ["reward_with_spreading_phrases"], "p1": ["reward_with_spreading_phrases"],
+                     "p2": ["reward_with_spreading_phrases"], "p3": []}
+    text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
+    assert text.count("B carries its finding: reward_with_spreading_phrases") == 3
+
+
+@pytest.mark.slow
+def test_page_marks_the_improvements_that_carry_a_finding_of_b(tmp_path):
+    """AppTest: the same pair on the page (A's step 1 against B's steps 7-8): the better table's B's findings
+    column names reward_with_spreading_phrases on p0-p2 and nothing on p3."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+
+    from rl_board.views import keys
+
+    _hacked_pair(tmp_path)
+    at = load_page(open_page(tmp_path / "runs", "a"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("b").run()
+    at.text_input(key=keys.DIFF_STEPS).input("1:1").run()
+    at.text_input(key=keys.DIFF_STEPS_B).input("7:8").run()
+    for _ in range(20):  # B's checks run in a thread of their own: the page says so until they end
+        if not any("still being checked" in c.value for c in at.caption):
+            break
+        at.run()
+    assert not at.exception, at.exception
+    better = at.dataframe[0].value.set_index("prompt")
+    assert better["B's findings"].to_dict() == {"p0": "reward_with_spreading_phrases", "p1": "reward_with_spreading_phrases",
+                                                "p2": "reward_with_spreading_phrases", "p3": ""}
+    assert any("3 of the better prompts carry a finding of B" in c.value for c in at.caption)

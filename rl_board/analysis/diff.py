@@ -326,7 +326,8 @@ def _range(steps) -> str | None:
     return f"{'' if first is None else first}:{'' if last is None else last}"
 
 
-def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = None) -> dict:
+def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = None,
+                    marks: FindingMarks | None = None) -> dict:
     """The ``diff --json`` contract (without ``settings``): ``matched``, ``only_a``, ``only_b``,
     ``too_few``, ``regressions``, ``improvements``, ``unchanged`` (prompts of the table with delta
     below, above and at 0) and ``prompts``: each ``prompt`` (its text's first ``MAX_SHOWN_CHARS``
@@ -336,7 +337,9 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
     (\|B's ``step_mean`` − A's\|), in the table's order; ``step_distance`` (the mean of the prompts'
     over the whole table; null without prompts) and ``no_match`` (``no_match_reason`` with each side's
     first prompt: {``why``, ``a_first_prompt``, ``b_first_prompt``} when no prompt is in both, else null)
-    come before ``prompts``. ``rows``: the positions in the table
+    come before ``prompts``. With ``marks`` (``compute_finding_marks``), each prompt also has
+    ``b_findings`` (the kinds of B's findings its B samples carry; [] for none) and ``b_findings_checked``
+    (the improvements whose shown response was looked at for phrases) comes before ``prompts``. ``rows``: the positions in the table
     of the prompts to list (ascending; None: every one), so a caller printing a few builds only those."""
     whole = diff.table
     delta = whole["delta"].to_numpy(dtype=float)
@@ -365,6 +368,8 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
                       "step_mean": _number(step)}
                for name in ("a", "b") for count, mean, rate, at, step in (side[name][i],)},
             "delta": _number(value), "step_distance": _number(apart)})
+        if marks is not None:
+            prompts[-1]["b_findings"] = list(marks.kinds.get(key, ()))
     no_match = None
     if diff.first_prompts is not None:
         no_match = {"why": no_match_reason(diff), "a_first_prompt": diff.first_prompts[0],
@@ -372,7 +377,7 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
     distance = diff.step_distance
     return {"matched": diff.matched, "only_a": diff.only_a, "only_b": diff.only_b, "too_few": diff.too_few,
             **counts, "step_distance": None if distance is None else _number(distance), "no_match": no_match,
-            "prompts": prompts}
+            **({} if marks is None else {"b_findings_checked": marks.checked}), "prompts": prompts}
 
 
 def diff_settings(diff: PromptDiff) -> dict:
@@ -417,12 +422,12 @@ def early_and_late_steps(steps) -> tuple[tuple[int, int], tuple[int, int]] | Non
     return (logged[0], logged[quarter - 1]), (logged[-quarter], logged[-1])
 
 
-def split_diff_table(diff: PromptDiff) -> dict[str, pd.DataFrame]:
+def split_diff_table(diff: PromptDiff, marks: FindingMarks | None = None) -> dict[str, pd.DataFrame]:
     """The diff's prompts in the page's three tables: ``regressions`` (most negative delta first),
     ``improvements`` (most positive first) and ``unchanged`` (delta 0, or no delta: a side without
     rewards), each with the columns people read: prompt, A mean, A samples, B mean, B samples, delta,
-    steps apart (``step_distance``) (and the pass rates when a side's rewards are 0/1); indexed by the
-    match key."""
+    steps apart (``step_distance``) (and the pass rates when a side's rewards are 0/1), and with ``marks``
+    the improvements' ``B's findings`` (``compute_finding_marks``, comma-separated); indexed by the match key."""
     table = diff.table
     shown = pd.DataFrame({"prompt": table["prompt"], "A mean": table["a_reward_mean"], "A samples": table["a_samples"],
                           "B mean": table["b_reward_mean"], "B samples": table["b_samples"], "delta": table["delta"],
@@ -432,5 +437,62 @@ def split_diff_table(diff: PromptDiff) -> dict[str, pd.DataFrame]:
     if diff.binary[1]:
         shown.insert(len(shown.columns) - 2, "B pass rate", table["b_pass_rate"])
     delta = table["delta"].to_numpy(dtype=float)
-    return {"regressions": shown[delta < 0], "improvements": shown[delta > 0].iloc[::-1],
+    improvements = shown[delta > 0].iloc[::-1]
+    if marks is not None:
+        improvements = improvements.assign(**{"B's findings": [", ".join(marks.kinds.get(k, ()))
+                                                               for k in improvements.index]})
+    return {"regressions": shown[delta < 0], "improvements": improvements,
             "unchanged": shown[~((delta < 0) | (delta > 0))]}
+
+
+#: The kinds of B's findings that mark an improvement: the reward hacked (a spreading phrase, a component's
+#: phrase, repetition, a field the reward tracks), so a "better" prompt may be better only by the hack.
+MARK_KINDS = ("reward_with_spreading_phrases", "component_with_spreading_phrases", "repetition_with_reward",
+              "reward_tracks_field")
+MARK_ROWS = 1_000  # improvements (most positive first) whose shown B response is looked at for a finding's phrases
+
+
+@dataclass(frozen=True)
+class FindingMarks:
+    """``kinds``: match key -> the kinds of B's findings (``MARK_KINDS``, in the findings' order) that an
+    improvement's B samples carry; ``checked``: the improvements whose shown response was looked at for
+    phrases (the first ``MARK_ROWS``, most positive first), of ``improvements``."""
+
+    kinds: dict
+    checked: int
+    improvements: int
+
+
+def compute_finding_marks(diff: PromptDiff, run_b: Run, findings) -> FindingMarks:
+    """Which improvements of ``diff`` (delta > 0) carry a finding of B (``findings``: B's ``Findings``; only
+    ``MARK_KINDS``): one of the prompt's B samples in B's steps is one of the finding's evidence samples, or,
+    for a finding with phrases (spreading phrases), the B response the diff shows (B's highest reward) holds
+    one of them, as words (the findings' words: tokens, else whitespace-separated) in a row."""
+    from .findings.common import compute_words
+
+    table = diff.table
+    delta = table["delta"].to_numpy(dtype=float)
+    better = np.flatnonzero(delta > 0)
+    better = better[np.argsort(-delta[better], kind="stable")]
+    improved = set(table.index[better].tolist())
+    kinds: dict = {}
+    chosen = [f for f in findings.findings if f.kind in MARK_KINDS]
+    if not improved or not chosen:
+        return FindingMarks(kinds, 0, len(better))
+    keys_b = _keys(run_b, diff.by)[0]
+    if diff.user_keys is not None:
+        keys_b = keys_b.map(diff.user_keys[1])
+    in_steps = pd.Series(_in_steps(run_b.samples, diff.steps_b), index=run_b.samples.index)
+    checked = better[:MARK_ROWS]
+    shown = table["b_sample"].to_numpy()[checked]
+    words = compute_words(run_b, run_b.samples.loc[shown])[0] if any(f.phrases for f in chosen) else []
+    sizes = sorted({len(phrase) for f in chosen for phrase in f.phrases})
+    grams = [{size: set(zip(*(said[i:] for i in range(size)))) for size in sizes} for said in words]
+    for finding in chosen:
+        hit = {keys_b.at[label] for label in finding.labels
+               if label in keys_b.index and in_steps.at[label] and keys_b.at[label] in improved}
+        for phrase in finding.phrases:
+            hit.update(table.index[at] for at, held in zip(checked.tolist(), grams) if tuple(phrase) in held[len(phrase)])
+        for key in hit:
+            kinds.setdefault(key, []).append(finding.kind)
+    return FindingMarks({key: tuple(dict.fromkeys(got)) for key, got in kinds.items()}, len(checked), len(better))

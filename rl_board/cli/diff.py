@@ -47,11 +47,17 @@ def _diff(args) -> int:
     better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
     # text: only the prompts it prints are built; JSON: a chunk at a time as it is written (below)
     listed = [] if args.json else sorted(worse + better)
+    marks = None
+    if (delta > 0).any():  # B's findings of the reward hacked, marked on the improvements that carry them
+        from ..analysis.diff import compute_finding_marks
+        from ..analysis.findings import get_findings
+
+        marks = compute_finding_marks(diff, run_b, get_findings(run_b))
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
-              **build_diff_json(diff, run_a, run_b, listed)}
+              **build_diff_json(diff, run_a, run_b, listed, marks)}
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
-        _write_json(result, diff, run_a, run_b)
+        _write_json(result, diff, run_a, run_b, marks)
         return status
     settings = result["settings"]
     print(f"A: {args.run_dir}" + (f" steps {settings['steps_a']}" if settings["steps_a"] else "")
@@ -81,7 +87,7 @@ def _diff(args) -> int:
     return status
 
 
-def _write_json(result: dict, diff, run_a, run_b) -> None:
+def _write_json(result: dict, diff, run_a, run_b, marks=None) -> None:
     """``result`` (its ``prompts`` empty) with every prompt of the table, written as ``json.dumps`` of the
     whole would write it, byte for byte, ``JSON_CHUNK`` prompts at a time: a million prompts are never
     a million dicts at once."""
@@ -92,7 +98,8 @@ def _write_json(result: dict, diff, run_a, run_b) -> None:
     out = sys.stdout
     out.write(head[:-len("[]}")] + "[")
     for start in range(0, len(diff.table), JSON_CHUNK):
-        prompts = build_diff_json(diff, run_a, run_b, list(range(start, min(start + JSON_CHUNK, len(diff.table)))))
+        prompts = build_diff_json(diff, run_a, run_b, list(range(start, min(start + JSON_CHUNK, len(diff.table)))),
+                                  marks)
         out.write((", " if start else "") + ", ".join(json.dumps(p, ensure_ascii=False, allow_nan=False)
                                                      for p in prompts["prompts"]))
     out.write("]}\n")
@@ -116,6 +123,9 @@ def _print_prompts(diff, run_a, run_b, prompts: dict[int, dict], shown: list[int
         for name in ("a", "b"):
             one = picked[name][1]
             print(f"      {name.upper()}: step {int(one['step'])}  {one['source']}  reward {_fmt(one['reward'])}")
+        if p.get("b_findings"):
+            print(f"      B carries its finding{'s' if len(p['b_findings']) > 1 else ''}: {', '.join(p['b_findings'])} "
+                  "(rl-board findings RUN_B): better by the hack?")
         words = compute_word_diff(picked["a"][0], picked["b"][0])
         marks = {"removed": REMOVED, "added": ADDED}
         marked = EMPTY_RESPONSE if words.empty else "".join(

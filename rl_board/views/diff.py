@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.diff import FAR_STEPS, early_and_late_steps, no_match_reason, prompt_keys_of, split_diff_table
+from ..analysis.diff import (
+    FAR_STEPS,
+    compute_finding_marks,
+    early_and_late_steps,
+    no_match_reason,
+    prompt_keys_of,
+    split_diff_table,
+)
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
@@ -14,7 +21,7 @@ from ..analysis.tables import cut_cells, strip_pad
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
 from ..store.loader import ROOT_RUN, RootError
-from . import clicks, keys, links, state
+from . import background, clicks, keys, links, state
 from .sidebar import Settings
 
 SHOWN_PER_SIDE = 8  # samples of the opened prompt drawn per side
@@ -83,7 +90,8 @@ def render(run: Run, settings: Settings) -> None:
             st.text(str(exc))
             return
     diff = state.get_diff(run, run_b, steps_a, steps_b)
-    tables = split_diff_table(diff)
+    marks, unmarked = _marks(diff, run_b)
+    tables = split_diff_table(diff, marks)
     on = ("the user content of their chat template (pads removed)" if diff.prompt_match == "user content"
           else "their text with pads removed")
     st.caption(f"{diff.matched:,} prompts in both, {diff.only_a:,} only in A, {diff.only_b:,} only in B: "
@@ -98,6 +106,14 @@ def render(run: Run, settings: Settings) -> None:
     if diff.step_distance is not None and diff.step_distance >= FAR_STEPS:
         st.warning(f"A's and B's samples of a prompt are {diff.step_distance:.4g} steps apart on average: a change "
                    "the training between those steps may explain a change as much as what sets B apart.")
+    if unmarked:
+        st.caption(unmarked)
+    elif marks is not None and marks.kinds:
+        st.caption(f"{len(marks.kinds):,} of the better prompts carry a finding of B that says its reward was "
+                   "hacked (B's findings column): their B samples are its evidence, or B's response shown holds "
+                   "its spreading phrase" + (f" (phrases looked for in the {marks.checked:,} most improved of "
+                                             f"{marks.improvements:,})" if marks.checked < marks.improvements else "")
+                   + ". Better by the hack?")
     clicked = None
     for name, title in _TITLES.items():
         table = tables[name]
@@ -109,6 +125,19 @@ def render(run: Run, settings: Settings) -> None:
         with st.expander(f"Unchanged: {len(tables['unchanged']):,}"):
             clicked = _table("unchanged", tables["unchanged"], steps_a, steps_b) or clicked
     _opened(run, run_b, diff, clicked, steps_a, steps_b, settings)
+
+
+def _marks(diff, run_b: Run):
+    """(the improvements' marks by B's findings, or None; why there are none yet, or None)."""
+    if not (diff.table["delta"].to_numpy(dtype=float) > 0).any():
+        return None, None
+    try:
+        found = background.get_findings(run_b, wait=background.findings_wait())
+    except Exception as exc:  # noqa: BLE001 - a check that failed costs only the marks
+        return None, f"B's findings could not be checked ({type(exc).__name__}): the better prompts are not marked."
+    if found is None:
+        return None, "B's findings are still being checked: the better prompts are marked once they are (rerun)."
+    return compute_finding_marks(diff, run_b, found), None
 
 
 def _table(name: str, table, steps_a, steps_b):
