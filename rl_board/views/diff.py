@@ -1,6 +1,7 @@
 """The Diff area: the loaded run (A) against a run under the root (B, the loaded run itself for early
 against late steps), prompt by prompt; regressions and improvements as tables, the unchanged folded, and
-a clicked prompt's samples of both sides side by side with a word diff."""
+a clicked prompt's samples of both sides side by side with a word diff, each opening in the Batch area
+(a sample of another run B loads that run first)."""
 
 from __future__ import annotations
 
