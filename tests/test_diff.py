@@ -142,13 +142,15 @@ def test_by_id_uses_the_logged_index_and_refuses_a_run_without_one(tmp_path):
 
 
 def test_the_python_function_gives_the_same_table(tmp_path):
-    """``rl_board.diff`` on two folders returns the command's table, its counts in ``attrs``."""
+    """``rl_board.diff`` on two folders returns the command's table, its counts, what it matched on and the
+    step distance (0: step 2 on both sides) in ``attrs``."""
     import rl_board
 
     a, b = _write_pair(tmp_path)
     table = rl_board.diff(a, b, steps="2:2")
     # step 2 only: samples 3 and 4 of each prompt
     assert table.attrs["matched"] == 6 and list(table["a_samples"]) == [2] * 6
+    assert (table.attrs["prompt_match"], table.attrs["step_distance"], table.attrs["no_match"]) == ("text", 0.0, None)
     by_prompt = table.set_index("prompt")
     assert by_prompt.at["Spell cat.", "delta"] == pytest.approx((0.2 + 0.1) / 2 - (0.2 + 0.9) / 2)
     assert by_prompt.at["Name a prime.", "delta"] == pytest.approx(0.25 - 0.5)

@@ -392,7 +392,8 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     (``rl_board.load``) or run folders, read with ``read_options`` (``rl_board.load``'s: ``pad_token``,
     ``split``…; the same folder twice is read once); ``steps``/``steps_b`` are ``"A:B"`` strings or
     (first, last) tuples. Returns ``PromptDiff.table``: one row per matched prompt, most negative
-    ``delta`` first; its ``attrs`` hold ``matched``, ``only_a``, ``only_b`` and ``too_few``."""
+    ``delta`` first; its ``attrs`` hold ``matched``, ``only_a``, ``only_b``, ``too_few``, ``prompt_match``,
+    ``step_distance`` (the mean over its prompts) and ``no_match`` (``no_match_reason``: None when some matched)."""
     from .search import parse_steps
     from .source import load
 
@@ -407,7 +408,9 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     found = compute_diff(run_a, run_b, steps_of(steps), None if steps_b is None else steps_of(steps_b), by,
                          min_samples)
     table = found.table.copy()
-    table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few)
+    table.attrs.update(matched=found.matched, only_a=found.only_a, only_b=found.only_b, too_few=found.too_few,
+                       prompt_match=found.prompt_match, step_distance=found.step_distance,
+                       no_match=no_match_reason(found))
     return table
 
 
