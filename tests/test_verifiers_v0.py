@@ -228,11 +228,13 @@ CHECKPOINTS = {50: [0.0, 1.0, 0.0], 100: [1.0, 1.0, 0.0]}
 
 
 def _checkpoint_named_evals(evals):
-    """``vf-eval -s`` of two checkpoints served under their own names (``…-step50``, ``…-step100``): one
-    ``{env_id}--{model}/{run_id}`` folder each, as verifiers v0 names them (``model.replace("/", "--")``)."""
+    """``vf-eval -s`` of two checkpoints served under their own names (``Qwen/Qwen3-0.6B-step50``, ``…-step100``):
+    one folder each, as verifiers' ``get_results_path`` (verifiers/utils/path_utils.py) names it:
+    ``outputs/evals/{env_id}--{model.replace('/', '--')}/{str(uuid.uuid4())[:8]}``."""
     for step, rewards in CHECKPOINTS.items():
         prompts = [PROMPT, PROMPT, [{"role": "user", "content": "3+3?"}]]
-        write_v0(evals / f"gsm8k--Qwen--Qwen3-0.6B-step{step}" / f"run{step:04x}",
+        run_id = {50: "3f2a9c1e", 100: "b7d04e6a"}[step]  # two uuid4()[:8]
+        write_v0(evals / f"gsm8k--{'Qwen/Qwen3-0.6B-step' + str(step)}".replace("/", "--") / run_id,
                  [v0_output(k, prompts[k], [{"role": "assistant", "content": "4"}], r, {"correct": r})
                   for k, r in enumerate(rewards)])
     return evals
@@ -257,5 +259,5 @@ def test_checkpoint_named_evals_are_one_run_with_steps_and_diff_by_example_id(tm
     assert by_id.table["delta"].tolist() == [0.0, 0.0, 1.0]  # examples 2 and 1 the same, then 0 (ties by text)
     assert by_id.table.index.tolist() == [2.0, 1.0, 0.0]
     assert compute_diff(run, run, (50, 50), (100, 100)).matched == 2
-    alone = load_run(evals / "gsm8k--Qwen--Qwen3-0.6B-step100" / "run0064", cache_root=False)
+    alone = load_run(evals / "gsm8k--Qwen--Qwen3-0.6B-step100" / "b7d04e6a", cache_root=False)
     assert alone.samples["step"].tolist() == [100] * 3 and alone.record(alone.samples.index[0])[0]["step"] == 100
