@@ -402,7 +402,8 @@ def test_a_verl_dump_and_the_board_lines_match_every_prompt_on_the_user_content(
                                                                                  skip_special_tokens):
     """verl's ``input`` keeps the chat template (ChatML or Llama 3, markers kept or dropped by the decode),
     the board's lines the bare question: every prompt is matched on its user content, only the changed
-    one moves (by hand), and each prompt's samples are 2 steps apart (steps 1-2 against 3-4)."""
+    one moves (by hand), each prompt's samples are 2 steps apart (steps 1-2 against 3-4), and the table
+    names each prompt by its question whichever side is A."""
     from rl_board import load
     from rl_board.analysis.diff import compute_diff
 
@@ -415,6 +416,7 @@ def test_a_verl_dump_and_the_board_lines_match_every_prompt_on_the_user_content(
         assert diff.step_distance == 2.0  # mean step 1.5 against 3.5 for every prompt
     table = compute_diff(a, b).table.set_index("prompt")
     assert table.at["Spell cat.", "delta"] == pytest.approx(0.0 - (0.3 + 0.1) / 2)
+    assert sorted(compute_diff(b, a).table["prompt"]) == sorted(REWARDS_A)  # verl as A: its questions shown
     assert (table["delta"] != 0).sum() == 1
     plain = compute_diff(a, a, (1, 1), (2, 2))  # the board's lines against themselves: matched on the text
     assert (plain.prompt_match, plain.matched) == ("text", 6)

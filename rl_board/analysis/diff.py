@@ -58,8 +58,8 @@ NO_MATCH_CHARS = 300  # characters of each side's first prompt a diff with no pr
 class PromptDiff:
     """The diff of two sides. ``table``: one row per matched prompt with enough samples, indexed by the
     match key (``prompt_key``, or the id), sorted by ``delta`` ascending (None last), ties by prompt text,
-    then key; columns ``prompt`` (its text from A, pads removed), ``a_samples``, ``a_reward_mean``,
-    ``a_pass_rate``, ``a_sample`` (the label in A's ``samples`` of the response shown: A's highest
+    then key; columns ``prompt`` (its text from A, pads removed; by user content, that), ``a_samples``,
+    ``a_reward_mean``, ``a_pass_rate``, ``a_sample`` (the label in A's ``samples`` of the response shown: A's highest
     reward for a regression, its lowest otherwise), the same for ``b_`` (B's lowest for a regression,
     its highest otherwise), ``a_step_mean`` and ``b_step_mean`` (the mean step of the prompt's samples on
     that side), ``delta`` and ``step_distance`` (\|B's mean step − A's\|). ``matched`` counts every
@@ -281,6 +281,8 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     where = [F.FILE, "seg", "row"]  # what finds a row's segment: no copy of the samples' other columns
     texts = a.text_of(a.samples.loc[table["a_sample"].to_numpy(), where], "prompt") if len(table) else []
     texts = [strip_pad(t, a.pad_token) for t in texts]
+    if match == "user content":  # what was matched: the question, not the template around it
+        texts = [t if t is None else (got[1] if (got := user_content(t)) is not None else t.strip()) for t in texts]
     rank = pd.factorize(np.array(["" if t is None else t for t in texts], dtype=object), sort=True)[0]
     table.insert(0, "prompt", pd.Series(texts, index=table.index, dtype=object))
     order = np.lexsort((np.arange(len(table)), rank, np.where(np.isnan(delta), np.inf, delta)))
