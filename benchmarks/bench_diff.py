@@ -40,7 +40,8 @@ import json, sys, time
 sys.path.insert(0, {repo!r})
 import pandas as pd
 from rl_board.analysis.source import load_run
-from rl_board.analysis.diff import build_diff_json, compute_diff, compute_finding_marks
+from rl_board.analysis.diff import build_diff_json, compute_diff
+from rl_board.analysis.marks import compute_finding_marks
 from rl_board.analysis.findings import compute_findings
 start = time.perf_counter()
 a, b = load_run({a!r}, {pad!r}), load_run({b!r}, {pad!r})

@@ -101,7 +101,7 @@ def id_field(run: Run) -> str | None:
     return None
 
 
-def _keys(run: Run, by: str) -> tuple[pd.Series, str]:
+def match_keys(run: Run, by: str) -> tuple[pd.Series, str]:
     """(each sample's match key, NaN/None where it has none; what it is keyed by)."""
     if by == "id":
         name = id_field(run)
@@ -119,7 +119,7 @@ def _keys(run: Run, by: str) -> tuple[pd.Series, str]:
 def _templated(run: Run, keys: pd.Series, steps) -> bool:
     """Whether any of the first ``TEMPLATE_PROBE`` distinct prompts of ``run`` in ``steps`` is a chat
     template's (``user_content``)."""
-    keep = _in_steps(run.samples, steps) & keys.notna().to_numpy()
+    keep = in_steps(run.samples, steps) & keys.notna().to_numpy()
     first = run.samples.loc[keep, [F.FILE, "seg", "row"]][~keys[keep].duplicated().to_numpy()].iloc[:TEMPLATE_PROBE]
     return any(user_content(strip_pad(t, run.pad_token)) is not None for t in run.text_of(first, "prompt"))
 
@@ -142,7 +142,7 @@ def _user_keys(run: Run, keys: pd.Series) -> tuple[pd.Series, pd.Series]:
 def _first_prompt(run: Run, keys: pd.Series, steps) -> str | None:
     """The first prompt (in the run's order) of ``run``'s samples in ``steps``, pads removed, cut to
     ``NO_MATCH_CHARS`` characters; None when none has one."""
-    at = np.flatnonzero(_in_steps(run.samples, steps) & keys.notna().to_numpy())
+    at = np.flatnonzero(in_steps(run.samples, steps) & keys.notna().to_numpy())
     if not len(at):
         return None
     text = strip_pad(run.text_of(run.samples.iloc[at[:1]][[F.FILE, "seg", "row"]], "prompt")[0], run.pad_token)
@@ -167,7 +167,8 @@ def _exact_ids(run: Run, name: str) -> pd.Series:
     return pd.Series(exact, index=ids.index, dtype=object)
 
 
-def _in_steps(samples: pd.DataFrame, steps: tuple[int | None, int | None]) -> np.ndarray:
+def in_steps(samples: pd.DataFrame, steps: tuple[int | None, int | None]) -> np.ndarray:
+    """Whether each of ``samples`` is in ``steps`` ((first, last), inclusive, None for open); bool."""
     keep = np.ones(len(samples), dtype=bool)
     first, last = steps
     step = samples[F.STEP].to_numpy()
@@ -189,7 +190,7 @@ def _side(run: Run, keys: pd.Series, steps) -> _Side:
     labels of its lowest- and highest-reward samples (the first in the run's order on a tie), and the
     mean step of its samples."""
     samples = run.samples
-    keep = _in_steps(samples, steps) & keys.notna().to_numpy()
+    keep = in_steps(samples, steps) & keys.notna().to_numpy()
     whole = pd.api.types.is_integer_dtype(keys.dtype)
     if keys.dtype == object:  # exact ids (``_exact_ids``): Python's ints and floats, compared exactly
         key = keys.to_numpy(dtype=object)[keep]
@@ -246,8 +247,8 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     ((first, last), inclusive, None for open; ``steps_b`` None: as ``steps_a``) are the steps each side
     takes; ``by`` is ``prompt`` or ``id``. Raises ``ValueError`` for a run without the id asked for."""
     steps_b = steps_a if steps_b is None else steps_b
-    keys_a, key_a = _keys(a, by)
-    keys_b, key_b = _keys(b, by)
+    keys_a, key_a = match_keys(a, by)
+    keys_b, key_b = match_keys(b, by)
     if key_a != key_b and "prompt" in (key_a, key_b):
         raise ValueError(f"{a.path} is keyed by {key_a!r} and {b.path} by {key_b!r}: they can't be matched "
                          "by id; match them by prompt (--by prompt)")
@@ -328,8 +329,7 @@ def _range(steps) -> str | None:
     return f"{'' if first is None else first}:{'' if last is None else last}"
 
 
-def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = None,
-                    marks: FindingMarks | None = None) -> dict:
+def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = None, marks=None) -> dict:
     """The ``diff --json`` contract (without ``settings``): ``matched``, ``only_a``, ``only_b``,
     ``too_few``, ``regressions``, ``improvements``, ``unchanged`` (prompts of the table with delta
     below, above and at 0) and ``prompts``: each ``prompt`` (its text's first ``MAX_SHOWN_CHARS``
@@ -339,7 +339,7 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
     (\|B's ``step_mean`` − A's\|), in the table's order; ``step_distance`` (the mean of the prompts'
     over the whole table; null without prompts) and ``no_match`` (``no_match_reason`` with each side's
     first prompt: {``why``, ``a_first_prompt``, ``b_first_prompt``} when no prompt is in both, else null)
-    come before ``prompts``. With ``marks`` (``compute_finding_marks``), each prompt also has
+    come before ``prompts``. With ``marks`` (``marks.compute_finding_marks``), each prompt also has
     ``b_findings`` (the kinds of B's findings its B samples carry; [] for none) and ``b_findings_checked``
     (the improvements whose shown response was looked at for phrases) comes before ``prompts``. ``rows``: the positions in the table
     of the prompts to list (ascending; None: every one), so a caller printing a few builds only those."""
@@ -427,12 +427,12 @@ def early_and_late_steps(steps) -> tuple[tuple[int, int], tuple[int, int]] | Non
     return (logged[0], logged[quarter - 1]), (logged[-quarter], logged[-1])
 
 
-def split_diff_table(diff: PromptDiff, marks: FindingMarks | None = None) -> dict[str, pd.DataFrame]:
+def split_diff_table(diff: PromptDiff, marks=None) -> dict[str, pd.DataFrame]:
     """The diff's prompts in the page's three tables: ``regressions`` (most negative delta first),
     ``improvements`` (most positive first) and ``unchanged`` (delta 0, or no delta: a side without
     rewards), each with the columns people read: prompt, A mean, A samples, B mean, B samples, delta,
     steps apart (``step_distance``) (and the pass rates when a side's rewards are 0/1), and with ``marks``
-    the improvements' ``B's findings`` (``compute_finding_marks``, comma-separated); indexed by the match key."""
+    (``marks.FindingMarks``) the improvements' ``B's findings``, comma-separated; indexed by the match key."""
     table = diff.table
     shown = pd.DataFrame({"prompt": table["prompt"], "A mean": table["a_reward_mean"], "A samples": table["a_samples"],
                           "B mean": table["b_reward_mean"], "B samples": table["b_samples"], "delta": table["delta"],
@@ -448,56 +448,3 @@ def split_diff_table(diff: PromptDiff, marks: FindingMarks | None = None) -> dic
                                                                for k in improvements.index]})
     return {"regressions": shown[delta < 0], "improvements": improvements,
             "unchanged": shown[~((delta < 0) | (delta > 0))]}
-
-
-#: The kinds of B's findings that mark an improvement: the reward hacked (a spreading phrase, a component's
-#: phrase, repetition, a field the reward tracks), so a "better" prompt may be better only by the hack.
-MARK_KINDS = ("reward_with_spreading_phrases", "component_with_spreading_phrases", "repetition_with_reward",
-              "reward_tracks_field")
-MARK_ROWS = 1_000  # improvements (most positive first) whose shown B response is looked at for a finding's phrases
-
-
-@dataclass(frozen=True)
-class FindingMarks:
-    """``kinds``: match key -> the kinds of B's findings (``MARK_KINDS``, in the findings' order) that an
-    improvement's B samples carry; ``checked``: the improvements whose shown response was looked at for
-    phrases (the first ``MARK_ROWS``, most positive first), of ``improvements``."""
-
-    kinds: dict
-    checked: int
-    improvements: int
-
-
-def compute_finding_marks(diff: PromptDiff, run_b: Run, findings) -> FindingMarks:
-    """Which improvements of ``diff`` (delta > 0) carry a finding of B (``findings``: B's ``Findings``; only
-    ``MARK_KINDS``): one of the prompt's B samples in B's steps is one of the finding's evidence samples, or,
-    for a finding with phrases (spreading phrases), the B response the diff shows (B's highest reward) holds
-    one of them, as words (the findings' words: tokens, else whitespace-separated) in a row."""
-    from .findings.common import compute_words
-
-    table = diff.table
-    delta = table["delta"].to_numpy(dtype=float)
-    better = np.flatnonzero(delta > 0)
-    better = better[np.argsort(-delta[better], kind="stable")]
-    improved = set(table.index[better].tolist())
-    kinds: dict = {}
-    chosen = [f for f in findings.findings if f.kind in MARK_KINDS]
-    if not improved or not chosen:
-        return FindingMarks(kinds, 0, len(better))
-    keys_b = _keys(run_b, diff.by)[0]
-    if diff.user_keys is not None:
-        keys_b = keys_b.map(diff.user_keys[1])
-    in_steps = pd.Series(_in_steps(run_b.samples, diff.steps_b), index=run_b.samples.index)
-    checked = better[:MARK_ROWS]
-    shown = table["b_sample"].to_numpy()[checked]
-    words = compute_words(run_b, run_b.samples.loc[shown])[0] if any(f.phrases for f in chosen) else []
-    sizes = sorted({len(phrase) for f in chosen for phrase in f.phrases})
-    grams = [{size: set(zip(*(said[i:] for i in range(size)))) for size in sizes} for said in words]
-    for finding in chosen:
-        hit = {keys_b.at[label] for label in finding.labels
-               if label in keys_b.index and in_steps.at[label] and keys_b.at[label] in improved}
-        for phrase in finding.phrases:
-            hit.update(table.index[at] for at, held in zip(checked.tolist(), grams) if tuple(phrase) in held[len(phrase)])
-        for key in hit:
-            kinds.setdefault(key, []).append(finding.kind)
-    return FindingMarks({key: tuple(dict.fromkeys(got)) for key, got in kinds.items()}, len(checked), len(better))

@@ -49,8 +49,8 @@ def _diff(args) -> int:
     listed = [] if args.json else sorted(worse + better)
     marks = None
     if (delta > 0).any():  # B's findings of the reward hacked, marked on the improvements that carry them
-        from ..analysis.diff import compute_finding_marks
         from ..analysis.findings import get_findings
+        from ..analysis.marks import compute_finding_marks
 
         marks = compute_finding_marks(diff, run_b, get_findings(run_b))
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},

@@ -9,12 +9,12 @@ import streamlit as st
 
 from ..analysis.diff import (
     FAR_STEPS,
-    compute_finding_marks,
     early_and_late_steps,
     no_match_reason,
     prompt_keys_of,
     split_diff_table,
 )
+from ..analysis.marks import compute_finding_marks
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
