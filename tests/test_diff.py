@@ -504,7 +504,7 @@ def test_page_matches_templated_prompts_and_opens_a_sample_of_either_side_in_the
 @pytest.mark.slow
 def test_page_says_why_nothing_matches(tmp_path):
     """AppTest: two runs with no prompt in common: the Diff area names what it matched on and each side's
-    first prompt (as text, not Markdown)."""
+    first prompt (as text, not Markdown); a run asking A's prompt 19 steps later is called far apart."""
     from page_steps import load as load_page
     from page_steps import open_page
 
@@ -518,6 +518,13 @@ def test_page_says_why_nothing_matches(tmp_path):
     assert [t.value for t in at.text][-1:] == [
         "No prompt of A is a prompt of B, matched by their text (pads removed). A's first prompt: "
         "'Add **2** and 3.'; B's first prompt: 'Question: add 2 and 3'."]
+    write_lines(tmp_path / "runs" / "c" / "r.jsonl", [{"step": 20, "prompt": "Add **2** and 3.", "reward": 0.0}])
+    at = load_page(open_page(tmp_path / "runs", "a"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("c").run()
+    assert not at.exception, at.exception
+    assert [w.value for w in at.warning] == [
+        "A's and B's samples of a prompt are 19 steps apart on average: the training between those steps may "
+        "explain a change as much as what sets B apart."]
 
 
 def _hacked_pair(tmp_path):

@@ -105,8 +105,8 @@ def render(run: Run, settings: Settings) -> None:
         st.text(no_match_reason(diff))
         return
     if diff.step_distance is not None and diff.step_distance >= FAR_STEPS:
-        st.warning(f"A's and B's samples of a prompt are {diff.step_distance:.4g} steps apart on average: a change "
-                   "the training between those steps may explain a change as much as what sets B apart.")
+        st.warning(f"A's and B's samples of a prompt are {diff.step_distance:.4g} steps apart on average: the "
+                   "training between those steps may explain a change as much as what sets B apart.")
     if unmarked:
         st.caption(unmarked)
     elif marks is not None and marks.kinds:
@@ -184,12 +184,12 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
                        f"{_number(row[f'{name.lower()}_reward_mean'])}; words only in {other}'s response shown struck "
                        f"through, words only in this one on green")
             for i, (_, sample) in enumerate(rows.head(SHOWN_PER_SIDE).iterrows()):
-                _open_button(name, i, sample, run_a if name == "A" else run_b, run_a, b_name, settings)
+                _open_button(name, i, sample, run_a if name == "A" else run_b, run_a, b_name)
                 st.html(build_word_diff_html(compute_word_diff(shown[other], sample["response"]),
                                              describe_prompt_sample(sample, settings.kl_estimator)))
 
 
-def _open_button(side: str, i: int, sample, run: Run, loaded: Run, b_name: str | None, settings: Settings) -> None:
+def _open_button(side: str, i: int, sample, run: Run, loaded: Run, b_name: str | None) -> None:
     """The button that opens ``sample`` (a row of ``compute_prompt_samples``) in the batch and sample views:
     in the loaded run, or (a sample of another run B) with that run loaded, as a link to it would."""
     help_ = f"Show {sample['source']} (step {int(sample['step'])}) in the batch and sample views"
