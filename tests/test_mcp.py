@@ -339,3 +339,21 @@ def test_a_command_s_arguments_are_made_as_its_parser_makes_them():
         command = "diff" if "min_samples" in values else "search"
         with pytest.raises(ValueError, match=flag):
             command_args(command, {"run_dir": "a", **values})
+@pytest.mark.slow
+def test_diff_tool_says_why_nothing_matches_and_how_far_apart(tmp_path):
+    """The diff tool on two runs with no prompt in common gives the reason with each side's first prompt; on
+    two that share one, the mean step distance (steps 1 and 3 against 10: 8)."""
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "Add 2 and 3.", "reward": 1.0},
+                                             {"step": 3, "prompt": "Add 2 and 3.", "reward": 1.0}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": "Question: add 2 and 3", "reward": 0.0}])
+    write_lines(tmp_path / "c" / "r.jsonl", [{"step": 10, "prompt": "Add 2 and 3.", "reward": 0.0}])
+    _, (none, apart) = _session([("diff", {"run_a": str(tmp_path / "a"), "run_b": str(tmp_path / "b")}),
+                                 ("diff", {"run_a": str(tmp_path / "a"), "run_b": str(tmp_path / "c")})],
+                                roots=tmp_path)
+    assert not none.is_error and not apart.is_error, (none.content, apart.content)
+    assert none.structured_content["no_match"] == {
+        "why": "No prompt of A is a prompt of B, matched by their text (pads removed). A's first prompt: "
+               "'Add 2 and 3.'; B's first prompt: 'Question: add 2 and 3'.",
+        "a_first_prompt": "Add 2 and 3.", "b_first_prompt": "Question: add 2 and 3"}
+    assert apart.structured_content["step_distance"] == 8.0
+    assert apart.structured_content["prompts"][0]["step_distance"] == 8.0

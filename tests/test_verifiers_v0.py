@@ -24,8 +24,8 @@ PROMPT = [{"role": "system", "content": "Think, then answer."}, {"role": "user",
 
 
 def test_v0_results(tmp_path):
-    """Two rollouts at step 0; tool calls written as JSON text are read; metrics are extras, the
-    example id is not; a broken line is named and the others load."""
+    """Two rollouts at step 0; tool calls written as JSON text are read; metrics are extras, and so is
+    the example id (``diff --by id`` matches on it); a broken line is named and the others load."""
     completion = [{"role": "assistant", "content": "", "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "calc", "arguments": '{"x": "2+2"}'}}]},
         {"role": "tool", "tool_call_id": "a", "content": "4"}, {"role": "assistant", "content": "4 ✓"}]
@@ -41,7 +41,8 @@ def test_v0_results(tmp_path):
     assert run.samples["step"].tolist() == [0, 0]
     assert run.samples["reward"].tolist() == [1.0, 0.0]
     assert run.samples["extra:correct"].tolist() == [1.0, 0.0]
-    assert "extra:example_id" not in run.samples and run.samples["extra:is_truncated"].tolist() == [0.0, 0.0]
+    assert run.samples["extra:example_id"].tolist() == [0.0, 0.0]
+    assert run.samples["extra:is_truncated"].tolist() == [0.0, 0.0]
     assert [e[1] for e in run.report.errors] == [3]
     texts = run.with_text(run.samples)
     assert texts["prompt"][0] == "Think, then answer.\n\n2+2?" and texts["response"].tolist() == ["4 ✓", ""]
@@ -201,9 +202,13 @@ def test_split_and_step_of_each_layout():
     """A plain eval's results.jsonl has neither; an evals/ tree's is its environment and step folder;
     prime-rl's rollouts files give train, eval (April) or eval/ENV (June on), compressed too."""
     names = ("results.jsonl", "step_3/gsm8k/results.jsonl", "rollouts/step_3/train_rollouts.jsonl",
-             "rollouts/step_4/eval_rollouts.jsonl", "step_5/eval_rollouts_math-500.jsonl.gz", "abc/results.jsonl")
-    assert [verifiers_v0.split_of(n) for n in names] == [None, "gsm8k", "train", "eval", "eval/math-500", None]
-    assert [verifiers_v0.step_of(n) for n in names] == [None, 3, 3, 4, 5, None]
+             "rollouts/step_4/eval_rollouts.jsonl", "step_5/eval_rollouts_math-500.jsonl.gz", "abc/results.jsonl",
+             "gsm8k--Qwen--Qwen3-0.6B-step50/1a2b/results.jsonl", "gsm8k--ckpts--checkpoint-500/9f/results.jsonl",
+             "gsm8k--out--global_step_7/u/results.jsonl", "gsm8k--m/1234/results.jsonl")
+    assert [verifiers_v0.split_of(n) for n in names] == [
+        None, "gsm8k", "train", "eval", "eval/math-500", None, "gsm8k--Qwen--Qwen3-0.6B", "gsm8k--ckpts",
+        "gsm8k--out", "gsm8k--m"]
+    assert [verifiers_v0.step_of(n) for n in names] == [None, 3, 3, 4, 5, None, 50, 500, 7, None]
 
 
 def test_a_first_line_over_a_mebibyte_is_still_verifiers(tmp_path):
@@ -216,3 +221,43 @@ def test_a_first_line_over_a_mebibyte_is_still_verifiers(tmp_path):
     assert len(path.read_bytes().split(b"\n", 1)[0]) > 1 << 20
     assert detect(path.parent) is verifiers_v0
     assert len(load_run(path.parent, cache_root=False).samples) == 2
+
+
+#: Each checkpoint's rewards of examples 0, 1 and 2 (one rollout each); examples 0 and 1 ask the same question.
+CHECKPOINTS = {50: [0.0, 1.0, 0.0], 100: [1.0, 1.0, 0.0]}
+
+
+def _checkpoint_named_evals(evals):
+    """``vf-eval -s`` of two checkpoints served under their own names (``Qwen/Qwen3-0.6B-step50``, ``…-step100``):
+    one folder each, as verifiers' ``get_results_path`` (verifiers/utils/path_utils.py) names it:
+    ``outputs/evals/{env_id}--{model.replace('/', '--')}/{str(uuid.uuid4())[:8]}``."""
+    for step, rewards in CHECKPOINTS.items():
+        prompts = [PROMPT, PROMPT, [{"role": "user", "content": "3+3?"}]]
+        run_id = {50: "3f2a9c1e", 100: "b7d04e6a"}[step]  # two uuid4()[:8]
+        write_v0(evals / f"gsm8k--{'Qwen/Qwen3-0.6B-step' + str(step)}".replace("/", "--") / run_id,
+                 [v0_output(k, prompts[k], [{"role": "assistant", "content": "4"}], r, {"correct": r})
+                  for k, r in enumerate(rewards)])
+    return evals
+
+
+def test_checkpoint_named_evals_are_one_run_with_steps_and_diff_by_example_id(tmp_path):
+    """Evals written as one ``{env}--{model}-stepN`` folder per checkpoint: the evals folder is one run
+    (split gsm8k--Qwen--Qwen3-0.6B, steps 50 and 100); diff --by id of step 50 against 100 matches on
+    ``example_id``: 3 examples (by prompt, 2: examples 0 and 1 share their text), example 0 up by 1."""
+    from rl_board.analysis.diff import compute_diff
+
+    evals = _checkpoint_named_evals(tmp_path / "outputs" / "evals")
+    found = discover_runs(tmp_path, cache_root=tmp_path / "cache")
+    assert found.names() == ["outputs/evals"] and not found.unclaimed
+    assert (found.runs[0].format, found.runs[0].splits, found.runs[0].steps) == (
+        "verifiers-v0", ("gsm8k--Qwen--Qwen3-0.6B",), 2)
+    run = load_run(evals, cache_root=False)
+    assert run.samples["step"].tolist() == [50] * 3 + [100] * 3
+    assert run.samples["reward"].tolist() == CHECKPOINTS[50] + CHECKPOINTS[100]
+    by_id = compute_diff(run, run, (50, 50), (100, 100), by="id")
+    assert (by_id.key_a, by_id.matched) == ("example_id", 3)
+    assert by_id.table["delta"].tolist() == [0.0, 0.0, 1.0]  # examples 2 and 1 the same, then 0 (ties by text)
+    assert by_id.table.index.tolist() == [2.0, 1.0, 0.0]
+    assert compute_diff(run, run, (50, 50), (100, 100)).matched == 2
+    alone = load_run(evals / "gsm8k--Qwen--Qwen3-0.6B-step100" / "b7d04e6a", cache_root=False)
+    assert alone.samples["step"].tolist() == [100] * 3 and alone.record(alone.samples.index[0])[0]["step"] == 100

@@ -22,10 +22,10 @@ def diff_json(args) -> dict:
     return _diffed(args, listed_all=True)[0]
 
 
-def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, object]:
-    """(the diff's dict, the ``Diff``, run A, run B): the dict's ``prompts`` are every matched prompt with
-    ``listed_all``, else those the text output prints (none with ``--json``: they are written a chunk at a
-    time, ``_write_json``)."""
+def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, object, object]:
+    """(the diff's dict, the ``Diff``, run A, run B, B's finding marks or None): the dict's ``prompts`` are
+    every matched prompt with ``listed_all``, else those the text output prints (none with ``--json``: they
+    are written a chunk at a time, ``_write_json``)."""
     import numpy as np
 
     from ..analysis.diff import build_diff_json, compute_diff, diff_settings
@@ -50,35 +50,52 @@ def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, objec
     better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
     # text: only the prompts it prints are built; JSON: a chunk at a time as it is written (below)
     listed = list(range(len(diff.table))) if listed_all else [] if args.json else sorted(worse + better)
+    marks = None
+    if (delta > 0).any():  # B's findings of the reward hacked, marked on the improvements that carry them
+        from ..analysis.findings import get_findings
+        from ..analysis.marks import compute_finding_marks
+
+        marks = compute_finding_marks(diff, run_b, get_findings(run_b))
     result = {"settings": {**read_settings(run_a, args.max_samples_per_step), **diff_settings(diff)},
-              **build_diff_json(diff, run_a, run_b, listed)}
-    return result, diff, run_a, run_b
+              **build_diff_json(diff, run_a, run_b, listed, marks)}
+    return result, diff, run_a, run_b, marks
 
 
 def _diff(args) -> int:
     import numpy as np
 
+    from ..analysis.diff import FAR_STEPS
+    from ..analysis.search import printable_line
+
     got, status = printed(_diffed, args)
     if status is not None:
         return status
-    result, diff, run_a, run_b = got
+    result, diff, run_a, run_b, marks = got
     delta = diff.table["delta"].to_numpy(dtype=float)
     worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()
     better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()
     listed = sorted(worse + better)
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
-        _write_json(result, diff, run_a, run_b)
+        _write_json(result, diff, run_a, run_b, marks)
         return status
     settings = result["settings"]
     print(f"A: {args.run_dir}" + (f" steps {settings['steps_a']}" if settings["steps_a"] else "")
           + f"   B: {args.run_b}" + (f" steps {settings['steps_b']}" if settings["steps_b"] else ""))
-    print(f"matched by {diff.key_a if diff.key_a == diff.key_b else diff.key_a + ' / ' + diff.key_b}; "
-          f"{_describe_settings(settings)}")
+    on = diff.key_a if diff.key_a == diff.key_b else diff.key_a + " / " + diff.key_b
+    if diff.prompt_match == "user content":
+        on += " (the user content of the chat template)"
+    print(f"matched by {on}; {_describe_settings(settings)}")
     print(f"{result['matched']} prompts in both, {result['only_a']} only in A, {result['only_b']} only in B"
           + (f", {result['too_few']} with fewer than {args.min_samples} samples on a side left out"
              if result["too_few"] else "")
           + f"; {result['regressions']} worse in B, {result['improvements']} better, {result['unchanged']} the same")
+    if result["no_match"] is not None:
+        print(printable_line(result["no_match"]["why"]))
+    elif result["step_distance"] is not None:
+        far = result["step_distance"] >= FAR_STEPS
+        print(f"A's and B's samples of a prompt are {result['step_distance']:.4g} steps apart on average"
+              + (" (far apart: the training between those steps may explain a change as much as what sets B apart)" if far else ""))
     prompts = dict(zip(listed, result["prompts"]))  # by position in the table
     for title, shown, count in (("Regressions (mean reward B − A, most negative first)", worse, result["regressions"]),
                                 ("Improvements (most positive first)", better, result["improvements"])):
@@ -90,7 +107,7 @@ def _diff(args) -> int:
     return status
 
 
-def _write_json(result: dict, diff, run_a, run_b) -> None:
+def _write_json(result: dict, diff, run_a, run_b, marks=None) -> None:
     """``result`` (its ``prompts`` empty) with every prompt of the table, written as ``json.dumps`` of the
     whole would write it, byte for byte, ``JSON_CHUNK`` prompts at a time: a million prompts are never
     a million dicts at once."""
@@ -101,7 +118,8 @@ def _write_json(result: dict, diff, run_a, run_b) -> None:
     out = sys.stdout
     out.write(head[:-len("[]}")] + "[")
     for start in range(0, len(diff.table), JSON_CHUNK):
-        prompts = build_diff_json(diff, run_a, run_b, list(range(start, min(start + JSON_CHUNK, len(diff.table)))))
+        prompts = build_diff_json(diff, run_a, run_b, list(range(start, min(start + JSON_CHUNK, len(diff.table)))),
+                                  marks)
         out.write((", " if start else "") + ", ".join(json.dumps(p, ensure_ascii=False, allow_nan=False)
                                                      for p in prompts["prompts"]))
     out.write("]}\n")
@@ -125,6 +143,9 @@ def _print_prompts(diff, run_a, run_b, prompts: dict[int, dict], shown: list[int
         for name in ("a", "b"):
             one = picked[name][1]
             print(f"      {name.upper()}: step {int(one['step'])}  {one['source']}  reward {_fmt(one['reward'])}")
+        if p.get("b_findings"):
+            print(f"      B carries its finding{'s' if len(p['b_findings']) > 1 else ''}: {', '.join(p['b_findings'])} "
+                  "(rl-board findings RUN_B): better by the hack?")
         words = compute_word_diff(picked["a"][0], picked["b"][0])
         marks = {"removed": REMOVED, "added": ADDED}
         marked = EMPTY_RESPONSE if words.empty else "".join(

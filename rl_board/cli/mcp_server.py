@@ -330,8 +330,11 @@ _DESCRIPTIONS = {
                f"(default {DEFAULT_LIMITS['metrics']}), and the warnings given." + _BOUNDED,
     "diff": "Two runs (or two step ranges of one run) prompt by prompt: each prompt's samples and mean reward in A "
             "and B, `delta` = mean B - mean A, most negative first: `rl-board diff RUN_A RUN_B --json`. `steps`: A:B "
-            "of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads) or id (a logged prompt "
-            f"id); `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})." + _BOUNDED,
+            "of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads, or its chat template's "
+            "user content when a side wraps prompts in one) or id (a logged prompt id); `step_distance`: how many "
+            "steps apart A's and B's samples of a prompt are, on average; `no_match`: why no prompt is in both, with "
+            f"each side's first prompt; `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})."
+            + _BOUNDED,
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth, messages or a text "
               "field of the run (a judge's `judge_rationale`: a top-level string field, read again from the source); "

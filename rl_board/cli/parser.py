@@ -178,7 +178,8 @@ def _parser() -> argparse.ArgumentParser:
                            "may be left out (100: or :200)")
     diff.add_argument("--steps-b", default=None, metavar="A:B", help="only steps A to B of RUN_B")
     diff.add_argument("--by", choices=("prompt", "id"), default="prompt",
-                      help="match samples by their prompt's text with pads removed, or by the prompt id the "
+                      help="match samples by their prompt's text with pads removed (by its user content when "
+                           "either run wraps its prompts in a chat template), or by the prompt id the "
                            "trainer logs (a number named uid, index, idx, example_id, prompt_id, problem_id or "
                            "id; TRL: its prompt column)")
     diff.add_argument("--min-samples", type=_positive_int, default=1, metavar="N",

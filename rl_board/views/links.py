@@ -189,6 +189,16 @@ def apply(run: Run) -> None:
         state.show_area(keys.BATCH, "sample" if label is not None else "step")
 
 
+def open_in_run(run: str, run_dir: str, fields: tuple, sample: str) -> None:
+    """A click (a callback) on a sample of another run under the root (the Diff area's run B): that run
+    picked and loaded, and sample ``sample`` (its ``FILE:LINE`` address) shown in the batch and sample
+    views once it is, as a link to it would (a sample no longer in the run is named, the batch shown)."""
+    st.session_state[keys.RUN] = run
+    state.set_loaded_run(run_dir, fields)
+    st.session_state[_PENDING] = {"run": run, "area": "batch", "sample": sample, "loaded": True}
+    st.session_state[_NOTES] = []
+
+
 def run_under_root(path, root: str) -> str | None:
     """``path`` (a run's folder) as the runs list names it under ``root``: its path relative to the root
     at any depth, ``ROOT_RUN`` for the root itself; None when it is not under the root."""
