@@ -260,4 +260,4 @@ def test_checkpoint_named_evals_are_one_run_with_steps_and_diff_by_example_id(tm
     assert by_id.table.index.tolist() == [2.0, 1.0, 0.0]
     assert compute_diff(run, run, (50, 50), (100, 100)).matched == 2
     alone = load_run(evals / "gsm8k--Qwen--Qwen3-0.6B-step100" / "b7d04e6a", cache_root=False)
-    assert alone.samples["step"].tolist() == [100] * 3 and alone.record(alone.samples.index[0])[0]["step"] == 100
+    assert alone.samples["step"].tolist() == [100] * 3 and alone.record_parts(alone.samples.index[0])[0]["step"] == 100
