@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ..base.access import is_url
 from ..base.defaults import AUTO, EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
-from ..derive.faults import ANY, KINDS
+from ..base.fields import ANY_FAULT as ANY
+from ..base.fields import FAULT_KINDS as KINDS
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
