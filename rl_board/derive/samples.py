@@ -307,12 +307,24 @@ def _unicode_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
 def _split_words(split: pa.ListArray) -> tuple[pa.Array, np.ndarray]:
     """(the words of Arrow's whitespace ``split`` of texts, without the empty ones; the text of each)."""
     flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
-    # Arrow's split now and then leaves the whitespace that ends the last text on its last word
-    # ("4625 " for "... 4625 "; it depends on what lies past the text's buffer, so on the process's
-    # history): a word never holds whitespace, so it is trimmed off
-    flat = pc.utf8_rtrim_whitespace(flat)
-    word = pc.not_equal(flat, "")  # the split gives an empty word at each end that is whitespace
-    return flat.filter(word), parent.filter(word).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.frombuffer(flat.buffers()[1], np.int32 if flat.type == pa.string() else np.int64)
+    offsets = offsets[flat.offset:flat.offset + len(flat) + 1]
+    word = offsets[1:] > offsets[:-1]  # the split gives an empty word at each end that is whitespace
+    data = flat.buffers()[2]
+    if data is not None and word.any() and _TRAILING[np.frombuffer(data, np.uint8)[offsets[1:][word] - 1]].any():
+        # Arrow's split now and then leaves the whitespace that ends the last text on its last word
+        # ("4625 " for "... 4625 "; it depends on what lies past the text's buffer, so on the process's
+        # history): a word never holds whitespace, so it is trimmed off (looked for first: the trim
+        # copies every word)
+        flat = pc.utf8_rtrim_whitespace(flat)
+        word = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    keep = pa.array(word)
+    return flat.filter(keep), parent.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+#: the last bytes a word may not end in: ASCII whitespace, and any byte of a multi-byte character (which
+#: may be Unicode whitespace: U+3000 ends in 0x80)
+_TRAILING = np.array([chr(c).isspace() or c >= 0x80 for c in range(256)])
 
 
 def _repeat_4gram(tokens: Tokens, counted: Counted, words: _TextWords) -> pa.Array:
