@@ -221,3 +221,24 @@ def test_runs_lists_what_the_page_lists(tmp_path):
     (tmp_path / "empty").mkdir()
     refused = command("runs", str(tmp_path / "empty"))
     assert refused.returncode == 2 and refused.stderr.startswith("error: No runs in")
+
+
+@pytest.mark.slow
+def test_the_parsing_workers_start_before_numpy_pyarrow_or_a_reader_is_imported(tmp_path):
+    """When ``summary`` asks for its parsing workers (``workers.warm_up_for``), this process has imported
+    neither numpy, pyarrow, pandas nor any reader: the workers' start waits on no heavy import (issue 52)."""
+    code = (
+        "import json, sys\n"
+        "from rl_board.store import workers\n"
+        "seen = []\n"
+        "heavy = ('numpy', 'pyarrow', 'pandas', 'msgspec', 'rl_board.readers', 'rl_board.derive')\n"
+        "workers.warm_up_for = lambda run_dir, cache_root=None: seen.append([m for m in heavy if m in sys.modules])\n"
+        "from rl_board.cli import main\n"
+        "status = main(['summary', sys.argv[1], '--json'])\n"
+        "print(json.dumps([status, seen]))\n"
+    )
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code, str(REPO / "rollout_samples" / "ppo_demo")],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [0, [[]]]

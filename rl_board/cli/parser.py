@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..analysis.provider import ANY, KINDS
 from ..base.access import is_url
 from ..base.defaults import AUTO, EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
+from ..base.fields import ANY_FAULT as ANY
+from ..base.fields import FAULT_KINDS as KINDS
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.

@@ -275,11 +275,7 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
     kept_unlisted = len(unlisted) - int(full[len(errors):].sum())
     if not len(steps):
         return table, skipped, left, kept_unlisted
-    distinct, which = np.unique(steps, return_inverse=True)
-    counts = np.bincount(which)
-    order = np.argsort(which, kind="stable")
-    rank = np.empty(len(steps), np.int64)
-    rank[order] = np.arange(len(steps)) - np.repeat(np.cumsum(counts) - counts, counts)
+    distinct, counts, which, rank = _step_ranks(steps)
     before = np.array([quota.get(int(step), 0) for step in distinct], np.int64)
     keep = before[which] + rank < max_per_step
     for step, had, count in zip(distinct.tolist(), before.tolist(), counts.tolist()):
@@ -289,6 +285,25 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
         table = table.drop_columns([name for name in F.extra_columns(table.column_names)
                                     if table[name].null_count == table.num_rows])
     return table, skipped + int((~keep).sum()), left, kept_unlisted
+
+
+def _step_ranks(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct steps, ascending; their rows; each row's step among them; each row's place among its
+    step's rows, in row order), from one stable sort of ``steps``."""
+    # speed: 1.6 x pandas' groupby().cumcount() on a block's steps in file order (benchmarks/bench_kernels.py),
+    # and no pandas in a worker; reference test: tests/test_ranges.py::test_step_ranks_are_cumcount
+    order = np.argsort(steps, kind="stable")
+    ordered = steps[order]
+    new = np.empty(len(steps), bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.r_[starts, len(steps)])
+    which = np.empty(len(steps), np.int64)
+    which[order] = np.cumsum(new) - 1
+    rank = np.empty(len(steps), np.int64)
+    rank[order] = np.arange(len(steps)) - np.repeat(starts, counts)
+    return ordered[starts], counts, which, rank
 
 
 def _full_at(steps: np.ndarray, lines: np.ndarray, quota: dict[int, int], max_per_step: int,

@@ -69,7 +69,7 @@ ARROW_FAST = True
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 #: ``ParsedBlock.unlisted_steps``'s value for a line whose step a cheap look did not find
 NO_STEP = np.iinfo(np.int64).min
-_STEP_KEY = np.frombuffer(b'"step"', np.uint8)
+_STEP_KEY = re.compile(rb'"step"')
 
 
 @dataclass
@@ -194,7 +194,7 @@ def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_re
             rest, slow = np.asarray(order[k:], np.int64), None
             no_object = ~np.isin(buffer[starts[rest]], _OBJECT_FIRST)
             unlisted[0].frombytes((first_line + rest[no_object]).astype(np.int64).tobytes())
-            unlisted[1].frombytes(_step_hints(data, buffer, starts, ends, rest[no_object]).tobytes())
+            unlisted[1].frombytes(_step_hints(data, starts, ends, rest[no_object]).tobytes())
             order, k = rest[~no_object].tolist(), 0
             continue
         k += 1
@@ -226,16 +226,14 @@ def _count(unlisted: tuple[array, array], line: int, raw: bytes) -> None:
     unlisted[1].append(NO_STEP if hint is None or not NO_STEP < hint < -NO_STEP else hint)
 
 
-def _step_hints(data, buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray, which: np.ndarray) -> np.ndarray:
+def _step_hints(data, starts: np.ndarray, ends: np.ndarray, which: np.ndarray) -> np.ndarray:
     """The step hints (``_step_hint``, ``NO_STEP`` for None) of the lines ``which`` (int64): only a line
-    holding ``"step"`` (found by numpy over the block) is looked at one by one."""
+    holding ``"step"`` (found by ``re.finditer`` over the block) is looked at one by one."""
     hints = np.full(len(which), NO_STEP, np.int64)
     if not len(which):
         return hints
-    quotes = np.flatnonzero(buffer[:max(len(buffer) - len(_STEP_KEY) + 1, 0)] == _STEP_KEY[0])
-    for k in range(1, len(_STEP_KEY)):
-        quotes = quotes[buffer[quotes + k] == _STEP_KEY[k]]
-    holding = np.unique(np.searchsorted(starts, quotes, side="right") - 1)
+    at = np.fromiter((found.start() for found in _STEP_KEY.finditer(data)), np.int64)
+    holding = np.unique(np.searchsorted(starts, at, side="right") - 1)
     for i in np.flatnonzero(np.isin(which, holding)).tolist():
         raw = bytes(data[starts[which[i]]:ends[which[i]]])
         hint = _step_hint(raw)
