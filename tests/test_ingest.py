@@ -414,3 +414,37 @@ def test_summary_and_step_table_are_the_same_bytes_at_1_2_and_4_workers(tmp_path
     assert summary["steps"][3]["extras"].keys() == {"acc", "rare"} and "rare" not in summary["steps"][2]["extras"]
     for count in (2, 4):
         pd.testing.assert_frame_equal(tables[count], tables[1], check_exact=True)
+
+
+def test_a_file_read_from_its_start_brings_its_head_and_tail_hashes(tmp_path, monkeypatch):
+    """A range read from a file's start hashes its first and last 64 KiB as it reads (blocks of 4 KiB here, a
+    last line without its newline): the cache entry holds the sha1s of the file's bytes and the parent reads
+    none of them again; a file with a line passed over (over the line limit) is hashed from the file, the same."""
+    import hashlib
+
+    from rl_board.store import fingerprints
+
+    run = tmp_path / "run"
+    write_lines(run / "small.jsonl", [sample(1, 1.0, response="a")])
+    write_lines(run / "long.jsonl", [sample(i % 3, float(i), response="w " * 40) for i in range(900)])
+    (run / "open.jsonl").write_bytes(b"".join(json.dumps(sample(2, float(i), response="z " * 30)).encode() + b"\n"
+                                              for i in range(700)) + json.dumps(sample(2, 9.0)).encode())
+    write_lines(run / "skipped.jsonl", [sample(1, 0.5), sample(1, 0.25, response="x" * 12_000), sample(1, 2.0)])
+    monkeypatch.setattr(ranges, "READ_CHUNK", 4096)
+    monkeypatch.setenv("RL_BOARD_MAX_LINE_MB", "0.01")  # 10,485 bytes: the 12 KB line is passed over
+    monkeypatch.setenv(workers.WORKERS_ENV, "1")
+    hashed = []
+    real = fingerprints.hash_span
+    monkeypatch.setattr(fingerprints, "hash_span", lambda path, a, b: hashed.append(path.name) or real(path, a, b))
+    loaded = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    assert loaded.report.lines_bad == 1 and len(loaded.samples) == 1 + 900 + 701 + 2
+    assert set(hashed) == {"skipped.jsonl"}
+    (manifest,) = (tmp_path / "cache").glob("*/manifest.json")
+    entries = json.loads(manifest.read_text())["files"]
+    for name in ("small.jsonl", "long.jsonl", "open.jsonl", "skipped.jsonl"):
+        data = (run / name).read_bytes()
+        assert len(data) > 65536 or name in ("small.jsonl", "skipped.jsonl")
+        entry = entries[name]
+        assert entry["offset"] == len(data)
+        assert entry["head_hash"] == hashlib.sha1(data[:65536]).hexdigest(), name
+        assert entry["tail_hash"] == hashlib.sha1(data[-65536:]).hexdigest(), name
