@@ -1,7 +1,7 @@
 """How a cold read scales with the cores it is given: ``rl-board summary RUN --json`` on an empty cache
 with N parsing workers pinned to N cores, against the floor of parsing the same bytes in one process.
 
-Usage:  python benchmarks/bench_scaling.py [--size full|10x|grpo|verl|verl200k|verl10m|small] [--workers 1,2,4,8,16]
+Usage:  python benchmarks/bench_scaling.py [--size full|10x|grpo|verl|small] [--workers 1,2,4,8,16]
                                           [--baseline DIR] [--reps 2] [--json FILE]
 
 For each N, the command runs with its affinity set to the first N CPUs and ``RL_BOARD_WORKERS=N``
@@ -83,7 +83,7 @@ def summary(run: Path, release: Path, cpus: list[int]) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="full", choices=("small", "full", "grpo", "10x", "verl200k", "verl", "verl10m"))
+    parser.add_argument("--size", default="full", choices=("small", "full", "grpo", "10x", "verl200k", "verl"))
     parser.add_argument("--workers", default="1,2,4,8,16", help="comma-separated worker counts (at most the CPUs)")
     parser.add_argument("--baseline", type=Path, help="a folder holding another release's rl_board package")
     parser.add_argument("--reps", type=int, default=2)
