@@ -8,7 +8,8 @@ from conftest import docs_example, step_rows, summary_json
 from ray_writers import areal_dump_trajectory, areal_individual_traj, call
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import areal, detect
+from rl_board.readers import detect
+from rl_board.readers.formats import areal
 
 PROMPT = [{"role": "system", "content": "Use the calculator."}, {"role": "user", "content": "Combien font 12×12 ?"}]
 CALC = {"role": "assistant", "content": "<think>multiply</think>", "tool_calls": [call("calc", expr="12*12")]}

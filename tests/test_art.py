@@ -6,7 +6,8 @@ from agent_writers import write_art
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
-from rl_board.readers import art, detect
+from rl_board.readers import detect
+from rl_board.readers.formats import art
 from rl_board.store.loader import list_runs
 
 

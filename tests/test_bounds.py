@@ -283,7 +283,7 @@ def _flip(path, offset: int) -> None:
 def test_a_tensorboard_record_failing_its_crc_is_named_and_the_rest_read(tmp_path):
     """One flipped byte in the second text's record: that sample is named lost (1 record) and the other
     four texts and all five scalars are read (TensorBoard's reader stopped there, silently)."""
-    from rl_board.readers import tensorboard_text
+    from rl_board.readers.formats import tensorboard_text
     from rl_board.scalars import tensorboard
 
     path, offsets = _event_file(tmp_path / "run")
@@ -301,7 +301,7 @@ def test_a_tensorboard_record_failing_its_crc_is_named_and_the_rest_read(tmp_pat
 def test_a_tensorboard_length_failing_its_crc_is_searched_past(tmp_path):
     """A flipped byte in the second text's length field: the bytes up to the next whole record are
     named skipped, and reading goes on there (texts 1, 3, 4, 5)."""
-    from rl_board.readers import tensorboard_text
+    from rl_board.readers.formats import tensorboard_text
 
     path, offsets = _event_file(tmp_path / "run")
     _flip(path, offsets[3] + 1)
@@ -317,8 +317,8 @@ def test_a_wandb_table_of_100000_columns_is_capped_before_the_work(tmp_path):
     """A 1.3 MB W&B table of 10^5 numeric columns: read in one pass (it took minutes, quadratic in
     the columns), the first 256 extra fields kept as columns, the other 99,744 counted as dropped."""
     from rl_board.base import fields as F
-    from rl_board.readers import wandb_tables
     from rl_board.readers.extras import FieldNotes
+    from rl_board.readers.formats import wandb_tables
 
     table = tmp_path / "run" / "files" / "media" / "table"
     table.mkdir(parents=True)
@@ -380,7 +380,7 @@ def test_tensorboard_tensors_declaring_a_huge_shape_are_named_not_made(tmp_path)
     (TensorBoard fills the shape: 5.9 GB and 2.1 GB before), each named in one line with its tag and step;
     the other steps' texts and scalars load; the whole summary stays under 1 GiB."""
     from rl_board.base.tfrecords import MAX_TENSOR_VALUES
-    from rl_board.readers import tensorboard_text
+    from rl_board.readers.formats import tensorboard_text
     from rl_board.scalars import tensorboard
 
     _declaring_event_file(tmp_path / "run", 10**10)

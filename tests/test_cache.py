@@ -210,7 +210,8 @@ def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(
     manifest's spans cover [0, offset) without gaps, small ones joined, whatever the appends."""
     import xxhash
 
-    from rl_board.readers import ReadOptions, jsonl
+    from rl_board.readers import ReadOptions
+    from rl_board.readers.formats import jsonl
     from rl_board.store import cache
 
     path = write_lines(tmp_path / "run" / "r.jsonl", [sample(s, float(s)) for s in range(40)])

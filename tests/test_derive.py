@@ -14,7 +14,7 @@ from rl_board.analysis.source import load_run
 from rl_board.derive.samples import SCHEMA, WORDS, derive, is_segment_schema
 from rl_board.readers import ReadOptions
 from rl_board.readers.canonical import ROWS, build_rows
-from rl_board.readers.jsonl import parse_block
+from rl_board.readers.formats.jsonl import parse_block
 from rl_board.store import ranges
 
 EOS, PAD = "<eos>", "<pad>"

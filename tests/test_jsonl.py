@@ -13,7 +13,7 @@ from rl_board.analysis.source import load_run
 from rl_board.base import fields as F
 from rl_board.derive.samples import derive
 from rl_board.readers import ReadOptions
-from rl_board.readers.jsonl import parse_block
+from rl_board.readers.formats.jsonl import parse_block
 from rl_board.store import ranges
 
 EOS = "<eos>"

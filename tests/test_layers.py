@@ -156,7 +156,7 @@ def test_an_upward_import_planted_in_a_copy_of_the_package_is_caught(tmp_path):
     assert upward_imports(package) == []
     with (package / "readers" / "jsonl.py").open("a") as fh:
         fh.write("\n\ndef _planted():\n    from ..analysis.run import Run\n    return Run\n")
-    assert upward_imports(package) == ["readers/jsonl.py imports rl_board.analysis.run"]
+    assert upward_imports(package) == ["readers/formats/jsonl.py imports rl_board.analysis.run"]
 
 
 def test_an_upward_import_is_caught(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from rl_board import readers
 from rl_board.analysis.source import load_run
 from rl_board.readers import KeyResolver, layout
-from rl_board.readers.records import canonical_row, rows_table
+from rl_board.readers.record_rows import canonical_row, rows_table
 from rl_board.store.loader import list_runs
 
 

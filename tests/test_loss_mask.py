@@ -19,7 +19,7 @@ from rl_board.derive.metrics import compute_sample_tokens
 from rl_board.derive.samples import derive
 from rl_board.derive.tokenizer import find_tokenizer, token_strings
 from rl_board.readers import ReadOptions
-from rl_board.readers.jsonl import parse_block
+from rl_board.readers.formats.jsonl import parse_block
 
 PAD = "<pad>"
 

@@ -12,7 +12,7 @@ from rl_board.analysis.tables import compute_token_table
 from rl_board.derive.metrics import compute_sample_tokens, kl_per_token
 from rl_board.derive.samples import derive
 from rl_board.readers import ReadOptions
-from rl_board.readers.jsonl import parse_block
+from rl_board.readers.formats.jsonl import parse_block
 
 # logprobs and ref_logprobs of two tokens; d = ref - logp = (-0.5, +1.0)
 LOGP = [-1.0, -2.0]

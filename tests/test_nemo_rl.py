@@ -15,7 +15,8 @@ from token_writers import NemoSample, train_tokenizer, write_nemo_step
 from tokenizers import Tokenizer
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, nemo_rl
+from rl_board.readers import detect
+from rl_board.readers.formats import nemo_rl
 from rl_board.store.loader import list_runs
 
 

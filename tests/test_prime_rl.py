@@ -20,7 +20,8 @@ from conftest import REPO, docs_example
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
-from rl_board.readers import detect, prime_rl
+from rl_board.readers import detect
+from rl_board.readers.formats import prime_rl
 from rl_board.scalars import discover, load_scalars
 from rl_board.store.discovery import discover_runs
 from rl_board.store.loader import list_runs

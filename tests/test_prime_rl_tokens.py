@@ -17,7 +17,8 @@ from tokenizers import Tokenizer
 from rl_board.analysis.source import load_run
 from rl_board.analysis.tables import compute_token_table
 from rl_board.base.colors import build_token_text_html, metric_scale
-from rl_board.readers import detect, prime_rl_tokens
+from rl_board.readers import detect
+from rl_board.readers.formats import prime_rl_tokens
 from rl_board.store.loader import NO_TOKENIZER, list_runs
 
 

@@ -1,6 +1,6 @@
 """prime-rl's output folder of June 23 to July 9, 2026: rollouts/step_N/{train_rollouts,eval_rollouts_ENV}.jsonl
 holding one verifiers v1 trace a line (tests/data/prime_rl_v1_run, written by tests/make_prime_rl_v1_fixtures.py)
-opens as one prime-rl run, each trace a sample as readers/prime_rl.py makes it; the v0 months stay verifiers-v0's."""
+opens as one prime-rl run, each trace a sample as readers/formats/prime_rl.py makes it; the v0 months stay verifiers-v0's."""
 
 import json
 import shutil
@@ -12,7 +12,8 @@ from agent_writers import prime_rl_rollout, v0_rollout_output, write_prime_rl_ro
 from conftest import REPO, command, docs_example, step_rows
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, prime_rl
+from rl_board.readers import detect
+from rl_board.readers.formats import prime_rl
 from rl_board.store.discovery import discover_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -10,7 +10,7 @@ import pytest
 from test_jsonl import _assert_same, _both, _lines
 
 from rl_board.readers import ReadOptions, rawlists
-from rl_board.readers.jsonl import parse_block
+from rl_board.readers.formats.jsonl import parse_block
 
 
 def _raws(values, spaced=False):

@@ -11,7 +11,8 @@ from conftest import command, write_lines
 
 from rl_board.analysis.source import RunSource, load_run
 from rl_board.analysis.summary import build_summary
-from rl_board.readers import FieldMappingError, detect, jsonl, parquet, parse_field_mapping
+from rl_board.readers import FieldMappingError, detect, parse_field_mapping
+from rl_board.readers.formats import jsonl, parquet
 
 NAN = float("nan")
 

@@ -4,7 +4,8 @@ from agent_writers import write_rllm
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
-from rl_board.readers import detect, rllm
+from rl_board.readers import detect
+from rl_board.readers.formats import rllm
 
 SYSTEM = {"role": "system", "content": "Solve with tools."}
 USER = {"role": "user", "content": "Quelle est 6×7 ?"}

@@ -12,7 +12,8 @@ from ray_writers import (
 )
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, roll
+from rl_board.readers import detect
+from rl_board.readers.formats import roll
 
 SYSTEM = {"role": "system", "content": "You can call tools."}
 USER = {"role": "user", "content": "Wie spät ist es in Tokyo?"}

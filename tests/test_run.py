@@ -9,9 +9,9 @@ import inspect
 from conftest import sample, write_lines
 
 from rl_board.analysis.public import PublicTable
-from rl_board.analysis.records import SourceRecords
 from rl_board.analysis.run import Run, _PartQuery
 from rl_board.analysis.segment_queries import SegmentQueries
+from rl_board.analysis.source_records import SourceRecords
 
 
 def _public_methods(kind: type) -> set[str]:

@@ -15,7 +15,8 @@ from ray_writers import (
 )
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, skyrl
+from rl_board.readers import detect
+from rl_board.readers.formats import skyrl
 
 SEARCH = [{"role": "assistant", "content": "<think>look up</think>Searching.", "tool_calls": [call("search", q="Zürich")]}]
 OBSERVE = [{"role": "user", "content": "<information>Zürich has 443 037 people.</information>"}]

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from rl_board.readers import detect, slime
+from rl_board.readers import detect
+from rl_board.readers.formats import slime
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parent / "data"

@@ -14,7 +14,8 @@ from ray_writers import (
 )
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, jsonl, tensorboard_text
+from rl_board.readers import detect
+from rl_board.readers.formats import jsonl, tensorboard_text
 from rl_board.scalars import discover, load_scalars
 
 SYSTEM = {"role": "system", "content": "You can call tools."}

@@ -13,7 +13,8 @@ from ray_writers import (
 )
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, tinker
+from rl_board.readers import detect
+from rl_board.readers.formats import tinker
 from rl_board.scalars import discover, load_scalars
 
 

@@ -7,8 +7,9 @@ from agent_writers import write_trackio
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
-from rl_board.readers import detect, trackio
+from rl_board.readers import detect
 from rl_board.readers.base import FileError
+from rl_board.readers.formats import trackio
 
 
 def _messages(answer):

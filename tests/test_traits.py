@@ -1,9 +1,9 @@
-"""What a loaded run has (analysis.traits): read from small runs whose lines say it."""
+"""What a loaded run has (analysis.offered): read from small runs whose lines say it."""
 
 from conftest import sample, write_lines
 
+from rl_board.analysis.offered import compute_run_traits
 from rl_board.analysis.source import load_run
-from rl_board.analysis.traits import compute_run_traits
 
 
 def _traits(folder, lines):

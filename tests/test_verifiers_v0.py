@@ -17,7 +17,8 @@ from conftest import command
 
 from rl_board.analysis.source import load_run
 from rl_board.analysis.summary import build_summary
-from rl_board.readers import detect, jsonl, verifiers_v0
+from rl_board.readers import detect
+from rl_board.readers.formats import jsonl, verifiers_v0
 from rl_board.store.discovery import discover_runs
 
 PROMPT = [{"role": "system", "content": "Think, then answer."}, {"role": "user", "content": "2+2?"}]

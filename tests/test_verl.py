@@ -9,7 +9,8 @@ from conftest import docs_example, step_rows, summary_json
 from ray_writers import call, verl_dump, verl_sample
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, jsonl, verl
+from rl_board.readers import detect
+from rl_board.readers.formats import jsonl, verl
 
 SEARCH = [{"role": "assistant", "content": "Let me search.", "tool_calls": [call("search", query="北京 人口")]}]
 RESULT = [{"role": "tool", "content": "21.9 million"}]

@@ -10,7 +10,8 @@ from page_steps import load as _load
 from page_steps import open_page as _open
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, parquet
+from rl_board.readers import detect
+from rl_board.readers.formats import parquet
 from rl_board.readers.placeholders import image_blocks, image_faults, images_held, vision_runs
 from rl_board.views import keys
 
@@ -160,7 +161,7 @@ def _screens_eval(root):
 def test_verifiers_eval_traces_open_as_one_evaluation(tmp_path):
     """verifiers' eval traces.jsonl (no step_N folder) opens with the prime-rl reader as one step 0 evaluation:
     two samples, rewards 1 and 0, the tool turn's image shown as [image] at its place."""
-    from rl_board.readers import prime_rl
+    from rl_board.readers.formats import prime_rl
 
     run_dir = _screens_eval(tmp_path)
     assert detect(run_dir) is prime_rl
@@ -179,7 +180,7 @@ def test_a_board_jsonl_named_traces_is_not_taken_for_an_eval(tmp_path):
     """A traces.jsonl of the board's own lines (no traces list) stays the JSONL reader's."""
     from conftest import sample, write_lines
 
-    from rl_board.readers import jsonl
+    from rl_board.readers.formats import jsonl
 
     write_lines(tmp_path / "r" / "traces.jsonl", [sample(1, 1.0, prompt="p", response="r")])
     assert detect(tmp_path / "r") is jsonl
@@ -190,7 +191,7 @@ def test_an_eval_whose_first_line_is_megabytes_is_still_an_eval(tmp_path):
     verifiers' eval, and loads."""
     from agent_writers import v1_chain, v1_eval_episode, v1_trace, write_verifiers_eval
 
-    from rl_board.readers import prime_rl
+    from rl_board.readers.formats import prime_rl
 
     big = {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,"
                                                                           + "A" * 1_500_000}}]}
@@ -236,7 +237,7 @@ def _geo3k(root, skip_special_tokens=True, vlm_files=True):
 def test_a_verl_vlm_dump_says_the_trainer_does_not_save_images(tmp_path):
     """A geo3k run (skip_special_tokens=True, Qwen2.5-VL's template beside) loads with one note, said once for
     its files: this trainer does not save images; it has no image_placeholders (the dump can't tell them)."""
-    from rl_board.readers import verl
+    from rl_board.readers.formats import verl
 
     exp = _geo3k(tmp_path)
     assert detect(exp) is verl
@@ -268,7 +269,7 @@ def test_a_verl_dump_that_kept_special_tokens_counts_one_image_per_vision_run(tm
 def test_the_rollout_folder_of_a_verl_vlm_run_alone_says_it_too(tmp_path):
     """The rollout folder opened alone (the JSONL reader: no turn markers) says once that this trainer does not
     save images, from the template in the experiment folder above; without it, nothing."""
-    from rl_board.readers import jsonl
+    from rl_board.readers.formats import jsonl
 
     exp = _geo3k(tmp_path)
     assert detect(exp / "rollout_data") is jsonl
@@ -502,7 +503,7 @@ def test_board_lines_with_a_traces_key_stay_the_jsonl_readers(tmp_path):
     """The board's own lines in traces.jsonl that carry a traces list (no id, no env object) are not an eval."""
     from conftest import write_lines
 
-    from rl_board.readers import jsonl
+    from rl_board.readers.formats import jsonl
 
     write_lines(tmp_path / "j" / "traces.jsonl", [{"step": 1, "reward": 0.5, "traces": [{"rewards": {}}]}])
     assert detect(tmp_path / "j") is jsonl

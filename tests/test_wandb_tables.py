@@ -15,7 +15,8 @@ from ray_writers import (
 )
 
 from rl_board.analysis.source import load_run
-from rl_board.readers import detect, wandb_tables
+from rl_board.readers import detect
+from rl_board.readers.formats import wandb_tables
 
 
 def _openrlhf(root: Path) -> Path:

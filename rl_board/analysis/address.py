@@ -17,8 +17,8 @@ from ..base.defaults import (
     SAMPLE_TURNS,
 )
 from ..base.images import thumbnail
-from .records import sample_faults
 from .run import Run
+from .source_records import sample_faults
 from .tables import compute_token_table
 
 #: The per-token numbers given, as the page's token table names them.

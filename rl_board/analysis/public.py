@@ -103,7 +103,7 @@ class PublicTable:
     def sample_faults(self, key) -> list[dict]:
         """One sample's turn faults (``key``: a ``sample_id`` or a row label) as ``{"kind", "message_index",
         "assistant_turn"}``, found in its turns read again from its source (``derive.faults``)."""
-        from .records import compute_faults
+        from .source_records import compute_faults
 
         label = self.label_of(key)
         return compute_faults(self.run, self.run._samples.loc[[label]])[0]

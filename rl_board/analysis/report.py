@@ -17,8 +17,8 @@ from ..base.colors import build_token_text_html, metric_scale
 from ..base.defaults import MAX_REPORT_SAMPLES, MAX_SHOWN_CHARS, REPORT_SAMPLES
 from .figures import build_curve_figure
 from .findings import Findings, compute_evidence, compute_evidence_tables
-from .recap import compute_recap
 from .run import Run
+from .series_line import compute_recap
 from .steps import curve_frame
 from .tables import compute_token_table
 

@@ -28,8 +28,8 @@ from ..base.location import RunLocation, open_location
 from ..readers import ReadOptions
 from ..store.loader import LoadReport, Snapshot
 from .public import PublicTable
-from .records import SourceRecords
 from .segment_queries import SegmentQueries, take_rows
+from .source_records import SourceRecords
 
 
 class _PartQuery:

@@ -11,9 +11,9 @@ import pandas as pd
 
 from ..base import fields as F
 from ..derive.faults import ANY, kind_bit, kinds_of
-from .records import compute_faults, sample_faults  # noqa: F401  (search.sample_faults, as before)
 from .regex import RegexScan
 from .run import Run
+from .source_records import compute_faults, sample_faults  # noqa: F401  (search.sample_faults, as before)
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)

@@ -47,7 +47,7 @@ MAX_ERRORS_ENV = "RL_BOARD_MAX_ERRORS"
 DEFAULT_MAX_ERRORS = 100  # rejected lines a file keeps with their line numbers and reasons; all are counted
 
 
-# What opening one of slime's .pt files may cost (``readers.slime``: torch's restricted loader in a worker)
+# What opening one of slime's .pt files may cost (``readers.formats.slime``: torch's restricted loader in a worker)
 PT_MEMORY_ENV = "RL_BOARD_PT_MEMORY_GB"
 DEFAULT_PT_MEMORY = 2 << 30  # bytes of address space the worker may take (RLIMIT_AS)
 PT_SECONDS_ENV = "RL_BOARD_PT_SECONDS"

@@ -69,7 +69,7 @@ def _metrics(args) -> int:
 
 def _print_series(series: dict) -> None:
     """One row per series: its steps, and first → last, min and max with their steps (finite values)."""
-    from ..analysis.recap import compute_recap
+    from ..analysis.series_line import compute_recap
 
     if not series:
         return

@@ -68,7 +68,7 @@ RECAP_KEYS = {"reward_mean": "reward", "ref_reward_mean": "ref_reward", "kl_mean
 def _print_recap(steps: list[dict]) -> None:
     """A few lines before the table: the steps and samples, then each series' first → last, min and max
     (of the per-step means; a series no step has is left out)."""
-    from ..analysis.recap import compute_recap
+    from ..analysis.series_line import compute_recap
 
     if not steps:
         return

@@ -19,8 +19,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..base import fields as F
-from .jsonl import is_whole_record
-from .records import rows_table
+from .formats.jsonl import is_whole_record
+from .record_rows import rows_table
 
 
 def whole_lines(data: bytes):

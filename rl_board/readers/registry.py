@@ -17,11 +17,12 @@ import warnings
 from pathlib import Path
 
 from ..base.location import as_path
-from . import (
+from . import layout
+from .base import reader_problems
+from .formats import (
     areal,
     art,
     jsonl,
-    layout,
     nemo_rl,
     parquet,
     prime_rl,
@@ -37,7 +38,6 @@ from . import (
     verl,
     wandb_tables,
 )
-from .base import reader_problems
 
 ENTRY_POINTS = "rl_board.readers"  # the entry point group a third party's reader registers in
 

@@ -71,7 +71,7 @@ _KEEP_DATA: ContextVar[bool] = ContextVar("keep_image_data", default=False)
 @contextmanager
 def keep_image_data():
     """While the block runs, image references keep their ``data:`` URL's text (``data``): for reading one
-    sample's images again (``analysis.records``)."""
+    sample's images again (``analysis.source_records``)."""
     token = _KEEP_DATA.set(True)
     try:
         yield

@@ -20,7 +20,7 @@ from ..base.access import RootError
 from ..base.location import open_file, open_location
 from ..base.remote import RemotePath
 from ..readers import layout
-from ..readers.jsonl import first_line
+from ..readers.formats.jsonl import first_line
 from .discovery import MODEL_FILES, discover_runs
 from .tracking import EXPECTED_LAYOUT, ROOT_RUN, list_run_files, list_splits, natural_key
 

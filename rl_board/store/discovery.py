@@ -220,7 +220,7 @@ def _holds_run_below(name: str, runs: list[tuple[str, Path, object]]) -> bool:
 def _unclaimed_reason(entries: list[Path]) -> tuple[str, bool] | None:
     """(why the log-like files among ``entries`` (a folder no reader claims) are not read, whether they
     are all a trainer's metrics or text logs), or None when it holds none."""
-    from ..readers import jsonl
+    from ..readers.formats import jsonl
 
     kinds: Counter = Counter()
     names, metrics_only = [], True

@@ -7,7 +7,7 @@ file's name, size and modification time (``plain-<hash>-<size>-<mtime_ns>``): a 
 a new copy, the old one is removed. It is a file of the cache folder like the segments, so it counts
 toward the cache's cap (``cache.cache_limit``) and goes when the cache does; a copy that would take the
 folder over the cap is not kept (``SKIPPED`` remembers it for this process), and its reads stay batched
-(``analysis.records``: one pass over the compressed file per batch of samples)."""
+(``analysis.source_records``: one pass over the compressed file per batch of samples)."""
 
 from __future__ import annotations
 

@@ -8,11 +8,11 @@ from functools import partial
 import streamlit as st
 
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
+from ..analysis.offered import compute_run_traits
 from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame, dense_steps
 from ..analysis.tables import KL_PREFIX, neutralise_frame
-from ..analysis.traits import compute_run_traits
 from ..base import fields as F
 from ..base.location import folder_path
 from ..base.text import alert_body, escape_markdown

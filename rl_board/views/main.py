@@ -29,7 +29,6 @@ from rl_board.views import (
     drivers,
     explore,
     findings,
-    kept,
     keys,
     links,
     positions,
@@ -44,6 +43,7 @@ from rl_board.views import (
     tokens,
     trainer,
     turns,
+    widget_memory,
 )
 
 
@@ -166,13 +166,13 @@ def render_page() -> None:
         return
     for line in capped:
         st.caption(escape_markdown(line))
-    kept.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
+    widget_memory.restore_widgets()  # the choices in areas not drawn last time (only the open area is drawn)
     try:
         workers.warm_up()  # parsing workers ready before Load is pressed (a no-op while they run)
         links.read()
         _render(sidebar.render())
     finally:
-        kept.remember_widgets()
+        widget_memory.remember_widgets()
 
 
 def _render(settings) -> None:
@@ -226,7 +226,7 @@ def _render(settings) -> None:
     links.diff_run_not_found(settings.runs)
     links.show_notes()
     state.open_requested_area()
-    kept.area_drawn(st.session_state.get(keys.AREA, next(iter(AREAS))))
+    widget_memory.area_drawn(st.session_state.get(keys.AREA, next(iter(AREAS))))
     tabs = st.tabs(list(AREAS), key=keys.AREA, on_change="rerun")
     for tab, views in zip(tabs, AREAS.values()):
         if tab.open:

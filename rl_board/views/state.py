@@ -18,14 +18,14 @@ from dataclasses import replace
 
 import streamlit as st
 
+from ..analysis.offered import ALL_TRAITS, RunTraits, compute_run_traits
 from ..analysis.provider import SourceChanged, TokenizerError, cluster, load_tokenizer, resolve_tokenizer
 from ..analysis.run import Run
 from ..analysis.source import RunSource
-from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..base.access import RootError
 from . import clicks, keys
 from .background import CHECKS, CHECKS_LOCK, kept_checks, run_key
-from .kept import KEPT
+from .widget_memory import KEPT
 
 _PROGRESS_EVERY = 0.1  # seconds between progress bar updates
 

@@ -54,7 +54,7 @@ from ...base.defaults import max_errors
 from ..base import KeyResolver, ReadOptions, line_too_long
 from ..canonical import ROWS
 from ..extras import cap, merged_notes
-from ..records import rows_table
+from ..record_rows import rows_table
 from .arrowfast import read_flat
 from .shape import ALIASES, _rows, _shape
 from .slow import _slow_row, not_json

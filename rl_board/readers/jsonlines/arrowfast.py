@@ -25,7 +25,7 @@ import pyarrow.json as pj
 
 from ...base import fields as F
 from ..canonical import build_rows
-from ..records import MAX_STEP
+from ..record_rows import MAX_STEP
 
 _NUMBER_FIELDS = frozenset((F.REWARD, *F.SCALAR_FIELDS))
 _TEXT_FIELDS = frozenset(F.TEXT_FIELDS)

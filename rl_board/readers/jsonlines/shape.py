@@ -34,7 +34,7 @@ from ..canonical import (
     token_lists,
 )
 from ..extras import struct_safe
-from ..records import MAX_STEP as _MAX_STEP
+from ..record_rows import MAX_STEP as _MAX_STEP
 
 ALIASES: dict[str, tuple[str, ...]] = {}  # the board's own lines: none beyond fields.ALIASES
 _MAX_KEYS = 512  # keys a shape learns before lines with new keys take the slow path

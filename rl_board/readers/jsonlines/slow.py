@@ -11,8 +11,8 @@ import orjson
 import ujson
 
 from ..base import KeyResolver
-from ..records import canonical_row as _canonical
-from ..records import json_type as _json_type
+from ..record_rows import canonical_row as _canonical
+from ..record_rows import json_type as _json_type
 
 
 def _slow_row(raw: bytes, resolver: KeyResolver, reward_required: bool = True) -> dict | str:

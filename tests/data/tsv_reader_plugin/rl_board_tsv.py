@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rl_board.readers import KeyResolver, ReadOptions, SourceChanged
-from rl_board.readers.records import canonical_row, rows_table
+from rl_board.readers.record_rows import canonical_row, rows_table
 
 NAME = "tsv"
 SUFFIX = ".tsv"

@@ -41,11 +41,11 @@ from urllib.parse import quote
 import orjson
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.defaults import setting
-from ..base.location import as_path, open_file
-from .base import FileError, ReadOptions, SourceChanged
-from .turns import number, numbers, sample_rows, turns
+from ...base import fields as F
+from ...base.defaults import setting
+from ...base.location import as_path, open_file
+from ..base import FileError, ReadOptions, SourceChanged
+from ..turns import number, numbers, sample_rows, turns
 
 NAME = "trackio"
 SUFFIX = ".db"

@@ -37,15 +37,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path
+from ..base import FileError, ReadOptions, SourceChanged, line_too_long
+from ..chat_text import content_turns, split_turns
+from ..lines import count_lines, whole_lines
+from ..record_rows import is_number, json_type, short
+from ..turns import numbers, sample_rows, turns
 from . import jsonl
-from .base import FileError, ReadOptions, SourceChanged, line_too_long
-from .chat_text import content_turns, split_turns
-from .lines import count_lines, whole_lines
-from .records import is_number, json_type, short
-from .turns import numbers, sample_rows, turns
 
 NAME = "roll"
 SUFFIX = ".jsonl"

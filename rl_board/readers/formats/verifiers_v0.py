@@ -45,14 +45,14 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import base_name, open_path, read_bytes, variants
-from ..base.location import as_path
-from . import layout
-from .base import FileError, ReadOptions, SourceChanged
+from ...base import fields as F
+from ...base.compression import base_name, open_path, read_bytes, variants
+from ...base.location import as_path
+from .. import layout
+from ..base import FileError, ReadOptions, SourceChanged
+from ..layout import first_match
+from ..turns import number, sample_rows, tool_names, turn, turns, with_outcome
 from .jsonl import first_line, parse_line
-from .layout import first_match
-from .turns import number, sample_rows, tool_names, turn, turns, with_outcome
 
 NAME = "verifiers-v0"
 SUFFIX = ".jsonl"

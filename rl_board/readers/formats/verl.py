@@ -46,17 +46,17 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path, open_file
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path, open_file
+from ..base import KeyResolver, ReadOptions, SourceChanged, line_too_long
+from ..chat_text import family_of, split_prompt, split_turns, template_family
+from ..layout import first_match, step_in
+from ..lines import opened_path, read_rows
+from ..notes import with_notes
+from ..placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, as_image_marks, has_markers, vision_model, vision_runs
+from ..record_rows import canonical_row
 from . import jsonl
-from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
-from .chat_text import family_of, split_prompt, split_turns, template_family
-from .layout import first_match, step_in
-from .lines import opened_path, read_rows
-from .notes import with_notes
-from .placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, as_image_marks, has_markers, vision_model, vision_runs
-from .records import canonical_row
 
 NAME = "verl"
 SUFFIX = ".jsonl"

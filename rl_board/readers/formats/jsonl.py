@@ -17,14 +17,14 @@ from pathlib import Path, PurePosixPath
 
 import orjson
 
-from ..base.compression import open_path
-from ..base.defaults import max_line_bytes
-from ..base.location import as_path
-from .base import SourceChanged
-from .jsonlines import ParsedBlock, parse_block  # noqa: F401 (the reader's interface)
-from .jsonlines.shape import ALIASES  # noqa: F401
-from .jsonlines.slow import parse_line
-from .placeholders import VLM_NOTE, vision_model
+from ...base.compression import open_path
+from ...base.defaults import max_line_bytes
+from ...base.location import as_path
+from ..base import SourceChanged
+from ..jsonlines import ParsedBlock, parse_block  # noqa: F401 (the reader's interface)
+from ..jsonlines.shape import ALIASES  # noqa: F401
+from ..jsonlines.slow import parse_line
+from ..placeholders import VLM_NOTE, vision_model
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"

@@ -21,12 +21,12 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path
-from .base import FileError, ReadOptions, SourceChanged
-from .layout import step_in
-from .turns import number, numbers, sample_rows, turn, turns, with_outcome
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path
+from ..base import FileError, ReadOptions, SourceChanged
+from ..layout import step_in
+from ..turns import number, numbers, sample_rows, turn, turns, with_outcome
 
 NAME = "rllm"
 SUFFIX = ".json"

@@ -24,14 +24,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.location import as_path
-from ..base.tfrecords import events, tensor_array
-from .base import FileError, KeyResolver, ReadOptions, SourceChanged
-from .chat_text import UNMARKED_NOTE, looks_unmarked, transcript, with_turns
-from .lines import file_path, table
-from .notes import with_notes
-from .records import canonical_row
+from ...base import fields as F
+from ...base.location import as_path
+from ...base.tfrecords import events, tensor_array
+from ..base import FileError, KeyResolver, ReadOptions, SourceChanged
+from ..chat_text import UNMARKED_NOTE, looks_unmarked, transcript, with_turns
+from ..lines import file_path, table
+from ..notes import with_notes
+from ..record_rows import canonical_row
 
 NAME = "tensorboard-text"
 SUFFIX = ".tfevents"

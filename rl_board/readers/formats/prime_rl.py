@@ -62,16 +62,16 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import open_path, read_bytes, variants
-from ..base.location import as_path
+from ...base import fields as F
+from ...base.compression import open_path, read_bytes, variants
+from ...base.location import as_path
+from ..base import FileError, ReadOptions, SourceChanged, value_at
+from ..layout import first_match, step_in
+from ..notes import with_notes
+from ..placeholders import image_check, vision_ids
+from ..turns import number, numbers, sample_rows, tool_names, turn, with_outcome
 from . import verifiers_v0
-from .base import FileError, ReadOptions, SourceChanged, value_at
 from .jsonl import first_line, parse_line
-from .layout import first_match, step_in
-from .notes import with_notes
-from .placeholders import image_check, vision_ids
-from .turns import number, numbers, sample_rows, tool_names, turn, with_outcome
 
 NAME = "prime-rl"
 SUFFIX = ".jsonl"

@@ -232,7 +232,7 @@ class SourceRecords:
         """``texts`` of each of ``names``, each record read once: name -> one value per label. Only the
         records are read (a JSON line is parsed, not split into turns nor mapped), a file at a time in offset
         order, the samples' places taken from ``samples`` at once (not row by row, as ``_read_each`` does)."""
-        from ..readers import jsonl, verl
+        from ..readers.formats import jsonl, verl
 
         out: dict[str, list] = {name: [None] * len(labels) for name in names}
         if not len(labels) or not names:

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ..base import ReadOptions
 from . import jsonl
-from .base import ReadOptions
 
 NAME = "prime-rl-tokens"
 SUFFIX = ".jsonl"

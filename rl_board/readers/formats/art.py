@@ -19,13 +19,13 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.location import as_path
+from ...base import fields as F
+from ...base.location import as_path
+from ..base import ReadOptions, SourceChanged
+from ..layout import first_match, step_in
+from ..notes import with_notes
+from ..turns import number, numbers, sample_rows, turn, turns
 from . import parquet as _parquet
-from .base import ReadOptions, SourceChanged
-from .layout import first_match, step_in
-from .notes import with_notes
-from .turns import number, numbers, sample_rows, turn, turns
 
 NAME = "art"
 SUFFIX = ".parquet"

@@ -41,15 +41,15 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path
-from .base import FileError, KeyResolver, ReadOptions, SourceChanged
-from .chat_text import transcript, with_turns
-from .lines import table
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path
+from ..base import FileError, KeyResolver, ReadOptions, SourceChanged
+from ..chat_text import transcript, with_turns
+from ..lines import table
+from ..record_rows import canonical_row, json_type
+from ..turns import turns
 from .parquet import NOT_REWARD_FUNCTIONS
-from .records import canonical_row, json_type
-from .turns import turns
 
 NAME = "wandb-tables"
 SUFFIX = ".json"

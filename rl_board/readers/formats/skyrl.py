@@ -24,15 +24,15 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path
+from ..base import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_long
+from ..chat_text import split_prompt, split_turns
+from ..lines import read_rows
+from ..record_rows import canonical_row, is_number, json_type, short
+from ..turns import with_outcome
 from . import jsonl
-from .base import FileError, KeyResolver, ReadOptions, SourceChanged, line_too_long
-from .chat_text import split_prompt, split_turns
-from .lines import read_rows
-from .records import canonical_row, is_number, json_type, short
-from .turns import with_outcome
 
 NAME = "skyrl"
 SUFFIX = ".jsonl"

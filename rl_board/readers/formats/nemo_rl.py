@@ -23,16 +23,16 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path
+from ..base import KeyResolver, ReadOptions, SourceChanged, line_too_long
+from ..chat_text import roles_read, split_prompt, split_turns
+from ..layout import step_in
+from ..lines import read_rows
+from ..record_rows import canonical_row
+from ..turns import turn
 from . import jsonl
-from .base import KeyResolver, ReadOptions, SourceChanged, line_too_long
-from .chat_text import roles_read, split_prompt, split_turns
-from .layout import step_in
-from .lines import read_rows
-from .records import canonical_row
-from .turns import turn
 
 NAME = "nemo-rl"
 SUFFIX = ".jsonl"

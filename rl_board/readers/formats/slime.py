@@ -41,13 +41,13 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.defaults import PT_MEMORY_ENV, PT_OUTPUT_ENV, PT_SECONDS_ENV, pt_limits
-from .base import FileError, MissingDependency, ReadOptions, SourceChanged
-from .chat_text import split_prompt, split_turns
-from .lines import file_path
-from .records import is_number, json_type, short
-from .turns import number, numbers, sample_rows, turns
+from ...base import fields as F
+from ...base.defaults import PT_MEMORY_ENV, PT_OUTPUT_ENV, PT_SECONDS_ENV, pt_limits
+from ..base import FileError, MissingDependency, ReadOptions, SourceChanged
+from ..chat_text import split_prompt, split_turns
+from ..lines import file_path
+from ..record_rows import is_number, json_type, short
+from ..turns import number, numbers, sample_rows, turns
 
 NAME = "slime"
 SUFFIX = ".pt"
@@ -56,7 +56,7 @@ ALIASES: dict[str, str] = {}
 GLOBS = ("rollout_data/*.pt", "*.pt")  # DIR of --dump-details, or its rollout_data/
 DEFAULT_SPLIT = "train"
 EXPECTS = "rollout_data/{rollout_id}.pt or eval_{rollout_id}.pt files written by slime's save_debug_rollout_data"
-WORKER = Path(__file__).with_name("torch_load.py")
+WORKER = Path(__file__).parent.parent / "torch_load.py"  # readers/torch_load.py
 NEEDS = "torch"  # the optional module the files need: a file that failed for want of it is read again once it is there
 INSTALL = ("reading slime's .pt files needs torch: pip install 'rl-board[torch]' (the board opens them with "
            "torch.load(weights_only=True) in a worker process; it never unpickles them itself)")

@@ -29,14 +29,14 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path
+from ..base import ReadOptions, SourceChanged, line_too_long
+from ..lines import count_lines, whole_lines
+from ..record_rows import is_number, json_type, short
+from ..turns import number, numbers, sample_rows, turn
 from . import jsonl
-from .base import ReadOptions, SourceChanged, line_too_long
-from .lines import count_lines, whole_lines
-from .records import is_number, json_type, short
-from .turns import number, numbers, sample_rows, turn
 
 NAME = "tinker"
 SUFFIX = ".jsonl"

@@ -25,16 +25,16 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import read_bytes
-from ..base.location import as_path, open_file
+from ...base import fields as F
+from ...base.compression import read_bytes
+from ...base.location import as_path, open_file
+from ..base import ReadOptions, SourceChanged, line_too_long
+from ..chat_text import split_turns
+from ..layout import first_match
+from ..lines import count_lines, whole_lines
+from ..record_rows import is_number, json_type, short
+from ..turns import sample_rows
 from . import jsonl
-from .base import ReadOptions, SourceChanged, line_too_long
-from .chat_text import split_turns
-from .layout import first_match
-from .lines import count_lines, whole_lines
-from .records import is_number, json_type, short
-from .turns import sample_rows
 
 NAME = "areal"
 SUFFIX = ".jsonl"

@@ -29,14 +29,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from ..base import fields as F
-from ..base.compression import expansion_limit
-from ..base.location import as_path, open_file
-from .base import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
-from .canonical import TOKEN_STRINGS, build_rows
-from .notes import with_notes
-from .placeholders import IMAGE_PLACEHOLDERS, image_blocks
-from .turns import turns
+from ...base import fields as F
+from ...base.compression import expansion_limit
+from ...base.location import as_path, open_file
+from ..base import FileError, KeyResolver, ReadOptions, SourceChanged, is_path
+from ..canonical import TOKEN_STRINGS, build_rows
+from ..notes import with_notes
+from ..placeholders import IMAGE_PLACEHOLDERS, image_blocks
+from ..turns import turns
 
 NAME = "parquet"
 SUFFIX = ".parquet"
