@@ -13,7 +13,7 @@ from ..base import fields as F
 from ..derive.faults import ANY, kind_bit, kinds_of
 from .regex import RegexScan
 from .run import Run
-from .source_records import compute_faults, sample_faults  # noqa: F401  (search.sample_faults, as before)
+from .source_records import compute_faults, fault_kinds, sample_faults  # noqa: F401  (search.sample_faults, as before)
 
 #: What a regular expression can search: a text field, or ``messages`` (any turn's content or tool-call arguments).
 SEARCH_FIELDS = (*F.TEXT_FIELDS, F.MESSAGES)
@@ -145,13 +145,6 @@ def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str 
         found[at:stop] = _match(pa.array(texts, pa.large_string()), pattern)
         at = stop
     return RegexScan(found, at, samples[F.STEP].to_numpy().astype(np.int64), budget)
-
-
-def fault_kinds(samples: pd.DataFrame) -> np.ndarray:
-    """Each sample's fault kinds as bits (``derive.faults``; 0 without a conversation); int64, shape (samples,)."""
-    if "fault_kinds" not in samples:
-        return np.zeros(len(samples), np.int64)
-    return samples["fault_kinds"].fillna(0).to_numpy(dtype=np.int64)
 
 
 def fault_choices(samples: pd.DataFrame) -> list[str | None]:

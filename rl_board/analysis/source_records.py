@@ -395,3 +395,10 @@ def _arrow_kind(kind: pa.DataType) -> str:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind):
         return "list"
     return "object" if pa.types.is_struct(kind) else str(kind)
+
+
+def fault_kinds(samples: pd.DataFrame) -> np.ndarray:
+    """Each sample's fault kinds as bits (``derive.faults``; 0 without a conversation); int64, shape (samples,)."""
+    if "fault_kinds" not in samples:
+        return np.zeros(len(samples), np.int64)
+    return samples["fault_kinds"].fillna(0).to_numpy(dtype=np.int64)

@@ -44,7 +44,6 @@ def load_run_for(args):
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
     if not run.report.files:
-        from .detect import why_no_files
 
         why_no_files(run)
     return run
@@ -65,3 +64,12 @@ def _describe_settings(settings: dict) -> str:
 def _fmt(value) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4g}"
 
+
+def why_no_files(run) -> None:
+    """A run of no files: say on stderr what the folder holds and what to try."""
+    from ..analysis.provider import compute_diagnosis, format_diagnosis
+
+    try:
+        print("note: no run files here.\n" + format_diagnosis(compute_diagnosis(run.path)), file=sys.stderr)
+    except (ValueError, OSError):  # RootError is a ValueError
+        pass

@@ -4,7 +4,6 @@ holds, why no reader opens it and the one thing to try (``store.diagnosis``)."""
 from __future__ import annotations
 
 import json
-import sys
 
 from .common import CommandError, printed
 
@@ -36,13 +35,3 @@ def _detect(args) -> int:
         return status
     print(json.dumps(found, ensure_ascii=False) if args.json else format_diagnosis(found))
     return 0 if found["reader"] is not None else 2 if found.get("error") else 1
-
-
-def why_no_files(run) -> None:
-    """A run of no files: say on stderr what the folder holds and what to try."""
-    from ..analysis.provider import compute_diagnosis, format_diagnosis
-
-    try:
-        print("note: no run files here.\n" + format_diagnosis(compute_diagnosis(run.path)), file=sys.stderr)
-    except (ValueError, OSError):  # RootError is a ValueError
-        pass

@@ -13,7 +13,7 @@ from ...base import fields as F
 from ...derive.faults import KINDS as FAULT_KINDS
 from ...derive.faults import kind_bit
 from ..run import Run
-from ..search import fault_kinds
+from ..source_records import fault_kinds
 from .common import (
     Finding,
     _ids,
