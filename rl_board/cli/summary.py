@@ -10,6 +10,8 @@ from ..base.access import RootError
 from ..base.defaults import AUTO, DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
 from .common import _describe_settings, _fmt, _load
 
+PRINT_CHARS = 1 << 20  # characters of the JSON encoded and written at a time
+
 
 def _summary(args) -> int:
     name = _memo_name(args)
@@ -23,9 +25,15 @@ def _summary(args) -> int:
 
         summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
                    **build_summary(run)}
-        _keep_summary(args, name, run, summary, files)
+        notes, decoded = list(run.report.notes), "from_ids" in run.samples and bool(run.samples["from_ids"].any())
+        del run  # its columns are let go before the summary is written out (a run of 200,000 steps: twice)
+        _keep_summary(args, name, notes, decoded, summary, files)
     if args.json:
-        print(json.dumps(summary, ensure_ascii=False, allow_nan=False))
+        text = json.dumps(summary, ensure_ascii=False, allow_nan=False)
+        del summary["steps"]  # (the exit status below needs only lines_ok)
+        for at in range(0, len(text), PRINT_CHARS):  # (printed whole, its encoding would be a second copy)
+            sys.stdout.write(text[at:at + PRINT_CHARS])
+        print()
     else:
         print(f"{summary['format']}: {summary['files']} files, {summary['lines_ok']} lines loaded, "
               f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
@@ -101,14 +109,14 @@ def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
     return kept["output"], files
 
 
-def _keep_summary(args, name: str | None, run, summary: dict, files: list | None) -> None:
-    """Keep a summary as ``name`` for the next time when the run's files did not change while it was read
-    (``files``: as they were before), unless token ids were decoded with a tokenizer found next to the run
-    (it lies outside the folder whose files the memo checks)."""
+def _keep_summary(args, name: str | None, notes: list[str], decoded: bool, summary: dict, files: list | None) -> None:
+    """Keep a summary (and the read's ``notes``) as ``name`` for the next time when the run's files did not
+    change while it was read (``files``: as they were before), unless token ids were ``decoded`` with a
+    tokenizer found next to the run (it lies outside the folder whose files the memo checks)."""
     from ..store import memo
 
-    if name is None or files is None or ("from_ids" in run.samples and run.samples["from_ids"].any()):
+    if name is None or files is None or decoded:
         return
     if memo.fingerprint(args.run_dir) == files:
-        memo.save(name, args.run_dir, files, summary, list(run.report.notes))
+        memo.save(name, args.run_dir, files, summary, notes)
 

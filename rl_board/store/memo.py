@@ -32,6 +32,7 @@ FOLDER = "memos"
 VERSION = 3  # 3: a file's first and last blocks are hashed too; 2: a summary's step lists only the extras it has
 MAX_FILES = 20_000  # a folder with more files than this is not kept (listing it would cost too much)
 ENDS_BLOCK = 4096  # bytes hashed at each end of every file of the folder (one page each)
+WRITE_CHARS = 1 << 20  # characters of a memo encoded and written at a time
 
 
 def _root(cache_root: Path | None) -> Path:
@@ -123,8 +124,9 @@ def save(name: str, run_dir: Path | str, print_: list | None, output: dict, note
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
         try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                for at in range(0, len(text), WRITE_CHARS):  # (written whole, its UTF-8 would be a second copy)
+                    fh.write(text[at:at + WRITE_CHARS])
             os.replace(tmp, folder / f"{name}.json")
         except OSError:
             Path(tmp).unlink(missing_ok=True)
