@@ -360,3 +360,14 @@ def test_diff_json_written_a_chunk_at_a_time_is_json_dumps_of_the_whole(tmp_path
         cli_diff._write_json({**whole, "prompts": []}, found, run_a, run_b)
         assert capsys.readouterr().out == json.dumps(whole, ensure_ascii=False, allow_nan=False) + "\n"
         assert len(whole["prompts"]) == (6 if steps[0] is None else 0)
+
+
+def test_the_text_rank_is_pythons_order_of_strings():
+    """Texts with accents, a character past the BMP, U+FFFF, the empty text, None and repeats rank as
+    Python's sorted() orders them (equal texts equal, None as ""); with a lone surrogate (no UTF-8) too."""
+    from rl_board.analysis.diff import _text_rank
+
+    texts = ["b", "é", "\U0001F600", "\uffff", "", None, "a", "b", "ab", "Z", "é"]
+    for case in (texts, [*texts, "\ud800x"]):
+        distinct = sorted({"" if t is None else t for t in case})
+        assert _text_rank(case).tolist() == [distinct.index("" if t is None else t) for t in case]

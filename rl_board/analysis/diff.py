@@ -30,7 +30,6 @@ import pandas as pd
 from ..base import fields as F
 from ..base.defaults import MAX_SHOWN_CHARS
 from .run import Run
-from .tables import strip_pad
 
 BY = ("prompt", "id")
 EXACT_BELOW = 2.0 ** 53  # a float64 holds every integer below this exactly; an id at or above is read again
@@ -207,14 +206,31 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     # them (Python's order of strings: no fixed-width copy whose width is the longest prompt's)
     where = [F.FILE, "seg", "row"]  # what finds a row's segment: no copy of the samples' other columns
     texts = a.text_of(a.samples.loc[table["a_sample"].to_numpy(), where], "prompt") if len(table) else []
-    texts = [strip_pad(t, a.pad_token) for t in texts]
-    rank = pd.factorize(np.array(["" if t is None else t for t in texts], dtype=object), sort=True)[0]
+    pad = a.pad_token
+    if pad:  # tables.strip_pad, without a call for each text (a million of them: 5 s)
+        texts = [t.replace(pad, "") if isinstance(t, str) and pad in t else t for t in texts]
+    rank = _text_rank(texts)
     table.insert(0, "prompt", pd.Series(texts, index=table.index, dtype=object))
     order = np.lexsort((np.arange(len(table)), rank, np.where(np.isnan(delta), np.inf, delta)))
     table = table.iloc[order]
     return PromptDiff(table, matched, len(side_a.stats) - matched, len(side_b.stats) - matched,
                       matched - int(enough.sum()), by, key_a, key_b, steps_a, steps_b, min_samples,
                       (side_a.binary, side_b.binary))
+
+
+def _text_rank(texts: list) -> np.ndarray:
+    """Each text's rank among ``texts`` in Python's order of strings (None as ""), equal texts equal: by
+    Arrow's sort of their UTF-8 (whose byte order is the code points' order), 9x faster than sorting a
+    million Python strings; texts UTF-8 can't hold (a lone surrogate) are ranked by Python's sort."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    filled = ["" if t is None else t for t in texts]
+    try:
+        array = pa.array(filled, pa.large_string())
+    except UnicodeEncodeError:
+        return pd.factorize(np.array(filled, dtype=object), sort=True)[0]
+    return pc.rank(array, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.int64) - 1  # (from 1)
 
 
 def _number(value) -> float | None:
