@@ -34,6 +34,8 @@ TOKENIZER_FILE = "tokenizer.json"
 #: time one call into the library may take (seconds, plus so much per id decoded): a tokenizer past it is not
 #: asked again in this process (its ids read #ID, with a note); a real one decodes millions of ids a second
 DECODE_SECONDS, DECODE_SECONDS_PER_ID = 5.0, 1e-4
+#: time the worker process that makes those calls may take to start and read the tokenizer (seconds)
+START_SECONDS = 60.0
 #: how the note on a tokenizer that failed ends (``store.snapshot`` gives it once for the run)
 TOKENIZER_FAILED = ": token ids are shown as #ID. Replace it, or give another tokenizer."
 CONFIG_FILE = "tokenizer_config.json"  # beside it: the model's pad and EOS tokens (``special_tokens``)
@@ -137,6 +139,7 @@ class GuardedTokenizer:
         self._source = source or {"path": path}  # what the worker reads the tokenizer from
         self._worker: _Worker | None = None
         self._lock, self._pid = threading.Lock(), os.getpid()
+        self._sizes: dict = {}  # get_vocab_size's answers
 
     def _call(self, name: str, *args, ids: int = 1, **kwargs):
         """The library's ``name`` called with ``args`` in the worker; ``ids``: how many ids it decodes (its
@@ -176,7 +179,10 @@ class GuardedTokenizer:
         return self._call("known", [int(i) for i in ids], ids=len(ids))
 
     def get_vocab_size(self, **kwargs) -> int:
-        return self._call("get_vocab_size", **kwargs)
+        key = tuple(sorted(kwargs.items()))
+        if key not in self._sizes:  # (a tokenizer's size does not change: asked once, not once a decode)
+            self._sizes[key] = self._call("get_vocab_size", **kwargs)
+        return self._sizes[key]
 
     def __getattr__(self, name):  # what else a caller asks of it (the library's own tokenizer)
         return getattr(self._tokenizer, name)
@@ -199,9 +205,10 @@ class _Worker:
         self._json = json
         self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
-        weakref.finalize(self, _end, self.proc)
+        weakref.finalize(self, _end, self.proc, os.getpid())
         self._buffer = b""
         self._send(source)
+        self._answer(START_SECONDS, "took longer than {allowed:.0f} s to start its worker, and was stopped")
 
     def _send(self, message: dict) -> None:
         try:
@@ -213,17 +220,21 @@ class _Worker:
 
     def call(self, op: str, args: list, kwargs: dict, allowed: float):
         """The answer to ``op``, waited for at most ``allowed`` seconds (then the process is ended)."""
+        self._send({"op": op, "args": args, "kwargs": kwargs})
+        return self._answer(allowed, "took longer than the {allowed:.1f} s allowed decoding {{ids}} ids, and was stopped")
+
+    def _answer(self, allowed: float, late: str):
+        """The next answer, waited for at most ``allowed`` seconds (then the process is ended and ``late``,
+        formatted, says why)."""
         import select
 
-        self._send({"op": op, "args": args, "kwargs": kwargs})
         deadline = time.monotonic() + allowed
         fd = self.proc.stdout.fileno()
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
                 _end(self.proc)
-                raise _WorkerFailed(f"took longer than the {allowed:.1f} s allowed decoding {{ids}} ids, and was "
-                                    "stopped")
+                raise _WorkerFailed(late.format(allowed=allowed))
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 _end(self.proc)
@@ -237,8 +248,11 @@ class _Worker:
         return answer["ok"]
 
 
-def _end(proc) -> None:
-    """End a worker process (it may be stuck in the library) and reap it."""
+def _end(proc, owner: int | None = None) -> None:
+    """End a worker process (it may be stuck in the library) and reap it; not from a process forked from its
+    ``owner`` (the pid that started it), where the object is a copy."""
+    if owner is not None and os.getpid() != owner:
+        return
     if proc.poll() is None:
         proc.kill()
     proc.wait()

@@ -1,6 +1,6 @@
 """Run as a script in a worker process: ``python tokenizer_worker.py`` reads a tokenizer from its first line
 of stdin (``{"path": FILE}`` or ``{"text": JSON}``) and then answers each line, a call
-``{"op": NAME, "args": [...], "kwargs": {...}}``, with one line: ``{"ok": VALUE}`` or ``{"error": "Type:
+``{"op": NAME, "args": [...], "kwargs": {...}}``, with one line (and the tokenizer read, ``{"ok": "ready"}``): ``{"ok": VALUE}`` or ``{"error": "Type:
 first line"}``. The board's process waits for each answer no longer than its time allowance and ends this
 process past it: a decoder stuck in the ``tokenizers`` library's Rust code (a backtracking regular
 expression), which no thread can interrupt, then costs only its run's token texts. A Rust panic
@@ -41,6 +41,8 @@ def main() -> int:
 
     first = json.loads(sys.stdin.readline() or "{}")
     tokenizer = Tokenizer.from_file(first["path"]) if "path" in first else Tokenizer.from_str(first["text"])
+    sys.stdout.write(json.dumps({"ok": "ready"}) + "\n")  # started: the calls' time limits count from here
+    sys.stdout.flush()
     for line in sys.stdin:
         request = json.loads(line)
         try:
