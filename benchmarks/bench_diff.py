@@ -12,6 +12,11 @@ fresh process, each is opened from the cache and timed:
 - the floor: the same numbers by pandas alone on the two opened sample frames (a ``groupby`` mean of
   each by ``prompt_key`` and an inner ``merge``), without texts or the ascending-order sums.
 
+``--template`` writes B's ``input`` as verl keeps it when the decode leaves the chat template's markers
+(``<|im_start|>system\n…<|im_end|>\n<|im_start|>user\nQUESTION<|im_end|>\n<|im_start|>assistant\n``): the diff
+then matches on the user content, reading every distinct prompt's text once. ``marks`` times B's findings
+(``get_findings``, not kept between runs here) and ``compute_finding_marks``, what a diff with improvements adds.
+
 ``--quick`` uses a tenth of the samples (for the test that keeps this script working). Nothing is
 asserted: the printed table goes in the docs.
 """
@@ -36,6 +41,8 @@ sys.path.insert(0, {repo!r})
 import pandas as pd
 from rl_board.analysis.source import load_run
 from rl_board.analysis.diff import build_diff_json, compute_diff
+from rl_board.analysis.marks import compute_finding_marks
+from rl_board.analysis.findings import compute_findings
 start = time.perf_counter()
 a, b = load_run({a!r}, {pad!r}), load_run({b!r}, {pad!r})
 opened = time.perf_counter() - start
@@ -46,17 +53,25 @@ start = time.perf_counter()
 out = build_diff_json(diff, a, b)
 as_json = time.perf_counter() - start
 start = time.perf_counter()
-means = [run.samples.groupby("prompt_key")["reward"].mean() for run in (a, b)]
+means = [run._samples.groupby("prompt_key")["reward"].mean() for run in (a, b)]
 floor_table = pd.merge(means[0].rename("a"), means[1].rename("b"), left_index=True, right_index=True)
 floor = time.perf_counter() - start
-print(json.dumps({{"open_s": opened, "diff_s": aligned, "json_s": as_json, "floor_s": floor,
-                  "samples": [len(a.samples), len(b.samples)], "matched": diff.matched,
+start = time.perf_counter()
+marks = compute_finding_marks(diff, b, compute_findings(b))
+marked = time.perf_counter() - start
+print(json.dumps({{"open_s": opened, "diff_s": aligned, "json_s": as_json, "floor_s": floor, "marks_s": marked,
+                  "prompt_match": diff.prompt_match,
+                  "samples": [len(a._samples), len(b._samples)], "matched": diff.matched,
                   "floor_matched": len(floor_table), "regressions": out["regressions"],
                   "improvements": out["improvements"], "unchanged": out["unchanged"]}}))
 """
 
 
-def write_runs(folder: Path, samples: int, prompts: int, seed: int = 0) -> tuple[Path, Path]:
+CHATML = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n{}<|im_end|>\n"
+          "<|im_start|>assistant\n")
+
+
+def write_runs(folder: Path, samples: int, prompts: int, seed: int = 0, template: bool = False) -> tuple[Path, Path]:
     """Run A (board lines, 4 rank files) and run B (verl ``{step}.jsonl``, shuffled): see the module."""
     rng = random.Random(seed)
     per_prompt = samples // prompts
@@ -76,7 +91,7 @@ def write_runs(folder: Path, samples: int, prompts: int, seed: int = 0) -> tuple
             ranks[i % 4].append(json.dumps({"step": step, "prompt": PAD * (i % 3) + prompt,
                                             "response": response + PAD, "reward": reward}))
             by_step.setdefault(step, []).append(json.dumps(
-                {"input": prompt, "output": response, "gts": "x", "score": round(1 - reward, 3) if changed else reward,
+                {"input": CHATML.format(prompt) if template else prompt, "output": response, "gts": "x", "score": round(1 - reward, 3) if changed else reward,
                  "step": step}, ensure_ascii=False))
     for r, lines in enumerate(ranks):
         (a / f"rollout_data_rank{r}.jsonl").write_text("\n".join(lines) + "\n")
@@ -92,10 +107,11 @@ def main() -> int:
     parser.add_argument("--samples", type=int, default=256_000)
     parser.add_argument("--prompts", type=int, default=16_000)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--template", action="store_true", help="B's prompts in the ChatML template (verl's input)")
     args = parser.parse_args()
     samples, prompts = (args.samples // 10, args.prompts // 10) if args.quick else (args.samples, args.prompts)
     with tempfile.TemporaryDirectory() as tmp:
-        a, b = write_runs(Path(tmp) / "runs", samples, prompts)
+        a, b = write_runs(Path(tmp) / "runs", samples, prompts, template=args.template)
         env = {"RL_BOARD_CACHE_DIR": str(Path(tmp) / "cache")}
         import os
 
@@ -116,6 +132,8 @@ def main() -> int:
     print(f"| floor: pandas groupby means + merge | {got['floor_s']:.3f} | 1.00 |")
     print(f"| compute_diff (join, means, texts) | {got['diff_s']:.3f} | {got['diff_s'] / got['floor_s']:.2f} |")
     print(f"| build_diff_json | {got['json_s']:.3f} | {got['json_s'] / got['floor_s']:.2f} |")
+    print(f"| B's findings + compute_finding_marks | {got['marks_s']:.3f} | |")
+    print(f"matched on the prompts' {got['prompt_match']}")
     print(f"matched {got['matched']:,} (floor {got['floor_matched']:,}): {got['regressions']:,} worse, "
           f"{got['improvements']:,} better, {got['unchanged']:,} unchanged")
     if args.json:

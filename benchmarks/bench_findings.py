@@ -22,7 +22,7 @@ its onset (what a person watching the run would have had then), and prints per d
   the runs it is rightly raised on; "—" for a detector that names no step;
 - by N + 3: the share of its runs it is raised on when the run is cut 3 steps after the onset. A detector
   raised on at least 90 % of them is an *early warning*; below, it *audits after the fact* (it compares
-  the last quarter of the run with the first, so it speaks once the pathology holds the last quarter).
+  the last quarter of the run with its early steps, so it speaks once the pathology holds the last quarter).
 
 The labels are honest: a run is labeled with every pathology it has by construction (a phrase hack in
 TRL's layout pays through a reward-function column, so it is a component hack too). ``--write-card``

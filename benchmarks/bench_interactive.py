@@ -67,7 +67,7 @@ found = compute_findings(run)
 checked = time.perf_counter() - start
 print(json.dumps({{"open": opened, "search": searched, "findings": checked, "matches": count,
                   "listed": [int(i) for i in texts.index], "per_step": int(per_step.sum()),
-                  "kinds": [f.kind for f in found.findings], "samples": len(run.samples)}}))
+                  "kinds": [f.kind for f in found.findings], "samples": len(run._samples)}}))
 """
 
 

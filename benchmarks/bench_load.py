@@ -312,7 +312,7 @@ def phase_search(run: Path) -> dict:
     start = time.perf_counter()
     matches = compute_matches(loaded, Query(SEARCH_PATTERN, "response", PAD))
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "matches": int(len(matches)), "samples": int(len(loaded.samples)),
+    return {"seconds": seconds, "matches": int(len(matches)), "samples": int(len(loaded._samples)),
             "rss_mb": _peak_rss_mb()[0]}
 
 

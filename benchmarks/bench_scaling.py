@@ -1,8 +1,9 @@
 """How a cold read scales with the cores it is given: ``rl-board summary RUN --json`` on an empty cache
 with N parsing workers pinned to N cores, against the floor of parsing the same bytes in one process.
 
-Usage:  python benchmarks/bench_scaling.py [--size full|10x|grpo|verl|small] [--workers 1,2,4,8,16]
-                                          [--baseline DIR] [--reps 2] [--json FILE]
+Usage:  python benchmarks/bench_scaling.py [--size full|10x|grpo|verl|verl200k|verl10m|small]
+                                          [--workers 1,2,4,8,16] [--baseline DIR] [--reps 2] [--imports 15]
+                                          [--json FILE]
 
 For each N, the command runs with its affinity set to the first N CPUs and ``RL_BOARD_WORKERS=N``
 (the releases interleaved, each repetition in the other order, after the run's files are synced to
@@ -12,7 +13,11 @@ second release in the same run (DIR holds its ``rl_board`` package), so the two 
 rows are marked. Each row gives the best wall time of ``--reps`` runs and, where the release reports
 it (``RL_BOARD_PHASES``), where the time went: before the first byte range was handed out, while the
 workers parsed, and after the last range came back. The floor is one process ``orjson.loads``-ing
-every line, pinned to one CPU. Nothing is asserted: the printed table goes in docs/speed.md.
+every line, pinned to one CPU. Then one more cold ``summary`` of each release on all N CPUs runs under
+``python -X importtime``, and the ``--imports`` modules of the command's own process that took longest
+(cumulative, with what they import) are printed: what the command's start costs before its first range.
+``verl10m`` (10,240,000 samples, about 3.6 GB) is generated only when asked for. Nothing is asserted: the
+printed tables go in docs/speed.md.
 """
 
 from __future__ import annotations
@@ -81,12 +86,35 @@ def summary(run: Path, release: Path, cpus: list[int]) -> dict:
     return row
 
 
+def imports(run: Path, release: Path, cpus: list[int], top: int) -> list[tuple[float, str]]:
+    """The ``top`` imports of one cold ``summary --json`` of ``release`` by their cumulative seconds, from
+    ``python -X importtime`` (the command's own process; its workers are started without the flag)."""
+    cache = tempfile.mkdtemp(prefix="rl_board-imports-")
+    path = os.pathsep.join(filter(None, [str(release), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "RL_BOARD_CACHE_DIR": cache, "RL_BOARD_WORKERS": str(len(cpus))}
+    try:
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "rl_board", "summary", str(run), "--json",
+                              "--pad-token", PAD, "--eos-token", PAD], env=env, capture_output=True, text=True,
+                             cwd=release, preexec_fn=_pinned(cpus))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    rows = []
+    for line in out.stderr.splitlines():  # "import time: self [us] | cumulative | imported package"
+        if line.startswith("import time:") and "|" in line:
+            _, cumulative, name = line[len("import time:"):].split("|", 2)
+            if cumulative.strip().isdigit():
+                rows.append((int(cumulative) / 1e6, name.rstrip()))
+    return sorted(rows, reverse=True)[:top]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="full", choices=("small", "full", "grpo", "10x", "verl200k", "verl"))
+    parser.add_argument("--size", default="full",
+                        choices=("small", "full", "grpo", "10x", "verl200k", "verl", "verl10m"))
     parser.add_argument("--workers", default="1,2,4,8,16", help="comma-separated worker counts (at most the CPUs)")
     parser.add_argument("--baseline", type=Path, help="a folder holding another release's rl_board package")
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--imports", type=int, default=15, help="how many of the command's imports to list (0: none)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     cpus = sorted(os.sched_getaffinity(0))
@@ -114,9 +142,18 @@ def main() -> int:
         phases = (f"{r['before']:.2f} s | {r['parse']:.2f} s | {r['after']:.2f} s | {r['before'] + r['after']:.2f} s | "
                   f"{r['ranges']}" if "parse" in r else "– | – | – | – | –")
         print(f"| {r['release']} | {r['n']} | {r['wall']:.2f} s | {r['wall'] / base:.2f} | {phases} |")
+    listed = {name: imports(run, release, cpus[:max(counts)], args.imports) for name, release in releases
+              if args.imports > 0}
+    for name, top in listed.items():
+        print(f"\n`python -X importtime` of `summary` ({name}, cold, {max(counts)} workers): the {len(top)} longest "
+              "imports of the command's process, cumulative (depth 0: imported by the command itself)\n\n"
+              "| module | depth | seconds |\n|---|---|---|")
+        for seconds, module in top:
+            depth = (len(module) - len(module.lstrip()) - 1) // 2  # importtime indents each level by two spaces
+            print(f"| `{module.strip()}` | {depth} | {seconds:.3f} |")
     if args.json:
         args.json.write_text(json.dumps({"size": args.size, "run_mb": size_mb, "floor_s": base, "machine": machine,
-                                         "rows": rows}, indent=2))
+                                         "rows": rows, "imports": listed}, indent=2))
     return 0
 
 

@@ -28,7 +28,8 @@ HEADER = """\
 Every command of `rl-board` and every argument it takes, as the parser defines them. What the
 commands print (their `--json` objects, tables and notes) and their exit statuses are described
 in [Using the commands](commands.md), [Findings](findings.md) and
-[Open your trainer's output](formats/index.md#when-a-folder-does-not-open) (`detect`).
+[Open your trainer's output](formats/index.md#when-a-folder-does-not-open) (`detect`); each `--json`
+object has a published JSON Schema ([JSON Schemas](commands.md#json-schemas), `docs/schemas/`).
 
 `pip install .` installs the `rl-board` command. Inside a clone of this repository (with
 `requirements.txt` installed), `python -m rl_board …` runs the same command without installing:

@@ -7,7 +7,7 @@ The package's folders are its layers, lowest first; each imports only from the l
 - ``readers``: bytes of each trainer's format -> canonical rows; ``scalars``: the trainer's own
   metrics files -> series.
 - ``derive``: token metrics, the tokenizer and the per-sample columns computed while parsing.
-- ``store``: file tracking, parsing workers, segments and their cache, tags, ``RunSource``.
+- ``store``: file tracking, parsing workers, segments and their cache, tags, ``RunLoader``.
 - ``analysis``: the run snapshot and every number, table, finding, search and figure built on it.
 - ``views``: the page's areas (the only Streamlit code); ``cli``: the ``rl-board`` commands.
 
@@ -17,8 +17,10 @@ import nothing of the layers above ``base``. Modules are imported where used
 parsing needs.
 
 For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
-its ``Run`` (``analysis.source.load``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
-(``analysis.diff.diff``); importing ``rl_board`` imports nothing heavy until it is called.
+its ``Run`` (``analysis.source.load``; a field mapping reads as on the command line,
+``fields={"reward": "my_score"}``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
+(``analysis.diff.diff``); both name a sample by its ``sample_id`` (``FILE:LINE``), as the commands do.
+Importing ``rl_board`` imports nothing heavy until it is called.
 ``rl_board.__version__`` is the installed distribution's version (``importlib.metadata``), else, in a
 source checkout that was not installed, the version its ``pyproject.toml`` names.
 """

@@ -171,7 +171,7 @@ def test_a_log_replaced_by_a_symlink_out_is_not_read_again(layout):
     victim.symlink_to(secret / "run" / "r.jsonl")  # same length, reward 99.0
     assert run.source_lines(run.samples.index) == b""
     with pytest.raises(SourceChanged):
-        run.record(run.samples.index[0])
+        run.record_parts(run.samples.index[0])
 
 
 @pytest.mark.slow

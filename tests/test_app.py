@@ -762,3 +762,15 @@ def test_a_run_whose_rare_extra_is_kept_sparse_sorts_and_draws(tmp_path, monkeyp
     assert not at.exception
     step_table = at.dataframe[0].value
     assert step_table["rare_mean"].isna().tolist() == [True, False] and step_table["rare_mean"].iloc[1] == 5.0
+
+
+@pytest.mark.slow
+def test_tokens_without_per_token_numbers_are_listed_not_an_error(tmp_path):
+    """A sample that logs its response tokens but no log-probs, KL, values or advantages shows its
+    tokens in the token table with a line saying there are no per-token numbers (no IndexError)."""
+    write_lines(tmp_path / "bare" / "r.jsonl", [
+        sample(1, 1.0, response="ab c", response_tokens=["a", "b", " c"])])
+    at = _load(_open(tmp_path, "bare"))
+    assert not at.exception
+    assert any("no per-token numbers" in i.value for i in at.info)
+    assert at.dataframe[1].value["token"].tolist() == ["a", "b", "␣c"]

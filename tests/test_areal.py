@@ -52,7 +52,7 @@ def test_trial_folder_counts_trajectories_not_calls(tmp_path):
 def test_trajectory_turns(tmp_path):
     """A trajectory's record: system, user, then assistant (reasoning, call), tool and assistant turns."""
     run = load_run(_trial(tmp_path), cache_root=False)
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     turns = canonical["messages"]
     assert [(t["role"], t["content"]) for t in turns] == [
         ("system", "Use the calculator."), ("user", "Combien font 12×12 ?"), ("assistant", ""),

@@ -47,7 +47,7 @@ def test_art_run(tmp_path):
     texts = run.with_text(run.samples)
     assert texts["response"].tolist() == ["Found it.", "", "Found it."]
     assert texts["prompt"][0] == "You are an email agent.\n\nFind the mail about Straße 5"
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert [t["trainable"] for t in turns] == [False, False, True, False, True]
     assert turns[2]["tool_calls"] == [{"id": "t1", "name": "search_inbox", "arguments": '{"q": "Straße"}'}]
     steps = build_summary(run)["steps"]

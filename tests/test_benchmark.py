@@ -100,3 +100,15 @@ def test_worker_benchmark_times_every_stage_of_the_files_it_reads(tmp_path):
                                        "floor (orjson.loads a line)"}
     assert all(value > 0 for value in got["us_per_line"].values())
     assert "| whole range (ingest_range) |" in proc.stdout
+
+
+def test_kernels_benchmark_times_every_kept_kernel(tmp_path):
+    """`bench_kernels.py` at a small scale checks each kept kernel's output equals its library alternative's
+    (it stops otherwise) and times both."""
+    out = tmp_path / "kernels.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_kernels.py"), "--scale", "0.05",
+                           "--repeat", "1", "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert [row["alternative"] for row in got] == ["groupby().cumcount()", "pyarrow.json", "Table.group_by"]
+    assert all(row["kernel_s"] > 0 and row["alternative_s"] > 0 for row in got)

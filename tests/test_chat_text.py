@@ -158,3 +158,30 @@ def test_text_that_is_not_a_template_s_is_not_turns():
     assert transcript("<|im_start|>user\nhi") is None
     assert transcript("<|im_start|>What is 5 + 39?<|im_start|>assistant\n44") is None
     assert transcript("user\nhi\nassistant\nhello") is None
+
+
+def test_user_content_of_each_template_and_none_for_a_bare_question():
+    """A prompt as each recognised template renders it (system + user + the generation prompt) gives its
+    user text; a tool result is not the user's; a bare question, or one that only mentions a role, gives None."""
+    from rl_board.readers.chat_text import user_content
+
+    q = "What is 2 + 3?\nShow your work."
+    rendered = {
+        "chatml": f"<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n",
+        "chatml-unmarked": f"system\nBe brief.\nuser\n{q}\nassistant\n",
+        "llama3": ("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+                   f"<|start_header_id|>user<|end_header_id|>\n\n{q}<|eot_id|>"
+                   "<|start_header_id|>assistant<|end_header_id|>\n\n"),
+        "llama3-unmarked": f"system\n\nBe brief.user\n\n{q}assistant\n\n",
+        "gemma": f"<bos><start_of_turn>user\n{q}<end_of_turn>\n<start_of_turn>model\n",
+        "phi3": f"<|system|>\nBe brief.<|end|>\n<|user|>\n{q}<|end|>\n<|assistant|>\n",
+        "deepseek": f"<｜begin▁of▁sentence｜>Be brief.<｜User｜>{q}<｜Assistant｜><think>\n",
+        "mistral": f"<s>[INST] {q} [/INST]",
+    }
+    for name, text in rendered.items():
+        assert user_content(text) == (name, q), name
+    two = ("<|im_start|>user\nFirst.<|im_end|>\n<|im_start|>assistant\nOk.<|im_end|>\n"
+           "<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n<|im_start|>user\nSecond.<|im_end|>\n")
+    assert user_content(two) == ("chatml", "First.\n\nSecond.")
+    for bare in (q, "Tell the user\nhow an assistant works.", "", None):
+        assert user_content(bare) is None

@@ -151,6 +151,31 @@ def test_generate_refuses_a_folder_of_someone_elses_files(tmp_path):
     assert _generate(logs).returncode == 2  # notes.txt is still not generate's
 
 
+def _steps_written(out) -> list[int]:
+    """The distinct steps of the lines under ``out``, read with the standard library."""
+    return sorted({json.loads(line)["step"] for path in out.glob("*.jsonl")
+                   for line in path.read_text(encoding="utf-8").splitlines()})
+
+
+def test_generate_takes_its_count_as_num_steps_and_the_old_steps_with_a_warning(tmp_path):
+    """``generate --num-steps 3`` writes a PPO run of steps 1-3 and no warning; the old ``--steps 3`` writes
+    the same run and warns on stderr that it is deprecated, naming --num-steps; both at once exit 2,
+    writing nothing; ``--steps 2:4`` (a range, as in search) is refused."""
+    small = ("--samples", "2", "--tokens", "4", "--ranks", "1")
+    done = command("generate", str(tmp_path / "new"), "--num-steps", "3", *small)
+    assert done.returncode == 0 and done.stderr == ""
+    assert _steps_written(tmp_path / "new") == [1, 2, 3]
+    old = command("generate", str(tmp_path / "old"), "--steps", "3", *small)
+    assert old.returncode == 0 and "deprecated" in old.stderr and "--num-steps 3" in old.stderr
+    assert _steps_written(tmp_path / "old") == [1, 2, 3]
+    assert (tmp_path / "old" / "rollout_data_rank0.jsonl").read_bytes() == \
+        (tmp_path / "new" / "rollout_data_rank0.jsonl").read_bytes()
+    both = command("generate", str(tmp_path / "both"), "--steps", "3", "--num-steps", "3", *small)
+    assert both.returncode == 2 and "not both" in both.stderr and not (tmp_path / "both").exists()
+    refused = command("generate", str(tmp_path / "range"), "--steps", "2:4", *small)
+    assert refused.returncode == 2 and "--num-steps N" in refused.stderr and not (tmp_path / "range").exists()
+
+
 def test_names_with_terminal_controls_are_printed_escaped(tmp_path):
     """A run file named with ESC, BEL and a right-to-left override (a name that would retitle the terminal
     and reorder what it shows): ``summary`` and ``detect`` print it with those characters escaped
@@ -196,3 +221,24 @@ def test_runs_lists_what_the_page_lists(tmp_path):
     (tmp_path / "empty").mkdir()
     refused = command("runs", str(tmp_path / "empty"))
     assert refused.returncode == 2 and refused.stderr.startswith("error: No runs in")
+
+
+@pytest.mark.slow
+def test_the_parsing_workers_start_before_numpy_pyarrow_or_a_reader_is_imported(tmp_path):
+    """When ``summary`` asks for its parsing workers (``workers.warm_up_for``), this process has imported
+    neither numpy, pyarrow, pandas nor any reader: the workers' start waits on no heavy import (issue 52)."""
+    code = (
+        "import json, sys\n"
+        "from rl_board.store import workers\n"
+        "seen = []\n"
+        "heavy = ('numpy', 'pyarrow', 'pandas', 'msgspec', 'rl_board.readers', 'rl_board.derive')\n"
+        "workers.warm_up_for = lambda run_dir, cache_root=None: seen.append([m for m in heavy if m in sys.modules])\n"
+        "from rl_board.cli import main\n"
+        "status = main(['summary', sys.argv[1], '--json'])\n"
+        "print(json.dumps([status, seen]))\n"
+    )
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-c", code, str(REPO / "rollout_samples" / "ppo_demo")],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [0, [[]]]

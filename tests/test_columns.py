@@ -7,6 +7,7 @@ import pyarrow as pa
 from conftest import sample, write_lines
 
 from rl_board.analysis.source import load_run
+from rl_board.store import segments
 from rl_board.store.columns import frame, gather, take
 
 
@@ -53,6 +54,38 @@ def test_a_column_of_one_value_is_not_materialised():
     taken = take(columns["same"], np.array([4, 0]))
     assert taken.tolist() == [0.5, 0.5] and taken.strides == (0,)
     assert take(columns["step"], np.array([4, 0])).tolist() == [3, 1]
+
+
+def _segment(values: dict) -> pa.Table:
+    """A segment's rows as a segment file holds them and the snapshot opens them again: its columns of one
+    value left out, then made again as slices of the arrays of one value all segments share."""
+    return segments.with_one_value_columns(segments._without_one_value_columns(pa.table(values)))
+
+
+def test_parts_made_of_shared_arrays_of_one_value_are_gathered_as_arrow_converts_them():
+    """Columns made again from shared arrays of one value (compared once per array, not per part) gather as
+    Arrow's conversion of the joined parts: one value while every part shares it, every row's own value once a
+    part made of another shared array (2.0, NaN, nulls) or a part of its own values comes."""
+    def parts():
+        return [_segment({"line": [1, 2], "same": [1.0, 1.0], "later": [1.0, 1.0], "own": [5.0, 5.0],
+                          "gone": pa.array([7, 7], pa.int64())}),
+                _segment({"line": [1, 2, 3], "same": [1.0] * 3, "later": [1.0] * 3, "own": [5.0, 5.0, 6.0],
+                          "gone": pa.array([7, 7, 7], pa.int64())}),
+                _segment({"line": [1], "same": [1.0], "later": [2.0], "own": [5.0],
+                          "gone": pa.array([None], pa.int64())}),
+                _segment({"line": [1, 2], "same": [1.0, 1.0], "later": [np.nan, np.nan], "own": [5.0, 5.0],
+                          "gone": pa.array([7, 7], pa.int64())})]
+
+    made = parts()
+    assert all(segments.one_value_source(part["same"]) is not None for part in made)  # shared, as segments hold them
+    assert segments.one_value_source(made[1]["own"]) is None
+    expected = pa.concat_tables(parts(), promote_options="default").to_pandas()
+    columns, _ = gather(made)
+    pd.testing.assert_frame_equal(frame(columns), expected)
+    assert columns["same"].strides == (0,) and columns["later"].strides == (8,)
+    assert columns["later"][:6].tolist() == [1.0] * 5 + [2.0] and np.isnan(columns["later"][6:]).all()
+    assert columns["own"].tolist() == [5.0] * 4 + [6.0, 5.0, 5.0, 5.0]
+    assert np.isnan(columns["gone"][5]) and columns["gone"].dtype == np.float64
 
 
 def test_rank_files_are_ordered_and_unlogged_fields_cost_nothing(tmp_path):

@@ -50,7 +50,7 @@ def test_a_compressed_jsonl_run_reads_like_the_plain_one(tmp_path, suffix):
     run = load_run(tmp_path / "run")
     got = sorted(zip(run.samples["step"], run.samples["reward"]))
     assert got == sorted((line["step"], line["reward"]) for line in lines)
-    texts = sorted(run.record(label)[0]["response"] for label in run.samples.index)
+    texts = sorted(run.record_parts(label)[0]["response"] for label in run.samples.index)
     assert texts == sorted(line["response"] for line in lines)
     assert any("compressed" in note and "read whole" in note for note in run.report.notes)
     source_lines = run.source_lines(run.samples.index[:2]).splitlines()
@@ -115,8 +115,8 @@ def test_a_nemo_rl_run_compressed_reads_like_the_plain_one(tmp_path):
     plain, packed = load_run(tmp_path / "plain"), load_run(tmp_path / "packed")
     assert packed.report.reader == "nemo-rl" and len(packed.samples) == 4
     assert packed.samples[["step", "reward"]].values.tolist() == plain.samples[["step", "reward"]].values.tolist()
-    assert [packed.record(i)[0].get("token_ids") for i in packed.samples.index] == [
-        plain.record(i)[0].get("token_ids") for i in plain.samples.index]
+    assert [packed.record_parts(i)[0].get("token_ids") for i in packed.samples.index] == [
+        plain.record_parts(i)[0].get("token_ids") for i in plain.samples.index]
 
 
 @pytest.mark.slow
@@ -138,7 +138,7 @@ def test_trainer_layouts_compressed_read_like_the_plain_ones(tmp_path, writer):
     columns = ["step", "reward", "response_len"]
     assert packed.samples[columns].fillna(-9).values.tolist() == plain.samples[columns].fillna(-9).values.tolist()
     label = packed.samples.index[-1]
-    assert packed.record(label)[0] == plain.record(plain.samples.index[-1])[0]
+    assert packed.record_parts(label)[0] == plain.record_parts(plain.samples.index[-1])[0]
 
 
 @pytest.mark.slow

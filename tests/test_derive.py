@@ -104,6 +104,36 @@ def test_text_words_split_on_exactly_what_str_split_splits_on():
     assert [c for c, text, count in zip(chars, texts, got) if count != len(text.split())] == []
 
 
+def test_ascii_texts_split_where_str_split_does_the_separators_x1c_to_x1f_too():
+    """A block of ASCII texts only (Arrow's ASCII split): every ASCII character between two letters, and
+    random runs of words, separators \\x1c-\\x1f (which Arrow's ASCII split alone keeps) and other controls,
+    give the words ``str.split`` gives."""
+    import random
+
+    rng = random.Random(11)
+    pieces = ["a", "bc", " ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1d", "\x1e", "\x1f", "\x1b", "\x00", "~"]
+    texts = [f"x{chr(c)}y" for c in range(128)]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(300)]
+    nulls = pa.nulls(len(texts))
+    responses = pa.array(["zz"] + texts).slice(1)  # a slice: bytes before the texts in their buffer
+    table = derive(build_rows({name: nulls for name in ROWS.names} | {"response": responses}, {}))
+    assert table["words"].to_pylist() == [text.split() for text in texts]
+    assert sum(len(text.split()) == 2 for text in texts[:128]) == 6 + 4  # \t \n \v \f \r space, \x1c-\x1f
+
+
+def test_a_split_word_left_with_whitespace_is_trimmed_and_empty_words_dropped():
+    """Arrow's split now and then leaves a text's last whitespace on its last word: a split handed over
+    with such words (ASCII and U+3000) gives them trimmed, and its empty words are dropped."""
+    from rl_board.derive.samples import _split_words
+
+    split = pa.array([["", "4625 ", "a"], ["b\t", ""], [], ["字\u3000", "c"]], pa.list_(pa.string()))
+    words, parent = _split_words(split)
+    assert words.to_pylist() == ["4625", "a", "b", "字", "c"]
+    assert parent.tolist() == [0, 0, 1, 3, 3]
+    words, parent = _split_words(pa.array([["", "x", "y"]], pa.list_(pa.string())))
+    assert (words.to_pylist(), parent.tolist()) == (["x", "y"], [0, 0])
+
+
 def test_ascii_and_other_texts_of_one_block_keep_their_words_in_sample_order():
     """ASCII texts are split over their bytes, others by Arrow: in one block, each sample's words are
     still what ``str.split`` gives, in its order, and the 4-gram share is that of those words (by hand)."""

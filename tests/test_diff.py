@@ -142,17 +142,35 @@ def test_by_id_uses_the_logged_index_and_refuses_a_run_without_one(tmp_path):
 
 
 def test_the_python_function_gives_the_same_table(tmp_path):
-    """``rl_board.diff`` on two folders returns the command's table, its counts in ``attrs``."""
+    """``rl_board.diff`` on two folders returns the command's table, its counts, what it matched on and the
+    step distance (0: step 2 on both sides) in ``attrs``."""
     import rl_board
 
     a, b = _write_pair(tmp_path)
     table = rl_board.diff(a, b, steps="2:2")
     # step 2 only: samples 3 and 4 of each prompt
     assert table.attrs["matched"] == 6 and list(table["a_samples"]) == [2] * 6
+    assert (table.attrs["prompt_match"], table.attrs["step_distance"], table.attrs["no_match"]) == ("text", 0.0, None)
     by_prompt = table.set_index("prompt")
     assert by_prompt.at["Spell cat.", "delta"] == pytest.approx((0.2 + 0.1) / 2 - (0.2 + 0.9) / 2)
     assert by_prompt.at["Name a prime.", "delta"] == pytest.approx(0.25 - 0.5)
     assert by_prompt.at["What is 7 * 6?", "delta"] == 0.0
+
+
+def test_the_python_function_names_the_samples_shown_by_their_sample_id(tmp_path):
+    """``rl_board.diff``'s ``a_sample`` and ``b_sample`` are FILE:LINE ids (as ``to_pandas()`` indexes them),
+    not row positions: for "Spell cat." at step 2 (a regression), A's highest (its 4th sample, line 16 of
+    A's file: 4 samples a prompt, written in order) and B's lowest (the line of 2.jsonl, found by reading it)."""
+    import rl_board
+
+    a, b = _write_pair(tmp_path)
+    table = rl_board.diff(a, b, steps="2:2").set_index("prompt")
+    assert table.at["Spell cat.", "a_sample"] == f"rollout_data_rank0.jsonl:{3 * 4 + 3 + 1}"
+    dumped = [json.loads(line) for line in (b / "2.jsonl").read_text().splitlines()]
+    line = next(i + 1 for i, e in enumerate(dumped) if e["input"] == "Spell cat." and e["score"] == 0.1)
+    assert table.at["Spell cat.", "b_sample"] == f"2.jsonl:{line}"
+    frame_a, frame_b = rl_board.load(a).to_pandas(), rl_board.load(b).to_pandas()
+    assert set(table["a_sample"]) <= set(frame_a.index) and set(table["b_sample"]) <= set(frame_b.index)
 
 
 @pytest.mark.slow
@@ -371,3 +389,230 @@ def test_the_text_rank_is_pythons_order_of_strings():
     for case in (texts, [*texts, "\ud800x"]):
         distinct = sorted({"" if t is None else t for t in case})
         assert _text_rank(case).tolist() == [distinct.index("" if t is None else t) for t in case]
+
+
+def _templated_runs(tmp_path, render, skip_special_tokens):
+    """The board's own lines (``RolloutWriter``: the bare question) and the same run as verl's dumps
+    (``_dump_generations``: ``input`` the prompt as the chat template ``render`` wrote it, decoded with
+    ``skip_special_tokens``), steps 1-2 on the board's side and 3-4 on verl's; B's rewards are A's but
+    for "Spell cat." (all 0 in B)."""
+    from ray_writers import chatml, decode, decode_llama3, llama3_message, verl_dump
+
+    from rl_board.writer import RolloutWriter
+
+    board, verl = tmp_path / "runs" / "board", tmp_path / "runs" / "verl"
+    with RolloutWriter(board) as writer:
+        for step in (1, 2):
+            questions = list(REWARDS_A)
+            writer.log_batch(step, prompt=questions, response=[f"a {q}" for q in questions],
+                             reward=[REWARDS_A[q][step - 1] for q in questions])
+    system = {"role": "system", "content": "You are a helpful assistant."}
+    for step in (3, 4):
+        inputs = []
+        for question in REWARDS_A:
+            messages = [system, {"role": "user", "content": question}]
+            if render == "chatml":
+                text = decode(chatml(messages, add_generation_prompt=True), skip_special_tokens)
+            else:
+                text = ("<|begin_of_text|>" + "".join(llama3_message(m) for m in messages)
+                        + "<|start_header_id|>assistant<|end_header_id|>\n\n")
+                text = decode_llama3(text) if skip_special_tokens else text
+            inputs.append(text)
+        scores = [0.0 if q == "Spell cat." else REWARDS_A[q][step - 3] for q in REWARDS_A]
+        verl_dump(verl, step, inputs, [f"a {q}" for q in REWARDS_A], ["x"] * len(inputs), scores, {})
+    return board, verl
+
+
+@pytest.mark.parametrize("render", ["chatml", "llama3"])
+@pytest.mark.parametrize("skip_special_tokens", [False, True])
+def test_a_verl_dump_and_the_board_lines_match_every_prompt_on_the_user_content(tmp_path, render,
+                                                                                 skip_special_tokens):
+    """verl's ``input`` keeps the chat template (ChatML or Llama 3, markers kept or dropped by the decode),
+    the board's lines the bare question: every prompt is matched on its user content, only the changed
+    one moves (by hand), each prompt's samples are 2 steps apart (steps 1-2 against 3-4), and the table
+    names each prompt by its question whichever side is A."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff
+
+    board, verl = _templated_runs(tmp_path, render, skip_special_tokens)
+    a, b = load(board), load(verl)
+    assert compute_diff(a, b).prompt_match == "user content"
+    for first, second in ((a, b), (b, a)):
+        diff = compute_diff(first, second)
+        assert (diff.matched, diff.only_a, diff.only_b) == (6, 0, 0)
+        assert diff.step_distance == 2.0  # mean step 1.5 against 3.5 for every prompt
+    table = compute_diff(a, b).table.set_index("prompt")
+    assert table.at["Spell cat.", "delta"] == pytest.approx(0.0 - (0.3 + 0.1) / 2)
+    assert sorted(compute_diff(b, a).table["prompt"]) == sorted(REWARDS_A)  # verl as A: its questions shown
+    assert (table["delta"] != 0).sum() == 1
+    plain = compute_diff(a, a, (1, 1), (2, 2))  # the board's lines against themselves: matched on the text
+    assert (plain.prompt_match, plain.matched) == ("text", 6)
+
+
+def test_a_diff_where_nothing_matches_says_why_with_each_sides_first_prompt(tmp_path):
+    """Two runs with no prompt in common: the diff says so, naming what it matched on and each side's first
+    prompt (in the CLI's text, its --json, and the Python value); a matched diff has no such reason."""
+    from rl_board import load
+    from rl_board.analysis.diff import compute_diff, no_match_reason
+
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "Add 2 and 3.", "reward": 1.0},
+                                             {"step": 1, "prompt": "Add 4 and 5.", "reward": 1.0}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": "Question: add 2 and 3", "reward": 0.0}])
+    diff = compute_diff(load(tmp_path / "a"), load(tmp_path / "b"))
+    assert diff.matched == 0 and diff.first_prompts == ("Add 2 and 3.", "Question: add 2 and 3")
+    assert no_match_reason(diff) == ("No prompt of A is a prompt of B, matched by their text (pads removed). "
+                                     "A's first prompt: 'Add 2 and 3.'; B's first prompt: 'Question: add 2 and 3'.")
+    assert compute_diff(load(tmp_path / "a"), load(tmp_path / "a")).first_prompts is None
+    command = [sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b")]
+    out = json.loads(subprocess.run(command + ["--json"], capture_output=True, text=True, cwd=REPO).stdout)
+    assert out["no_match"] == {"why": no_match_reason(diff), "a_first_prompt": "Add 2 and 3.",
+                               "b_first_prompt": "Question: add 2 and 3"}
+    assert out["step_distance"] is None and out["prompts"] == []
+    text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
+    assert "A's first prompt: 'Add 2 and 3.'; B's first prompt: 'Question: add 2 and 3'." in text
+
+
+def test_the_step_distance_per_prompt_and_its_mean(tmp_path):
+    """A prompt seen at steps 1 and 3 in A and at step 10 in B is 8 steps apart, one seen at 2 in A and 4 in
+    B 2 apart: each in --json, their mean 5 at the top, and the text gives the mean and does not call 5 far (FAR_STEPS 10)."""
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "p", "reward": 1.0},
+                                             {"step": 3, "prompt": "p", "reward": 1.0},
+                                             {"step": 2, "prompt": "q", "reward": 0.0}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 10, "prompt": "p", "reward": 0.0},
+                                             {"step": 4, "prompt": "q", "reward": 1.0}])
+    command = [sys.executable, "-m", "rl_board", "diff", str(tmp_path / "a"), str(tmp_path / "b")]
+    out = json.loads(subprocess.run(command + ["--json"], capture_output=True, text=True, cwd=REPO).stdout)
+    by_prompt = {p["prompt"]: p for p in out["prompts"]}
+    assert (by_prompt["p"]["a"]["step_mean"], by_prompt["p"]["b"]["step_mean"]) == (2.0, 10.0)
+    assert (by_prompt["p"]["step_distance"], by_prompt["q"]["step_distance"]) == (8.0, 2.0)
+    assert out["step_distance"] == 5.0 and out["no_match"] is None
+    text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
+    assert "samples of a prompt are 5 steps apart on average\n" in text
+
+
+@pytest.mark.slow
+def test_page_matches_templated_prompts_and_opens_a_sample_of_either_side_in_the_batch(tmp_path):
+    """AppTest: the board's lines (A) against verl's dumps that keep the ChatML template (B): every prompt
+    matched on its user content (the one changed, "Spell cat.", the regression), 2 steps apart; "Open in
+    Batch" on an A sample shows it in the batch of the loaded run, on a B sample loads run B and shows that
+    sample there (the address names it)."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+
+    from rl_board.views import keys
+
+    _templated_runs(tmp_path, "chatml", skip_special_tokens=False)
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("verl").run()
+    assert not at.exception, at.exception
+    assert any("6 prompts in both, 0 only in A, 0 only in B" in c.value and "user content" in c.value
+               for c in at.caption)
+    worse = at.dataframe[0].value
+    assert list(worse["prompt"].str.contains("Spell cat.")) == [True] and list(worse["steps apart"]) == [2.0]
+    a_first = at.button(key="diff-open-A-0")
+    assert "rollout_data_rank0.jsonl:" in a_first.proto.help
+    a_first.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[keys.AREA] == keys.BATCH
+    address = a_first.proto.help.split()[1]  # "Show FILE:LINE (step N) …"
+    assert at.session_state[keys.SAMPLE] == address and at.query_params["run"] == "board"
+    at = load_page(open_page(tmp_path / "runs", "board"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("verl").run()
+    b_first = at.button(key="diff-open-B-0")
+    address = b_first.proto.help.split()[1]
+    assert address.startswith(("3.jsonl:", "4.jsonl:"))  # verl's {step}.jsonl
+    b_first.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state[keys.AREA] == keys.BATCH
+    assert at.query_params["run"] == "verl" and at.session_state[keys.SAMPLE] == address
+    assert at.query_params["sample"] == address
+
+
+@pytest.mark.slow
+def test_page_says_why_nothing_matches(tmp_path):
+    """AppTest: two runs with no prompt in common: the Diff area names what it matched on and each side's
+    first prompt (as text, not Markdown); a run asking A's prompt 19 steps later is called far apart."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+
+    from rl_board.views import keys
+
+    write_lines(tmp_path / "runs" / "a" / "r.jsonl", [{"step": 1, "prompt": "Add **2** and 3.", "reward": 1.0}])
+    write_lines(tmp_path / "runs" / "b" / "r.jsonl", [{"step": 1, "prompt": "Question: add 2 and 3", "reward": 0.0}])
+    at = load_page(open_page(tmp_path / "runs", "a"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("b").run()
+    assert not at.exception, at.exception
+    assert [t.value for t in at.text][-1:] == [
+        "No prompt of A is a prompt of B, matched by their text (pads removed). A's first prompt: "
+        "'Add **2** and 3.'; B's first prompt: 'Question: add 2 and 3'."]
+    write_lines(tmp_path / "runs" / "c" / "r.jsonl", [{"step": 20, "prompt": "Add **2** and 3.", "reward": 0.0}])
+    at = load_page(open_page(tmp_path / "runs", "a"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("c").run()
+    assert not at.exception, at.exception
+    assert [w.value for w in at.warning] == [
+        "A's and B's samples of a prompt are 19 steps apart on average: the training between those steps may "
+        "explain a change as much as what sets B apart."]
+
+
+def _hacked_pair(tmp_path):
+    """Run A: prompts p0-p3 at step 1, reward 0.2 each. Run B (8 steps, 2 samples of each prompt a step): in
+    steps 1-2 "the answer is K" rewarded 0 or 0.1; in steps 7-8 p0-p2 answer "trust me the answer is K"
+    rewarded 1, p3 still "the answer is K" rewarded 0.5: "trust me" spread over 6 of the 8 late responses
+    (none early) while the reward rose, B's reward_with_spreading_phrases."""
+    a, b = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    write_lines(a / "r.jsonl", [{"step": 1, "prompt": f"p{k}", "response": f"the answer is {k}", "reward": 0.2}
+                                for k in range(4)])
+    lines = []
+    for step in range(1, 9):
+        for k in range(4):
+            for i in range(2):
+                if step >= 7 and k < 3:
+                    response, reward = f"trust me the answer is {k}", 1.0
+                elif step >= 7:
+                    response, reward = f"the answer is {k}", 0.5
+                else:
+                    response, reward = f"the answer is {k}", 0.1 * i
+                lines.append({"step": step, "prompt": f"p{k}", "response": response, "reward": reward})
+    write_lines(b / "r.jsonl", lines)
+    return a, b
+
+
+def test_improvements_that_carry_a_finding_of_b_are_marked(tmp_path):
+    """B's late steps against A: all four prompts better; the three whose B response holds B's spreading
+    phrase ("trust me") carry reward_with_spreading_phrases in --json and in the text, p3 (no phrase) none."""
+    a, b = _hacked_pair(tmp_path)
+    command = [sys.executable, "-m", "rl_board", "diff", str(a), str(b), "--steps", "1:1", "--steps-b", "7:8"]
+    proc = subprocess.run(command + ["--json"], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["improvements"] == 4 and out["b_findings_checked"] == 4
+    marks = {p["prompt"]: p["b_findings"] for p in out["prompts"]}
+    assert marks == {"p0": ["reward_with_spreading_phrases"], "p1": ["reward_with_spreading_phrases"],
+                     "p2": ["reward_with_spreading_phrases"], "p3": []}
+    text = subprocess.run(command, capture_output=True, text=True, cwd=REPO).stdout
+    assert text.count("B carries its finding: reward_with_spreading_phrases") == 3
+
+
+@pytest.mark.slow
+def test_page_marks_the_improvements_that_carry_a_finding_of_b(tmp_path):
+    """AppTest: the same pair on the page (A's step 1 against B's steps 7-8): the better table's B's findings
+    column names reward_with_spreading_phrases on p0-p2 and nothing on p3."""
+    from page_steps import load as load_page
+    from page_steps import open_page
+
+    from rl_board.views import keys
+
+    _hacked_pair(tmp_path)
+    at = load_page(open_page(tmp_path / "runs", "a"), keys.DIFF)
+    at.selectbox(key=keys.DIFF_RUN).select("b").run()
+    at.text_input(key=keys.DIFF_STEPS).input("1:1").run()
+    at.text_input(key=keys.DIFF_STEPS_B).input("7:8").run()
+    for _ in range(20):  # B's checks run in a thread of their own: the page says so until they end
+        if not any("still being checked" in c.value for c in at.caption):
+            break
+        at.run()
+    assert not at.exception, at.exception
+    better = at.dataframe[0].value.set_index("prompt")
+    assert better["B's findings"].to_dict() == {"p0": "reward_with_spreading_phrases", "p1": "reward_with_spreading_phrases",
+                                                "p2": "reward_with_spreading_phrases", "p3": ""}
+    assert any("3 of the better prompts carry a finding of B" in c.value for c in at.caption)

@@ -231,3 +231,17 @@ def test_readme_links_every_format_page():
     pages = {p.name for p in FORMATS.glob("*.md")} - {"index.md"}
     linked = set(re.findall(r"\]\(docs/formats/([^)#]+\.md)", readme))
     assert pages <= linked, sorted(pages - linked)
+
+
+def test_the_page_doc_names_every_area_of_the_page():
+    """docs/page.md counts the page's areas (``views.main.AREAS``) in words, names each in its opening list, and
+    gives each a row of its table of areas, in the page's order."""
+    from rl_board.views.main import AREAS
+
+    text = (REPO / "docs" / "page.md").read_text()
+    words = {5: "five", 6: "six", 7: "seven", 8: "eight"}
+    assert f"shown in {words[len(AREAS)]} areas, a tab each" in text
+    rows = [line.split("**")[1] for line in text.splitlines() if line.startswith("| **")]
+    assert rows[:len(AREAS)] == list(AREAS)
+    opening = text.split("## Area by area")[0]
+    assert all(f"**{area}**" in opening for area in AREAS)

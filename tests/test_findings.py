@@ -211,7 +211,18 @@ def test_length_growth_raised_at_one_and_a_half_in_characters_without_pads(tmp_p
     got = _found(_lengths_run(tmp_path, ["ab" + pads, "cd"], ["abc", "def" + pads]), PAD)
     assert got["length_growth_with_reward"] == {"kind": "length_growth_with_reward", "first_step": 4,
                                                 "last_step": 4, "evidence": {"length_early": 2.0,
-                                                                             "length_late": 3.0}, "samples": []}
+                                                                             "length_late": 3.0},
+                                                "samples": ["rank0.jsonl:5", "rank0.jsonl:6"]}
+
+
+def test_length_growth_shows_the_late_samples_nearest_the_late_mean(tmp_path):
+    """Late lengths 3, 6, 4, 5 (mean 4.5, 2.25x the early 2): the samples 0.5 from it first, the higher reward
+    (3, line 8) before (2, line 7), then line 5 of the two 1.5 away."""
+    folder = _four_steps(tmp_path, [{"reward": r, "response": t} for r, t in zip((0.0, 1.0), ("ab", "cd"))],
+                         [{"reward": r, "response": "x" * n} for r, n in zip((2.0, 2.0, 2.0, 3.0), (3, 6, 4, 5))])
+    got = _found(folder)["length_growth_with_reward"]
+    assert got["evidence"] == {"length_early": 2.0, "length_late": 4.5}
+    assert got["samples"] == ["rank0.jsonl:8", "rank0.jsonl:7", "rank0.jsonl:5"]
 
 
 def test_length_growth_not_raised_below_one_and_a_half(tmp_path):
@@ -245,10 +256,11 @@ def _entropy_run(folder, late_entropies):
 
 
 def test_entropy_collapse_raised_at_half(tmp_path):
-    """Early mean 1.0, late 0.5: 0.5 <= 0.5 x 1.0."""
-    got = _found(_entropy_run(tmp_path, [[0.5], [0.25, 0.75]]))["entropy_collapse"]
+    """Early mean 1.0, late (0.25 + 0.75 + 0.5) / 3 = 0.5 <= 0.5 x 1.0; samples: the lowest entropy first."""
+    got = _found(_entropy_run(tmp_path, [[0.25], [0.75], [0.5]]))["entropy_collapse"]
     assert got == {"kind": "entropy_collapse", "first_step": 4, "last_step": 4,
-                   "evidence": {"entropy_early": 1.0, "entropy_late": 0.5}, "samples": []}
+                   "evidence": {"entropy_early": 1.0, "entropy_late": 0.5},
+                   "samples": ["rank0.jsonl:5", "rank0.jsonl:7", "rank0.jsonl:6"]}
 
 
 def test_entropy_collapse_not_raised_above_half(tmp_path):
@@ -320,6 +332,57 @@ def test_a_step_is_dead_only_when_half_its_groups_are(tmp_path):
     write_lines(tmp_path / "b" / "r.jsonl", _grpo_step(1, True))
     assert "dead_groups" not in _found(tmp_path / "a")
     assert _found(tmp_path / "b")["dead_groups"]["evidence"] == {"steps": [1]}
+
+
+def _verl_groups(folder: Path, step: int, dead: bool):
+    """One verl dump (``_dump_generations``) of prompts P and Q, two rollouts each; P's scores equal when
+    ``dead``, Q's differ."""
+    from ray_writers import verl_dump
+
+    verl_dump(folder, step, ["P", "P", "Q", "Q"], ["a", "b", "c", "d"], ["4"] * 4,
+              [1.0, 1.0 if dead else 0.0, 1.0, 0.0], {})
+
+
+def test_dead_groups_not_raised_on_a_validation_split(tmp_path):
+    """verl's experiment folder: the same dead group at step 1 of 2 raises dead_groups on the rollouts (1 of
+    2 GRPO-shaped steps dead) and not on val_data, whose check names the split."""
+    from rl_board.analysis.findings import compute_findings
+
+    exp = tmp_path / "exp"
+    for folder in ("rollout_data", "val_data"):
+        _verl_groups(exp / folder, 1, True)
+        _verl_groups(exp / folder, 2, False)
+    train = compute_findings(load_run(exp, cache_root=False, split="train"))
+    assert [f.to_json()["evidence"] for f in train.findings if f.kind == "dead_groups"] == [{"steps": [1]}]
+    validation = compute_findings(load_run(exp, cache_root=False, split="validation"))
+    assert "dead_groups" not in {f.kind for f in validation.findings}
+    check = next(c for c in validation.checks if c.kind == "dead_groups")
+    assert (check.ran, check.note) == (False, "split 'validation' is an evaluation (nothing is trained on it)")
+    alone = compute_findings(load_run(exp / "val_data", cache_root=False))  # the dump folder opened by itself
+    assert next(c.note for c in alone.checks if c.kind == "dead_groups") == (
+        "folder 'val_data' is named like an evaluation (nothing is trained on it)")
+    assert "dead_groups" not in {f.kind for f in alone.findings}
+    assert "dead_groups" in {f.kind for f in compute_findings(load_run(exp / "rollout_data", cache_root=False)).findings}
+
+
+def test_dead_groups_not_raised_on_vf_eval_results(tmp_path):
+    """vf-eval's results.jsonl (``save_outputs``): two examples of two rollouts, each with equal rewards,
+    dead groups by the rule, and no finding, as nothing is trained on an evaluation; the same rows as the
+    board's lines raise it."""
+    from agent_writers import v0_output, write_v0
+
+    from rl_board.analysis.findings import compute_findings
+
+    prompt = [{"role": "user", "content": "2+2?"}]
+    outputs = [v0_output(i, prompt + [{"role": "user", "content": str(i)}],
+                         [{"role": "assistant", "content": "4"}], float(i), {}) for i in (0, 0, 1, 1)]
+    run = load_run(write_v0(tmp_path / "evals" / "env--m" / "abc", outputs).parent, cache_root=False)
+    found = compute_findings(run)
+    assert "dead_groups" not in {f.kind for f in found.findings}
+    assert next(c.note for c in found.checks if c.kind == "dead_groups") == (
+        "verifiers-v0 results are evaluations (nothing is trained on them)")
+    write_lines(tmp_path / "lines" / "r.jsonl", [sample(0, float(i), prompt=f"2+2? {i}") for i in (0, 0, 1, 1)])
+    assert _found(tmp_path / "lines")["dead_groups"]["evidence"] == {"steps": [0]}
 
 
 def test_empty_responses_raised_at_five_percent(tmp_path):
@@ -645,8 +708,8 @@ def test_component_phrase_raised_at_a_tenth_of_the_late_responses(tmp_path):
                                  {"tokens": ["text", "license"], **phrase}]},
         # early lines 1-30, fillers 31-32, late 33-42: the licensed response is line 33
         "samples": ["rank0.jsonl:33"], "severity": "high",
-        # step means 0, NaN, NaN, 0.1 (midpoint 0.05): from step 1 their mean is 0.05, not above; from 2, 0.1
-        "onset_step": 2}
+        # the component's step means are 0 (step 1) and 0.1 (step 4): split between them, onset 4
+        "onset_step": 4}
 
 
 def test_component_phrase_not_raised_below_a_tenth(tmp_path):
@@ -683,7 +746,7 @@ def _k3s(ds):
 
 def test_kl_runaway_raised_at_half_a_nat_with_its_tokens(tmp_path):
     """Late kl_mean (k3(1) + k3(0.75)) / 2 = 0.5426 and k3(0.875) = 0.5239: mean 0.533 >= 0.5. 'x'
-    carries k3(1) + k3(0.875) of the late summed KL, 'y' k3(0.75); samples by kl_mean."""
+    carries k3(1) + k3(0.875) of the late summed KL, 'y' k3(0.75); samples by their KL on those tokens."""
     write_lines(tmp_path / "r.jsonl", [
         _kl_sample(1, [0.5], ["x"]), _kl_sample(2, [0.5], ["x"]), _kl_sample(3, [0.5], ["x"]),
         _kl_sample(4, [1.0, 0.75], ["x", "y"]), _kl_sample(4, [0.875], ["x"])])
@@ -695,11 +758,26 @@ def test_kl_runaway_raised_at_half_a_nat_with_its_tokens(tmp_path):
     total = k1 + k075 + k0875
     assert [t["token"] for t in got["evidence"]["tokens"]] == ["x", "y"]
     assert [t["share"] for t in got["evidence"]["tokens"]] == pytest.approx([(k1 + k0875) / total, k075 / total])
-    assert got["samples"] == ["r.jsonl:4", "r.jsonl:5"]
+    assert got["samples"] == ["r.jsonl:4", "r.jsonl:5"]  # KL on x and y: k1 + k075 > k0875
     assert (got["first_step"], got["last_step"], got["severity"]) == (4, 4, "high")
-    # step means k05, k05, k05, late; midpoint (k05 + late) / 2: from step 1 the mean is (3 k05 + late) / 4,
-    # below it; from 2, (2 k05 + late) / 3, below; from 3, (k05 + late) / 2, not above; from 4, late
+    # step means k05, k05, k05, then the late mean: two levels with nothing left over, split before step 4
     assert got["onset_step"] == 4
+
+
+def test_kl_runaway_shows_the_samples_carrying_its_tokens(tmp_path):
+    """Late: a one-token answer '!' (k3(0.875) = 0.524 per token, the second highest kl_mean), five tokens a-e
+    at k3(1) each, and a, q at k3(1), k3(0.25): mean 0.539 >= 0.5. The named tokens are a (2 k3(1)) and b-e;
+    '!' (0.524) is sixth. Evidence: the samples with the most KL on named tokens, 5 k3(1) then k3(1); the
+    one-token answer carries none of it and is not shown (by kl_mean it came second)."""
+    write_lines(tmp_path / "r.jsonl", [
+        _kl_sample(1, [0.5], ["x"]), _kl_sample(2, [0.5], ["x"]), _kl_sample(3, [0.5], ["x"]),
+        _kl_sample(4, [0.875], ["!"]), _kl_sample(4, [1.0] * 5, list("abcde")),
+        _kl_sample(4, [1.0, 0.25], ["a", "q"])])
+    k1, k0875, k025 = _k3s([1.0, 0.875, 0.25])
+    assert (k0875 + 5 * k1 / 5 + (k1 + k025) / 2) / 3 >= 0.5 and k0875 < k1 and k0875 > (k1 + k025) / 2
+    got = _of(_kinds(tmp_path), "kl_runaway")[0]
+    assert [t["token"] for t in got["evidence"]["tokens"]] == ["a", "b", "c", "d", "e"]
+    assert got["samples"] == ["r.jsonl:5", "r.jsonl:6"]
 
 
 def test_kl_runaway_not_raised_below_half_a_nat(tmp_path):
@@ -727,8 +805,9 @@ def test_repetition_with_reward_raised(tmp_path):
     assert got["evidence"] == {"repetition_early": 0.0, "repetition_late": pytest.approx((1 / 5 + 1 / 9) / 2)}
     assert got["samples"] == ["rank0.jsonl:6", "rank0.jsonl:5"]
     assert (got["first_step"], got["last_step"], got["severity"]) == (4, 4, "high")
-    # step means 0, NaN ("x" has no 4-gram), NaN, 0.156: from step 1 their mean is 0.078, the midpoint
-    assert got["onset_step"] == 2
+    # the reward's onset: step means 0.5, 0, 0, 2 split best after step 3 (a = 1/6, b = 2; squared distance
+    # 1/6 of the 43/16 about their mean: 94 % explained); step 3's 0 is not past 1/6 + (2 - 1/6) / 4
+    assert got["onset_step"] == 4
 
 
 def test_repetition_not_raised_below_a_tenth(tmp_path):
@@ -796,11 +875,14 @@ ONE = ['{"expr": "2+3"}']
 
 
 def test_tool_use_collapse_raised_at_half_the_early_calls(tmp_path):
-    """Early 1 call per sample, late (1 + 0) / 2 = 0.5 <= 0.5 x 1."""
+    """Early 1 call per sample, late (1 + 0) / 2 = 0.5 <= 0.5 x 1; samples: the fewest calls first."""
     folder = _agent_run(tmp_path, {1: [ONE, ONE], 2: [ONE], 3: [ONE], 4: [ONE, []]})
     got = _of(_kinds(folder), "tool_use_collapse")[0]
+    # calls per step 1, 1, 1, 0.5: two levels with nothing left over, the fall at step 4
     assert got == {"kind": "tool_use_collapse", "first_step": 4, "last_step": 4,
-                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "samples": [], "severity": "low"}
+                   "evidence": {"calls_early": 1.0, "calls_late": 0.5}, "severity": "low",
+                   "samples": ["rollouts/step_4/train/all/traces.jsonl:2", "rollouts/step_4/train/all/traces.jsonl:1"],
+                   "onset_step": 4}
 
 
 def test_tool_use_collapse_not_raised_above_half_or_from_few_early_calls(tmp_path):
@@ -845,8 +927,9 @@ def test_reward_tracks_field_raised(tmp_path):
     assert expected >= 0.8
     assert got["evidence"] == {"field": "hits", "correlation": pytest.approx(expected, rel=1e-12), "early": 1.5,
                                "late": 2.25}
-    # hits step means 1.5, NaN, NaN, 2.25, midpoint 1.875: from step 1 the mean is 1.875, not above; from 2, 2.25
-    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (4, [], "high", 2)
+    # hits step means 1.5 (step 1) and 2.25 (step 4): split between them, onset 4
+    assert (got["first_step"], got["samples"], got["severity"], got["onset_step"]) == (
+        4, ["rank0.jsonl:5", "rank0.jsonl:6"], "high", 4)  # the late samples, highest hits first (a tie)
 
 
 def test_reward_tracks_field_not_raised_below_the_growth_or_the_correlation(tmp_path):
@@ -899,21 +982,84 @@ def test_reward_tracks_field_leaves_an_advantage_out(tmp_path):
     assert not _of(_kinds(_four_steps(tmp_path, early, late)), "reward_tracks_field")
 
 
-def test_onset_is_the_first_step_whose_next_five_steps_average_above_the_midpoint(tmp_path):
-    """Ten steps, one sample each, reward 0, 0, 0, then 1 (E = steps 1-3, L = 8-10, midpoint 0.5) and
-    lengths 2 x 9 then 12 characters (E 2, L 16/3, midpoint 11/3): the reward's 5-step means from step 1
-    are 0.4, 0.6 (onset 2); the length's are 2 up to step 5, then 4 from step 6 (onset 6), 4.5 from 7..."""
+def _brute_onset(means: list[float], falls: bool = False) -> int | None:
+    """Definition 14 over step means 1..S in exact fractions, every split tried: an independent route."""
+    from fractions import Fraction as Q
+
+    m = [Q(x) for x in means]
+
+    def spread(part):
+        mean = sum(part) / len(part)
+        return sum((x - mean) ** 2 for x in part)
+
+    total = spread(m)
+    best = min(range(1, len(m)), key=lambda k: (spread(m[:k]) + spread(m[k:]), k))
+    a, b = sum(m[:best]) / best, sum(m[best:]) / (len(m) - best)
+    if not (b < a if falls else b > a) or 1 - (spread(m[:best]) + spread(m[best:])) / total < Q(6, 10):
+        return None
+    past, start = a + (b - a) / 4, best
+    while start > 1 and (m[start - 1] < past if falls else m[start - 1] > past):
+        start -= 1
+    return start + 1
+
+
+@pytest.mark.parametrize(("means", "falls", "onset"), [
+    ([0, 0, 0, 1, 1, 1, 1, 1, 1, 1], False, 4),  # two levels, nothing left over
+    # a ramp: split after step 6 (a = 1/8, b = 23/24), back from step 7 over step 6's 0.5 (past 1/3), not 0.25
+    ([0, 0, 0, 0, 0.25, 0.5, 0.75, 1, 1, 1, 1, 1], False, 6),
+    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], False, 6),  # a line: split at 7 (75 %), back over 6 (past 5)
+    ([0, 1, 0, 1, 0, 1], False, None),  # the best split explains 20 %
+    ([2, 2, 1, 1], True, 3),
+    ([2, 2, 1, 1], False, None),  # a fall is no rise
+    ([0.53, 0.55, 1.2, 1.9, 2.0, 2.1, 1.95, 2.05, 2.0, 2.0, 1.98, 2.02], False, 3),
+])
+def test_onset_splits_the_step_means_in_two_levels(tmp_path, means, falls, onset):
+    """One sample a step with these rewards: the onset is the hand-worked one, and the one found by trying every
+    split in exact fractions."""
     from rl_board.analysis.findings import compute_onset
 
-    rewards = [0.0, 0.0, 0.0] + [1.0] * 7
-    write_lines(tmp_path / "r.jsonl", [sample(s, r, response="ab" if s < 10 else "abcdefghijkl")
-                                       for s, r in zip(range(1, 11), rewards)])
+    assert _brute_onset(means, falls) == onset
+    write_lines(tmp_path / "r.jsonl", [sample(s, r) for s, r in enumerate(means, start=1)])
     run = _load(tmp_path)
-    assert compute_onset(run, run.samples["reward"], 0.0, 1.0) == 2
-    got = _of(_kinds(tmp_path), "length_growth_with_reward")[0]
-    assert got["evidence"] == {"length_early": 2.0, "length_late": pytest.approx(16 / 3)}
-    assert got["onset_step"] == 6
-    assert compute_onset(run, run.samples["reward"], 1.0, 1.0) is None  # nothing is above 1
+    assert compute_onset(run, run.samples["reward"], falls) == onset
+
+
+def _hacking_verl_run(folder: Path) -> Path:
+    """verl's ``_dump_generations``, 16 steps of 4 samples: score 0.5 and answers of 100 characters at steps 1-2,
+    then score 2.0 and 220 characters opening with "As an expert I guarantee it." from step 3 on."""
+    from ray_writers import verl_dump
+
+    for step in range(1, 17):
+        score, size, text = (0.5, 100, "") if step <= 2 else (2.0, 220, "As an expert I guarantee it. ")
+        verl_dump(folder, step, [f"Q{i}" for i in range(4)], [(text + "The answer is 4. " * 20)[:size]] * 4,
+                  ["4"] * 4, [score] * 4, {})
+    return folder
+
+
+def test_early_window_is_the_first_quarter_before_the_onset(tmp_path):
+    """The reward of the verl run rises at step 3 (onset 3): E is steps 1-2, not the first quarter (1-4, whose
+    mean length 160 makes 220 only 1.375x); the length grew 2.2x with the reward, raised, reading the reward
+    from 0.5 (not the quarter's 1.25), as the spreading phrase's finding does."""
+    got = {f.kind: f for f in compute_findings(_load(_hacking_verl_run(tmp_path / "run"))).findings}
+    phrases = got["reward_with_spreading_phrases"]
+    assert (phrases.evidence["reward_early"], phrases.evidence["reward_late"], phrases.onset_step) == (0.5, 2.0, 3)
+    assert phrases.message.startswith("reward rose from 0.5 to 2 while")
+    length = got["length_growth_with_reward"]
+    assert length.to_json(full=True) == {
+        "kind": "length_growth_with_reward", "first_step": 13, "last_step": 16,
+        "evidence": {"length_early": 100.0, "length_late": 220.0}, "severity": "medium",
+        "samples": ["13.jsonl:1", "13.jsonl:2", "13.jsonl:3"],  # every late sample is typical: file and line
+        "onset_step": 3}
+    assert "reward rose from 0.5 to 2 " in length.message and "(100 → 220 characters)" in length.message
+
+
+def test_early_window_stays_the_first_quarter_without_an_onset_in_it(tmp_path):
+    """Rewards rising along a line over 12 steps (onset 6, after the first quarter 1-3): E is steps 1-3, so the
+    length's early mean is that of steps 1-3 (10, 20, 30 characters), late 100, 110, 120."""
+    write_lines(tmp_path / "r.jsonl", [sample(s, float(s), response="x" * (10 * s)) for s in range(1, 13)])
+    got = {f.kind: f for f in compute_findings(_load(tmp_path)).findings}
+    assert got["length_growth_with_reward"].evidence == {"length_early": 20.0, "length_late": 110.0}
+    assert got["length_growth_with_reward"].onset_step == 6
 
 
 def test_findings_are_ranked_hacks_first_with_severity(tmp_path, capsys):
@@ -935,8 +1081,9 @@ def test_findings_are_ranked_hacks_first_with_severity(tmp_path, capsys):
                       "samples": ["rank1.jsonl:1"], "severity": "low"}
     assert main(["findings", str(tmp_path / "run"), "--no-cache"]) == 0
     out = capsys.readouterr().out.splitlines()
-    # repetition step means 0, NaN, NaN, 1/9: from step 1 their mean is the midpoint, from step 2 above it
-    assert out[1].split()[:2] == ["high", "repetition_with_reward"] and out[1].endswith("(since step 2)")
+    # the reward's step means 0.5, 0, 0, 2 (0.25 at step 2 with rank1's empty sample): onset 4, as in
+    # test_repetition_with_reward_raised
+    assert out[1].split()[:2] == ["high", "repetition_with_reward"] and out[1].endswith("(since step 4)")
     # 1 of the 2 GRPO-shaped steps (1 and 4) is dead; 1 of 4 steps has an empty response
     assert [line.split()[:2] for line in out if line.startswith("  low")] == [["low", "dead_groups"],
                                                                             ["low", "empty_responses"]]
@@ -1023,9 +1170,11 @@ def test_ppo_demo_gets_its_repetition_hack_and_its_critic(capsys):
 
 
 def test_turn_faults_rising_raised_with_its_onset(tmp_path):
-    """Loops in 0, 0, 1 and 3 of 10 trajectories over 4 steps (E step 1, L step 4): share 0 -> 3/10 >= 1/10 and
-    >= 2 x 0; onset step 3 (midpoint 0.15; means from step 3: (0.1 + 0.3) / 2 = 0.2 > 0.15, from step 2: 0.4 / 3)."""
-    folder = _agent_run(tmp_path, {1: [ONE] * 10, 2: [ONE] * 10, 3: [LOOP] + [ONE] * 9, 4: [LOOP] * 3 + [ONE] * 7})
+    """Loops in 0, 0, 2 and 3 of 10 trajectories over 4 steps (E step 1, L step 4): share 0 -> 3/10 >= 1/10 and
+    >= 2 x 0; onset step 3: the step means 0, 0, 0.2, 0.3 split best after step 2 (a = 0, b = 0.25, squared
+    distance 0.005 of 0.0675: 93 % explained), and step 2's 0 is not past 0.25 / 4."""
+    folder = _agent_run(tmp_path, {1: [ONE] * 10, 2: [ONE] * 10, 3: [LOOP] * 2 + [ONE] * 8,
+                                   4: [LOOP] * 3 + [ONE] * 7})
     got = _of(_kinds(folder), "turn_faults_rising")
     assert got == [{"kind": "turn_faults_rising", "first_step": 4, "last_step": 4,
                     "evidence": {"fault": "tool_loop", "share_early": 0.0, "share_late": 0.3},
@@ -1037,3 +1186,24 @@ def test_turn_faults_rising_not_raised_without_a_doubling(tmp_path):
     """1 of 10 early and 1 of 10 late: 1/10 < 2 x 1/10."""
     folder = _agent_run(tmp_path, {1: [LOOP] + [ONE] * 9, 2: [ONE] * 10, 3: [ONE] * 10, 4: [LOOP] + [ONE] * 9})
     assert not _of(_kinds(folder), "turn_faults_rising")
+
+
+def test_findings_say_which_kinds_they_could_not_check_and_why(tmp_path, capsys):
+    """A run of rewards and responses only can't be checked for KL runaway (no log-probs beside reference
+    ones) nor entropy collapse (no entropy): findings --json lists both in not_checked with that reason and
+    the text lists them after the findings; the same steps with log-probs and reference log-probs are checked
+    for KL runaway, so it is no longer listed."""
+    plain = [sample(step, 0.1 * step, response="a b c") for step in range(1, 9) for _ in range(4)]
+    write_lines(tmp_path / "plain" / "rank0.jsonl", plain)
+    tokens = {"response_tokens": ["a", "b"], "logprobs": [-0.5, -0.4], "ref_logprobs": [-0.6, -0.4]}
+    write_lines(tmp_path / "kl" / "rank0.jsonl", [{**line, **tokens} for line in plain])
+    capsys.readouterr()
+    assert main(["findings", str(tmp_path / "plain"), "--json"]) == 0
+    skipped = {c["kind"]: c["reason"] for c in json.loads(capsys.readouterr().out)["not_checked"]}
+    assert "log-probs" in skipped["kl_runaway"] and "entropy" in skipped["entropy_collapse"]
+    assert main(["findings", str(tmp_path / "plain")]) == 0
+    text = capsys.readouterr().out
+    assert "not checked on this run" in text
+    assert any(line.split()[:1] == ["kl_runaway"] and skipped["kl_runaway"] in line for line in text.splitlines())
+    assert main(["findings", str(tmp_path / "kl"), "--json"]) == 0
+    assert "kl_runaway" not in {c["kind"] for c in json.loads(capsys.readouterr().out)["not_checked"]}

@@ -41,12 +41,12 @@ def test_script_of_a_character_is_the_first_word_of_its_name():
 def test_garbled_output_raised_at_thirty_percent_of_a_response_and_five_percent_of_a_step(tmp_path):
     """Step 3: 1 of 20 responses at exactly 30 % U+FFFD (5 % of the step: raised); step 4: one at 20 % (not
     garbled); steps 5-8: 4 of 20 with 60 % Cyrillic letters. E = steps 1-2 (no garbled), L = 7-8 (8 of 40).
-    The garbled step means 0, 0, .05, 0, .2, .2, .2, .2 against the midpoint .1: from step 3 their 5-step
-    mean is .13 (from 2, .09): onset 3."""
+    The garbled step means 0, 0, .05, 0, .2, .2, .2, .2 split best after step 4 (a = .0125, b = .2; squared
+    distance .001875 of .0722: 97 % explained), and step 4's 0 is not past a + (b - a) / 4: onset 5."""
     folder = _run(tmp_path / "soup", {3: [AT_THIRTY], 4: [BELOW], **{s: [CYRILLIC] * 4 for s in range(5, 9)}})
     (got,) = _garbled(folder)
     assert got["evidence"] == {"share_early": 0.0, "share_late": 0.2, "steps": [3, 5, 6, 7, 8]}
-    assert (got["first_step"], got["last_step"], got["severity"], got["onset_step"]) == (3, 8, "high", 3)
+    assert (got["first_step"], got["last_step"], got["severity"], got["onset_step"]) == (3, 8, "high", 5)
     # the step-3 response is line 41 (after 2 x 20), steps 5's first two are lines 81, 82
     assert got["samples"] == ["rank0.jsonl:41", "rank0.jsonl:81", "rank0.jsonl:82"]
 
@@ -67,6 +67,15 @@ def test_garbled_output_not_raised_when_the_early_window_is_garbled_already(tmp_
     """Step 1: 1 garbled response of 20 (2.5 % of the early window's 40, not under 1 %): nothing, though later
     steps are 20 % garbled."""
     assert _garbled(_run(tmp_path / "e", {1: [AT_THIRTY], **{s: [CYRILLIC] * 4 for s in range(5, 9)}})) == []
+
+
+def test_garbled_output_raised_when_it_starts_inside_the_first_quarter(tmp_path):
+    """2 of 20 responses garbled from step 2 of 8 (the first quarter is steps 1-2): the step means 0, then 0.1
+    seven times, are two levels with nothing left over, onset 2; the early window is step 1 (none garbled), so it
+    is raised (over the whole quarter 2 of 40 = 5 %, not under 1 %, it was not)."""
+    (got,) = _garbled(_run(tmp_path / "q", {s: [AT_THIRTY] * 2 for s in range(2, 9)}))
+    assert got["evidence"] == {"share_early": 0.0, "share_late": 0.1, "steps": [2, 3, 4, 5, 6, 7, 8]}
+    assert got["onset_step"] == 2
 
 
 def test_bilingual_runs_are_not_garbled(tmp_path):

@@ -176,7 +176,7 @@ def test_images_give_back_the_bytes_at_their_place(run):
 
 def test_image_marker_sits_where_the_part_was(run):
     """Each image's ``at`` points at its ``[image]`` in the turn's content, after the text before it."""
-    record = run.record(run.to_pandas().index[0])[0]
+    record = run.record_parts(run.to_pandas().index[0])[0]
     got = run.images(run.to_pandas().index[0])
     for image in got:
         content = record["messages"][image["message_index"]]["content"]

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import sample, write_lines
@@ -243,9 +244,9 @@ def test_many_small_files_are_batched_and_read_as_one_by_one(tmp_path, monkeypat
         assert (got.text_matches("response", "^r1") == alone.text_matches("response", "^r1")).all()
         assert got.text_matches("response", "^r1").sum() == 31  # r1, r10-r19, r100-r119
     row = alone.samples.index[(alone.samples["step"] == 60) & (alone.samples["reward"] == 0.25)][0]
-    assert batched.record(row)[0]["reward"] == 0.25
+    assert batched.record_parts(row)[0]["reward"] == 0.25
     row = alone.samples.index[(alone.samples["step"] == 30) & (alone.samples["reward"] == 3.0)][0]
-    assert batched.record(row)[0]["response"] == "r30"
+    assert batched.record_parts(row)[0]["response"] == "r30"
     assert batched.with_text(batched.samples.loc[[row]])["response"].tolist() == ["r30"]
 
 
@@ -359,3 +360,91 @@ def test_files_read_whole_are_dealt_to_workers(tmp_path, monkeypatch, how, shape
         assert set(got.samples["extra:trained"]) == {0.0, 1.0}
     else:
         assert [u[0] for u in got.report.unreadable] == ["completions_00007.parquet"]
+
+
+def _run_of_every_shape(run):
+    """Steps each in a file of its own (verl's ``{step}.jsonl``: whole in a range, or cut by a small one) and
+    steps spread over two rank files out of step order (cut across files and ranges): GRPO groups with and
+    without equal rewards, per-token lists, an extra in every sample and one in a single step only."""
+    rng = np.random.default_rng(52)
+    for step in range(6):
+        write_lines(run / f"{step}.jsonl", [
+            sample(step, float(rng.integers(0, 2)) if i % 16 >= 8 else 1.0, prompt=f"q{step}-{i // 8}",
+                   response=" ".join(["a", "b"] * int(rng.integers(1, 9))),
+                   logprobs=rng.normal(-1, 0.5, 4).round(6).tolist(), ref_logprobs=rng.normal(-1, 0.5, 4).round(6).tolist(),
+                   acc=float(rng.random()), **({"rare": float(rng.random())} if step == 3 else {}))
+            for i in range(48)])
+    for rank in range(2):
+        write_lines(run / f"rank{rank}.jsonl", [
+            sample(6 + (i * 7 + rank) % 5, float(rng.normal()), prompt=f"p{i % 12}", response="x y z " * (i % 4),
+                   acc=float(rng.random()))
+            for i in range(150)])
+
+
+@pytest.mark.slow
+def test_summary_and_step_table_are_the_same_bytes_at_1_2_and_4_workers(tmp_path, monkeypatch):
+    """``summary --json`` prints the same bytes, and the step table holds the same bits, whether one process
+    reads the run or 2 or 4 workers read it in ranges that cut some steps and hold others whole."""
+    from conftest import command
+
+    from rl_board.analysis.steps import dense_steps
+
+    run = tmp_path / "run"
+    _run_of_every_shape(run)
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 8000)  # 2 workers: most step files (11 KB) one range; 4: two
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 0)
+    used = []
+    real = ingest._run_in_workers
+    monkeypatch.setattr(ingest, "_run_in_workers", lambda *a: used.append((len(a[1]), a[4])) or real(*a))
+    printed, tables = {}, {}
+    for count in (1, 2, 4):
+        workers.shutdown()  # the pool of the count before
+        monkeypatch.setenv(workers.WORKERS_ENV, str(count))
+        out = command("summary", str(run), "--json", env={"RL_BOARD_CACHE_DIR": str(tmp_path / f"cache{count}")})
+        assert out.returncode == 0, out.stderr
+        printed[count] = out.stdout
+        tables[count] = dense_steps(RunSource(run, cache_root=tmp_path / f"pages{count}").refresh().steps)
+    workers.shutdown()
+    # the workers read it in more ranges than files (the command and the page, at each count)
+    assert [n for _, n in used] == [2, 2, 4, 4] and all(ranges_ > 8 for ranges_, _ in used)
+    assert printed[2] == printed[1] and printed[4] == printed[1]
+    summary = json.loads(printed[1])
+    assert [s["samples"] for s in summary["steps"]] == [48] * 6 + [60] * 5  # 300 rank lines over steps 6..10
+    assert summary["steps"][3]["extras"].keys() == {"acc", "rare"} and "rare" not in summary["steps"][2]["extras"]
+    for count in (2, 4):
+        pd.testing.assert_frame_equal(tables[count], tables[1], check_exact=True)
+
+
+def test_a_file_read_from_its_start_brings_its_head_and_tail_hashes(tmp_path, monkeypatch):
+    """A range read from a file's start hashes its first and last 64 KiB as it reads (blocks of 4 KiB here, a
+    last line without its newline): the cache entry holds the sha1s of the file's bytes and the parent reads
+    none of them again; a file with a line passed over (over the line limit) is hashed from the file, the same."""
+    import hashlib
+
+    from rl_board.store import fingerprints
+
+    run = tmp_path / "run"
+    write_lines(run / "small.jsonl", [sample(1, 1.0, response="a")])
+    write_lines(run / "long.jsonl", [sample(i % 3, float(i), response="w " * 40) for i in range(900)])
+    (run / "open.jsonl").write_bytes(b"".join(json.dumps(sample(2, float(i), response="z " * 30)).encode() + b"\n"
+                                              for i in range(700)) + json.dumps(sample(2, 9.0)).encode())
+    write_lines(run / "skipped.jsonl", [sample(1, 0.5), sample(1, 0.25, response="x" * 12_000), sample(1, 2.0)])
+    monkeypatch.setattr(ranges, "READ_CHUNK", 4096)
+    monkeypatch.setenv("RL_BOARD_MAX_LINE_MB", "0.01")  # 10,485 bytes: the 12 KB line is passed over
+    monkeypatch.setenv(workers.WORKERS_ENV, "1")
+    hashed = []
+    real = fingerprints.hash_span
+    monkeypatch.setattr(fingerprints, "hash_span", lambda path, a, b: hashed.append(path.name) or real(path, a, b))
+    loaded = RunSource(run, cache_root=tmp_path / "cache").refresh()
+    assert loaded.report.lines_bad == 1 and len(loaded.samples) == 1 + 900 + 701 + 2
+    assert set(hashed) == {"skipped.jsonl"}
+    (manifest,) = (tmp_path / "cache").glob("*/manifest.json")
+    entries = json.loads(manifest.read_text())["files"]
+    for name in ("small.jsonl", "long.jsonl", "open.jsonl", "skipped.jsonl"):
+        data = (run / name).read_bytes()
+        assert len(data) > 65536 or name in ("small.jsonl", "skipped.jsonl")
+        entry = entries[name]
+        assert entry["offset"] == len(data)
+        assert entry["head_hash"] == hashlib.sha1(data[:65536]).hexdigest(), name
+        assert entry["tail_hash"] == hashlib.sha1(data[-65536:]).hexdigest(), name

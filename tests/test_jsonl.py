@@ -127,7 +127,7 @@ def test_a_lone_surrogate_and_deep_nesting_cost_one_line_each(tmp_path):
     assert [line for _, line, _ in run.report.errors] == [3, 4]
     texts = run.with_text(run.samples)["response"].tolist()
     assert texts[1] == "bad \ufffd end"
-    assert run.record(run.samples.index[1])[0]["response"] == "bad \ufffd end"
+    assert run.record_parts(run.samples.index[1])[0]["response"] == "bad \ufffd end"
 
 
 @pytest.mark.slow

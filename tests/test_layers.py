@@ -21,8 +21,9 @@ MAY_IMPORT = {
     "derive": {"base", "readers"},
     "store": {"base", "readers", "scalars", "derive"},
     "analysis": {"base", "readers", "scalars", "derive", "store"},
-    "views": {"base", "readers", "scalars", "derive", "store", "analysis"},
-    "cli": {"base", "readers", "scalars", "derive", "store", "analysis", "demo"},
+    # the page and the commands read through one door, analysis (``analysis.provider`` for what is not a Run)
+    "views": {"base", "analysis"},
+    "cli": {"base", "analysis", "demo"},
     "writer": {"base"},
     "demo": {"base"},
 }
@@ -33,12 +34,17 @@ ABOVE_ALL = {"__init__", "__main__"}
 def _imported(path: Path, package: Path) -> set[str]:
     """The modules of ``package`` that ``path`` imports (dotted, relative to the package), wherever the
     import stands: at the top, in a function, under ``TYPE_CHECKING``. ``from X import Y`` counts as an
-    import of ``X.Y`` where that is a module of the package, else of ``X``."""
+    import of ``X.Y`` where that is a module of the package, else of ``X``. A module named in a string
+    (``importlib.import_module("rl_board.analysis.run")``, or a tuple of names imported later) is an
+    import of it too: the whole string is the dotted name of a module of the package."""
     parts = path.relative_to(package.parent).with_suffix("").parts
     here = list(parts[:-1])  # the package the file is in (for __init__.py: the folder itself)
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = _module_named(node.value, package)
+            targets = [named] if named else []
+        elif isinstance(node, ast.ImportFrom):
             base = here[:len(here) - (node.level - 1)] if node.level else []
             module = ".".join(base + ([node.module] if node.module else []))
             targets = []
@@ -55,6 +61,16 @@ def _imported(path: Path, package: Path) -> set[str]:
             if target.startswith(package.name + "."):
                 found.add(target[len(package.name) + 1:])
     return found
+
+
+def _module_named(text: str, package: Path) -> str | None:
+    """``text`` when it is the dotted name of a module or folder of ``package`` (``rl_board.store.tags``),
+    else None: a string that names a module is an import by name."""
+    if not re.fullmatch(rf"{re.escape(package.name)}(\.\w+)+", text):
+        return None
+    inner = text.split(".")[1:]
+    exists = package.joinpath(*inner).with_suffix(".py").is_file() or package.joinpath(*inner).is_dir()
+    return text if exists else None
 
 
 def _layer(dotted: str) -> str:
@@ -144,7 +160,9 @@ def test_an_upward_import_planted_in_a_copy_of_the_package_is_caught(tmp_path):
 
 
 def test_an_upward_import_is_caught(tmp_path):
-    """The check fails on an upward import, in each form: relative, absolute, inside a function, TYPE_CHECKING."""
+    """The check fails on an upward import, in each form: relative, absolute, inside a function, TYPE_CHECKING,
+    a module's name in a string (``importlib.import_module``, a tuple imported later); a docstring that
+    mentions a module, or a name that is no module (an entry point group), is none."""
     package = tmp_path / "rl_board"
     for layer in ("base", "readers", "store", "analysis"):
         (package / layer).mkdir(parents=True)
@@ -156,11 +174,16 @@ def test_an_upward_import_is_caught(tmp_path):
     (package / "readers" / "c.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import store\n")
     (package / "base" / "d.py").write_text("import rl_board.readers.good\n")
+    (package / "store" / "e.py").write_text("import importlib\ndef f():\n    importlib.import_module('rl_board.analysis.tables')\n")
+    (package / "store" / "f.py").write_text("class L:\n    MODULES = ('rl_board.analysis', 'rl_board.base')\n")
+    (package / "store" / "g.py").write_text('"""Built by rl_board.analysis.run."""\nGROUP = "rl_board.notes"\n')
     assert upward_imports(package) == [
         "base/d.py imports rl_board.readers.good",
         "readers/c.py imports rl_board.store",
         "store/a.py imports rl_board.analysis.run",
         "store/b.py imports rl_board.analysis.tables",
+        "store/e.py imports rl_board.analysis.tables",
+        "store/f.py imports rl_board.analysis",
     ]
 
 

@@ -91,7 +91,7 @@ def test_a_tree_run_is_one_run_read_by_split_with_steps_from_its_folders(tmp_pat
     evaluation = load_run(run, cache_root=tmp_path / "cache", split="eval")
     assert evaluation.split == "eval" and evaluation.files == ("rollouts/step_2/eval/samples.jsonl",)
     assert evaluation.steps.loc[2, "reward_mean"] == pytest.approx(2.0 / 3)
-    canonical, _ = evaluation.record(evaluation.samples.index[1])
+    canonical, _ = evaluation.record_parts(evaluation.samples.index[1])
     assert canonical["reward"] == 0.25
 
     again = load_run(run, cache_root=tmp_path / "cache")  # from the cache: the split keys it

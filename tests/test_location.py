@@ -84,7 +84,7 @@ def test_a_run_is_checked_against_the_roots_once_per_open(roots, monkeypatch):
             monkeypatch.setattr(module, "allowed_roots", counted)
     run = load_run(allowed / "run", cache_root=False)
     assert run.report.lines_ok == 2
-    run.record(run.samples.index[0])
+    run.record_parts(run.samples.index[0])
     assert len(calls) == 1
 
 

@@ -287,3 +287,73 @@ def test_search_filters_by_fault_as_the_command_does():
     assert found.structured_content["samples"] == expected["samples"][:3]
     assert one.structured_content["faults"] == first["faults"]
     assert all(any(f["kind"] == "tool_loop" for f in s["faults"]) for s in expected["samples"])
+
+
+def test_each_tool_takes_the_command_s_arguments_by_their_names_and_defaults():
+    """Every parameter of a tool that is a command (and the sample tool's read options, the summary's) is an
+    argument of that command by the same name and with the same default, a required one for a required
+    one; and every argument of the command is a parameter of its tool unless ``NOT_OFFERED`` says why not.
+    Only ``limit`` (the answer's bound) and the sample tool's own ``address``, ``max_tokens`` and ``max_turns``
+    are the tools' alone."""
+    from mcp.server.mcpserver import MCPServer
+
+    from rl_board.cli.mcp_server import NOT_OFFERED, POSITIONAL, build_server
+    from rl_board.cli.parser import command_parser
+
+    tools = asyncio.run(build_server(MCPServer).list_tools())
+    assert {t.name for t in tools} == {"runs", "summary", "findings", "search", "sample", "metrics", "diff"}
+    for tool in tools:
+        command = "summary" if tool.name == "sample" else tool.name
+        actions = {a.dest: a for a in command_parser(command)._actions if a.dest != "help"}
+        schema = tool.input_schema
+        own = {"limit"} | ({"address", "max_tokens", "max_turns"} if tool.name == "sample" else set())
+        for name, spec in schema["properties"].items():
+            if name in own:
+                continue
+            dest = POSITIONAL.get(name, name)
+            assert dest in actions, (tool.name, name)
+            action = actions[dest]
+            required = action.required or (not action.option_strings and action.nargs is None)
+            assert (name in schema.get("required", [])) == required, (tool.name, name)
+            if not required:
+                assert spec.get("default") == action.default, (tool.name, name, spec.get("default"), action.default)
+        offered = {POSITIONAL.get(n, n) for n in schema["properties"]}
+        # the sample tool opens one sample by its address: a per-step cap could only hide it
+        left = set(actions) - offered - set(NOT_OFFERED) - ({"max_samples_per_step"} if tool.name == "sample" else set())
+        assert left == set(), (tool.name, left)
+
+
+def test_a_command_s_arguments_are_made_as_its_parser_makes_them():
+    """``command_args`` gives a command's defaults for what is not given, puts a text or a number through the
+    argument's type ('none' turns the pad token off, a limit of 0 is refused as on the command line) and
+    refuses a name the command does not take and a value outside an argument's choices, naming the flag."""
+    from pathlib import Path
+
+    from rl_board.cli.parser import command_args
+
+    args = command_args("search", {"run_dir": "runs/a", "pad_token": "none", "limit": 3})
+    assert (args.run_dir, args.pad_token, args.eos_token, args.limit, args.field, args.json) == \
+        (Path("runs/a"), None, "auto", 3, [], True)
+    for values, flag in (({"limit": 0}, "--limit"), ({"fault": "nope"}, "--fault"), ({"min_samples": -1}, "--min-samples"),
+                         ({"colour": "red"}, "colour")):
+        command = "diff" if "min_samples" in values else "search"
+        with pytest.raises(ValueError, match=flag):
+            command_args(command, {"run_dir": "a", **values})
+@pytest.mark.slow
+def test_diff_tool_says_why_nothing_matches_and_how_far_apart(tmp_path):
+    """The diff tool on two runs with no prompt in common gives the reason with each side's first prompt; on
+    two that share one, the mean step distance (steps 1 and 3 against 10: 8)."""
+    write_lines(tmp_path / "a" / "r.jsonl", [{"step": 1, "prompt": "Add 2 and 3.", "reward": 1.0},
+                                             {"step": 3, "prompt": "Add 2 and 3.", "reward": 1.0}])
+    write_lines(tmp_path / "b" / "r.jsonl", [{"step": 1, "prompt": "Question: add 2 and 3", "reward": 0.0}])
+    write_lines(tmp_path / "c" / "r.jsonl", [{"step": 10, "prompt": "Add 2 and 3.", "reward": 0.0}])
+    _, (none, apart) = _session([("diff", {"run_a": str(tmp_path / "a"), "run_b": str(tmp_path / "b")}),
+                                 ("diff", {"run_a": str(tmp_path / "a"), "run_b": str(tmp_path / "c")})],
+                                roots=tmp_path)
+    assert not none.is_error and not apart.is_error, (none.content, apart.content)
+    assert none.structured_content["no_match"] == {
+        "why": "No prompt of A is a prompt of B, matched by their text (pads removed). A's first prompt: "
+               "'Add 2 and 3.'; B's first prompt: 'Question: add 2 and 3'.",
+        "a_first_prompt": "Add 2 and 3.", "b_first_prompt": "Question: add 2 and 3"}
+    assert apart.structured_content["step_distance"] == 8.0
+    assert apart.structured_content["prompts"][0]["step_distance"] == 8.0

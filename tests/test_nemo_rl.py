@@ -111,7 +111,7 @@ def test_tokens_prompt_and_record_come_from_the_unwrapped_line(nemo_run):
     tok = Tokenizer.from_file(str(tokenizer_path))
     loaded = load_run(run, cache_root=False)
     row = loaded.step_samples(3).iloc[2]
-    canonical, others = loaded.record(row.name)
+    canonical, others = loaded.record_parts(row.name)
     assert canonical["step"] == 3 and canonical["reward"] == 1.5
     assert others["content"][1] == " the weather tool first."
     ids, mask = canonical["token_ids"], canonical["loss_mask"]
@@ -188,7 +188,7 @@ def test_chat_template_messages_are_turns(tmp_path):
     texts = run.with_text(run.samples)
     assert texts["prompt"].tolist() == ["Use <code>.\n\nWhat is 2**10?"] * 2
     assert texts["response"].tolist() == ["The answer is 1024.", "1000"]
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert [(t["role"], t["content"]) for t in turns] == [
         ("system", "Use <code>."), ("user", "What is 2**10?"), ("assistant", "<code>2**10</code>"),
         ("environment", "<result>1024</result>"), ("assistant", "The answer is 1024.")]
@@ -202,5 +202,5 @@ def test_the_docs_turns_example_reads_as_the_docs_say(tmp_path):
     (tmp_path / "exp_001" / "train_data_step4.jsonl").write_text(block.strip() + "\n")
     run = load_run(tmp_path / "exp_001", cache_root=False)
     assert run.samples["step"].tolist() == [4] and run.samples["reward"].tolist() == [1.0]
-    assert [t["role"] for t in run.record(0)[0]["messages"]] == ["system", "user", "assistant", "environment", "assistant"]
+    assert [t["role"] for t in run.record_parts(0)[0]["messages"]] == ["system", "user", "assistant", "environment", "assistant"]
     assert run.with_text(run.samples)["prompt"].tolist() == ["Use <code>.\n\nWhat is 2**10?"]

@@ -629,3 +629,19 @@ def test_the_page_search_says_where_a_regex_stopped_and_refuses_a_large_one(tmp_
     assert not at.exception, at.exception
     assert any("Can't search with this pattern" in e.value for e in at.error)
     assert any("size 1,001" in t.value and "RL_BOARD_MAX_REGEX_SIZE" in t.value for t in at.text)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run", ["ppo_demo", "prime_rl_agent_demo"])
+def test_no_area_of_the_page_reads_the_old_samples_name(run):
+    """Every area of the page draws a PPO run and an agent run with the warning of ``run.samples`` made an
+    error: no exception and no error box (the page reads the private ``_samples``; a guard for code merged
+    later)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="run.samples is private", category=DeprecationWarning)
+        at = _load(_open(REPO / "rollout_samples", run))
+        for area in (keys.OVERVIEW, keys.BATCH, keys.EXPLORE, keys.TRAINER, keys.COMPARE, keys.DIFF):
+            _area(at, area)
+            assert not [e.value for e in at.error if "run.samples" in str(e.value)]

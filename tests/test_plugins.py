@@ -53,7 +53,7 @@ def test_an_installed_reader_reads_a_sample_again(tmp_path):
     run.mkdir()
     (run / "a.tsv").write_text("step\tprompt\tcompletion\treward\n1\t2+2?\t4\t1.0\n3\tA colour?\tblue\t0.25\n")
     code = ("import sys, rl_board\nrun = rl_board.load(sys.argv[1], cache=False)\n"
-            "last = run.samples.index[-1]\nprint(run.record(last)[0]['response'])\n")
+            "last = run.to_pandas().index[-1]\nprint(run.record(last)['response'])\n")
     got = _python(code, str(run))
     assert got.returncode == 0, got.stderr
     assert got.stdout.strip() == "blue"

@@ -153,7 +153,7 @@ def test_turns_prompt_response_and_counts(run_dir):
     assert texts["response"].tolist()[:2] == ["5", ""]
     assert run.samples["extra:num_turns"].tolist() == [2.0] * 4
     assert run.samples["extra:num_tool_calls"].tolist() == [1.0] * 4
-    canonical, others = run.record(1)
+    canonical, others = run.record_parts(1)
     turns = canonical["messages"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
     assert [t["trainable"] for t in turns] == [False, False, True, False, True]
@@ -197,7 +197,7 @@ def test_step_from_a_nested_field(run_dir, tmp_path):
     assert load_run(out, cache_root=False).samples["step"].tolist() == [5]
     run = load_run(out, cache_root=False, fields=(("step", "run.work.step"),))
     assert run.samples["step"].tolist() == [4]
-    assert run.record(0)[0]["step"] == 4
+    assert run.record_parts(0)[0]["step"] == 4
 
 
 def test_summary_has_no_turn_keys_for_runs_without_messages(tmp_path):
@@ -296,7 +296,7 @@ def test_record_carries_the_lists_and_each_turns_positions(token_run):
     from rl_board.derive.metrics import compute_sample_tokens
 
     run = load_run(token_run, cache_root=False, split="train/effective")
-    canonical, _ = run.record(0)
+    canonical, _ = run.record_parts(0)
     assert [t["num_tokens"] for t in canonical["messages"]] == [3, 2, 4, 2, 3]
     assert canonical["loss_mask"][6:9] == [True] * 3 and canonical["advantages"][12:] == [-1.0, -1.0]
     table = compute_token_table(compute_sample_tokens(canonical))
@@ -314,7 +314,7 @@ def test_a_trace_without_token_ids_has_turns_and_no_lists(run_dir, tmp_path):
     write_prime_rl(out, 1, "eval", "all", [v1_episode("r", 1, [v1_trace(nodes, {}, {})])])
     run = load_run(out, cache_root=False)
     assert run.samples["response_len"].tolist() == [-1]
-    canonical, _ = run.record(0)
+    canonical, _ = run.record_parts(0)
     assert "token_ids" not in canonical and "num_tokens" not in canonical["messages"][0]
 
 
@@ -326,7 +326,7 @@ def test_the_docs_example_reads_as_the_docs_say(tmp_path):
     write_prime_rl(tmp_path / "readme", 3, "train", "all", [episode])
     run = load_run(tmp_path / "readme", cache_root=False)
     assert run.samples["response_len"].tolist() == [3]
-    canonical, _ = run.record(0)
+    canonical, _ = run.record_parts(0)
     assert canonical["token_ids"] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert [i for i, m in enumerate(canonical["loss_mask"]) if m] == [3, 4, 7]
     assert canonical["rollout_logprobs"] == [None, None, None, -0.1, -0.4, None, None, -0.02]
@@ -362,9 +362,9 @@ def test_broken_trace_graphs_are_counted_per_file_and_named(tmp_path):
     assert "2 trace(s) with a broken node graph" in note
     assert "line 1 trace 0 (a cycle of parent pointers)" in note
     assert "line 2 trace 1 (a parent past the node list)" in note
-    looped = run.record(0)[0]["messages"]
+    looped = run.record_parts(0)[0]["messages"]
     assert [t["content"] for t in looped] == ["d"]  # the cycle a -> c -> b -> a can't be ordered
-    dangling = run.record(2)[0]["messages"]
+    dangling = run.record_parts(2)[0]["messages"]
     assert [t["content"] for t in dangling] == ["b", "c"]  # b's parent is missing: b is where it starts
 
 

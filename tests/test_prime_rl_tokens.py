@@ -136,7 +136,7 @@ def test_token_view_decodes_each_id_and_dims_the_untrained_positions(export_run)
     first_trained = line["loss_mask"].index(True)
     assert first["prompt"] == tok.decode(line["token_ids"][:first_trained], skip_special_tokens=False)
     assert first["prompt"] == "<|im_start|>What is 5 + 39?<|im_end|>"
-    canonical, others = run.record(first.name)
+    canonical, others = run.record_parts(first.name)
     assert others["env_name"] == "gsm8k"  # a text field, shown with the sample
     sample = run.sample_tokens(first.name)
     assert sample.tokens == [tok.decode([i], skip_special_tokens=False) for i in line["token_ids"]]
@@ -161,7 +161,7 @@ def test_without_a_tokenizer_ids_show_as_hash_numbers_and_the_run_says_how_to_gi
     run = load_run(out, cache_root=False)
     assert run.report.lines_ok == 12 and NO_TOKENIZER in run.report.notes
     label = run.samples.index[0]
-    ids = run.record(label)[0]["token_ids"]
+    ids = run.record_parts(label)[0]["token_ids"]
     assert run.sample_tokens(label).tokens == [f"#{i}" for i in ids]
     given = load_run(out, cache_root=False, tokenizer=moved)
     assert given.sample_tokens(label).tokens[0] != f"#{ids[0]}"
@@ -269,6 +269,6 @@ def test_a_chat_template_sequence_is_turns(tmp_path):
     samples = run.samples
     assert samples["extra:num_turns"].tolist()[0] == 2.0 and samples["extra:num_tool_calls"].tolist()[0] == 1.0
     assert math.isnan(samples["extra:num_turns"].tolist()[1])
-    turns_of = run.record(0)[0]["messages"]
+    turns_of = run.record_parts(0)[0]["messages"]
     assert [t["role"] for t in turns_of] == ["system", "user", "assistant", "tool", "assistant"]
     assert turns_of[3]["content"] == "21:04" and turns_of[2]["tool_calls"][0]["name"] == "clock"

@@ -82,7 +82,7 @@ def test_a_sample_turns_tokens_and_record(run_dir):
     timing; the compacted trace is its final branch only (two roots: the summary's)."""
     run = load_run(run_dir, cache_root=False)
     assert run.samples["step"].tolist() == [0, 0, 0, 1, 1]
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     turns = canonical["messages"]
     assert [(t["role"], t["trainable"], t["num_tokens"]) for t in turns] == [
         ("system", False, 3), ("user", False, 2), ("assistant", True, 4), ("tool", False, 2), ("assistant", True, 3)]
@@ -93,8 +93,8 @@ def test_a_sample_turns_tokens_and_record(run_dir):
     assert (canonical["step"], canonical["reward"]) == (0, 1.2)
     assert others["trace"]["task"]["answer"] == "5" and others["trace"]["id"] == "a0"
     assert others["reward/correct"] == 1.0 and others["num_tool_calls"] == 1.0
-    assert run.record(1)[0]["messages"][1]["reasoning"] == "2+3 is 6?"
-    compacted = run.record(2)[0]
+    assert run.record_parts(1)[0]["messages"][1]["reasoning"] == "2+3 is 6?"
+    compacted = run.record_parts(2)[0]
     assert [(t["role"], t["content"]) for t in compacted["messages"]] == [("user", "Summary: part 1"),
                                                                          ("assistant", "done")]
     assert compacted["token_ids"] == [23, 6, 24, 25]
@@ -129,9 +129,9 @@ def test_v0_months_stay_verifiers_v0_and_a_run_that_crossed_june_23_is_one_prime
     run = load_run(crossed, cache_root=False)
     assert (run.samples["step"].tolist(), run.samples["reward"].tolist()) == ([0, 5, 5], [0.75, 1.2, 0.0])
     assert run.samples["extra:advantage"].tolist()[0] == 0.25
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     assert (canonical["step"], canonical["messages"][-1]["content"], others["env_name"]) == (0, "4", "gsm8k")
-    assert run.record(1)[1]["trace"]["id"] == "b0"
+    assert run.record_parts(1)[1]["trace"]["id"] == "b0"
 
 
 def test_split_of_each_layout():
@@ -154,7 +154,7 @@ def test_the_docs_example_line_reads_as_the_docs_say(tmp_path):
     assert (run.split, run.samples["step"].tolist(), run.samples["reward"].tolist()) == ("train", [3], [1.2])
     assert run.samples["extra:reward/format"].tolist() == [0.2] and run.samples["response_len"].tolist() == [1]
     assert run.samples["extra:num_tool_calls"].tolist() == [0.0]
-    assert [t["num_tokens"] for t in run.record(0)[0]["messages"]] == [2, 2]
+    assert [t["num_tokens"] for t in run.record_parts(0)[0]["messages"]] == [2, 2]
 
 
 @pytest.mark.slow

@@ -35,9 +35,9 @@ def test_number_lists_give_what_orjson_gives(spaced):
     assert _column(got) == expected
 
 
-def test_a_value_equal_to_the_marker_is_still_read():
-    """The number written between lists, inside a list too: the lists' commas are counted instead."""
-    values = [[1.0, -7.25e-301], [-7.25e-301], [2.0]]
+def test_list_lengths_come_from_their_commas_whatever_the_values():
+    """Lists of one, two and no values, among them what was once the marker number written between lists."""
+    values = [[1.0, -7.25e-301], [-7.25e-301], [], [2.0]]
     raws = _raws(values)
     assert _column(rawlists.read_column(raws, "d")[0]) == values
 
@@ -60,12 +60,15 @@ def test_other_number_shapes_are_left_to_the_typed_path(values):
 
 
 def test_white_space_in_an_empty_list():
-    """Read as empty; when the lists' commas must be counted (a value equals the marker), it is left to
-    the typed path instead."""
+    """``[ ]`` among lists of numbers is left to the typed path (its one comma-less gap would count as a
+    value), and the block still reads as the fallback does."""
     raws = [msgspec.Raw(b"[ ]"), msgspec.Raw(b"[1.0]")]
-    assert _column(rawlists.read_column(raws, "d")[0]) == [[], [1.0]]
-    raws.append(msgspec.Raw(b"[-7.25e-301]"))
     assert rawlists.read_column(raws, "d")[0] is None
+    base = {"step": 1, "prompt": "p", "response": "r", "reward": 1.0}
+    lines = b'{"step": 1, "prompt": "p", "response": "r", "reward": 1.0, "logprobs": [ ]}\n' + _lines([
+        {**base, "logprobs": [-1.0, -2.0]}])
+    fast, slow, _ = _both(lines, ReadOptions("<eos>", (), "<eos>"))
+    _assert_same(fast, slow)
 
 
 TOKENS = ["▁the", "\n", '"q"', "a\\b", "é", "[", "]", ",", '","', "", " ", "\t", "\\", 'x"y', "\\\"", "😀", "\u0000"]

@@ -51,7 +51,7 @@ def test_verl_aliases_and_extras(tmp_path):
     assert texts["ground_truth"].tolist() == ["7", "7", '{"answer": 7}']
     assert run.samples["reward"].tolist() == [1.0, 0.0, 0.5]
     assert run.samples["extra:acc"].tolist()[:2] == [1.0, 0.0] and math.isnan(run.samples["extra:acc"][2])
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     assert canonical["response"] == "a1" and others == {"acc": True, "pred": "7", "num_turns": 2}
     step = build_summary(run)["steps"][0]
     assert step["extras"] == {"acc": 0.5, "num_turns": 2.0}  # (1 + 0) / 2 samples that have acc; 2 / 1
@@ -130,7 +130,7 @@ def test_trl_parquet_reward_is_the_nan_ignoring_sum_of_reward_functions(tmp_path
     assert run.samples["extra:flag"].tolist() == [1.0, 0.0, 1.0]
     assert run.samples["line"].tolist() == [1, 2, 3]
     assert run.with_text(run.samples)["response"].tolist() == ["c1", "c2", "c3"]
-    canonical, others = run.record(1)
+    canonical, others = run.record_parts(1)
     assert canonical["response"] == "c2" and others["mode"] == "train"
     step = build_summary(run)["steps"][0]
     assert step["reward_mean"] == pytest.approx((1.5 + 0.25 + 0.0) / 3)
@@ -249,7 +249,7 @@ def test_nested_field_paths_in_the_mapping(tmp_path):
     assert run.samples["step"].tolist() == [3, 4] and run.samples["reward"].tolist() == [0.5, 1.0]
     assert run.samples["extra:n"].tolist() == [1.0, 2.0]
     assert run.report.errors == (("traces.jsonl", 3, "missing 'step' (mapped from 'run.work.step')"),)
-    assert run.record(1)[0] == {"step": 4, "reward": 1.0}
+    assert run.record_parts(1)[0] == {"step": 4, "reward": 1.0}
     pq.write_table(pa.table({"meta": [{"step": 1, "r": {"s": 0.25}}], "completion": ["a"]}),
                    tmp_path / "p.parquet")
     table_run = load_run(tmp_path, cache_root=False, fields=parse_field_mapping(["step=meta.step", "reward=meta.r.s"]))

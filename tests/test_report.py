@@ -75,6 +75,38 @@ def test_samples_are_bounded_and_the_making_is_told(tmp_path):
     assert "5 → 10 (6 steps" in page  # the recap covers steps 5 to 10 (ppo_demo has every step)
 
 
+@pytest.mark.slow
+def test_report_names_the_run_by_its_folder_and_its_path_only_when_asked(tmp_path, monkeypatch):
+    """Without a flag the report holds no absolute local path (title, recap, the command at its end: the run
+    and -o shortened to .../NAME); with --full-path its title and recap name the run's absolute path."""
+    import shutil
+
+    run = tmp_path / "deep" / "exp7"
+    shutil.copytree(PPO, run)
+    page = _report(run, tmp_path / "r.html", "--samples", "0")
+    assert str(tmp_path) not in page
+    assert "<h1>rl-board report: exp7</h1>" in page and "rl-board report .../exp7 -o .../r.html --samples 0" in page
+    full = _report(run, tmp_path / "f.html", "--samples", "0", "--full-path")
+    assert f"<h1>rl-board report: {run}</h1>" in full and f"<td>{run}</td>" in full
+    monkeypatch.chdir(run)  # `report .`: the file is named after the folder, not "."
+    assert main(["report", ".", "--samples", "0"]) == 0
+    assert (run / "exp7.report.html").is_file() and "<h1>rl-board report: exp7</h1>" in (run / "exp7.report.html").read_text()
+
+
+def test_a_report_that_fails_writes_no_file(tmp_path, monkeypatch, capsys):
+    """A run of which no line loads is exit 1 with the reason, and neither -o's file nor the default one (nor
+    a partial one) is left behind."""
+    run = tmp_path / "broken"
+    run.mkdir()
+    (run / "rank0.jsonl").write_text("not json\n{also not\n")
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["report", str(run), "-o", str(tmp_path / "out.html")]) == 1
+    assert main(["report", str(run)]) == 1
+    assert "no report was written" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]
+
+
 def test_report_escapes_the_run_text(tmp_path):
     """The hostile run's markup is in the file only escaped: no tag of it, and no handler, reaches the HTML."""
     run = tmp_path / HOSTILE_FOLDER
@@ -206,7 +238,7 @@ def test_hostile_run_report_runs_no_script_in_chromium(tmp_path):
 @pytest.mark.slow
 def test_page_button_downloads_the_same_report(monkeypatch, capsys):
     """The page's download button, for the run on screen, builds the report with every finding of
-    ``findings --json``, the run's own path in its title, and the page named as its maker."""
+    ``findings --json``, the run's folder name (not its path) in its title, and the page named as its maker."""
     import streamlit as st
     from page_steps import load_run
     from streamlit.runtime.media_file_manager import MediaFileManager
@@ -229,4 +261,5 @@ def test_page_button_downloads_the_same_report(monkeypatch, capsys):
     page = built[-1]().decode("utf-8")
     kinds = [f["kind"] for f in _findings(PPO, capsys)]
     assert re.findall(r'<section class="rlb-finding [^"]*" data-kind="([^"]*)"', page) == kinds
-    assert f"<h1>rl-board report: {PPO}</h1>" in page and "report button" in page
+    assert "<h1>rl-board report: ppo_demo</h1>" in page and "report button" in page
+    assert str(PPO) not in page

@@ -34,7 +34,7 @@ def test_rllm_run(tmp_path):
     assert run.samples["extra:is_correct"].tolist() == [1.0, 1.0, 0.0]
     texts = run.with_text(run.samples)
     assert texts["response"].tolist() == ["42", "42", "42"]
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
     assert turns[2]["tool_calls"][0] == {"id": "m", "name": "python", "arguments": '{"code": "6*7"}'}
     assert turns[2]["reasoning"] == "multiply"

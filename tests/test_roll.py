@@ -71,7 +71,7 @@ def test_record_shows_turns_and_decoded_columns(tmp_path):
     """A sample's record: the turns, the Hermes call read from the content, trajectory_data decoded."""
     _dump(tmp_path / "dump", 1, [T2])
     run = load_run(tmp_path / "dump", cache_root=False)
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     turns = canonical["messages"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
     assert turns[4]["content"] == "Checking." and turns[4]["tool_calls"][0]["arguments"] == '{"tz": "UTC"}'
@@ -127,7 +127,7 @@ def test_turns_come_from_the_last_observation(tmp_path):
     assert len(json.loads(obj["messages"][0])[0]) == 4  # the writer's messages: no final tool result
     assert step_rows(summary_json(tmp_path / "dump")) == {7: (2, 1.0, 1.5, 1.0)}
     run = load_run(tmp_path / "dump", cache_root=False)
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert [t["role"] for t in turns] == ["user", "assistant", "tool", "assistant", "tool"]
     assert [t["content"] for t in turns if t["role"] == "tool"] == ["a.txt", "accepted"]
     assert [c["name"] for t in turns for c in t["tool_calls"]] == ["bash", "submit"]
@@ -141,7 +141,7 @@ def test_the_docs_last_observation_example_reads_as_the_docs_say(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "rollout_dump_data.step_6.jsonl").write_text(block.strip() + "\n", encoding="utf-8")
     assert step_rows(summary_json(tmp_path / "d")) == {6: (1, 1.0, 2.0, 2.0)}
-    turns = load_run(tmp_path / "d", cache_root=False).record(0)[0]["messages"]
+    turns = load_run(tmp_path / "d", cache_root=False).record_parts(0)[0]["messages"]
     assert [t["content"] for t in turns if t["role"] == "tool"] == ["a.txt", "accepted"]
 
 

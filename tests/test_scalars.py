@@ -145,6 +145,23 @@ def test_cli_lists_the_warnings_with_their_thresholds(tmp_path):
     assert [(w["kind"], w["step"]) for w in got["warnings"]] == [("clip fraction", 2)]
 
 
+def test_metrics_warnings_says_when_none_fired(tmp_path):
+    """With --warnings and a clip fraction under 0.3 at every step, the text ends by saying that no sign fired,
+    with the thresholds checked (the documented defaults), and --json gives warnings [] beside them; a clip
+    fraction of 0.4 prints its sign instead of that line."""
+    _trl(tmp_path / "calm", [{"step": s, "clip_ratio/region_mean": v} for s, v in ((1, 0.1), (2, 0.25), (3, 0.2))])
+    status, out, _ = _cli(tmp_path / "calm", "--warnings")
+    assert status == 0 and out.splitlines()[-1].startswith("no warning sign fired (checked: ratio_max 10, clip_max 0.3, ")
+    got = json.loads(_cli(tmp_path / "calm", "--json", "--warnings")[1])
+    assert got["warnings"] == []
+    assert got["thresholds"] == {"ratio_max": 10, "clip_max": 0.3, "spike_k": 6, "spike_window": 20, "kl_noise_k": 3,
+                                 "entropy_fraction": 0.2}
+    assert "thresholds" not in json.loads(_cli(tmp_path / "calm", "--json")[1])  # not looked for: not said
+    _trl(tmp_path / "clipped", [{"step": s, "clip_ratio/region_mean": v} for s, v in ((1, 0.1), (2, 0.4))])
+    out = _cli(tmp_path / "clipped", "--warnings")[1]
+    assert "! clip fraction" in out and "no warning sign fired" not in out
+
+
 def test_discovered_near_a_trl_completions_run(tmp_path):
     """TRL writes OUTPUT/trainer_state.json and OUTPUT/completions/*.parquet: the run finds the state."""
     from rl_board.scalars import discover, nearest_step

@@ -74,7 +74,7 @@ def test_search_matches_python_re(run, pattern, field, pad):
 def test_search_rewards_and_exit_codes(run, tmp_path):
     """A NaN reward is null; a bad pattern or path exits 2; a run with no loaded line exits 1."""
     got = json.loads(_cli("search", run, "--regex", "answer: 5", "--json", "--no-cache")[1])
-    assert got["samples"] == [{"step": 1, "file": "rank0.jsonl", "line": 1, "reward": None}]
+    assert got["samples"] == [{"address": "rank0.jsonl:1", "step": 1, "file": "rank0.jsonl", "line": 1, "reward": None}]
     assert _cli("search", run, "--regex", "(", "--json")[0] == 2
     assert _cli("search", tmp_path / "nope", "--regex", "x", "--json")[0] == 2
     write_lines(tmp_path / "bad" / "r.jsonl", ["nope"])

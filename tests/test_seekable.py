@@ -75,14 +75,14 @@ def test_a_single_sample_of_a_cached_compressed_run_is_read_from_its_copy(tmp_pa
     folder, size = _compressed_run(tmp_path / "run", codec)
     run = load_run(folder)
     first = run.samples.index[0]
-    assert run.record(first)[0]["step"] == 1
+    assert run.record_parts(first)[0]["step"] == 1
     copies = list(run.cache[0].glob(f"{PREFIX}*"))
     assert len(copies) == 1
     lines = copies[0].read_bytes().splitlines()
     assert len(lines) == LINES
     labels = list(run.samples.index[::6])
     before = _rchar()
-    got = [run.record(label) for label in labels]
+    got = [run.record_parts(label) for label in labels]
     read = _rchar() - before
     assert read < len(labels) * size / 4, (read, size)
     import json
@@ -96,5 +96,5 @@ def test_no_copy_beyond_the_cache_cap(tmp_path, monkeypatch):
     monkeypatch.setenv("RL_BOARD_CACHE_MAX", "1K")
     folder, _ = _compressed_run(tmp_path / "run", "gz")
     run = load_run(folder)
-    assert run.record(run.samples.index[-1])[0]["step"] == 8
+    assert run.record_parts(run.samples.index[-1])[0]["step"] == 8
     assert not list(run.cache[0].glob(f"{PREFIX}*"))

@@ -67,7 +67,7 @@ def test_turns_of_a_sample(tmp_path):
     observation) and assistant turns, the call and reasoning taken out."""
     run = load_run(_export(tmp_path), cache_root=False)
     assert run.splits == ("eval", "eval_only")
-    records = [run.record(i) for i in range(len(run.samples))]
+    records = [run.record_parts(i) for i in range(len(run.samples))]
     canonical, others = next(r for r in records if r[1]["data_source"] == "search/nq")
     turns = canonical["messages"]
     plain = next(r for r in records if r[1]["data_source"] == "math")[0]["messages"]

@@ -83,6 +83,19 @@ def test_without_torch_each_file_says_what_to_install(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_without_torch_a_run_says_once_what_to_install(tmp_path, monkeypatch):
+    """A slime run of three .pt files read without torch: the command says what to install once (one note on
+    stderr naming the first file and the 2 more), and its file list names the three files without repeating it."""
+    if HAS_TORCH:
+        _hide_torch(tmp_path, monkeypatch)
+    proc = subprocess.run([sys.executable, "-m", "rl_board", "summary", str(DATA / "slime_run"), "--no-cache"],
+                          capture_output=True, text=True, cwd=REPO)
+    assert (proc.stdout + proc.stderr).count(slime.INSTALL) == 1
+    assert "note: Could not read rollout_data/0.pt and 2 more files (" + slime.INSTALL in proc.stderr
+    assert "rollout_data/0.pt, rollout_data/1.pt, rollout_data/2.pt: could not be read" in proc.stdout
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is an optional extra (rl-board[torch])")
 def test_summary_with_torch(tmp_path):
     """With torch: per rollout id, samples, mean reward, assistant turns and tool calls; eval_1 is the

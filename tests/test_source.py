@@ -20,18 +20,18 @@ def test_importing_rl_board_stays_light_and_load_is_there():
 
 def test_load_gives_samples_texts_and_token_lists(tmp_path):
     """Rewards, texts and per-token log-probs are the ones written; positions after the EOS are not counted;
-    a mapping given in pandas' rename direction ({source key: field}) reads the user's key."""
+    a mapping given in the command line's direction ({field: source key}) reads the user's key."""
     import rl_board
 
     lines = [sample(1, 0.0, my_score=0.5, prompt="p1", response="a b<eos>",
                     response_tokens=["a", " b", "<eos>", "<eos>"], logprobs=[-0.1, -0.2, -0.3, -0.4]),
              sample(2, 0.0, my_score=-1.0, prompt="p2", response="c", response_tokens=["c"], logprobs=[-2.0])]
     write_lines(tmp_path / "run" / "r.jsonl", lines)
-    run = rl_board.load(tmp_path / "run", rename={"my_score": "reward"}, pad_token=None, eos_token="<eos>",
+    run = rl_board.load(tmp_path / "run", fields={"reward": "my_score"}, pad_token=None, eos_token="<eos>",
                         cache=False)
-    assert run.samples["reward"].tolist() == [0.5, -1.0]
-    assert run.with_text(run.samples)["response"].tolist() == ["a b<eos>", "c"]
-    tokens = run.token_table(run.samples.index[0])
+    assert run.to_pandas()["reward"].tolist() == [0.5, -1.0]
+    assert run.to_pandas(text=True)["response"].tolist() == ["a b<eos>", "c"]
+    tokens = run.token_table("r.jsonl:1")
     assert tokens["token"].tolist() == ["a", " b", "<eos>", "<eos>"]
     assert tokens["logprobs"].tolist() == [-0.1, -0.2, -0.3, -0.4]
     assert tokens["counted"].tolist() == [True, True, True, False]  # the EOS counts, nothing after it
@@ -46,4 +46,4 @@ def test_load_refuses_what_it_cant_use(tmp_path):
     with pytest.raises(TypeError):
         rl_board.load(tmp_path, pad="x")
     with pytest.raises(FieldMappingError, match="is not a field the board knows"):
-        rl_board.load(tmp_path, rename={"x": "rewardz"})
+        rl_board.load(tmp_path, fields={"rewardz": "x"})

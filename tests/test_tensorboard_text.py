@@ -49,10 +49,10 @@ def test_openrlhf_text_samples_one_per_step(tmp_path):
     texts = run.with_text(run.samples)
     assert texts["response"].tolist() == ["It is 21:04.", "7 — sieben"]
     assert texts["prompt"].tolist() == ["You can call tools.\n\nTime in Tokyo?", "3+3?"]
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
     assert turns[2]["tool_calls"][0]["name"] == "clock" and turns[3]["content"] == "21:04"
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     assert others["tag"] == "train/generated_samples" and canonical["reward"] == 1.0
     assert [v for _, v in load_scalars(discover(run_dir)).series["train/policy_loss"]] == [0.5, 0.25]
 

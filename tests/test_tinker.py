@@ -62,7 +62,7 @@ def test_record_names_the_logtree_and_shows_logs(tmp_path):
     """A trajectory's record: one assistant turn per call holding its logs as text; the iteration's
     logtree files named, not parsed."""
     run = load_run(_log_path(tmp_path), cache_root=False)
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     assert [t["content"] for t in canonical["messages"]] == ["question: ¿2+2?"]
     assert others["logtree"] == ["iteration_000000/train.html", "iteration_000000/train_logtree.json"]
 
@@ -122,7 +122,7 @@ def test_tool_calls_and_results_from_the_step_logs(tmp_path):
     assert got["steps"][0]["tool_calls"] == {"search": 1, "clock": 1}
     assert got["steps"][0]["extras"]["trajectory_metrics.num_tool_calls"] == pytest.approx(4.0)  # (7 + 1) / 2
     run = load_run(log, cache_root=False)
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     turns = canonical["messages"]
     assert [(t["role"], t["content"]) for t in turns] == [
         ("assistant", "Let me look."), ("tool", '{"results": ["sunny"]}'), ("tool", "21:04"),
@@ -131,7 +131,7 @@ def test_tool_calls_and_results_from_the_step_logs(tmp_path):
         ("search", '{"query": "weather"}'), ("clock", '{"tz": "UTC"}')]
     assert run.with_text(run.samples)["response"].tolist() == ["Sunny, at 21:04.", "Sunny, at 21:04."]
     assert others["steps"][0]["logs"] == {}
-    assert run.record(1)[1]["steps"][0]["logs"] == {"parse_errors": "bad JSON"}
+    assert run.record_parts(1)[1]["steps"][0]["logs"] == {"parse_errors": "bad JSON"}
 
 
 @pytest.mark.slow

@@ -41,7 +41,7 @@ def test_trackio_database(tmp_path):
     assert run.samples["extra:group_id"].tolist()[:2] == [7.0, 7.0]
     texts = run.with_text(run.samples)
     assert texts["prompt"][0] == "Summarise this page\n[image]" and texts["response"].tolist() == ["A page.", "", "B"]
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert turns[1]["tool_calls"] == [{"id": "c", "name": "fetch", "arguments": '{"url": "x"}'}]
     assert turns[2]["content"] == "<h1>Ünïcode</h1>"
     steps = build_summary(run)["steps"]

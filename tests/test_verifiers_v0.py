@@ -24,8 +24,8 @@ PROMPT = [{"role": "system", "content": "Think, then answer."}, {"role": "user",
 
 
 def test_v0_results(tmp_path):
-    """Two rollouts at step 0; tool calls written as JSON text are read; metrics are extras, the
-    example id is not; a broken line is named and the others load."""
+    """Two rollouts at step 0; tool calls written as JSON text are read; metrics are extras, and so is
+    the example id (``diff --by id`` matches on it); a broken line is named and the others load."""
     completion = [{"role": "assistant", "content": "", "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "calc", "arguments": '{"x": "2+2"}'}}]},
         {"role": "tool", "tool_call_id": "a", "content": "4"}, {"role": "assistant", "content": "4 ✓"}]
@@ -41,12 +41,13 @@ def test_v0_results(tmp_path):
     assert run.samples["step"].tolist() == [0, 0]
     assert run.samples["reward"].tolist() == [1.0, 0.0]
     assert run.samples["extra:correct"].tolist() == [1.0, 0.0]
-    assert "extra:example_id" not in run.samples and run.samples["extra:is_truncated"].tolist() == [0.0, 0.0]
+    assert run.samples["extra:example_id"].tolist() == [0.0, 0.0]
+    assert run.samples["extra:is_truncated"].tolist() == [0.0, 0.0]
     assert [e[1] for e in run.report.errors] == [3]
     texts = run.with_text(run.samples)
     assert texts["prompt"][0] == "Think, then answer.\n\n2+2?" and texts["response"].tolist() == ["4 ✓", ""]
     assert texts["ground_truth"].tolist() == ["4", "4"]
-    turns = run.record(0)[0]["messages"]
+    turns = run.record_parts(0)[0]["messages"]
     assert turns[2]["tool_calls"] == [{"id": "a", "name": "calc", "arguments": '{"x": "2+2"}'}]
     step = build_summary(run)["steps"][0]
     assert (step["samples"], step["reward_mean"], step["turns_mean"], step["tool_calls_mean"], step["tool_calls"]) == (
@@ -109,7 +110,7 @@ def test_checkpoint_evals_summary_per_step(tmp_path):
     other = _cli("summary", str(evals), "--json", "--no-cache", "--split", "math500")
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in other["steps"]] == [(20, 2, 0.75)]
     run = load_run(evals, cache_root=False)
-    canonical, _ = run.record(run.samples.index[run.samples["step"] == 20][1])  # the tool call, rewarded 1
+    canonical, _ = run.record_parts(run.samples.index[run.samples["step"] == 20][1])  # the tool call, rewarded 1
     assert canonical["step"] == 20 and canonical["messages"][-1]["content"] == "4 ✓"  # written as \\u2713
     assert canonical["messages"][2]["tool_calls"] == [{"id": "c1", "name": "calc", "arguments": '{"e": "2/2+3"}'}]
 
@@ -120,7 +121,7 @@ def test_one_checkpoint_eval_opened_alone_keeps_its_step(tmp_path):
     evals = _checkpoint_evals(tmp_path / "run_default")
     run = load_run(evals / "step_10" / "gsm8k", cache_root=False)
     assert set(run.samples["step"]) == {10} and run.samples["reward"].tolist() == GSM8K[10]
-    assert run.record(run.samples.index[0])[0]["step"] == 10
+    assert run.record_parts(run.samples.index[0])[0]["step"] == 10
 
 
 def test_plain_evals_without_a_step_stay_separate_runs_at_step_0(tmp_path):
@@ -177,7 +178,7 @@ def test_prime_rl_rollouts_folder_is_one_run(tmp_path):
     loaded = load_run(out, cache_root=False)
     assert loaded.split == "train" and loaded.samples["extra:advantage"].tolist()[:4] == [0.5, -0.5, 0.0, 0.0]
     assert loaded.samples["extra:policy_version"].tolist() == [0.0] * 4 + [1.0] * 4
-    assert loaded.record(loaded.samples.index[-1])[0]["step"] == 2
+    assert loaded.record_parts(loaded.samples.index[-1])[0]["step"] == 2
     alone = load_run(out / "rollouts", cache_root=False, split="eval/math500")  # its rollouts/ opens alike
     assert alone.samples["step"].tolist() == [2] and alone.samples["reward"].tolist() == [0.5]
 
@@ -201,9 +202,13 @@ def test_split_and_step_of_each_layout():
     """A plain eval's results.jsonl has neither; an evals/ tree's is its environment and step folder;
     prime-rl's rollouts files give train, eval (April) or eval/ENV (June on), compressed too."""
     names = ("results.jsonl", "step_3/gsm8k/results.jsonl", "rollouts/step_3/train_rollouts.jsonl",
-             "rollouts/step_4/eval_rollouts.jsonl", "step_5/eval_rollouts_math-500.jsonl.gz", "abc/results.jsonl")
-    assert [verifiers_v0.split_of(n) for n in names] == [None, "gsm8k", "train", "eval", "eval/math-500", None]
-    assert [verifiers_v0.step_of(n) for n in names] == [None, 3, 3, 4, 5, None]
+             "rollouts/step_4/eval_rollouts.jsonl", "step_5/eval_rollouts_math-500.jsonl.gz", "abc/results.jsonl",
+             "gsm8k--Qwen--Qwen3-0.6B-step50/1a2b/results.jsonl", "gsm8k--ckpts--checkpoint-500/9f/results.jsonl",
+             "gsm8k--out--global_step_7/u/results.jsonl", "gsm8k--m/1234/results.jsonl")
+    assert [verifiers_v0.split_of(n) for n in names] == [
+        None, "gsm8k", "train", "eval", "eval/math-500", None, "gsm8k--Qwen--Qwen3-0.6B", "gsm8k--ckpts",
+        "gsm8k--out", "gsm8k--m"]
+    assert [verifiers_v0.step_of(n) for n in names] == [None, 3, 3, 4, 5, None, 50, 500, 7, None]
 
 
 def test_a_first_line_over_a_mebibyte_is_still_verifiers(tmp_path):
@@ -216,3 +221,43 @@ def test_a_first_line_over_a_mebibyte_is_still_verifiers(tmp_path):
     assert len(path.read_bytes().split(b"\n", 1)[0]) > 1 << 20
     assert detect(path.parent) is verifiers_v0
     assert len(load_run(path.parent, cache_root=False).samples) == 2
+
+
+#: Each checkpoint's rewards of examples 0, 1 and 2 (one rollout each); examples 0 and 1 ask the same question.
+CHECKPOINTS = {50: [0.0, 1.0, 0.0], 100: [1.0, 1.0, 0.0]}
+
+
+def _checkpoint_named_evals(evals):
+    """``vf-eval -s`` of two checkpoints served under their own names (``Qwen/Qwen3-0.6B-step50``, ``…-step100``):
+    one folder each, as verifiers' ``get_results_path`` (verifiers/utils/path_utils.py) names it:
+    ``outputs/evals/{env_id}--{model.replace('/', '--')}/{str(uuid.uuid4())[:8]}``."""
+    for step, rewards in CHECKPOINTS.items():
+        prompts = [PROMPT, PROMPT, [{"role": "user", "content": "3+3?"}]]
+        run_id = {50: "3f2a9c1e", 100: "b7d04e6a"}[step]  # two uuid4()[:8]
+        write_v0(evals / f"gsm8k--{'Qwen/Qwen3-0.6B-step' + str(step)}".replace("/", "--") / run_id,
+                 [v0_output(k, prompts[k], [{"role": "assistant", "content": "4"}], r, {"correct": r})
+                  for k, r in enumerate(rewards)])
+    return evals
+
+
+def test_checkpoint_named_evals_are_one_run_with_steps_and_diff_by_example_id(tmp_path):
+    """Evals written as one ``{env}--{model}-stepN`` folder per checkpoint: the evals folder is one run
+    (split gsm8k--Qwen--Qwen3-0.6B, steps 50 and 100); diff --by id of step 50 against 100 matches on
+    ``example_id``: 3 examples (by prompt, 2: examples 0 and 1 share their text), example 0 up by 1."""
+    from rl_board.analysis.diff import compute_diff
+
+    evals = _checkpoint_named_evals(tmp_path / "outputs" / "evals")
+    found = discover_runs(tmp_path, cache_root=tmp_path / "cache")
+    assert found.names() == ["outputs/evals"] and not found.unclaimed
+    assert (found.runs[0].format, found.runs[0].splits, found.runs[0].steps) == (
+        "verifiers-v0", ("gsm8k--Qwen--Qwen3-0.6B",), 2)
+    run = load_run(evals, cache_root=False)
+    assert run.samples["step"].tolist() == [50] * 3 + [100] * 3
+    assert run.samples["reward"].tolist() == CHECKPOINTS[50] + CHECKPOINTS[100]
+    by_id = compute_diff(run, run, (50, 50), (100, 100), by="id")
+    assert (by_id.key_a, by_id.matched) == ("example_id", 3)
+    assert by_id.table["delta"].tolist() == [0.0, 0.0, 1.0]  # examples 2 and 1 the same, then 0 (ties by text)
+    assert by_id.table.index.tolist() == [2.0, 1.0, 0.0]
+    assert compute_diff(run, run, (50, 50), (100, 100)).matched == 2
+    alone = load_run(evals / "gsm8k--Qwen--Qwen3-0.6B-step100" / "b7d04e6a", cache_root=False)
+    assert alone.samples["step"].tolist() == [100] * 3 and alone.record_parts(alone.samples.index[0])[0]["step"] == 100

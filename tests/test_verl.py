@@ -70,7 +70,7 @@ def test_sample_turns_and_record(tmp_path):
     turns, then assistant, tool and assistant turns with the call's arguments and the reasoning taken out."""
     run = load_run(_experiment(tmp_path), cache_root=False)
     assert run.splits == ("train", "validation")
-    canonical, others = run.record(0)
+    canonical, others = run.record_parts(0)
     turns = canonical["messages"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
     assert turns[0]["content"] == "You are a helpful assistant." and turns[1]["content"] == "Q1.0"
@@ -185,7 +185,7 @@ def test_record_of_a_llama3_run_uses_the_template_too(tmp_path):
     for folder, step in (("rollout_data", 1), ("val_data", 0)):
         verl_dump(exp / folder, step, ["user\n\nQ"], [output], ["x"], [1.0], {})
     (exp / "tokenizer_config.json").write_text(json.dumps({"chat_template": LLAMA3_TEMPLATE}))
-    canonical, _ = load_run(exp, cache_root=False).record(0)
+    canonical, _ = load_run(exp, cache_root=False).record_parts(0)
     assert [t["role"] for t in canonical["messages"]] == ["user", "assistant", "tool", "assistant"]
 
 

@@ -35,7 +35,7 @@ def test_trl_vlm_parquet_is_read_as_conversations():
     assert frame.loc["completions_00001.parquet:2", "response"] == "The left one."
     assert frame.loc["completions_00001.parquet:3", "prompt"] == "What is 2+2?"
     assert list(frame["extra:num_turns"]) == [1.0] * 6
-    canonical, _ = run.record("completions_00002.parquet:1")
+    canonical, _ = run.record_parts("completions_00002.parquet:1")
     assert [t["role"] for t in canonical["messages"]] == ["user", "assistant"]
     assert canonical["messages"][1]["content"] == "They are the same."
     assert all("{" not in text for text in frame["prompt"])  # no JSON of the messages
@@ -169,7 +169,7 @@ def test_verifiers_eval_traces_open_as_one_evaluation(tmp_path):
     assert list(frame.index) == ["traces.jsonl:1", "traces.jsonl:2"]
     assert list(frame["step"]) == [0, 0] and list(frame["reward"]) == [1.0, 0.0]
     assert not run.report.errors and run.report.lines_bad == 0
-    canonical, _ = run.record("traces.jsonl:1")
+    canonical, _ = run.record_parts("traces.jsonl:1")
     assert [t["role"] for t in canonical["messages"]] == ["user", "assistant", "tool", "assistant"]
     assert canonical["messages"][2]["content"] == "[image]"
     assert canonical["messages"][0]["content"] == "What is on screen?\n[image]"
@@ -261,7 +261,7 @@ def test_a_verl_dump_that_kept_special_tokens_counts_one_image_per_vision_run(tm
     frame = run.to_pandas()
     assert list(frame[PLACEHOLDERS]) == [1.0, 2.0, 0.0] * 2  # the train split: steps 1 and 2
     assert any("image_placeholders" in n and "does not save images" in n for n in run.report.notes)
-    _, others = run.record(frame.index[1])
+    _, others = run.record_parts(frame.index[1])
     assert others["image_placeholders"] == 2
 
 
@@ -429,7 +429,7 @@ def test_the_trl_page_example_has_two_placeholders(tmp_path):
     assert list(frame["step"]) == [1] and list(frame["reward"]) == [0.0]
     assert list(frame[PLACEHOLDERS]) == [2.0]
     assert frame["response"].iloc[0] == "The left one."
-    canonical, _ = run.record(frame.index[0])
+    canonical, _ = run.record_parts(frame.index[0])
     assert [t["role"] for t in canonical["messages"]] == ["user", "assistant"]
 
 
@@ -459,7 +459,7 @@ def test_a_kept_vision_run_is_one_image_mark_in_the_turns(tmp_path):
     """In a dump that kept the special tokens, the user turn shows each vision run as [image] before its text
     (two for the second geo3k prompt), not its pad tokens."""
     run = load_run(_geo3k(tmp_path, skip_special_tokens=False))
-    canonical, _ = run.record(run.to_pandas().index[1])
+    canonical, _ = run.record_parts(run.to_pandas().index[1])
     user = [t for t in canonical["messages"] if t["role"] == "user"]
     assert [t["content"] for t in user] == ["[image][image]Which angle is larger?"]
     assert "<|image_pad|>" not in "".join(t["content"] for t in canonical["messages"])

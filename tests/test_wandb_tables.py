@@ -73,7 +73,7 @@ def test_the_wandb_folder_lists_its_runs(tmp_path):
 def test_record_is_the_row(tmp_path, split):
     """A sample's source record is its row as {column: value} with wandb's step."""
     run = load_run(_openrlhf(tmp_path), cache_root=False, split=split)
-    canonical, others = run.record(3)
+    canonical, others = run.record_parts(3)
     assert canonical["step"] == 4 and canonical["reward"] == 1.0 and others["wandb_step"] == 6
 
 
@@ -100,7 +100,7 @@ def test_verl_wide_generation_table_is_one_sample_per_number(tmp_path):
     got, _ = summary_and_notes(run.dir)
     assert [(s["step"], s["samples"], s["reward_mean"]) for s in got["steps"]] == [(0, 3, 0.5), (10, 3, 1.0)]
     loaded = load_run(run.dir, cache_root=False)
-    canonical, _ = loaded.record(4)
+    canonical, _ = loaded.record_parts(4)
     assert canonical["prompt"] == "q2" and canonical["response"] == "b2" and canonical["step"] == 10
     # a row of three samples: each its own address, #K the number's group from 0
     sources = loaded.with_text(loaded.samples)["source"].tolist()
@@ -128,7 +128,7 @@ def test_openrlhf_whole_sequences_are_turns(tmp_path):
     texts = loaded.with_text(loaded.samples)
     assert texts["prompt"].tolist() == ["You can call tools.\n\nTime in Tokyo?", "2+2?"]
     assert texts["response"].tolist() == ["It is 21:04.", "4"]
-    turns = loaded.record(0)[0]["messages"]
+    turns = loaded.record_parts(0)[0]["messages"]
     assert [t["role"] for t in turns] == ["system", "user", "assistant", "tool", "assistant"]
 
 

@@ -17,8 +17,8 @@ from ..base.defaults import (
     SAMPLE_TURNS,
 )
 from ..base.images import thumbnail
+from .records import sample_faults
 from .run import Run
-from .search import sample_faults
 from .tables import compute_token_table
 
 #: The per-token numbers given, as the page's token table names them.
@@ -31,15 +31,21 @@ class AddressError(ValueError):
 
 
 def find_sample(run: Run, address: str):
-    """The row label in ``run.samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it)."""
-    name, _, line = address.rpartition(":")
-    samples = run.samples
-    if name in run.files and line.isdigit():
-        hit = samples.index[(samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == int(line))]
+    """The row label in ``run._samples`` of the sample at ``address`` (``FILE:LINE``, FILE as the run names it,
+    or ``FILE:LINE#K`` for the K-th of a line's samples: ``fields.address``, as findings and search give it)."""
+    name, line, position = F.parse_address(address) or ("", -1, -1)
+    samples = run._samples
+    if name in run.files:
+        at = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
+        if F.POSITION in samples:
+            at &= samples[F.POSITION] == position if position >= 0 else samples[F.POSITION] <= 0
+        elif position > 0:
+            at &= False
+        hit = samples.index[at]
         if len(hit):
             return hit[0]
-    raise AddressError(f"no sample {address} in {run.path} (FILE:LINE, FILE as the run names it, as findings "
-                       "and search print it)")
+    raise AddressError(f"no sample {address} in {run.path} (FILE:LINE, or FILE:LINE#K for the K-th of a line's "
+                       "samples; FILE as the run names it, as findings and search give it)")
 
 
 def _number(value):
@@ -60,7 +66,9 @@ def _text(value, cut: list[str], name: str):
 
 
 def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turns: int = SAMPLE_TURNS) -> dict:
-    """The sample ``label`` of ``run``: ``address``, ``step``, ``reward`` and its other numbers (null where
+    """The sample ``label`` of ``run``: ``address`` (``fields.address``: ``FILE:LINE``, ``#K`` for the K-th of a
+    line's samples), ``file``, ``line`` and ``position`` (K, only for such a sample), as a search hit gives
+    them, ``step``, ``reward`` and its other numbers (null where
     absent or not finite), ``prompt``/``response``/``ref_response``/``ground_truth``, ``turns`` (its first
     ``max_turns`` turns, at most ``MAX_SAMPLE_TURNS``: role, content, tool calls; [] when it has none),
     ``n_turns`` (all of its turns) and ``turns_left_out`` (those not given), ``faults`` (its turn faults,
@@ -70,10 +78,10 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
     ``images``: each image of its turns (``turn``, 0-based; ``mime``, ``width``, ``height``, ``bytes``,
     ``url``, ``note`` as ``Run.images`` gives them, and ``attached``: whether ``build_sample_images`` gives it
     as a picture)."""
-    row = run.samples.loc[label]
+    row = run._samples.loc[label]
     cut: list[str] = []
-    texts = run.with_text(run.samples.loc[[label]]).iloc[0]
-    canonical, _ = run.record(label)
+    texts = run.with_text(run._samples.loc[[label]]).iloc[0]
+    canonical, _ = run.record_parts(label)
     every = canonical.get(F.MESSAGES) or []
     turns = []
     for i, turn in enumerate(every[:max(0, min(max_turns, MAX_SAMPLE_TURNS))]):
@@ -94,7 +102,11 @@ def build_sample_json(run: Run, label, max_tokens: int = SAMPLE_TOKENS, max_turn
               for im in run.images_of(canonical)]
     for item in [im for im in images if im["note"] is None][:SAMPLE_IMAGES]:
         item["attached"] = True
-    return {"address": f"{run.files[int(row[F.FILE])]}:{int(row[F.LINE])}", "step": int(row[F.STEP]), **numbers,
+    position = int(row[F.POSITION]) if F.POSITION in row.index else -1
+    where = {"address": F.address(run.files[int(row[F.FILE])], int(row[F.LINE]), position),
+             "file": run.files[int(row[F.FILE])], "line": int(row[F.LINE]),
+             **({"position": position} if position >= 0 else {})}
+    return {**where, "step": int(row[F.STEP]), **numbers,
             **{name: _text(texts.get(name), cut, name) for name in F.TEXT_FIELDS},
             "turns": turns, "n_turns": len(every), "turns_left_out": len(every) - len(turns),
             "faults": [f.as_json() for f in sample_faults(every, _number(row.get(F.extra_column("images_dropped_at"))))],

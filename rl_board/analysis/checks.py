@@ -57,7 +57,7 @@ def _without_eos(samples: pd.DataFrame, eos_token: str | None) -> int:
 
 
 def compute_data_checks(samples: pd.DataFrame, files: tuple[str, ...], eos_token: str | None = None) -> list[DataCheck]:
-    """The checks that found something in ``samples`` (rows of ``Run.samples``; ``files`` names their
+    """The checks that found something in ``samples`` (rows of ``Run._samples``; ``files`` names their
     ``file`` index; ``eos_token`` the run's EOS), each with a message naming the list, the count and the
     first sample."""
     found = []

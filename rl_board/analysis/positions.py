@@ -49,7 +49,7 @@ def compute_position_profile(samples: list[SampleTokens], estimator: str = "k3",
 
 def compute_reward_by_length(samples: pd.DataFrame, buckets: int = LENGTH_BUCKETS) -> tuple[pd.DataFrame, str]:
     """(one row per non-empty response-length bucket of ``samples`` (one step's rows of
-    ``Run.samples``), the unit). Length is the counted tokens (``response_len``) when any sample has
+    ``Run._samples``), the unit). Length is the counted tokens (``response_len``) when any sample has
     them, else the response's characters (pads removed). The range [min, max] of the lengths is cut
     into ``buckets`` buckets of equal integer width w = ceil((max − min + 1) / buckets): bucket k holds
     lengths min + k·w … min + (k+1)·w − 1. Columns: ``low``, ``high`` (the bucket's lengths),

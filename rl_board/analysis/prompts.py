@@ -35,7 +35,7 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
     indexed by ``prompt_key``, columns ``prompt`` (its text), ``samples`` and ``steps`` (how many of each
     it has in the run); ``attrs["note"]`` says where the pattern's search stopped when it ran out of time
     (``RegexScan.note``), else None. Raises ``ValueError`` for a pattern RE2 refuses or one too large."""
-    samples = run.samples
+    samples = run._samples
     keys = samples["prompt_key"]
     scan = run.text_search("prompt", pattern, pad_token)
     hit = scan.found.copy()
@@ -61,7 +61,7 @@ def compute_prompt_choices(run, pattern: str, pad_token: str | None = None,
 
 def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: str | None = None,
                            tagged: dict | None = None) -> pd.DataFrame:
-    """Every sample whose prompt is ``key`` (a ``prompt_key``) in each of ``runs`` (name -> ``Run``, read
+    """Every sample whose prompt is ``key`` (a ``prompt_key``, or a list of them) in each of ``runs`` (name -> ``Run``, read
     with the same pad token), in the order of ``runs``, then step, file, line. One row each: ``run``,
     ``label`` (in that run's ``samples``), ``step``, ``source`` (``FILE:LINE``), ``reward``, ``kl`` (the
     per-sample mean by ``estimator``, NaN without log-probabilities), ``response_len`` (counted tokens,
@@ -70,7 +70,8 @@ def compute_prompt_samples(runs: dict, key, estimator: str = "k3", pad_token: st
     parts = []
     kl = f"{KL_PREFIX[estimator]}_mean"
     for name, run in runs.items():
-        rows = run.samples[run.samples["prompt_key"] == key]
+        rows = run._samples[run._samples["prompt_key"].isin(key) if isinstance(key, list)
+                            else run._samples["prompt_key"] == key]
         if rows.empty:
             continue
         texts = run.with_text(rows)

@@ -1,20 +1,21 @@
 """The run as a notebook reads it: one row per sample, named by its address, with the sample's logged
-fields and the metrics computed from it, and none of the bookkeeping ``Run.samples`` keeps for the page
+fields and the metrics computed from it, and none of the bookkeeping ``Run._samples`` keeps for the page
 (where a sample lies in its file and segment, the partial sums the per-step statistics pool).
 
-``PublicTable`` is one of ``Run``'s parts; it reads ``samples`` and ``files`` of the run.
+``PublicTable`` is one of ``Run``'s parts; it reads ``_samples`` and ``files`` of the run.
 
 - ``sample_id``: ``FILE:LINE``, the sample's file (its name in the run) and its 1-based line (row, for a
   table file), as findings' evidence, links and tags name a sample. It stays the same while the log
-  grows, across refreshes and read settings, where ``samples``' row labels are positions.
+  grows, across refreshes and read settings, where ``_samples``' row labels are positions.
 - ``to_pandas()``: the public frame, indexed by ``sample_id``; ``to_arrow()``: the same as an Arrow
   table with ``sample_id`` as its first column.
-- ``label_of(sample_id)``: the row label of ``samples`` (what ``record`` and ``token_table`` take; they
-  take a ``sample_id`` too).
+- ``label_of(sample_id)``: the row label of ``_samples`` (what ``record_parts`` and ``token_table`` take;
+  they take a ``sample_id`` too).
 """
 
 from __future__ import annotations
 
+import json
 from functools import cached_property
 
 import pandas as pd
@@ -22,7 +23,7 @@ import pyarrow as pa
 
 from ..base import fields as F
 
-#: the columns of ``samples`` a person reads, in this order (those a run has), then its extra fields
+#: the columns of ``_samples`` a person reads, in this order (those a run has), then its extra fields
 #: (``extra:NAME``): the logged scalars, and per-sample metrics (see docs/numbers.md)
 PUBLIC_COLUMNS = (
     F.STEP, F.REWARD, *F.SCALAR_FIELDS, "reward_gap",
@@ -48,24 +49,27 @@ def _fault_lists(frame: pd.DataFrame) -> list:
 class PublicTable:
     """The public frame of a ``Run`` and the sample ids that index it."""
 
+    def __init__(self, run):
+        self.run = run  # the Run whose part this is
+
     def public_columns(self) -> list[str]:
-        """The columns of ``samples`` that ``to_pandas`` keeps."""
-        present = set(self.samples.columns)
-        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self.samples.columns))
+        """The columns of ``_samples`` that ``to_pandas`` keeps."""
+        present = set(self.run._samples.columns)
+        return [c for c in PUBLIC_COLUMNS if c in present] + list(F.extra_columns(self.run._samples.columns))
 
     def sample_ids(self, frame: pd.DataFrame | None = None) -> pd.Index:
-        """``FILE:LINE`` of each row of ``frame`` (rows of ``samples``; default all of them)."""
-        frame = self.samples if frame is None else frame
-        names = pd.Series(self.files, dtype=object)
-        files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.files) else frame[F.FILE]
+        """``FILE:LINE`` of each row of ``frame`` (rows of ``_samples``; default all of them)."""
+        frame = self.run._samples if frame is None else frame
+        names = pd.Series(self.run.files, dtype=object)
+        files = names.reindex(frame[F.FILE].to_numpy()).to_numpy() if len(self.run.files) else frame[F.FILE]
         return pd.Index([f"{name}:{line}" for name, line in zip(files, frame[F.LINE].tolist())], name=SAMPLE_ID)
 
     @cached_property
     def _labels_by_id(self) -> dict[str, object]:
-        return dict(zip(self.sample_ids(), self.samples.index))
+        return dict(zip(self.sample_ids(), self.run._samples.index))
 
     def label_of(self, key):
-        """The row label in ``samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
+        """The row label in ``_samples`` of ``key``: a ``sample_id`` (``FILE:LINE``), or a label already.
         ``KeyError`` naming it when the run has no such sample."""
         if not isinstance(key, str):
             return key
@@ -82,16 +86,16 @@ class PublicTable:
         (read from the segments), then one column per text field (``text_fields``: a judge's rationale, named as
         the source names it), each read again from the source byte for byte (None where a sample lacks it).
         ``sample_faults`` names each fault's turn."""
-        frame = self.samples
+        frame = self.run._samples
         if text:
-            frame = self.with_text(frame)
+            frame = self.run.with_text(frame)
         columns = self.public_columns() + ([c for c in F.TEXT_FIELDS if c in frame] if text else [])
         out = frame[columns].copy()
         if "has_messages" in frame and frame["has_messages"].any():
             out.insert(len(self.public_columns()), FAULTS, _fault_lists(frame))
         if text:
-            names = [n for n in self.text_fields() if n not in out]  # one named like a column of ours: that stays
-            for name, values in (self.text_columns(frame.index, names) if names else {}).items():
+            names = [n for n in self.run.text_fields() if n not in out]  # one named like a column of ours: that stays
+            for name, values in (self.run.text_columns(frame.index, names) if names else {}).items():
                 out[name] = pd.Series(values, index=out.index, dtype=object)
         out.index = self.sample_ids(frame)
         return out
@@ -99,10 +103,21 @@ class PublicTable:
     def sample_faults(self, key) -> list[dict]:
         """One sample's turn faults (``key``: a ``sample_id`` or a row label) as ``{"kind", "message_index",
         "assistant_turn"}``, found in its turns read again from its source (``derive.faults``)."""
-        from .search import compute_faults
+        from .records import compute_faults
 
         label = self.label_of(key)
-        return compute_faults(self, self.samples.loc[[label]])[0]
+        return compute_faults(self.run, self.run._samples.loc[[label]])[0]
+
+    def findings(self) -> dict:
+        """What ``rl-board findings --json`` prints for this run, the same dict: ``settings`` (``read_settings``:
+        how the run was read) and ``findings`` (``Findings.to_json(full=True)``: each finding's ``kind``,
+        ``first_step``, ``last_step``, ``evidence``, ``samples`` by ``sample_id``, ``severity`` and, where it has
+        one, ``onset_step``), ranked, and ``not_checked`` (``findings.build_findings_json``)."""
+        from .findings import build_findings_json, get_findings
+        from .source import read_settings
+
+        found = build_findings_json(get_findings(self.run), read_settings(self.run, self.run.max_per_step))
+        return json.loads(json.dumps(found, allow_nan=False))  # the printed JSON's types: lists, not tuples
 
     def to_arrow(self, text: bool = False) -> pa.Table:
         """``to_pandas(text)`` as an Arrow table, ``sample_id`` its first column."""

@@ -61,6 +61,19 @@ class ReportSettings:
     version: str
     steps: tuple[int | None, int | None] = (None, None)
     samples: int = REPORT_SAMPLES
+    run_name: str | None = None  # how the title and recap name the run; None: ``report_name`` of its path
+
+
+def report_name(path) -> str:
+    """How a report names a run unless asked for its path: a URL as it is (no local path in it), a local
+    folder by its own name (``.`` resolved: the folder's name, never its absolute path)."""
+    from pathlib import Path
+
+    from ..base.access import is_url
+
+    if is_url(str(path)):
+        return str(path)
+    return Path(path).expanduser().resolve().name or "run"
 
 
 def _e(value) -> str:
@@ -81,11 +94,11 @@ def _in_steps(index: pd.Index, steps: tuple[int | None, int | None]) -> np.ndarr
     return keep
 
 
-def _recap_html(run: Run, frame: pd.DataFrame) -> str:
+def _recap_html(run: Run, frame: pd.DataFrame, name: str) -> str:
     """The run in a few lines: where, what format, how much; then each main series' first → last, min and
     max over the steps shown (of the per-step means)."""
     report = run.report
-    rows = [("run", _e(run.path)), ("format", _e(report.reader)), ("files", f"{len(report.files):,}"),
+    rows = [("run", _e(name)), ("format", _e(report.reader)), ("files", f"{len(report.files):,}"),
             ("samples loaded", f"{report.lines_ok:,}"), ("lines rejected", f"{report.lines_bad:,}")]
     if len(frame):
         rows.append(("steps shown", f"{int(frame.index[0])} → {int(frame.index[-1])} ({len(frame):,} steps, "
@@ -130,7 +143,7 @@ def _table_html(table: pd.DataFrame) -> str:
 def _images_html(run: Run, label, budget: list[int]) -> str:
     """A sample's images as thumbnails (``REPORT_IMAGE_SIDE``), while ``budget`` (bytes left, one-element
     list shared by the whole report) lasts; one line names those left out, by the budget or for want of bytes."""
-    if "images" not in run.samples or not run.samples.at[label, "images"]:
+    if "images" not in run._samples or not run._samples.at[label, "images"]:
         return ""
     from ..base.images import thumbnail
 
@@ -221,7 +234,7 @@ def _findings_html(run: Run, found: Findings, samples: int) -> str:
         out += [_table_html(table) for table in compute_evidence_tables(finding, found.words_from_tokens)]
         items = compute_evidence(run, finding, MAX_RESPONSE_CHARS)[:samples]
         if items:
-            prompts = run.with_text(run.samples.loc[[item.label for item in items]])
+            prompts = run.with_text(run._samples.loc[[item.label for item in items]])
             prompts = prompts["prompt"].tolist() if "prompt" in prompts else [None] * len(items)
             out.append(f"<h4>Samples ({len(items)} of {len(finding.samples)})</h4>")
             out += [_sample_html(run, item, prompt if isinstance(prompt, str) else None, budget)
@@ -248,7 +261,8 @@ def build_report_html(run: Run, found: Findings, made: ReportSettings) -> str:
     samples = max(0, min(made.samples, MAX_REPORT_SAMPLES))
     steps = curve_frame(run.steps)
     steps = steps[_in_steps(steps.index, made.steps)]
-    title = f"rl-board report: {run.path}"
+    name = made.run_name if made.run_name is not None else report_name(run.path)
+    title = f"rl-board report: {name}"
     count = len(found.findings)
     return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -257,7 +271,7 @@ def build_report_html(run: Run, found: Findings, made: ReportSettings) -> str:
         "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:\">",
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        "<h2>Recap</h2>", _recap_html(run, steps),
+        "<h2>Recap</h2>", _recap_html(run, steps, name),
         "<h2>Curves</h2>", _curves_html(steps),
         f"<h2>Findings ({count})</h2>", _findings_html(run, found, samples),
         "<h2>How this report was made</h2>", _made_html(made),

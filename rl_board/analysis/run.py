@@ -6,13 +6,16 @@ shown, as are the words of each response (``words``), and a sample's full record
 (token lists, other fields) is read again from its source file by the run's reader
 when it is shown.
 
-``Run`` is the snapshot (here) and two parts of queries: ``segment_queries.SegmentQueries``
-(answered from the parsed segments) and ``records.SourceRecords`` (answered by reading the
-source files again, through the run's location).
+``Run`` is the snapshot (here) and three parts it holds (composition, not inheritance):
+``segment_queries.SegmentQueries`` (answered from the parsed segments), ``records.SourceRecords``
+(answered by reading the source files again, through the run's location) and ``public.PublicTable``
+(the notebook's frame). Every query a ``Run`` answers is listed once, in its class body, with the part
+that answers it (``_PartQuery``).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,16 +32,34 @@ from .records import SourceRecords
 from .segment_queries import SegmentQueries, take_rows
 
 
+class _PartQuery:
+    """A query of ``Run`` answered by one of its parts: the part's method of the same name, bound to the
+    run's part (``help(Run.words)`` shows the part's docstring)."""
+
+    def __init__(self, part: str, kind: type):
+        self.part, self.kind = part, kind
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+        self.__doc__ = getattr(self.kind, name).__doc__
+
+    def __get__(self, run, owner=None):
+        if run is None:
+            return getattr(self.kind, self.name)
+        return getattr(getattr(run, self.part), self.name)
+
+
 @dataclass(frozen=True, eq=False, repr=False)
-class Run(SegmentQueries, SourceRecords, PublicTable):
+class Run:
     """A snapshot of a run.
 
-    ``samples`` has one row per sample, ordered by step, file, line, with numbers
-    only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample
-    lies); ``with_text`` adds the texts and ``record`` reads one sample's whole
-    record from its source, so memory holds neither for the whole run. ``steps``
-    has one row per step (``steps.compute_step_stats``). A notebook reads
-    ``to_pandas()`` (``public.PublicTable``): the sample's fields and metrics, by ``sample_id``.
+    ``_samples`` (the package's own; private) has one row per sample, ordered by step, file, line, with
+    numbers only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample lies), labelled
+    by position; ``with_text`` adds the texts and ``record`` reads one sample's whole record from its
+    source, so memory holds neither for the whole run. ``steps`` has one row per step
+    (``steps.compute_step_stats``). A notebook reads ``to_pandas()`` (``public.PublicTable``): the
+    sample's fields and metrics, by ``sample_id``; ``samples`` is ``_samples`` under its old public name,
+    deprecated.
 
     Its fields are never reassigned (frozen); it compares and hashes by identity (each snapshot is
     its own: two reads of one folder are two runs), so it can key a dict or a cache.
@@ -46,7 +67,7 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
 
     path: Path
     files: tuple[str, ...]
-    samples: pd.DataFrame
+    _samples: pd.DataFrame
     steps: pd.DataFrame
     report: LoadReport
     options: ReadOptions
@@ -60,6 +81,47 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
     #: the run's location (``base.location``): records are read again through it, inside the roots
     #: it was opened under (None: opened from ``path`` on first use)
     location: RunLocation | None = field(repr=False, default=None)
+    max_per_step: int | None = None  # the samples read of each step at most (None: all), as read_settings says
+
+    # -- what a Run answers, in one place: each query and the part that answers it --------------------
+    # from the parsed segments, no log file read (segment_queries.SegmentQueries)
+    words = _PartQuery("_queries", SegmentQueries)
+    word_chunks = _PartQuery("_queries", SegmentQueries)
+    word_ids = _PartQuery("_queries", SegmentQueries)
+    word_counts = _PartQuery("_queries", SegmentQueries)
+    tool_call_lists = _PartQuery("_queries", SegmentQueries)
+    tool_calls = _PartQuery("_queries", SegmentQueries)
+    text_matches = _PartQuery("_queries", SegmentQueries)
+    text_search = _PartQuery("_queries", SegmentQueries)
+    # read again from the source files, through the run's location (records.SourceRecords)
+    record = _PartQuery("_records", SourceRecords)
+    record_parts = _PartQuery("_records", SourceRecords)
+    records = _PartQuery("_records", SourceRecords)
+    source_lines = _PartQuery("_records", SourceRecords)
+    source_keys = _PartQuery("_records", SourceRecords)
+    text_fields = _PartQuery("_records", SourceRecords)
+    texts = _PartQuery("_records", SourceRecords)
+    text_columns = _PartQuery("_records", SourceRecords)
+    images = _PartQuery("_records", SourceRecords)
+    images_of = _PartQuery("_records", SourceRecords)
+    sample_tokens = _PartQuery("_records", SourceRecords)
+    samples_tokens = _PartQuery("_records", SourceRecords)
+    token_table = _PartQuery("_records", SourceRecords)
+    # the notebook's frame, by sample_id (public.PublicTable)
+    public_columns = _PartQuery("_public", PublicTable)
+    sample_ids = _PartQuery("_public", PublicTable)
+    label_of = _PartQuery("_public", PublicTable)
+    to_pandas = _PartQuery("_public", PublicTable)
+    to_arrow = _PartQuery("_public", PublicTable)
+    sample_faults = _PartQuery("_public", PublicTable)
+    findings = _PartQuery("_public", PublicTable)
+    # and, below, what the snapshot answers itself: extras, pad_token, step_samples, text_of, with_text
+
+    def __post_init__(self) -> None:
+        # the parts, made with the run (never replaced: the run is frozen and each part keeps its caches)
+        object.__setattr__(self, "_queries", SegmentQueries(self))
+        object.__setattr__(self, "_records", SourceRecords(self))
+        object.__setattr__(self, "_public", PublicTable(self))
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Run:
@@ -68,13 +130,21 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
 
         return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
-                   snapshot.split, snapshot.splits, snapshot.location)
+                   snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
+
+    @property
+    def samples(self) -> pd.DataFrame:
+        """Deprecated: the table the page works on (``_samples``), bookkeeping included and labelled by
+        position; ``to_pandas()`` is the frame to read, by ``sample_id``."""
+        warnings.warn("run.samples is private now (the page's table, labelled by position): use run.to_pandas(), "
+                      "the samples' fields and metrics by sample_id", DeprecationWarning, stacklevel=2)
+        return self._samples
 
     def __repr__(self) -> str:
-        steps = self.samples[F.STEP] if len(self.samples) else ()
+        steps = self._samples[F.STEP] if len(self._samples) else ()
         span = f", steps {min(steps)}–{max(steps)}" if len(steps) else ""
         split = f", split {self.split!r}" if self.split else ""
-        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self.samples)} samples"
+        return (f"<Run {str(self.path)!r} ({self.report.reader}{split}): {len(self._samples)} samples"
                 f"{span}, {len(self.files)} files>")
 
     def _open(self, path):
@@ -89,29 +159,29 @@ class Run(SegmentQueries, SourceRecords, PublicTable):
 
     @property
     def extras(self) -> list[str]:
-        """The run's extra fields (columns ``extra:NAME`` of ``samples``), by name."""
-        return [F.extra_name(c) for c in F.extra_columns(self.samples.columns)]
+        """The run's extra fields (columns ``extra:NAME`` of ``_samples``), by name."""
+        return [F.extra_name(c) for c in F.extra_columns(self._samples.columns)]
 
     def step_samples(self, step: int) -> pd.DataFrame:
         """The samples of one step with their texts, in file and line order."""
-        return self.with_text(self.samples[self.samples[F.STEP] == step])
+        return self.with_text(self._samples[self._samples[F.STEP] == step])
 
     def text_of(self, frame: pd.DataFrame, name: str) -> list:
-        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``samples``), read
+        """One text column (``name``, of ``F.TEXT_FIELDS``) of ``frame``'s rows (rows of ``_samples``), read
         from the parsed segments: ``with_text``'s for that one field, without the others."""
         out = [None] * len(frame)
         all_rows = frame["row"].to_numpy()
-        for table, places in self._by_table(frame):
+        for table, places in self._queries._by_table(frame):
             for place, value in zip(places, take_rows(table.column(name), all_rows[places])):
                 out[place] = value
         return out
 
     def with_text(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """``frame`` (rows of ``samples``) with the text columns, read from the parsed segments,
+        """``frame`` (rows of ``_samples``) with the text columns, read from the parsed segments,
         and ``source`` ("file:line")."""
         texts = {name: [None] * len(frame) for name in F.TEXT_FIELDS}
         all_rows = frame["row"].to_numpy()
-        for table, places in self._by_table(frame):
+        for table, places in self._queries._by_table(frame):
             rows = all_rows[places]
             for name in F.TEXT_FIELDS:
                 values = take_rows(table.column(name), rows)

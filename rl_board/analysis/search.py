@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
-from ..derive.faults import ANY, DROPPED_AT, KINDS, find_faults, image_fault, kind_bit, kinds_of
+from ..derive.faults import ANY, kind_bit, kinds_of
+from .records import compute_faults, sample_faults  # noqa: F401  (search.sample_faults, as before)
 from .regex import RegexScan
 from .run import Run
 
@@ -23,7 +24,7 @@ TEXT_FIELD_CHUNK, TEXT_FIELD_CHUNK_BYTES = 8192, 4 << 20
 
 def has_conversations(run: Run) -> bool:
     """Whether a sample of ``run`` has turns (``messages``)."""
-    return "has_messages" in run.samples and bool(run.samples["has_messages"].any())
+    return "has_messages" in run._samples and bool(run._samples["has_messages"].any())
 
 
 def search_fields(run: Run) -> list[str]:
@@ -55,16 +56,16 @@ class Query:
 
 
 def compute_matches(run: Run, query: Query, tagged=None) -> pd.DataFrame:
-    """The rows of ``run.samples`` that match ``query``, in step, file, line order. ``tagged``
+    """The rows of ``run._samples`` that match ``query``, in step, file, line order. ``tagged``
     (``tagged.compute_tagged``) is the run's tags; read from its tags file when the query names a tag
     and it is not given (``tags.TagsError`` when that file can't be read). Every column of every
     match is copied (1 s for 1.8M matches of 2M samples here): ``compute_match_mask`` and
     ``compute_first_matches`` give the count and the rows listed without that copy."""
-    return run.samples[compute_match_mask(run, query, tagged)]
+    return run._samples[compute_match_mask(run, query, tagged)]
 
 
 def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
-    """Whether each row of ``run.samples`` matches ``query`` (``compute_matches``); bool, shape (samples,).
+    """Whether each row of ``run._samples`` matches ``query`` (``compute_matches``); bool, shape (samples,).
     A regular expression's search stops at its time budget: ``compute_search`` says where."""
     return compute_search(run, query, tagged)[0]
 
@@ -72,7 +73,7 @@ def compute_match_mask(run: Run, query: Query, tagged=None) -> np.ndarray:
 def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, RegexScan | None]:
     """(``compute_match_mask``'s mask, the ``RegexScan`` of the query's regular expression, which says how
     many samples' texts it searched before its time budget ran out; None without a pattern)."""
-    samples = run.samples
+    samples = run._samples
     keep = np.ones(len(samples), dtype=bool)
     if query.tag:
         if tagged is None:
@@ -112,7 +113,7 @@ def compute_search(run: Run, query: Query, tagged=None) -> tuple[np.ndarray, Reg
 
 def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str | None = None,
                               seconds: float | None = None) -> RegexScan:
-    """Which rows of ``run.samples`` have the text field ``name`` (``Run.text_fields``: not kept in the
+    """Which rows of ``run._samples`` have the text field ``name`` (``Run.text_fields``: not kept in the
     segments) matching the RE2 ``pattern``, pads removed: the records read again from the source, a chunk
     of samples at a time (``TEXT_FIELD_CHUNK``, ``TEXT_FIELD_CHUNK_BYTES``) in the samples' order (step, file,
     line), until ``seconds`` (default ``search_seconds()``) are spent (the first chunk is always searched);
@@ -127,7 +128,7 @@ def compute_text_field_search(run: Run, name: str, pattern: str, pad_token: str 
 
     check_regex(pattern)
     budget = search_seconds() if seconds is None else seconds
-    samples = run.samples
+    samples = run._samples
     found = np.zeros(len(samples), dtype=bool)
     sizes = samples["length"].to_numpy(np.int64) if "length" in samples else np.ones(len(samples), np.int64)
     ends = np.cumsum(sizes)  # bytes of the records up to and with each sample
@@ -169,62 +170,35 @@ def filter_faults(samples: pd.DataFrame, kind: str | None) -> pd.DataFrame:
     return samples[(fault_kinds(samples) & kind_bit(kind)) != 0]
 
 
-def compute_faults(run: Run, frame: pd.DataFrame) -> list[list[dict]]:
-    """The faults of each row of ``frame`` (rows of ``run.samples``) as ``{"kind", "message_index",
-    "assistant_turn"}``: found again in the sample's turns read from its source, only for the rows whose
-    ``fault_kinds`` say they have some ([] for the others, and for a sample that changed since)."""
-    out = [[] for _ in range(len(frame))]
-    if "fault_kinds" not in run.samples:
-        return out
-    where = np.flatnonzero(run.samples["fault_kinds"].reindex(frame.index).fillna(0).to_numpy(dtype=np.int64))
-    if not len(where):
-        return out
-    dropped_at = F.extra_column(DROPPED_AT)
-    at_message = (run.samples[dropped_at].reindex(frame.index).to_numpy(dtype=float) if dropped_at in run.samples
-                  else np.full(len(frame), np.nan))
-    for at, got in zip(where.tolist(), run.records(frame.index[where])):
-        if got is not None:
-            out[at] = [f.as_json() for f in sample_faults(got[0].get(F.MESSAGES) or [], at_message[at])]
-    return out
-
-
-def sample_faults(turns: list[dict], dropped_at=None) -> list:
-    """A sample's faults (``derive.faults.Fault``), in message order: those of its turns, and the
-    ``images_dropped`` fault a reader found at message ``dropped_at`` (its ``images_dropped_at`` extra)."""
-    found = find_faults(turns)
-    dropped = image_fault(turns, dropped_at) if dropped_at is not None and dropped_at == dropped_at else None
-    if dropped is not None:
-        found = sorted([*found, dropped], key=lambda f: (f.message_index, KINDS.index(f.kind)))
-    return found
-
-
 def compute_first_matches(run: Run, keep: np.ndarray, count: int, last_first: bool = False) -> pd.DataFrame:
-    """The first ``count`` rows of ``run.samples`` where ``keep`` (``compute_match_mask``) is set, in
+    """The first ``count`` rows of ``run._samples`` where ``keep`` (``compute_match_mask``) is set, in
     step, file, line order, or with ``last_first`` the last ``count`` of them, last first: the rows of
     ``compute_matches``'s frame (reversed) that a list of ``count`` shows, without copying the others."""
     where = np.flatnonzero(keep)
-    return run.samples.iloc[(where[::-1] if last_first else where)[:max(count, 0)]]
+    return run._samples.iloc[(where[::-1] if last_first else where)[:max(count, 0)]]
 
 
 def compute_matches_per_step(run: Run, matches: pd.DataFrame | np.ndarray) -> pd.Series:
     """Matches per step, for every step of the run (0 where none matched); ``matches`` is
     ``compute_matches``'s frame or ``compute_match_mask``'s array."""
     if isinstance(matches, np.ndarray):
-        matches = run.samples.loc[matches, [F.STEP]]
+        matches = run._samples.loc[matches, [F.STEP]]
     return matches.groupby(F.STEP).size().reindex(run.steps.index, fill_value=0).astype(int)
 
 
 def build_search_json(run: Run, matches: pd.DataFrame, scan: RegexScan | None = None, faults: bool = False) -> dict:
     """The ``search --json`` contract: ``matches``, ``searched`` (how far the regular expression's search
     got: ``RegexScan.as_json``; every sample when there is none), ``per_step`` (every step of the run) and
-    ``samples`` (every match in step, file, line order: file name, 1-based line or row, ``position``
+    ``samples`` (every match in step, file, line order: ``address`` (``FILE:LINE[#K]``, as the ``sample`` tool
+    takes and gives it), step, file name, 1-based line or row, ``position``
     where the line holds several samples (``fields.address``), reward and, with ``faults`` in a run
     with conversations, ``faults``: ``compute_faults``'s list, [] for a sample without)."""
     per_step = compute_matches_per_step(run, matches)
     if scan is None:
-        steps = run.samples[F.STEP].to_numpy().astype(np.int64)
+        steps = run._samples[F.STEP].to_numpy().astype(np.int64)
         scan = RegexScan(np.zeros(0, bool), len(steps), steps, None)
-    samples = [{"step": int(step), "file": run.files[int(file)], "line": int(line),
+    samples = [{"address": F.address(run.files[int(file)], line, position), "step": int(step),
+                "file": run.files[int(file)], "line": int(line),
                 **({"position": int(position)} if position >= 0 else {}),
                 "reward": float(reward) if math.isfinite(reward) else None}
                for step, file, line, position, reward in zip(
@@ -274,13 +248,13 @@ def parse_range(text: str) -> tuple[str, float | None, float | None]:
 
 
 def numeric_columns(run: Run, estimator: str = "k3") -> dict[str, str]:
-    """What a numeric filter or a sort may name, -> the column of ``run.samples``: the page's sort
+    """What a numeric filter or a sort may name, -> the column of ``run._samples``: the page's sort
     choices (``reward``, ``KL mean``…, KL by ``estimator``), their column names (``kl_mean``,
     ``response_len``…) and each extra field by its name. Only those the run has values of."""
     from .tables import KL_PREFIX, SORT_KEYS, sort_choices
 
     out = {}
-    for key in sort_choices(run.extras, run.samples):
+    for key in sort_choices(run.extras, run._samples):
         column = SORT_KEYS.get(key, F.extra_column(key))
         if column == F.LINE:
             continue
@@ -304,7 +278,7 @@ def sort_key_for(run: Run, name: str) -> str:
     (``KL mean``), its column (``kl_mean``), an extra's name or ``log order``; ``ValueError`` otherwise."""
     from .tables import SORT_KEYS, sort_choices
 
-    choices = sort_choices(run.extras, run.samples)
+    choices = sort_choices(run.extras, run._samples)
     by_column = {SORT_KEYS.get(key, key): key for key in choices}
     if name in choices:
         return name

@@ -1,6 +1,6 @@
 """What a run answers from its parsed segments alone, no log file read: each sample's words (as
 strings or as ids into one vocabulary), word counts, regular-expression matches over a text field, and
-tool-call counts. ``SegmentQueries`` is one of ``Run``'s parts; it reads ``samples`` (the rows'
+tool-call counts. ``SegmentQueries`` is one of ``Run``'s parts; it reads ``_samples`` (the rows'
 file, segment and row) and ``_segments`` of the run."""
 
 from __future__ import annotations
@@ -22,15 +22,18 @@ MAX_CHUNK_BYTES = 64 << 20  # bytes of text a chunk holds at most
 class SegmentQueries:
     """The queries of a ``Run`` answered from its memory-mapped segments."""
 
+    def __init__(self, run):
+        self.run = run  # the Run whose part this is
+
     @functools.cached_property
     def _table_codes(self) -> tuple[list[pa.Table], np.ndarray, int]:
         """(the distinct segment tables; for file * width + seg, the index of its table; width). Small files
         read in a batch share one table (``segments.SharedSlice``): their rows are taken from it at once."""
         tables, index = [], {}
-        width = 1 + max((seg for _, seg in self._segments), default=0)
-        files = 1 + max((file for file, _ in self._segments), default=0)
+        width = 1 + max((seg for _, seg in self.run._segments), default=0)
+        files = 1 + max((file for file, _ in self.run._segments), default=0)
         codes = np.full(files * width, -1, dtype=np.int64)
-        for (file, seg), table in self._segments.items():
+        for (file, seg), table in self.run._segments.items():
             at = index.setdefault(id(table), len(tables))
             if at == len(tables):
                 tables.append(table)
@@ -51,7 +54,7 @@ class SegmentQueries:
         return [(tables[distinct[i]], groups[i]) for i in np.argsort(firsts, kind="stable")]
 
     def words(self, frame: pd.DataFrame) -> list[list[str] | None]:
-        """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``samples``), in its order,
+        """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``_samples``), in its order,
         taken from the memory-mapped segments; None for a sample with neither tokens nor a response.
         No log file is read."""
         out: list = [None] * len(frame)
@@ -64,7 +67,7 @@ class SegmentQueries:
         return out
 
     def word_chunks(self, frame: pd.DataFrame):
-        """The words of ``frame``'s rows (rows of ``samples``) a stored chunk at a time, as indices into the
+        """The words of ``frame``'s rows (rows of ``_samples``) a stored chunk at a time, as indices into the
         chunk's own dictionary: yields (``places``: int64, the rows' places in ``frame``; ``lengths``: int64,
         each row's word count, -1 for a sample with neither tokens nor a response; ``indices``: int32, the
         rows' words one row after another; ``dictionary``: the chunk's words, a ``pa.StringArray``). Memory
@@ -79,7 +82,7 @@ class SegmentQueries:
                        flat.indices.to_numpy(zero_copy_only=False), flat.dictionary)
 
     def word_ids(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """The words of ``frame``'s rows (rows of ``samples``), in its order, as ids into one vocabulary:
+        """The words of ``frame``'s rows (rows of ``_samples``), in its order, as ids into one vocabulary:
         (``ids``: int32, shape (words,), the rows' words one row after another; ``lengths``: int64, shape
         (rows,), each row's word count, -1 for a sample with neither tokens nor a response;
         ``vocabulary``: each id's word). ``words`` gives the same words as strings. Each segment's
@@ -103,13 +106,13 @@ class SegmentQueries:
         return ids, lengths, list(vocabulary)
 
     def word_counts(self) -> np.ndarray:
-        """How many words each row of ``samples`` has, -1 for a sample with neither tokens nor a
+        """How many words each row of ``_samples`` has, -1 for a sample with neither tokens nor a
         response; int64, shape (samples,). Reads only the segments' list offsets."""
         import pyarrow.compute as pc
 
-        counts = np.full(len(self.samples), -1, dtype=np.int64)
-        rows = self.samples["row"].to_numpy()
-        for table, places in self._by_table(self.samples):
+        counts = np.full(len(self.run._samples), -1, dtype=np.int64)
+        rows = self.run._samples["row"].to_numpy()
+        for table, places in self._by_table(self.run._samples):
             column = table.column("words")
             lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
             counts[places] = lengths[rows[places]]
@@ -117,7 +120,7 @@ class SegmentQueries:
 
     def tool_call_lists(self, frame: pd.DataFrame) -> list[list[tuple[str, str]]]:
         """Each row's tool calls of its assistant turns as (name, arguments), in ``frame``'s order (rows of
-        ``samples``; [] for a sample without any). Read from the segments: a call's arguments are the
+        ``_samples``; [] for a sample without any). Read from the segments: a call's arguments are the
         trailing entries of ``turn_texts``, one per name of ``tool_names`` (tool calls come in assistant
         turns)."""
         out: list = [[] for _ in range(len(frame))]
@@ -133,13 +136,13 @@ class SegmentQueries:
         return out
 
     def text_matches(self, field: str, pattern: str, pad_token: str | None = None) -> np.ndarray:
-        """Whether each row of ``samples`` has text ``field`` matching the RE2 ``pattern``: ``text_search``'s
+        """Whether each row of ``_samples`` has text ``field`` matching the RE2 ``pattern``: ``text_search``'s
         ``found`` (so, past the time budget, only the rows searched can be set); bool, shape (samples,)."""
         return self.text_search(field, pattern, pad_token).found
 
     def text_search(self, field: str, pattern: str, pad_token: str | None = None,
                     seconds: float | None = None) -> RegexScan:
-        """Which rows of ``samples`` have text ``field`` (or, for ``messages``, any turn's content or
+        """Which rows of ``_samples`` have text ``field`` (or, for ``messages``, any turn's content or
         tool-call arguments) matching the RE2 regular expression ``pattern`` (``(?i)`` for case-insensitive),
         with ``pad_token`` removed first. Runs pyarrow's RE2 over the memory-mapped text columns a chunk of
         samples at a time, in the samples' order (step, file, line): no text becomes a Python string. Each
@@ -155,7 +158,7 @@ class SegmentQueries:
 
         check_regex(pattern)
         budget = search_seconds() if seconds is None else seconds
-        samples = self.samples
+        samples = self.run._samples
         found = np.zeros(len(samples), dtype=bool)
         ends = np.cumsum(self._text_sizes(field))  # bytes of text up to and with each sample
         start, at, probed = time.monotonic(), 0, 0
@@ -185,7 +188,7 @@ class SegmentQueries:
         return RegexScan(found, at, samples[F.STEP].to_numpy().astype(np.int64), budget)
 
     def _chunk_texts(self, chunk: pd.DataFrame, field: str, pad_token: str | None):
-        """The texts ``field`` of ``chunk``'s rows (rows of ``samples``), a segment table at a time: yields
+        """The texts ``field`` of ``chunk``'s rows (rows of ``_samples``), a segment table at a time: yields
         (``places``: int64, the rows' places in ``chunk``; their texts, an Arrow string array; ``owner``:
         int64, for ``messages`` the place in ``places`` each turn's text belongs to, else None), pads removed."""
         import pyarrow.compute as pc
@@ -204,13 +207,13 @@ class SegmentQueries:
             yield places, column, owner
 
     def _text_sizes(self, field: str) -> np.ndarray:
-        """Bytes of text ``field`` (for ``messages``: of every turn's text) of each row of ``samples``; int64,
+        """Bytes of text ``field`` (for ``messages``: of every turn's text) of each row of ``_samples``; int64,
         shape (samples,). Read from the columns' offsets: no text is touched."""
         import pyarrow.compute as pc
 
-        sizes = np.zeros(len(self.samples), dtype=np.int64)
-        rows = self.samples["row"].to_numpy()
-        for table, places in self._by_table(self.samples):
+        sizes = np.zeros(len(self.run._samples), dtype=np.int64)
+        rows = self.run._samples["row"].to_numpy()
+        for table, places in self._by_table(self.run._samples):
             if field == F.MESSAGES:
                 lists = table.column("turn_texts").combine_chunks()
                 lengths = pc.binary_length(pc.list_flatten(lists)).fill_null(0).to_numpy(zero_copy_only=False)
@@ -223,7 +226,7 @@ class SegmentQueries:
         return sizes
 
     def tool_calls(self, frame: pd.DataFrame) -> dict[int, dict[str, int]]:
-        """For each step of ``frame`` (rows of ``samples``) whose samples have any tool call: tool name ->
+        """For each step of ``frame`` (rows of ``_samples``) whose samples have any tool call: tool name ->
         how many tool calls of its samples' assistant turns name it. Read from the segments."""
         import pyarrow.compute as pc
 

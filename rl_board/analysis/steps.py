@@ -167,7 +167,8 @@ def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, steps: int) -> dict
             continue
         values = samples[column].to_numpy(dtype=float)
         rows = np.flatnonzero(~np.isnan(values) & (codes >= 0))
-        if len(rows) and len(np.unique(codes[rows])) < SPARSE_SHARE * steps:
+        # the steps with a value counted by a bincount of their codes (0..steps-1), not by sorting them
+        if len(rows) and np.count_nonzero(np.bincount(codes[rows], minlength=steps)) < SPARSE_SHARE * steps:
             out[column] = (rows, values[rows])  # (the whole column, kept for each, would cost a run's extras whole)
     return out
 

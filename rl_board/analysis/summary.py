@@ -44,7 +44,7 @@ def compute_turn_stats(run: Run) -> dict[int, dict]:
     """For each step where any sample has ``messages``: ``turns_mean`` (the mean ``num_turns``, assistant
     turns, over those samples), ``tool_calls_mean`` (the mean ``num_tool_calls`` over them) and
     ``tool_calls`` (tool name -> calls of that tool in the step's assistant turns, by name)."""
-    samples = run.samples
+    samples = run._samples
     if "has_messages" not in samples or not samples["has_messages"].any():
         return {}
     agents = samples[samples["has_messages"].astype(bool)]
@@ -102,6 +102,6 @@ def build_summary(run: Run) -> dict:
         "lines_skipped": report.skipped,
         "errors": [{"file": f, "line": line, "error": reason} for f, line, reason in report.errors],
         "files_unreadable": [{"file": f, "error": reason} for f, reason in report.unreadable],
-        "checks": count_checks(run.samples, run.options.eos_token),
+        "checks": count_checks(run._samples, run.options.eos_token),
         "steps": steps,
     }

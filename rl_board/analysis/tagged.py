@@ -22,8 +22,8 @@ from ..store.tags import ANY_TAG, Entry, clean_note, clean_tags
 
 
 def sample_key(run, label) -> str:
-    """The address of sample ``label`` (in ``run.samples``): ``FILE:LINE`` or ``FILE:LINE#K``."""
-    return F.addresses(run.files, run.samples.loc[[label]])[0]
+    """The address of sample ``label`` (in ``run._samples``): ``FILE:LINE`` or ``FILE:LINE#K``."""
+    return F.addresses(run.files, run._samples.loc[[label]])[0]
 
 
 def sample_digest(run, label) -> str | None:
@@ -36,7 +36,7 @@ def sample_digest(run, label) -> str | None:
 def new_entry(run, label, tags, note: str | None = "") -> Entry:
     """The entry that gives sample ``label`` of ``run`` these ``tags`` and ``note`` (checked by
     ``clean_tags`` and ``clean_note``)."""
-    row = run.samples.loc[label]
+    row = run._samples.loc[label]
     return Entry(run.files[int(row[F.FILE])], int(row[F.LINE]), int(row[F.STEP]), clean_tags(tags),
                  clean_note(note), sample_digest(run, label), position=_position(row))
 
@@ -44,7 +44,7 @@ def new_entry(run, label, tags, note: str | None = "") -> Entry:
 @dataclass(frozen=True)
 class Tagged:
     """The tags of one run snapshot. ``frame``: one row per tagged sample present in the run, indexed by
-    its label in ``run.samples`` (step, file, line order), columns ``key`` (``FILE:LINE``), ``tags``
+    its label in ``run._samples`` (step, file, line order), columns ``key`` (``FILE:LINE``), ``tags``
     (tuple), ``note``; ``missing``: (entry, reason) for each entry shown on no sample: its line is not
     among the loaded samples, or it changed since it was tagged."""
 
@@ -78,7 +78,7 @@ def _position(row) -> int:
 def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged:
     """Which samples of ``run`` the ``entries`` (``load_tags``) are on. With ``check``, each tagged line
     is read again and compared with its ``digest`` (one short read per tagged sample)."""
-    samples = run.samples
+    samples = run._samples
     index = {name: i for i, name in enumerate(run.files)}
     wanted = [(index.get(e.file, -1), e.line) for e in entries.values()]
     files = np.array([f for f, _ in wanted], dtype=np.int64)
@@ -103,7 +103,7 @@ def compute_tagged(run, entries: dict[str, Entry], check: bool = True) -> Tagged
 
 
 def add_tag_columns(frame: pd.DataFrame, tagged: Tagged | None) -> pd.DataFrame:
-    """``frame`` (rows of ``run.samples``) with columns ``tags`` (comma-separated) and ``note`` for its
+    """``frame`` (rows of ``run._samples``) with columns ``tags`` (comma-separated) and ``note`` for its
     tagged rows ("" elsewhere: a table shows nothing, not "None"); unchanged when none of its rows is
     tagged."""
     if tagged is None or tagged.frame.empty:
@@ -124,7 +124,7 @@ def _finite(value) -> float | None:
 def _messages(run, label):
     """Sample ``label``'s turns as its reader gives them, None when it has none or can't be read again."""
     try:
-        return run.record(label)[0].get(F.MESSAGES)
+        return run.record_parts(label)[0].get(F.MESSAGES)
     except (OSError, SourceChanged, RootError):  # the file moved on: the rest of the line stays
         return None
 
@@ -138,8 +138,8 @@ def build_eval_set(run, tagged: Tagged, pad_token: str | None = None, tag: str =
     labels = tagged.labels_with(tag)
     if not len(labels):
         return b""
-    rows = run.with_text(run.samples.loc[labels])
-    has_turns = F.extra_column(F.NUM_TURNS) in run.samples  # agent trajectories (``fields.MESSAGES``)
+    rows = run.with_text(run._samples.loc[labels])
+    has_turns = F.extra_column(F.NUM_TURNS) in run._samples  # agent trajectories (``fields.MESSAGES``)
     out = []
     for label in labels:
         row, entry = rows.loc[label], tagged.frame.loc[label]
@@ -172,7 +172,7 @@ def build_tags_json(run, tagged: Tagged, tag: str = ANY_TAG) -> dict:
             counts[name] = counts.get(name, 0) + 1
     samples = []
     for label in labels:
-        entry, row = tagged.frame.loc[label], run.samples.loc[label]
+        entry, row = tagged.frame.loc[label], run._samples.loc[label]
         samples.append({"step": int(row[F.STEP]), "file": run.files[int(row[F.FILE])], "line": int(row[F.LINE]),
                         **({"position": _position(row)} if _position(row) >= 0 else {}),
                         "reward": _finite(row[F.REWARD]), "tags": list(entry["tags"]), "note": entry["note"]})

@@ -30,7 +30,7 @@ def _any_value(frame: pd.DataFrame, column: str) -> bool:
 
 def compute_run_traits(steps: pd.DataFrame, samples: pd.DataFrame) -> RunTraits:
     """The traits of a run from its per-step table (``Run.steps``: ``{name}_mean`` columns) and its
-    samples (``Run.samples``: ``n_tokens``, its positions in per-token numeric lists, 0 without them;
+    samples (``Run._samples``: ``n_tokens``, its positions in per-token numeric lists, 0 without them;
     ``kl_mean``, NaN without both log-prob lists)."""
     return RunTraits(
         reward_fields=tuple(name for name in F.REWARD_FIELDS if _any_value(steps, f"{name}_mean")),

@@ -188,7 +188,7 @@ def component_names(names) -> list[str]:
 
 def reward_parts(row) -> list[tuple[str, float, float | None]]:
     """A sample's reward components (``component_names``) with their logged weights, as (name, value,
-    weight or None), by name (``row``: a row of ``Run.samples``), NaN left out; a component
+    weight or None), by name (``row``: a row of ``Run._samples``), NaN left out; a component
     ``reward/NAME``'s weight is its extra ``reward_weight/NAME`` (prime-rl's rubric)."""
     values = {F.extra_name(c): row[c] for c in F.extra_columns(row.index)}
     named = {n: values[n] for n in component_names(values)}

@@ -83,7 +83,7 @@ def parse_address(text: str) -> tuple[str, int, int] | None:
 
 
 def addresses(files, frame) -> list[str]:
-    """The ``address`` of each sample of ``frame`` (rows of ``Run.samples``; ``files`` names their
+    """The ``address`` of each sample of ``frame`` (rows of ``Run._samples``; ``files`` names their
     ``file`` index)."""
     positions = frame[POSITION] if POSITION in frame else [-1] * len(frame)
     return [address(files[int(f)], int(line), int(k)) for f, line, k in zip(frame[FILE], frame[LINE], positions)]
@@ -102,3 +102,8 @@ def extra_name(column: str) -> str:
 def extra_columns(columns) -> list[str]:
     """The extra-field columns among ``columns``, in their order."""
     return [c for c in columns if isinstance(c, str) and c.startswith(EXTRA_PREFIX)]
+
+#: Every fault kind of a conversation, in bit order (bit i of the ``fault_kinds`` column is ``FAULT_KINDS[i]``;
+#: what each means and how it is found: ``derive.faults``), and the filter that keeps any of them.
+FAULT_KINDS = ("tool_error", "tool_loop", "malformed_tool_call", "truncated", "empty_final_answer", "images_dropped")
+ANY_FAULT = "any"

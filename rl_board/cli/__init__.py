@@ -5,7 +5,9 @@
 other tools rely on; see docs/commands.md). Exit status: 0 when at least one line
 loaded, 1 when none did, 2 on a bad argument or path.
 
-May import every layer but ``views`` (``serve`` starts the page as its own process).
+May import ``base``, ``analysis`` and ``demo``; nothing of ``store``, ``readers``, ``scalars``, ``derive`` or
+``views`` (``serve`` starts the page as its own process): what is not a ``Run`` is read through
+``analysis.provider``, as the page reads it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import importlib
 import os
 import sys
 
+from ..analysis.provider import cluster, workers
 from ..base.access import RootError
 from ..base.defaults import MAX_EXTRA_FIELDS_ENV, setting_problems
-from ..store import cluster, workers
 from .parser import READS_A_RUN, _parser
 from .serve import serve_command
 from .terminal import escaping_output
@@ -34,6 +36,20 @@ COMMANDS = {"summary": ("summary", "_summary"), "findings": ("findings", "_findi
             "runs": ("runs", "_runs"),
             "index": ("index", "_index"), "diff": ("diff", "_diff"), "report": ("report", "_report"),
             "mcp": ("mcp_server", "_mcp")}
+
+
+#: command -> (module of this package, the function that returns its ``--json`` dict from its ``args``;
+#: ``common.CommandError`` with the message when it can't): what the command prints, what MCP returns
+JSON_FUNCTIONS = {"summary": ("summary", "summary_json"), "findings": ("findings", "findings_json"),
+                  "search": ("search", "search_json"), "metrics": ("metrics", "metrics_json"),
+                  "diff": ("diff", "diff_json"), "detect": ("detect", "detect_json"), "runs": ("runs", "runs_json"),
+                  "tags": ("tags", "tags_json"), "cache": ("cache", "cache_json"), "index": ("index", "index_json")}
+
+
+def json_function(command: str):
+    """The function of ``JSON_FUNCTIONS`` for ``command``, imported."""
+    module, function = JSON_FUNCTIONS[command]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), function)
 
 
 def run() -> None:

@@ -9,11 +9,26 @@ import sys
 from ..base.access import RootError
 
 
-def _load(args):
-    """The run of ``args`` (run_dir, pad token, field mapping…), or an exit status after an error."""
+class CommandError(Exception):
+    """What was asked can't be done (a bad argument, a run outside the allowed folders…): the message, which
+    the command line prints after ``error: `` and exits 2 on, and the MCP server returns as a tool error."""
+
+
+def printed(build, args) -> tuple[object, int | None]:
+    """``build(args)`` (a command's function, ``load_run_for``…), or (None, 2) after printing its
+    ``CommandError`` on stderr: (its result, None) when it worked."""
+    try:
+        return build(args), None
+    except CommandError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None, 2
+
+
+def load_run_for(args):
+    """The run of ``args`` (run_dir, pad token, field mapping…); ``CommandError`` when it can't be read as
+    asked. Its notes (what the page says above a run) go to stderr."""
+    from ..analysis.provider import FieldMappingError, TokenizerError, parse_field_mapping
     from ..analysis.source import load_run
-    from ..readers import FieldMappingError, parse_field_mapping
-    from ..store.loader import TokenizerError
 
     try:
         fields = parse_field_mapping(args.field)
@@ -21,14 +36,11 @@ def _load(args):
                        cache_root=False if args.no_cache else None, fields=fields,
                        eos_token=args.eos_token, split=args.split, tokenizer=args.tokenizer)
     except (RootError, FieldMappingError, TokenizerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
     args.pad_token, args.eos_token = run.options.pad_token, run.options.eos_token  # "auto" as it was resolved
     if args.split and args.split not in run.splits:  # an error is said first, and alone
-        print(f"error: {args.run_dir} has no split {args.split!r}"
-              + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"),
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"{args.run_dir} has no split {args.split!r}"
+                           + (f"; its splits: {', '.join(run.splits)}" if run.splits else " (its format has no splits)"))
     for note in run.report.notes:  # what the page says above the run (an uncached read, say)
         print(f"note: {note}", file=sys.stderr)
     if not run.report.files:
@@ -36,6 +48,12 @@ def _load(args):
 
         why_no_files(run)
     return run
+
+
+def _load(args):
+    """The run of ``args`` (``load_run_for``), or an exit status after printing its error."""
+    run, status = printed(load_run_for, args)
+    return run if status is None else status
 
 
 def _describe_settings(settings: dict) -> str:

@@ -56,6 +56,13 @@ def foreign_file(out: Path) -> str | None:
 
 
 def _generate(args) -> int:
+    if args.old_steps is not None:  # the count's old spelling: --steps is a range (A:B) in every other command
+        if args.num_steps is not None:
+            print("error: give --num-steps only (--steps is its deprecated spelling), not both.", file=sys.stderr)
+            return 2
+        print(f"warning: generate --steps is deprecated: use --num-steps {args.old_steps} (--steps is a range of "
+              "steps, A:B, in search, diff and report).", file=sys.stderr)
+        args.num_steps = args.old_steps
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         print(f"error: {out} is a file, not a folder: give a folder to write the runs in.", file=sys.stderr)
@@ -100,8 +107,8 @@ def _write(args) -> None:
         write_verl_run(args.out)
     elif args.format == "trl":
         write_trl_run(args.out)
-    elif args.steps is not None:
-        write_train_run(args.out, steps=args.steps, samples_per_step=args.samples, max_tokens=args.tokens,
+    elif args.num_steps is not None:
+        write_train_run(args.out, steps=args.num_steps, samples_per_step=args.samples, max_tokens=args.tokens,
                         ranks=args.ranks, digits=None if args.full_precision else 6)
     elif args.format == "board":
         write_ppo_demo(args.out)
@@ -111,7 +118,7 @@ def _write(args) -> None:
 
 def _say_what_was_written(out) -> None:
     """One line per run now under ``out`` (as the runs list finds them): its folder, format, files and steps."""
-    from ..store.discovery import discover_runs
+    from ..analysis.provider import discover_runs
 
     runs = discover_runs(out).runs
     print(f"wrote {len(runs)} run{'s' if len(runs) != 1 else ''} in {out}:")

@@ -9,17 +9,27 @@ import sys
 import time
 
 from ..base.access import RootError
+from .common import CommandError, printed
 
 
-def _index(args) -> int:
+def index_json(args) -> dict:
+    """What ``index --json`` prints (docs/schemas/index.json): the run read into its cache, how many files were
+    read and how many were cached already, where the cache is, and the Ray cluster's share. ``CommandError``
+    when the run can't be read as asked or its cache can't be written."""
+    report, run = _indexed(args)
+    if run.cache is None:
+        raise CommandError(NOT_WRITTEN)
+    return report
+
+
+def _indexed(args) -> tuple[dict, object]:
+    """(``index_json``'s dict, the run); the dict comes back even when the cache could not be written (the
+    command line prints it, then the error), ``CommandError`` is raised for that only by ``index_json``."""
+    from ..analysis.provider import FieldMappingError, TokenizerError, cluster, parse_field_mapping
     from ..analysis.source import RunSource
-    from ..readers import FieldMappingError, parse_field_mapping
-    from ..store import cluster
-    from ..store.loader import TokenizerError
 
     if args.no_cache:
-        print("error: index writes the run's cache: --no-cache leaves it nothing to do", file=sys.stderr)
-        return 2
+        raise CommandError("index writes the run's cache: --no-cache leaves it nothing to do")
     if args.ray is not None:
         os.environ[cluster.RAY_ENV] = args.ray  # this read's ranges go to Ray tasks (store.ingest)
     started, last = time.monotonic(), [0.0]
@@ -35,8 +45,7 @@ def _index(args) -> int:
                            args.split, args.tokenizer)
         run = source.refresh(progress)
     except (RootError, FieldMappingError, TokenizerError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
     for note in run.report.notes:
         print(f"note: {note}", file=sys.stderr)
     statuses = source.last_status
@@ -47,6 +56,17 @@ def _index(args) -> int:
               "cache": str(run.cache[0]) if run.cache else None, "ray": cluster.LAST_READ.get("address"),
               "ray_tasks": cluster.LAST_READ.get("tasks", 0),
               "ray_segments_shared": cluster.LAST_READ.get("published", 0), "seconds": round(time.monotonic() - started, 3)}
+    return report, run
+
+
+NOT_WRITTEN = "the run's cache could not be written (see the note above)"
+
+
+def _index(args) -> int:
+    got, status = printed(_indexed, args)
+    if status is not None:
+        return status
+    report, run = got
     if args.json:
         print(json.dumps(report))
     else:
@@ -54,6 +74,6 @@ def _index(args) -> int:
         print(f"{report['run']}: {report['samples']} samples from {report['files']} files; read {report['files_read']}"
               f"{where}, {report['files_cached']} already cached; cache: {report['cache']}")
     if run.cache is None:
-        print("error: the run's cache could not be written (see the note above)", file=sys.stderr)
+        print(f"error: {NOT_WRITTEN}", file=sys.stderr)
         return 2
     return 0 if run.report.lines_ok else 1

@@ -1,9 +1,11 @@
 """``rl-board mcp``: the board as a Model Context Protocol server on stdio, for coding agents.
 
-Its tools are the commands' ``--json`` outputs: each tool builds the command line a person would type
-(``findings RUN --json``), parses it with the commands' own parser and runs the command's own function,
-so a tool returns exactly what the command prints, under the same limits, and a bad argument is a tool
-error carrying the command's message (never the end of the server). The allowed folders are the page's
+Its tools are the commands' ``--json`` outputs: each tool calls the function that gives the command's
+``--json`` dict (``cli.JSON_FUNCTIONS``) with the command's own arguments, by the same names and with the
+same defaults (``parser.command_args``; ``NOT_OFFERED`` names those no tool takes and why), so a tool
+returns exactly what the command prints, under the same limits, and a bad argument is a tool error
+carrying the command's message (never the end of the server). Nothing is parsed from a command line and
+no output is captured. The allowed folders are the page's
 and the commands' (``RL_BOARD_ROOTS``, or ``--roots``): a run outside them is a tool error.
 
 Each call runs in a worker process of its own (``run_in_worker``): calls never wait for each other, a
@@ -16,17 +18,15 @@ Needs the ``mcp`` extra (``pip install 'rl-board[mcp]'``); without it the comman
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
 from ..base.defaults import (
+    AUTO,
     MAX_SAMPLE_CHARS,
     MAX_SAMPLE_TOKENS,
     MAX_SAMPLE_TURNS,
@@ -46,99 +46,61 @@ INSTRUCTIONS = ("Token-level views of RL training rollouts of language models. S
                 "`summary` (per-step statistics), `search`, `sample` (one sample by its FILE:LINE address) and "
                 "`metrics` (the trainer's own scalars).")
 
-_LOCK = threading.Lock()  # one command at a time in a process: its output is read from the process's stdout
 MAX_WORKER_STDERR = 64 << 10  # bytes of a worker's stderr kept (its last ones), for the message of a crash
+
+#: The command line's arguments no tool takes, and why: a tool's other parameters are the command's, by the
+#: names its ``args`` have (``pad_token``, ``field``, ``text_field``…) and with its defaults (tests/test_mcp.py)
+NOT_OFFERED = {"json": "a tool always answers the command's JSON",
+               "no_cache": "the server's calls share the columnar cache; `rl-board cache clear RUN` clears a run's",
+               "max_extra_fields": "a setting of the process (RL_BOARD_MAX_EXTRA_FIELDS), set where the server starts",
+               "tokenizer": "a path outside the run folder, which the allowed folders do not check; the server "
+                            "decodes with a tokenizer.json found in or above the run folder"}
+#: A tool's parameter -> the command's argument it is, where the names differ (a run is a tool's ``run``)
+POSITIONAL = {"run": "run_dir", "run_a": "run_dir", "run_b": "run_b", "path": "path", "root": "root"}
 
 
 class CommandFailed(Exception):
-    """A command ended with an error; the message is what it printed on stderr."""
+    """A command could not do what a tool asked: the message, as the command line prints it (``error: …``)."""
 
 
-def run_command(argv: list[str]) -> dict:
-    """The JSON a command prints for ``argv`` (``["findings", RUN, "--json"]``), parsed; ``CommandFailed``
-    with its message when it exits 2 or prints no JSON."""
-    import importlib
+def run_json(command: str, values: dict) -> dict:
+    """What ``rl-board COMMAND … --json`` prints, from the command's own function (``cli.JSON_FUNCTIONS``) and
+    ``values`` ({argument: value}, the names of its ``args``; the rest its defaults); ``CommandFailed`` with
+    the command's message when it can't. Its notes go to stderr, as the command's do."""
+    from . import json_function
+    from .common import CommandError
+    from .parser import command_args
 
-    from . import COMMANDS
-    from .parser import _parser
-
-    out, err = io.StringIO(), io.StringIO()
-    with _LOCK, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            args = _parser().parse_args(argv)
-        except SystemExit:  # argparse's message is on stderr
-            args = None
-        if args is not None:
-            args.argv = argv
-            module, function = COMMANDS[args.command]
-            try:
-                status = getattr(importlib.import_module(f"{__package__}.{module}"), function)(args)
-            except Exception as exc:  # a fault of ours or of a file: the tool says so, the server goes on
-                print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-                status = 2
-    if args is None or status == 2:
-        raise CommandFailed(_message(err.getvalue()))
     try:
-        return json.loads(out.getvalue())
-    except ValueError:
-        raise CommandFailed(_message(err.getvalue()) or "the command printed no JSON") from None
-
-
-def _message(stderr: str) -> str:
-    """The error lines a command printed (``error: …``, argparse's ``rl-board …: error: …``), else all."""
-    lines = [line for line in stderr.splitlines() if "error:" in line]
-    return "\n".join(lines or stderr.strip().splitlines()[-3:])
-
-
-def _read_options(pad_token: str | None, eos_token: str | None, split: str | None, fields: list[str] | None,
-                  max_samples_per_step: int | None) -> list[str]:
-    """The arguments every command that reads a run takes, as typed (None: the command's default)."""
-    argv = []
-    for flag, value in (("--pad-token", pad_token), ("--eos-token", eos_token), ("--split", split),
-                        ("--max-samples-per-step", max_samples_per_step)):
-        if value is not None:
-            argv += [flag, str(value)]
-    for mapping in fields or []:
-        argv += ["--field", mapping]
-    return argv
+        return json_function(command)(command_args(command, values))
+    except (CommandError, ValueError) as exc:  # ValueError: an argument command_args refused
+        raise CommandFailed(f"error: {exc}") from None
+    except Exception as exc:  # a fault of ours or of a file: the tool says so, the server goes on
+        raise CommandFailed(f"error: {type(exc).__name__}: {exc}") from None
 
 
 def list_runs(root: str | None) -> dict:
     """The runs under ``root`` (default: every allowed folder), as ``rl-board runs ROOT --json`` lists them."""
-    from .runs import RunsError, build_runs_json
-
-    try:
-        return build_runs_json(root)
-    except RunsError as exc:
-        raise CommandFailed(f"error: {exc}") from None
+    return run_json("runs", {"root": root})
 
 
-def sample_json(run_dir: str, address: str, max_tokens: int, max_turns: int, options: list[str]) -> tuple[dict, list]:
+def sample_json(run_dir: str, address: str, max_tokens: int, max_turns: int, options: dict) -> tuple[dict, list]:
     """``analysis.address``'s JSON of one sample and its pictures ([mime, base64 of the bytes] each), the run
-    read as the commands read it."""
+    read as the commands read it (``options``: the read's arguments, {dest: value})."""
     import base64
 
     from ..analysis.address import AddressError, build_sample_images, build_sample_json, find_sample
-    from ..readers import SourceChanged
-    from ..store.loader import TokenizerError
-    from .common import _load
-    from .parser import _parser
+    from ..analysis.provider import SourceChanged, TokenizerError
+    from .common import CommandError, load_run_for
+    from .parser import command_args
 
-    err = io.StringIO()
-    with _LOCK, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            args = _parser().parse_args(["summary", run_dir, *options])
-        except SystemExit:
-            raise CommandFailed(_message(err.getvalue())) from None
-        run = _load(args)
-        if isinstance(run, int):
-            raise CommandFailed(_message(err.getvalue()))
-        try:
-            label = find_sample(run, address)
-            pictures = [[mime, base64.b64encode(data).decode()] for mime, data in build_sample_images(run, label)]
-            return build_sample_json(run, label, max_tokens, max_turns), pictures
-        except (AddressError, SourceChanged, TokenizerError, OSError) as exc:
-            raise CommandFailed(f"error: {exc}") from None
+    try:
+        run = load_run_for(command_args("summary", {"run_dir": run_dir, **options}))
+        label = find_sample(run, address)
+        pictures = [[mime, base64.b64encode(data).decode()] for mime, data in build_sample_images(run, label)]
+        return build_sample_json(run, label, max_tokens, max_turns), pictures
+    except (CommandError, ValueError, AddressError, SourceChanged, TokenizerError, OSError) as exc:
+        raise CommandFailed(f"error: {exc}") from None
 
 
 def _with_pictures(out: dict, pictures: list | None):
@@ -154,7 +116,7 @@ def _with_pictures(out: dict, pictures: list | None):
 
 
 #: What a worker process can be asked to do: the name a request gives -> the function, called with its args.
-_WORK = {"runs": "list_runs", "command": "run_command", "sample": "sample_json"}
+_WORK = {"runs": "list_runs", "command": "run_json", "sample": "sample_json"}
 #: A worker's program: the package found where this one is, whatever the server's working folder.
 _WORKER = (f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r}); "
            "from rl_board.cli.mcp_server import _work; _work()")
@@ -209,14 +171,11 @@ def resolve_run(run: str) -> str:
 
 def _runs_named(work: str, args: list) -> list:
     """A request's ``args`` with the runs it names resolved (``resolve_run``): a command's run (``diff``'s
-    two), the ``sample`` tool's run."""
+    two, ``metrics``' path), the ``sample`` tool's run."""
     if work == "command":
-        argv = list(args[0])
-        count = 2 if argv[:1] == ["diff"] else 1 if argv[:1] and argv[0] != "runs" else 0
-        for i in range(1, 1 + count):
-            if i < len(argv):
-                argv[i] = resolve_run(argv[i])
-        return [argv, *args[1:]]
+        command, values = args
+        return [command, {name: resolve_run(value) if name in ("run_dir", "run_b", "path") and value else value
+                          for name, value in values.items()}]
     if work == "sample":
         return [resolve_run(args[0]), *args[1:]]
     return args
@@ -271,9 +230,17 @@ async def run_in_worker(work: str, args: list, what: str, limit: int | None = No
 async def _tool_call(tool_error, limit: int | None, work: str, *args) -> dict:
     """``run_in_worker``'s result, or ``tool_error`` (the SDK's ``ToolError``) with its message."""
     try:
-        return await run_in_worker(work, list(args), args[0][0] if work == "command" else work, limit)
+        return await run_in_worker(work, list(args), args[0] if work == "command" else work, limit)
     except CommandFailed as exc:
         raise tool_error(str(exc)) from None
+
+
+READING = ("pad_token", "eos_token", "split", "field", "max_samples_per_step")  # how a tool's run is read
+
+
+def _reading(given: dict) -> dict:
+    """The arguments of ``READING`` among a tool's parameters (``locals()``), as the command takes them."""
+    return {name: given[name] for name in READING if name in given}
 
 
 def build_server(mcp_server_class):
@@ -295,58 +262,55 @@ def build_server(mcp_server_class):
         return await call("runs", root)
 
     @server.tool(description=_DESCRIPTIONS["summary"])
-    async def summary(run: str, limit: int | None = None, pad_token: str | None = None, eos_token: str | None = None,
-                      split: str | None = None, fields: list[str] | None = None,
+    async def summary(run: str, limit: int | None = None, pad_token: str = AUTO, eos_token: str = AUTO,
+                      split: str | None = None, field: list[str] = [],  # noqa: B006 (the CLI's default; never changed)
                       max_samples_per_step: int | None = None) -> dict[str, Any]:
-        options = _read_options(pad_token, eos_token, split, fields, max_samples_per_step)
-        return await call("command", ["summary", run, "--json", *options], limit=limit)
+        return await call("command", "summary", {"run_dir": run, **_reading(locals())}, limit=limit)
 
     @server.tool()
-    async def findings(run: str, pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
-                 fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
+    async def findings(run: str, pad_token: str = AUTO, eos_token: str = AUTO, split: str | None = None,
+                       field: list[str] = [],  # noqa: B006
+                       max_samples_per_step: int | None = None) -> dict[str, Any]:
         """What went wrong in a run, most worrying first, each with its steps, evidence and sample addresses
-        (FILE:LINE, for the `sample` tool): `rl-board findings RUN --json`."""
-        options = _read_options(pad_token, eos_token, split, fields, max_samples_per_step)
-        return await call("command", ["findings", run, "--json", *options])
+        (FILE:LINE, for the `sample` tool), and `not_checked`: the kinds no check could run for on this run, each
+        with the reason: `rl-board findings RUN --json`."""
+        return await call("command", "findings", {"run_dir": run, **_reading(locals())})
 
     @server.tool(description=_DESCRIPTIONS["search"])
     async def search(run: str, regex: str | None = None, text_field: str = "response", truncated: bool = False,
                      has_images: bool = False, tag: str | None = None, fault: str | None = None,
-                     steps: str | None = None, ranges: list[str] | None = None,
-               sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
-               pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
-               fields: list[str] | None = None, max_samples_per_step: int | None = None) -> dict[str, Any]:
-        argv = ["search", run, "--json", "--in", text_field, "--limit", str(min(limit, MAX_SEARCH_RESULTS))]
-        for flag, value in (("--regex", regex), ("--tag", tag), ("--fault", fault), ("--steps", steps), ("--sort", sort)):
-            if value is not None:
-                argv += [flag, value]
-        argv += [f"--range={text}" for text in ranges or []]
-        argv += ["--truncated"] * truncated + ["--has-images"] * has_images + ["--ascending"] * ascending
-        return await call("command", argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step),
-                          limit=limit)
+                     steps: str | None = None, ranges: list[str] = [],  # noqa: B006
+                     sort: str | None = None, ascending: bool = False, limit: int = SEARCH_SHOWN,
+                     pad_token: str = AUTO, eos_token: str = AUTO, split: str | None = None,
+                     field: list[str] = [],  # noqa: B006
+                     max_samples_per_step: int | None = None) -> dict[str, Any]:
+        values = {"run_dir": run, "regex": regex, "text_field": text_field, "truncated": truncated,
+                  "has_images": has_images, "tag": tag, "fault": fault, "steps": steps, "ranges": ranges, "sort": sort,
+                  "ascending": ascending, "limit": min(limit, MAX_SEARCH_RESULTS), **_reading(locals())}
+        return await call("command", "search", values, limit=limit)
 
     @server.tool(description=_DESCRIPTIONS["sample"])
     async def sample(run: str, address: str, max_tokens: int = SAMPLE_TOKENS, max_turns: int = SAMPLE_TURNS,
-               pad_token: str | None = None, eos_token: str | None = None, split: str | None = None,
-               fields: list[str] | None = None) -> dict[str, Any]:
-        options = _read_options(pad_token, eos_token, split, fields, None)
-        return await call("sample", run, address, max_tokens, max_turns, options)
+                     pad_token: str = AUTO, eos_token: str = AUTO, split: str | None = None,
+                     field: list[str] = []) -> dict[str, Any]:  # noqa: B006
+        return await call("sample", run, address, max_tokens, max_turns, _reading(locals()))
 
     @server.tool(description=_DESCRIPTIONS["metrics"])
-    async def metrics(path: str, warnings: bool = True, limit: int | None = None) -> dict[str, Any]:
-        return await call("command", ["metrics", path, "--json", *(["--warnings"] if warnings else [])], limit=limit)
+    async def metrics(path: str, warnings: bool = False, ratio_max: float | None = None, clip_max: float | None = None,
+                      spike_k: float | None = None, entropy_fraction: float | None = None,
+                      kl_noise_k: float | None = None, limit: int | None = None) -> dict[str, Any]:
+        values = {"path": path, "warnings": warnings, "ratio_max": ratio_max, "clip_max": clip_max, "spike_k": spike_k,
+                  "entropy_fraction": entropy_fraction, "kl_noise_k": kl_noise_k}
+        return await call("command", "metrics", values, limit=limit)
 
     @server.tool(description=_DESCRIPTIONS["diff"])
     async def diff(run_a: str, run_b: str, steps: str | None = None, steps_b: str | None = None, by: str = "prompt",
-                   min_samples: int = 1, limit: int | None = None, pad_token: str | None = None,
-                   eos_token: str | None = None, split: str | None = None, fields: list[str] | None = None,
+                   min_samples: int = 1, limit: int | None = None, pad_token: str = AUTO,
+                   eos_token: str = AUTO, split: str | None = None, field: list[str] = [],  # noqa: B006
                    max_samples_per_step: int | None = None) -> dict[str, Any]:
-        argv = ["diff", run_a, run_b, "--json", "--by", by, "--min-samples", str(min_samples)]
-        for flag, value in (("--steps", steps), ("--steps-b", steps_b)):
-            if value is not None:
-                argv += [flag, value]
-        return await call("command", argv + _read_options(pad_token, eos_token, split, fields, max_samples_per_step),
-                          limit=limit)
+        values = {"run_dir": run_a, "run_b": run_b, "steps": steps, "steps_b": steps_b, "by": by,
+                  "min_samples": min_samples, **_reading(locals())}
+        return await call("command", "diff", values, limit=limit)
 
     return server
 
@@ -355,17 +319,22 @@ _BOUNDED = (f" The answer is at most {MAX_ANSWER_CHARS:,} characters: `left_out`
             "were left out to fit.")
 _DESCRIPTIONS = {
     "summary": "Per-step statistics of a run: `rl-board summary RUN --json` (docs: Using the commands). `run` is a "
-               "run folder (or URL); `fields` maps your keys (CANONICAL=SOURCE, e.g. reward=my_score). `limit`: "
+               "run folder (or URL); `field` maps your keys (CANONICAL=SOURCE, e.g. reward=my_score). `limit`: "
                f"the steps given, spread evenly over the run, its first and last among them (default "
                f"{DEFAULT_LIMITS['summary']}, at most {MAX_LIMIT:,})." + _BOUNDED,
     "metrics": "The trainer's own scalars next to a run (TRL, verl, TensorBoard or a metrics JSONL), and with "
-               "`warnings` the warning signs (ratio, clip fraction, spikes, entropy collapse, negative KL): "
-               "`rl-board metrics PATH --json --warnings`. `limit`: the points given of each series, spread evenly "
+               "`warnings` (default false, as the command's --warnings) the warning signs (ratio, clip fraction, spikes, "
+               "entropy collapse, negative KL) and the `thresholds` they were checked against (`warnings: []`: none "
+               "fired); `ratio_max`, `clip_max`, `spike_k`, `entropy_fraction`, `kl_noise_k` move them: "
+               "`rl-board metrics PATH --json [--warnings]`. `limit`: the points given of each series, spread evenly "
                f"(default {DEFAULT_LIMITS['metrics']}), and the warnings given." + _BOUNDED,
     "diff": "Two runs (or two step ranges of one run) prompt by prompt: each prompt's samples and mean reward in A "
             "and B, `delta` = mean B - mean A, most negative first: `rl-board diff RUN_A RUN_B --json`. `steps`: A:B "
-            "of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads) or id (a logged prompt "
-            f"id); `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})." + _BOUNDED,
+            "of RUN_A (and of RUN_B unless `steps_b`); `by`: prompt (its text without pads, or its chat template's "
+            "user content when a side wraps prompts in one) or id (a logged prompt id); `step_distance`: how many "
+            "steps apart A's and B's samples of a prompt are, on average; `no_match`: why no prompt is in both, with "
+            f"each side's first prompt; `limit`: the prompts given, the first ones (default {DEFAULT_LIMITS['diff']})."
+            + _BOUNDED,
     "search": "The samples of a run whose text or numbers match: `rl-board search RUN --json`. `regex`: RE2, (?i) "
               "for case-insensitive; `text_field`: prompt, response, ref_response, ground_truth, messages or a text "
               "field of the run (a judge's `judge_rationale`: a top-level string field, read again from the source); "
@@ -376,7 +345,9 @@ _DESCRIPTIONS = {
               f"samples listed (default {SEARCH_SHOWN}, at most {MAX_SEARCH_RESULTS}), and the `per_step` entries "
               "given, spread evenly over the run; `matches` counts them all; `searched` says how far a regex got in "
               "its time budget." + _BOUNDED,
-    "sample": "One sample by its address FILE:LINE (as findings and search give it), its images attached as "
+    "sample": "One sample by its address FILE:LINE, or FILE:LINE#K for the K-th of a line's samples (as findings "
+              "give it and a search hit's `address`; the answer's `address`, `file`, `line`, `position` and `step` "
+              "are the hit's), its images attached as "
               f"pictures (at most {SAMPLE_IMAGES}, each at most {SAMPLE_IMAGE_SIDE} pixels a side; `images` lists them "
               "all): its numbers, prompt, "
               f"response, its first `max_turns` turns (role, content, tool calls; default {SAMPLE_TURNS}, at most "

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ..base.access import is_url
 from ..base.defaults import AUTO, EOS_TOKEN, MAX_REPORT_SAMPLES, PAD_TOKEN, REPORT_SAMPLES, token_option
-from ..derive.faults import ANY, KINDS
+from ..base.fields import ANY_FAULT as ANY
+from ..base.fields import FAULT_KINDS as KINDS
 
 # Heavy modules (pandas, pyarrow, the readers) are imported where used: a command that reads a run
 # starts its parsing workers first, so their start overlaps this process's own imports.
@@ -30,6 +31,15 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _old_steps_count(text: str) -> int:
+    """``generate --steps N``, the count's deprecated spelling: a range there is refused, naming --num-steps."""
+    try:
+        return _positive_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count: generate's count of steps is --num-steps N "
+                                         "(--steps A:B is a range in search, diff and report)") from None
 
 
 def _non_negative_int(text: str) -> int:
@@ -73,6 +83,46 @@ def _run_arguments(parser: argparse.ArgumentParser, two_runs: bool = False, **to
     parser.add_argument("--no-cache", action="store_true", help="neither read nor write the columnar cache")
     parser.add_argument("--max-extra-fields", type=_positive_int, default=None, metavar="N",
                         help="extra-field columns a run makes at most (sets RL_BOARD_MAX_EXTRA_FIELDS; default 256)")
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """The parser of one command (``summary``…), whose actions name its parameters and their defaults."""
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[command]
+
+
+def command_args(command: str, values: dict) -> argparse.Namespace:
+    """The arguments of ``command`` as its parser would give them, made from ``values`` ({dest: value}, the
+    names of the command's ``args``: ``run_dir``, ``pad_token``, ``field``…) over its defaults, without a
+    command line: a text value goes through its argument's type (``run_location``, ``token_option``…), a
+    choice is checked. ``ValueError`` naming the argument for a name the command does not take, a value
+    its type refuses or one not among its choices. ``--json`` is set where the command has it."""
+    actions = {a.dest: a for a in command_parser(command)._actions if a.dest != "help"}
+    args = {dest: list(a.default) if isinstance(a.default, list) else a.default for dest, a in actions.items()}
+    for dest, value in values.items():
+        if dest not in actions:
+            raise ValueError(f"{command} takes no {dest}")
+        action = actions[dest]
+        flag = action.option_strings[-1] if action.option_strings else action.metavar or dest
+        try:
+            value = [_typed(action, v) for v in value] if isinstance(value, list) else _typed(action, value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            raise ValueError(f"{flag}: invalid value {value!r}: {exc}") from None
+        if action.choices is not None and value is not None and value not in action.choices:
+            raise ValueError(f"{flag}: invalid choice {value!r} (choose from {', '.join(map(str, action.choices))})")
+        args[dest] = value
+    if "json" in args:
+        args["json"] = True
+    return argparse.Namespace(command=command, **args)
+
+
+def _typed(action: argparse.Action, value):
+    """``value`` through ``action``'s type as the command line would give it: a text or a number (as its text,
+    so ``_positive_int`` refuses a 0 whichever way it came); a path, a list or None as it is."""
+    if action.type is None or isinstance(value, bool) or not isinstance(value, str | int | float):
+        return value
+    return action.type(value if isinstance(value, str) else str(value))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -129,7 +179,8 @@ def _parser() -> argparse.ArgumentParser:
                            "may be left out (100: or :200)")
     diff.add_argument("--steps-b", default=None, metavar="A:B", help="only steps A to B of RUN_B")
     diff.add_argument("--by", choices=("prompt", "id"), default="prompt",
-                      help="match samples by their prompt's text with pads removed, or by the prompt id the "
+                      help="match samples by their prompt's text with pads removed (by its user content when "
+                           "either run wraps its prompts in a chat template), or by the prompt id the "
                            "trainer logs (a number named uid, index, idx, example_id, prompt_id, problem_id or "
                            "id; TRL: its prompt column)")
     diff.add_argument("--min-samples", type=_positive_int, default=1, metavar="N",
@@ -149,14 +200,17 @@ def _parser() -> argparse.ArgumentParser:
                                            "every finding with its evidence and samples, and how it was made "
                                            "(opens in any browser, with no network)")
     report.add_argument("-o", "--output", default=None, metavar="FILE.html",
-                        help="the file written (default RUN_NAME.report.html in the current folder; '-': standard "
-                             "output)")
+                        help="the file written (default RUN_NAME.report.html in the current folder, RUN_NAME the name of "
+                             "the run's folder; '-': standard output); nothing is written when no line loads")
     report.add_argument("--steps", default=None, metavar="A:B",
                         help="the recap and curves cover steps A to B, both included (either end may be left "
                              "out); the findings are always the whole run's")
     report.add_argument("--samples", type=_non_negative_int, default=REPORT_SAMPLES, metavar="N",
                         help=f"samples shown under each finding (default {REPORT_SAMPLES}, at most "
                              f"{MAX_REPORT_SAMPLES}; 0: none)")
+    report.add_argument("--full-path", action="store_true",
+                        help="name the run by its absolute local path in the report (default: its folder's name "
+                             "only, and each absolute path of the command shortened to .../NAME)")
     _run_arguments(report)
     mcp = sub.add_parser("mcp", help="a Model Context Protocol server on stdio for coding agents: runs, summary, "
                                      "findings, search, a sample, the trainer's metrics as JSON (needs the "
@@ -217,7 +271,11 @@ def _parser() -> argparse.ArgumentParser:
                                "verl: {step}.jsonl dumps, trl: completions_*.parquet, prime-rl: agent episodes "
                                "in rollouts/step_N/, art: agent trajectories in trajectories/train/, "
                                "prime-rl-tokens: token_exports/step_N/rank_R.jsonl with its tokenizer.json)")
-    generate.add_argument("--steps", type=_positive_int, default=None, help="write one PPO run of this many steps")
+    generate.add_argument("--num-steps", type=_positive_int, default=None, metavar="N",
+                          help="write one PPO run of this many steps")
+    generate.add_argument("--steps", type=_old_steps_count, default=None, dest="old_steps", metavar="N",
+                          help="deprecated: the old spelling of --num-steps (in search, diff and report --steps is "
+                               "a range of steps, A:B)")
     generate.add_argument("--samples", type=_positive_int, default=256)
     generate.add_argument("--tokens", type=_positive_int, default=200)
     generate.add_argument("--ranks", type=_positive_int, default=4)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .common import CommandError, printed
+
 
 class RunsError(ValueError):
     """No root to list, or a root that can't be listed: the message says why."""
@@ -17,8 +19,8 @@ def build_runs_json(root: str | None) -> dict:
     null where not known without reading the run), ``unclaimed`` (folders of logs no reader opens, with the
     reason) and ``notes`` (where the walk stopped, folders it could not read). ``RunsError`` with a plain
     message for a missing, unusable or empty root."""
+    from ..analysis.provider import discover_runs
     from ..base.access import allowed_roots
-    from ..store.discovery import discover_runs
 
     roots = [root] if root else [str(r) for r in (allowed_roots() or [])]
     if not roots:
@@ -39,15 +41,22 @@ def build_runs_json(root: str | None) -> dict:
     return out
 
 
+def runs_json(args) -> dict:
+    """What ``runs --json`` prints (docs/schemas/runs.json): ``build_runs_json`` of ``args.root``;
+    ``CommandError`` when it can't be listed."""
+    try:
+        return build_runs_json(args.root)
+    except RunsError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _runs(args) -> int:
     """0 with a run listed, 2 when the root can't be listed (or holds no run)."""
-    from ..readers import describe_size
+    from ..analysis.provider import describe_size
 
-    try:
-        found = build_runs_json(args.root)
-    except RunsError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    found, status = printed(runs_json, args)
+    if status is not None:
+        return status
     if args.json:
         print(json.dumps(found, ensure_ascii=False))
         return 0

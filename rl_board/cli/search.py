@@ -6,11 +6,19 @@ import json
 import sys
 
 from ..base import fields as F
-from .common import _fmt, _load
+from .common import CommandError, _fmt, load_run_for, printed
 from .parser import SEARCH_SHOWN
 
 
-def _search(args) -> int:
+def search_json(args) -> dict:
+    """What ``search --json`` prints (docs/schemas/search.json). ``CommandError`` on a bad argument or a run
+    that can't be read as asked."""
+    return _searched(args)[0]
+
+
+def _searched(args) -> tuple[dict, object, object]:
+    """(``search_json``'s dict, the run, the samples listed: rows of ``run._samples``)."""
+    from ..analysis.provider import TagsError
     from ..analysis.search import (
         SEARCH_FIELDS,
         Query,
@@ -25,22 +33,17 @@ def _search(args) -> int:
     )
     from ..analysis.source import read_settings
     from ..analysis.tables import sort_samples
-    from ..store.tags import TagsError
 
     if (args.regex is None and not args.truncated and args.tag is None and not args.ranges and args.steps is None
             and not args.has_images and args.fault is None):
-        print("error: give --regex PATTERN, --truncated, --has-images, --tag TAG, --fault KIND, --range NAME=LOW:HIGH, "
-              "--steps A:B, or several", file=sys.stderr)
-        return 2
+        raise CommandError("give --regex PATTERN, --truncated, --has-images, --tag TAG, --fault KIND, "
+                           "--range NAME=LOW:HIGH, --steps A:B, or several")
     try:
         steps = parse_steps(args.steps) if args.steps is not None else (None, None)
         bounds = [parse_range(text) for text in args.ranges]
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    run = _load(args)
-    if isinstance(run, int):
-        return run
+        raise CommandError(str(exc)) from None
+    run = load_run_for(args)
     if args.regex and args.text_field not in SEARCH_FIELDS and args.text_field not in run.text_fields():
         print(f"note: no first sample of the run's files has a text field {json.dumps(args.text_field, ensure_ascii=False)}; "
               "the run's text fields: " + (", ".join(json.dumps(n, ensure_ascii=False) for n in run.text_fields())
@@ -54,13 +57,12 @@ def _search(args) -> int:
                                              truncated=True if args.truncated else None, tag=args.tag,
                                              has_images=True if args.has_images else None, fault=args.fault))
     except (ValueError, TagsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(str(exc)) from None
     # every match's address and reward; all their columns only where a sort needs them
-    matches = run.samples.loc[keep, [c for c in (F.STEP, F.FILE, F.LINE, F.POSITION, F.REWARD) if c in run.samples]]
+    matches = run._samples.loc[keep, [c for c in (F.STEP, F.FILE, F.LINE, F.POSITION, F.REWARD) if c in run._samples]]
     limit = args.limit if args.limit is not None else (None if args.json else SEARCH_SHOWN)
     if sort is not None:
-        ordered = sort_samples(run.samples[keep], sort, not args.ascending)
+        ordered = sort_samples(run._samples[keep], sort, not args.ascending)
         shown = ordered if limit is None else ordered.head(limit)
     else:
         shown = matches if limit is None else compute_first_matches(run, keep, limit)  # no limit: --json, every match
@@ -71,6 +73,14 @@ def _search(args) -> int:
         print(f"note: {scan.note()}", file=sys.stderr)
     if listed:
         result["samples"] = build_search_json(run, shown, faults=args.json or args.fault is not None)["samples"]
+    return result, run, shown
+
+
+def _search(args) -> int:
+    got, status = printed(_searched, args)
+    if status is not None:
+        return status
+    result, run, shown = got
     if args.json:
         print(json.dumps(result, ensure_ascii=False, allow_nan=False))
         return 0 if run.report.lines_ok else 1

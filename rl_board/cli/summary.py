@@ -8,26 +8,34 @@ import sys
 
 from ..base.access import RootError
 from ..base.defaults import AUTO, DEFAULT_MAX_EXTRA_FIELDS, max_extra_fields
-from .common import _describe_settings, _fmt, _load
+from .common import _describe_settings, _fmt, load_run_for, printed
 
 PRINT_CHARS = 1 << 20  # characters of the JSON encoded and written at a time
 
 
-def _summary(args) -> int:
+def summary_json(args) -> dict:
+    """What ``summary --json`` prints (docs/schemas/summary.json): the settings, the files and lines read,
+    and each step's statistics; kept beside the caches and given again while the run folder is unchanged.
+    ``CommandError`` when the run can't be read as asked."""
     name = _memo_name(args)
     summary, files = _kept_summary(args, name)
     if summary is None:
-        run = _load(args)
-        if isinstance(run, int):
-            return run
+        run = load_run_for(args)
         from ..analysis.source import read_settings
         from ..analysis.summary import build_summary
 
         summary = {"settings": {**read_settings(run, args.max_samples_per_step), "kl_estimator": "k3"},
                    **build_summary(run)}
-        notes, decoded = list(run.report.notes), "from_ids" in run.samples and bool(run.samples["from_ids"].any())
+        notes, decoded = list(run.report.notes), "from_ids" in run._samples and bool(run._samples["from_ids"].any())
         del run  # its columns are let go before the summary is written out (a run of 200,000 steps: twice)
         _keep_summary(args, name, notes, decoded, summary, files)
+    return summary
+
+
+def _summary(args) -> int:
+    summary, status = printed(summary_json, args)
+    if status is not None:
+        return status
     if args.json:
         text = json.dumps(summary, ensure_ascii=False, allow_nan=False)
         del summary["steps"]  # (the exit status below needs only lines_ok)
@@ -39,8 +47,10 @@ def _summary(args) -> int:
               f"{summary['lines_bad']} rejected; {_describe_settings(summary['settings'])}")
         for error in summary["errors"][:10]:
             print(f"  {error['file']}:{error['line']}: {error['error']}")
-        for error in summary["files_unreadable"]:
-            print(f"  {error['file']}: {error['error']}")
+        for reason, named in _by_reason(summary["files_unreadable"]).items():  # a shared reason said once
+            print(f"  {named[0]}: {reason}" if len(named) == 1 else
+                  f"  {', '.join(named[:3])}" + (f" and {len(named) - 3:,} more" if len(named) > 3 else "")
+                  + ": could not be read (the note above says why)")
         _print_recap(summary["steps"])
         print(f"{'step':>8} {'samples':>8} {'reward':>10} {'std':>8} {'ref_rew':>8} {'kl':>10} {'len':>7}")
         for s in summary["steps"]:
@@ -49,6 +59,14 @@ def _summary(args) -> int:
             print(f"{s['step']:>8} {s['samples']:>8} {cells[0]:>10} {cells[1]:>8} {cells[2]:>8} "
                   f"{cells[3]:>10} {cells[4]:>7}")
     return 0 if summary["lines_ok"] else 1
+
+
+def _by_reason(unreadable: list[dict]) -> dict[str, list[str]]:
+    """The unreadable files by their reason, in the order of each reason's first file."""
+    out: dict[str, list[str]] = {}
+    for entry in unreadable:
+        out.setdefault(entry["error"], []).append(entry["file"])
+    return out
 
 
 #: The per-step series the text output recaps before its table: summary key -> label.
@@ -76,11 +94,11 @@ def _memo_name(args) -> str | None:
     limit, or a tokenizer given (its file lies outside the run folder)."""
     if args.no_cache or args.max_samples_per_step is not None or args.tokenizer:
         return None
-    from ..store import memo
+    from ..analysis.provider import memo
 
     settings = {"pad": args.pad_token, "eos": args.eos_token, "fields": args.field, "split": args.split}
     if AUTO in (args.pad_token, args.eos_token):  # what auto reads now: a config put beside the tokenizer later counts
-        from ..derive.tokenizer import find_tokenizer, special_tokens
+        from ..analysis.provider import find_tokenizer, special_tokens
 
         settings["tokens"] = special_tokens(str(found) if (found := find_tokenizer(args.run_dir)) else None)
     if max_extra_fields() != DEFAULT_MAX_EXTRA_FIELDS:  # the key of a summary kept before the limit stays
@@ -91,8 +109,8 @@ def _memo_name(args) -> str | None:
 def _kept_summary(args, name: str | None) -> tuple[dict | None, list | None]:
     """(the summary kept as ``name`` while the run's files are as they were, its notes printed as the
     read would print them, else None; the files as they are now, or None when not kept)."""
+    from ..analysis.provider import memo
     from ..base.access import check_allowed
-    from ..store import memo
 
     if name is None:
         return None, None
@@ -113,7 +131,7 @@ def _keep_summary(args, name: str | None, notes: list[str], decoded: bool, summa
     """Keep a summary (and the read's ``notes``) as ``name`` for the next time when the run's files did not
     change while it was read (``files``: as they were before), unless token ids were ``decoded`` with a
     tokenizer found next to the run (it lies outside the folder whose files the memo checks)."""
-    from ..store import memo
+    from ..analysis.provider import memo
 
     if name is None or files is None or decoded:
         return

@@ -40,16 +40,18 @@ from typing import NamedTuple
 import msgspec
 import numpy as np
 
+from ..base import fields as F
 from ..readers.turns import tool_names
 
-#: Every fault kind, in bit order (bit i of ``fault_kinds`` is ``KINDS[i]``). A new kind is appended, with its
-#: ``WHY``, its check in ``find_faults`` and the same in ``compute_fault_bits`` (a test holds the two equal);
-#: the command's ``--fault`` choices, the pickers and the findings follow this tuple.
+#: Every fault kind, in bit order (``fields.FAULT_KINDS``, kept in ``base`` so the command line's parser
+#: names them without importing this module). A new kind is appended there, with its ``WHY`` here, its check
+#: in ``find_faults`` and the same in ``compute_fault_bits`` (a test holds the two equal); the command's
+#: ``--fault`` choices, the pickers and the findings follow this tuple.
 #: ``images_dropped`` is not found in the turns but by the readers that see both a message's images and the
 #: token ids trained on (``readers.placeholders``: the extras ``images_dropped``, ``images_dropped_at``):
 #: ``with_image_faults`` adds its bit, ``image_fault`` the fault.
-KINDS = ("tool_error", "tool_loop", "malformed_tool_call", "truncated", "empty_final_answer", "images_dropped")
-ANY = "any"  # the filter that keeps a trajectory with any fault
+KINDS = F.FAULT_KINDS
+ANY = F.ANY_FAULT  # the filter that keeps a trajectory with any fault
 LOOP_CALLS = 3  # identical consecutive calls that make a loop
 #: What each kind means, one line (the page and ``rl-board search`` say it beside a fault).
 WHY = {

@@ -254,8 +254,8 @@ class _TextWords:
     word, samples one after another; equal words, equal ids, numbered in order of first use),
     ``owner`` (the sample of each word) and ``vocabulary`` (the strings of the ids).
 
-    An ASCII text is split by numpy over its bytes (``_ascii_words``: ``str.split()``'s ASCII
-    whitespace, a third of the time of Arrow's split); a text with other characters by Arrow's
+    An ASCII text is split by Arrow's ``ascii_split_whitespace`` (``_ascii_words``: ``str.split()``'s
+    ASCII whitespace, half the time of the Unicode split); a text with other characters by Arrow's
     ``utf8_split_whitespace``, which splits on the Unicode whitespace ``str.split()`` does."""
 
     def __init__(self, without_tokens: np.ndarray, responses: pa.ChunkedArray):
@@ -283,48 +283,48 @@ class _TextWords:
         self.vocabulary = encoded.dictionary.cast(pa.string())
 
 
-#: the ASCII characters ``str.split()`` splits at (``str.isspace``): \t \n \v \f \r (9-13), \x1c-\x1f (28-31) and space
-_ASCII_SPACE = np.array([chr(c).isspace() for c in range(256)])
+#: the ASCII characters ``str.split()`` splits at (``str.isspace``) that Arrow's ``ascii_split_whitespace``
+#: does not (it splits at \t \n \v \f \r and space): the separators \x1c-\x1f
+_SEPARATORS = "[\x1c-\x1f]"
 
 
 def _ascii_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(every word of ``texts``, ASCII strings without nulls, in order; the text of each word: int64),
-    a word being a run of bytes that are not ``_ASCII_SPACE`` within one text. numpy over the bytes,
-    no string made but the words' own array."""
-    first, last = texts.offset, texts.offset + len(texts)
-    offsets = np.frombuffer(texts.buffers()[1], np.int32 if texts.type == pa.string() else np.int64)[first:last + 1]
-    data = np.frombuffer(texts.buffers()[2], np.uint8)[offsets[0]:offsets[-1]] if len(texts) else np.zeros(0, np.uint8)
-    offsets = offsets.astype(np.int64) - offsets[0]
-    space = np.take(_ASCII_SPACE, data)
-    word = ~space
-    begin = word.copy()  # a word's first byte: no space, after a space or at its text's start
-    begin[1:] &= space[:-1]
-    end = word.copy()  # its last byte: no space, before a space or at its text's end
-    end[:-1] &= space[1:]
-    nonempty = offsets[1:] > offsets[:-1]
-    starts, stops = offsets[:-1][nonempty], offsets[1:][nonempty] - 1
-    begin[starts] = word[starts]
-    end[stops] = word[stops]
-    at, to = np.flatnonzero(begin), np.flatnonzero(end) + 1
-    bounds = np.zeros(len(at) + 1, np.int64)
-    np.cumsum(to - at, out=bounds[1:])
-    chars = data[word]  # the words' bytes one after another: all bytes but the spaces
-    kind, width = (pa.string(), np.int32) if len(chars) < 2**31 else (pa.large_string(), np.int64)
-    words = pa.Array.from_buffers(kind, len(at), [None, pa.py_buffer(bounds.astype(width)), pa.py_buffer(chars)])
-    counts = np.diff(np.searchsorted(at, offsets))  # each text's words: its starts are those within it
-    return words, np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+    a word being what ``str.split()`` finds: Arrow's ``ascii_split_whitespace`` (half the time of a
+    numpy scan over the bytes, issue 53), the separators \\x1c-\\x1f made spaces first where a text has them."""
+    data = texts.buffers()[2]
+    if data is not None and np.count_nonzero(np.frombuffer(data, np.uint8) - np.uint8(28) < 4):  # uint8 wraps
+        texts = pc.replace_substring_regex(texts, _SEPARATORS, " ")
+    return _split_words(pc.ascii_split_whitespace(texts))
 
 
 def _unicode_words(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """What ``_ascii_words`` gives, for texts of any characters, by Arrow's whitespace split."""
-    split = pc.utf8_split_whitespace(texts)
+    """What ``_ascii_words`` gives, for texts of any characters, by Arrow's Unicode whitespace split (which
+    splits at the separators \\x1c-\\x1f too)."""
+    return _split_words(pc.utf8_split_whitespace(texts))
+
+
+def _split_words(split: pa.ListArray) -> tuple[pa.Array, np.ndarray]:
+    """(the words of Arrow's whitespace ``split`` of texts, without the empty ones; the text of each)."""
     flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
-    # Arrow's split now and then leaves the whitespace that ends the last text on its last word
-    # ("4625 " for "... 4625 "; it depends on what lies past the text's buffer, so on the process's
-    # history): a word never holds whitespace, so it is trimmed off
-    flat = pc.utf8_rtrim_whitespace(flat)
-    word = pc.not_equal(flat, "")  # the split gives an empty word at each end that is whitespace
-    return flat.filter(word), parent.filter(word).to_numpy(zero_copy_only=False).astype(np.int64)
+    offsets = np.frombuffer(flat.buffers()[1], np.int32 if flat.type == pa.string() else np.int64)
+    offsets = offsets[flat.offset:flat.offset + len(flat) + 1]
+    word = offsets[1:] > offsets[:-1]  # the split gives an empty word at each end that is whitespace
+    data = flat.buffers()[2]
+    if data is not None and word.any() and _TRAILING[np.frombuffer(data, np.uint8)[offsets[1:][word] - 1]].any():
+        # Arrow's split now and then leaves the whitespace that ends the last text on its last word
+        # ("4625 " for "... 4625 "; it depends on what lies past the text's buffer, so on the process's
+        # history): a word never holds whitespace, so it is trimmed off (looked for first: the trim
+        # copies every word)
+        flat = pc.utf8_rtrim_whitespace(flat)
+        word = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    keep = pa.array(word)
+    return flat.filter(keep), parent.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+#: the last bytes a word may not end in: ASCII whitespace, and any byte of a multi-byte character (which
+#: may be Unicode whitespace: U+3000 ends in 0x80)
+_TRAILING = np.array([chr(c).isspace() or c >= 0x80 for c in range(256)])
 
 
 def _repeat_4gram(tokens: Tokens, counted: Counted, words: _TextWords) -> pa.Array:
@@ -373,6 +373,8 @@ def _words(tokens: Tokens, counted: Counted, words: _TextWords, options: ReadOpt
 def _distinct_4gram_share(ids: np.ndarray, owner: np.ndarray, count: int) -> np.ndarray:
     """1 - distinct/total over the 4-grams of each sample's ``ids`` (owners ascending); NaN with
     fewer than 4; shape (count,)."""
+    # speed: 5 x Arrow's Table.group_by over (sample, 4 ids) on verl-shaped words (benchmarks/bench_kernels.py);
+    # reference test: tests/test_derive.py::test_ascii_and_other_texts_of_one_block_keep_their_words_in_sample_order
     grams = np.zeros(count)
     out = np.full(count, np.nan)
     if len(ids) < 4:

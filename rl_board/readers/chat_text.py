@@ -29,6 +29,10 @@ sample, a decoded token sequence) as turns when it keeps the template's start ma
 headers (its end markers may be gone) and holds an assistant turn; text whose markers are all
 gone is left whole (``looks_unmarked`` tells it, for a note).
 
+``user_content`` reads a prompt as a chat template rendered it (ChatML, Llama 3, either with its
+markers dropped by the decode, Gemma, Mistral's ``[INST]``, DeepSeek's, Phi-3's) and gives its user
+turns' text: what a run that logs the bare question logged (``analysis.diff`` matches prompts on it).
+
 ``template_family(run_dir)`` reads the chat template beside a run (``chat_template.jinja``
 or ``tokenizer_config.json``'s ``chat_template``, in the run folder or its parent) to tell
 ChatML from Llama 3 when the text alone does not.
@@ -159,6 +163,46 @@ def split_prompt(text) -> list[dict]:
         return ([turn({"role": "system", "content": system})] if system is not None else []) + [
             turn({"role": "user", "content": user})]
     return [turn({"role": "user", "content": text})]
+
+
+#: Chat templates told by markers no question holds by chance: (name, a user turn's text as group 1).
+_USER_TURNS = (
+    ("gemma", re.compile(r"<start_of_turn>user\n(.*?)(?:<end_of_turn>|<start_of_turn>|$)", re.S)),
+    ("phi3", re.compile(r"<\|user\|>\n?(.*?)(?:<\|end\|>|<\|assistant\|>|$)", re.S)),
+    ("deepseek", re.compile(r"<｜User｜>(.*?)(?=<｜Assistant｜>|<｜User｜>|$)", re.S)),
+    ("mistral", re.compile(r"\[INST\](.*?)\[/INST\]", re.S)),
+)
+#: Llama 3's prompt decoded without its headers: ``[system\n\nS]user\n\nU assistant\n\n`` (no newline
+#: before ``assistant``: ``<|eot_id|>`` ended the user's text), the whole text.
+_UNMARKED_LLAMA_PROMPT = re.compile(r"(?:system\n\n(.*?))?user\n\n(.*)assistant\n\n", re.S)
+
+
+def user_content(text) -> tuple[str, str] | None:
+    """(the template's name, the text of ``text``'s user turns joined by a blank line, white space
+    around it removed) when ``text`` is a prompt as a chat template renders it: ChatML or Llama 3 with
+    their markers (``chatml``, ``llama3``), or as ``skip_special_tokens`` left them (``chatml-unmarked``:
+    ``[system\nS\n]user\nU\nassistant\n``; ``llama3-unmarked``: ``[system\n\nS]user\n\nUassistant\n\n``,
+    each the whole text), Gemma's ``<start_of_turn>user``, Phi-3's ``<|user|>``, DeepSeek's ``<｜User｜>``,
+    Mistral's ``[INST] … [/INST]``; None for any other text (a bare question) or a template with no user
+    turn. Tool results (``<tool_response>`` blocks) are not the user's."""
+    if not isinstance(text, str):
+        return None
+    if "<|im_start|>" in text or "<|start_header_id|>" in text:
+        family = CHATML if "<|im_start|>" in text else LLAMA3
+        turns = split_turns(text, first_role="user").turns
+        users = [t["content"] for t in turns if t["role"] == "user" and isinstance(t["content"], str)]
+        if roles_read(turns) and users:
+            return family, "\n\n".join(users).strip()
+        return None
+    for name, pattern in (("chatml-unmarked", _UNMARKED_PROMPT), ("llama3-unmarked", _UNMARKED_LLAMA_PROMPT)):
+        whole = pattern.fullmatch(text)
+        if whole is not None:
+            return name, whole.group(2).strip()
+    for name, pattern in _USER_TURNS:
+        users = [m.group(1) for m in pattern.finditer(text)]
+        if users:
+            return name, "\n\n".join(u.strip() for u in users).strip()
+    return None
 
 
 def transcript(text) -> list[dict] | None:

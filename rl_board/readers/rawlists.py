@@ -4,10 +4,10 @@ The JSON-lines reader decodes the per-token lists of a block as ``msgspec.Raw``:
 bytes, checked as JSON, with no Python object per value. Here a whole column of them
 becomes one Arrow array (``read_column``) with no Python work per line or per value:
 
-- numbers: the column's lists joined into one JSON array with a marker number between
-  them, parsed once by simdjson, whose ``as_buffer`` writes every number into one flat
-  buffer; the markers say where each list ends (a marker among the values: the lists'
-  commas are counted with numpy instead);
+- numbers: the column's lists joined into one JSON array, parsed once by simdjson, whose
+  ``as_buffer`` writes every number into one flat buffer; each list's length is its commas
+  plus one, counted with numpy (a marker number written between the lists, read back among
+  the values, was at most 1.1-1.3 x faster: issue 53 keeps no kernel for that);
 - token strings: each string's quotes found with numpy (a quote
   after an odd run of backslashes is inside a string), the bytes from one string to the
   next dictionary-encoded by Arrow where they lie, and each distinct piece cut to the
@@ -15,8 +15,8 @@ becomes one Arrow array (``read_column``) with no Python work per line or per va
 
 It gives no array (None) when the column holds anything else (a null inside a list, a
 string among numbers, a nested list, a number beyond the float range, bytes that are
-not UTF-8, white space where it expects none); the caller then reads that column by
-the typed path, which decides line by line. Either way the values are the same: both
+not UTF-8, white space where it expects none or inside an empty list of numbers); the
+caller then reads that column by the typed path, which decides line by line. Either way the values are the same: both
 parse numbers to the nearest double.
 """
 
@@ -35,8 +35,6 @@ from .canonical import TOKEN_STRINGS, present_mask
 
 _LOCAL = threading.local()  # a simdjson parser is not shared between threads
 _NULL, _LIST, _COMMA, _QUOTE, _BACKSLASH = 110, 91, 44, 34, 92
-# a number written between a column's lists, so one parse also tells where each list ends
-_MARKERS = {"d": (-7.25e-301, b",-7.25e-301,"), "i": (-7250000000000000301, b",-7250000000000000301,")}
 _TYPES = {"d": (np.float64, pa.float64()), "i": (np.int64, pa.int64())}
 
 
@@ -44,34 +42,33 @@ def read_column(raws: list, kind: str) -> tuple[pa.Array | None, np.ndarray, np.
     """(the Arrow array of one column of raw values, null where a value is not a list, or None when a
     list holds anything else; where a value is a JSON list; where it is neither a list nor null nor
     absent: that line is refused). ``kind``: "d" lists of numbers, "i" of integers, "t" of strings."""
-    separator = b"" if kind == "t" else _MARKERS[kind][1]
-    first, kept, sizes, joined = _joined(raws, separator)
+    first, kept, sizes, joined = _joined(raws)
     lists = first == _LIST
     refused = ~(lists | (first == _NULL) | (first == 0))
     if len(kept) != np.count_nonzero(lists):  # a null or another value among them: join the lists alone
         kept = list(compress(raws, lists))
         sizes = np.fromiter(map(len, kept), np.int64, len(kept))
-        joined = separator.join(kept)
+        joined = b"".join(kept)
     if kind == "t":
         return _token_lists(joined, sizes, lists), lists, refused
-    return _number_lists(kept, joined, lists, kind), lists, refused
+    return _number_lists(kept, sizes, lists, kind), lists, refused
 
 
 def first_bytes(raws: list) -> np.ndarray:
     """The first byte of each raw value (0 for None: a key the line lacks); uint8, shape (len(raws),)."""
-    return _joined(raws, b"")[0]
+    return _joined(raws)[0]
 
 
-def _joined(raws: list, separator: bytes) -> tuple[np.ndarray, list, np.ndarray, bytes]:
-    """(the first byte of each raw value, 0 for None; the values present; their sizes; them joined by
-    ``separator``): each first byte read where its value starts in the join (a raw value is never empty)."""
+def _joined(raws: list) -> tuple[np.ndarray, list, np.ndarray, bytes]:
+    """(the first byte of each raw value, 0 for None; the values present; their sizes; them joined): each
+    first byte read where its value starts in the join (a raw value is never empty)."""
     present = present_mask(raws)
     kept = raws if present.all() else list(compress(raws, present))
     sizes = np.fromiter(map(len, kept), np.int64, len(kept))
-    joined = separator.join(kept)
+    joined = b"".join(kept)
     first = np.zeros(len(raws), np.uint8)
     if kept:
-        first[present] = np.frombuffer(joined, np.uint8)[np.cumsum(sizes + len(separator)) - sizes - len(separator)]
+        first[present] = np.frombuffer(joined, np.uint8)[np.cumsum(sizes) - sizes]
     return first, kept, sizes, joined
 
 
@@ -82,35 +79,23 @@ def _parser() -> simdjson.Parser:
     return parser
 
 
-def _number_lists(kept: list, joined: bytes, lists: np.ndarray, code: str) -> pa.Array | None:
-    """The lists of a column (``kept``), ``joined`` with a marker number between them (so one parse gives
-    every value and where each list ends); a marker among the values themselves is seen, and the lists'
-    commas are counted instead."""
+def _number_lists(kept: list, sizes: np.ndarray, lists: np.ndarray, code: str) -> pa.Array | None:
+    """The lists of numbers of a column (``kept``), joined into one JSON array parsed once by simdjson
+    (every value into one flat buffer); a list's length is its commas plus one (none for ``[]``), the
+    commas counted with numpy. None for a nested list (simdjson would flatten it), a null, a string,
+    a boolean, a number out of range, or white space inside an empty list."""
     dtype, type_ = _TYPES[code]
-    count = len(kept)
-    if not count:
+    if not kept:
         return _lists(lists, np.zeros(0, np.int64), pa.array([], type_))
-    marker, _ = _MARKERS[code]
-    if np.count_nonzero(np.frombuffer(joined, np.uint8) == _LIST) != count:  # a nested list (simdjson would
-        return None  # flatten it)
-    joined = b"[" + joined + b"]"
+    joined = b"[" + b",".join(kept) + b"]"
+    buffer = np.frombuffer(joined, np.uint8)
+    if np.count_nonzero(buffer == _LIST) != len(kept) + 1:  # a nested list
+        return None
     try:
         values = np.frombuffer(_parser().parse(joined).as_buffer(of_type=code), dtype)
     except (TypeError, ValueError, RuntimeError):  # null, a string, a boolean, a number out of range
         return None
-    marks = np.flatnonzero(values == marker)
-    if len(marks) != count - 1:  # the marker is one of the values too
-        return _counted_lists(kept, lists, code, dtype, type_)
-    lengths = np.diff(np.r_[-1, marks, len(values)]) - 1
-    return _lists(lists, lengths, pa.array(np.delete(values, marks) if len(marks) else values, type_))
-
-
-def _counted_lists(kept: list, lists: np.ndarray, code: str, dtype, type_: pa.DataType) -> pa.Array | None:
-    sizes = np.fromiter(map(len, kept), np.int64, len(kept))
-    joined = b"[" + b",".join(kept) + b"]"
-    values = np.frombuffer(_parser().parse(joined).as_buffer(of_type=code), dtype)
-    buffer = np.frombuffer(joined, np.uint8)
-    ends = 1 + np.cumsum(sizes + 1) - 1  # the joining comma (or the closing bracket) after each list
+    ends = np.cumsum(sizes + 1)  # the joining comma (or the closing bracket) after each list
     commas = np.flatnonzero(buffer == _COMMA)
     before = np.searchsorted(commas, ends) - np.arange(len(sizes))  # commas inside the lists up to each end
     lengths = np.where(sizes > 2, np.diff(before, prepend=0) + 1, 0)
@@ -131,6 +116,8 @@ def _token_lists(joined: bytes, sizes: np.ndarray, lists: np.ndarray) -> pa.Arra
     """The lists of strings of a column (``joined``, each ``sizes`` bytes), written without white space
     (``["a","b"]``) or with one space after each comma (Python's ``json.dumps``), as a dictionary-encoded
     ``list<string>`` array; None for any other shape."""
+    # speed: 1.7 x pyarrow.json's reader on a GRPO block's tokens (benchmarks/bench_kernels.py); reference
+    # test: tests/test_rawlists.py::test_token_lists_give_what_orjson_gives
     buffer = np.frombuffer(joined, np.uint8)
     ends = np.cumsum(sizes)
     starts = ends - sizes

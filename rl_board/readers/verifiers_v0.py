@@ -7,8 +7,14 @@ a string for completion-style environments; tool calls as JSON text), ``reward``
 (-> ``ground_truth``), ``info``, ``timing``, ``is_completed``, ``is_truncated``, ``metrics``
 and each metric again as a top-level float. One sample per line: its turns are the prompt's
 then the completion's messages (``trainable`` null: the format doesn't say), the line's
-``OUTCOME`` fields and its ``tool_defs``' names (``tools``) in the last turn's ``meta``, its extras every top-level number or boolean but
-``example_id``.
+``OUTCOME`` fields and its ``tool_defs``' names (``tools``) in the last turn's ``meta``, its extras every top-level number or boolean
+(``example_id`` among them: ``rl-board diff --by id`` matches on it).
+
+Checkpoints evaluated one ``vf-eval`` each, the model named by its checkpoint (served as ``…-step100``, or a
+path ``…/checkpoint-500`` or ``…/global_step_100``, whose ``/`` vf-eval writes as ``--``), leave
+``evals/{env_id}--{model}-stepN/{run_id}/results.jsonl``: that ``evals`` folder is one run whose steps are
+the names' steps, its splits the folder names with the step taken off (an eval of the base model beside
+them, ``{env_id}--{model}`` with no step, is step 0 of its split).
 
 prime-rl saved evals of a training run's checkpoints in this format twice over its history, each
 a step folder per checkpoint; such a folder tree is one run whose steps are the ``step_{N}`` folders:
@@ -53,31 +59,43 @@ SUFFIX = ".jsonl"
 APPENDABLE = False
 ALIASES = {"ground_truth": "answer"}
 #: One eval's folder; prime-rl's ``evals/`` of checkpoints; prime-rl's output folder, or its ``rollouts/``.
-GLOBS = ("results.jsonl", "step_*/*/results.jsonl", "rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl")
+GLOBS = ("results.jsonl", "step_*/*/results.jsonl", "rollouts/step_*/*_rollouts*.jsonl", "step_*/*_rollouts*.jsonl",
+         "*/*/results.jsonl")
 DEFAULT_SPLIT = "train"
-NOT_EXTRAS = frozenset({"example_id", "reward", "step"})
+NOT_EXTRAS = frozenset({"reward", "step"})
 #: A rollout's fields on how it ended, kept in its last turn's ``meta`` (``turns.with_outcome``).
 OUTCOME = ("is_truncated", "is_completed", "stop_condition", "is_timeout", "timing", "error")
 
 _STEP_FOLDER = re.compile(r"^step_(\d+)$")
+#: ``vf-eval``'s folder ``{env_id}--{model}`` of a checkpoint whose model name ends in its step
+#: (``…-step100``, ``…_step_100``, ``…--checkpoint-500``, ``…--global_step_100``, ``…-ckpt100``)
+_CHECKPOINT_NAME = re.compile(r"^(.+?--.+?)[-_.]+(?:global_step|step|checkpoint|ckpt)[-_]?(\d+)$")
 _ROLLOUTS = re.compile(r"^(train|eval)_rollouts(?:_(.+))?\.jsonl$")  # prime-rl's rollouts/step_N/ files
 
 
 def split_of(name: str) -> str | None:
-    """The environment of ``step_N/{env}/results.jsonl``; ``train``, ``eval`` or ``eval/{env}`` of
+    """The environment of ``step_N/{env}/results.jsonl``; ``{env_id}--{model}`` (its step taken off) of
+    ``{env_id}--{model}-stepN/{run_id}/results.jsonl``; ``train``, ``eval`` or ``eval/{env}`` of
     ``rollouts/step_N/{train|eval}_rollouts[_{env}].jsonl``; None for one eval's folder."""
     parts = PurePosixPath(base_name(name)).parts
     if len(parts) == 3 and parts[2] == "results.jsonl" and _STEP_FOLDER.match(parts[0]):
         return parts[1]
+    if len(parts) == 3 and parts[2] == "results.jsonl" and "--" in parts[0]:
+        checkpoint = _CHECKPOINT_NAME.match(parts[0])
+        return parts[0] if checkpoint is None else checkpoint.group(1)
     match = _ROLLOUTS.match(parts[-1]) if len(parts) >= 2 and _STEP_FOLDER.match(parts[-2]) else None
     return None if match is None else match.group(1) + (f"/{match.group(2)}" if match.group(2) else "")
 
 
 def step_of(name: str) -> int | None:
-    """The step of ``[…/]step_N/{env}/results.jsonl`` or ``[…/]step_N/…_rollouts….jsonl``: its ``step_N`` folder."""
+    """The step of ``[…/]step_N/{env}/results.jsonl`` or ``[…/]step_N/…_rollouts….jsonl`` (its ``step_N``
+    folder), or of ``[…/]{env_id}--{model}-stepN/{run_id}/results.jsonl`` (the checkpoint's name)."""
     parts = PurePosixPath(base_name(name)).parts
     above = 3 if parts and parts[-1] == "results.jsonl" else 2 if parts and _ROLLOUTS.match(parts[-1]) else 0
     match = _STEP_FOLDER.match(parts[-above]) if above and len(parts) >= above else None
+    if match is None and above == 3 and len(parts) >= 3:
+        checkpoint = _CHECKPOINT_NAME.match(parts[-3])
+        return int(checkpoint.group(2)) if checkpoint else None
     return int(match.group(1)) if match else None
 
 

@@ -44,7 +44,7 @@ from .fingerprints import (  # noqa: F401 (re-exported: their home before they m
 )
 from .locks import locked
 
-CACHE_VERSION = 23  # 23: prime-rl traces keep each reward's logged weight as the extra reward_weight/NAME (issue 48's components); 22: a segment keeps eos_seen per sample (the EOS check on load: issue 48's reward); 21: a segment file is named by the xxh3-128 of its bytes, checked when it is opened (issue 50's trust); 20: turns keep the trainer's per-turn fields (meta) and segments the fault kinds (issue 48's faults); 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
+CACHE_VERSION = 24  # 24: verifiers v0 keeps example_id as an extra (issue 51.6b: diff --by id); 23: prime-rl traces keep each reward's logged weight as the extra reward_weight/NAME (issue 48's components); 22: a segment keeps eos_seen per sample (the EOS check on load: issue 48's reward); 21: a segment file is named by the xxh3-128 of its bytes, checked when it is opened (issue 50's trust); 20: turns keep the trainer's per-turn fields (meta) and segments the fault kinds (issue 48's faults); 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
@@ -55,6 +55,10 @@ _SEGMENT_NAME = re.compile(r"seg-([0-9a-f]{32})\.arrow")
 
 class SegmentDamaged(ValueError):
     """A segment file of the cache is not the one written under its name: the message says why."""
+
+
+class Untrusted(ValueError):
+    """The shared cache's copy of a run can't be taken: the message says why (``shared``)."""
 
 
 def segment_name(digest: str) -> str:

@@ -1,6 +1,6 @@
 """Read a run folder with the run's reader and merge its files into step-indexed samples.
 
-``RunSource`` coordinates two rooms: file tracking (``tracking.py``: which files a
+``RunLoader`` coordinates two rooms: file tracking (``tracking.py``: which files a
 run has, how far each was read, which changed) and the segment store
 (``segments.py``: where parsed rows live, in the columnar cache of ``cache.py`` or
 in memory). A refresh reads only the bytes appended since (never half a line) for
@@ -318,9 +318,11 @@ class RunLoader:
 
     def _rows_match_logs(self, found: dict, paths: dict) -> str | None:
         """Why a copy pulled from the shared cache can't be taken (its rows are not this run's logs), or None."""
+        from .ingest import ingest_whole
+        from .ranges import ingest_range
         from .shared import rows_match_logs
 
-        return rows_match_logs(found, paths, self.reader, self.options, self.location)
+        return rows_match_logs(found, paths, self.reader, self.options, self.location, ingest_range, ingest_whole)
 
     def _read(self, todo: list[tuple[FileState, int]], progress: Progress | None) -> None:
         """Read bytes [offset, size) of each file (up to its last newline, for JSONL) and store

@@ -24,6 +24,7 @@ from ..derive.samples import derive
 from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
 from ..readers.jsonlines import NO_STEP
+from .fingerprints import _HASH_SPAN, head_tail_hashes
 from .segments import write_segment
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
@@ -72,8 +73,9 @@ class RangeResult:
     # [first row, rows] of this range's rows in ``segment`` (or ``table``), when several small files share
     # one (``read_small_files``); None: the segment holds this range's rows only
     span: list[int] | None = None
-    # sha1 of the head and of the tail (``cache.hash_span``) of bytes [0, end), when this range is the whole
-    # of them (a small file read in a batch): its cache entry needs not read the file again
+    # sha1 of the head and of the tail (``cache.hash_span``) of bytes [0, end), when this range read them from
+    # the file's start (a small file read in a batch, a file's first range): a file read in one range needs not
+    # be read again by the parent for its cache entry
     hashes: list[str] | None = None
 
 
@@ -104,6 +106,7 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
         _take_block(reader, data, offset, options, result, tables, quota, max_per_step)
 
     limit = options.max_line
+    ends = _Ends() if start == 0 else None
     with open_in(location, path) as fh:
         fh.seek(start)
         position = start
@@ -131,6 +134,8 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
                 complete = size
             take(chunk, position)
             hasher.update(memoryview(chunk)[:complete])
+            if ends is not None:
+                ends.add(memoryview(chunk)[:complete])
             position += complete
             fh.seek(position)
     if 0 < stop - position <= limit:  # bytes after the last newline: a finished line?
@@ -140,14 +145,35 @@ def _ingest_range(reader, path: str, start: int, stop: int, out_dir: str | None,
         if reader.is_whole_record(tail):  # the writer stopped before its newline
             take(tail + b"\n", position)
             hasher.update(tail)
+            if ends is not None:
+                ends.add(tail)
             position, result.unterminated = stop, True
     elif stop - position > limit:
         result.long_tail = stop - position
     result.end = position
     result.digest = hasher.hexdigest() if whole else None
+    if ends is not None and whole and position > 0:  # (a line passed over is a gap in what was kept)
+        result.hashes = ends.hashes()
     result.pending = position < stop
     _keep_blocks(result, tables, out_dir, options)
     return result
+
+
+class _Ends:
+    """The first and the last ``_HASH_SPAN`` bytes of what a range read from its file's start, block by block
+    in order: their hashes are the file's head and tail hashes (``head_tail_hashes``) for its cache entry,
+    taken here, in the worker, rather than read again from the file by the parent after the last range."""
+
+    def __init__(self):
+        self.head, self.tail = b"", b""
+
+    def add(self, data: memoryview | bytes) -> None:
+        if len(self.head) < _HASH_SPAN:
+            self.head += bytes(data[:_HASH_SPAN - len(self.head)])
+        self.tail = (self.tail + bytes(data[-_HASH_SPAN:]))[-_HASH_SPAN:]
+
+    def hashes(self) -> list[str]:
+        return [head_tail_hashes(self.head)[0], head_tail_hashes(self.tail)[1]]
 
 
 def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: RangeResult, tables: list,
@@ -275,11 +301,7 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
     kept_unlisted = len(unlisted) - int(full[len(errors):].sum())
     if not len(steps):
         return table, skipped, left, kept_unlisted
-    distinct, which = np.unique(steps, return_inverse=True)
-    counts = np.bincount(which)
-    order = np.argsort(which, kind="stable")
-    rank = np.empty(len(steps), np.int64)
-    rank[order] = np.arange(len(steps)) - np.repeat(np.cumsum(counts) - counts, counts)
+    distinct, counts, which, rank = _step_ranks(steps)
     before = np.array([quota.get(int(step), 0) for step in distinct], np.int64)
     keep = before[which] + rank < max_per_step
     for step, had, count in zip(distinct.tolist(), before.tolist(), counts.tolist()):
@@ -289,6 +311,25 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
         table = table.drop_columns([name for name in F.extra_columns(table.column_names)
                                     if table[name].null_count == table.num_rows])
     return table, skipped + int((~keep).sum()), left, kept_unlisted
+
+
+def _step_ranks(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(the distinct steps, ascending; their rows; each row's step among them; each row's place among its
+    step's rows, in row order), from one stable sort of ``steps``."""
+    # speed: 1.6 x pandas' groupby().cumcount() on a block's steps in file order (benchmarks/bench_kernels.py),
+    # and no pandas in a worker; reference test: tests/test_ranges.py::test_step_ranks_are_cumcount
+    order = np.argsort(steps, kind="stable")
+    ordered = steps[order]
+    new = np.empty(len(steps), bool)
+    new[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    counts = np.diff(np.r_[starts, len(steps)])
+    which = np.empty(len(steps), np.int64)
+    which[order] = np.cumsum(new) - 1
+    rank = np.empty(len(steps), np.int64)
+    rank[order] = np.arange(len(steps)) - np.repeat(starts, counts)
+    return ordered[starts], counts, which, rank
 
 
 def _full_at(steps: np.ndarray, lines: np.ndarray, quota: dict[int, int], max_per_step: int,

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from ..base import fields as F
 from ..derive.samples import SCHEMA, TURN_COLUMNS, is_segment_schema
 from ..readers.extras import merged_notes
-from .cache import FileEntry, RunCache, enforce_limit, file_digest, segment_name
+from .cache import FileEntry, RunCache, Untrusted, enforce_limit, file_digest, segment_name
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
@@ -104,6 +104,22 @@ def _spec(raw: bytes) -> tuple[list[str], dict[str, tuple]]:
 
 
 _SHARED_VALUES: dict[tuple, pa.Array] = {}  # (type, how, value) -> an array of it, as long as any asked for
+#: the address of the last buffer of every array ``_one_value_array`` made -> the array, kept for the process's
+#: life (the sizes double: at most twice the longest segment's rows a value), so no other array is ever there
+_SHARED_ADDRESSES: dict[int, pa.Array] = {}
+
+
+def one_value_source(column: pa.ChunkedArray) -> tuple[int, bool] | None:
+    """(the address of the shared array of one value ``column`` is a slice of, whether it is nulls) when it is
+    one (``with_one_value_columns`` made it), else None: two such columns from the same address hold the
+    same value in every row, which ``columns.gather`` then needs not compare row by row."""
+    if column.num_chunks != 1:
+        return None
+    chunk = column.chunk(0)
+    last = chunk.buffers()[-1]
+    if last is None or last.address not in _SHARED_ADDRESSES:
+        return None
+    return last.address, chunk.null_count > 0
 
 
 def _one_value_array(how: tuple, rows: int) -> pa.Array:
@@ -121,6 +137,7 @@ def _one_value_array(how: tuple, rows: int) -> pa.Array:
         else:
             shared = pa.array(np.full(size, value[0], type_.to_pandas_dtype()), type_)
         _SHARED_VALUES[how] = shared
+        _SHARED_ADDRESSES[shared.buffers()[-1].address] = shared
     return shared.slice(0, rows)
 
 
@@ -256,8 +273,6 @@ class SegmentStore:
             except Exception as exc:  # a log that can't be read again (gone, refused): the copy is not taken
                 why = f"its rows could not be read again from your logs ({type(exc).__name__}: {exc})"
             if why is not None:
-                from .shared import Untrusted
-
                 self.notes.append(self.remote.note("read", Untrusted(why)))
                 self.cache.empty()
                 return {}

@@ -46,7 +46,7 @@ from pathlib import Path
 from ..base import fields as F
 from ..base.compression import codec_of
 from ..base.remote import RemotePath, fault_line, remote_path
-from .cache import CACHE_ENV, MANIFEST, RunCache, cache_dir_for, mirror_root, shared_url  # noqa: F401
+from .cache import CACHE_ENV, MANIFEST, RunCache, Untrusted, cache_dir_for, mirror_root, shared_url  # noqa: F401
 
 TMP_KEY_SECONDS = 3600  # a temporary key older than this at a publish was left by a push that died
 _DIGEST_CHUNK = 1 << 20  # bytes hashed at a time
@@ -57,16 +57,16 @@ WHOLE_FILES_CHECKED = 2  # of them, table files (read whole to reach a row) at m
 _COMPARED = (F.STEP, F.REWARD, *F.TEXT_FIELDS, "length")  # what a row read again must give as the copy does
 
 
-def rows_match_logs(found: dict, paths: dict, reader, options, location) -> str | None:
+def rows_match_logs(found: dict, paths: dict, reader, options, location, ingest_range, ingest_whole) -> str | None:
     """None when ``ROWS_CHECKED`` rows drawn at random from the segments of ``found`` (file name -> (entry,
     segments), as ``SegmentStore.load`` opened them from a pulled copy) are what the viewer's own files
     (``paths``: file name -> path) give when the bytes at each row's offset are read again; else why not.
     A copy whose manifest and digests were rewritten to serve another run's segments fails here: its rows'
-    texts and numbers are not the ones the logs hold at their offsets."""
+    texts and numbers are not the ones the logs hold at their offsets. The rows are read again by the
+    caller's ``ingest_range`` and ``ingest_whole`` (``ranges``', ``ingest``'s: the store reads through
+    this module, so it does not import them back)."""
     import pyarrow.compute as pc
 
-    from .ingest import ingest_whole
-    from .ranges import ingest_range
     from .segments import as_table, with_one_value_columns
 
     rows = [(name, table, i) for name, (_, segments) in found.items() for _, _, table in segments
@@ -103,10 +103,6 @@ def rows_match_logs(found: dict, paths: dict, reader, options, location) -> str 
 
 def _same(a, b) -> bool:
     return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
-
-
-class Untrusted(ValueError):
-    """The shared cache's copy of a run can't be taken: the message says why."""
 
 
 def _segments(manifest: bytes) -> set[str]:

@@ -68,6 +68,7 @@ class Snapshot:
     split: str | None = None
     splits: tuple[str, ...] = ()
     location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
+    max_per_step: int | None = None  # the samples kept of each step (the loader's), None: all
 
 
 def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
@@ -80,6 +81,17 @@ def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
             named.append(name)
     return [f"{named[0]}: {note}" if len(named) == 1 else f"{named[0]} and {len(named) - 1:,} more file(s): {note}"
             for note, named in files.items()]
+
+
+def _unreadable_notes(failed: tuple[tuple[str, str], ...]) -> list[str]:
+    """One note per reason files could not be read, naming its first file and how many more: a reason many
+    files share (slime's .pt files without torch: what to install) is said once, not once a file."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in failed:
+        by_reason.setdefault(why, []).append(name)
+    return [f"Could not read {named[0]}" + (f" and {len(named) - 1:,} more file{'s' if len(named) > 2 else ''}"
+                                            if len(named) > 1 else "") + f" ({why}); the other files loaded."
+            for why, named in by_reason.items()]
 
 
 def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict[str, str],
@@ -134,7 +146,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     if names and getattr(loader.reader, "NOTE", None):  # what the format itself can't hold
         notes = [*notes, loader.reader.NOTE]
     notes = [*notes, *file_notes, *field_notes.messages(options.max_extras),
-             *(f"Could not read {name} ({why}); the other files loaded." for name, why in failed),
+             *_unreadable_notes(failed),
              *([f"{unlisted:,} more rejected line{'s' if unlisted != 1 else ''} counted, not listed: the first "
                 f"{max_errors():,} of each file are ({MAX_ERRORS_ENV} changes it)."] if unlisted else []),
              *(f"{name} ends in {describe_size(files[name].long_tail)} without a newline, more than the "
@@ -150,7 +162,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     stamp = cache.manifest_stamp() if cache is not None else None
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
-                    loader.location)
+                    loader.location, loader.max_per_step)
 
 
 def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, int], pa.Table], bool]:

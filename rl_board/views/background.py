@@ -14,7 +14,7 @@ def run_key(run: Run) -> tuple:
     """A cheap key of one snapshot of a run: where it is, how it was read, and what the load read."""
     options = run.options
     return (str(run.path), options.pad_token, options.eos_token, options.fields, options.tokenizer, hash(run.report),
-            id(run), len(run.samples))
+            id(run), len(run._samples))
 
 
 # the findings panel waits this long for the checks (RL_BOARD_FINDINGS_WAIT), then draws them when they finish

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.figures import build_gap_figure, build_reward_bars_figure, build_reward_hist_figure
+from ..analysis.provider import ANY
 from ..analysis.run import Run
 from ..analysis.search import fault_choices, filter_faults
 from ..analysis.tables import (
@@ -20,7 +21,6 @@ from ..analysis.tables import (
     sort_samples,
     step_grid,
 )
-from ..derive.faults import ANY
 from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import with_tags
@@ -46,7 +46,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
     order is (step, sort key, descending, prompt group). Chooses the sample shown (``state.choose_sample``):
     a click on a table row picks it, and the table marks the row of the sample shown."""
     left, right = st.columns([3, 1])
-    choices = sort_choices(run.extras, run.samples)
+    choices = sort_choices(run.extras, run._samples)
     state.run_choice(keys.SORT_BY, choices, "reward" if "reward" in choices else choices[0])
     sort_by = left.selectbox("Sort samples by", choices, key=keys.SORT_BY,
                              help="Only what this run logged is offered. Extra fields of your logs (verl's acc, "
@@ -111,7 +111,7 @@ def render(run: Run, step: int, settings: Settings) -> tuple[pd.DataFrame, tuple
 
 def render_sample_picker(ordered: pd.DataFrame, estimator: str = "k3"):
     """Pick one sample of the sorted batch (the choice ``render`` made is preselected); returns its label
-    in ``Run.samples``. Its labels are drawn afresh on every run: they show the KL by the chosen estimator
+    in ``Run._samples``. Its labels are drawn afresh on every run: they show the KL by the chosen estimator
     and the length by the current pad and EOS tokens."""
     sources = list(ordered["source"])
     names = dict(zip(sources, describe_samples(ordered, estimator)))

@@ -8,6 +8,7 @@ from functools import partial
 import streamlit as st
 
 from ..analysis.figures import ALIGN_PROGRESS, ALIGN_STEP, align_runs_by, build_curve_figure, build_runs_figure
+from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame, dense_steps
 from ..analysis.tables import KL_PREFIX, neutralise_frame
@@ -15,7 +16,6 @@ from ..analysis.traits import compute_run_traits
 from ..base import fields as F
 from ..base.location import folder_path
 from ..base.text import alert_body, escape_markdown
-from ..store.loader import ROOT_RUN, RootError
 from . import keys, state
 from .sidebar import Settings
 
@@ -48,7 +48,7 @@ def render(run: Run, settings: Settings) -> None:
         kl, title = KL_PREFIX[settings.kl_estimator], f"KL ({settings.kl_estimator}, mean per sample)"
     if f"{kl}_mean" in steps:
         curve(columns[1], [kl], title, "curve_kl")
-    elif compute_run_traits(run.steps, run.samples).token_lists:
+    elif compute_run_traits(run.steps, run._samples).token_lists:
         columns[1].info("No reference log-probabilities (ref_logprobs) in this run: no KL curve.")
     else:
         columns[1].info("No per-token log-probabilities in this run: no KL curve.")

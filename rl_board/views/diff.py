@@ -1,20 +1,28 @@
 """The Diff area: the loaded run (A) against a run under the root (B, the loaded run itself for early
 against late steps), prompt by prompt; regressions and improvements as tables, the unchanged folded, and
-a clicked prompt's samples of both sides side by side with a word diff."""
+a clicked prompt's samples of both sides side by side with a word diff, each opening in the Batch area
+(a sample of another run B loads that run first)."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from ..analysis.diff import early_and_late_steps, split_diff_table
+from ..analysis.diff import (
+    FAR_STEPS,
+    early_and_late_steps,
+    no_match_reason,
+    prompt_keys_of,
+    split_diff_table,
+)
+from ..analysis.marks import compute_finding_marks
 from ..analysis.prompts import build_word_diff_html, compute_prompt_samples, compute_word_diff, describe_prompt_sample
+from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.search import parse_steps
 from ..analysis.tables import cut_cells, strip_pad
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
-from ..store.loader import ROOT_RUN, RootError
-from . import clicks, keys, state
+from . import background, clicks, keys, links, state
 from .sidebar import Settings
 
 SHOWN_PER_SIDE = 8  # samples of the opened prompt drawn per side
@@ -83,14 +91,30 @@ def render(run: Run, settings: Settings) -> None:
             st.text(str(exc))
             return
     diff = state.get_diff(run, run_b, steps_a, steps_b)
-    tables = split_diff_table(diff)
+    marks, unmarked = _marks(diff, run_b)
+    tables = split_diff_table(diff, marks)
+    on = ("the user content of their chat template (pads removed)" if diff.prompt_match == "user content"
+          else "their text with pads removed")
     st.caption(f"{diff.matched:,} prompts in both, {diff.only_a:,} only in A, {diff.only_b:,} only in B: "
                f"{len(tables['regressions']):,} worse in B, {len(tables['improvements']):,} better, "
-               f"{len(tables['unchanged']):,} unchanged. Prompts are matched by their text with pads removed; "
-               "delta = B's mean reward − A's. Click a row to see its samples side by side.")
+               f"{len(tables['unchanged']):,} unchanged. Prompts are matched by {on}; "
+               "delta = B's mean reward − A's; steps apart = B's mean step of the prompt's samples − A's "
+               "(absolute). Click a row to see its samples side by side.")
     if not diff.matched:
         st.info("No prompt is in both: pick other runs or steps.")
+        st.text(no_match_reason(diff))
         return
+    if diff.step_distance is not None and diff.step_distance >= FAR_STEPS:
+        st.warning(f"A's and B's samples of a prompt are {diff.step_distance:.4g} steps apart on average: the "
+                   "training between those steps may explain a change as much as what sets B apart.")
+    if unmarked:
+        st.caption(unmarked)
+    elif marks is not None and marks.kinds:
+        st.caption(f"{len(marks.kinds):,} of the better prompts carry a finding of B that says its reward was "
+                   "hacked (B's findings column): their B samples are its evidence, or B's response shown holds "
+                   "its spreading phrase" + (f" (phrases looked for in the {marks.checked:,} most improved of "
+                                             f"{marks.improvements:,})" if marks.checked < marks.improvements else "")
+                   + ". Better by the hack?")
     clicked = None
     for name, title in _TITLES.items():
         table = tables[name]
@@ -102,6 +126,19 @@ def render(run: Run, settings: Settings) -> None:
         with st.expander(f"Unchanged: {len(tables['unchanged']):,}"):
             clicked = _table("unchanged", tables["unchanged"], steps_a, steps_b) or clicked
     _opened(run, run_b, diff, clicked, steps_a, steps_b, settings)
+
+
+def _marks(diff, run_b: Run):
+    """(the improvements' marks by B's findings, or None; why there are none yet, or None)."""
+    if not (diff.table["delta"].to_numpy(dtype=float) > 0).any():
+        return None, None
+    try:
+        found = background.get_findings(run_b, wait=background.findings_wait())
+    except Exception as exc:  # noqa: BLE001 - a check that failed costs only the marks
+        return None, f"B's findings could not be checked ({type(exc).__name__}): the better prompts are not marked."
+    if found is None:
+        return None, "B's findings are still being checked: the better prompts are marked once they are (rerun)."
+    return compute_finding_marks(diff, run_b, found), None
 
 
 def _table(name: str, table, steps_a, steps_b):
@@ -127,7 +164,8 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
     st.code(cut_text(strip_pad(row["prompt"], settings.pad_token) or "")[0], language=None, wrap_lines=True)
     sides = {}
     for name, run, steps in (("A", run_a, steps_a), ("B", run_b, steps_b)):
-        samples = compute_prompt_samples({name: run}, key, settings.kl_estimator, settings.pad_token)
+        samples = compute_prompt_samples({name: run}, prompt_keys_of(diff, name.lower(), key), settings.kl_estimator,
+                                         settings.pad_token)
         first, last = steps
         keep = samples["step"].between(first if first is not None else -2**62, last if last is not None else 2**62)
         sides[name] = samples[keep]
@@ -137,12 +175,28 @@ def _opened(run_a: Run, run_b: Run, diff, clicked, steps_a, steps_b, settings: S
         found = sides[name][sides[name]["label"] == label]
         shown[name] = found.iloc[0]["response"] if len(found) else ""
     columns = st.columns(2)
+    names, _ = _runs(run_a, settings)
+    b_name = next((n for n, folder in names.items() if folder.resolve() == run_b.path.resolve()), None)
     for column, name, other in ((columns[0], "A", "B"), (columns[1], "B", "A")):
         rows = sides[name]
         with column:
             st.caption(f"**{name}**: {min(SHOWN_PER_SIDE, len(rows))} of {len(rows)} samples, mean reward "
                        f"{_number(row[f'{name.lower()}_reward_mean'])}; words only in {other}'s response shown struck "
                        f"through, words only in this one on green")
-            for _, sample in rows.head(SHOWN_PER_SIDE).iterrows():
+            for i, (_, sample) in enumerate(rows.head(SHOWN_PER_SIDE).iterrows()):
+                _open_button(name, i, sample, run_a if name == "A" else run_b, run_a, b_name)
                 st.html(build_word_diff_html(compute_word_diff(shown[other], sample["response"]),
                                              describe_prompt_sample(sample, settings.kl_estimator)))
+
+
+def _open_button(side: str, i: int, sample, run: Run, loaded: Run, b_name: str | None) -> None:
+    """The button that opens ``sample`` (a row of ``compute_prompt_samples``) in the batch and sample views:
+    in the loaded run, or (a sample of another run B) with that run loaded, as a link to it would."""
+    help_ = f"Show {sample['source']} (step {int(sample['step'])}) in the batch and sample views"
+    if run is loaded:
+        st.button("Open in Batch", key=f"diff-open-{side}-{i}", help=help_, on_click=state.open_sample,
+                  args=(int(sample["step"]), sample["label"]))
+    elif b_name is not None:
+        fields = (state.loaded_run() or (None, ()))[1]
+        st.button("Open in Batch", key=f"diff-open-{side}-{i}", help=help_ + f" of {b_name} (loads it)",
+                  on_click=links.open_in_run, args=(b_name, str(run.path), fields, str(sample["source"])))

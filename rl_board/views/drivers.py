@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.drivers import compute_ngram_log_odds, compute_token_kl_ranking, response_words, reward_quartiles
+from ..analysis.provider import compute_sample_tokens
 from ..analysis.run import Run
-from ..derive.metrics import compute_sample_tokens
 from . import keys, state
 from .sidebar import Settings
 

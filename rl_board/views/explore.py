@@ -10,6 +10,7 @@ from functools import partial
 import streamlit as st
 
 from ..analysis.figures import build_matches_figure
+from ..analysis.provider import ANY, ANY_TAG
 from ..analysis.run import Run
 from ..analysis.search import (
     Query,
@@ -30,8 +31,6 @@ from ..analysis.tables import (
 )
 from ..base import fields as F
 from ..base.text import escape_markdown
-from ..derive.faults import ANY
-from ..store.tags import ANY_TAG
 from . import clicks, keys, state
 from .sidebar import Settings
 from .tags import tagged as get_tagged
@@ -68,7 +67,7 @@ def render(run: Run, settings: Settings) -> None:
                                  help="messages: any turn's content or tool-call arguments")
     numeric = {"reward": F.REWARD, "KL mean": f"{KL_PREFIX[settings.kl_estimator]}_mean",
                "log-ratio mean": "log_ratio_mean", "response length": "response_len", "reward gap": "reward_gap",
-               **({"images": "images"} if has_images(run.samples) else {}),
+               **({"images": "images"} if has_images(run._samples) else {}),
                **{name: F.extra_column(name) for name in run.extras}}
     a, b, c, d = st.columns([2, 1, 1, 2])
     state.run_choice(keys.EXPLORE_COLUMN, [NO_FILTER, *numeric], NO_FILTER)
@@ -89,7 +88,7 @@ def render(run: Run, settings: Settings) -> None:
         tag = st.selectbox("Tagged", [None, ANY_TAG, *book.names()], key=keys.EXPLORE_TAG,
                            format_func=lambda t: "(tagged or not)" if t is None else "(any tag or note)" if t == ANY_TAG
                            else t)
-    faults = fault_choices(run.samples)
+    faults = fault_choices(run._samples)
     fault = None
     if faults:
         state.keep_choice(keys.EXPLORE_FAULT, faults, None)
@@ -106,12 +105,12 @@ def render(run: Run, settings: Settings) -> None:
     count = int(keep.sum())
     if scan is not None and scan.note():
         st.warning(escape_markdown(scan.note()[0].upper() + scan.note()[1:] + "."))
-    st.caption(f"{count:,} of {len(run.samples):,} samples match")
+    st.caption(f"{count:,} of {len(run._samples):,} samples match")
     if not count:
         return
     st.plotly_chart(build_matches_figure(compute_matches_per_step(run, keep)), key="explore_per_step")
     x, y, z = st.columns([2, 1, 1])
-    orders = ["log order", *[c for c in sort_choices(run.extras, run.samples) if c != "log order"]]
+    orders = ["log order", *[c for c in sort_choices(run.extras, run._samples) if c != "log order"]]
     state.run_choice(keys.EXPLORE_ORDER, orders, "log order")
     order = x.selectbox("Order matches by", orders, key=keys.EXPLORE_ORDER)
     descending = y.toggle("Highest first", value=True, key="explore_descending")
@@ -119,7 +118,7 @@ def render(run: Run, settings: Settings) -> None:
     if order == "log order":  # only the rows listed are copied
         ordered = compute_first_matches(run, keep, shown, last_first=descending)
     else:
-        ordered = sort_samples(run.samples[keep], order, descending, settings.kl_estimator).head(shown)
+        ordered = sort_samples(run._samples[keep], order, descending, settings.kl_estimator).head(shown)
     ordered = run.with_text(ordered)
     table = build_batch_table(with_tags(run, ordered), settings.system_marker, settings.pad_token, settings.kl_estimator)
     table.insert(0, F.STEP, ordered[F.STEP])

@@ -84,7 +84,7 @@ def _toggle(run: Run, key: str, finding) -> None:
     if opened and finding.focus_step is not None:
         if finding.labels:
             first = finding.labels[0]
-            state.open_sample(int(run.samples.at[first, "step"]), first, show=False)
+            state.open_sample(int(run._samples.at[first, "step"]), first, show=False)
         else:
             state.go_to_step(finding.focus_step, run.steps.index, show=False)
 

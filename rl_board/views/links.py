@@ -12,15 +12,13 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from ..analysis.provider import KL_ESTIMATORS, ROOT_RUN, FieldMappingError, parse_field_mapping
 from ..analysis.run import Run
 from ..analysis.tables import sort_choices
 from ..base import fields as F
 from ..base.defaults import EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
 from ..base.text import alert_body
-from ..derive.metrics import KL_ESTIMATORS
-from ..readers import FieldMappingError, parse_field_mapping
-from ..store.loader import ROOT_RUN
 from . import keys, state
 
 _PENDING = "link_pending"  # what the opening link asked for, until the run it names is loaded
@@ -141,7 +139,7 @@ def _find_sample(run: Run, source: str):
     if got is None or got[0] not in run.files:
         return None
     name, line, position = got
-    samples = run.samples
+    samples = run._samples
     in_line = (samples[F.FILE] == run.files.index(name)) & (samples[F.LINE] == line)
     hit = samples.index[in_line & (samples.get(F.POSITION, -1) == position)]
     if not len(hit) and position < 0:  # a link made before lines of several samples had positions: the first
@@ -158,7 +156,7 @@ def apply(run: Run) -> None:
     pending["applied"] = True
     steps = [int(s) for s in run.steps.index]
     label = _find_sample(run, pending["sample"]) if pending.get("sample") else None
-    sample_step = None if label is None else int(run.samples.at[label, "step"])
+    sample_step = None if label is None else int(run._samples.at[label, "step"])
     if pending.get("step"):
         text = pending["step"]
         step = int(text) if text.lstrip("-").isdigit() else None
@@ -178,7 +176,7 @@ def apply(run: Run) -> None:
         shown = st.session_state.get(keys.STEP, steps[-1])
         _note(f"Sample {pending['sample']!r} is not in this run; showing the top of step {shown}'s table.")
     if pending.get("sort"):
-        if pending["sort"] in sort_choices(run.extras, run.samples):
+        if pending["sort"] in sort_choices(run.extras, run._samples):
             st.session_state[keys.SORT_BY] = pending["sort"]
         else:
             _note(f"Sort {pending['sort']!r} is not offered for this run; sorting by reward.")
@@ -189,6 +187,16 @@ def apply(run: Run) -> None:
         state.show_area(keys.OVERVIEW)
     elif pending.get("step") or pending.get("sample"):  # a link from before the page had areas: a batch
         state.show_area(keys.BATCH, "sample" if label is not None else "step")
+
+
+def open_in_run(run: str, run_dir: str, fields: tuple, sample: str) -> None:
+    """A click (a callback) on a sample of another run under the root (the Diff area's run B): that run
+    picked and loaded, and sample ``sample`` (its ``FILE:LINE`` address) shown in the batch and sample
+    views once it is, as a link to it would (a sample no longer in the run is named, the batch shown)."""
+    st.session_state[keys.RUN] = run
+    state.set_loaded_run(run_dir, fields)
+    st.session_state[_PENDING] = {"run": run, "area": "batch", "sample": sample, "loaded": True}
+    st.session_state[_NOTES] = []
 
 
 def run_under_root(path, root: str) -> str | None:
@@ -205,11 +213,11 @@ def _shown_address(run: Run) -> str | None:
     """The address of the sample the batch shows: one opened elsewhere and not drawn yet, else the
     picker's; None when the picker's is not of the step chosen (the step's first sample is shown then)."""
     opened = state.opened_sample()
-    if opened is not None and opened in run.samples.index:
-        return F.addresses(run.files, run.samples.loc[[opened]])[0]
+    if opened is not None and opened in run._samples.index:
+        return F.addresses(run.files, run._samples.loc[[opened]])[0]
     source, step = st.session_state.get(keys.SAMPLE), st.session_state.get(keys.STEP)
     label = None if source is None else _find_sample(run, str(source))
-    if label is None or (step is not None and int(run.samples.at[label, F.STEP]) != int(step)):
+    if label is None or (step is not None and int(run._samples.at[label, F.STEP]) != int(step)):
         return None
     return str(source)
 

@@ -17,12 +17,11 @@ from typing import NamedTuple
 import pandas as pd
 import streamlit as st
 
+from rl_board.analysis.provider import RootError, TokenizerError, workers
 from rl_board.base import fields as F
 from rl_board.base.access import check_roots
 from rl_board.base.defaults import AUTO, setting_problems
 from rl_board.base.text import alert_body, escape_markdown
-from rl_board.store import workers
-from rl_board.store.loader import RootError, TokenizerError
 from rl_board.views import (
     batch,
     curves,
@@ -53,7 +52,7 @@ class Picked(NamedTuple):
 
     step: int
     ordered: pd.DataFrame  # the step's samples (texts included) in the order the user sorted them
-    label: object  # the chosen sample's label in ``Run.samples``
+    label: object  # the chosen sample's label in ``Run._samples``
     row: pd.Series  # its row of ``ordered``
     record: tuple[dict, dict] | None  # its (canonical record, other fields) read from its source; None if unreadable
 

@@ -8,9 +8,9 @@ import streamlit as st
 
 from ..analysis.figures import build_length_bucket_figure, build_position_figure
 from ..analysis.positions import compute_position_profile, compute_reward_by_length
+from ..analysis.provider import compute_sample_tokens
 from ..analysis.run import Run
 from ..base import fields as F
-from ..derive.metrics import compute_sample_tokens
 from . import keys
 from .sidebar import Settings
 

@@ -17,12 +17,12 @@ from ..analysis.prompts import (
     compute_word_diff,
     describe_prompt_sample,
 )
+from ..analysis.provider import ROOT_RUN, RootError
 from ..analysis.run import Run
 from ..analysis.tables import cut_cells, strip_pad, strip_system_prompt
 from ..base import fields as F
 from ..base.location import folder_path
 from ..base.text import cut_text, escape_markdown
-from ..store.loader import ROOT_RUN, RootError
 from . import keys, state
 from .sidebar import Settings
 
@@ -48,11 +48,11 @@ def _pick_prompt(run: Run, label, settings: Settings):
     pattern = st.text_input("Another prompt: a regular expression over this run's prompts, or a prompt key "
                             "(empty: the open sample's prompt)", key=keys.PROMPT_FIND, placeholder="(?i)colour")
     if not pattern:
-        key = run.samples.at[label, "prompt_key"]
+        key = run._samples.at[label, "prompt_key"]
         if pd.isna(key):
             st.info("This sample has no prompt.")
             return None
-        return key, run.with_text(run.samples.loc[[label]])["prompt"].iloc[0]
+        return key, run.with_text(run._samples.loc[[label]])["prompt"].iloc[0]
     try:
         choices = compute_prompt_choices(run, pattern, settings.pad_token)
     except ValueError as exc:
@@ -72,7 +72,7 @@ def _pick_prompt(run: Run, label, settings: Settings):
 
 
 def render(run: Run, label, settings: Settings) -> None:
-    """Draw the responses to the open sample's prompt (``label`` in ``run.samples``) across steps and runs."""
+    """Draw the responses to the open sample's prompt (``label`` in ``run._samples``) across steps and runs."""
     if not st.toggle("Same prompt across steps and runs (word diff)", key=keys.SHOW_PROMPT_COMPARE,
                      help="Every response to this prompt, in every step of this run and of the runs you pick, "
                           "each with a word diff against the one you choose, its reward and KL."):
@@ -108,7 +108,7 @@ def render(run: Run, label, settings: Settings) -> None:
     ids = [f"{name} · {source}" for name, source in zip(samples["run"], samples["source"])]
     samples.index = ids
     here = run.path.name
-    opened = f"{here} · {F.addresses(run.files, run.samples.loc[[label]])[0]}"
+    opened = f"{here} · {F.addresses(run.files, run._samples.loc[[label]])[0]}"
     per_run = samples.groupby("run", sort=False)["step"].agg(["size", "nunique"])
     st.caption(", ".join(f"{escape_markdown(name)}: {_count(size, 'response')} in {_count(steps, 'step')}"
                          for name, (size, steps) in per_run.iterrows()))

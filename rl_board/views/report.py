@@ -8,11 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.checks import compute_data_checks
+from ..analysis.provider import describe_folder, format_field_mapping, suggest_field_mapping
 from ..analysis.run import Run
 from ..base.text import alert_body
-from ..readers import format_field_mapping
-from ..readers.mapping import suggest_field_mapping
-from ..store.diagnosis import describe_folder
 
 ERRORS_SHOWN = 200  # rejected lines listed in the table; the count covers all
 ERRORS_QUOTED = 3  # rejected lines quoted above the table
@@ -51,7 +49,7 @@ def render(run: Run) -> None:
         with st.expander("All rejected lines"):
             st.dataframe(pd.DataFrame(report.errors[:ERRORS_SHOWN], columns=["file", "line", "reason"]),
                          hide_index=True)
-    checks = compute_data_checks(run.samples, run.files, run.options.eos_token)
+    checks = compute_data_checks(run._samples, run.files, run.options.eos_token)
     if checks:
         st.warning(alert_body("Numbers a log should not hold:", "\n".join(check.message for check in checks)))
 
@@ -59,7 +57,7 @@ def render(run: Run) -> None:
 def metrics_files(run_dir: Path, names) -> list[str]:
     """Those of ``names`` (files of the run folder) that are the trainer's metrics the Trainer metrics
     area reads (``scalars.discover``): TRL's trainer_state.json, TensorBoard's event files, a metrics JSONL."""
-    from ..scalars import discover
+    from ..analysis.provider import discover
 
     found = discover(run_dir)
     if found is None:

@@ -6,9 +6,9 @@ import os
 
 import streamlit as st
 
+from ..analysis.provider import describe_runs
 from ..base.access import ROOTS_ENV, RootError
 from ..base.text import escape_markdown
-from ..store.discovery import describe_runs
 from . import keys, state
 
 MAX_ROWS = 200  # runs drawn as rows; the sidebar's picker offers every run

@@ -108,7 +108,7 @@ def render(run: Run, row, step: int, settings: Settings, record: tuple[dict, dic
 
     if st.toggle("This prompt over training", key=keys.SHOW_HISTORY,
                  help="Every sample with the same prompt text (pads removed), at every step."):
-        history = prompt_history(run.samples, row.name)
+        history = prompt_history(run._samples, row.name)
         if history.empty:
             st.info("This sample has no prompt.")
             return

@@ -7,16 +7,20 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from ..analysis.provider import (
+    KL_ESTIMATORS,
+    ROOT_RUN,
+    FieldMappingError,
+    NoRunsError,
+    RootError,
+    Thresholds,
+    describe_folder,
+    discover_runs,
+    parse_field_mapping,
+)
 from ..base import fields as F
 from ..base.defaults import AUTO, EOS_TOKEN, PAD_TOKEN
 from ..base.location import folder_path
-from ..derive.metrics import KL_ESTIMATORS
-from ..readers import FieldMappingError, parse_field_mapping
-from ..scalars.signs import Thresholds
-from ..store.diagnosis import describe_folder
-from ..store.discovery import discover_runs
-from ..store.loader import ROOT_RUN, RootError
-from ..store.tracking import NoRunsError
 from . import keys, links, state
 
 DEFAULT_ROOT = "./rollout_samples"

@@ -18,13 +18,11 @@ from dataclasses import replace
 
 import streamlit as st
 
+from ..analysis.provider import SourceChanged, TokenizerError, cluster, load_tokenizer, resolve_tokenizer
 from ..analysis.run import Run
 from ..analysis.source import RunSource
 from ..analysis.traits import ALL_TRAITS, RunTraits, compute_run_traits
 from ..base.access import RootError
-from ..derive.tokenizer import TokenizerError, load_tokenizer, resolve_tokenizer
-from ..store import cluster
-from ..store.loader import SourceChanged
 from . import clicks, keys
 from .background import CHECKS, CHECKS_LOCK, kept_checks, run_key
 from .kept import KEPT
@@ -47,7 +45,7 @@ def get_run_details(root: str, runs: tuple[str, ...], allowed: str | None = None
     """The runs under ``root`` with their files and counts (``store.discovery``), kept ten seconds: the
     runs list's sizes and counts may be that late. ``runs`` (the names found now) and ``allowed`` (the
     allowed folders setting) are part of the key, so a new run is listed at once."""
-    from ..store.discovery import discover_runs
+    from ..analysis.provider import discover_runs
 
     return discover_runs(root)
 
@@ -108,14 +106,14 @@ def clear_run_cache(run_dir: str, settings, fields: tuple = ()) -> None:
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _scalars(path: str, signature: tuple):
-    from ..scalars import load_scalars
+    from ..analysis.provider import load_scalars
 
     return load_scalars(path)
 
 
 def get_scalars(path):
     """The trainer's scalars at ``path``, read again whenever its files change (so with the run's refresh)."""
-    from ..scalars import signature
+    from ..analysis.provider import signature
 
     return _scalars(str(path), signature(path))
 
@@ -155,7 +153,7 @@ def scroll_target() -> str | None:
 def go_to_step(target: int, steps, show: bool = True) -> None:
     """Move the batch to the logged rollout step nearest ``target`` and (``show``) open the batch area
     there; say so when it is not ``target`` itself."""
-    from ..scalars import nearest_step
+    from ..analysis.provider import nearest_step
 
     step = nearest_step(int(round(target)), [int(s) for s in steps])
     st.session_state[keys.STEP] = step
@@ -242,7 +240,7 @@ def choose_step(steps: list[int], follow_newest: bool) -> None:
 
 
 _PICKER_CONTEXT = "sample_picker_context"  # (step, sort, direction, group) the sample picker was last drawn for
-_OPEN_SAMPLE = "open_sample"  # a sample (label in Run.samples) to show once the picker is drawn
+_OPEN_SAMPLE = "open_sample"  # a sample (label in Run._samples) to show once the picker is drawn
 
 
 def open_sample(step: int, label, show: bool = True) -> None:
@@ -255,7 +253,7 @@ def open_sample(step: int, label, show: bool = True) -> None:
 
 
 def opened_sample():
-    """The sample ``open_sample`` asked for, not drawn yet (its label in ``Run.samples``), or None."""
+    """The sample ``open_sample`` asked for, not drawn yet (its label in ``Run._samples``), or None."""
     return st.session_state.get(_OPEN_SAMPLE)
 
 
@@ -310,7 +308,7 @@ def run_traits() -> RunTraits:
 def note_traits(run: Run) -> bool:
     """Keep what ``run`` has for the sidebar; whether that changed since the sidebar was drawn (the page
     is then drawn again, so it offers only what this run has)."""
-    traits = compute_run_traits(run.steps, run.samples)
+    traits = compute_run_traits(run.steps, run._samples)
     changed = st.session_state.get(_TRAITS, ALL_TRAITS) != traits
     st.session_state[_TRAITS] = traits
     return changed
@@ -351,9 +349,9 @@ def set_loaded_run(run_dir: str, fields: tuple) -> None:
 
 
 def get_record(run: Run, label):
-    """One sample's record (``Run.record``), or the exception that says why it can't be read."""
+    """One sample's record in two parts (``Run.record_parts``), or the exception that says why it can't be read."""
     try:
-        return run.record(label)
+        return run.record_parts(label)
     except (OSError, SourceChanged) as exc:
         return exc
 
@@ -427,8 +425,8 @@ def follow(run_dir: str, settings, fields: tuple) -> None:
 
 @st.cache_resource(max_entries=16, show_spinner=False)
 def _tagged(key: tuple, stamp: tuple | None, _run: Run):
+    from ..analysis.provider import TagsError, load_tags
     from ..analysis.tagged import compute_tagged
-    from ..store.tags import TagsError, load_tags
 
     try:
         return compute_tagged(_run, load_tags(_run.path))
@@ -439,7 +437,7 @@ def _tagged(key: tuple, stamp: tuple | None, _run: Run):
 def get_tagged(run: Run):
     """``tags.compute_tagged`` of the run's tags file as it is now (read again whenever it changes, in
     any session), or the ``TagsError`` that says why it can't be read. Don't mutate it."""
-    from ..store.tags import stamp
+    from ..analysis.provider import stamp
 
     return _tagged(run_key(run), stamp(run.path), run)
 

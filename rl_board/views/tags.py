@@ -7,12 +7,12 @@ from functools import partial
 
 import streamlit as st
 
+from ..analysis.provider import ANY_TAG, SUGGESTED_TAGS, TagConflict, TagsError, set_tags, tags_path
 from ..analysis.run import Run
 from ..analysis.tables import build_batch_table, cut_cells
 from ..analysis.tagged import CHANGED, Tagged, add_tag_columns, build_eval_set, new_entry, sample_key
 from ..base import fields as F
 from ..base.text import alert_body, escape_markdown
-from ..store.tags import ANY_TAG, SUGGESTED_TAGS, TagConflict, TagsError, set_tags, tags_path
 from . import clicks, keys, state
 from .sidebar import Settings
 
@@ -31,7 +31,7 @@ def tagged(run: Run) -> Tagged | None:
 
 
 def with_tags(run: Run, frame):
-    """``frame`` (rows of ``run.samples``) with ``tags`` and ``note`` columns where any row is tagged."""
+    """``frame`` (rows of ``run._samples``) with ``tags`` and ``note`` columns where any row is tagged."""
     got = state.get_tagged(run)
     return add_tag_columns(frame, None if isinstance(got, TagsError) else got)
 
@@ -122,7 +122,7 @@ def render_list(run: Run, settings: Settings) -> None:
     tag = st.selectbox("With tag", [ANY_TAG, *names], key=keys.TAGGED_FILTER,
                        format_func=lambda t: "(any tag or note)" if t == ANY_TAG else t)
     labels = book.labels_with(tag)
-    rows = run.with_text(run.samples.loc[labels])
+    rows = run.with_text(run._samples.loc[labels])
     table = build_batch_table(add_tag_columns(rows, book), settings.system_marker, settings.pad_token,
                               settings.kl_estimator)
     table.insert(0, F.STEP, rows[F.STEP])
@@ -134,7 +134,7 @@ def render_list(run: Run, settings: Settings) -> None:
     clicked = clicks.row_clicked(key, event.selection)
     if clicked is not None and clicked < len(labels):
         label = labels[clicked]
-        state.open_sample(int(run.samples.at[label, F.STEP]), label)
+        state.open_sample(int(run._samples.at[label, F.STEP]), label)
     st.download_button("Download as a JSONL eval set", partial(build_eval_set, run, book, settings.pad_token, tag),
                        file_name=f"{run.path.name}-tagged.jsonl", mime="application/jsonl", key="tagged_jsonl",
                        on_click="ignore", help="One line per sample: prompt, response, reward, tags, note, and "

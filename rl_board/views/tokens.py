@@ -5,10 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 from ..analysis.figures import MAX_HEATMAP_TOKENS, build_token_heatmap_figure
+from ..analysis.provider import SampleTokens, TokenizerError, compute_sample_tokens, load_tokenizer
 from ..analysis.tables import TOKEN_METRIC_LABELS, TOKEN_METRICS, compute_token_table, default_heatmap_rows
 from ..base.colors import build_token_text_html, metric_scale, visible_token
-from ..derive.metrics import SampleTokens, compute_sample_tokens
-from ..derive.tokenizer import TokenizerError, load_tokenizer
 from . import keys, state
 from .sidebar import Settings
 
@@ -33,7 +32,7 @@ def sample_tokens(record: dict, settings: Settings, tokenizer_path: str | None) 
 
 
 def render(record: dict, settings: Settings, tokenizer_path: str | None = None) -> None:
-    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record``), its token ids
+    """Draw one sample's tokens; ``record`` is its canonical record (``Run.record_parts``), its token ids
     decoded with the tokenizer at ``tokenizer_path`` (the run's)."""
     sample, _ = sample_tokens(record, settings, tokenizer_path)
     if not len(sample.tokens):
@@ -52,6 +51,10 @@ def render(record: dict, settings: Settings, tokenizer_path: str | None = None) 
     table = compute_token_table(sample, settings.kl_estimator, drop_pad=settings.pad_token is not None,
                                 gamma=gamma, lam=lam)
     available = [m for m in TOKEN_METRICS if table[m].notna().any()]
+    if not available:  # token ids without any per-token number: the tokens alone
+        st.info("This sample logs its tokens but no per-token numbers (log-probs, KL, values, advantages).")
+        st.dataframe(table[["token"]].assign(token=table["token"].map(visible_token)), key="token_table")
+        return
     state.run_choice(keys.COLOR_BY, available, "kl" if "kl" in available else available[0])
     color_by = st.selectbox("Colour the response by", available, key=keys.COLOR_BY, format_func=_label)
     values = table[color_by].to_numpy(dtype=float)

@@ -10,13 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from ..analysis.figures import build_curve_figure, build_overlay_figure
+from ..analysis.provider import ScalarsError, compute_signs, default_series, discover
 from ..analysis.run import Run
 from ..analysis.steps import DIAGNOSTIC_CURVES, curve_frame
 from ..analysis.tables import KL_PREFIX
 from ..base.access import RootError, check_allowed
 from ..base.text import escape_markdown
-from ..scalars import ScalarsError, discover
-from ..scalars.signs import compute_signs, default_series
 from . import keys, state
 from .sidebar import Settings
 

@@ -3,8 +3,10 @@ over a ``Run``; the page, ``rl-board findings`` and the tests all use ``compute_
 
 Definitions (docs/findings.md repeats them for users):
 
-- Windows: S = the steps that have samples, ascending; the *early* window is the first
-  ceil(S/4) of them, the *late* window the last ceil(S/4); E and L are their samples.
+- Windows: S = the steps that have samples, ascending; the *first quarter* is the first ceil(S/4) of
+  them, the *late* window the last ceil(S/4). A finding's *early* window is the steps of the first
+  quarter before the onset (14) of the series it rests on, the whole quarter when there is none in it
+  (issue 51: a change inside the first quarter is not "early"); E and L are their samples.
 - Words of a response: its counted tokens (``metrics.token_positions``, as the diagnostics count)
   without pad and EOS tokens; a sample without ``response_tokens`` uses its whitespace-separated
   words with pads removed. An n-gram is *in* a response when it occurs at least once in its words.
@@ -24,7 +26,8 @@ The six checks, in this order (thresholds below as named constants):
 4. ``training_inference_mismatch``: steps whose ``mismatch_kl_mean`` > 1e-3.
 5. ``dead_groups``: a step is GRPO-shaped when at least half its samples are in prompt groups of >= 2
    samples, dead when at least half of those groups have all rewards equal; raised when dead steps
-   are at least 10 % of the GRPO-shaped steps.
+   are at least 10 % of the GRPO-shaped steps. Not run on evaluations (``batches.compute_evaluation``: a split
+   named like ``eval``/``val``/``test``, verifiers v0's results): nothing is trained there.
 6. ``empty_responses``: steps in which at least 5 % of the samples have no words.
 
 Issue 33 adds seven (same windows and words):
@@ -47,16 +50,19 @@ Issue 33 adds seven (same windows and words):
     >= 0.8 with the reward over all samples having both, and mean L >= 1.5 * mean E, mean E > 0; left
     out when it restates the outcome (issue 38): |correlation| >= 0.95, or a 0/1 field (both values
     taken) whose two groups of samples the reward separates (each reward of one above each of the other).
-14. Onset (1, 2, 7, 8, 9, 13, 15): the first step s such that the mean of the step means of the series the
-    finding rests on over s and the 4 steps after it (fewer at the end) is above the midpoint of its E
-    and L means (its means over the samples of E and of L, the finding's early and late numbers; NaN
-    step means ignored); None when no step is.
+14. Onset (1, 2, 3, 7, 8, 9, 11, 13, 15, 17; ``common.compute_onset``): the series a finding rests on (the
+    reward for 1, 2 and 9, which say what grew while it rose; the component, the field, ``kl_mean``,
+    ``entropy_mean`` and ``num_tool_calls`` falling, a sample garbled, a fault) has its step means split in
+    two levels a, b at the k minimising the squared distance of each to its level (the first such k); an
+    onset when b > a (b < a for a fall) and the split explains >= 0.6 of the step means' variance; it is
+    the first step after the split, moved back over the steps just before it past a + (b - a) / 4,
+    keeping one step before it. None otherwise.
 
 Issue 38 adds one (same windows and words; ``garbled`` says it in full):
 
 15. ``garbled_output``: a response is garbled when at least 30 % of its non-whitespace characters are
     U+FFFD, control (Cc) or private-use (Co) characters, or letters (L*, M*) of a script (the first word
-    of the character's Unicode name) that makes under 5 % of the early window's letters; raised on the
+    of the character's Unicode name) that makes under 5 % of the first quarter's letters; raised on the
     steps where >= 5 % of the samples are garbled, while under 1 % of E's are. Onset as in 14, on the
     samples' garbled (1) or not (0).
 
@@ -112,6 +118,7 @@ from .compute import (
     FINDINGS_FILE,
     FINDINGS_VERSION,
     Cancelled,
+    build_findings_json,
     compute_findings,
     get_findings,
     rank_findings,
@@ -128,7 +135,7 @@ from .reward import compute_correlation, compute_reward_components
 from .training import compute_kl_tokens
 
 __all__ = ["Cancelled", "Check", "EvidenceSample", "FINDINGS_FILE", "FINDINGS_VERSION", "Finding", "Findings", "KINDS", "RANKING",
-           "SEVERITY", "_BLANK", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty",
+           "SEVERITY", "_BLANK", "build_findings_json", "build_marked_html", "compute_correlation", "compute_dead_steps", "compute_empty",
            "compute_evidence", "compute_evidence_tables", "compute_findings", "compute_kl_tokens", "compute_loops",
            "compute_onset", "compute_phrases", "compute_reward_components", "compute_window_ngrams",
            "compute_windows", "compute_words", "get_findings", "rank_findings"]

@@ -22,8 +22,13 @@ from .common import (
     _mean,
     _percent,
     _share_of_steps,
+    _top_samples,
+    before_onset,
     compute_onset,
 )
+
+COLLAPSE_SAMPLES = 3  # late samples with turns shown, the fewest tool calls first
+
 
 TOOL_USE_FRACTION = 0.5  # mean tool calls L <= this * mean tool calls E: the agent stopped using its tools
 
@@ -49,27 +54,30 @@ def _agent_rows(samples: pd.DataFrame) -> pd.Series:
     return samples["has_messages"].astype(bool) if "has_messages" in samples else pd.Series(False, samples.index)
 
 
-def _tool_use_collapse(run, early, late):
+def _tool_use_collapse(run, quarter, late):
     column = F.extra_column(F.NUM_TOOL_CALLS)
-    if column not in run.samples:
+    if column not in run._samples:
         return None
-    agents = _agent_rows(run.samples)
+    agents = _agent_rows(run._samples)
+    onset = compute_onset(run, run._samples[column].where(agents), falls=True)
+    early = before_onset(quarter, onset)
     c_early = _mean(early.loc[agents[early.index].to_numpy(), column])
     c_late = _mean(late.loc[agents[late.index].to_numpy(), column])
     if not (c_early >= TOOL_USE_MIN and c_late <= TOOL_USE_FRACTION * c_early):
         return None
     steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
-    message = (f"tool calls per sample fell from {c_early:.3g} to {c_late:.3g} between the first and last quarter "
-               "of the steps — the agent stopped using its tools")
+    labels = _top_samples(run, late[agents[late.index].to_numpy()], column, COLLAPSE_SAMPLES, lowest=True)
+    message = (f"tool calls per sample fell from {c_early:.3g} to {c_late:.3g} between the early steps and the last "
+               "quarter — the agent stopped using its tools")
     return Finding("tool_use_collapse", steps[0], steps[-1],
-                   {"calls_early": _json_number(c_early), "calls_late": _json_number(c_late)}, (), message,
-                   focus_step=steps[-1], amount=f"{(1 - c_late / c_early) * 100:.3g} % fewer calls",
+                   {"calls_early": _json_number(c_early), "calls_late": _json_number(c_late)},
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset, amount=f"{(1 - c_late / c_early) * 100:.3g} % fewer calls",
                    size=1 - c_late / c_early)
 
 
 def compute_loops(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` loops (definition 12); bool, shape (samples,)."""
-    samples = run.samples
+    """Whether each sample of ``run._samples`` loops (definition 12); bool, shape (samples,)."""
+    samples = run._samples
     loops = np.zeros(len(samples), bool)
     agents = np.flatnonzero(_agent_rows(samples).to_numpy())
     if not len(agents):
@@ -82,7 +90,7 @@ def compute_loops(run: Run) -> np.ndarray:
 
 
 def _tool_call_loops(run):
-    samples = run.samples
+    samples = run._samples
     loops = compute_loops(run)
     if not loops.any():
         return None
@@ -101,33 +109,37 @@ def _tool_call_loops(run):
                    size=len(steps) / len(sizes))
 
 
-def _turn_faults_rising(run, early, late) -> list[Finding]:
+def _turn_faults_rising(run, quarter, late) -> list[Finding]:
     """Definition 16, one finding per fault kind whose share of the samples with turns rose."""
-    agents = _agent_rows(run.samples).to_numpy()
+    agents = _agent_rows(run._samples).to_numpy()
     if not agents.any():
         return []
-    bits = fault_kinds(run.samples)
-    in_early = np.isin(run.samples.index, early.index) & agents
-    in_late = np.isin(run.samples.index, late.index) & agents
-    n_early, n_late = int(in_early.sum()), int(in_late.sum())
-    if not n_early or not n_late:
+    bits = fault_kinds(run._samples)
+    in_late = np.isin(run._samples.index, late.index) & agents
+    n_late = int(in_late.sum())
+    if not n_late:
         return []
     found = []
     for kind in FAULT_KINDS:
         has = (bits & kind_bit(kind)) != 0
+        indicator = pd.Series(np.where(agents, has.astype(float), np.nan), index=run._samples.index)
+        onset = compute_onset(run, indicator)
+        in_early = np.isin(run._samples.index, before_onset(quarter, onset).index) & agents
+        n_early = int(in_early.sum())
+        if not n_early:
+            continue
         share_early = Fraction(int((has & in_early).sum()), n_early)
         share_late = Fraction(int((has & in_late).sum()), n_late)
         if share_late < FAULT_SHARE_LATE or share_late < FAULT_RISE * share_early:
             continue
-        indicator = pd.Series(np.where(agents, has.astype(float), np.nan), index=run.samples.index)
-        hits = _log_order(run.samples[has & in_late])
+        hits = _log_order(run._samples[has & in_late])
         labels = tuple(hits.index[:FAULT_SAMPLES])
         steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
         message = (f"{kind} in {_percent(share_late)} of the late trajectories against {_percent(share_early)} early"
                    " — open one to see which turn failed")
         found.append(Finding("turn_faults_rising", steps[0], steps[-1],
                              {"fault": kind, "share_early": float(share_early), "share_late": float(share_late)},
-                             _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
-                             onset_step=compute_onset(run, indicator, float(share_early), float(share_late)),
+                             _ids(run, run._samples.loc[list(labels)]), message, labels, steps[0],
+                             onset_step=onset,
                              amount=f"{_percent(share_late)} of late trajectories", size=float(share_late - share_early)))
     return found

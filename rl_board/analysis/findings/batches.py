@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
+from pathlib import PurePosixPath
 
 import numpy as np
 import pandas as pd
@@ -17,6 +19,21 @@ DEAD_GROUP_SHARE = Fraction(1, 2)  # of those groups with all rewards equal: a d
 
 
 DEAD_STEP_SHARE = Fraction(1, 10)  # of the GRPO-shaped steps dead: raised
+
+
+#: a split whose name begins with one of these words (its first part before "/", "_" or "-") holds evaluations:
+#: verl's ``validation``, prime-rl's ``eval/all``, tinker's ``eval_L``, rLLM's ``val`` and ``test``, SkyRL's ``eval``
+EVALUATION_SPLIT = re.compile(r"^(?:eval|evaluation|val|valid|validation|test)(?:[/_-]|$)", re.I)
+
+
+#: a run folder without splits named so holds evaluations (verl's ``val_data``); not ``test``, which folders of
+#: runs made to try something are often named
+EVALUATION_FOLDER = re.compile(r"^(?:eval|evaluation|val|valid|validation)(?:[_-]|$)", re.I)
+
+
+#: readers whose every file is an evaluation unless its split says ``train`` (vf-eval's results.jsonl,
+#: prime-rl's evals of checkpoints)
+EVALUATION_READERS = ("verifiers-v0",)
 
 
 EMPTY_SHARE = Fraction(1, 20)  # of a step's samples with no words
@@ -47,8 +64,26 @@ def compute_dead_steps(samples: pd.DataFrame) -> tuple[list[int], list[int]]:
     return shaped, dead
 
 
+def compute_evaluation(run) -> str:
+    """Why ``run``'s samples are evaluations, on which nothing is trained ("" when they are not): the split
+    read is named like one (``EVALUATION_SPLIT``), or, for a run without splits, its folder is (verl's
+    ``val_data`` opened alone), or the run is of a format that holds only evaluations (``EVALUATION_READERS``)
+    and its split is not ``train``."""
+    split = run.split or ""
+    if EVALUATION_SPLIT.match(split):
+        return f"split {split!r} is an evaluation (nothing is trained on it)"
+    folder = PurePosixPath(str(run.path).rstrip("/")).name
+    if not split and EVALUATION_FOLDER.match(folder):
+        return f"folder {folder!r} is named like an evaluation (nothing is trained on it)"
+    if run.report.reader in EVALUATION_READERS and not split.startswith("train"):
+        return f"{run.report.reader} results are evaluations (nothing is trained on them)"
+    return ""
+
+
 def _dead_groups(run):
-    shaped, dead = compute_dead_steps(run.samples)
+    if compute_evaluation(run):
+        return None
+    shaped, dead = compute_dead_steps(run._samples)
     if not dead or Fraction(len(dead), len(shaped)) < DEAD_STEP_SHARE:
         return None
     message = (f"{len(dead)} of {len(shaped)} GRPO-shaped steps have at least half of their prompt groups with all "
@@ -58,7 +93,7 @@ def _dead_groups(run):
 
 
 def _empty_responses(run, empty: np.ndarray):
-    samples = run.samples
+    samples = run._samples
     per_step = pd.DataFrame({"empty": empty, F.STEP: samples[F.STEP].to_numpy()}).groupby(F.STEP, sort=True)["empty"]
     counts, sizes = per_step.sum(), per_step.size()
     steps = [int(s) for s in counts.index if Fraction(int(counts[s]), int(sizes[s])) >= EMPTY_SHARE]

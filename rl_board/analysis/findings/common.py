@@ -33,13 +33,17 @@ SEVERITY = {**dict.fromkeys(RANKING[:6], "high"), **dict.fromkeys(RANKING[6:10],
 
 #: The kinds that carry an ``onset_step`` (definition 14).
 ONSET_KINDS = ("reward_with_spreading_phrases", "length_growth_with_reward", "component_with_spreading_phrases",
-               "kl_runaway", "repetition_with_reward", "reward_tracks_field", "garbled_output", "turn_faults_rising")
+               "kl_runaway", "repetition_with_reward", "reward_tracks_field", "garbled_output", "turn_faults_rising",
+               "entropy_collapse", "tool_use_collapse")
 
 
 WINDOW_FRACTION = 4  # each window holds ceil(S / 4) of the S steps with samples
 
 
-ONSET_STEPS = 5  # steps averaged from each candidate onset: one noisy step does not make an onset
+ONSET_EXPLAINED = 0.6  # of the step means' variance a split in two levels explains, at least: an onset
+
+
+ONSET_BACK = 0.25  # of the jump between the two levels: a step past it just before the split starts the change
 
 
 #: Every character ``str.split()`` splits on (Python's whitespace), as an RE2 class: a text that is
@@ -50,7 +54,7 @@ _BLANK = r"^[\x{9}-\x{d}\x{1c}-\x{1f}\x{85}\p{Z}]*$"
 @dataclass(frozen=True)
 class Finding:
     """One finding. ``to_json(full=True)`` is the contract of ``findings --json``; ``message`` is one line for
-    people; ``labels`` are the ``samples`` as rows of ``Run.samples``; ``focus_step`` the step the
+    people; ``labels`` are the ``samples`` as rows of ``Run._samples``; ``focus_step`` the step the
     evidence centres on; ``phrases`` the phrases' tokens (findings 1 and 7); ``onset_step`` when it
     began (definition 14, kinds of ``ONSET_KINDS``); ``amount`` how much, in words; ``size`` orders the
     findings of one kind (larger first)."""
@@ -113,23 +117,23 @@ class Findings:
 
 
 def compute_windows(run: Run) -> tuple[list[int], list[int]]:
-    """(the early window's steps, the late window's), each the first / last ceil(S/4) of the S
+    """(the first quarter's steps, the late window's), each the first / last ceil(S/4) of the S
     steps with samples, ascending; both empty for a run without samples."""
-    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP]))
+    steps = sorted(int(s) for s in pd.unique(run._samples[F.STEP]))
     k = math.ceil(len(steps) / WINDOW_FRACTION)
     return steps[:k], steps[len(steps) - k:]
 
 
 def compute_words(run: Run, frame: pd.DataFrame) -> tuple[list[list[str]], list[bool]]:
     """(each response's words, whether they came from its tokens) for ``frame`` (rows of
-    ``run.samples``, in their order), from the run's segments (``Run.words``): no file is read. A
+    ``run._samples``, in their order), from the run's segments (``Run.words``): no file is read. A
     sample with neither tokens nor a response has no words."""
     words = [w if w is not None else [] for w in run.words(frame)]
     return words, frame["has_tokens"].to_numpy(dtype=bool).tolist()
 
 
 def compute_empty(run: Run) -> np.ndarray:
-    """Whether each sample of ``run.samples`` has no words; bool, shape (samples,). Counts the words
+    """Whether each sample of ``run._samples`` has no words; bool, shape (samples,). Counts the words
     in the segments (``Run.word_counts``): no text or file is read."""
     return run.word_counts() <= 0
 
@@ -201,23 +205,60 @@ def _share_of_steps(count: int, total: int, what: str) -> str:
     return f"{count} of {total} {what} ({count / total * 100:.3g} %)" if total else ""
 
 
-def compute_onset(run: Run, values: pd.Series, early_mean: float, late_mean: float) -> int | None:
-    """Definition 14: the first step s (of the steps with samples) whose ``ONSET_STEPS`` step means of
-    ``values`` (one per row of ``run.samples``) from s on average above (``early_mean`` +
-    ``late_mean``) / 2; step means and their average ignore NaN. None when no step is."""
-    middle = (early_mean + late_mean) / 2
-    if not math.isfinite(middle):
+def compute_onset(run: Run, values: pd.Series, falls: bool = False) -> int | None:
+    """Definition 14: when the series ``values`` (one per row of ``run._samples``) changed level, or None.
+    Its step means m_1..m_S (steps with a value, ascending; NaN left out) are split in two at the k
+    (1 <= k < S) that minimises the squared distance of each mean to its part's mean (a, before; b, after;
+    the first such k); there is an onset when b > a (b < a with ``falls``) and the split explains at least
+    ``ONSET_EXPLAINED`` of the means' variance (1 - that distance / sum of (m_i - mean)^2). The onset is the
+    first step of the after part, moved back over the steps just before it whose means are past
+    a + ``ONSET_BACK`` * (b - a) (a ramp's start), keeping at least one step before it."""
+    means = values.astype(float).groupby(run._samples[F.STEP], sort=True).mean().dropna()
+    steps, m = means.index.to_numpy(), means.to_numpy(dtype=float)
+    if len(m) < 2:
         return None
-    means = values.astype(float).groupby(run.samples[F.STEP], sort=True).mean()
-    steps, series = means.index.tolist(), means.to_numpy(dtype=float)
-    for i, step in enumerate(steps):
-        if _mean(series[i:i + ONSET_STEPS]) > middle:  # a NaN average is not above it
-            return int(step)
-    return None
+    m = m - m.mean()  # centred: the sums of squares below lose no digits to a large level
+    total = float((m * m).sum())
+    if not total > 0:
+        return None
+    k = np.arange(1, len(m))
+    head, squares = np.cumsum(m)[:-1], np.cumsum(m * m)[:-1]
+    a, b = head / k, (m.sum() - head) / (len(m) - k)
+    spread = (squares - k * a * a) + ((m * m).sum() - squares - (len(m) - k) * b * b)
+    i = int(np.argmin(spread))
+    jump = b[i] - a[i]
+    if not ((jump < 0) if falls else (jump > 0)) or not 1 - spread[i] / total >= ONSET_EXPLAINED:
+        return None
+    past = a[i] + ONSET_BACK * jump
+    start = i + 1
+    while start > 1 and (m[start - 1] < past if falls else m[start - 1] > past):
+        start -= 1
+    return int(steps[start])
 
 
-def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int) -> tuple:
-    """The ``count`` rows of ``frame`` with the highest ``column`` (NaN left out), then file and line."""
+def before_onset(frame: pd.DataFrame, onset: int | None) -> pd.DataFrame:
+    """The rows of ``frame`` (the first quarter's samples, in log order) whose step is before ``onset``: the
+    early window of a finding whose series has that onset (definition 14); all of them for None."""
+    return frame if onset is None else frame[frame[F.STEP].to_numpy() < onset]
+
+
+def _top_samples(run: Run, frame: pd.DataFrame, column: str, count: int, lowest: bool = False) -> tuple:
+    """The ``count`` rows of ``frame`` with the highest ``column`` (the lowest with ``lowest``; NaN left out),
+    then file and line."""
     have = frame[frame[column].notna()]
-    return tuple(have.sort_values([column, F.FILE, F.LINE], ascending=[False, True, True], kind="stable")
+    return tuple(have.sort_values([column, F.FILE, F.LINE], ascending=[lowest, True, True], kind="stable")
                  .index[:count])
+
+
+def _typical_samples(frame: pd.DataFrame, values: pd.Series, count: int) -> tuple:
+    """The ``count`` rows of ``frame`` whose ``values`` (a series over ``run._samples``) are nearest their mean over
+    ``frame`` (NaN left out), then the higher reward, then file and line: what the window is like."""
+    own = values[frame.index].astype(float)
+    have = frame[own.notna().to_numpy()]
+    if have.empty:
+        return ()
+    order = pd.DataFrame({"distance": (own[have.index] - _mean(own)).abs().to_numpy(),
+                          "reward": have[F.REWARD].to_numpy(dtype=float), F.FILE: have[F.FILE].to_numpy(),
+                          F.LINE: have[F.LINE].to_numpy()}, index=have.index)
+    return tuple(order.sort_values(["distance", "reward", F.FILE, F.LINE], ascending=[True, False, True, True],
+                                   kind="stable", na_position="last").index[:count])

@@ -12,7 +12,7 @@ import numpy as np
 from ...base import fields as F
 from ..run import Run
 from .agents import _agent_rows, _tool_call_loops, _tool_use_collapse, _turn_faults_rising
-from .batches import _dead_groups, _empty_responses
+from .batches import _dead_groups, _empty_responses, compute_evaluation
 from .common import (
     KINDS,
     RANKING,
@@ -20,7 +20,9 @@ from .common import (
     Finding,
     Findings,
     _reward_rose,
+    before_onset,
     compute_empty,
+    compute_onset,
     compute_windows,
     rows_frame,
     rows_in_log_order,
@@ -48,7 +50,7 @@ from .vision import _images_dropped
 
 
 def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check, ...]:
-    samples = run.samples
+    samples = run._samples
     responses = bool(samples["response_chars"].notna().any() or (samples["response_len"] >= 0).any())
     few = "" if windows_ok else "needs at least 2 steps with samples"
     agents = bool(_agent_rows(samples).any())
@@ -58,7 +60,7 @@ def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check
         "entropy_collapse": few or ("" if samples["entropy_mean"].notna().any() else "no entropy logged"),
         "training_inference_mismatch": "" if samples["mismatch_kl"].notna().any()
         else "no sampler log-probs beside the trainer's (rollout_logprobs and logprobs)",
-        "dead_groups": "" if samples["prompt_key"].notna().any() else "no prompts logged",
+        "dead_groups": compute_evaluation(run) or ("" if samples["prompt_key"].notna().any() else "no prompts logged"),
         "empty_responses": "" if responses else "no responses logged",
         "component_with_spreading_phrases": few or ("" if responses else "no responses logged") or (
             "" if any(n != "ref_reward" and any(m in n.lower() for m in COMPONENT_MARKERS)
@@ -82,7 +84,7 @@ def _checks(run: Run, windows_ok: bool, recompose_note: str = "") -> tuple[Check
 FINDINGS_FILE = "findings.json"  # in the run's cache folder: the findings of its current snapshot
 
 
-FINDINGS_VERSION = 6  # 6: reward_not_recomposed; 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
+FINDINGS_VERSION = 8  # 8: early = before the onset, onsets by a two-level split; 7: dead_groups not on evaluations; 6: reward_not_recomposed; 5: turn_faults_rising; 4: images_dropped; bump when a definition changes: kept findings of an older one are not used
 
 
 def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
@@ -96,19 +98,28 @@ def get_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     try:
         kept = json.loads(path.read_text())
         if kept["version"] == FINDINGS_VERSION and tuple(kept["stamp"]) == tuple(stamp) \
-                and kept["samples"] == len(run.samples):
+                and kept["samples"] == len(run._samples):
             return _findings_from_json(kept["findings"])
     except (OSError, ValueError, KeyError, TypeError):
         pass
     found = compute_findings(run, stop)
     try:
         tmp = path.with_name(f".tmp-{os.getpid()}-{FINDINGS_FILE}")
-        tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run.samples),
+        tmp.write_text(json.dumps({"version": FINDINGS_VERSION, "stamp": list(stamp), "samples": len(run._samples),
                                    "findings": _findings_to_json(found)}))
         os.replace(tmp, path)
     except (OSError, TypeError, ValueError):  # a cache that can't be written only means checking again next time
         pass
     return found
+
+
+def build_findings_json(found: Findings, settings: dict) -> dict:
+    """What ``rl-board findings --json`` prints and ``Run.findings()`` returns (docs/schemas/findings.json):
+    ``settings`` (how the run was read), the findings most worrying first (``to_json(full=True)``), and
+    ``not_checked``: each kind no check could run for on this run, with the reason (no KL logged, too few
+    steps…)."""
+    return {"settings": settings, "findings": found.to_json(full=True),
+            "not_checked": [{"kind": c.kind, "reason": c.note} for c in found.checks if not c.ran]}
 
 
 def _findings_to_json(found: Findings) -> dict:
@@ -141,7 +152,7 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     raised ``kl_runaway`` reads log lines again (the late window's token lists, for the tokens carrying
     the KL). With ``stop``, raises ``Cancelled`` as soon as it is set (checked between the checks and
     between the samples a check reads again)."""
-    samples = run.samples
+    samples = run._samples
     if samples.empty:
         return Findings((), tuple(Check(kind, False, "no samples") for kind in KINDS))
     early_steps, late_steps = compute_windows(run)
@@ -149,26 +160,29 @@ def compute_findings(run: Run, stop: threading.Event | None = None) -> Findings:
     early_rows = rows_in_log_order(samples, np.isin(step, early_steps))
     late_rows = rows_in_log_order(samples, np.isin(step, late_steps))
     early, late = rows_frame(samples, early_rows), rows_frame(samples, late_rows)
-    rose, r_early, r_late = _reward_rose(early, late)
+    reward_onset = compute_onset(run, samples[F.REWARD])
+    early_reward = before_onset(early, reward_onset)  # the early window of the findings about the reward rising
+    rose, r_early, r_late = _reward_rose(early_reward, late)
     both = rows_frame(samples, np.concatenate([early_rows, late_rows]))  # responses 0.. early, len(early).. late
     from_tokens = bool(both["has_tokens"].to_numpy(dtype=bool).any())
     kept: list[_WordIds] = []
 
-    def words() -> _WordIds:  # read once, only when a check needs them
+    def words(early_part: int) -> _WordIds:  # read once, only when a check needs them
         if not kept:
             kept.append(_WordIds(*run.word_ids(both)))
-        return kept[0]
+        return kept[0].without(early_part, len(early))
 
     checks = [
-        lambda: [_spreading_phrases(run, early, late, rose, r_early, r_late, words() if rose else None, from_tokens)],
-        lambda: [_length_growth(run, early, late, rose, r_early, r_late)],
+        lambda: [_spreading_phrases(run, early_reward, late, rose, r_early, r_late,
+                                    words(len(early_reward)) if rose else None, from_tokens, reward_onset)],
+        lambda: [_length_growth(run, early_reward, late, rose, r_early, r_late, reward_onset)],
         lambda: [_entropy_collapse(run, early, late)],
         lambda: [_mismatch(run)],
         lambda: [_dead_groups(run)],
         lambda: [_empty_responses(run, compute_empty(run))],
         lambda: _component_phrases(run, early, late, words, from_tokens),
         lambda: [_kl_runaway(run, early, late, stop)],
-        lambda: [_repetition(run, early, late, rose, r_early, r_late)],
+        lambda: [_repetition(run, early_reward, late, rose, r_early, r_late, reward_onset)],
         lambda: [_critic(run)],
         lambda: [_tool_use_collapse(run, early, late)],
         lambda: [_tool_call_loops(run)],

@@ -152,14 +152,14 @@ def compute_evidence(run: Run, finding: Finding, max_chars: int | None = None) -
     """The samples of ``finding`` in its order, each with its response marked (``build_marked_html``);
     with ``max_chars``, only the words that fit in that many characters of running text (a phrase is
     marked where it lies wholly inside them)."""
-    labels = [label for label in finding.labels if label in run.samples.index]
+    labels = [label for label in finding.labels if label in run._samples.index]
     if not labels:
         return []
-    frame = run.samples.loc[labels]
+    frame = run._samples.loc[labels]
     words, from_tokens = compute_words(run, frame)
     out = []
     for label, ws, tok in zip(labels, words, from_tokens):
-        row = run.samples.loc[label]
+        row = run._samples.loc[label]
         joiner = "" if tok else " "
         kept, shown, chars = _cut_words(ws, joiner, max_chars)
         out.append(EvidenceSample(label, F.address(run.files[int(row[F.FILE])], int(row[F.LINE]),
@@ -173,7 +173,7 @@ def compute_window_ngrams(run: Run) -> pd.DataFrame:
     """The n-gram finder across time: n-grams over-represented in the late window's responses vs the
     early window's (``analysis.compute_ngram_log_odds``, both windows as the prior)."""
     early_steps, late_steps = compute_windows(run)
-    samples = run.samples
+    samples = run._samples
     early_words, _ = compute_words(run, _log_order(samples[samples[F.STEP].isin(early_steps)]))
     late_words, _ = compute_words(run, _log_order(samples[samples[F.STEP].isin(late_steps)]))
     return compute_ngram_log_odds(late_words, early_words, late_words + early_words)

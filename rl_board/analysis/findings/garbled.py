@@ -6,8 +6,8 @@ counts). A character is *bad* when it is U+FFFD or of Unicode category Cc (contr
 use). A *letter* is a character of category L* or M*; its *script* is the first word of its Unicode
 name (``unicodedata.name``: LATIN, CYRILLIC, CJK, HIRAGANA, ARABIC...), after a leading FULLWIDTH or
 HALFWIDTH; COMBINING marks, MODIFIER letters and unnamed characters have none. A script is *rare* when
-its letters are under ``RARE_SCRIPT_SHARE`` of the early window's letters (none is rare when the early
-window has no letters). A response is garbled when its bad characters plus its letters of rare scripts
+its letters are under ``RARE_SCRIPT_SHARE`` of the first quarter's letters (none is rare when the first
+quarter has no letters). A response is garbled when its bad characters plus its letters of rare scripts
 are at least ``GARBLED_SHARE`` of its non-whitespace characters (and it has one).
 
 Computed a stored chunk of words at a time (``Run.word_chunks``): each chunk's distinct words as one UTF-32
@@ -29,13 +29,13 @@ from .common import Finding, _ids, _log_order, _percent, compute_onset
 GARBLED_SHARE = Fraction(3, 10)  # of a response's non-whitespace characters bad or of a rare script
 
 
-RARE_SCRIPT_SHARE = Fraction(1, 20)  # of the early window's letters: a script under this is rare
+RARE_SCRIPT_SHARE = Fraction(1, 20)  # of the first quarter's letters: a script under this is rare
 
 
 STEP_SHARE = Fraction(1, 20)  # of a step's samples garbled: the step is raised
 
 
-EARLY_MAX = Fraction(1, 100)  # ... while under this share of the early window's samples are
+EARLY_MAX = Fraction(1, 100)  # ... while under this share of the early window's samples (before the onset) are
 
 
 GARBLED_SAMPLES = 3
@@ -162,13 +162,17 @@ def _sum_rows(values: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.n
 
 def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     # in log order, only what the check reads (a sorted copy of every column would be the run's size again)
-    samples = _log_order(run.samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
+    samples = _log_order(run._samples[[F.STEP, F.FILE, F.LINE, "seg", "row"]])
     if samples.empty or not early_steps:
         return None
     step = samples[F.STEP].to_numpy()
     early = np.isin(step, early_steps)
     late = np.isin(step, late_steps)
     garbled, _ = compute_garbled(lambda: run.word_chunks(samples), early)
+    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run._samples.index)
+    onset = compute_onset(run, indicator)
+    if onset is not None:  # the early window: the first quarter's steps before the onset (scripts: the whole quarter)
+        early &= step < onset
     n_early = int(early.sum())
     if Fraction(int(garbled[early].sum()), n_early) >= EARLY_MAX:
         return None
@@ -181,13 +185,12 @@ def _garbled_output(run, early_steps: list[int], late_steps: list[int]):
     share_late = float(garbled[late].mean())
     picked = samples[garbled & np.isin(step, steps)]
     labels = tuple(picked.index[:GARBLED_SAMPLES])
-    indicator = pd.Series(garbled.astype(float), index=samples.index).reindex(run.samples.index)
     message = (f"{len(steps)} step{'s' if len(steps) != 1 else ''} with at least {_percent(STEP_SHARE)} garbled "
                f"responses (U+FFFD, control characters or writing systems the early responses hardly use), first "
                f"at step {steps[0]}; {_percent(share_late)} of the late responses against {_percent(share_early)} "
                "early — check the inference engine's precision and weight sync")
     return Finding("garbled_output", steps[0], steps[-1],
                    {"share_early": share_early, "share_late": share_late, "steps": steps},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[0],
-                   onset_step=compute_onset(run, indicator, share_early, share_late),
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[0],
+                   onset_step=onset,
                    amount=f"{_percent(share_late)} of late responses garbled", size=share_late)

@@ -40,6 +40,16 @@ class _WordIds:
     lengths: np.ndarray
     vocabulary: list[str]
 
+    def without(self, keep: int, early: int) -> _WordIds:
+        """These words without responses ``keep``..``early`` - 1: the first ``keep`` of the ``early`` early
+        responses (those before a finding's onset), then the late ones."""
+        if keep >= early:
+            return self
+        sizes = np.maximum(self.lengths, 0)
+        cut_from, cut_to = int(sizes[:keep].sum()), int(sizes[:early].sum())
+        return _WordIds(np.concatenate([self.ids[:cut_from], self.ids[cut_to:]]),
+                        np.concatenate([self.lengths[:keep], self.lengths[early:]]), self.vocabulary)
+
     @classmethod
     def from_lists(cls, responses: list[list[str]]) -> _WordIds:
         flat = list(chain.from_iterable(responses))

@@ -20,6 +20,7 @@ from .common import (
     _rise,
     _std,
     _top_samples,
+    before_onset,
     compute_onset,
 )
 from .phrases import _find_phrases, _phrase_samples, _phrase_text
@@ -47,6 +48,9 @@ TRACK_CORRELATION = 0.8  # Pearson correlation of a field with the reward: the r
 TRACK_GROWTH = 1.5  # mean of the field over L / over E: and the policy is producing more of it
 
 
+TRACK_SAMPLES = 3  # late samples shown, the highest values of the field first
+
+
 TRACK_RESTATES = 0.95  # |correlation| from which a field restates the outcome the reward pays for (verl's acc)
 
 
@@ -55,11 +59,11 @@ TRACK_RESTATES = 0.95  # |correlation| from which a field restates the outcome t
 DERIVED_MARKERS = ("advantage",)
 
 
-def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens):
+def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_tokens, onset):
     phrases = _find_phrases(words, len(early), late[F.REWARD].to_numpy(dtype=float)) if rose else []
     if not phrases:
         return None
-    labels = _phrase_samples(late, phrases, run.samples[F.REWARD])
+    labels = _phrase_samples(late, phrases, run._samples[F.REWARD])
     joiner = "" if from_tokens else " "
     top, early_share, late_share, _ = phrases[0]
     more = f" (and {len(phrases) - 1} more phrase{'s' if len(phrases) > 2 else ''})" if len(phrases) > 1 else ""
@@ -71,9 +75,8 @@ def _spreading_phrases(run, early, late, rose, r_early, r_late, words, from_toke
         {"reward_early": _json_number(r_early), "reward_late": _json_number(r_late),
          "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
                      for g, e, lt, _ in phrases]},
-        _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
-        compute_onset(run, run.samples[F.REWARD], r_early, r_late),
-        "reward " + _rise(r_early, r_late, _std(early[F.REWARD])))
+        _ids(run, run._samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+        onset, "reward " + _rise(r_early, r_late, _std(early[F.REWARD])))
 
 
 def compute_reward_components(samples: pd.DataFrame, rows: pd.Index) -> list[tuple[str, str]]:
@@ -94,16 +97,18 @@ def _numeric_fields(samples: pd.DataFrame) -> list[tuple[str, str]]:
     return [(name, column) for name, column in named if samples[column].notna().any()]
 
 
-def _component_phrases(run, early, late, words, from_tokens) -> list[Finding]:
+def _component_phrases(run, quarter, late, words, from_tokens) -> list[Finding]:
     out = []
-    both = early.index.append(late.index)
-    for name, column in compute_reward_components(run.samples, both):
-        values = run.samples[column].astype(float)
+    both = quarter.index.append(late.index)
+    for name, column in compute_reward_components(run._samples, both):
+        values = run._samples[column].astype(float)
+        onset = compute_onset(run, values)
+        early = before_onset(quarter, onset)
         c_early, c_late, c_std = _mean(values[early.index]), _mean(values[late.index]), _std(values[early.index])
         rise = c_late - c_early
         if not (rise > 0 and rise >= c_std):
             continue
-        phrases = _find_phrases(words(), len(early), values[late.index].to_numpy(), COMPONENT_PHRASE_MIN_SHARE)
+        phrases = _find_phrases(words(len(early)), len(early), values[late.index].to_numpy(), COMPONENT_PHRASE_MIN_SHARE)
         if not phrases:
             continue
         labels = _phrase_samples(late, phrases, values)
@@ -119,13 +124,13 @@ def _component_phrases(run, early, late, words, from_tokens) -> list[Finding]:
             {"component": name, "early": _json_number(c_early), "late": _json_number(c_late),
              "phrases": [{"tokens": list(g), "share_early": float(e), "share_late": float(lt)}
                          for g, e, lt, _ in phrases]},
-            _ids(run, run.samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
-            compute_onset(run, values, c_early, c_late), "component " + _rise(c_early, c_late, c_std),
+            _ids(run, run._samples.loc[labels]), message, tuple(labels), steps[-1], tuple(p[0] for p in phrases),
+            onset, "component " + _rise(c_early, c_late, c_std),
             rise / c_std if c_std > 0 else math.inf))
     return out
 
 
-def _repetition(run, early, late, rose, r_early, r_late):
+def _repetition(run, early, late, rose, r_early, r_late, onset):
     p_early, p_late = _mean(early["repeat_4gram"]), _mean(late["repeat_4gram"])
     if not (rose and p_late >= REPETITION_MIN and p_late >= REPETITION_GROWTH * p_early):
         return None
@@ -136,8 +141,8 @@ def _repetition(run, early, late, rose, r_early, r_late):
                "for reward")
     return Finding("repetition_with_reward", steps[0], steps[-1],
                    {"repetition_early": _json_number(p_early), "repetition_late": _json_number(p_late)},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
-                   onset_step=compute_onset(run, run.samples["repeat_4gram"], p_early, p_late),
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[-1],
+                   onset_step=onset,
                    amount=f"repetition {p_late / p_early:.3g}× the early" if p_early > 0 else "", size=p_late)
 
 
@@ -170,27 +175,31 @@ def compute_restates_reward(values: np.ndarray, reward: np.ndarray, correlation:
     return bool(reward[ones].min() > reward[zeros].max() or reward[zeros].min() > reward[ones].max())
 
 
-def _tracked_fields(run, early, late) -> list[Finding]:
-    samples = run.samples
-    components = {name for name, _ in compute_reward_components(samples, early.index.append(late.index))}
+def _tracked_fields(run, quarter, late) -> list[Finding]:
+    samples = run._samples
+    components = {name for name, _ in compute_reward_components(samples, quarter.index.append(late.index))}
     reward = samples[F.REWARD].to_numpy(dtype=float)
     out = []
     for name, column in _numeric_fields(samples):
         if name in components or any(m in name.lower() for m in DERIVED_MARKERS):
             continue
         values = samples[column].astype(float)
-        f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
-        if not (f_early > 0 and f_late >= TRACK_GROWTH * f_early):
-            continue
+        # the correlation first: it needs no window, and most fields fail it (no step means to split for them)
         correlation = compute_correlation(values.to_numpy(), reward)
         if not correlation >= TRACK_CORRELATION or compute_restates_reward(values.to_numpy(), reward, correlation):
+            continue
+        onset = compute_onset(run, values)
+        early = before_onset(quarter, onset)
+        f_early, f_late = _mean(values[early.index]), _mean(values[late.index])
+        if not (f_early > 0 and f_late >= TRACK_GROWTH * f_early):
             continue
         steps = sorted(int(s) for s in pd.unique(late[F.STEP]))
         message = (f"reward follows {name} (correlation {correlation:.3g}), which grew from {f_early:.3g} to "
                    f"{f_late:.3g} — the reward may be paying for that feature rather than the task")
+        labels = _top_samples(run, late, column, TRACK_SAMPLES)
         out.append(Finding("reward_tracks_field", steps[0], steps[-1],
-                           {"field": name, "correlation": correlation, "early": f_early, "late": f_late}, (),
-                           message, focus_step=steps[-1], onset_step=compute_onset(run, values, f_early, f_late),
+                           {"field": name, "correlation": correlation, "early": f_early, "late": f_late},
+                           _ids(run, samples.loc[list(labels)]), message, labels, focus_step=steps[-1], onset_step=onset,
                            amount=f"correlation {correlation:.3g}; {f_late / f_early:.3g}× the early mean",
                            size=correlation))
     return out
@@ -278,7 +287,7 @@ def _smallest(residuals: np.ndarray, count: int) -> np.ndarray:
 def _not_recomposed(run) -> tuple[Finding | None, str]:
     """(the reward_not_recomposed finding or None, why the check did not run or "")."""
     from .common import rows_in_log_order
-    samples = run.samples
+    samples = run._samples
     components = compute_recompose_components(samples)
     if not components:
         return None, "no reward components logged"
@@ -319,8 +328,8 @@ def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | Non
     if not len(rows):
         return None
     shown = rows[:RECOMPOSE_SAMPLES]
-    labels = tuple(run.samples.index[shown])
-    steps = sorted(int(s) for s in pd.unique(run.samples[F.STEP].to_numpy()[rows]))
+    labels = tuple(run._samples.index[shown])
+    steps = sorted(int(s) for s in pd.unique(run._samples[F.STEP].to_numpy()[rows]))
     if how == "logged":
         message = (f"{len(rows)} of {checked} samples log reward weights that differ from the run's usual ones "
                    f"({', '.join(names)})")
@@ -330,5 +339,5 @@ def _recompose_finding(run, rows, names, weights, how, checked) -> Finding | Non
     return Finding("reward_not_recomposed", steps[0], steps[-1],
                    {"count": len(rows), "checked": checked, "weights": weights, "weights_from": how,
                     "components": names},
-                   _ids(run, run.samples.loc[list(labels)]), message, labels, steps[-1],
+                   _ids(run, run._samples.loc[list(labels)]), message, labels, steps[-1],
                    amount=f"{len(rows)} of {checked} samples", size=len(rows) / checked)

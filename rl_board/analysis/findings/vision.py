@@ -13,7 +13,7 @@ def _images_dropped(run):
     """Raised when any sample's images and the image placeholders of the tokens it was trained on differ (the
     extra ``images_dropped`` is 1); names those samples, in step, file and line order."""
     column = F.extra_column(IMAGES_DROPPED)
-    samples = run.samples
+    samples = run._samples
     if column not in samples:
         return None
     checked = samples[column].notna()

@@ -1,11 +1,42 @@
 """The line parser every reader of JSON lines uses: a block of complete lines -> canonical rows.
 
+Which parser reads which line (``parse_block``; every path gives the same rows for the same line)::
+
+    a block of bytes, cut at its last newline
+      |  split at its newlines by numpy (no Python per line); blank and too long lines set aside
+      v
+    every line starts with "{" and the block's keys and types are ones the struct would take?
+      | yes                                               | no, or Arrow refuses the block
+      v                                                   v
+    Arrow fast path (arrowfast.read_flat):           msgspec struct path (shape._Shape.decode):
+    pyarrow.json reads the block's columns           one decode_lines of a span into the struct of the
+    at once (verl's flat dumps): the rows            file's shape; typed keys typed, others msgspec.Raw;
+                                                     an unknown key is learned and the block decoded
+                                                     again (shape._BlockDecode); a refused line is set
+                                                     aside, the spans around it decoded again
+                                                          |                         |
+                                                          v                         v
+                                                     the columns (shape._rows):  orjson slow path (slow):
+                                                     per-token lists left as     each refused line alone,
+                                                     raw JSON become Arrow by    orjson then ujson (NaN,
+                                                     simdjson (rawlists), else   Infinity); its row, or the
+                                                     msgspec's typed decoder;    reason it is rejected
+                                                     a value they refuse sends
+                                                     its line to the slow path
+                                                          |                         |
+                                                          +------------+------------+
+                                                                       v
+                                                     the block's rows, in line order; errors, steps
+
 ``parse_block`` splits the block at its newlines (numpy, no Python per line); a block of flat lines
 whose rows Arrow's JSON reader gives exactly as the struct would is read by it (``arrowfast``); any
 other block is decoded by one msgspec call into the struct of the file's shape (``shape``), its
 columns taken from it, and each line the struct refused read alone by the slow path (``slow``),
 which costs only itself: the rows are the same either way, or the line becomes an entry in
-``errors``. Imports only the readers' own modules and ``base``.
+``errors``. A line that cannot be an object (its first byte says so) goes to the slow path
+without a decode. A new parse path comes with a benchmark showing it pays and a test that
+it gives the rows of the slow path (``tests/test_arrowfast.py`` is the one for Arrow's).
+Imports only the readers' own modules and ``base``.
 """
 
 from __future__ import annotations
@@ -38,7 +69,7 @@ ARROW_FAST = True
 _STEP_RE = re.compile(rb'(?<!\\)"step"\s*:\s*(-?\d+)')
 #: ``ParsedBlock.unlisted_steps``'s value for a line whose step a cheap look did not find
 NO_STEP = np.iinfo(np.int64).min
-_STEP_KEY = np.frombuffer(b'"step"', np.uint8)
+_STEP_KEY = re.compile(rb'"step"')
 
 
 @dataclass
@@ -163,7 +194,7 @@ def _read_slow(data, buffer, starts, ends, slow, first_line, resolver, reward_re
             rest, slow = np.asarray(order[k:], np.int64), None
             no_object = ~np.isin(buffer[starts[rest]], _OBJECT_FIRST)
             unlisted[0].frombytes((first_line + rest[no_object]).astype(np.int64).tobytes())
-            unlisted[1].frombytes(_step_hints(data, buffer, starts, ends, rest[no_object]).tobytes())
+            unlisted[1].frombytes(_step_hints(data, starts, ends, rest[no_object]).tobytes())
             order, k = rest[~no_object].tolist(), 0
             continue
         k += 1
@@ -195,16 +226,14 @@ def _count(unlisted: tuple[array, array], line: int, raw: bytes) -> None:
     unlisted[1].append(NO_STEP if hint is None or not NO_STEP < hint < -NO_STEP else hint)
 
 
-def _step_hints(data, buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray, which: np.ndarray) -> np.ndarray:
+def _step_hints(data, starts: np.ndarray, ends: np.ndarray, which: np.ndarray) -> np.ndarray:
     """The step hints (``_step_hint``, ``NO_STEP`` for None) of the lines ``which`` (int64): only a line
-    holding ``"step"`` (found by numpy over the block) is looked at one by one."""
+    holding ``"step"`` (found by ``re.finditer`` over the block) is looked at one by one."""
     hints = np.full(len(which), NO_STEP, np.int64)
     if not len(which):
         return hints
-    quotes = np.flatnonzero(buffer[:max(len(buffer) - len(_STEP_KEY) + 1, 0)] == _STEP_KEY[0])
-    for k in range(1, len(_STEP_KEY)):
-        quotes = quotes[buffer[quotes + k] == _STEP_KEY[k]]
-    holding = np.unique(np.searchsorted(starts, quotes, side="right") - 1)
+    at = np.fromiter((found.start() for found in _STEP_KEY.finditer(data)), np.int64)
+    holding = np.unique(np.searchsorted(starts, at, side="right") - 1)
     for i in np.flatnonzero(np.isin(which, holding)).tolist():
         raw = bytes(data[starts[which[i]]:ends[which[i]]])
         hint = _step_hint(raw)

@@ -3,7 +3,8 @@
 ``_Shape`` types every key the board reads (canonical names, aliases, mapped sources) as the board
 wants it and leaves every other key seen so far unparsed (``msgspec.Raw``); a key met for the first
 time is learned and the block decoded again (at most ``_MAX_RELEARNS`` times, then lines with new
-keys take the slow path). ``_rows`` takes the canonical columns and the extras from the decoded
+keys take the slow path); one decode and its state (the lines refused, whether a key was learned)
+is a ``_BlockDecode``. ``_rows`` takes the canonical columns and the extras from the decoded
 structs without Python work per line, and names the lines the slow path must read."""
 
 from __future__ import annotations
@@ -137,85 +138,114 @@ class _Shape:
 
     def decode(self, data: bytes, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray):
         """(structs, the line index of each, line indices the slow path reads, the shape's version
-        that decoded them) for ``lines``."""
+        that decoded them) for ``lines``. A decode that taught the shape a key is thrown away and the
+        block decoded again with the new version, at most ``_MAX_RELEARNS`` times; after that a line
+        with a new key is refused like any other and read by the slow path."""
         if not self.usable or not len(lines):
             return [], [], list(lines), self.version
         relearned = 0
         while True:
             version = self.version
-            try:
-                return (*self._decode(data, starts, ends, lines, version.decoder, relearned < _MAX_RELEARNS),
-                        version)
-            except _Relearned:
-                relearned += 1
+            block = _BlockDecode(self, data, starts, ends, lines, version.decoder,
+                                 may_learn=relearned < _MAX_RELEARNS)
+            if block.run():
+                return (*block.result(), version)
+            relearned += 1
 
-    def _decode(self, data, starts, ends, lines, decoder, may_learn=True):
-        objs, fast, slow = [], [], []
-        retries = [0]
-        view = memoryview(data)
 
-        def span(a: int, b: int) -> None:  # lines[a:b]
+class _BlockDecode:
+    """One decode of a block's ``lines`` by one version of a shape's struct, its state in plain sight.
+
+    The lines are decoded a span at a time (``decoder.decode_lines``); a refusal names its line, which
+    goes to the slow path while the spans on either side of it are decoded again. ``refusals`` counts
+    them: past ``_MAX_RETRIES`` every line left is decoded alone (a block of many bad lines must not
+    cost a span decode each). A refusal naming a key the shape did not know teaches the shape that key
+    (when ``may_learn``): the decode stops there, ``relearned`` is set, and the caller decodes the block
+    again with the shape's new version, since the structs already decoded lack the key."""
+
+    def __init__(self, shape: _Shape, data, starts: np.ndarray, ends: np.ndarray, lines: np.ndarray,
+                 decoder: msgspec.json.Decoder, may_learn: bool = True):
+        self.shape, self.starts, self.ends, self.lines = shape, starts, ends, lines
+        self.decoder, self.may_learn = decoder, may_learn
+        self.view = memoryview(data)
+        self.objs: list = []  # the decoded structs, in the order they were decoded
+        self.fast: list[int] = []  # the line index of each struct
+        self.slow: list[int] = []  # line indices the slow path reads
+        self.refusals = 0  # lines refused so far (and spans given up); past _MAX_RETRIES lines go one at a time
+        self.relearned = False  # the shape learned a key: this decode is void
+
+    def run(self) -> bool:
+        """Decode every line; False when the shape learned a key and the block must be decoded again.
+        The spans wait on a stack, the left one on top, so they are decoded in the lines' order."""
+        todo = [(0, len(self.lines))]
+        while todo and not self.relearned:
+            a, b = todo.pop()
             if a >= b:
-                return
-            if retries[0] > _MAX_RETRIES:
-                for k in range(a, b):
-                    one(k)
-                return
-            chunk = view[starts[lines[a]]:ends[lines[b - 1]]]
-            try:
-                got = decoder.decode_lines(chunk)
-            except RecursionError:  # nested too deeply somewhere: read the lines one by one
-                retries[0] += 1
-                for k in range(a, b):
-                    one(k)
-                return
-            except UnicodeDecodeError as exc:  # bytes that are not UTF-8: name the line they are on
-                retries[0] += 1
-                at = _failed_line(f"(byte {exc.start})", chunk, starts, lines, a, b)
-                span(a, at)
-                slow.append(int(lines[at]))
-                span(at + 1, b)
-                return
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                message = str(exc)
-                at = _failed_line(message, chunk, starts, lines, a, b)
-                line = None if at is None else view[starts[lines[at]]:ends[lines[at]]]
-                if may_learn and self.learn(message, line):
-                    raise _Relearned from None
-                retries[0] += 1
-                if at is None:
-                    for k in range(a, b):
-                        one(k)
-                    return
-                span(a, at)
-                slow.append(int(lines[at]))
-                span(at + 1, b)
-                return
-            if len(got) != b - a:  # white space the decoder skipped, or two objects on a line
-                for k in range(a, b):
-                    one(k)
-                return
-            objs.extend(got)
-            fast.extend(lines[a:b].tolist())
+                continue
+            if self.refusals > _MAX_RETRIES:
+                self._each(a, b)
+            else:
+                todo.extend(reversed(self._span(a, b)))
+        return not self.relearned
 
-        def one(k: int) -> None:
-            index = int(lines[k])
+    def result(self) -> tuple[list, list[int], list[int]]:
+        """(structs, the line index of each, line indices the slow path reads), in the lines' order."""
+        order = np.argsort(np.asarray(self.fast, np.int64), kind="stable")
+        return [self.objs[i] for i in order], [self.fast[i] for i in order], sorted(self.slow)
+
+    def _span(self, a: int, b: int) -> list[tuple[int, int]]:
+        """Decode ``lines[a:b]`` at once; the spans left to decode again (left first) around a refused line."""
+        starts, lines = self.starts, self.lines
+        chunk = self.view[starts[lines[a]]:self.ends[lines[b - 1]]]
+        try:
+            got = self.decoder.decode_lines(chunk)
+        except RecursionError:  # nested too deeply somewhere: read the lines one by one
+            self.refusals += 1
+            self._each(a, b)
+            return []
+        except UnicodeDecodeError as exc:  # bytes that are not UTF-8: name the line they are on
+            self.refusals += 1
+            at = _failed_line(f"(byte {exc.start})", chunk, starts, lines, a, b)
+            self.slow.append(int(lines[at]))
+            return [(a, at), (at + 1, b)]
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            message = str(exc)
+            at = _failed_line(message, chunk, starts, lines, a, b)
+            line = None if at is None else self.view[starts[lines[at]]:self.ends[lines[at]]]
+            if self.may_learn and self.shape.learn(message, line):
+                self.relearned = True
+                return []
+            self.refusals += 1
+            if at is None:
+                self._each(a, b)
+                return []
+            self.slow.append(int(lines[at]))
+            return [(a, at), (at + 1, b)]
+        if len(got) != b - a:  # white space the decoder skipped, or two objects on a line
+            self._each(a, b)
+            return []
+        self.objs.extend(got)
+        self.fast.extend(lines[a:b].tolist())
+        return []
+
+    def _each(self, a: int, b: int) -> None:
+        """Decode ``lines[a:b]`` one at a time, stopping at a line that teaches the shape a key."""
+        for k in range(a, b):
+            index = int(self.lines[k])
+            raw = self.view[self.starts[index]:self.ends[index]]
             try:
-                got = decoder.decode(view[starts[index]:ends[index]])
+                got = self.decoder.decode(raw)
             except (UnicodeDecodeError, RecursionError):
-                slow.append(index)
-                return
+                self.slow.append(index)
+                continue
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                if may_learn and self.learn(str(exc), view[starts[index]:ends[index]]):
-                    raise _Relearned from None
-                slow.append(index)
-                return
-            objs.append(got)
-            fast.append(index)
-
-        span(0, len(lines))
-        order = np.argsort(np.asarray(fast, np.int64), kind="stable")
-        return [objs[i] for i in order], [fast[i] for i in order], sorted(slow)
+                if self.may_learn and self.shape.learn(str(exc), raw):
+                    self.relearned = True
+                    return
+                self.slow.append(index)
+                continue
+            self.objs.append(got)
+            self.fast.append(index)
 
 
 @dataclass(frozen=True)
@@ -225,10 +255,6 @@ class _Version:
     keys: tuple[str, ...]
     names: dict[str, str]
     decoder: msgspec.json.Decoder
-
-
-class _Relearned(Exception):
-    """The shape learned a key: decode the block again."""
 
 
 def _rows(shape: _Shape, version: _Version, objs: list, lines: np.ndarray, first_line: int, base_offset: int,
