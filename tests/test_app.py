@@ -742,6 +742,28 @@ def test_the_step_table_of_a_run_with_sparse_extras(tmp_path):
     assert table["rare_mean"].isna().sum() == 8
 
 
+def test_a_run_whose_rare_extra_is_kept_sparse_sorts_and_draws(tmp_path, monkeypatch):
+    """With the snapshot's sparse floor at 0 rows, a run whose extra 'rare' is at 1 of 16 samples (kept as
+    a sparse column) loads: sorting the batch by it puts its one value (5.0) first, the other 7 rows
+    empty; the step table shows its mean at step 2 only; nothing raises."""
+    import rl_board.store.columns as columns_module
+
+    monkeypatch.setattr(columns_module, "SPARSE_MIN_ROWS", 0)
+    lines = [{"step": s, "prompt": f"p{i}", "response": "r", "reward": i / 8} for s in (1, 2) for i in range(8)]
+    lines[11]["rare"] = 5.0  # step 2's fourth sample
+    write_lines(tmp_path / "runs" / "rare" / "a.jsonl", lines)
+    at = _load(_open(tmp_path / "runs", "rare"))
+    at.selectbox(key=keys.SORT_BY).select("rare").run()
+    assert not at.exception
+    table = at.dataframe[0].value
+    assert table["rare"].tolist()[0] == 5.0 and table["rare"].isna().sum() == 7 and table["prompt"].iloc[0] == "p3"
+    _area(at, keys.OVERVIEW)
+    at.toggle(key=keys.SHOW_STEP_TABLE).set_value(True).run()
+    assert not at.exception
+    step_table = at.dataframe[0].value
+    assert step_table["rare_mean"].isna().tolist() == [True, False] and step_table["rare_mean"].iloc[1] == 5.0
+
+
 @pytest.mark.slow
 def test_tokens_without_per_token_numbers_are_listed_not_an_error(tmp_path):
     """A sample that logs its response tokens but no log-probs, KL, values or advantages shows its

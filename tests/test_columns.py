@@ -107,3 +107,41 @@ def test_rank_files_are_ordered_and_unlogged_fields_cost_nothing(tmp_path):
     assert public["ref_reward"].dtype == np.float64
     public.loc["data_rank1.jsonl:2", "ref_reward"] = 0.5  # the notebook's frame is its own, writable
     assert public["ref_reward"].notna().sum() == 1 and samples["ref_reward"].isna().all()
+
+
+def _sparse_parts():
+    """Three parts of 6 rows: ``extra:rare`` at 2 of 18 rows (one in a part that starts NaN, one in a
+    part that lacks the column), ``extra:often`` at 9 of 18 (half)."""
+    nan = np.nan
+    return [
+        pa.table({"step": pa.array([1] * 6, pa.int64()), "extra:rare": [nan, nan, nan, nan, 7.5, nan],
+                  "extra:often": [1.0, nan, 2.0, nan, 3.0, nan]}),
+        pa.table({"step": pa.array([2] * 6, pa.int64()), "extra:often": [nan, 4.0, nan, 5.0, nan, 6.0]}),
+        pa.table({"step": pa.array([3] * 6, pa.int64()), "extra:rare": [nan] * 5 + [-1.0],
+                  "extra:often": [7.0, nan, 8.0, nan, 9.0, nan]}),
+    ]
+
+
+def test_an_extra_with_few_values_is_kept_sparse_with_the_same_values(monkeypatch):
+    """With the sparse floor at 0 rows, an extra with a value in 2 of 18 rows (under a quarter) is pandas'
+    sparse array holding 2 values whose dense values are Arrow's own conversion's (NaN elsewhere); one
+    with a value in half the rows stays a float64 array; taking rows of the sparse one keeps it sparse."""
+    import rl_board.store.columns as columns_module
+
+    monkeypatch.setattr(columns_module, "SPARSE_MIN_ROWS", 0)
+    expected = pa.concat_tables(_sparse_parts(), promote_options="default").to_pandas()
+    columns, _ = gather(_sparse_parts())
+    rare = columns["extra:rare"]
+    assert isinstance(rare, pd.arrays.SparseArray) and rare.sp_values.tolist() == [7.5, -1.0]
+    np.testing.assert_array_equal(np.asarray(rare, dtype=float), expected["extra:rare"].to_numpy())
+    assert np.flatnonzero(~np.isnan(np.asarray(rare, dtype=float))).tolist() == [4, 17]
+    assert isinstance(columns["extra:often"], np.ndarray)
+    np.testing.assert_array_equal(columns["extra:often"], expected["extra:often"].to_numpy())
+    taken = take(rare, np.array([17, 0, 4]))
+    assert isinstance(taken, pd.arrays.SparseArray) and np.asarray(taken, dtype=float)[[0, 2]].tolist() == [-1.0, 7.5]
+
+
+def test_a_short_run_keeps_its_rare_extras_as_arrays():
+    """Under SPARSE_MIN_ROWS rows (the default, 16,384) a rare extra stays a float64 array, as before."""
+    columns, _ = gather(_sparse_parts())
+    assert isinstance(columns["extra:rare"], np.ndarray) and columns["extra:rare"].dtype == np.float64

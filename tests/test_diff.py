@@ -380,6 +380,17 @@ def test_diff_json_written_a_chunk_at_a_time_is_json_dumps_of_the_whole(tmp_path
         assert len(whole["prompts"]) == (6 if steps[0] is None else 0)
 
 
+def test_the_text_rank_is_pythons_order_of_strings():
+    """Texts with accents, a character past the BMP, U+FFFF, the empty text, None and repeats rank as
+    Python's sorted() orders them (equal texts equal, None as ""); with a lone surrogate (no UTF-8) too."""
+    from rl_board.analysis.diff import _text_rank
+
+    texts = ["b", "é", "\U0001F600", "\uffff", "", None, "a", "b", "ab", "Z", "é"]
+    for case in (texts, [*texts, "\ud800x"]):
+        distinct = sorted({"" if t is None else t for t in case})
+        assert _text_rank(case).tolist() == [distinct.index("" if t is None else t) for t in case]
+
+
 def _templated_runs(tmp_path, render, skip_special_tokens):
     """The board's own lines (``RolloutWriter``: the bare question) and the same run as verl's dumps
     (``_dump_generations``: ``input`` the prompt as the chat template ``render`` wrote it, decoded with

@@ -92,3 +92,22 @@ def test_cache_clear_removes_a_runs_memos(tmp_path, capsys, monkeypatch):
     assert kept == [str(other.resolve())]
     assert main(["cache", "clear"]) == 0
     assert not list(memo._root(None).glob("*.json"))
+
+
+def test_json_pieces_join_to_json_dumps_text():
+    """A summary-shaped dict (a list of 10,000 step dicts, longer than a chunk, with unicode, None, nested and
+    empty dicts and lists) gives in pieces exactly json.dumps' text; a NaN in a chunk still raises."""
+    import json
+
+    import pytest
+
+    from rl_board.store.memo import LIST_CHUNK, json_pieces
+
+    steps = [{"step": i, "reward_mean": i / 7, "extras": {f"k{i % 3}": 1.5} if i % 2 else {}, "name": "é\u2028"}
+             for i in range(10_000)]
+    value = {"settings": {"pad": None, "fields": {}}, "errors": [], "steps": steps, "notes": ["a", "b"],
+             "checks": {"x": 0}, "empty": {}}
+    assert len(steps) > LIST_CHUNK
+    assert "".join(json_pieces(value)) == json.dumps(value, ensure_ascii=False, allow_nan=False)
+    with pytest.raises(ValueError):
+        "".join(json_pieces({"steps": [{"v": float("nan")}] * (LIST_CHUNK + 1)}))

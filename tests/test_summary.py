@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
@@ -208,6 +209,40 @@ def test_sparse_extras_over_50000_steps_cost_what_their_values_cost(tmp_path):
     steps = json.loads(proc.stdout)["steps"]
     assert [s["extras"] for s in steps] == [{f"extra_{i % 256}": float(i % 7)} for i in range(50_000)]
     assert int(proc.stderr.strip().splitlines()[-1]) / 1024 < 1024  # MiB
+
+
+@pytest.mark.slow
+def test_300_sparse_extras_over_200000_steps_stay_under_1_gib_cold_and_kept(tmp_path):
+    """The attack of 50.12: a 15 MB file of 200,000 steps, each line one of 300 extras. Read cold and again
+    (its segments checked) and from the kept summary, the same output: each step lists its own extra or
+    none, never one past the first 256 met; a note counts the 44 past the limit; every run's peak memory
+    under 1 GiB (1.04 GB cold, 1.3 GB read again before the extras were kept sparse)."""
+    with open(tmp_path / "a.jsonl", "w") as fh:  # (write_lines' json.dumps per line, without a list of them)
+        fh.writelines(json.dumps({"step": i, "prompt": "p", "response": "r", "reward": 0.5, f"k{i % 300}": 1.0})
+                      + "\n" for i in range(200_000))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "a.jsonl").rename(tmp_path / "run" / "a.jsonl")
+    probe = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    outputs = []
+    for forget in (False, True, False):  # cold; the memo removed (the segments read, checked); the memo
+        if forget:
+            shutil.rmtree(tmp_path / "cache" / "memos")
+        proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "summary", "--json",
+                               str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO, timeout=600,
+                              env={**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")})
+        assert proc.returncode == 0, proc.stderr
+        assert "44 more field name(s) were not made columns" in proc.stderr
+        assert int(proc.stderr.strip().splitlines()[-1]) / 1024 < 1024  # MiB
+        outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    steps = json.loads(outputs[0])["steps"]
+    assert [s["step"] for s in steps] == list(range(200_000))
+    # each step lists its own extra or none, never one of the 44 past the limit (a later byte range of the
+    # file that meets more than 256 names itself drops its values of kept ones: a loss left for its own fix)
+    assert all(s["extras"] in ({f"k{i % 300}": 1.0}, {}) for i, s in enumerate(steps))
+    assert not any(s["extras"] for i, s in enumerate(steps) if i % 300 >= 256)
+    assert sum(bool(s["extras"]) for s in steps) > 100_000  # (149,576 here of the 170,667 a lossless read lists)
 
 
 def test_a_sparse_extras_step_stats_are_kept_sparse_with_the_same_numbers(tmp_path):

@@ -60,10 +60,10 @@ def test_a_panic_reads_ids_as_hash_numbers_from_then_on(tmp_path):
     assert decode_text(good, good.encode("hello").ids) == "hello" and failure(good) is None
 
 
-def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp_path, monkeypatch):
+def test_a_call_past_its_time_allowance_fails_the_tokenizer_and_ends_its_worker(tmp_path, monkeypatch):
     """With the allowance set to 0 s (every call takes longer than nothing; no clock is compared with a
-    guess), a good tokenizer's first call reads its ids as #ID and the note says how long it took for how
-    many ids; no further call is made."""
+    guess), a good tokenizer's first call reads its ids as #ID, the note says the limit and that the call
+    was stopped, and its worker process is ended; no further call is made."""
     from token_writers import train_tokenizer
 
     from rl_board.derive import tokenizer as module
@@ -74,8 +74,55 @@ def test_a_call_past_its_time_allowance_fails_the_tokenizer_after_it_returns(tmp
     good = load_tokenizer(str(train_tokenizer(tmp_path / "slow")))
     ids = good.encode("hello").ids
     assert decode_text(good, ids) == " ".join(f"#{i}" for i in ids)
-    assert "ids, more than the 0.0 s allowed: token ids are shown as #ID" in failure(good)
+    assert "took longer than the 0.0 s allowed decoding 1 ids, and was stopped: token ids are shown as #ID" in failure(good)
+    assert good._worker is None
     module._load.cache_clear()
+
+
+def _stuck_tokenizer(folder):
+    """Save ``folder/tokenizer.json`` whose decoder is 600 Replace steps of ``(a|aa)+$`` over a token of 30 a's
+    and a b: each step backtracks about 1 s inside the library's Rust code without reaching Oniguruma's
+    retry limit (31 a's panic), so decoding id 2 takes some 10 minutes and never raises. Ids 0 and 1 decode
+    at once."""
+    from tokenizers import Regex, Tokenizer, decoders, models
+
+    tokenizer = Tokenizer(models.WordLevel({"hello": 0, "world": 1, "a" * 30 + "b": 2, "<unk>": 3}, unk_token="<unk>"))
+    tokenizer.decoder = decoders.Sequence([decoders.Replace(Regex("(a|aa)+$"), "")] * 600)
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return folder / "tokenizer.json"
+
+
+@pytest.mark.slow
+def test_a_decoder_stuck_in_the_library_is_stopped_at_the_limit(tmp_path):
+    """A decoder that backtracks for minutes in Rust (no panic, no return): with the limit at 1 s, the call
+    returns with id 2 read as #2 and the note that it was stopped; the worker process that ran it is gone
+    (killed), ids decode as #ID from then on, and the process lives on. Run in a process of its own whose
+    hang guard (120 s) would end a limit that is not hard."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    path = _stuck_tokenizer(tmp_path)
+    script = f"""
+import json
+from rl_board.derive import tokenizer as module
+module.DECODE_SECONDS, module.DECODE_SECONDS_PER_ID = 1.0, 0.0
+good = module.load_tokenizer({str(path)!r})
+first = module.token_strings(good, [0, 1])
+worker = good._worker.proc
+stuck = module.token_strings(good, [2])
+after = module.decode_text(good, [0, 1])
+print(json.dumps([first, stuck, after, module.failure(good), worker.returncode]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first, stuck, after, why, returncode = json.loads(proc.stdout)
+    assert first == ["hello", "world"] and stuck == ["#2"] and after == "#0 #1"
+    assert why.endswith("took longer than the 1.0 s allowed decoding 1 ids, and was stopped: token ids are shown as "
+                        "#ID. Replace it, or give another tokenizer.") and str(path) in why
+    assert returncode == -9  # SIGKILL: ended by the board, not finished
 
 
 @pytest.mark.slow

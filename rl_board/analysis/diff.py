@@ -281,10 +281,12 @@ def compute_diff(a: Run, b: Run, steps_a: tuple[int | None, int | None] = (None,
     # them (Python's order of strings: no fixed-width copy whose width is the longest prompt's)
     where = [F.FILE, "seg", "row"]  # what finds a row's segment: no copy of the samples' other columns
     texts = a.text_of(a._samples.loc[table["a_sample"].to_numpy(), where], "prompt") if len(table) else []
-    texts = [strip_pad(t, a.pad_token) for t in texts]
+    pad = a.pad_token
+    if pad:  # tables.strip_pad, without a call for each text (a million of them: 5 s)
+        texts = [t.replace(pad, "") if isinstance(t, str) and pad in t else t for t in texts]
     if match == "user content":  # what was matched: the question, not the template around it
         texts = [t if t is None else (got[1] if (got := user_content(t)) is not None else t.strip()) for t in texts]
-    rank = pd.factorize(np.array(["" if t is None else t for t in texts], dtype=object), sort=True)[0]
+    rank = _text_rank(texts)
     table.insert(0, "prompt", pd.Series(texts, index=table.index, dtype=object))
     order = np.lexsort((np.arange(len(table)), rank, np.where(np.isnan(delta), np.inf, delta)))
     table = table.iloc[order]
@@ -315,6 +317,21 @@ def no_match_reason(diff: PromptDiff) -> str | None:
     a, b = ("(no prompt)" if p is None else repr(p) for p in diff.first_prompts)
     return (f"No prompt of A is a prompt of B, matched by {on[diff.prompt_match]}. A's first prompt: {a}; "
             f"B's first prompt: {b}.")
+
+
+def _text_rank(texts: list) -> np.ndarray:
+    """Each text's rank among ``texts`` in Python's order of strings (None as ""), equal texts equal: by
+    Arrow's sort of their UTF-8 (whose byte order is the code points' order), 9x faster than sorting a
+    million Python strings; texts UTF-8 can't hold (a lone surrogate) are ranked by Python's sort."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    filled = ["" if t is None else t for t in texts]
+    try:
+        array = pa.array(filled, pa.large_string())
+    except UnicodeEncodeError:
+        return pd.factorize(np.array(filled, dtype=object), sort=True)[0]
+    return pc.rank(array, sort_keys="ascending", tiebreaker="dense").to_numpy().astype(np.int64) - 1  # (from 1)
 
 
 def _number(value) -> float | None:

@@ -80,7 +80,7 @@ PARTS: dict[str, tuple[str, tuple[str, ...]]] = {
     # the read on a Ray cluster: its address, the last read's tasks, a progress line
     "cluster": ("rl_board.store.cluster", ("LAST_READ", "RAY_ENV", "address", "describe_progress")),
     # a command's output kept while the run's files are as they were
-    "memo": ("rl_board.store.memo", ("clear", "fingerprint", "key", "load", "save")),
+    "memo": ("rl_board.store.memo", ("clear", "fingerprint", "json_pieces", "key", "load", "save")),
 }
 
 __all__ = sorted([*NAMES, *PARTS])

@@ -160,7 +160,7 @@ def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) 
 
 def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, steps: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """The extra-field columns that have a value at fewer than ``SPARSE_SHARE`` of the ``steps``, each as
-    (the rows with a value and a step, the column as float64): their step stats are kept sparse."""
+    (the rows with a value and a step, their values as float64): their step stats are kept sparse."""
     out = {}
     for column in F.extra_columns(samples.columns):
         if _no_value(samples[column], False):
@@ -169,7 +169,7 @@ def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, steps: int) -> dict
         rows = np.flatnonzero(~np.isnan(values) & (codes >= 0))
         # the steps with a value counted by a bincount of their codes (0..steps-1), not by sorting them
         if len(rows) and np.count_nonzero(np.bincount(codes[rows], minlength=steps)) < SPARSE_SHARE * steps:
-            out[column] = (rows, values)
+            out[column] = (rows, values[rows])  # (the whole column, kept for each, would cost a run's extras whole)
     return out
 
 
@@ -179,7 +179,7 @@ def _sparse_stats(sparse: dict, codes: np.ndarray, index: pd.Index) -> pd.DataFr
     steps each with one of 300 extras holds 400,000 numbers, not 120 million."""
     stats = {}
     for column, (rows, values) in sparse.items():
-        grouped = pd.Series(values[rows]).groupby(codes[rows], sort=True)
+        grouped = pd.Series(values).groupby(codes[rows], sort=True)
         for suffix, got in (("_mean", grouped.mean()), ("_std", grouped.std(ddof=0))):
             full = np.full(len(index), np.nan)
             full[got.index.to_numpy()] = got.to_numpy()

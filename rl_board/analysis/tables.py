@@ -96,6 +96,9 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     at = columns.index("source") if "source" in columns else len(columns)
     columns[at:at] = extras
     table = samples[columns].copy()
+    sparse = {c: float for c in extras if isinstance(table[c].dtype, pd.SparseDtype)}  # (kept so: store/columns.py)
+    if sparse:  # as plain float64: Arrow, which the page's tables go through, takes no sparse column
+        table = table.astype(sparse)
     if "truncated" in table:  # a flag: yes, no, or empty where nothing tells
         table["truncated"] = table["truncated"].map({1.0: True, 0.0: False}).astype("boolean")
     table = table.rename(columns={c: F.extra_name(c) for c in extras if F.extra_name(c) not in BATCH_COLUMNS})

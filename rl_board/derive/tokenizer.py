@@ -34,6 +34,8 @@ TOKENIZER_FILE = "tokenizer.json"
 #: time one call into the library may take (seconds, plus so much per id decoded): a tokenizer past it is not
 #: asked again in this process (its ids read #ID, with a note); a real one decodes millions of ids a second
 DECODE_SECONDS, DECODE_SECONDS_PER_ID = 5.0, 1e-4
+#: time the worker process that makes those calls may take to start and read the tokenizer (seconds)
+START_SECONDS = 60.0
 #: how the note on a tokenizer that failed ends (``store.snapshot`` gives it once for the run)
 TOKENIZER_FAILED = ": token ids are shown as #ID. Replace it, or give another tokenizer."
 CONFIG_FILE = "tokenizer_config.json"  # beside it: the model's pad and EOS tokens (``special_tokens``)
@@ -122,55 +124,144 @@ def _fatal(exc: BaseException) -> bool:
 
 
 class GuardedTokenizer:
-    """A ``tokenizers.Tokenizer`` whose calls can't take the process down: the library raises its Rust panics
-    as ``PanicException``, a ``BaseException`` that no ``except Exception`` catches (a tokenizer.json whose
-    decoder is a backtracking regular expression makes one; huggingface/tokenizers#1345). Each call is made
-    here: a failure raises ``TokenizerFailed``, and the tokenizer is then ``failed`` for good in this process,
-    so a hostile file costs one failure, not one per sample. The decoding functions below read ids as
-    ``#ID`` once it has failed; ``failed`` says why (the load report's note). A call that takes longer than
-    ``DECODE_SECONDS`` (plus ``DECODE_SECONDS_PER_ID`` an id) fails it too, once it returns: a call inside the
-    library can't be stopped, but no further one is made (a decoder that is slow without panicking costs one
-    call, not one per sample)."""
+    """A ``tokenizers.Tokenizer`` whose calls can't take the process down, nor hold it: each call is made in a
+    worker process (``tokenizer_worker.py``, one per tokenizer and process, started at the first call and kept
+    for the next ones), which the process waits for no longer than ``DECODE_SECONDS`` (plus
+    ``DECODE_SECONDS_PER_ID`` an id decoded) and ends past it. A decoder stuck in the library's Rust code (a
+    backtracking regular expression, which no thread can interrupt) then costs its run's token texts, not the
+    page or the MCP server. The library raises its Rust panics as ``PanicException`` (huggingface/tokenizers#1345),
+    answered by the worker as an error. A failure raises ``TokenizerFailed``, and the tokenizer is then
+    ``failed`` for good in this process, so a hostile file costs one failure, not one per sample: the decoding
+    functions below read ids as ``#ID`` once it has failed; ``failed`` says why (the load report's note)."""
 
-    def __init__(self, tokenizer, path: str):
+    def __init__(self, tokenizer, path: str, source: dict | None = None):
         self._tokenizer, self.path, self.failed = tokenizer, path, None
+        self._source = source or {"path": path}  # what the worker reads the tokenizer from
+        self._worker: _Worker | None = None
+        self._lock, self._pid = threading.Lock(), os.getpid()
+        self._sizes: dict = {}  # get_vocab_size's answers
 
     def _call(self, name: str, *args, ids: int = 1, **kwargs):
-        """The library's ``name`` called with ``args``; ``ids``: how many ids it decodes (its time allowance)."""
+        """The library's ``name`` called with ``args`` in the worker; ``ids``: how many ids it decodes (its
+        time allowance)."""
         if self.failed is not None:
             raise TokenizerFailed(self.failed)
-        start = time.perf_counter()
-        try:
-            with _rust_quiet():
-                got = getattr(self._tokenizer, name)(*args, **kwargs)
-        except BaseException as exc:
-            if _fatal(exc):
-                raise
-            first = (str(exc).splitlines() or [""])[0][:200]
-            self._fail(f"failed decoding ({type(exc).__name__}: {first})")
-        took, allowed = time.perf_counter() - start, DECODE_SECONDS + ids * DECODE_SECONDS_PER_ID
-        if took > allowed:  # a call can't be stopped once in the library: the next ones are never made
-            self._fail(f"took {took:.1f} s decoding {ids:,} ids, more than the {allowed:.1f} s allowed")
-        return got
+        if self._pid != os.getpid():  # a forked process: the worker and its lock are its parent's
+            self._worker, self._lock, self._pid = None, threading.Lock(), os.getpid()
+        allowed = DECODE_SECONDS + ids * DECODE_SECONDS_PER_ID
+        with self._lock:
+            if self.failed is not None:
+                raise TokenizerFailed(self.failed)
+            try:
+                if self._worker is None:
+                    self._worker = _Worker(self._source)
+                return self._worker.call(name, list(args), kwargs, allowed)
+            except _WorkerFailed as exc:
+                self._worker = None
+                self._fail(str(exc).replace("{ids}", f"{ids:,}"))
 
     def _fail(self, why: str):
         self.failed = f"The tokenizer {self.path} {why}{TOKENIZER_FAILED}"
         raise TokenizerFailed(self.failed) from None
 
     def decode(self, ids, **kwargs) -> str:
-        return self._call("decode", ids, ids=len(ids), **kwargs)
+        return self._call("decode", [int(i) for i in ids], ids=len(ids), **kwargs)
 
     def decode_batch(self, batch, **kwargs) -> list[str]:
-        return self._call("decode_batch", batch, ids=sum(map(len, batch)), **kwargs)
+        return self._call("decode_batch", [[int(i) for i in ids] for ids in batch], ids=sum(map(len, batch)),
+                          **kwargs)
 
     def id_to_token(self, token_id: int):
-        return self._call("id_to_token", token_id)
+        return self._call("id_to_token", int(token_id))
+
+    def known(self, ids: list[int]) -> list[bool]:
+        """Whether the tokenizer has a token for each id (``id_to_token`` not None), in one call."""
+        return self._call("known", [int(i) for i in ids], ids=len(ids))
 
     def get_vocab_size(self, **kwargs) -> int:
-        return self._call("get_vocab_size", **kwargs)
+        key = tuple(sorted(kwargs.items()))
+        if key not in self._sizes:  # (a tokenizer's size does not change: asked once, not once a decode)
+            self._sizes[key] = self._call("get_vocab_size", **kwargs)
+        return self._sizes[key]
 
     def __getattr__(self, name):  # what else a caller asks of it (the library's own tokenizer)
         return getattr(self._tokenizer, name)
+
+
+class _WorkerFailed(Exception):
+    """The worker answered an error, died, or ran past its time; the message ends the tokenizer's note."""
+
+
+class _Worker:
+    """One ``tokenizer_worker.py`` process and the pipes to it; ended when it fails or runs past its time,
+    and when this object goes (its stdin closed: it exits)."""
+
+    def __init__(self, source: dict):
+        import json
+        import subprocess
+        import sys
+        import weakref
+
+        self._json = json
+        self.proc = subprocess.Popen([sys.executable, str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        weakref.finalize(self, _end, self.proc, os.getpid())
+        self._buffer = b""
+        self._send(source)
+        self._answer(START_SECONDS, "took longer than {allowed:.0f} s to start its worker, and was stopped")
+
+    def _send(self, message: dict) -> None:
+        try:
+            self.proc.stdin.write(self._json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            _end(self.proc)
+            raise _WorkerFailed("failed decoding (its worker process ended)") from None
+
+    def call(self, op: str, args: list, kwargs: dict, allowed: float):
+        """The answer to ``op``, waited for at most ``allowed`` seconds (then the process is ended)."""
+        self._send({"op": op, "args": args, "kwargs": kwargs})
+        return self._answer(allowed, "took longer than the {allowed:.1f} s allowed decoding {{ids}} ids, and was stopped")
+
+    def _answer(self, allowed: float, late: str):
+        """The next answer, waited for at most ``allowed`` seconds (then the process is ended and ``late``,
+        formatted, says why)."""
+        import select
+
+        deadline = time.monotonic() + allowed
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                _end(self.proc)
+                raise _WorkerFailed(late.format(allowed=allowed))
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                _end(self.proc)
+                raise _WorkerFailed("failed decoding (its worker process ended)")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        answer = self._json.loads(line)
+        if "error" in answer:
+            _end(self.proc)
+            raise _WorkerFailed(f"failed decoding ({answer['error']})")
+        return answer["ok"]
+
+
+def _end(proc, owner: int | None = None) -> None:
+    """End a worker process (it may be stuck in the library) and reap it; not from a process forked from its
+    ``owner`` (the pid that started it), where the object is a copy."""
+    if owner is not None and os.getpid() != owner:
+        return
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    for stream in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            stream.close()
+
+
+WORKER = Path(__file__).with_name("tokenizer_worker.py")
 
 
 @contextlib.contextmanager
@@ -216,7 +307,7 @@ def _load(path: str, version: str) -> GuardedTokenizer:
         if is_url(path):  # beside a run at a URL: read through its filesystem
             text = remote_path(path).read_text()
             with _rust_quiet():
-                return GuardedTokenizer(Tokenizer.from_str(text), path)
+                return GuardedTokenizer(Tokenizer.from_str(text), path, {"text": text})
         with _rust_quiet():
             return GuardedTokenizer(Tokenizer.from_file(path), path)
     except BaseException as exc:  # the library raises its own exception types (and panics) for a bad file
@@ -279,7 +370,8 @@ def token_strings(tokenizer, ids: list[int]) -> list[str]:
     if tokenizer is None or failure(tokenizer):
         return [id_text(i) for i in ids]
     try:
-        known = [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids]
+        known = (tokenizer.known(ids) if isinstance(tokenizer, GuardedTokenizer)
+                 else [0 <= i < 2**32 and tokenizer.id_to_token(i) is not None for i in ids])
         texts = tokenizer.decode_batch([[i] for i, ok in zip(ids, known) if ok], skip_special_tokens=False)
     except TokenizerFailed:  # read as without a tokenizer; ``failure`` says why
         return [id_text(i) for i in ids]

@@ -202,16 +202,20 @@ class RunCache:
         file pyarrow can't open raises ``pyarrow.ArrowException``."""
         import pyarrow as pa  # here: the command line's first look at a cache needs none of it
 
-        source = pa.memory_map(str(self.folder / name), "r")
         if not check:
-            return pa.ipc.open_file(source).read_all()
+            return pa.ipc.open_file(pa.memory_map(str(self.folder / name), "r")).read_all()
         expected = digest_of(name)
         if expected is None:
             raise SegmentDamaged("its name carries no digest")
-        data = source.read_buffer()
-        if xxhash.xxh3_128_hexdigest(data) != expected:
+        with open(self.folder / name, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(fh.fileno()).st_size else b""
+        if xxhash.xxh3_128_hexdigest(mapped) != expected:
             raise SegmentDamaged("its bytes don't hash to the digest written with it (edited or damaged since)")
-        table = pa.ipc.open_file(data).read_all()
+        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            # the hash read every page of the mapping: let them go (they stay in the page cache), so the
+            # process holds only the pages the table's reads touch, as an unchecked segment's mapping does
+            mapped.madvise(mmap.MADV_DONTNEED)
+        table = pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
         table.validate()  # buffers as long as the columns say (O(columns), the bytes are not read)
         return table
 
