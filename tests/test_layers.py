@@ -154,8 +154,8 @@ def test_an_upward_import_planted_in_a_copy_of_the_package_is_caught(tmp_path):
     package = tmp_path / "rl_board"
     shutil.copytree(PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
     assert upward_imports(package) == []
-    with (package / "readers" / "jsonl.py").open("a") as fh:
-        fh.write("\n\ndef _planted():\n    from ..analysis.run import Run\n    return Run\n")
+    with (package / "readers" / "formats" / "jsonl.py").open("a") as fh:
+        fh.write("\n\ndef _planted():\n    from ...analysis.run import Run\n    return Run\n")
     assert upward_imports(package) == ["readers/formats/jsonl.py imports rl_board.analysis.run"]
 
 
