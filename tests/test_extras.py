@@ -75,6 +75,20 @@ def test_the_limit_is_a_setting(tmp_path, monkeypatch):
     assert sorted(loaded.extras) == sorted(f"k{i}" for i in range(300))
 
 
+def test_a_kept_field_a_file_dropped_on_its_own_is_named_not_lost_silently(tmp_path, monkeypatch):
+    """With a limit of 3, file a meets k1, k2, k3 (the run keeps them); file b, read on its own, meets z1,
+    z2, z3 before its k1 and keeps those: the run keeps k1 but b's value of it is not there, and the load
+    report names k1 as missing from some samples (it used to say nothing)."""
+    monkeypatch.setenv("RL_BOARD_MAX_EXTRA_FIELDS", "3")
+    run = tmp_path / "run"
+    write_lines(run / "a.jsonl", [_line(0, 1.0, **{f"k{i}": float(i)}) for i in (1, 2, 3)])
+    write_lines(run / "b.jsonl", [_line(1, 1.0, **{key: 9.0}) for key in ("z1", "z2", "z3", "k1")])
+    loaded = load_run(run, cache_root=False)
+    assert sorted(loaded.extras) == ["k1", "k2", "k3"]
+    assert loaded.samples[F.extra_column("k1")].dropna().tolist() == [1.0]  # b's 9.0 was dropped with b's cap
+    note = next(n for n in loaded.report.notes if "missing from some of its samples" in n)
+    assert note.startswith("1 extra field(s) the run keeps") and '("k1")' in note
+
 @pytest.mark.slow
 def test_one_line_with_200000_keys_loads_with_the_limit(tmp_path):
     """One line with 200,000 numeric keys (the issue's input) loads as one sample with 256 extra fields."""
