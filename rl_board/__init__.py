@@ -17,7 +17,7 @@ import nothing of the layers above ``base``. Modules are imported where used
 parsing needs.
 
 For a notebook: ``rl_board.load(path, **read_options)`` reads a run as the page does and returns
-its ``Run`` (``analysis.source.load``; a field mapping reads as on the command line,
+its ``Run`` (``analysis.notebook.load``; a field mapping reads as on the command line,
 ``fields={"reward": "my_score"}``), ``rl_board.diff(a, b, …)`` lines two runs up prompt by prompt
 (``analysis.diff.diff``); both name a sample by its ``sample_id`` (``FILE:LINE``), as the commands do.
 Importing ``rl_board`` imports nothing heavy until it is called.
@@ -48,7 +48,7 @@ def _version() -> str:
 
 def __getattr__(name: str):
     if name == "load":  # imported on first use: ``import rl_board`` stays free of pandas and pyarrow
-        from .analysis.source import load
+        from .analysis.notebook import load
 
         return load
     if name == "diff":

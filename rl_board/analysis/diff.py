@@ -62,7 +62,7 @@ class PromptDiff:
     ``a_reward_mean``, ``a_pass_rate``, ``a_sample`` (the label in A's ``_samples`` of the response shown: A's highest
     reward for a regression, its lowest otherwise), the same for ``b_`` (B's lowest for a regression,
     its highest otherwise), ``a_step_mean`` and ``b_step_mean`` (the mean step of the prompt's samples on
-    that side), ``delta`` and ``step_distance`` (\|B's mean step − A's\|). ``matched`` counts every
+    that side), ``delta`` and ``step_distance`` (|B's mean step − A's|). ``matched`` counts every
     prompt in both sides, ``only_a`` and ``only_b`` those in one side, ``too_few`` the matched prompts left
     out of ``table`` for having fewer than ``min_samples`` samples on a side. ``prompt_match``: what
     ``by="prompt"`` matched on (``MATCHES``); ``first_prompts``: when no prompt is in both sides, each
@@ -353,7 +353,7 @@ def build_diff_json(diff: PromptDiff, a: Run, b: Run, rows: list[int] | None = N
     characters), ``prompt_chars`` (the text's full length; null without one), ``key`` (the prompt key or id),
     ``a`` and ``b`` ({``samples``, ``reward_mean``, ``pass_rate``, ``shown``: FILE:LINE of the response
     the text output shows, ``step_mean``: the mean step of its samples}), ``delta`` and ``step_distance``
-    (\|B's ``step_mean`` − A's\|), in the table's order; ``step_distance`` (the mean of the prompts'
+    (|B's ``step_mean`` − A's|), in the table's order; ``step_distance`` (the mean of the prompts'
     over the whole table; null without prompts) and ``no_match`` (``no_match_reason`` with each side's
     first prompt: {``why``, ``a_first_prompt``, ``b_first_prompt``} when no prompt is in both, else null)
     come before ``prompts``. With ``marks`` (``marks.compute_finding_marks``), each prompt also has
@@ -415,8 +415,8 @@ def diff(a, b, *, steps: str | tuple | None = None, steps_b: str | tuple | None 
     and the command name it) of the response each side shows; its ``attrs`` hold ``matched``, ``only_a``,
     ``only_b``, ``too_few``, ``prompt_match``, ``step_distance`` (the mean over its prompts) and ``no_match``
     (``no_match_reason``: None when some matched)."""
+    from .notebook import load
     from .search import parse_steps
-    from .source import load
 
     def side(value):
         return value if isinstance(value, Run) else load(value, **read_options)

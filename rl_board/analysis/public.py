@@ -15,7 +15,6 @@ fields and the metrics computed from it, and none of the bookkeeping ``Run._samp
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 
 import pandas as pd
@@ -107,17 +106,6 @@ class PublicTable:
 
         label = self.label_of(key)
         return compute_faults(self.run, self.run._samples.loc[[label]])[0]
-
-    def findings(self) -> dict:
-        """What ``rl-board findings --json`` prints for this run, the same dict: ``settings`` (``read_settings``:
-        how the run was read) and ``findings`` (``Findings.to_json(full=True)``: each finding's ``kind``,
-        ``first_step``, ``last_step``, ``evidence``, ``samples`` by ``sample_id``, ``severity`` and, where it has
-        one, ``onset_step``), ranked, and ``not_checked`` (``findings.build_findings_json``)."""
-        from .findings import build_findings_json, get_findings
-        from .source import read_settings
-
-        found = build_findings_json(get_findings(self.run), read_settings(self.run, self.run.max_per_step))
-        return json.loads(json.dumps(found, allow_nan=False))  # the printed JSON's types: lists, not tuples
 
     def to_arrow(self, text: bool = False) -> pa.Table:
         """``to_pandas(text)`` as an Arrow table, ``sample_id`` its first column."""

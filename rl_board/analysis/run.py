@@ -114,7 +114,6 @@ class Run:
     to_pandas = _PartQuery("_public", PublicTable)
     to_arrow = _PartQuery("_public", PublicTable)
     sample_faults = _PartQuery("_public", PublicTable)
-    findings = _PartQuery("_public", PublicTable)
     # and, below, what the snapshot answers itself: extras, pad_token, step_samples, text_of, with_text
 
     def __post_init__(self) -> None:
