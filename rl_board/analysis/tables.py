@@ -97,7 +97,8 @@ def build_batch_table(samples: pd.DataFrame, system_marker: str | None = None, p
     columns[at:at] = extras
     table = samples[columns].copy()
     sparse = {c: float for c in extras if isinstance(table[c].dtype, pd.SparseDtype)}  # (kept so: store/columns.py)
-    if sparse:  # as plain float64: Arrow, which the page's tables go through, takes no sparse column
+    if sparse:  # as plain float64: Arrow, which the page's tables go through, takes no pandas sparse column
+        # (pyarrow raises for one: https://github.com/apache/arrow/issues/1894, ARROW-2273)
         table = table.astype(sparse)
     if "truncated" in table:  # a flag: yes, no, or empty where nothing tells
         table["truncated"] = table["truncated"].map({1.0: True, 0.0: False}).astype("boolean")
