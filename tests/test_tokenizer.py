@@ -193,3 +193,58 @@ def test_the_mcp_server_lives_on(tmp_path):
     assert not sample.is_error, sample.content
     assert "#2" in json.dumps(sample.structured_content)
     assert not listing.is_error
+
+
+def test_the_worker_outlives_the_thread_that_started_it(tmp_path):
+    """The page runs each script run in a thread of its own and keeps the tokenizer across runs: a tokenizer
+    first used in a thread that has ended still decodes in the next one, with the same worker process (a
+    worker tied to its starting thread, as Linux's PR_SET_PDEATHSIG ties it, died with the first run)."""
+    import threading
+
+    from token_writers import train_tokenizer
+
+    from rl_board.derive import tokenizer as module
+
+    module._load.cache_clear()
+    good = load_tokenizer(str(train_tokenizer(tmp_path / "threads")))
+    ids = good.encode("hello world").ids
+    first = []
+    runner = threading.Thread(target=lambda: first.append((token_strings(good, ids), good._worker.proc.pid)))
+    runner.start()
+    runner.join()
+    assert token_strings(good, ids) == first[0][0] and "#" not in "".join(first[0][0])
+    assert failure(good) is None and good._worker.proc.pid == first[0][1] and good._worker.proc.poll() is None
+    module._load.cache_clear()
+
+
+@pytest.mark.slow
+def test_the_worker_ends_when_the_board_s_process_ends(tmp_path):
+    """A process that decodes with a tokenizer and then dies without cleaning up (os._exit) leaves no worker
+    behind: the worker notices its parent is gone and exits (polled for up to 30 s, never timed)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    from token_writers import train_tokenizer
+
+    path = train_tokenizer(tmp_path / "orphan")
+    script = ("import os, sys\nfrom rl_board.derive.tokenizer import load_tokenizer, token_strings\n"
+              f"t = load_tokenizer({str(path)!r})\ntoken_strings(t, [0, 1])\n"
+              "print(t._worker.proc.pid, flush=True)\nos._exit(0)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(__import__("pathlib").Path(__file__).parents[1])})
+    worker = int(done.stdout.split()[0])
+    for _ in range(300):
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        try:  # a zombie of ours would still answer kill 0: it is not ours (init reaps it)
+            if open(f"/proc/{worker}/stat").read().split()[2] == "Z":
+                break
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the worker {worker} outlived the process that started it")

@@ -5,7 +5,7 @@ first line"}``. The board's process waits for each answer no longer than its tim
 process past it: a decoder stuck in the ``tokenizers`` library's Rust code (a backtracking regular
 expression), which no thread can interrupt, then costs only its run's token texts. A Rust panic
 (``PanicException``) is answered as an error like any other; its message goes to stderr, which the board
-sends to /dev/null. The process exits at the end of stdin, and (Linux) when the board's process dies.
+sends to /dev/null. The process exits at the end of stdin, and within a second of the board's process ending.
 
 Calls: ``decode``, ``decode_batch``, ``id_to_token``, ``get_vocab_size`` (the library's own), and
 ``known`` (ids -> whether the tokenizer has a token for each: one call, not one an id).
@@ -15,16 +15,27 @@ This script imports nothing of the board.
 import json
 import sys
 
+PARENT_POLL_SECONDS = 1.0  # how often the worker looks whether the board's process is still there
+
 
 def _die_with_parent() -> None:
-    """Ask the kernel to end this process when the board's process ends (Linux's PR_SET_PDEATHSIG)."""
-    try:
-        import ctypes
-        import signal
+    """End this process soon after the board's process ends: a daemon thread looks at the parent's pid each
+    second (``PARENT_POLL_SECONDS``). Not Linux's PR_SET_PDEATHSIG: that fires when the *thread* that started
+    the worker ends, and the page runs each script run in a thread of its own, so the worker of a tokenizer
+    kept across runs would be killed after the first one."""
+    import os
+    import threading
+    import time
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))
-    except (OSError, AttributeError):
-        pass  # not Linux: the end of stdin ends it once the library returns
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(PARENT_POLL_SECONDS)
+            if os.getppid() != parent:  # the board's process is gone (this one was handed to init)
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _call(tokenizer, op: str, args: list, kwargs: dict):
