@@ -31,7 +31,6 @@ import io
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import msgspec
@@ -42,18 +41,11 @@ import pyarrow.compute as pc
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from bench_worker import _best  # noqa: E402  (the best process time of a few calls, as the worker bench takes it)
+
 from rl_board.readers import rawlists  # noqa: E402
 
 MARGIN = 1.3  # a kernel that does not beat its plain alternative by this much goes
-
-
-def _best(function, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.process_time()
-        function()
-        best = min(best, time.process_time() - start)
-    return best
 
 
 def ranks_case(scale: float):
