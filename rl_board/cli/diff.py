@@ -22,11 +22,19 @@ def diff_json(args) -> dict:
     return _diffed(args, listed_all=True)[0]
 
 
+def _printed_rows(diff) -> tuple[list[int], list[int]]:
+    """(the table's positions the text output prints as regressions, most negative first; as improvements,
+    most positive first): ``DIFF_SHOWN`` of each."""
+    import numpy as np
+
+    delta = diff.table["delta"].to_numpy(dtype=float)
+    return np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist(), np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()
+
+
 def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, object, object]:
     """(the diff's dict, the ``Diff``, run A, run B, B's finding marks or None): the dict's ``prompts`` are
     every matched prompt with ``listed_all``, else those the text output prints (none with ``--json``: they
     are written a chunk at a time, ``_write_json``)."""
-    import numpy as np
 
     from ..analysis.diff import build_diff_json, compute_diff, diff_settings
     from ..analysis.search import parse_steps
@@ -45,13 +53,12 @@ def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, objec
         diff = compute_diff(run_a, run_b, steps_a, steps_b, args.by, args.min_samples)
     except ValueError as exc:
         raise CommandError(str(exc)) from None
-    delta = diff.table["delta"].to_numpy(dtype=float)
-    worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()  # what the text output prints, most negative first
-    better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()  # most positive first
+    worse, better = _printed_rows(diff)
     # text: only the prompts it prints are built; JSON: a chunk at a time as it is written (below)
     listed = list(range(len(diff.table))) if listed_all else [] if args.json else sorted(worse + better)
     marks = None
-    if (delta > 0).any():  # B's findings of the reward hacked, marked on the improvements that carry them
+    # B's findings of the reward hacked, marked on the improvements that carry them
+    if (diff.table["delta"].to_numpy(dtype=float) > 0).any():
         from ..analysis.findings import get_findings
         from ..analysis.marks import compute_finding_marks
 
@@ -62,7 +69,6 @@ def _diffed(args, listed_all: bool = False) -> tuple[dict, object, object, objec
 
 
 def _diff(args) -> int:
-    import numpy as np
 
     from ..analysis.diff import FAR_STEPS
     from ..analysis.search import printable_line
@@ -71,9 +77,7 @@ def _diff(args) -> int:
     if status is not None:
         return status
     result, diff, run_a, run_b, marks = got
-    delta = diff.table["delta"].to_numpy(dtype=float)
-    worse = np.flatnonzero(delta < 0)[:DIFF_SHOWN].tolist()
-    better = np.flatnonzero(delta > 0)[::-1][:DIFF_SHOWN].tolist()
+    worse, better = _printed_rows(diff)
     listed = sorted(worse + better)
     status = 0 if run_a.report.lines_ok and run_b.report.lines_ok else 1
     if args.json:
