@@ -95,7 +95,8 @@ def _open_bundled_and_sort(page, run: str, sort_by: str, loaded_text: str | None
     page.get_by_role("option", name=run).click()
     sidebar.get_by_role("button", name="Load").click()
     if loaded_text:
-        expect(page.get_by_text(loaded_text, exact=False)).to_be_visible(timeout=60_000)
+        # ``first``: while the page reruns, Streamlit may briefly show the old line beside the new one
+        expect(page.get_by_text(loaded_text, exact=False).first).to_be_visible(timeout=60_000)
     _open_area(page, "Batch and sample")
     sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
     expect(sort).to_be_visible(timeout=60_000)
