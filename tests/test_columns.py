@@ -88,6 +88,20 @@ def test_parts_made_of_shared_arrays_of_one_value_are_gathered_as_arrow_converts
     assert np.isnan(columns["gone"][5]) and columns["gone"].dtype == np.float64
 
 
+def test_arrays_of_one_value_stop_being_shared_at_their_bound_and_gather_the_same(monkeypatch):
+    """Past ``SHARED_VALUES_BYTES`` a segment's column of one value is its own array (no new shared array is
+    kept, so a long-lived page server's memory for them stops growing) and gathers to the same values."""
+    monkeypatch.setattr(segments, "_SHARED_VALUES", {})
+    monkeypatch.setattr(segments, "_shared_bytes", 0)
+    monkeypatch.setattr(segments, "SHARED_VALUES_BYTES", 3 * 8 * 4)  # room for three values of 4 float64 rows
+    made = [_segment({"line": [1, 2, 3, 4], "v": [float(k)] * 4}) for k in range(6)]
+    shared = [segments.one_value_source(part["v"]) is not None for part in made]
+    assert shared == [True, True, True, False, False, False]
+    assert segments._shared_bytes == 3 * 8 * 4 and len(segments._SHARED_VALUES) == 3
+    columns, _ = gather(made)
+    assert columns["v"].tolist() == [float(k) for k in range(6) for _ in range(4)]
+
+
 def test_rank_files_are_ordered_and_unlogged_fields_cost_nothing(tmp_path):
     """Rank files (every step in each) come out by step, file, line as before; a scalar no line logs
     is NaN throughout, kept as one value, and the frame's dtypes are the schema's."""

@@ -104,6 +104,11 @@ def _spec(raw: bytes) -> tuple[list[str], dict[str, tuple]]:
 
 
 _SHARED_VALUES: dict[tuple, pa.Array] = {}  # (type, how, value) -> an array of it, as long as any asked for
+#: the bytes every array ``_one_value_array`` shares may hold together in one process (a page server opens
+#: run after run for days: without it they only grow). Past it a segment's column of one value is made for
+#: it alone (the same values; ``columns.gather`` then compares it row by row instead of by its address)
+SHARED_VALUES_BYTES = 256 * 2**20
+_shared_bytes = 0
 #: the address of the last buffer of every array ``_one_value_array`` made -> the array, kept for the process's
 #: life (the sizes double: at most twice the longest segment's rows a value), so no other array is ever there
 _SHARED_ADDRESSES: dict[int, pa.Array] = {}
@@ -125,20 +130,29 @@ def one_value_source(column: pa.ChunkedArray) -> tuple[int, bool] | None:
 def _one_value_array(how: tuple, rows: int) -> pa.Array:
     """``rows`` rows of the one value ``how`` names (``_one_value``'s answer after the type's name), a
     zero-copy slice of an array kept for every segment that asks for the same value."""
+    global _shared_bytes
     shared = _SHARED_VALUES.get(how)
     if shared is None or len(shared) < rows:
-        type_name, kind, *value = how
-        type_ = _TYPES[type_name]
         size = max(rows, 2 * len(shared) if shared is not None else 0)
-        if kind == "null":
-            shared = pa.nulls(size, type_)
-        elif kind == "bits":
-            shared = pa.array(np.full(size, value[0], np.int64).view(np.float64))
-        else:
-            shared = pa.array(np.full(size, value[0], type_.to_pandas_dtype()), type_)
+        made = _made(how, size)
+        if _shared_bytes + made.nbytes > SHARED_VALUES_BYTES:  # past the bound: this segment's own array
+            return _made(how, rows) if size > rows else made
+        shared = made
+        _shared_bytes += made.nbytes
         _SHARED_VALUES[how] = shared
         _SHARED_ADDRESSES[shared.buffers()[-1].address] = shared
     return shared.slice(0, rows)
+
+
+def _made(how: tuple, size: int) -> pa.Array:
+    """An array of ``size`` rows of the one value ``how`` names."""
+    type_name, kind, *value = how
+    type_ = _TYPES[type_name]
+    if kind == "null":
+        return pa.nulls(size, type_)
+    if kind == "bits":
+        return pa.array(np.full(size, value[0], np.int64).view(np.float64))
+    return pa.array(np.full(size, value[0], type_.to_pandas_dtype()), type_)
 
 
 def full_schema(schema: pa.Schema) -> pa.Schema:
