@@ -64,13 +64,12 @@ def load(path: Path | str, *, fields: dict[str, str] | list[str] | str | None = 
         fields = [f"{canonical}={source}" for canonical, source in fields.items()]
     mapping = parse_field_mapping(fields or [])
     run = load_run(path, token_option(pad_token), max_samples_per_step, None if cache else False, fields=mapping,
-                   eos_token=token_option(eos_token), split=split, tokenizer=tokenizer)
+                   eos_token=token_option(eos_token), split=split, tokenizer=tokenizer, run_class=NotebookRun)
     if split and split not in run.splits:
         raise ValueError(f"{path} has no split {split!r}; "
                          + (f"its splits: {', '.join(run.splits)}" if run.splits else "its format has no splits"))
     if mapping:
         _check_mapping(run, mapping)
-    object.__setattr__(run, "__class__", NotebookRun)  # the same run with findings() (a frozen dataclass; no new state)
     return run
 
 

@@ -14,20 +14,23 @@ class RunSource(RunLoader):
     ``store.loader.RunLoader``)."""
 
     SNAPSHOT_MODULES = ("rl_board.analysis.run", "rl_board.analysis.steps")
+    run_class = None  # the ``Run`` subclass each refresh returns (None: ``Run``)
 
     def _build(self, snapshot: Snapshot):
         from .run import Run
 
-        return Run.from_snapshot(snapshot)
+        return (self.run_class or Run).from_snapshot(snapshot)
 
 
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
              cache_root: Path | None | bool = None, progress: Progress | None = None,
              fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
-             split: str | None = None, tokenizer: Path | str | None = None):
-    """Read a run folder once and return it as a ``Run`` (``RunSource(...).refresh()``)."""
-    return RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split,
-                     tokenizer).refresh(progress)
+             split: str | None = None, tokenizer: Path | str | None = None, run_class=None):
+    """Read a run folder once and return it as a ``Run`` (``RunSource(...).refresh()``), or as
+    ``run_class``, a subclass of it."""
+    source = RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split, tokenizer)
+    source.run_class = run_class
+    return source.refresh(progress)
 
 
 def read_settings(run, max_per_step: int | None = None) -> dict:
