@@ -99,6 +99,9 @@ class FieldNotes:
     #: the line (counted within the range read) where each remembered dropped name was first met, so
     #: names dropped by the steps of one range's reading are listed in the order met
     dropped_at: list = field(default_factory=list)
+    #: names the run keeps that a part of it dropped while it was read (set by the snapshot: their values
+    #: are missing from the samples of that part)
+    partly: list[str] = field(default_factory=list)
 
     def drop(self, names, at=None) -> None:
         """Count ``names`` (distinct, not yet counted) as dropped; ``at``: the line each was first met on."""
@@ -171,6 +174,12 @@ class FieldNotes:
             out.append(f"Past the limit of {limit:,} extra fields, {exact}{self.dropped_count:,} more field name(s) "
                        f"were not made columns (their samples loaded; set {MAX_EXTRA_FIELDS_ENV}, or "
                        f"--max-extra-fields on the command line, to keep more). Among them: {shown}.")
+        if self.partly:
+            shown = ", ".join(json.dumps(n, ensure_ascii=False) for n in self.partly[:NAMES_SHOWN])
+            out.append(f"{len(self.partly):,} extra field(s) the run keeps are missing from some of its samples: a "
+                       f"part of the files read on its own met {limit:,} other extra fields first and kept those "
+                       f"({shown}); set {MAX_EXTRA_FIELDS_ENV}, or --max-extra-fields on the command line, above "
+                       "the run's count of extra fields to keep every value.")
         return out
 
 

@@ -5,7 +5,6 @@ share (``segments.SharedSlice``) gives its numbers at once."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
@@ -16,12 +15,12 @@ import pyarrow.compute as pc
 
 from ..base import fields as F
 from ..base.compression import APPEND_NOTE, codec_of
-from ..base.defaults import MAX_ERRORS_ENV, MAX_EXTRA_FIELDS_ENV, max_errors
+from ..base.defaults import MAX_ERRORS_ENV, max_errors
 from ..base.location import RunLocation
 from ..derive.samples import SCHEMA, TURN_COLUMNS
 from ..derive.tokenizer import TOKENIZER_FAILED
 from ..readers import ReadOptions, describe_size
-from ..readers.extras import NAMES_SHOWN, FieldNotes, first_met, merged_notes
+from ..readers.extras import FieldNotes, first_met, merged_notes
 from ..readers.notes import notes_of
 from .columns import frame, gather, one_value, take
 from .segments import SharedSlice, with_one_value_columns
@@ -103,7 +102,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     files = loader.file_states
     parts, segments, grouped = _parts(loader, names)
     options = loader.options
-    parts, field_notes, partly = _cap_extras(parts, options.max_extras)
+    parts, field_notes = _cap_extras(parts, options.max_extras)
     file_notes = _file_notes([(name, note) for name in names for _, _, table in files[name].segments
                               if not isinstance(table, SharedSlice) for note in notes_of(table)])
     columns, first_rows = gather(parts or [_numbers(SCHEMA.empty_table(), 1, 0, 0)], grouped)
@@ -146,7 +145,7 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                          f"{', …' if len(packed) > 1 else ''}): {APPEND_NOTE}."]
     if names and getattr(loader.reader, "NOTE", None):  # what the format itself can't hold
         notes = [*notes, loader.reader.NOTE]
-    notes = [*notes, *file_notes, *field_notes.messages(options.max_extras), *_partly_note(partly, options.max_extras),
+    notes = [*notes, *file_notes, *field_notes.messages(options.max_extras),
              *_unreadable_notes(failed),
              *([f"{unlisted:,} more rejected line{'s' if unlisted != 1 else ''} counted, not listed: the first "
                 f"{max_errors():,} of each file are ({MAX_ERRORS_ENV} changes it)."] if unlisted else []),
@@ -235,10 +234,10 @@ def _ordered(step: np.ndarray, file: np.ndarray, line: np.ndarray) -> bool:
     return not (tie & ~(line[1:] >= line[:-1])).any()
 
 
-def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes, list[str]]:
+def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], FieldNotes]:
     """(``parts``, the run's segments in file order, with the first ``limit`` extra fields met kept and
-    the others dropped; what became of the run's field names: renamed, and dropped here or while read;
-    the names the run keeps that a part dropped while it was read: a range of a file caps its own extra
+    the others dropped; what became of the run's field names: renamed, dropped here or while read, and
+    (``partly``) the names the run keeps that a part dropped while it was read: a range of a file caps its own extra
     fields at ``limit``, the first it meets, so a name the run keeps loses its values in a range that
     met ``limit`` others first (as far as the parts' notes remember their dropped names)."""
     notes = merged_notes(parts)
@@ -254,18 +253,8 @@ def _cap_extras(parts: list[pa.Table], limit: int) -> tuple[list[pa.Table], Fiel
     if kept:
         notes.dropped = [name for name in notes.dropped if F.extra_column(name) not in columns]
         notes.dropped_count -= len(kept)
-    return parts, notes, kept
-
-
-def _partly_note(names: list[str], limit: int) -> list[str]:
-    """The load report's line for the kept extra fields that lost their values in part of the run."""
-    if not names:
-        return []
-    shown = ", ".join(json.dumps(n, ensure_ascii=False) for n in names[:NAMES_SHOWN])
-    return [f"{len(names):,} extra field(s) the run keeps are missing from some of its samples: a part of the "
-            f"files read on its own met {limit:,} other extra fields first and kept those ({shown}); set "
-            f"{MAX_EXTRA_FIELDS_ENV}, or --max-extra-fields on the command line, above the run's count of extra "
-            "fields to keep every value."]
+    notes.partly = kept
+    return parts, notes
 
 
 def _extras_in_file_order(columns: dict, first_rows: dict[str, int]) -> dict:
