@@ -234,14 +234,24 @@ def _with_places(columns: dict, first_names: list[str], places: list[_Places]) -
     part_start = np.cumsum(part_rows) - part_rows
     first_rows = np.array([p.first_row for p in places], np.int64)
     total = int(part_rows.sum())
-    line = np.asarray(columns[F.LINE])
-    made = {F.LINE: one_value(line + np.repeat(np.concatenate([p.line_offsets for p in places]), rows)),
-            F.FILE: one_value(np.repeat(np.concatenate([p.files for p in places]), rows)),
-            "seg": one_value(np.repeat(np.concatenate([p.segs for p in places]), rows)),
-            "row": one_value(np.arange(total, dtype=np.int64) - np.repeat(part_start - first_rows, part_rows))}
+    line = np.repeat(np.concatenate([p.line_offsets for p in places]), rows)
+    line += np.asarray(columns[F.LINE])  # in place: one array of the run's rows made, not two
+    row = np.arange(total, dtype=np.int64)
+    row -= np.repeat(part_start - first_rows, part_rows)
+    made = {F.LINE: one_value(line), F.FILE: _repeated(np.concatenate([p.files for p in places]), rows),
+            "seg": _repeated(np.concatenate([p.segs for p in places]), rows), "row": one_value(row)}
     first = set(first_names)
     names = [n for n in columns if n in first] + list(WHERE) + [n for n in columns if n not in first]
     return {name: made[name] if name in made else columns[name] for name in names}
+
+
+def _repeated(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``np.repeat(values, counts)`` as ``one_value`` gives it, told from ``values`` alone when the runs
+    with rows hold one value (a run of one file: no array of its rows made, nor compared)."""
+    held = values[counts > 0]
+    if len(held) and (held == held[0]).all():
+        return np.broadcast_to(held[:1].copy(), (int(counts.sum()),))
+    return one_value(np.repeat(values, counts))
 
 
 def _positions(columns: dict, column: str | None) -> np.ndarray:
