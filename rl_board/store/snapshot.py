@@ -111,9 +111,10 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     columns, first_rows = gather(parts, grouped)
     del parts
     columns = _with_places(columns, first_names, places)
+    ends = np.cumsum(np.concatenate([p.rows for p in places]))  # where each run of one file's rows ends
     if grouped:
         columns = _extras_in_file_order(columns, first_rows)
-    columns = _in_order(columns)
+    columns = _in_order(columns, ends)
     columns[F.POSITION] = _positions(columns, getattr(loader.reader, "POSITION", None))
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
@@ -268,11 +269,12 @@ def _positions(columns: dict, column: str | None) -> np.ndarray:
     return out
 
 
-def _in_order(columns: dict) -> dict:
+def _in_order(columns: dict, ends: np.ndarray | None = None) -> dict:
     """``columns`` (``columns.gather``'s) ordered by step, file and line (a stable sort). A run's files
     are mostly in that order already (verl's ``{step}.jsonl``, one step a file): then nothing is
-    sorted (the same rows, the same index); else each column is taken in that order in turn."""
-    if _ordered(*(np.asarray(columns[name]) for name in (F.STEP, F.FILE, F.LINE))):
+    sorted (the same rows, the same index); else each column is taken in that order in turn. ``ends``:
+    as ``_ordered``'s."""
+    if _ordered(*(np.asarray(columns[name]) for name in (F.STEP, F.FILE, F.LINE)), ends):
         return columns
     keys = frame({name: columns[name] for name in (F.STEP, F.FILE, F.LINE)})
     order = keys.sort_values([F.STEP, F.FILE, F.LINE], kind="stable").index.to_numpy()
@@ -280,15 +282,23 @@ def _in_order(columns: dict) -> dict:
     return {name: take(column, order) for name, column in columns.items()}
 
 
-def _ordered(step: np.ndarray, file: np.ndarray, line: np.ndarray) -> bool:
+def _ordered(step: np.ndarray, file: np.ndarray, line: np.ndarray, ends: np.ndarray | None = None) -> bool:
     """Whether the rows are in (step, file, line) order, ties allowed; a NaN is out of order. Compared
-    a key at a time, each on the rows whose keys before it tie (masks of a byte a row, no differences)."""
+    a key at a time, each on the rows whose keys before it tie (masks of a byte a row, no differences).
+    ``ends`` (ascending; None: unknown): the row after each run of rows of one file (``_Places``): the
+    files are then compared only where one run ends and the next begins, not at every row."""
     if not (step[1:] >= step[:-1]).all():
         return False
     tie = step[1:] == step[:-1]
-    if (tie & ~(file[1:] >= file[:-1])).any():
-        return False
-    tie &= file[1:] == file[:-1]
+    if ends is None:
+        if (tie & ~(file[1:] >= file[:-1])).any():
+            return False
+        tie &= file[1:] == file[:-1]
+    else:  # inside a run the file is one: only the pairs across a run's end can differ
+        at = ends[(ends > 0) & (ends < len(step))] - 1  # pair (at, at + 1): the last row of a run, the next
+        if (tie[at] & ~(file[at + 1] >= file[at])).any():
+            return False
+        tie[at] &= file[at + 1] == file[at]
     return not (tie & ~(line[1:] >= line[:-1])).any()
 
 
