@@ -112,3 +112,17 @@ def test_kernels_benchmark_times_every_kept_kernel(tmp_path):
     got = json.loads(out.read_text())
     assert [row["alternative"] for row in got] == ["groupby().cumcount()", "pyarrow.json", "Table.group_by"]
     assert all(row["kernel_s"] > 0 and row["alternative_s"] > 0 for row in got)
+
+
+def test_diff_benchmark_opens_both_runs_from_the_cache_index_wrote(tmp_path):
+    """`bench_diff.py --quick --template` opens A and B from the cache `rl-board index` wrote, parsing no file
+    again (B's ChatML-wrapped verl dumps included: opened with other read settings than index's, they were
+    read again from their files, about ten times the plain dumps' time), and matches all 1,600 prompts on
+    their user content."""
+    out = tmp_path / "diff.json"
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_diff.py"), "--quick", "--template",
+                           "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(out.read_text())
+    assert got["files_read"] == [0, 0]
+    assert got["prompt_match"] == "user content" and got["matched"] == 1_600 and got["floor_matched"] == 0

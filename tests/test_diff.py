@@ -616,3 +616,26 @@ def test_page_marks_the_improvements_that_carry_a_finding_of_b(tmp_path):
     assert better["B's findings"].to_dict() == {"p0": "reward_with_spreading_phrases", "p1": "reward_with_spreading_phrases",
                                                 "p2": "reward_with_spreading_phrases", "p3": ""}
     assert any("3 of the better prompts carry a finding of B" in c.value for c in at.caption)
+
+
+def test_diff_never_computes_the_per_step_statistics_it_does_not_read(tmp_path, monkeypatch, capsys):
+    """``rl-board diff`` opens both runs without computing their per-step statistics (not one call of
+    ``compute_step_stats``) and prints the diff worked out by hand; a run's ``steps``, read afterwards,
+    is computed once and kept (one row per step, each step's 12 samples counted)."""
+    from rl_board import load
+    from rl_board.analysis import steps as step_module
+    from rl_board.cli import main
+
+    calls = []
+    compute = step_module.compute_step_stats
+    monkeypatch.setattr(step_module, "compute_step_stats", lambda samples: calls.append(1) or compute(samples))
+    a, b = _write_pair(tmp_path)
+    assert main(["diff", str(a), str(b), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["matched"], out["regressions"], out["improvements"], out["unchanged"]) == (6, 3, 0, 3)
+    assert {p["prompt"]: p["delta"] for p in out["prompts"][:3]} == pytest.approx(DELTAS)
+    assert calls == []
+    run = load(b)
+    assert calls == []
+    assert run.steps is run.steps and len(calls) == 1
+    assert run.steps["samples"].to_dict() == {1: 12, 2: 12}  # 6 prompts x 2 samples in each of B's steps

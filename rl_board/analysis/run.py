@@ -16,7 +16,9 @@ that answers it (``_PartQuery``).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property, partial
 from pathlib import Path
 
 import pandas as pd
@@ -57,7 +59,8 @@ class Run:
     numbers only (scalars, extras as ``extra:NAME`` columns, aggregates, where the sample lies), labelled
     by position; ``with_text`` adds the texts and ``record`` reads one sample's whole record from its
     source, so memory holds neither for the whole run. ``steps`` has one row per step
-    (``steps.compute_step_stats``). A notebook reads ``to_pandas()`` (``public.PublicTable``): the
+    (``steps.compute_step_stats``), computed when first read: a command that never reads it (``diff``)
+    does not pay for it. A notebook reads ``to_pandas()`` (``public.PublicTable``): the
     sample's fields and metrics, by ``sample_id``; ``samples`` is ``_samples`` under its old public name,
     deprecated.
 
@@ -68,7 +71,8 @@ class Run:
     path: Path
     files: tuple[str, ...]
     _samples: pd.DataFrame
-    steps: pd.DataFrame
+    #: computes ``steps`` (one row per step) when it is first read
+    _step_stats: Callable[[], pd.DataFrame] = field(repr=False)
     report: LoadReport
     options: ReadOptions
     _segments: dict[tuple[int, int], pa.Table] = field(repr=False)
@@ -124,12 +128,20 @@ class Run:
 
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot) -> Run:
-        """The run as the store's ``snapshot`` holds it, with its per-step statistics."""
+        """The run as the store's ``snapshot`` holds it; its per-step statistics are computed when ``steps``
+        is first read."""
         from .steps import compute_step_stats
 
-        return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
+        return cls(snapshot.path, snapshot.files, snapshot.samples, partial(compute_step_stats, snapshot.samples),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
                    snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per step, indexed by step (``steps.compute_step_stats``), computed on first read and kept:
+        the same frame every time. (Two threads reading it first at once may both compute it; either
+        result is the same.)"""
+        return self._step_stats()
 
     @property
     def samples(self) -> pd.DataFrame:

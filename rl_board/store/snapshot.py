@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..base import fields as F
 from ..base.compression import APPEND_NOTE, codec_of
@@ -100,16 +99,21 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     joined into one row of numbers per sample (a shared segment's parts at once), ordered by step,
     file and line, the extras capped, and the load report with its notes."""
     files = loader.file_states
-    parts, segments, grouped = _parts(loader, names)
+    parts, places, segments, grouped = _parts(loader, names)
     options = loader.options
     parts, field_notes = _cap_extras(parts, options.max_extras)
     file_notes = _file_notes([(name, note) for name in names for _, _, table in files[name].segments
                               if not isinstance(table, SharedSlice) for note in notes_of(table)])
-    columns, first_rows = gather(parts or [_numbers(SCHEMA.empty_table(), 1, 0, 0)], grouped)
+    if not parts:
+        parts, places = [_numbers(SCHEMA.empty_table())], [_Places.of_segment(0, 1, 0, 0)]
+    first_names = parts[0].schema.names
+    columns, first_rows = gather(parts, grouped)
     del parts
+    columns = _with_places(columns, first_names, places)
+    ends = np.cumsum(np.concatenate([p.rows for p in places]))  # where each run of one file's rows ends
     if grouped:
         columns = _extras_in_file_order(columns, first_rows)
-    columns = _in_order(columns)
+    columns = _in_order(columns, ends)
     columns[F.POSITION] = _positions(columns, getattr(loader.reader, "POSITION", None))
     skipped = sum(s.skipped for s in files.values())
     if loader.max_per_step is not None:
@@ -165,12 +169,12 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                     loader.location, loader.max_per_step)
 
 
-def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, int], pa.Table], bool]:
+def _parts(loader, names: list[str]) -> tuple[list[pa.Table], list[_Places], dict[tuple[int, int], pa.Table], bool]:
     """(the numbers of every file's segments, a table a segment or a shared segment's run of parts,
-    read through a mapping of their own; (file, segment) -> the store's table, which the texts are read
-    from; whether any segment is shared)."""
+    read through a mapping of their own; where each such table's rows live (``_Places``); (file, segment)
+    -> the store's table, which the texts are read from; whether any segment is shared)."""
     files = loader.file_states
-    parts, segments, group = [], {}, None  # group: consecutive parts of one shared segment
+    parts, places, segments, group = [], [], {}, None  # group: consecutive parts of one shared segment
     grouped = False
     own = _OwnMappings(loader.cache)
     for file_index, name in enumerate(names):
@@ -183,6 +187,7 @@ def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, in
                     continue
             if group is not None:
                 parts.append(group.numbers())
+                places.append(group.places())
                 group = None
             if isinstance(table, SharedSlice):
                 grouped = True
@@ -190,10 +195,63 @@ def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, in
                 group.add(table.num_rows, first_line, file_index, seg_index)
             else:
                 segments[(file_index, seg_index)] = table
-                parts.append(_numbers(own.of(seg_name, table), first_line, file_index, seg_index))
+                parts.append(_numbers(own.of(seg_name, table)))
+                places.append(_Places.of_segment(table.num_rows, first_line, file_index, seg_index))
     if group is not None:
         parts.append(group.numbers())
-    return parts, segments, grouped
+        places.append(group.places())
+    return parts, places, segments, grouped
+
+
+WHERE = (F.FILE, "seg", "row")  # the columns that say where each sample's row lives
+
+
+@dataclass(frozen=True)
+class _Places:
+    """Where the rows of one part (``_parts``) live, as runs of rows of one file each: ``rows`` (how many),
+    ``line_offsets`` (added to the segment's line numbers, which count from the segment's start), ``files``,
+    ``segs`` (int64, shape (runs,)), and ``first_row``: the part's first row in its segment (the rest follow)."""
+
+    rows: np.ndarray
+    line_offsets: np.ndarray
+    files: np.ndarray
+    segs: np.ndarray
+    first_row: int
+
+    @classmethod
+    def of_segment(cls, rows: int, first_line: int, file_index: int, seg_index: int) -> _Places:
+        return cls(*(np.array([value], np.int64) for value in (rows, first_line - 1, file_index, seg_index)), 0)
+
+
+def _with_places(columns: dict, first_names: list[str], places: list[_Places]) -> dict:
+    """``columns`` (``columns.gather``'s, of the parts' numbers) with the line numbers made absolute and
+    ``file``, ``seg`` and ``row`` (int64) added after the first part's columns, where ``concat_tables`` of the
+    parts with those columns appended would put them; each made with one ``np.repeat`` over all the parts
+    rather than a column of each part's table, and kept as one value, broadcast, when all its values are
+    (``one_value``), as ``gather`` keeps the columns it gathers."""
+    rows = np.concatenate([p.rows for p in places])
+    part_rows = np.array([int(p.rows.sum()) for p in places], np.int64)
+    part_start = np.cumsum(part_rows) - part_rows
+    first_rows = np.array([p.first_row for p in places], np.int64)
+    total = int(part_rows.sum())
+    line = np.repeat(np.concatenate([p.line_offsets for p in places]), rows)
+    line += np.asarray(columns[F.LINE])  # in place: one array of the run's rows made, not two
+    row = np.arange(total, dtype=np.int64)
+    row -= np.repeat(part_start - first_rows, part_rows)
+    made = {F.LINE: one_value(line), F.FILE: _repeated(np.concatenate([p.files for p in places]), rows),
+            "seg": _repeated(np.concatenate([p.segs for p in places]), rows), "row": one_value(row)}
+    first = set(first_names)
+    names = [n for n in columns if n in first] + list(WHERE) + [n for n in columns if n not in first]
+    return {name: made[name] if name in made else columns[name] for name in names}
+
+
+def _repeated(values: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``np.repeat(values, counts)`` as ``one_value`` gives it, told from ``values`` alone when the runs
+    with rows hold one value (a run of one file: no array of its rows made, nor compared)."""
+    held = values[counts > 0]
+    if len(held) and (held == held[0]).all():
+        return np.broadcast_to(held[:1].copy(), (int(counts.sum()),))
+    return one_value(np.repeat(values, counts))
 
 
 def _positions(columns: dict, column: str | None) -> np.ndarray:
@@ -210,11 +268,12 @@ def _positions(columns: dict, column: str | None) -> np.ndarray:
     return out
 
 
-def _in_order(columns: dict) -> dict:
+def _in_order(columns: dict, ends: np.ndarray | None = None) -> dict:
     """``columns`` (``columns.gather``'s) ordered by step, file and line (a stable sort). A run's files
     are mostly in that order already (verl's ``{step}.jsonl``, one step a file): then nothing is
-    sorted (the same rows, the same index); else each column is taken in that order in turn."""
-    if _ordered(*(np.asarray(columns[name]) for name in (F.STEP, F.FILE, F.LINE))):
+    sorted (the same rows, the same index); else each column is taken in that order in turn. ``ends``:
+    as ``_ordered``'s."""
+    if _ordered(*(np.asarray(columns[name]) for name in (F.STEP, F.FILE, F.LINE)), ends):
         return columns
     keys = frame({name: columns[name] for name in (F.STEP, F.FILE, F.LINE)})
     order = keys.sort_values([F.STEP, F.FILE, F.LINE], kind="stable").index.to_numpy()
@@ -222,15 +281,23 @@ def _in_order(columns: dict) -> dict:
     return {name: take(column, order) for name, column in columns.items()}
 
 
-def _ordered(step: np.ndarray, file: np.ndarray, line: np.ndarray) -> bool:
+def _ordered(step: np.ndarray, file: np.ndarray, line: np.ndarray, ends: np.ndarray | None = None) -> bool:
     """Whether the rows are in (step, file, line) order, ties allowed; a NaN is out of order. Compared
-    a key at a time, each on the rows whose keys before it tie (masks of a byte a row, no differences)."""
+    a key at a time, each on the rows whose keys before it tie (masks of a byte a row, no differences).
+    ``ends`` (ascending; None: unknown): the row after each run of rows of one file (``_Places``): the
+    files are then compared only where one run ends and the next begins, not at every row."""
     if not (step[1:] >= step[:-1]).all():
         return False
     tie = step[1:] == step[:-1]
-    if (tie & ~(file[1:] >= file[:-1])).any():
-        return False
-    tie &= file[1:] == file[:-1]
+    if ends is None:
+        if (tie & ~(file[1:] >= file[:-1])).any():
+            return False
+        tie &= file[1:] == file[:-1]
+    else:  # inside a run the file is one: only the pairs across a run's end can differ
+        at = ends[(ends > 0) & (ends < len(step))] - 1  # pair (at, at + 1): the last row of a run, the next
+        if (tie[at] & ~(file[at + 1] >= file[at])).any():
+            return False
+        tie[at] &= file[at + 1] == file[at]
     return not (tie & ~(line[1:] >= line[:-1])).any()
 
 
@@ -319,26 +386,15 @@ class _Group:
         self.segs.append(seg_index)
 
     def numbers(self) -> pa.Table:
-        rows = np.asarray(self.rows, np.int64)
-        numbers = with_one_value_columns(self.parent.slice(self.start, self.end - self.start)).drop_columns(
-            [*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
-        line = numbers.schema.get_field_index(F.LINE)
-        numbers = numbers.set_column(line, F.LINE, pa.array(
-            numbers[F.LINE].to_numpy() + np.repeat(np.asarray(self.first_lines, np.int64) - 1, rows)))
-        return (numbers.append_column(F.FILE, pa.array(np.repeat(np.asarray(self.files, np.int64), rows)))
-                .append_column("seg", pa.array(np.repeat(np.asarray(self.segs, np.int64), rows)))
-                .append_column("row", pa.array(np.arange(self.start, self.end, dtype=np.int64))))
+        return _numbers(self.parent.slice(self.start, self.end - self.start))
+
+    def places(self) -> _Places:
+        return _Places(*(np.asarray(values, np.int64) for values in (
+            self.rows, [line - 1 for line in self.first_lines], self.files, self.segs)), self.start)
 
 
-
-def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) -> pa.Table:
-    """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
-    (segments count lines from their own start), and where each row lives: file, seg, row."""
-    rows = table.num_rows
-    numbers = with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
-    numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
-                                 pc.add(numbers[F.LINE], first_line - 1))
-    return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
-            .append_column("seg", pa.array(np.full(rows, seg_index, dtype=np.int64)))
-            .append_column("row", pa.array(np.arange(rows, dtype=np.int64))))
+def _numbers(table: pa.Table) -> pa.Table:
+    """The numeric columns of a segment (texts and words stay behind); its line numbers count from the
+    segment's start, and where its rows live is the part's ``_Places`` (``_with_places``)."""
+    return with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
 
