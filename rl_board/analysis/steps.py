@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..base import fields as F
 from ..derive.metrics import pool_explained_variance
+from ..derive.step_stats import mean_std, segment_sums, step_starts
 
 #: Per-step statistics: base name -> the per-sample column averaged.
 STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
@@ -64,29 +65,31 @@ SPARSE_SHARE = 0.5  # an extra with a value at fewer than this share of the step
 def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     """Per step, indexed by step ascending: ``samples`` (count); for each series of
     ``STEP_SERIES`` and each extra field (``extra:NAME``) with any value, ``{name}_mean`` and
-    population ``{name}_std`` (NaN ignored); and the ``STEP_DIAGNOSTICS`` (see
-    ``compute_step_diagnostics``). ``kl_mean`` is the mean over samples of each sample's mean k3. An
-    extra with a value at fewer than ``SPARSE_SHARE`` of the steps has its two columns as pandas' sparse
-    arrays (``_sparse_stats``; the same numbers, NaN where a step has none, without storing the NaN)."""
+    population ``{name}_std`` of the step's values in row order, NaN left out, by the board's own
+    definition (``derive.step_stats``: ``np.add.reduceat`` sums, a step's numbers depend on its own rows
+    alone); and the ``STEP_DIAGNOSTICS`` (see ``compute_step_diagnostics``). ``kl_mean`` is the mean over
+    samples of each sample's mean k3. An extra with a value at fewer than ``SPARSE_SHARE`` of the steps
+    has its two columns as pandas' sparse arrays (``_sparse_stats``; the same numbers, NaN where a step
+    has none, without storing the NaN)."""
     steps = samples[F.STEP]
     codes, index = _step_codes(steps)
     sparse = _sparse_extras(samples, codes, len(index))
     columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns) if c not in sparse}}
-    series = {name: samples[column].astype(float) for name, column in columns.items()
-              if column in samples and not _no_value(samples[column], name == "response_len")}
-    if "response_len" in series:
-        series["response_len"] = series["response_len"].where(series["response_len"] >= 0)
-    # one block of all the series (a copy): pandas' grouped mean of a block of 3 or more columns can round
-    # otherwise than of one column alone, and the summary's digits are a contract
-    values = pd.DataFrame({name: s for name, s in series.items() if s.notna().any()}, index=samples.index)
     counted = codes if codes.min(initial=0) >= 0 else codes[codes >= 0]  # (-1: no step, not counted)
     out = pd.DataFrame({"samples": np.bincount(counted, minlength=len(index))}, index=index)
-    if len(values.columns):
-        # grouped by the step's codes as a categorical: pandas then hashes no step, and each group is
-        # the same rows in the same order as grouped by the steps, so the same bits
-        grouped = values.groupby(pd.Categorical.from_codes(codes, categories=index), observed=True, sort=True)
-        stats = pd.concat([grouped.mean().add_suffix("_mean"), grouped.std(ddof=0).add_suffix("_std")], axis=1)
-        out = out.join(stats.set_axis(index))
+    order, starts = step_starts(codes, len(index))
+    means, stds = {}, {}
+    for name, column in columns.items():
+        if column not in samples or _no_value(samples[column], name == "response_len"):
+            continue
+        values = samples[column].to_numpy(dtype=float)[order]
+        if name == "response_len":
+            values = np.where(values >= 0, values, np.nan)  # (negative: unknown)
+        counts, means[f"{name}_mean"], stds[f"{name}_std"] = mean_std(values, starts)
+        if not counts.any():  # a series with no value anywhere: no columns
+            del means[f"{name}_mean"], stds[f"{name}_std"]
+    if means:
+        out = out.join(pd.DataFrame({**means, **stds}, index=index))
     if sparse:
         out = out.join(_sparse_stats(sparse, codes, index))
     if len(samples):
@@ -103,13 +106,16 @@ def compute_masked_share(samples: pd.DataFrame) -> pd.Series:
     """Per step (index), ``masked_share``: over the step's samples that have a loss mask, their
     untrained positions (positions - counted ones) ÷ all their positions; NaN for a step where no
     sample has one (or they have no position)."""
-    positions = samples["mask_positions"].to_numpy(dtype=float)
+    codes, index = _step_codes(samples[F.STEP])
+    order, starts = step_starts(codes, len(index))
+    positions = samples["mask_positions"].to_numpy(dtype=float)[order]
     has = positions >= 0
-    frame = pd.DataFrame({"positions": np.where(has, positions, 0.0),
-                          "untrained": np.where(has, positions - samples["response_len"].to_numpy(dtype=float), 0.0)},
-                         index=samples.index)
-    totals = frame.groupby(samples[F.STEP], sort=True).sum()
-    return (totals["untrained"] / totals["positions"].where(totals["positions"] > 0)).rename("masked_share")
+    untrained = np.where(has, positions - samples["response_len"].to_numpy(dtype=float)[order], 0.0)
+    # sums of whole numbers (exact in any order); a NaN left out, as pandas' sum does
+    positions, untrained = (segment_sums(np.where(np.isnan(v), 0.0, v), starts)
+                            for v in (np.where(has, positions, 0.0), untrained))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return pd.Series(np.where(positions > 0, untrained / positions, np.nan), index=index, name="masked_share")
 
 
 def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) -> pd.DataFrame:
@@ -179,10 +185,9 @@ def _sparse_stats(sparse: dict, codes: np.ndarray, index: pd.Index) -> pd.DataFr
     steps each with one of 300 extras holds 400,000 numbers, not 120 million."""
     stats = {}
     for column, (rows, values) in sparse.items():
-        grouped = pd.Series(values).groupby(codes[rows], sort=True)
-        for suffix, got in (("_mean", grouped.mean()), ("_std", grouped.std(ddof=0))):
-            full = np.full(len(index), np.nan)
-            full[got.index.to_numpy()] = got.to_numpy()
+        order, starts = step_starts(codes[rows], len(index))  # (the rows ascending: each step's in row order)
+        _, mean, std = mean_std(values[order], starts)
+        for suffix, full in (("_mean", mean), ("_std", std)):
             stats[column + suffix] = pd.arrays.SparseArray(full, fill_value=np.nan)
     return pd.DataFrame(stats, index=index)
 
@@ -261,9 +266,9 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
 
     out = pd.DataFrame(np.nan, index=pd.Index(steps[starts]), columns=list(STEP_DIAGNOSTICS))
     if has(("lr_pairs", "lr_negative")):
-        pairs, negative = column("lr_pairs"), column("lr_negative")
-        out["neg_log_ratio_share"] = [negative[a:b].sum() / total if (total := pairs[a:b].sum()) else np.nan
-                                      for a, b in bounds]
+        pairs, negative = segment_sums(column("lr_pairs"), starts), segment_sums(column("lr_negative"), starts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["neg_log_ratio_share"] = np.where(pairs != 0, negative / pairs, np.nan)
     if has((F.REWARD, "response_len", "response_chars")):
         reward, tokens, chars = column(F.REWARD), column("response_len"), column("response_chars")
         tokens = np.where(tokens >= 0, tokens, np.nan)  # a new array: the column may be a view
@@ -273,9 +278,7 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
         parts = [column(c) for c in _EV_COLUMNS]
         out["explained_variance"] = [pool_explained_variance(*(p[a:b] for p in parts)) for a, b in bounds]
     if has(("truncated",)):
-        flags = column("truncated")
-        out["truncated_share"] = [np.nanmean(part) if (part := flags[a:b])[~np.isnan(part)].size else np.nan
-                                  for a, b in bounds]
+        out["truncated_share"] = mean_std(column("truncated"), starts)[1]  # (a mean of 0s and 1s, NaN left out)
     return out
 
 

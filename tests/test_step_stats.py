@@ -1,0 +1,105 @@
+"""The board's own per-step mean and std (``derive.step_stats``): against ``math.fsum`` on random data, and
+a step's bits independent of other steps, other series and where its rows sit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from rl_board.analysis.steps import compute_step_stats
+from rl_board.derive.step_stats import mean_std, segment_sums, step_starts
+
+
+def _fsum_mean_std(values: list[float]) -> tuple[int, float, float]:
+    """(n, mean, population std) of the non-NaN values by ``math.fsum`` (correctly rounded sums), two-pass."""
+    kept = [v for v in values if not math.isnan(v)]
+    if not kept:
+        return 0, math.nan, math.nan
+    mean = math.fsum(kept) / len(kept)
+    return len(kept), mean, math.sqrt(math.fsum((v - mean) ** 2 for v in kept) / len(kept))
+
+
+def _random_steps(rng: np.random.Generator, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(codes 0..n_steps-1 in step order, with some steps of 0, 1 and many rows; float64 values with NaN
+    scattered, a step of all NaN, wide magnitudes)."""
+    sizes = rng.integers(0, 300, n_steps)
+    sizes[:3] = (0, 1, 2000)
+    codes = np.repeat(np.arange(n_steps), sizes)
+    values = rng.normal(1e3, 1e2, len(codes)) * rng.choice([1e-6, 1.0, 1e6], len(codes))
+    values[rng.random(len(codes)) < 0.1] = np.nan
+    values[codes == 4] = np.nan
+    return codes, values
+
+
+def test_mean_and_std_match_fsum_per_step_with_nan_left_out():
+    """Each step's count, mean and population std match a math.fsum two-pass computation over that step's
+    non-NaN values (relative 1e-12); a step with no row or only NaN has count 0 and NaN mean and std."""
+    rng = np.random.default_rng(7)
+    codes, values = _random_steps(rng, 60)
+    order, starts = step_starts(codes, 60)
+    counts, mean, std = mean_std(values[order], starts)
+    for step in range(60):
+        n, want_mean, want_std = _fsum_mean_std(values[codes == step].tolist())
+        assert counts[step] == n
+        if n == 0:
+            assert math.isnan(mean[step]) and math.isnan(std[step])
+            continue
+        assert math.isclose(mean[step], want_mean, rel_tol=1e-12)
+        assert math.isclose(std[step], want_std, rel_tol=1e-9, abs_tol=1e-12 * abs(want_mean))
+    assert counts[0] == 0 and counts[4] == 0 and counts[2] > 1500
+    assert all(std[s] == 0.0 for s in range(60) if counts[s] == 1)
+
+
+def test_a_steps_bits_do_not_change_with_other_steps_or_its_place():
+    """A step's mean and std are the same bits when every other step's rows are replaced by others of
+    other lengths, and when its rows sit at any offset of the array (0..9 rows before them)."""
+    rng = np.random.default_rng(11)
+    rows = rng.normal(0.3, 2.0, 1037)
+    rows[[5, 600]] = np.nan
+    got = set()
+    for before in range(10):
+        other = rng.normal(5.0, 9.0, before)
+        after = rng.normal(-1.0, 1.0, int(rng.integers(0, 50)))
+        after[::7] = np.nan
+        values = np.concatenate([other, rows, after])
+        codes = np.repeat([0, 1, 2], [before, len(rows), len(after)])
+        _, mean, std = mean_std(values, step_starts(codes, 3)[1])
+        got.add((mean[1].tobytes(), std[1].tobytes()))
+    _, alone_mean, alone_std = mean_std(rows, np.zeros(1, np.int64))
+    assert got == {(alone_mean[0].tobytes(), alone_std[0].tobytes())}
+
+
+def test_step_order_is_row_order_within_a_step_and_no_step_is_left_out():
+    """Codes out of order are taken stably (a step's rows keep their row order), rows of code -1 are in
+    no step, and a code with no row is an empty segment."""
+    codes = np.array([2, 0, -1, 2, 0, 2])
+    order, starts = step_starts(codes, 4)
+    assert order.tolist() == [1, 4, 0, 3, 5] and starts.tolist() == [0, 2, 2, 5]
+    order, starts = step_starts(np.array([-1, -1, 0, 0, 2]), 3)
+    assert np.arange(5)[order].tolist() == [2, 3, 4] and starts.tolist() == [0, 2, 2]
+    sums = segment_sums(np.array([1.0, 2.0, 4.0, 8.0]), np.array([0, 2, 2, 3]))
+    assert sums.tolist() == [3.0, 0.0, 4.0, 8.0]
+
+
+def test_a_series_with_nan_leaves_the_other_series_bits_as_they_were():
+    """compute_step_stats gives a series' step numbers the same bits whether or not another series has NaN
+    in the same rows (pandas' grouped mean switches its sum for the whole block on one NaN), and each is
+    the kernel's number over that step's rows; an extra at few steps (sparse) follows the same definition."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    frame = pd.DataFrame({"step": np.repeat(np.arange(40), n // 40), "reward": rng.normal(0, 1, n),
+                          "response_chars": rng.integers(1, 900, n).astype(float),
+                          "extra:rare": np.where(np.arange(n) < 300, rng.normal(2, 3, n), np.nan)})
+    clean = compute_step_stats(frame)
+    frame.loc[[10, 2500], "response_chars"] = np.nan
+    dirty = compute_step_stats(frame)
+    for column in ("reward_mean", "reward_std", "extra:rare_mean", "extra:rare_std"):
+        assert clean[column].to_numpy(float).tobytes() == dirty[column].to_numpy(float).tobytes()
+    rows = frame["reward"].to_numpy()[frame["step"].to_numpy() == 25]
+    _, mean, std = mean_std(rows, np.zeros(1, np.int64))
+    assert dirty.loc[25, "reward_mean"] == mean[0] and dirty.loc[25, "reward_std"] == std[0]
+    assert isinstance(dirty["extra:rare_mean"].dtype, pd.SparseDtype)
+    assert math.isclose(dirty.loc[2, "extra:rare_mean"], math.fsum(frame["extra:rare"][200:300]) / 100, rel_tol=1e-12)
+    assert math.isnan(dirty.loc[3, "extra:rare_mean"])
