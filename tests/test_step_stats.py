@@ -103,3 +103,25 @@ def test_a_series_with_nan_leaves_the_other_series_bits_as_they_were():
     assert isinstance(dirty["extra:rare_mean"].dtype, pd.SparseDtype)
     assert math.isclose(dirty.loc[2, "extra:rare_mean"], math.fsum(frame["extra:rare"][200:300]) / 100, rel_tol=1e-12)
     assert math.isnan(dirty.loc[3, "extra:rare_mean"])
+
+
+def test_a_segments_numbers_take_its_rows_in_line_order_and_belong_to_its_rows_only():
+    """segment_step_stats takes each step's rows in line order (a line's samples in their order), the bits
+    mean_std gives over those rows; read_step_stats refuses them on a table of other rows (a concatenation
+    keeps the first table's metadata)."""
+    import json
+
+    import pyarrow as pa
+
+    from rl_board.derive.step_stats import STATS_KEY, read_step_stats, segment_step_stats
+
+    table = pa.table({"step": [3, 1, 3, 1, 3], "line": [9, 2, 4, 2, 7], "reward": [0.1, 0.7, 0.2, float("nan"), 0.3],
+                      "extra:acc": pa.array([None, 1.0, None, 3.0, None], pa.float64())})
+    stats = json.loads(segment_step_stats(table))
+    assert stats["steps"] == [1, 3] and stats["samples"] == [2, 3] and stats["rows"] == 5
+    _, mean, std = mean_std(np.array([0.2, 0.3, 0.1]), np.zeros(1, np.int64))  # step 3 by line: 4, 7, 9
+    assert stats["series"]["reward"] == [[0, 1], [1, 3], [0.7, mean[0]], [0.0, std[0]]]
+    assert stats["series"]["extra:acc"] == [[0], [2], [2.0], [1.0]]
+    marked = table.replace_schema_metadata({STATS_KEY: segment_step_stats(table)})
+    assert read_step_stats(marked) == stats
+    assert read_step_stats(pa.concat_tables([marked, table.replace_schema_metadata(None)])) is None

@@ -127,7 +127,7 @@ class Run:
         """The run as the store's ``snapshot`` holds it, with its per-step statistics."""
         from .steps import compute_step_stats
 
-        return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples),
+        return cls(snapshot.path, snapshot.files, snapshot.samples, compute_step_stats(snapshot.samples, snapshot.step_stats),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
                    snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
 

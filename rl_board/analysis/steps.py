@@ -10,15 +10,7 @@ import pandas as pd
 
 from ..base import fields as F
 from ..derive.metrics import pool_explained_variance
-from ..derive.step_stats import mean_std, segment_sums, step_starts
-
-#: Per-step statistics: base name -> the per-sample column averaged.
-STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2": "k2_mean",
-               "log_ratio": "log_ratio_mean", "kl_sum": "kl_sum", "log_ratio_sum": "log_ratio_sum",
-               "response_len": "response_len", "response_chars": "response_chars",
-               "ref_response_chars": "ref_response_chars", "mismatch_kl": "mismatch_kl",
-               "entropy": "entropy_mean", "repeat_4gram": "repeat_4gram"}
-
+from ..derive.step_stats import STEP_SERIES, mean_std, segment_sums, series_values, step_starts
 
 #: Per-step diagnostics that pool a step's samples (one number per step, no spread).
 STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance", "truncated_share")
@@ -62,7 +54,7 @@ MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
 SPARSE_SHARE = 0.5  # an extra with a value at fewer than this share of the steps: its step stats sparse
 
 
-def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
+def compute_step_stats(samples: pd.DataFrame, whole: tuple[dict, ...] = ()) -> pd.DataFrame:
     """Per step, indexed by step ascending: ``samples`` (count); for each series of
     ``STEP_SERIES`` and each extra field (``extra:NAME``) with any value, ``{name}_mean`` and
     population ``{name}_std`` of the step's values in row order, NaN left out, by the board's own
@@ -70,28 +62,32 @@ def compute_step_stats(samples: pd.DataFrame) -> pd.DataFrame:
     alone); and the ``STEP_DIAGNOSTICS`` (see ``compute_step_diagnostics``). ``kl_mean`` is the mean over
     samples of each sample's mean k3. An extra with a value at fewer than ``SPARSE_SHARE`` of the steps
     has its two columns as pandas' sparse arrays (``_sparse_stats``; the same numbers, NaN where a step
-    has none, without storing the NaN)."""
+    has none, without storing the NaN).
+
+    ``whole``: the statistics the parsing workers computed, one segment each
+    (``derive.step_stats.segment_step_stats``); a step all of whose rows one segment holds takes that
+    segment's numbers (the same bits: the same rows, in the same order, by the same kernel), and only the
+    other steps are computed here, from their rows."""
     steps = samples[F.STEP]
     codes, index = _step_codes(steps)
-    sparse = _sparse_extras(samples, codes, len(index))
-    columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns) if c not in sparse}}
     counted = codes if codes.min(initial=0) >= 0 else codes[codes >= 0]  # (-1: no step, not counted)
     out = pd.DataFrame({"samples": np.bincount(counted, minlength=len(index))}, index=index)
-    order, starts = step_starts(codes, len(index))
+    known, given = _given_stats(whole, index, out["samples"].to_numpy())
+    sparse = _sparse_extras(samples, codes, known, given)
+    columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(samples.columns) if c not in sparse}}
+    order, starts = _open_rows(codes, known)
     means, stds = {}, {}
     for name, column in columns.items():
         if column not in samples or _no_value(samples[column], name == "response_len"):
             continue
         values = samples[column].to_numpy(dtype=float)[order]
-        if name == "response_len":
-            values = np.where(values >= 0, values, np.nan)  # (negative: unknown)
-        counts, means[f"{name}_mean"], stds[f"{name}_std"] = mean_std(values, starts)
-        if not counts.any():  # a series with no value anywhere: no columns
-            del means[f"{name}_mean"], stds[f"{name}_std"]
+        counts, mean, std = _with_given(mean_std(series_values(name, values), starts), given.get(name))
+        if counts.any():  # (a series with no value anywhere: no columns)
+            means[f"{name}_mean"], stds[f"{name}_std"] = mean, std
     if means:
         out = out.join(pd.DataFrame({**means, **stds}, index=index))
     if sparse:
-        out = out.join(_sparse_stats(sparse, codes, index))
+        out = out.join(_sparse_stats(sparse, codes, index, given))
     if len(samples):
         out = out.join(compute_step_diagnostics(samples))
         if "prompt_key" in samples:
@@ -164,29 +160,77 @@ def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) 
         }, index=steps)
 
 
-def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, steps: int) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """The extra-field columns that have a value at fewer than ``SPARSE_SHARE`` of the ``steps``, each as
-    (the rows with a value and a step, their values as float64): their step stats are kept sparse."""
-    out = {}
+def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, known: np.ndarray,
+                   given: dict) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The extra-field columns that have a value at fewer than ``SPARSE_SHARE`` of the steps, each as
+    (the rows with a value whose step is not ``known``, their values as float64): their step stats are kept
+    sparse. A ``known`` step has a value where its segment counted one (``given``)."""
+    out, steps = {}, len(known)
+    open_rows = ~np.r_[known, True][codes] if known.any() else codes >= 0  # (code -1, no step: in no step)
     for column in F.extra_columns(samples.columns):
         if _no_value(samples[column], False):
             continue
-        values = samples[column].to_numpy(dtype=float)
-        rows = np.flatnonzero(~np.isnan(values) & (codes >= 0))
-        # the steps with a value counted by a bincount of their codes (0..steps-1), not by sorting them
-        if len(rows) and np.count_nonzero(np.bincount(codes[rows], minlength=steps)) < SPARSE_SHARE * steps:
-            out[column] = (rows, values[rows])  # (the whole column, kept for each, would cost a run's extras whole)
+        with_value = len(given[column][0]) if column in given else 0
+        if known.all():
+            rows, values = np.zeros(0, np.int64), np.zeros(0)
+        else:
+            values = samples[column].to_numpy(dtype=float)
+            rows = np.flatnonzero(~np.isnan(values) & open_rows)
+            values = values[rows]
+            # the steps with a value counted by a bincount of their codes (0..steps-1), not by sorting them
+            with_value += np.count_nonzero(np.bincount(codes[rows], minlength=steps))
+        if with_value and with_value < SPARSE_SHARE * steps:
+            out[column] = (rows, values)  # (the whole column, kept for each, would cost a run's extras whole)
     return out
 
 
-def _sparse_stats(sparse: dict, codes: np.ndarray, index: pd.Index) -> pd.DataFrame:
-    """``{column}_mean`` and ``{column}_std`` of each sparse extra (``_sparse_extras``) per step, as
-    compute_step_stats defines them, held as pandas' sparse arrays (NaN not stored): a run of 200,000
-    steps each with one of 300 extras holds 400,000 numbers, not 120 million."""
+def _given_stats(whole: tuple[dict, ...], index: pd.Index, samples: np.ndarray) -> tuple[np.ndarray, dict]:
+    """(for each step of ``index``, whether one segment of ``whole`` holds all its ``samples`` (rows); for each
+    series, (codes, counts, means, stds) of the steps so held where it has a value)."""
+    n = len(index)
+    known, given = np.zeros(n, bool), {}
+    ascending = index.to_numpy()
+    for part in whole:
+        steps = np.asarray(part["steps"])
+        at = np.minimum(np.searchsorted(ascending, steps), max(n - 1, 0))
+        whole_here = (ascending[at] == steps) & (samples[at] == np.asarray(part["samples"])) if n else steps < 0
+        if not whole_here.any():
+            continue
+        known[at[whole_here]] = True
+        for name, (where, *numbers) in part["series"].items():
+            keep = whole_here[where]
+            given.setdefault(name, []).append((at[np.asarray(where)[keep]],
+                                               *(np.asarray(x)[keep] for x in numbers)))
+    return known, {name: tuple(np.concatenate(x) for x in zip(*parts)) for name, parts in given.items()}
+
+
+def _open_rows(codes: np.ndarray, known: np.ndarray) -> tuple[np.ndarray | slice, np.ndarray]:
+    """``step_starts`` of the rows whose step is not ``known`` (a known step: an empty segment)."""
+    if not known.any():
+        return step_starts(codes, len(known))
+    rows = np.flatnonzero(~np.r_[known, True][codes])  # (code -1, no step: never open)
+    order, starts = step_starts(codes[rows], len(known))
+    return rows[order], starts
+
+
+def _with_given(computed: tuple, given: tuple | None) -> tuple:
+    """(counts, means, stds) ``computed`` for the open steps (a known step's: 0, NaN, NaN), with the known
+    steps' ``given`` ((codes, counts, means, stds) where the series has a value) put in place."""
+    if given is not None:
+        for target, numbers in zip(computed, given[1:]):
+            target[given[0]] = numbers
+    return computed
+
+
+def _sparse_stats(sparse: dict, codes: np.ndarray, index: pd.Index, given: dict | None = None) -> pd.DataFrame:
+    """``{column}_mean`` and ``{column}_std`` of each sparse extra (``_sparse_extras``: the rows of the steps
+    no segment's numbers are ``given`` for) per step, as compute_step_stats defines them, held as pandas'
+    sparse arrays (NaN not stored): a run of 200,000 steps each with one of 300 extras holds 400,000
+    numbers, not 120 million."""
     stats = {}
     for column, (rows, values) in sparse.items():
-        order, starts = step_starts(codes[rows], len(index))  # (the rows ascending: each step's in row order)
-        _, mean, std = mean_std(values[order], starts)
+        order, starts = step_starts(codes[rows], len(index))  # (rows ascending: each step's in row order)
+        _, mean, std = _with_given(mean_std(values[order], starts), (given or {}).get(column))
         for suffix, full in (("_mean", mean), ("_std", std)):
             stats[column + suffix] = pd.arrays.SparseArray(full, fill_value=np.nan)
     return pd.DataFrame(stats, index=index)
