@@ -125,3 +125,56 @@ def test_a_segments_numbers_take_its_rows_in_line_order_and_belong_to_its_rows_o
     marked = table.replace_schema_metadata({STATS_KEY: segment_step_stats(table)})
     assert read_step_stats(marked) == stats
     assert read_step_stats(pa.concat_tables([marked, table.replace_schema_metadata(None)])) is None
+
+
+def _segment_table(rng: np.random.Generator, keys: np.ndarray):
+    """One segment's rows over steps 0..3 in step and line order: rewards with NaN, tokens and characters,
+    log-ratio counts, truncation flags, loss-mask positions, prompt keys (``keys``, some null)."""
+    import pyarrow as pa
+
+    n = len(keys)
+    reward = rng.integers(0, 2, n).astype(float)
+    reward[::11] = np.nan
+    return pa.table({
+        "step": np.repeat(np.arange(4), n // 4), "line": np.arange(n), "reward": reward,
+        "response_len": rng.integers(-1, 50, n).astype(np.int32), "response_chars": rng.integers(1, 300, n).astype(float),
+        "lr_pairs": rng.integers(0, 40, n).astype(float), "lr_negative": rng.integers(0, 20, n).astype(float),
+        "truncated": np.where(rng.random(n) < 0.3, np.nan, rng.integers(0, 2, n)).astype(float),
+        "mask_positions": rng.integers(-1, 60, n).astype(np.int32),
+        "prompt_key": pa.array([None if i % 13 == 0 else int(k) for i, k in enumerate(keys)], pa.int64()),
+        "has_reward": np.ones(n, bool), "extra:acc": rng.normal(0, 1, n)})
+
+
+def test_a_segments_diagnostics_and_groups_are_the_parents_bits():
+    """compute_step_stats gives every column the same bits whether it computes each step from the rows or
+    takes a segment's numbers (segment_step_stats: the diagnostics, the loss mask's sums, the GRPO group
+    counts, the series), and the group counts equal a count by hand."""
+    import json
+
+    from rl_board.derive.step_stats import segment_step_stats
+
+    rng = np.random.default_rng(5)
+    table = _segment_table(rng, rng.integers(0, 12, 400) + (1 << 40))
+    stats = json.loads(segment_step_stats(table))
+    frame = table.to_pandas()
+    alone, taken = compute_step_stats(frame), compute_step_stats(frame, (stats,))
+    assert list(alone.columns) == list(taken.columns) and "zero_std_share" in alone and "masked_share" in alone
+    assert alone.to_numpy(float).tobytes() == taken.to_numpy(float).tobytes()
+    step = frame[(frame["step"] == 2) & frame["prompt_key"].notna()]
+    assert taken.loc[2, "prompt_groups"] == step["prompt_key"].nunique()
+    assert stats["groups"]["prompt_groups"][2] == step["prompt_key"].nunique()
+    # taken from the segment, not computed again: a changed row shows only where the rows are read
+    frame.loc[frame["step"] == 1, "lr_negative"] = 0.0
+    assert compute_step_stats(frame, (stats,))["neg_log_ratio_share"].tolist() == taken["neg_log_ratio_share"].tolist()
+    assert compute_step_stats(frame).loc[1, "neg_log_ratio_share"] == 0.0
+
+
+def test_a_segment_whose_keys_meet_as_float64_leaves_its_steps_to_the_parent():
+    """Two prompt keys that are one float64 (2^60 and 2^60 + 1): the segment gives no numbers, since the
+    gathered rows may hold the keys as float64 and count one group where the segment counts two."""
+    from rl_board.derive.step_stats import segment_step_stats
+
+    keys = np.full(400, 1 << 60)
+    keys[1::2] += 1
+    assert segment_step_stats(_segment_table(np.random.default_rng(1), keys)) is None
+    assert segment_step_stats(_segment_table(np.random.default_rng(1), keys - (1 << 60))) is not None

@@ -9,8 +9,14 @@ import numpy as np
 import pandas as pd
 
 from ..base import fields as F
-from ..derive.metrics import pool_explained_variance
-from ..derive.step_stats import STEP_SERIES, mean_std, segment_sums, series_values, step_starts
+from ..derive.step_stats import (
+    STEP_SERIES,
+    group_counts,
+    mean_std,
+    series_values,
+    step_numbers,
+    step_starts,
+)
 
 #: Per-step diagnostics that pool a step's samples (one number per step, no spread).
 STEP_DIAGNOSTICS = ("neg_log_ratio_share", "reward_len_corr", "explained_variance", "truncated_share")
@@ -46,9 +52,6 @@ def dense_steps(steps: pd.DataFrame) -> pd.DataFrame:
     (Arrow, which the page's tables go through, takes no sparse column)."""
     sparse = [c for c in steps.columns if isinstance(steps[c].dtype, pd.SparseDtype)]
     return steps.astype({c: float for c in sparse}) if sparse else steps
-
-
-MIN_CORR_SAMPLES = 3  # fewer samples than this: no correlation
 
 
 SPARSE_SHARE = 0.5  # an extra with a value at fewer than this share of the steps: its step stats sparse
@@ -89,11 +92,13 @@ def compute_step_stats(samples: pd.DataFrame, whole: tuple[dict, ...] = ()) -> p
     if sparse:
         out = out.join(_sparse_stats(sparse, codes, index, given))
     if len(samples):
-        out = out.join(compute_step_diagnostics(samples))
+        numbers = _with_numbers(_step_numbers(samples, order, starts), known, given)
+        out = out.join(_diagnostics_frame(numbers, index))
         if "prompt_key" in samples:
-            out = out.join(compute_group_stats(samples, (codes, index)))
+            open_rows = ~np.r_[known, True][codes] if known.any() else None
+            out = out.join(compute_group_stats(samples, (codes, index), open_rows, given.get(_GROUPS)))
         if "mask_positions" in samples and (samples["mask_positions"] >= 0).any():
-            out = out.join(compute_masked_share(samples))
+            out = out.join(_masked_share(numbers, index))
     out.index.name = F.STEP
     return out
 
@@ -103,18 +108,41 @@ def compute_masked_share(samples: pd.DataFrame) -> pd.Series:
     untrained positions (positions - counted ones) ÷ all their positions; NaN for a step where no
     sample has one (or they have no position)."""
     codes, index = _step_codes(samples[F.STEP])
-    order, starts = step_starts(codes, len(index))
-    positions = samples["mask_positions"].to_numpy(dtype=float)[order]
-    has = positions >= 0
-    untrained = np.where(has, positions - samples["response_len"].to_numpy(dtype=float)[order], 0.0)
-    # sums of whole numbers (exact in any order); a NaN left out, as pandas' sum does
-    positions, untrained = (segment_sums(np.where(np.isnan(v), 0.0, v), starts)
-                            for v in (np.where(has, positions, 0.0), untrained))
+    return _masked_share(_step_numbers(samples, *step_starts(codes, len(index))), index)
+
+
+def _masked_share(numbers: dict, index: pd.Index) -> pd.Series:
+    positions, untrained = numbers["mask_positions"], numbers["mask_untrained"]
     with np.errstate(invalid="ignore", divide="ignore"):
         return pd.Series(np.where(positions > 0, untrained / positions, np.nan), index=index, name="masked_share")
 
 
-def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) -> pd.DataFrame:
+def _step_numbers(samples: pd.DataFrame, order: np.ndarray | slice, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """``derive.step_stats.step_numbers`` of the rows ``order`` takes (each step's from ``starts``)."""
+    rows = len(range(len(samples))[order]) if isinstance(order, slice) else len(order)
+    return step_numbers(lambda name: samples[name].to_numpy(dtype=float)[order], set(samples.columns), starts, rows)
+
+
+def _with_numbers(numbers: dict, known: np.ndarray, given: dict) -> dict:
+    """``numbers`` computed for the open steps, with the ``known`` steps' from their segments (``given``'s
+    ``_NUMBERS``: each number's codes and values); a known step whose segment had none: NaN (a sum: 0)."""
+    if not known.any():
+        return numbers
+    found = given.get(_NUMBERS, {})
+    for name, values in numbers.items():
+        values[known] = 0.0 if name.startswith("mask_") else np.nan
+        if name in found:
+            values[found[name][0]] = found[name][1]
+    return numbers
+
+
+def _diagnostics_frame(numbers: dict, index: pd.Index) -> pd.DataFrame:
+    return pd.DataFrame({name: numbers.get(name, np.full(len(index), np.nan)) for name in STEP_DIAGNOSTICS},
+                        index=index)
+
+
+def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None, open_rows: np.ndarray | None = None,
+                        given: tuple | None = None) -> pd.DataFrame:
     """Per step (index), the GRPO groups: samples of the step with the same prompt text (pads
     removed, ``prompt_key``) form a group; samples without a prompt are in none.
 
@@ -125,36 +153,27 @@ def compute_group_stats(samples: pd.DataFrame, step_codes: tuple | None = None) 
     - ``zero_std_share``: ``zero_std_groups`` over the groups of at least 2 samples (NaN with none).
 
     A sample without a reward (``has_reward`` false: its format logs none) is in no group.
-    ``step_codes``: ``_step_codes`` of the samples' steps, when the caller has them.
+    ``step_codes``: ``_step_codes`` of the samples' steps, when the caller has them. ``open_rows``: the rows
+    counted here (None: all); ``given``: each count's (codes, values) at the other steps, as their segments counted them
+    (``derive.step_stats.group_counts``). Each number is a count or a ratio of two: the same bits
+    whoever counts.
     """
     step_codes, steps = step_codes or _step_codes(samples[F.STEP])
     have = (samples["prompt_key"].notna() & rewarded(samples)).to_numpy() & (step_codes >= 0)
-    if not have.any():
-        return pd.DataFrame({"prompt_groups": 0, "group_size_mean": np.nan, "zero_std_groups": 0,
-                             "zero_std_share": np.nan}, index=steps)
-    # numpy on codes rather than pandas' groupby and nunique over (step, prompt): each number is a count
-    # or a ratio of two, so the same bits, without hashing the pairs and then the (pair, reward)s
+    if open_rows is not None:
+        have &= open_rows
+    # numpy on codes rather than pandas' groupby and nunique over (step, prompt), without hashing the pairs
+    # and then the (pair, reward)s
     have = slice(None) if have.all() else have  # (no copy of each column then)
-    step_codes = step_codes[have]
-    group = _group_codes(pd.factorize(samples["prompt_key"].to_numpy()[have])[0], step_codes, len(steps))
-    n_groups = int(group.max()) + 1
-    first = _first_rows(group, n_groups)
-    reward = samples[F.REWARD].to_numpy(dtype=float)[have]
-    ref = reward[first][group]
-    differs = ~((reward == ref) | (np.isnan(reward) & np.isnan(ref)))  # NaN equal to NaN, as nunique(dropna=False)
-    size = np.bincount(group, minlength=n_groups)
-    multi = size >= 2
-    step_of = step_codes[first]
-
-    def per_step(weights=None):
-        return np.bincount(step_of, weights=weights, minlength=len(steps))
-
-    prompt_groups, multi_groups = per_step(), per_step(multi)
-    zero_std = per_step(multi & (np.bincount(group, weights=differs, minlength=n_groups) == 0))
+    counts = group_counts(pd.factorize(samples["prompt_key"].to_numpy()[have])[0],
+                          samples[F.REWARD].to_numpy(dtype=float)[have], step_codes[have], len(steps))
+    for name, (codes, values) in (given or {}).items():
+        counts[name][codes] = values
+    prompt_groups, multi_groups, zero_std = (counts[c] for c in ("prompt_groups", "multi_groups", "zero_std_groups"))
     with np.errstate(invalid="ignore", divide="ignore"):
         return pd.DataFrame({
             "prompt_groups": prompt_groups.astype(int),
-            "group_size_mean": np.where(prompt_groups > 0, per_step(size) / prompt_groups, np.nan),
+            "group_size_mean": np.where(prompt_groups > 0, counts["group_samples"] / prompt_groups, np.nan),
             "zero_std_groups": zero_std.astype(int),
             "zero_std_share": np.where(multi_groups > 0, zero_std / multi_groups, np.nan),
         }, index=steps)
@@ -184,9 +203,13 @@ def _sparse_extras(samples: pd.DataFrame, codes: np.ndarray, known: np.ndarray,
     return out
 
 
+_NUMBERS, _GROUPS = "numbers", "groups"  # a segment's step numbers and group counts (``segment_step_stats``)
+
+
 def _given_stats(whole: tuple[dict, ...], index: pd.Index, samples: np.ndarray) -> tuple[np.ndarray, dict]:
     """(for each step of ``index``, whether one segment of ``whole`` holds all its ``samples`` (rows); for each
-    series, (codes, counts, means, stds) of the steps so held where it has a value)."""
+    series, (codes, counts, means, stds) of the steps so held where it has a value, and under ``_NUMBERS``
+    and ``_GROUPS`` each step number's and group count's (codes, values) of those steps)."""
     n = len(index)
     known, given = np.zeros(n, bool), {}
     ascending = index.to_numpy()
@@ -201,7 +224,13 @@ def _given_stats(whole: tuple[dict, ...], index: pd.Index, samples: np.ndarray) 
             keep = whole_here[where]
             given.setdefault(name, []).append((at[np.asarray(where)[keep]],
                                                *(np.asarray(x)[keep] for x in numbers)))
-    return known, {name: tuple(np.concatenate(x) for x in zip(*parts)) for name, parts in given.items()}
+        for key in (_NUMBERS, _GROUPS):
+            for name, values in part[key].items():
+                given.setdefault((key, name), []).append((at[whole_here], np.asarray(values, float)[whole_here]))
+    given = {name: tuple(np.concatenate(x) for x in zip(*parts)) for name, parts in given.items()}
+    for key in (_NUMBERS, _GROUPS):  # (KEY, name) -> (codes, values) as given[KEY][name]
+        given[key] = {name[1]: given.pop(name) for name in [n for n in given if isinstance(n, tuple) and n[0] == key]}
+    return known, given
 
 
 def _open_rows(codes: np.ndarray, known: np.ndarray) -> tuple[np.ndarray | slice, np.ndarray]:
@@ -259,25 +288,6 @@ def _step_codes(steps: pd.Series) -> tuple[np.ndarray, pd.Index]:
     return codes, pd.Index(uniques, name=F.STEP)
 
 
-def _first_rows(codes: np.ndarray, n: int) -> np.ndarray:
-    """For each code 0..n-1 (each present in ``codes``), the position of its first occurrence: the least
-    position of each code, by ``np.minimum.at`` (unbuffered, so every position counts; a fancy-index assignment
-    with repeated indices leaves which write wins unspecified). 2M codes: 0.03 s, as that assignment."""
-    first = np.full(n, len(codes), np.int64)
-    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
-    return first
-
-
-def _group_codes(key_codes: np.ndarray, step_codes: np.ndarray, n_steps: int) -> np.ndarray:
-    """A code per sample, the same for two samples exactly when their prompt (``key_codes``) and step
-    are: the prompt's own code when each prompt is met in one step only (a run's usual shape, checked),
-    else a code of the pair."""
-    first_step = step_codes[_first_rows(key_codes, int(key_codes.max()) + 1)]
-    if (first_step[key_codes] == step_codes).all():
-        return key_codes
-    return pd.factorize(key_codes * np.int64(n_steps) + step_codes)[0]
-
-
 def rewarded(samples: pd.DataFrame) -> pd.Series:
     """Whether each sample has a reward (NaN included); every sample of a frame without ``has_reward``."""
     return samples["has_reward"].astype(bool) if "has_reward" in samples else pd.Series(True, index=samples.index)
@@ -291,51 +301,11 @@ def compute_step_diagnostics(samples: pd.DataFrame) -> pd.DataFrame:
     - ``reward_len_corr``: Pearson correlation of reward and length over the step's samples;
       length is ``response_len`` (counted tokens) when any sample of the step has one, else
       ``response_chars`` (pads removed); samples without a length or with a non-finite reward
-      are left out; NaN with fewer than ``MIN_CORR_SAMPLES`` samples or a constant side;
+      are left out; NaN with fewer than ``step_stats.MIN_CORR_SAMPLES`` (3) samples or a constant side;
     - ``explained_variance``: 1 - Var(returns - values) / Var(returns) over the step's pooled
       positions (see ``metrics.compute_sample_aggregates``); NaN when Var(returns) = 0;
     - ``truncated_share``: of the step's samples whose ``truncated`` flag is known, the share that
       are truncated (no EOS among the counted positions, which fill the lists); NaN with none known.
     """
-    has = set(samples.columns).issuperset
-    steps = samples[F.STEP].to_numpy()
-    ordered = len(steps) < 2 or bool((steps[1:] >= steps[:-1]).all())  # a run's samples are, by step
-    order = slice(None) if ordered else np.argsort(steps, kind="stable")  # (no copy of each column then)
-    steps = steps[order]
-    starts = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]]) if len(steps) else np.zeros(0, np.int64)
-    bounds = list(zip(starts.tolist(), np.r_[starts[1:], len(steps)].tolist()))
-
-    def column(name):  # the column in step order, as float64: each step is then one slice
-        return samples[name].to_numpy(dtype=float)[order]
-
-    out = pd.DataFrame(np.nan, index=pd.Index(steps[starts]), columns=list(STEP_DIAGNOSTICS))
-    if has(("lr_pairs", "lr_negative")):
-        pairs, negative = segment_sums(column("lr_pairs"), starts), segment_sums(column("lr_negative"), starts)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out["neg_log_ratio_share"] = np.where(pairs != 0, negative / pairs, np.nan)
-    if has((F.REWARD, "response_len", "response_chars")):
-        reward, tokens, chars = column(F.REWARD), column("response_len"), column("response_chars")
-        tokens = np.where(tokens >= 0, tokens, np.nan)  # a new array: the column may be a view
-        out["reward_len_corr"] = [_reward_length_correlation(reward[a:b], tokens[a:b], chars[a:b])
-                                  for a, b in bounds]
-    if has(_EV_COLUMNS):
-        parts = [column(c) for c in _EV_COLUMNS]
-        out["explained_variance"] = [pool_explained_variance(*(p[a:b] for p in parts)) for a, b in bounds]
-    if has(("truncated",)):
-        out["truncated_share"] = mean_std(column("truncated"), starts)[1]  # (a mean of 0s and 1s, NaN left out)
-    return out
-
-
-_EV_COLUMNS = ("ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
-
-
-def _reward_length_correlation(reward: np.ndarray, tokens: np.ndarray, chars: np.ndarray) -> float:
-    """Pearson correlation of one step's rewards and lengths (tokens, NaN where unknown, when any
-    sample has them, else characters); see ``compute_step_diagnostics``."""
-    length = tokens if not np.isnan(tokens).all() else chars
-    keep = ~np.isnan(length) & np.isfinite(reward)
-    x, y = reward[keep], length[keep]
-    if len(x) < MIN_CORR_SAMPLES or np.ptp(x) == 0 or np.ptp(y) == 0:
-        return np.nan
-    x, y = x - x.mean(), y - y.mean()
-    return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+    codes, index = _step_codes(samples[F.STEP])
+    return _diagnostics_frame(_step_numbers(samples, *step_starts(codes, len(index))), index)

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..base import fields as F
+from .metrics import pool_explained_variance
 
 #: Per-step statistics: base name -> the per-sample column averaged (each extra field's column too, named
 #: by itself). ``response_len`` below 0 is unknown: left out, as NaN.
@@ -31,6 +32,17 @@ STEP_SERIES = {**{name: name for name in F.REWARD_FIELDS}, "kl": "kl_mean", "k2"
                "response_len": "response_len", "response_chars": "response_chars",
                "ref_response_chars": "ref_response_chars", "mismatch_kl": "mismatch_kl",
                "entropy": "entropy_mean", "repeat_4gram": "repeat_4gram"}
+
+MIN_CORR_SAMPLES = 3  # fewer samples than this: no reward-length correlation
+
+#: The per-sample columns of a step's explained variance (``metrics.pool_explained_variance``)
+EV_COLUMNS = ("ev_n", "ret_sum", "ret_m2", "res_sum", "res_m2")
+
+#: The per-step numbers that pool a step's samples (``step_numbers``), each with the columns it needs: the
+#: diagnostics, the GRPO groups' counts and the loss mask's sums
+STEP_NUMBERS = {"neg_log_ratio_share": ("lr_pairs", "lr_negative"),
+                "reward_len_corr": (F.REWARD, "response_len", "response_chars"),
+                "explained_variance": EV_COLUMNS, "truncated_share": ("truncated",)}
 
 #: A segment's schema metadata: its steps' statistics as its worker computed them (``segment_step_stats``)
 STATS_KEY = b"rl_board.step_stats"
@@ -52,10 +64,17 @@ def step_starts(codes: np.ndarray, n: int) -> tuple[np.ndarray | slice, np.ndarr
     return order, np.searchsorted(ordered, np.arange(n)).astype(np.int64)
 
 
+def _contiguous(values: np.ndarray) -> np.ndarray:
+    """float64 values laid out one after the other (a column of one value, broadcast with stride 0, copied):
+    numpy then sums each segment in one call of its pairwise loop, whatever array the segment came from."""
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
 def segment_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     """Each segment's sum by ``np.add.reduceat`` (NaN kept: a segment with one sums to NaN; 0 for an empty
     segment). ``values``: float64 in segment order; ``starts``: shape (n,), ascending; segment i runs to
     ``starts[i + 1]`` (the last to the end)."""
+    values = _contiguous(values)
     counts = np.diff(np.r_[starts, len(values)])
     out = np.zeros(len(starts))
     has = counts > 0
@@ -68,7 +87,7 @@ def mean_std(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.nda
     """(count, mean, population std) of each segment's non-NaN values, by the module's definition; NaN
     mean and std for a segment with no value. ``values``: float64 in segment order (a step's rows in row
     order); ``starts``: shape (n,), ascending, as ``segment_sums`` takes them."""
-    values = np.asarray(values, dtype=np.float64)
+    values = _contiguous(values)
     starts = np.asarray(starts, dtype=np.int64)
     mean, std = np.full(len(starts), np.nan), np.full(len(starts), np.nan)
     keep = ~np.isnan(values)
@@ -115,18 +134,55 @@ def segment_step_stats(table: pa.Table) -> bytes | None:
     series = {}
     columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(table.column_names)}}
     for name, column in columns.items():
-        kind = table.schema.field(column).type if column in table.column_names else pa.null()
-        if pa.types.is_null(kind):  # (no value here: the gathered rows' NaN)
-            continue
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
-                or pa.types.is_boolean(kind) and not table[column].null_count):
+        if column not in table.column_names or pa.types.is_null(table.schema.field(column).type):
+            continue  # (no value here: the gathered rows' NaN)
+        if not _is_number(table, column):
             return None
         counts, mean, std = mean_std(series_values(name, table[column].to_numpy())[order], starts)
         at = np.flatnonzero(counts)  # (an extra at few steps: as many numbers as its values, not as steps)
         if len(at):
             series[name] = [at.tolist(), counts[at].tolist(), mean[at].tolist(), std[at].tolist()]
+    present = {c for c in table.column_names if _is_number(table, c) and not pa.types.is_null(table.schema.field(c).type)}
+
+    def column(name):
+        return np.asarray(table[name].to_numpy(), dtype=np.float64)[order]
+
+    numbers = step_numbers(column, present, starts, len(steps))
+    groups = _segment_groups(table, order, steps, starts)
+    if groups is None:
+        return None
     return json.dumps({"rows": table.num_rows, "steps": steps[starts].tolist(),
-                       "samples": np.diff(np.r_[starts, len(steps)]).tolist(), "series": series}).encode()
+                       "samples": np.diff(np.r_[starts, len(steps)]).tolist(), "series": series,
+                       "numbers": {name: values.tolist() for name, values in numbers.items()},
+                       "groups": {name: values.tolist() for name, values in groups.items()}}).encode()
+
+
+def _is_number(table: pa.Table, column: str) -> bool:
+    """Whether ``column`` reads as float64 as the gathered rows have it (numbers; booleans without a null)."""
+    kind = table.schema.field(column).type
+    return (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)
+            or pa.types.is_boolean(kind) and not table[column].null_count)
+
+
+def _segment_groups(table: pa.Table, order: np.ndarray, steps: np.ndarray, starts: np.ndarray) -> dict | None:
+    """``group_counts`` of each step of the segment (``steps`` in step order, their ``starts``), the samples
+    with a prompt key and a reward as ``analysis.steps.compute_group_stats`` takes them; None where two
+    distinct keys are one float64 (the gathered rows hold the keys as float64 when any segment has a sample
+    without one: the parent then counts these steps itself)."""
+    if "prompt_key" not in table.column_names:
+        return group_counts(np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), len(starts))
+    keys = table["prompt_key"]
+    have = keys.is_valid().to_numpy(zero_copy_only=False)
+    if "has_reward" in table.column_names:
+        have &= np.asarray(table["has_reward"].to_numpy(), dtype=bool)
+    have = have[order]
+    keys = np.asarray(keys.fill_null(0).to_numpy(), dtype=np.int64)[order][have]
+    unique, key_codes = np.unique(keys, return_inverse=True)
+    if len(np.unique(unique.astype(np.float64))) != len(unique):
+        return None
+    step_codes = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(steps)]))[have]
+    reward = np.asarray(table[F.REWARD].to_numpy(), dtype=np.float64)[order][have]
+    return group_counts(key_codes.reshape(-1), reward, step_codes, len(starts))
 
 
 def read_step_stats(table: pa.Table) -> dict | None:
@@ -138,3 +194,92 @@ def read_step_stats(table: pa.Table) -> dict | None:
     stats = json.loads(raw)
     return stats if stats.get("rows") == table.num_rows else None
 
+
+
+def step_numbers(column, present: set, starts: np.ndarray, rows: int) -> dict[str, np.ndarray]:
+    """The numbers that pool each step's samples, shape (len(starts),), over the ``rows`` rows in step
+    order (``starts`` as ``mean_std`` takes them; an empty step gets NaN): ``column(name)`` gives a column's
+    values in that order as float64, ``present`` the columns there are. The diagnostics of
+    ``STEP_NUMBERS`` whose columns are present (``analysis.steps.compute_step_diagnostics`` says what each
+    means) and, with ``mask_positions`` and ``response_len``, ``mask_positions`` and ``mask_untrained``:
+    the sums of the positions and the untrained ones of the samples with a loss mask (whole numbers)."""
+    bounds = list(zip(starts.tolist(), np.r_[starts[1:], rows].tolist()))
+    out = {}
+    if {"lr_pairs", "lr_negative"} <= present:
+        pairs, negative = segment_sums(column("lr_pairs"), starts), segment_sums(column("lr_negative"), starts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out["neg_log_ratio_share"] = np.where(pairs != 0, negative / pairs, np.nan)
+    if {F.REWARD, "response_len", "response_chars"} <= present:
+        reward, tokens, chars = column(F.REWARD), column("response_len"), column("response_chars")
+        tokens = np.where(tokens >= 0, tokens, np.nan)  # a new array: the column may be a view
+        out["reward_len_corr"] = np.array([_reward_length_correlation(reward[a:b], tokens[a:b], chars[a:b])
+                                           if b > a else np.nan for a, b in bounds], dtype=np.float64)
+    if set(EV_COLUMNS) <= present:
+        parts = [column(c) for c in EV_COLUMNS]
+        out["explained_variance"] = np.array([pool_explained_variance(*(p[a:b] for p in parts)) if b > a else np.nan
+                                              for a, b in bounds], dtype=np.float64)
+    if "truncated" in present:
+        out["truncated_share"] = mean_std(column("truncated"), starts)[1]  # (a mean of 0s and 1s, NaN left out)
+    if {"mask_positions", "response_len"} <= present:
+        positions = column("mask_positions")
+        has = positions >= 0
+        untrained = np.where(has, positions - column("response_len"), 0.0)
+        # sums of whole numbers (exact in any order); a NaN left out, as pandas' sum does
+        out["mask_positions"], out["mask_untrained"] = (segment_sums(np.where(np.isnan(v), 0.0, v), starts)
+                                                        for v in (np.where(has, positions, 0.0), untrained))
+    return out
+
+
+def _reward_length_correlation(reward: np.ndarray, tokens: np.ndarray, chars: np.ndarray) -> float:
+    """Pearson correlation of one step's rewards and lengths (tokens, NaN where unknown, when any
+    sample has them, else characters); NaN with fewer than ``MIN_CORR_SAMPLES`` or a constant side."""
+    length = tokens if not np.isnan(tokens).all() else chars
+    keep = ~np.isnan(length) & np.isfinite(reward)
+    x, y = reward[keep], length[keep]
+    if len(x) < MIN_CORR_SAMPLES or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return np.nan
+    x, y = x - x.mean(), y - y.mean()
+    return float((x * y).sum() / np.sqrt((x * x).sum() * (y * y).sum()))
+
+
+def group_counts(key_codes: np.ndarray, reward: np.ndarray, step_codes: np.ndarray, steps: int) -> dict[str, np.ndarray]:
+    """The GRPO groups of each step 0..steps-1 as float64 counts (whole numbers), from the samples in a group
+    (``analysis.steps.compute_group_stats`` says which): ``key_codes`` their prompt's code (any code, the
+    same for the same prompt), ``reward`` float64, ``step_codes`` their step's code. ``prompt_groups``,
+    ``group_samples`` (samples in groups), ``zero_std_groups`` (groups of 2 or more whose rewards are all
+    equal, NaN equal to NaN) and ``multi_groups`` (groups of 2 or more)."""
+    if not len(key_codes):
+        return {name: np.zeros(steps) for name in ("prompt_groups", "group_samples", "zero_std_groups", "multi_groups")}
+    group = _group_codes(key_codes, step_codes, steps)
+    n_groups = int(group.max()) + 1
+    first = _first_rows(group, n_groups)
+    ref = reward[first][group]
+    differs = ~((reward == ref) | (np.isnan(reward) & np.isnan(ref)))  # NaN equal to NaN, as nunique(dropna=False)
+    size = np.bincount(group, minlength=n_groups)
+    multi = size >= 2
+    step_of = step_codes[first]
+
+    def per_step(weights=None):
+        return np.bincount(step_of, weights=weights, minlength=steps).astype(np.float64)
+
+    return {"prompt_groups": per_step(), "group_samples": per_step(size), "multi_groups": per_step(multi),
+            "zero_std_groups": per_step(multi & (np.bincount(group, weights=differs, minlength=n_groups) == 0))}
+
+
+def _first_rows(codes: np.ndarray, n: int) -> np.ndarray:
+    """For each code 0..n-1 (each present in ``codes``), the position of its first occurrence: the least
+    position of each code, by ``np.minimum.at`` (unbuffered, so every position counts; a fancy-index assignment
+    with repeated indices leaves which write wins unspecified). 2M codes: 0.03 s, as that assignment."""
+    first = np.full(n, len(codes), np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes), dtype=np.int64))
+    return first
+
+
+def _group_codes(key_codes: np.ndarray, step_codes: np.ndarray, n_steps: int) -> np.ndarray:
+    """A code per sample, the same for two samples exactly when their prompt (``key_codes``, 0..k-1) and step
+    are: the prompt's own code when each prompt is met in one step only (a run's usual shape, checked),
+    else a code of the pair."""
+    first_step = step_codes[_first_rows(key_codes, int(key_codes.max()) + 1)]
+    if (first_step[key_codes] == step_codes).all():
+        return key_codes
+    return np.unique(key_codes * np.int64(n_steps) + step_codes, return_inverse=True)[1].reshape(-1)
