@@ -90,23 +90,27 @@ def mean_std(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.nda
     values = _contiguous(values)
     starts = np.asarray(starts, dtype=np.int64)
     mean, std = np.full(len(starts), np.nan), np.full(len(starts), np.nan)
-    keep = ~np.isnan(values)
-    if keep.all():
-        kept, kept_starts = values, starts
-        counts = np.diff(np.r_[starts, len(values)])
+    missing = np.isnan(values)
+    rows = np.diff(np.r_[starts, len(values)])
+    if not missing.any():
+        kept, kept_starts, counts = values, starts, rows
+    elif missing.all():
+        return np.zeros(len(starts), np.int64), mean, std
     else:
-        rows = np.diff(np.r_[starts, len(values)])
-        counts = np.zeros(len(starts), np.int64)
+        counts = rows.copy()
         if rows.any():  # (reduceat counts a segment of no row as its next row: only those with rows)
-            counts[rows > 0] = np.add.reduceat(keep, starts[rows > 0], dtype=np.int64)
-        kept, kept_starts = values[keep], np.cumsum(counts) - counts
+            counts[rows > 0] -= np.add.reduceat(missing, starts[rows > 0], dtype=np.int64)
+        kept, kept_starts = values[~missing], np.cumsum(counts) - counts
+    del missing
     has = counts > 0
     if has.any():
         at, n = kept_starts[has], counts[has]
         means = np.add.reduceat(kept, at) / n
+        deviations = np.repeat(means, n)
         with np.errstate(invalid="ignore"):  # (inf - inf: NaN, the spread of a step with an inf)
-            deviations = kept - np.repeat(means, n)
-            std[has] = np.sqrt(np.add.reduceat(deviations * deviations, at) / n)
+            np.subtract(kept, deviations, out=deviations)
+            np.multiply(deviations, deviations, out=deviations)
+            std[has] = np.sqrt(np.add.reduceat(deviations, at) / n)
         mean[has] = means
     return counts, mean, std
 
