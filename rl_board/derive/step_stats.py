@@ -75,7 +75,7 @@ def segment_sums(values: np.ndarray, starts: np.ndarray) -> np.ndarray:
     segment). ``values``: float64 in segment order; ``starts``: shape (n,), ascending; segment i runs to
     ``starts[i + 1]`` (the last to the end)."""
     values = _contiguous(values)
-    counts = np.diff(np.r_[starts, len(values)])
+    counts = np.diff(np.append(starts, len(values)))
     out = np.zeros(len(starts))
     has = counts > 0
     if has.any():
@@ -91,7 +91,7 @@ def mean_std(values: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.nda
     starts = np.asarray(starts, dtype=np.int64)
     mean, std = np.full(len(starts), np.nan), np.full(len(starts), np.nan)
     missing = np.isnan(values)
-    rows = np.diff(np.r_[starts, len(values)])
+    rows = np.diff(np.append(starts, len(values)))
     if not missing.any():
         kept, kept_starts, counts = values, starts, rows
     elif missing.all():
@@ -131,34 +131,50 @@ def segment_step_stats(table: pa.Table) -> bytes | None:
     other segment these are the bits ``mean_std`` gives the parent over the whole run. (JSON keeps a float's
     bits: Python writes the shortest repr that reads back as the same double; NaN as ``NaN``.) None when a
     series' column is not numbers (the parent then computes every step of the segment)."""
-    steps = table[F.STEP].to_numpy()
-    order = np.lexsort((table[F.LINE].to_numpy(), steps))  # (stable: a line's samples keep their order)
-    steps = steps[order]
-    starts = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]]) if len(steps) else np.zeros(0, np.int64)
+    steps, lines = table[F.STEP].to_numpy(), table[F.LINE].to_numpy()
+    if len(steps) < 2 or _in_order(steps, lines):  # (a range's rows mostly are: nothing taken apart)
+        order: np.ndarray | slice = slice(None)
+    else:
+        order = np.lexsort((lines, steps))  # (stable: a line's samples keep their order)
+        steps = steps[order]
+    new = np.empty(len(steps), bool)
+    new[:1], new[1:] = True, steps[1:] != steps[:-1]
+    starts = np.flatnonzero(new)
+    names = set(table.column_names)
+    present = {c for c in names if not pa.types.is_null(table.schema.field(c).type)}
+
+    def column(name):
+        return np.asarray(table.column(name).to_numpy(), dtype=np.float64)[order]
+
     series = {}
     columns = {**STEP_SERIES, **{c: c for c in F.extra_columns(table.column_names)}}
-    for name, column in columns.items():
-        if column not in table.column_names or pa.types.is_null(table.schema.field(column).type):
+    for name, source in columns.items():
+        if source not in present:
             continue  # (no value here: the gathered rows' NaN)
-        if not _is_number(table, column):
+        if not _is_number(table, source):
             return None
-        counts, mean, std = mean_std(series_values(name, table[column].to_numpy())[order], starts)
+        counts, mean, std = mean_std(series_values(name, column(source)), starts)
         at = np.flatnonzero(counts)  # (an extra at few steps: as many numbers as its values, not as steps)
         if len(at):
             series[name] = [at.tolist(), counts[at].tolist(), mean[at].tolist(), std[at].tolist()]
-    present = {c for c in table.column_names if _is_number(table, c) and not pa.types.is_null(table.schema.field(c).type)}
-
-    def column(name):
-        return np.asarray(table[name].to_numpy(), dtype=np.float64)[order]
+    needed = {c for inputs in STEP_NUMBERS.values() for c in inputs} | {"mask_positions"}
+    if not all(_is_number(table, c) for c in needed & present):
+        return None
 
     numbers = step_numbers(column, present, starts, len(steps))
     groups = _segment_groups(table, order, steps, starts)
     if groups is None:
         return None
     return json.dumps({"rows": table.num_rows, "steps": steps[starts].tolist(),
-                       "samples": np.diff(np.r_[starts, len(steps)]).tolist(), "series": series,
+                       "samples": np.diff(np.append(starts, len(steps))).tolist(), "series": series,
                        "numbers": {name: values.tolist() for name, values in numbers.items()},
                        "groups": {name: values.tolist() for name, values in groups.items()}}).encode()
+
+
+def _in_order(steps: np.ndarray, lines: np.ndarray) -> bool:
+    """Whether rows are in (step, line) order already, ties allowed."""
+    up = steps[1:] > steps[:-1]
+    return bool((up | (steps[1:] == steps[:-1]) & (lines[1:] >= lines[:-1])).all())
 
 
 def _is_number(table: pa.Table, column: str) -> bool:
@@ -207,7 +223,7 @@ def step_numbers(column, present: set, starts: np.ndarray, rows: int) -> dict[st
     ``STEP_NUMBERS`` whose columns are present (``analysis.steps.compute_step_diagnostics`` says what each
     means) and, with ``mask_positions`` and ``response_len``, ``mask_positions`` and ``mask_untrained``:
     the sums of the positions and the untrained ones of the samples with a loss mask (whole numbers)."""
-    bounds = list(zip(starts.tolist(), np.r_[starts[1:], rows].tolist()))
+    bounds = list(zip(starts.tolist(), np.append(starts[1:], rows).tolist()))
     out = {}
     if {"lr_pairs", "lr_negative"} <= present:
         pairs, negative = segment_sums(column("lr_pairs"), starts), segment_sums(column("lr_negative"), starts)
