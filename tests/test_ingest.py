@@ -387,8 +387,9 @@ def _run_of_every_shape(run):
 def test_summary_and_step_table_are_the_same_bytes_at_1_2_and_4_workers(tmp_path, monkeypatch):
     """``summary --json`` prints the same bytes, and the step table holds the same bits, whether one process
     reads the run or 2 or 4 workers read it in ranges that cut some steps and hold others whole: the
-    workers' numbers for a step one range holds, the parent's for one cut across ranges or files, and the
-    parent's alone (no worker's numbers) for every step, the same bits."""
+    workers' numbers for a step one range holds, the parent's for one cut across ranges or files, the
+    parent's alone (no worker's numbers) for every step, and the run opened again from its cache, the same
+    bits."""
     from conftest import command
 
     from rl_board.analysis import steps as step_stats
@@ -416,10 +417,13 @@ def test_summary_and_step_table_are_the_same_bytes_at_1_2_and_4_workers(tmp_path
         alone = dense_steps(compute_step_stats(loaded._samples))
         pd.testing.assert_frame_equal(tables[count], alone, check_exact=True)
         assert tables[count].to_numpy(float).tobytes() == alone.to_numpy(float).tobytes()
+        again = dense_steps(RunSource(run, cache_root=tmp_path / f"pages{count}").refresh().steps)  # from the cache
+        assert again.to_numpy(float).tobytes() == alone.to_numpy(float).tobytes()
     workers.shutdown()
     # steps 0..5 each one file: whole in a segment at 1 and 2 workers (4: some cut in two); 6..10 over two files
-    assert known[0] == known[1] == [True] * 6 + [False] * 5 and known[-1][6:] == [False] * 5
-    assert known[-1][:6] != [True] * 6
+    # (each count: the command, the page, the parent alone, the page's re-open)
+    assert known[0] == known[1] == known[3] == [True] * 6 + [False] * 5 and not any(known[2])
+    assert known[-1][6:] == [False] * 5 and known[-1][:6] != [True] * 6
     # the workers read it in more ranges than files (the command and the page, at each count)
     assert [n for _, n in used] == [2, 2, 4, 4] and all(ranges_ > 8 for ranges_, _ in used)
     assert printed[2] == printed[1] and printed[4] == printed[1]
