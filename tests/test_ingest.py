@@ -1,6 +1,7 @@
 """Parsing in worker processes gives exactly what parsing in one process gives."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -365,14 +366,15 @@ def test_files_read_whole_are_dealt_to_workers(tmp_path, monkeypatch, how, shape
 def _run_of_every_shape(run):
     """Steps each in a file of its own (verl's ``{step}.jsonl``: whole in a range, or cut by a small one) and
     steps spread over two rank files out of step order (cut across files and ranges): GRPO groups with and
-    without equal rewards, per-token lists, an extra in every sample and one in a single step only."""
+    without equal rewards, per-token lists, an extra in every sample but some (NaN in one series, not in the
+    others), one in a single step only (sparse)."""
     rng = np.random.default_rng(52)
     for step in range(6):
         write_lines(run / f"{step}.jsonl", [
-            sample(step, float(rng.integers(0, 2)) if i % 16 >= 8 else 1.0, prompt=f"q{step}-{i // 8}",
-                   response=" ".join(["a", "b"] * int(rng.integers(1, 9))),
+            sample(step, float(rng.integers(0, 2)) if i % 16 >= 8 else 1.0,
+                   prompt=f"q{step}-{i // 8}", response=" ".join(["a", "b"] * int(rng.integers(1, 9))),
                    logprobs=rng.normal(-1, 0.5, 4).round(6).tolist(), ref_logprobs=rng.normal(-1, 0.5, 4).round(6).tolist(),
-                   acc=float(rng.random()), **({"rare": float(rng.random())} if step == 3 else {}))
+                   acc=float(rng.random()) if i % 5 else None, **({"rare": float(rng.random())} if step == 3 else {}))
             for i in range(48)])
     for rank in range(2):
         write_lines(run / f"rank{rank}.jsonl", [
@@ -384,19 +386,25 @@ def _run_of_every_shape(run):
 @pytest.mark.slow
 def test_summary_and_step_table_are_the_same_bytes_at_1_2_and_4_workers(tmp_path, monkeypatch):
     """``summary --json`` prints the same bytes, and the step table holds the same bits, whether one process
-    reads the run or 2 or 4 workers read it in ranges that cut some steps and hold others whole."""
+    reads the run or 2 or 4 workers read it in ranges that cut some steps and hold others whole: the
+    workers' numbers for a step one range holds, the parent's for one cut across ranges or files, the
+    parent's alone (no worker's numbers) for every step, and the run opened again from its cache, the same
+    bits."""
     from conftest import command
 
-    from rl_board.analysis.steps import dense_steps
+    from rl_board.analysis import steps as step_stats
+    from rl_board.analysis.steps import compute_step_stats, dense_steps
 
     run = tmp_path / "run"
     _run_of_every_shape(run)
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ranges, "RANGE_BYTES", 8000)  # 2 workers: most step files (11 KB) one range; 4: two
     monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 0)
-    used = []
+    used, known = [], []
     real = ingest._run_in_workers
     monkeypatch.setattr(ingest, "_run_in_workers", lambda *a: used.append((len(a[1]), a[4])) or real(*a))
+    given = step_stats._given_stats
+    monkeypatch.setattr(step_stats, "_given_stats", lambda *a: known.append(given(*a)[0].tolist()) or given(*a))
     printed, tables = {}, {}
     for count in (1, 2, 4):
         workers.shutdown()  # the pool of the count before
@@ -404,14 +412,27 @@ def test_summary_and_step_table_are_the_same_bytes_at_1_2_and_4_workers(tmp_path
         out = command("summary", str(run), "--json", env={"RL_BOARD_CACHE_DIR": str(tmp_path / f"cache{count}")})
         assert out.returncode == 0, out.stderr
         printed[count] = out.stdout
-        tables[count] = dense_steps(RunSource(run, cache_root=tmp_path / f"pages{count}").refresh().steps)
+        loaded = RunSource(run, cache_root=tmp_path / f"pages{count}").refresh()
+        tables[count] = dense_steps(loaded.steps)
+        alone = dense_steps(compute_step_stats(loaded._samples))
+        pd.testing.assert_frame_equal(tables[count], alone, check_exact=True)
+        assert tables[count].to_numpy(float).tobytes() == alone.to_numpy(float).tobytes()
+        again = dense_steps(RunSource(run, cache_root=tmp_path / f"pages{count}").refresh().steps)  # from the cache
+        assert again.to_numpy(float).tobytes() == alone.to_numpy(float).tobytes()
     workers.shutdown()
+    # steps 0..5 each one file: whole in a segment at 1 and 2 workers (4: some cut in two); 6..10 over two files
+    # (each count: the command, the page, the parent alone, the page's re-open)
+    assert known[0] == known[1] == known[3] == [True] * 6 + [False] * 5 and not any(known[2])
+    assert known[-1][6:] == [False] * 5 and known[-1][:6] != [True] * 6
     # the workers read it in more ranges than files (the command and the page, at each count)
     assert [n for _, n in used] == [2, 2, 4, 4] and all(ranges_ > 8 for ranges_, _ in used)
     assert printed[2] == printed[1] and printed[4] == printed[1]
     summary = json.loads(printed[1])
     assert [s["samples"] for s in summary["steps"]] == [48] * 6 + [60] * 5  # 300 rank lines over steps 6..10
     assert summary["steps"][3]["extras"].keys() == {"acc", "rare"} and "rare" not in summary["steps"][2]["extras"]
+    acc = [json.loads(line).get("acc") for line in (run / "4.jsonl").read_text().splitlines()]
+    acc = [a for a in acc if a is not None]
+    assert summary["steps"][4]["extras"]["acc"] == pytest.approx(math.fsum(acc) / len(acc), rel=1e-9, abs=1e-3)
     for count in (2, 4):
         pd.testing.assert_frame_equal(tables[count], tables[1], check_exact=True)
 

@@ -132,7 +132,8 @@ class Run:
         is first read."""
         from .steps import compute_step_stats
 
-        return cls(snapshot.path, snapshot.files, snapshot.samples, partial(compute_step_stats, snapshot.samples),
+        return cls(snapshot.path, snapshot.files, snapshot.samples,
+                   partial(compute_step_stats, snapshot.samples, snapshot.step_stats),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
                    snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
 

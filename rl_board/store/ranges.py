@@ -21,6 +21,7 @@ from ..base.defaults import max_errors
 from ..base.location import RunLocation, as_path, open_file
 from ..base.remote import LocationError, fault_line
 from ..derive.samples import derive
+from ..derive.step_stats import STATS_KEY, segment_step_stats
 from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
 from ..readers.jsonlines import NO_STEP
@@ -198,7 +199,7 @@ def _keep_blocks(result: RangeResult, tables: list, out_dir: str | None, options
     if tables:
         notes = merged_notes(tables)  # a concatenation keeps only the first table's
         table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
-        keep_rows(result, table, out_dir)
+        keep_rows(result, with_step_stats(table), out_dir)
 
 
 def open_in(location: RunLocation | None, path):
@@ -270,6 +271,15 @@ def note_rejected(result: RangeResult, errors: list, more: int = 0) -> bool:
     result.errors.extend(errors[:room])
     result.unlisted += max(0, len(errors) - room) + more
     return len(errors) <= room
+
+
+def with_step_stats(table: pa.Table) -> pa.Table:
+    """``table`` (one file's rows) with its steps' statistics in its metadata (``derive.step_stats``): the
+    parent takes them for each step no other segment holds a row of, rather than computing them again."""
+    stats = segment_step_stats(table) if table.num_rows else None
+    if stats is None:
+        return table
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), STATS_KEY: stats})
 
 
 def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:

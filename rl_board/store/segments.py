@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from ..base import fields as F
 from ..derive.samples import SCHEMA, TURN_COLUMNS, is_segment_schema
+from ..derive.step_stats import STATS_KEY
 from ..readers.extras import merged_notes
 from .cache import FileEntry, RunCache, Untrusted, enforce_limit, file_digest, segment_name
 
@@ -386,6 +387,8 @@ class SegmentStore:
              for _, first, t in ((n, f, with_one_value_columns(as_table(t))) for n, f, t in merged)),
             promote_options="default")
         table = merged_notes(as_table(t) for _, _, t in merged).attach(table)
+        metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != STATS_KEY}
+        table = table.replace_schema_metadata(metadata)  # (the first segment's step statistics: not the merged rows')
         name = ""
         if keep:
             name = write_segment(table, out_dir)

@@ -17,6 +17,7 @@ from ..base.compression import APPEND_NOTE, codec_of
 from ..base.defaults import MAX_ERRORS_ENV, max_errors
 from ..base.location import RunLocation
 from ..derive.samples import SCHEMA, TURN_COLUMNS
+from ..derive.step_stats import read_step_stats
 from ..derive.tokenizer import TOKENIZER_FAILED
 from ..readers import ReadOptions, describe_size
 from ..readers.extras import FieldNotes, first_met, merged_notes
@@ -68,6 +69,8 @@ class Snapshot:
     splits: tuple[str, ...] = ()
     location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
     max_per_step: int | None = None  # the samples kept of each step (the loader's), None: all
+    # each segment's step statistics as its worker computed them (``derive.step_stats.read_step_stats``)
+    step_stats: tuple[dict, ...] = field(repr=False, default=())
 
 
 def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
@@ -166,7 +169,17 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     stamp = cache.manifest_stamp() if cache is not None else None
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
-                    loader.location, loader.max_per_step)
+                    loader.location, loader.max_per_step, _step_stats(files, names, loader.max_per_step))
+
+
+def _step_stats(files: dict, names: list[str], max_per_step: int | None) -> tuple[dict, ...]:
+    """The step statistics the segments of ``names`` carry (a shared segment's parts, of several files,
+    none); none where a step's rows were cut to ``max_per_step`` after they were read."""
+    if max_per_step is not None:
+        return ()
+    found = (read_step_stats(table) for name in names for _, _, table in files[name].segments
+             if not isinstance(table, SharedSlice))
+    return tuple(stats for stats in found if stats is not None)
 
 
 def _parts(loader, names: list[str]) -> tuple[list[pa.Table], list[_Places], dict[tuple[int, int], pa.Table], bool]:
