@@ -628,7 +628,7 @@ def test_diff_never_computes_the_per_step_statistics_it_does_not_read(tmp_path, 
 
     calls = []
     compute = step_module.compute_step_stats
-    monkeypatch.setattr(step_module, "compute_step_stats", lambda samples: calls.append(1) or compute(samples))
+    monkeypatch.setattr(step_module, "compute_step_stats", lambda *args: calls.append(1) or compute(*args))
     a, b = _write_pair(tmp_path)
     assert main(["diff", str(a), str(b), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
