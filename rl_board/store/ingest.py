@@ -30,7 +30,6 @@ import pyarrow as pa
 from ..base.compression import codec_of
 from ..base.location import RunLocation, as_path, restore
 from ..base.remote import LocationError
-from ..derive.samples import derive
 from ..readers import FileError, ReadOptions, reader_for
 from . import batches, cluster, workers
 from .ranges import (
@@ -105,6 +104,8 @@ def ingest_whole(reader, path, stop: int, out_dir: str | None, options: ReadOpti
     collecting = gc.isenabled()
     gc.disable()  # a file's parsed objects are many and short-lived: no cycle to find, 10-15 % of a read in passes
     try:
+        from ..derive.samples import derive  # imported once a file is read, not before the first range
+
         rows, errors, count = reader.read_table(as_path(path), options)
         table = derive(rows, options)
     except FileError as exc:
@@ -228,6 +229,8 @@ def _warm() -> None:
     sets up lazily (pyarrow's pandas check, IPC, compute kernels) is done before a task arrives."""
     line = (b'{"step": 0, "reward": 0.0, "prompt": "p", "response": "a b", "response_tokens": ["a", "b"], '
             b'"logprobs": [-1.0, -1.0], "ref_logprobs": [-1.0, -2.0], "x": 1}\n')
+    from ..derive.samples import derive
+
     table = derive(reader_for("jsonl").parse_block(line * 2).table)
     with pa.ipc.new_file(pa.BufferOutputStream(), table.schema) as writer:
         writer.write_table(table)

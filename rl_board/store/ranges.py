@@ -20,10 +20,8 @@ from ..base.compression import TooLarge, open_path
 from ..base.defaults import max_errors
 from ..base.location import RunLocation, as_path, open_file
 from ..base.remote import LocationError, fault_line
-from ..derive.samples import derive
 from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
-from ..readers.jsonlines import NO_STEP
 from .fingerprints import _HASH_SPAN, head_tail_hashes
 from .segments import write_segment
 
@@ -180,6 +178,8 @@ def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: 
                 quota: dict[int, int] | None, max_per_step: int | None) -> None:
     """Parse one block of complete lines (``data``, at byte ``offset`` of its file) into ``tables``, derived,
     counting its lines, rejected lines and (with ``max_per_step``) skipped ones into ``result``."""
+    from ..derive.samples import derive  # not at the module's import: the parent plans ranges without it
+
     parsed = reader.parse_block(data, result.lines + 1, offset, options)
     result.lines += parsed.lines
     table = derive(parsed.table, options)
@@ -290,6 +290,8 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
     ``unlisted`` are left). A rejected line whose step (``error_steps``, None when unknown; for the
     line numbers ``unlisted``, ``unlisted_steps`` with ``NO_STEP``) was already full is left out
     unread, not reported. ``quota`` is updated in place."""
+    from ..readers.jsonlines import NO_STEP
+
     steps, lines = table[F.STEP].to_numpy(), table[F.LINE].to_numpy()
     listed = [step is not None and -NO_STEP > step > NO_STEP for step in error_steps]  # past int64: no row's
     full = _full_at(steps, lines, quota, max_per_step,
@@ -337,6 +339,8 @@ def _full_at(steps: np.ndarray, lines: np.ndarray, quota: dict[int, int], max_pe
     """For each rejected line (numbers ``at``, steps ``at_steps`` with ``NO_STEP`` for unknown), whether
     its step was full there: ``quota`` plus the rows (``steps``, ``lines``) of that step before it reach
     ``max_per_step`` (bool, vectorised: one sort, no Python per line)."""
+    from ..readers.jsonlines import NO_STEP
+
     known = at_steps != NO_STEP
     full = np.zeros(len(at), bool)
     if not known.any():

@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..base import fields as F
-from ..derive.samples import SCHEMA, TURN_COLUMNS, is_segment_schema
 from ..readers.extras import merged_notes
 from .cache import FileEntry, RunCache, Untrusted, enforce_limit, file_digest, segment_name
 
@@ -36,10 +35,17 @@ Segment = tuple[str, int, pa.Table]  # (file name in the cache or "", number of 
 
 #: schema metadata of a segment file: the columns of one value it leaves out, and how to make them again
 ONE_VALUE_KEY = b"rl_board.one_value"
-#: columns a segment always keeps whatever they hold: its texts and lists (read from the mapped file by
-#: ``analysis.segment_queries``) and where each row lies (read by ``compact``)
-_ALWAYS_KEPT = frozenset((*F.TEXT_FIELDS, "words", *TURN_COLUMNS, F.LINE, "offset", "length"))
 _TYPES = {"double": pa.float64(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_()}
+
+
+@functools.cache
+def _always_kept() -> frozenset[str]:
+    """The columns a segment always keeps whatever they hold: its texts and lists (read from the mapped
+    file by ``analysis.segment_queries``) and where each row lies (read by ``compact``). A function:
+    ``derive`` is imported when a segment is written, not before a command's first range."""
+    from ..derive.samples import TURN_COLUMNS
+
+    return frozenset((*F.TEXT_FIELDS, "words", *TURN_COLUMNS, F.LINE, "offset", "length"))
 
 
 def _one_value(column: pa.ChunkedArray) -> list | None:
@@ -67,9 +73,9 @@ def _without_one_value_columns(table: pa.Table) -> pa.Table:
     zero counts), a third of a verl dump's segment and most of a TRL one's, written for nothing."""
     if not table.num_rows:
         return table
-    made = {}
+    made, kept = {}, _always_kept()
     for field in table.schema:
-        if field.name not in _ALWAYS_KEPT:
+        if field.name not in kept:
             how = _one_value(table.column(field.name))
             if how is not None:
                 made[field.name] = [str(field.type), *how]
@@ -281,6 +287,8 @@ class SegmentStore:
     def _open_segments(self, entry: FileEntry, opened: dict, damaged: dict) -> list[Segment] | None:
         """The segments of ``entry``, each opened and checked once (``opened``); None when one of them
         can't be used (it is put in ``damaged`` with why)."""
+        from ..derive.samples import is_segment_schema
+
         segments = []
         for name, first_line, *span in entry.segments:
             if name in damaged:
@@ -365,6 +373,8 @@ class SegmentStore:
         if tail <= MAX_SMALL_SEGMENTS:
             return
         merged = segments[-tail:]
+        from ..derive.samples import SCHEMA
+
         first_line = merged[0][1]
         line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start
