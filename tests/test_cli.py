@@ -244,15 +244,17 @@ def test_the_parsing_workers_start_before_numpy_pyarrow_or_a_reader_is_imported(
     assert json.loads(proc.stdout.splitlines()[-1]) == [0, [[]]]
 
 
-#: what only a read's tail needs (the snapshot, pandas, derive, the line parser) or another format's reader
-TAIL_ONLY = ("pandas", "msgspec", "rl_board.store.snapshot", "rl_board.derive.samples", "rl_board.readers.jsonlines",
-             "rl_board.analysis.run")
+#: what only a read's tail needs (numpy, pyarrow, pandas, the snapshot, derive, the line parser) or another
+#: format's reader
+TAIL_ONLY = ("numpy", "pyarrow", "pandas", "msgspec", "rl_board.store.snapshot", "rl_board.derive.samples",
+             "rl_board.readers.jsonlines", "rl_board.analysis.run")
 
 
 @pytest.mark.slow
 def test_the_first_range_is_handed_out_before_the_tail_s_modules_are_imported(tmp_path):
     """When ``summary`` hands its first byte range of a JSON-lines run to a worker, this process has imported
-    neither the snapshot, pandas, ``derive`` nor the line parser, and no reader but ``jsonl`` (issue 52)."""
+    neither numpy, pyarrow, pandas, the snapshot, ``derive`` nor the line parser, and no reader but ``jsonl``
+    (issue 52): listing the run's files and planning its ranges need none of them."""
     code = (
         "import json, sys\n"
         "from rl_board.store import workers\n"

@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
@@ -61,6 +59,9 @@ def read_small_files(reader, tasks: list[tuple[Path, int, int]], out_dir: str | 
 
 def _read_batch(reader, batch: list[tuple[str, int, bytes]], out_dir, options, progress) -> list[RangeResult]:
     """One block of small files' complete lines (path, start, bytes): their results, sharing one segment."""
+    import numpy as np
+    import pyarrow as pa
+
     data = b"".join(chunk for _, _, chunk in batch)
     sizes = np.fromiter((len(chunk) for _, _, chunk in batch), np.int64, len(batch))
     lines = np.fromiter((chunk.count(b"\n") for _, _, chunk in batch), np.int64, len(batch))
