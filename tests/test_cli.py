@@ -251,14 +251,19 @@ TAIL_ONLY = ("numpy", "pyarrow", "pandas", "msgspec", "rl_board.store.snapshot",
 
 
 @pytest.mark.slow
-def test_the_first_range_is_handed_out_before_the_tail_s_modules_are_imported(tmp_path):
-    """When ``summary`` hands its first byte range of a JSON-lines run to a worker, this process has imported
-    neither numpy, pyarrow, pandas, the snapshot, ``derive`` nor the line parser, and no reader but ``jsonl``
-    (issue 52): listing the run's files and planning its ranges need none of them."""
+@pytest.mark.parametrize("workers_are", ["spawned", "forked"])
+def test_the_first_range_is_handed_out_before_the_tail_s_modules_are_imported(tmp_path, workers_are):
+    """When ``summary`` hands its first byte range of a JSON-lines run to a spawned worker (a long read), this
+    process has imported neither numpy, pyarrow, pandas, the snapshot, ``derive`` nor the line parser, and no
+    reader but ``jsonl`` (issue 52): listing the run's files and planning its ranges need none of them. Before
+    it forks workers (a short read) it imports the parser's modules, which the forked workers then share."""
     code = (
         "import json, sys\n"
         "from rl_board.store import workers\n"
         "workers.MIN_BYTES = 0  # the bundled run is small: read it through workers all the same\n"
+        + ("workers.EARLY_SPAWN_BYTES = 0  # and as a long read is: by spawned workers\n"
+           if workers_are == "spawned" else "")
+        +
         "seen, borrow = [], workers.borrow\n"
         f"tail = {TAIL_ONLY!r}\n"
         "def first(proc, start):\n"
@@ -274,4 +279,6 @@ def test_the_first_range_is_handed_out_before_the_tail_s_modules_are_imported(tm
     proc = subprocess.run([sys.executable, "-c", code, str(REPO / "rollout_samples" / "ppo_demo")],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert json.loads(proc.stdout.splitlines()[-1]) == [0, [["rl_board.readers.formats.jsonl"]]]
+    reading = ["numpy", "pyarrow", "rl_board.derive.samples", "rl_board.readers.jsonlines", "msgspec"]
+    expected = ["rl_board.readers.formats.jsonl"] + (reading if workers_are == "forked" else [])
+    assert json.loads(proc.stdout.splitlines()[-1]) == [0, [sorted(expected)]]
