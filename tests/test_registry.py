@@ -144,10 +144,12 @@ def test_detecting_a_verl_dump_imports_the_jsonl_reader_alone(tmp_path):
 
 def test_each_signature_declares_its_readers_name_suffix_and_patterns():
     """A built-in reader's signature holds the NAME, SUFFIX and GLOBS its module has (the module's own
-    patterns are what ``layout.holds`` globs, so a signature that drifted would skip a reader)."""
+    patterns, with their compressed variants, are what ``layout.holds`` globs: a signature that drifted would
+    skip a reader)."""
     import importlib
 
     for signature in BUILTIN:
         module = importlib.import_module(signature.module)
         assert (signature.name, signature.suffix) == (module.NAME, module.SUFFIX)
         assert (signature.globs or ("*" + module.SUFFIX,)) == layout.globs(module), signature.name
+        assert signature.patterns() == tuple(v for p in layout.globs(module) for v in layout.patterns(module, p))

@@ -81,6 +81,17 @@ def reader_for(name: str):
     raise KeyError(name)
 
 
+def claimants():
+    """(the patterns of its files, compressed ones included; a function giving the reader) for every reader
+    in detection order: a plugin's module at once, a built-in imported only when the function is called
+    (``store.discovery`` asks a reader only when one of its patterns could match a folder's entries)."""
+    for reader in plugins():
+        yield (tuple(v for p in layout.globs(reader) for v in layout.patterns(reader, p)),
+               functools.partial(lambda module: module, reader))
+    for signature in BUILTIN:
+        yield signature.patterns(), functools.partial(builtin, signature)
+
+
 def _listing(run_dir) -> Listing | None:
     """The entries of a local run folder (empty when it can't be listed), None for a URL's folder."""
     if not isinstance(run_dir, Path):

@@ -66,6 +66,10 @@ class Signature:
     globs: tuple[str, ...] = ()
     sniff: Callable[[Path, Listing], bool] | None = field(default=None, compare=False)
 
+    def patterns(self) -> tuple[str, ...]:
+        """Every pattern of the reader's files, compressed ones too where it reads text (``layout.patterns``)."""
+        return _patterns(self)
+
     def might_hold(self, run_dir: Path, listing: Listing | None) -> bool:
         """Whether ``run_dir`` (whose entries are ``listing``; None: not listed, a URL's folder) could
         hold a run of this reader: False only where the reader's own check would say no."""
@@ -79,16 +83,20 @@ class Signature:
 
 
 @functools.cache
+def _patterns(signature: Signature) -> tuple[str, ...]:
+    text = signature.suffix in TEXT_SUFFIXES
+    return tuple(variant for pattern in signature.globs or ("*" + signature.suffix,)
+                 for variant in (variants(pattern) if text else (pattern,)))
+
+
+@functools.cache
 def _first_parts(signature: Signature) -> tuple[re.Pattern | None, re.Pattern | None]:
     """(names a one-part pattern matches, folders a longer pattern starts in), each one regular expression
     (``fnmatch``'s, case-sensitive as a glob on POSIX), or None when the reader has no such pattern."""
-    patterns = signature.globs or ("*" + signature.suffix,)
-    text = signature.suffix in TEXT_SUFFIXES  # read compressed too (``layout.patterns``)
     names, folders = set(), set()
-    for pattern in patterns:
-        for variant in (variants(pattern) if text else (pattern,)):
-            first, _, rest = variant.partition("/")
-            (folders if rest else names).add(first)
+    for pattern in signature.patterns():
+        first, _, rest = pattern.partition("/")
+        (folders if rest else names).add(first)
 
     def compiled(parts: set[str]) -> re.Pattern | None:
         return re.compile("|".join(translate(p) for p in sorted(parts))) if parts else None
