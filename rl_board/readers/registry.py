@@ -27,6 +27,7 @@ from .signatures import BUILTIN, Listing, list_folder
 
 ENTRY_POINTS = "rl_board.readers"  # the entry point group a third party's reader registers in
 
+
 def builtin(signature):
     """The reader module of a built-in ``signature``, imported now if it was not yet."""
     return importlib.import_module(signature.module)
@@ -87,19 +88,20 @@ def claimants():
     (``store.discovery`` asks a reader only when one of its patterns could match a folder's entries)."""
     for reader in plugins():
         yield (tuple(v for p in layout.globs(reader) for v in layout.patterns(reader, p)),
-               functools.partial(lambda module: module, reader))
+               lambda reader=reader: reader)
     for signature in BUILTIN:
         yield signature.patterns(), functools.partial(builtin, signature)
 
 
 def _listing(run_dir) -> Listing | None:
-    """The entries of a local run folder (empty when it can't be listed), None for a URL's folder."""
+    """The entries of a local run folder; None for a URL's folder or one that can't be listed (every reader
+    is asked then: a folder that may not be listed may still let a reader open a file it names)."""
     if not isinstance(run_dir, Path):
         return None
     try:
         return list_folder(run_dir)
     except OSError:
-        return Listing((), (), frozenset())
+        return None
 
 
 def _candidates(run_dir, listing: Listing | None):
@@ -121,6 +123,8 @@ def detect(run_dir: Path):
     listing = _listing(run_dir)
     if listing is not None:
         suffixes = listing.suffixes
+    elif isinstance(run_dir, Path):  # a local folder that can't be listed
+        suffixes = set()
     else:  # a URL's folder: one listing through its filesystem
         try:
             suffixes = {p.suffix for p in run_dir.iterdir() if not p.name.startswith(".") and p.is_file()}
