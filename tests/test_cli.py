@@ -242,3 +242,43 @@ def test_the_parsing_workers_start_before_numpy_pyarrow_or_a_reader_is_imported(
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.splitlines()[-1]) == [0, [[]]]
+
+
+#: what only a read's tail needs (numpy, pyarrow, pandas, the snapshot, derive, the line parser) or another
+#: format's reader
+TAIL_ONLY = ("numpy", "pyarrow", "pandas", "msgspec", "rl_board.store.snapshot", "rl_board.derive.samples",
+             "rl_board.readers.jsonlines", "rl_board.analysis.run")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("workers_are", ["spawned", "forked"])
+def test_the_first_range_is_handed_out_before_the_tail_s_modules_are_imported(tmp_path, workers_are):
+    """When ``summary`` hands its first byte range of a JSON-lines run to a spawned worker (a long read), this
+    process has imported neither numpy, pyarrow, pandas, the snapshot, ``derive`` nor the line parser, and no
+    reader but ``jsonl`` (issue 52): listing the run's files and planning its ranges need none of them. Before
+    it forks workers (a short read) it imports the parser's modules, which the forked workers then share."""
+    code = (
+        "import json, sys\n"
+        "from rl_board.store import workers\n"
+        "workers.MIN_BYTES = 0  # the bundled run is small: read it through workers all the same\n"
+        + ("workers.EARLY_SPAWN_BYTES = 0  # and as a long read is: by spawned workers\n"
+           if workers_are == "spawned" else "")
+        +
+        "seen, borrow = [], workers.borrow\n"
+        f"tail = {TAIL_ONLY!r}\n"
+        "def first(proc, start):\n"
+        "    if not seen:\n"
+        "        seen.append(sorted(m for m in sys.modules if m in tail or m.startswith('rl_board.readers.formats.')))\n"
+        "    start(proc)\n"
+        "workers.borrow = lambda count, start, size: borrow(count, lambda proc: first(proc, start), size)\n"
+        "from rl_board.cli import main\n"
+        "status = main(['summary', sys.argv[1], '--json'])\n"
+        "print(json.dumps([status, seen]))\n"
+    )
+    env = {**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache"), "RL_BOARD_WORKERS": "2"}
+    proc = subprocess.run([sys.executable, "-c", code, str(REPO / "rollout_samples" / "ppo_demo")],
+                          capture_output=True, text=True, cwd=REPO, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reading = ["numpy", "pyarrow", "rl_board.derive.samples", "rl_board.readers.jsonlines", "msgspec"]
+    expected = ["rl_board.readers.formats.jsonl"] + (reading if workers_are == "forked" else [])
+    assert json.loads(proc.stdout.splitlines()[-1]) == [0, [sorted(expected)]]

@@ -5,8 +5,12 @@ reads a run once."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..store.loader import Progress, RunLoader, Snapshot
+from ..store.loader import Progress, RunLoader
+
+if TYPE_CHECKING:
+    from ..store.snapshot import Snapshot
 
 
 class RunSource(RunLoader):

@@ -23,12 +23,14 @@ import os
 import threading
 import time
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..base.access import RootError, check_allowed, is_url, usable_path
 from ..base.location import RunLocation, open_location
 from ..base.remote import remote_path
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TOKENIZER_FILE = "tokenizer.json"
 #: time one call into the library may take (seconds, plus so much per id decoded): a tokenizer past it is not
@@ -360,6 +362,8 @@ def _token_text(value) -> str | None:
 def decode_ids(tokenizer, ids: np.ndarray) -> tuple[list[str], np.ndarray]:
     """(the distinct ids of ``ids`` as token strings, each decoded once on its own; for each id its
     place in that list: int32, shape ids.shape). ``#ID`` without a tokenizer or for an unknown id."""
+    import numpy as np
+
     distinct, where = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
     return token_strings(tokenizer, distinct.tolist()), where.astype(np.int32).reshape(np.shape(ids))
 

@@ -28,12 +28,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from itertools import repeat
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from ..base import fields as F
 from ..base.defaults import MAX_EXTRA_FIELDS_ENV
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 MAX_NAME_CHARS = 256  # characters of a field name usable as a column as it is
 KEPT_NAME_CHARS = 64  # characters of an unusable name kept in its new name (before the hash)
@@ -79,6 +80,8 @@ def column_name(name: str) -> str:
 def first_met(table: pa.Table, rows: bool = False) -> list:
     """The extra-field columns of ``table`` in the order their first value is met (by row, then name);
     with ``rows``, (column, row of its first value) pairs."""
+    import pyarrow.compute as pc
+
     found = []
     for name in F.extra_columns(table.column_names):
         valid = pc.is_valid(table[name])

@@ -1,52 +1,43 @@
 """The registry: every reader, in the order a run folder is tried, and the one place that picks one.
 
-The built-in readers are imported here (each imports only ``base`` and the modules it shares code
-with, never this registry nor the package's ``__init__``); a third party's format registers without a
-fork through the entry point group ``rl_board.readers`` (``NAME = "module"`` in its package's
-``[project.entry-points."rl_board.readers"]``), as pytest's and datasette's plugins do. Those are
-asked first, in name order: a plugin should claim only its own folders (``GLOBS``, ``matches``). One
-that lacks part of the interface (``base.Reader``), fails to import or takes a built-in's name is
-left out with a warning that names it; the built-in readers work on.
+The built-in readers are named here by their signature (``signatures.BUILTIN``: name, module, the
+patterns of their files) and imported only when one is asked for by name (``reader_for``), when
+detection finds a folder that could be its run (``Signature.might_hold``), or when every reader is
+(``all_readers``, ``READERS``): a command reading a folder of JSON lines imports the ``jsonl`` reader
+alone. Each reader imports only ``base`` and the modules it shares code with, never this registry nor
+the package's ``__init__``. A third party's format registers without a fork through the entry point
+group ``rl_board.readers`` (``NAME = "module"`` in its package's ``[project.entry-points."rl_board.readers"]``),
+as pytest's and datasette's plugins do. Those are asked first, in name order: a plugin should claim
+only its own folders (``GLOBS``, ``matches``). One that lacks part of the interface (``base.Reader``),
+fails to import or takes a built-in's name is left out with a warning that names it; the built-in
+readers work on.
 """
 
 from __future__ import annotations
 
 import functools
-import os
+import importlib
 import warnings
 from pathlib import Path
 
 from ..base.location import as_path
 from . import layout
 from .base import reader_problems
-from .formats import (
-    areal,
-    art,
-    jsonl,
-    nemo_rl,
-    parquet,
-    prime_rl,
-    prime_rl_tokens,
-    rllm,
-    roll,
-    skyrl,
-    slime,
-    tensorboard_text,
-    tinker,
-    trackio,
-    verifiers_v0,
-    verl,
-    wandb_tables,
-)
+from .signatures import BUILTIN, Listing, list_folder
 
 ENTRY_POINTS = "rl_board.readers"  # the entry point group a third party's reader registers in
 
-#: Every built-in reader, in detection order: formats recognised by their layout or content first, then
-#: the flat folders of lines or tables; TensorBoard text last (event files beside a run's own lines are
-#: its scalars, not its samples). prime-rl's episodes come before its token exports: an output
-#: folder holding both opens as episodes, and its token_exports/ folder as the token export.
-READERS = (prime_rl, prime_rl_tokens, nemo_rl, art, rllm, skyrl, roll, areal, tinker, slime, wandb_tables,
-           verifiers_v0, trackio, verl, jsonl, parquet, tensorboard_text)
+
+def builtin(signature):
+    """The reader module of a built-in ``signature``, imported now if it was not yet."""
+    return importlib.import_module(signature.module)
+
+
+def __getattr__(name: str):
+    """``READERS``: every built-in reader module, in detection order (imports them all)."""
+    if name == "READERS":
+        return tuple(builtin(signature) for signature in BUILTIN)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.cache
@@ -55,7 +46,7 @@ def plugins() -> tuple:
     each checked against the interface (read once a process)."""
     from importlib.metadata import entry_points
 
-    taken, found = {reader.NAME for reader in READERS}, []
+    taken, found = {signature.name for signature in BUILTIN}, []
     for point in sorted(entry_points(group=ENTRY_POINTS), key=lambda p: p.name):
         try:
             reader = point.load()
@@ -76,34 +67,70 @@ def plugins() -> tuple:
 
 
 def all_readers() -> tuple:
-    """Every reader in detection order: the installed plugins', then the built-in ``READERS``."""
-    return plugins() + READERS
+    """Every reader in detection order: the installed plugins', then the built-in ones (all imported)."""
+    return plugins() + tuple(builtin(signature) for signature in BUILTIN)
 
 
 def reader_for(name: str):
-    """The reader module called ``name``."""
-    for reader in all_readers():
+    """The reader module called ``name`` (a built-in one is imported alone)."""
+    for reader in plugins():
         if reader.NAME == name:
             return reader
+    for signature in BUILTIN:
+        if signature.name == name:
+            return builtin(signature)
     raise KeyError(name)
+
+
+def claimants():
+    """(the patterns of its files, compressed ones included; a function giving the reader) for every reader
+    in detection order: a plugin's module at once, a built-in imported only when the function is called
+    (``store.discovery`` asks a reader only when one of its patterns could match a folder's entries)."""
+    for reader in plugins():
+        yield (tuple(v for p in layout.globs(reader) for v in layout.patterns(reader, p)),
+               lambda reader=reader: reader)
+    for signature in BUILTIN:
+        yield signature.patterns(), functools.partial(builtin, signature)
+
+
+def _listing(run_dir) -> Listing | None:
+    """The entries of a local run folder; None for a URL's folder or one that can't be listed (every reader
+    is asked then: a folder that may not be listed may still let a reader open a file it names)."""
+    if not isinstance(run_dir, Path):
+        return None
+    try:
+        return list_folder(run_dir)
+    except OSError:
+        return None
+
+
+def _candidates(run_dir, listing: Listing | None):
+    """The readers that could hold ``run_dir``, in detection order: every plugin, then each built-in
+    whose signature says it might (imported only then)."""
+    yield from plugins()
+    for signature in BUILTIN:
+        if signature.might_hold(run_dir, listing):
+            yield builtin(signature)
 
 
 def detect(run_dir: Path):
     """The reader for a run folder: the first of ``all_readers()`` whose files it holds (jsonl when none).
 
     A reader with a tree layout or its own check (``layout.GLOBS``, ``matches``) is asked with
-    ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix."""
+    ``layout.holds``; a flat one is picked when a file directly in the folder has its suffix. A built-in
+    reader is asked (and imported) only when its signature says the folder might be its run."""
     run_dir = as_path(run_dir)
-    try:
-        if isinstance(run_dir, Path):
-            with os.scandir(run_dir) as entries:  # a file's type comes with its entry: no stat per file
-                suffixes = {os.path.splitext(e.name)[1] for e in entries
-                            if not e.name.startswith(".") and e.is_file()}
-        else:  # a URL's folder: one listing through its filesystem
-            suffixes = {p.suffix for p in run_dir.iterdir() if not p.name.startswith(".") and p.is_file()}
-    except OSError:
+    listing = _listing(run_dir)
+    if listing is not None:
+        suffixes = listing.suffixes
+    elif isinstance(run_dir, Path):  # a local folder that can't be listed
         suffixes = set()
-    for reader in all_readers():
+    else:  # a URL's folder: one listing through its filesystem
+        try:
+            suffixes = {p.suffix for p in run_dir.iterdir() if not p.name.startswith(".") and p.is_file()}
+        except OSError:
+            suffixes = set()
+    for reader in _candidates(run_dir, listing):
         if hasattr(reader, "GLOBS") or hasattr(reader, "matches") or hasattr(reader, "other_kind"):
             if layout.holds(reader, run_dir):
                 return reader
@@ -114,5 +141,5 @@ def detect(run_dir: Path):
 
 def holds_run(folder: Path) -> bool:
     """Whether ``folder`` holds a run of any format."""
-    return any(layout.holds(reader, folder) for reader in all_readers())
-
+    folder = as_path(folder)
+    return any(layout.holds(reader, folder) for reader in _candidates(folder, _listing(folder)))

@@ -7,14 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
 from ..base.location import RunLocation
 from ..base.remote import LocationError, fault_line
-from ..derive.samples import derive
 from ..readers import ReadOptions
 from .cache import head_tail_hashes
 from .ranges import READ_CHUNK, RangeResult, ingest_range, note_rejected, open_in
@@ -62,11 +59,16 @@ def read_small_files(reader, tasks: list[tuple[Path, int, int]], out_dir: str | 
 
 def _read_batch(reader, batch: list[tuple[str, int, bytes]], out_dir, options, progress) -> list[RangeResult]:
     """One block of small files' complete lines (path, start, bytes): their results, sharing one segment."""
+    import numpy as np
+    import pyarrow as pa
+
     data = b"".join(chunk for _, _, chunk in batch)
     sizes = np.fromiter((len(chunk) for _, _, chunk in batch), np.int64, len(batch))
     lines = np.fromiter((chunk.count(b"\n") for _, _, chunk in batch), np.int64, len(batch))
     byte_base = np.r_[0, np.cumsum(sizes)[:-1]]
     line_base = np.r_[0, np.cumsum(lines)[:-1]]  # lines of the files before each one
+    from ..derive.samples import derive  # not at the module's import: the parent plans ranges without it
+
     parsed = reader.parse_block(data, 1, 0, options)
     table = derive(parsed.table, options).combine_chunks()
     offsets = table["offset"].to_numpy()

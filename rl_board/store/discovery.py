@@ -29,7 +29,8 @@ from pathlib import Path
 from ..base.access import RootError
 from ..base.compression import base_name, codec_of
 from ..base.location import RunLocation, open_location
-from ..readers import all_readers, describe_size, layout
+from ..readers import describe_size, layout
+from ..readers.registry import claimants
 from .cache import MANIFEST, default_cache_root
 from .tracking import EXPECTED_LAYOUT, ROOT_RUN, NoRunsError, list_run_files, list_splits, natural_key
 
@@ -197,11 +198,11 @@ def _claim(folder: Path, entries: list[Path]):
     there, without a glob."""
     files = [p.name for p in entries if not p.name.startswith(".") and _is_file(p)]
     folders = [p.name for p in entries if not p.name.startswith(".") and _is_dir(p)]
-    for reader in all_readers():
-        candidates = [variant for pattern in layout.globs(reader) for variant in layout.patterns(reader, pattern)]
+    for candidates, load in claimants():  # a built-in reader is imported only once its patterns could match
         if not any(any(fnmatchcase(name, first) for name in (files if rest == "" else folders))
                    for first, _, rest in (c.partition("/") for c in candidates)):
             continue
+        reader = load()
         try:
             if layout.holds(reader, folder):
                 return reader

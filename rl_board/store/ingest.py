@@ -25,12 +25,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-import pyarrow as pa
-
 from ..base.compression import codec_of
 from ..base.location import RunLocation, as_path, restore
 from ..base.remote import LocationError
-from ..derive.samples import derive
 from ..readers import FileError, ReadOptions, reader_for
 from . import batches, cluster, workers
 from .ranges import (
@@ -101,10 +98,14 @@ def ingest_whole(reader, path, stop: int, out_dir: str | None, options: ReadOpti
     """Read the file ``path`` (``stop`` bytes) whole with ``reader.read_table`` into one segment in
     ``out_dir`` (kept in memory when None); a file that can't be read is named in the result's error
     and costs only itself."""
+    import pyarrow as pa
+
     result = RangeResult(str(path), 0, stop)
     collecting = gc.isenabled()
     gc.disable()  # a file's parsed objects are many and short-lived: no cycle to find, 10-15 % of a read in passes
     try:
+        from ..derive.samples import derive  # imported once a file is read, not before the first range
+
         rows, errors, count = reader.read_table(as_path(path), options)
         table = derive(rows, options)
     except FileError as exc:
@@ -226,8 +227,12 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
 def _warm() -> None:
     """Read a two-line block and write its segment to memory, so what a first read imports and
     sets up lazily (pyarrow's pandas check, IPC, compute kernels) is done before a task arrives."""
+    import pyarrow as pa
+
     line = (b'{"step": 0, "reward": 0.0, "prompt": "p", "response": "a b", "response_tokens": ["a", "b"], '
             b'"logprobs": [-1.0, -1.0], "ref_logprobs": [-1.0, -2.0], "x": 1}\n')
+    from ..derive.samples import derive
+
     table = derive(reader_for("jsonl").parse_block(line * 2).table)
     with pa.ipc.new_file(pa.BufferOutputStream(), table.schema) as writer:
         writer.write_table(table)

@@ -19,8 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from ..base.access import RootError, is_url
 from ..base.defaults import AUTO, EOS_TOKEN, PAD_TOKEN, bounds_key, max_extra_fields
@@ -44,7 +43,6 @@ from ..readers import (
 from . import ingest
 from .cache import RunCache, cache_dir_for
 from .segments import SegmentStore, SharedSlice
-from .snapshot import NO_TOKENIZER, LoadReport, Snapshot, take_snapshot
 from .tracking import (
     EXPECTED_LAYOUT,
     ROOT_RUN,
@@ -56,11 +54,25 @@ from .tracking import (
     list_splits,
 )
 
-__all__ = ["EXPECTED_LAYOUT", "NO_TOKENIZER", "ROOT_RUN", "RootError", "LoadReport", "RunLoader", "Snapshot",
-           "SourceChanged", "TokenizerError", "list_runs", "list_run_files"]
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .snapshot import Snapshot
+
+__all__ = ["EXPECTED_LAYOUT", "ROOT_RUN", "RootError", "RunLoader", "SourceChanged", "TokenizerError", "list_runs", "list_run_files"]
 
 
 Progress = Callable[[int, int], None]
+
+
+def __getattr__(name: str):
+    """The snapshot's names this module hands on (``snapshot`` is imported once asked for: a command hands
+    out its first range before it)."""
+    if name in ("NO_TOKENIZER", "LoadReport", "Snapshot"):
+        from . import snapshot
+
+        return getattr(snapshot, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RunLoader:
@@ -393,4 +405,6 @@ class RunLoader:
         return self._whole_run_notes
 
     def _snapshot(self, names: list[str], ignored: list[str], unreadable: dict[str, str], notes: list[str] = ()):
+        from .snapshot import take_snapshot
+
         return self._build(take_snapshot(self, names, ignored, unreadable, notes))

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
 import xxhash
 
 from ..base import fields as F
@@ -20,13 +19,14 @@ from ..base.compression import TooLarge, open_path
 from ..base.defaults import max_errors
 from ..base.location import RunLocation, as_path, open_file
 from ..base.remote import LocationError, fault_line
-from ..derive.samples import derive
-from ..derive.step_stats import STATS_KEY, segment_step_stats
 from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
-from ..readers.jsonlines import NO_STEP
 from .fingerprints import _HASH_SPAN, head_tail_hashes
 from .segments import write_segment
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
 
@@ -181,6 +181,8 @@ def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: 
                 quota: dict[int, int] | None, max_per_step: int | None) -> None:
     """Parse one block of complete lines (``data``, at byte ``offset`` of its file) into ``tables``, derived,
     counting its lines, rejected lines and (with ``max_per_step``) skipped ones into ``result``."""
+    from ..derive.samples import derive  # not at the module's import: the parent plans ranges without it
+
     parsed = reader.parse_block(data, result.lines + 1, offset, options)
     result.lines += parsed.lines
     table = derive(parsed.table, options)
@@ -196,6 +198,8 @@ def _take_block(reader, data: bytes, offset: int, options: ReadOptions, result: 
 
 def _keep_blocks(result: RangeResult, tables: list, out_dir: str | None, options: ReadOptions) -> None:
     """The blocks' rows as one segment of ``result`` (their field notes merged, the extras capped)."""
+    import pyarrow as pa
+
     if tables:
         notes = merged_notes(tables)  # a concatenation keeps only the first table's
         table, _ = cap(notes.attach(pa.concat_tables(tables, promote_options="default")), options.max_extras)
@@ -276,6 +280,8 @@ def note_rejected(result: RangeResult, errors: list, more: int = 0) -> bool:
 def with_step_stats(table: pa.Table) -> pa.Table:
     """``table`` (one file's rows) with its steps' statistics in its metadata (``derive.step_stats``): the
     parent takes them for each step no other segment holds a row of, rather than computing them again."""
+    from ..derive.step_stats import STATS_KEY, segment_step_stats  # (numpy: not at the parent's start)
+
     stats = segment_step_stats(table) if table.num_rows else None
     if stats is None:
         return table
@@ -300,6 +306,11 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
     ``unlisted`` are left). A rejected line whose step (``error_steps``, None when unknown; for the
     line numbers ``unlisted``, ``unlisted_steps`` with ``NO_STEP``) was already full is left out
     unread, not reported. ``quota`` is updated in place."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ..readers.jsonlines import NO_STEP
+
     steps, lines = table[F.STEP].to_numpy(), table[F.LINE].to_numpy()
     listed = [step is not None and -NO_STEP > step > NO_STEP for step in error_steps]  # past int64: no row's
     full = _full_at(steps, lines, quota, max_per_step,
@@ -326,6 +337,8 @@ def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, err
 def _step_ranks(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(the distinct steps, ascending; their rows; each row's step among them; each row's place among its
     step's rows, in row order), from one stable sort of ``steps``."""
+    import numpy as np
+
     # speed: 1.6 x pandas' groupby().cumcount() on a block's steps in file order (benchmarks/bench_kernels.py),
     # and no pandas in a worker; reference test: tests/test_ranges.py::test_step_ranks_are_cumcount
     order = np.argsort(steps, kind="stable")
@@ -347,6 +360,10 @@ def _full_at(steps: np.ndarray, lines: np.ndarray, quota: dict[int, int], max_pe
     """For each rejected line (numbers ``at``, steps ``at_steps`` with ``NO_STEP`` for unknown), whether
     its step was full there: ``quota`` plus the rows (``steps``, ``lines``) of that step before it reach
     ``max_per_step`` (bool, vectorised: one sort, no Python per line)."""
+    import numpy as np
+
+    from ..readers.jsonlines import NO_STEP
+
     known = at_steps != NO_STEP
     full = np.zeros(len(at), bool)
     if not known.any():

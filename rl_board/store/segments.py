@@ -18,35 +18,43 @@ import shutil
 import tempfile
 import weakref
 from pathlib import Path
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from ..base import fields as F
-from ..derive.samples import SCHEMA, TURN_COLUMNS, is_segment_schema
-from ..derive.step_stats import STATS_KEY
 from ..readers.extras import merged_notes
 from .cache import FileEntry, RunCache, Untrusted, enforce_limit, file_digest, segment_name
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 SMALL_SEGMENT_BYTES = 4 << 20  # a segment covering fewer log bytes came from a live refresh, not a cold read
 MAX_SMALL_SEGMENTS = 8  # past this many small segments at a file's end, they are merged
 
-Segment = tuple[str, int, pa.Table]  # (file name in the cache or "", number of its first line, rows)
+Segment = tuple[str, int, "pa.Table"]  # (file name in the cache or "", number of its first line, rows)
 
 
 #: schema metadata of a segment file: the columns of one value it leaves out, and how to make them again
 ONE_VALUE_KEY = b"rl_board.one_value"
-#: columns a segment always keeps whatever they hold: its texts and lists (read from the mapped file by
-#: ``analysis.segment_queries``) and where each row lies (read by ``compact``)
-_ALWAYS_KEPT = frozenset((*F.TEXT_FIELDS, "words", *TURN_COLUMNS, F.LINE, "offset", "length"))
-_TYPES = {"double": pa.float64(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_()}
+_TYPES = ("double", "int64", "int32", "bool")  # the types of a column of one value left out of a segment
+
+
+@functools.cache
+def _always_kept() -> frozenset[str]:
+    """The columns a segment always keeps whatever they hold: its texts and lists (read from the mapped
+    file by ``analysis.segment_queries``) and where each row lies (read by ``compact``). A function:
+    ``derive`` is imported when a segment is written, not before a command's first range."""
+    from ..derive.samples import TURN_COLUMNS
+
+    return frozenset((*F.TEXT_FIELDS, "words", *TURN_COLUMNS, F.LINE, "offset", "length"))
 
 
 def _one_value(column: pa.ChunkedArray) -> list | None:
     """How a column holding one value is made again (``["null"]``: every row null; ``["bits", b]``: a
     float64 whose every row has the bits ``b``, so NaN and -0.0 come back as they were; ``["value", v]``),
     or None for a column of several values or a type not in ``_TYPES``."""
+    import numpy as np
+    import pyarrow as pa
+
     if str(column.type) not in _TYPES or not len(column):
         return None
     if column.null_count == len(column):
@@ -68,9 +76,9 @@ def _without_one_value_columns(table: pa.Table) -> pa.Table:
     zero counts), a third of a verl dump's segment and most of a TRL one's, written for nothing."""
     if not table.num_rows:
         return table
-    made = {}
+    made, kept = {}, _always_kept()
     for field in table.schema:
-        if field.name not in _ALWAYS_KEPT:
+        if field.name not in kept:
             how = _one_value(table.column(field.name))
             if how is not None:
                 made[field.name] = [str(field.type), *how]
@@ -86,6 +94,8 @@ def with_one_value_columns(table: pa.Table) -> pa.Table:
     itself for a segment that left none out). Each made column is a slice of one array shared by every
     segment that left the same value out (``_one_value_array``): the run's snapshot, which holds every
     segment's numbers at once, holds one copy of each such value, not one a segment."""
+    import pyarrow as pa
+
     raw = (table.schema.metadata or {}).get(ONE_VALUE_KEY)
     if raw is None:
         return table
@@ -147,8 +157,11 @@ def _one_value_array(how: tuple, rows: int) -> pa.Array:
 
 def _made(how: tuple, size: int) -> pa.Array:
     """An array of ``size`` rows of the one value ``how`` names."""
+    import numpy as np
+    import pyarrow as pa
+
     type_name, kind, *value = how
-    type_ = _TYPES[type_name]
+    type_ = pa.type_for_alias(type_name)
     if kind == "null":
         return pa.nulls(size, type_)
     if kind == "bits":
@@ -158,11 +171,13 @@ def _made(how: tuple, size: int) -> pa.Array:
 
 def full_schema(schema: pa.Schema) -> pa.Schema:
     """The schema of a segment's rows with the columns of one value it left out (``with_one_value_columns``)."""
+    import pyarrow as pa
+
     raw = (schema.metadata or {}).get(ONE_VALUE_KEY)
     if raw is None:
         return schema
     order, made = _spec(raw)
-    return pa.schema([pa.field(name, _TYPES[made[name][0]]) if name in made else schema.field(name)
+    return pa.schema([pa.field(name, pa.type_for_alias(made[name][0])) if name in made else schema.field(name)
                       for name in order])
 
 
@@ -170,6 +185,8 @@ def write_segment(table: pa.Table, out_dir: str) -> str:
     """Write ``table`` as a new segment file in ``out_dir`` (its columns of one value left out, see
     ``with_one_value_columns``); returns its name, which carries the xxh3-128 digest of its bytes
     (``cache.segment_name``): what the cache checks it against when it is opened again."""
+    import pyarrow as pa
+
     table = _without_one_value_columns(table.unify_dictionaries())  # an IPC file holds one dictionary per
     # column for all its chunks
     fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
@@ -189,6 +206,14 @@ def _source_bytes(table: pa.Table) -> int:
     """How many bytes of its log file a segment's rows span."""
     offsets, lengths = table["offset"], table["length"]
     return offsets[-1].as_py() + lengths[-1].as_py() - offsets[0].as_py() if table.num_rows else 0
+
+
+def _arrow_error() -> type:
+    """pyarrow's base error, imported only when an error is matched against it (a cold read's look at an
+    empty cache comes before a command's first range, which needs no pyarrow)."""
+    import pyarrow as pa
+
+    return pa.ArrowException
 
 
 class SharedSlice:
@@ -274,7 +299,7 @@ class SegmentStore:
                     damaged[next(n for n, *_ in entry.segments if n in damaged)][1].append(file_name)
                     continue
                 found[file_name] = (entry, segments)
-        except (OSError, ValueError, TypeError, pa.ArrowException) as exc:
+        except (OSError, ValueError, TypeError, _arrow_error()) as exc:
             self.notes.append(f"The cache was unreadable ({exc}); parsed the run again.")
             self.cache.clear()
             return {}
@@ -296,6 +321,10 @@ class SegmentStore:
     def _open_segments(self, entry: FileEntry, opened: dict, damaged: dict) -> list[Segment] | None:
         """The segments of ``entry``, each opened and checked once (``opened``); None when one of them
         can't be used (it is put in ``damaged`` with why)."""
+        import pyarrow as pa
+
+        from ..derive.samples import is_segment_schema
+
         segments = []
         for name, first_line, *span in entry.segments:
             if name in damaged:
@@ -362,6 +391,8 @@ class SegmentStore:
     def open(self, name: str, out_dir: str, keep: bool) -> tuple[str, pa.Table]:
         """(its name in the cache or "", its rows) of the segment ``name`` just written to
         ``out_dir``: mapped from the cache, or read into memory (and its scratch file removed)."""
+        import pyarrow as pa
+
         if keep:
             return name, self.cache.open_segment(name)
         segment = os.path.join(out_dir, name)
@@ -372,6 +403,9 @@ class SegmentStore:
 
     def compact(self, segments: list[Segment], out_dir: str | None, keep: bool) -> None:
         """Merge the small segments at the end of a file's list (each live refresh adds one) into one."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         if len(segments) <= MAX_SMALL_SEGMENTS:  # too few to merge (and no slice made for each of 100,000 files)
             return
         tail = 0
@@ -380,6 +414,9 @@ class SegmentStore:
         if tail <= MAX_SMALL_SEGMENTS:
             return
         merged = segments[-tail:]
+        from ..derive.samples import SCHEMA
+        from ..derive.step_stats import STATS_KEY
+
         first_line = merged[0][1]
         line = SCHEMA.get_field_index(F.LINE)
         table = pa.concat_tables(  # make every segment's line numbers count from the first one's start

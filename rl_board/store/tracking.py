@@ -17,8 +17,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from ..base.access import RootError
 from ..base.compression import base_name, codec_of, variants
@@ -27,6 +26,9 @@ from ..base.location import RunLocation, as_path, open_file, open_location, spec
 from ..readers import holds_run, layout
 from .cache import SETTLED_NS, FileEntry
 from .segments import SharedSlice
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 ROOT_RUN = "."  # the run name of files lying directly in the root
 EXPECTED_LAYOUT = (

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import math
 import os
 import signal
@@ -47,6 +48,10 @@ WORKER_ENVIRONMENT = {"ARROW_DEFAULT_MEMORY_POOL": "system", "MALLOC_MMAP_THRESH
 # the module whose ``serve(idle_seconds)`` a worker runs, named rather than imported (it imports this
 # one): a spawned worker runs it as ``__main__ --serve``, a forked one finds it already imported
 ENTRY = "rl_board.store.ingest"
+#: what a worker's task loop parses with, which the entry imports only when a task needs it (a command hands
+#: out its first range without them): a process imports them before it forks workers, so each starts with
+#: them as before, instead of every forked worker importing them again (a spawned one imports them itself)
+READING_MODULES = ("pyarrow", "rl_board.readers.jsonlines", "rl_board.derive.samples")
 
 _lock = threading.Lock()
 _pool: list = []  # subprocess.Popen (spawned) or Forked workers
@@ -268,6 +273,9 @@ def _top_up(wanted: int, ready: Callable | None = None, size: int | None = None)
     hand it a range before the next is forked (16 forks of a large process take a good part of a second).
     New ones are forked only for a short read with few workers (``size`` bytes, ``short_read``)."""
     forks = forkable() and (size is None or short_read(size, wanted))
+    if forks and len(_pool) < wanted:
+        for module in READING_MODULES:
+            importlib.import_module(module)
     for proc in [p for p in _pool if p.poll() is not None]:
         _pool.remove(proc)
         stop(proc)

@@ -12,6 +12,7 @@ that feeds no canonical field.
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path, PurePosixPath
 
@@ -21,10 +22,6 @@ from ...base.compression import open_path
 from ...base.defaults import max_line_bytes
 from ...base.location import as_path
 from ..base import SourceChanged
-from ..jsonlines import ParsedBlock, parse_block  # noqa: F401 (the reader's interface)
-from ..jsonlines.shape import ALIASES  # noqa: F401
-from ..jsonlines.slow import parse_line
-from ..placeholders import VLM_NOTE, vision_model
 
 NAME = "jsonl"
 SUFFIX = ".jsonl"
@@ -33,6 +30,19 @@ _SNIFF_BYTES = 1 << 16  # bytes of a file's start read to tell a trainer's metri
 APPENDABLE = True  # a file that grew is read from where the last read stopped
 _VERL_FILE = re.compile(r"^\d+\.jsonl$")
 _VERL_KEYS = frozenset({"input", "output", "gts", "score", "step"})  # what verl's _dump_generations writes
+#: the reader's interface the line parser (``jsonlines``: numpy, pyarrow, msgspec) gives, imported on first
+#: use: detecting a run and listing its files need none of it, so a command hands out its first range first
+_PARSER = {"ParsedBlock": "..jsonlines", "parse_block": "..jsonlines", "ALIASES": "..jsonlines.shape",
+           "parse_line": "..jsonlines.slow"}
+
+
+def __getattr__(name: str):
+    """``parse_block``, ``ParsedBlock``, ``ALIASES`` and ``parse_line`` (``_PARSER``), imported when first asked for."""
+    if name not in _PARSER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_PARSER[name], __package__), name)
+    globals()[name] = value  # asked again: found without this function
+    return value
 
 
 def first_line(fh) -> bytes:
@@ -46,12 +56,16 @@ def first_line(fh) -> bytes:
 
 def is_whole_record(raw: bytes) -> bool:
     """Whether ``raw`` (bytes after a file's last newline) is one whole line: a JSON object."""
+    from ..jsonlines.slow import parse_line
+
     return isinstance(parse_line(raw), dict)
 
 
 def record(fh, name: str, offset: int, length: int, line: int) -> dict:
     """The line of one sample as a dict, read again from ``fh`` (its file, open for reading, called
     ``name``); ``SourceChanged`` when it is no longer there."""
+    from ..jsonlines.slow import parse_line
+
     fh.seek(offset)
     raw = fh.read(length + 1)
     obj = parse_line(raw[:length]) if raw[length:] in (b"\n", b"") else "moved"  # b"": a last line, unterminated
@@ -97,6 +111,9 @@ def run_notes(run_dir, names: list[str]) -> list[str]:
     """Notes on the whole run: a folder of verl's dumps (``{step}.jsonl`` whose first line has verl's keys)
     whose model reads images (``placeholders.vision_model``) gets ``placeholders.VLM_NOTE``: verl saves no
     images, and its decode drops the placeholders with them. Reads the first such file's first line only."""
+    from ..jsonlines.slow import parse_line
+    from ..placeholders import VLM_NOTE, vision_model
+
     first = next((name for name in names if _VERL_FILE.match(PurePosixPath(name).name)), None)
     if first is None:
         return []

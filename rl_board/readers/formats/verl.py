@@ -56,6 +56,7 @@ from ..lines import opened_path, read_rows
 from ..notes import with_notes
 from ..placeholders import IMAGE_PLACEHOLDERS, VLM_NOTE, as_image_marks, has_markers, vision_model, vision_runs
 from ..record_rows import canonical_row
+from ..signatures import VERL_MARKERS, VERL_SNIFF_BYTES, VERL_STEP_FILE
 from . import jsonl
 
 NAME = "verl"
@@ -73,10 +74,7 @@ UNSPLIT = "turns_unsplit"
 KEPT_NOTE = ("this trainer does not save images: the texts keep their image placeholders (vision runs), "
              "counted per sample in image_placeholders, but not the pixels")
 _VALIDATION = re.compile(r"val|eval|test", re.I)
-_STEP_FILE = re.compile(r"^\d+\.jsonl$")
-_SNIFF_BYTES = 1 << 16
-_MARKERS = (b"<tool_call>", b"<tool_response>", b"<information>", b"<|im_start|>", b"<|im_end|>",
-            b"<|start_header_id|>", b"<|eot_id|>")
+_STEP_FILE, _SNIFF_BYTES, _MARKERS = VERL_STEP_FILE, VERL_SNIFF_BYTES, VERL_MARKERS  # what detection reads
 
 
 def split_of(name: str) -> str | None:
