@@ -51,6 +51,8 @@ _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtim
 
 
 _SEGMENT_NAME = re.compile(r"seg-([0-9a-f]{32})\.arrow")
+#: a segment's words kept beside it (``words``): the segment's digest, then that of the file's own bytes
+_WORDS_NAME = re.compile(r"words-([0-9a-f]{32})-([0-9a-f]{32})\.arrow")
 
 
 class SegmentDamaged(ValueError):
@@ -79,6 +81,19 @@ def file_digest(path: str | Path) -> str:
             return xxhash.xxh3_128_hexdigest(b"")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             return xxhash.xxh3_128_hexdigest(mapped)
+
+
+def words_name(segment: str, digest: str) -> str:
+    """The name of the words file (``words``) of the segment named ``segment``, whose own bytes have the
+    xxh3-128 ``digest``: both checks in the name."""
+    return f"words-{digest_of(segment)}-{digest}.arrow"
+
+
+def words_digests(name: str) -> tuple[str, str] | None:
+    """(the digest of its segment, the digest of its own bytes) that a words file's name carries
+    (``words_name``), None for a name that is not one."""
+    match = _WORDS_NAME.fullmatch(name)
+    return (match[1], match[2]) if match else None
 
 
 CACHE_ENV = "RL_BOARD_CACHE_DIR"  # a folder, or a URL: a team's shared cache (``shared``)
@@ -220,12 +235,18 @@ class RunCache:
         return table
 
     def remove_segments(self, keep: set[str]) -> None:
-        """Delete segment files no manifest entry names, and unfinished ones (``.tmp-*``: a process
-        killed while writing). Call it holding ``locked()``: then no one else is writing."""
+        """Delete segment files no manifest entry names, the words files of segments gone (``words_name``),
+        and unfinished files (``.tmp-*``: a process killed while writing). Call it holding ``locked()``: then
+        no one else is writing."""
         if not self.folder.is_dir():
             return
+        kept = {digest_of(name) for name in keep}
         for path in [*self.folder.glob("seg-*.arrow"), *self.folder.glob(".tmp-*")]:
             if path.name not in keep:
+                path.unlink(missing_ok=True)
+        for path in self.folder.glob("words-*.arrow"):
+            digests = words_digests(path.name)
+            if digests is None or digests[0] not in kept:
                 path.unlink(missing_ok=True)
 
     def run_dir(self) -> str | None:

@@ -38,7 +38,7 @@ Segment = tuple[str, int, pa.Table]  # (file name in the cache or "", number of 
 ONE_VALUE_KEY = b"rl_board.one_value"
 #: columns a segment always keeps whatever they hold: its texts and lists (read from the mapped file by
 #: ``analysis.segment_queries``) and where each row lies (read by ``compact``)
-_ALWAYS_KEPT = frozenset((*F.TEXT_FIELDS, "words", *TURN_COLUMNS, F.LINE, "offset", "length"))
+_ALWAYS_KEPT = frozenset((*F.TEXT_FIELDS, "token_words", *TURN_COLUMNS, F.LINE, "offset", "length"))
 _TYPES = {"double": pa.float64(), "int64": pa.int64(), "int32": pa.int32(), "bool": pa.bool_()}
 
 

@@ -70,6 +70,7 @@ class Snapshot:
     splits: tuple[str, ...] = ()
     location: RunLocation | None = field(repr=False, default=None)  # where its files are read again
     max_per_step: int | None = None  # the samples kept of each step (the loader's), None: all
+    segment_names: dict[tuple[int, int], str] = field(repr=False, default_factory=dict)  # (file, seg) -> its file
 
 
 def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
@@ -161,9 +162,10 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     )
     cache = loader.cache
     stamp = cache.manifest_stamp() if cache is not None else None
+    segment_names = {(f, s): seg[0] for f, name in enumerate(names) for s, seg in enumerate(files[name].segments)}
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
-                    loader.location, loader.max_per_step)
+                    loader.location, loader.max_per_step, segment_names)
 
 
 def _parts(loader, names: list[str]) -> tuple[list[pa.Table], dict[tuple[int, int], pa.Table], bool]:
@@ -332,7 +334,7 @@ class _Group:
     def numbers(self) -> pa.Table:
         rows = np.asarray(self.rows, np.int64)
         numbers = with_one_value_columns(self.parent.slice(self.start, self.end - self.start)).drop_columns(
-            [*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+            [*F.TEXT_FIELDS, "token_words", *TURN_COLUMNS])
         line = numbers.schema.get_field_index(F.LINE)
         numbers = numbers.set_column(line, F.LINE, pa.array(
             numbers[F.LINE].to_numpy() + np.repeat(np.asarray(self.first_lines, np.int64) - 1, rows)))
@@ -346,7 +348,7 @@ def _numbers(table: pa.Table, first_line: int, file_index: int, seg_index: int) 
     """The numeric columns of a segment (texts and words stay behind), line numbers made absolute
     (segments count lines from their own start), and where each row lives: file, seg, row."""
     rows = table.num_rows
-    numbers = with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+    numbers = with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "token_words", *TURN_COLUMNS])
     numbers = numbers.set_column(numbers.schema.get_field_index(F.LINE), F.LINE,
                                  pc.add(numbers[F.LINE], first_line - 1))
     return (numbers.append_column(F.FILE, pa.array(np.full(rows, file_index, dtype=np.int64)))
