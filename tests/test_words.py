@@ -144,3 +144,51 @@ def test_tokens_and_texts_in_one_segment_share_one_dictionary():
     words = derived.compute_words(table["token_words"], table["response"], PAD)
     assert words.type == derived.WORDS
     assert words.to_pylist() == [["a", "b"], ["t1", "a"], ["c", "a"], ["b"], ["x", "y", "z"]]
+
+
+def test_the_page_s_read_keeps_the_words_at_once_in_the_same_cache(tmp_path, monkeypatch):
+    """With ``keep_words`` (the page's reader) the cold read itself writes each segment's words file, in the
+    cache folder a read without it uses (the key is the same); a later read finds them there, never again
+    from the texts, and they are ``str.split``'s."""
+    from rl_board.analysis.source import RunSource
+
+    texts = _texts(400, seed=6)
+    folder = _run_folder(tmp_path, texts)
+    monkeypatch.setattr(ranges, "READ_CHUNK", 4000)
+    page = RunSource(folder, PAD, keep_words=True).refresh()
+    kept = _words_files(page)
+    assert len(kept) == len({id(t) for t in page._segments.values()}) >= 1
+    assert all("words" not in t.column_names for t in page._segments.values())
+
+    def refused(*args):
+        raise AssertionError("the words were found again instead of read from their file")
+
+    monkeypatch.setattr("rl_board.store.words.compute_words", refused)
+    plain = load_run(folder, PAD)
+    assert plain.cache[0] == page.cache[0]
+    assert plain.words(plain._samples) == page.words(page._samples) == _expected(texts)
+    assert _words_files(plain) == kept
+
+
+def test_keep_words_reaches_the_workers_and_keys_no_cache():
+    """``keep_words`` goes to the workers with the options (their JSON) and is left out of the cache's key."""
+    from rl_board.readers import ReadOptions
+
+    options = ReadOptions(PAD, keep_words=True)
+    assert ReadOptions.from_json(options.to_json()).keep_words
+    assert options.cache_key() == ReadOptions(PAD).to_json() == ReadOptions(PAD).cache_key()
+
+
+def test_many_small_files_and_max_per_step_with_keep_words(tmp_path):
+    """Small files read a batch at a time share one segment and its one words file; with max samples per step
+    (no cache) the words are found in memory. Either way, ``str.split``'s words."""
+    from rl_board.analysis.source import RunSource
+
+    texts = _texts(80, seed=8)
+    for i, text in enumerate(texts):
+        write_lines(tmp_path / "run" / f"{i:03d}.jsonl", [sample(i, 0.0, response=text)])
+    run = RunSource(tmp_path / "run", PAD, keep_words=True).refresh()
+    assert len(_words_files(run)) == len({id(t) for t in run._segments.values()}) < len(texts)
+    assert run.words(run._samples) == [text.replace(PAD, "").split() for text in texts]
+    capped = RunSource(tmp_path / "run", PAD, max_per_step=1, keep_words=True).refresh()
+    assert capped.words(capped._samples) == [text.replace(PAD, "").split() for text in texts]

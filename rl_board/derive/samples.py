@@ -83,6 +83,9 @@ SCHEMA = pa.schema(
         ("fault_kinds", pa.int32()),  # its conversation's fault kinds as bits (derive.faults); null without one
     ]
 )
+#: the column ``derive`` adds after the extras with ``ReadOptions.keep_words``: ``compute_words``' words, which
+#: the store writes beside the segment (``store.words``), never into it
+KEPT_WORDS = "words"
 #: The segment's list columns of a sample's turns (kept in the segment, read where needed).
 TURN_COLUMNS = ("turn_texts", "tool_names")
 _KEPT = [f.name for f in ROWS
@@ -172,6 +175,9 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     for name in sorted(F.extra_columns(rows.column_names)):
         arrays.append(rows[name])
         names.append(name)
+    if options.keep_words:  # the words a reader will read at once, kept beside the segment (``store.words``)
+        arrays.append(_joined_words(array(columns["token_words"], WORDS), words))
+        names.append(KEPT_WORDS)
     table = pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
     return with_notes(table, [failure(tokenizer)]) if failure(tokenizer) else table  # a tokenizer that failed
 
@@ -369,8 +375,12 @@ def compute_words(token_words: pa.Array, responses: pa.Array, pad_token: str | N
     responses = _joined(responses)
     if pad_token:
         responses = pc.replace_substring(responses, pad_token, "")
+    return _joined_words(token_words, _TextWords(~token_words.is_valid().to_numpy(zero_copy_only=False), responses))
+
+
+def _joined_words(token_words: pa.Array, words: _TextWords) -> pa.Array:
+    """``compute_words``' column from the ``token_words`` and the text ``words`` of the samples without tokens."""
     has_tokens = token_words.is_valid().to_numpy(zero_copy_only=False)
-    words = _TextWords(~has_tokens, responses)
     neither = ~has_tokens
     neither[words.rows] = False
     if not has_tokens.any():  # text words only (verl's dumps): their strings are the dictionary already

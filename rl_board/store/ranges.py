@@ -26,6 +26,7 @@ from ..readers.extras import cap, merged_notes
 from ..readers.jsonlines import NO_STEP
 from .fingerprints import _HASH_SPAN, head_tail_hashes
 from .segments import write_segment
+from .words import keep_beside, without_words
 
 READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 MB read 5-10 % faster than 2, 4 or
 
@@ -274,6 +275,7 @@ def note_rejected(result: RangeResult, errors: list, more: int = 0) -> bool:
 
 def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:
     """Put a range's segment rows where they go: a segment file in ``out_dir``, else memory."""
+    table, words = without_words(table)
     result.rows = table.num_rows
     if not table.num_rows:
         return
@@ -281,6 +283,8 @@ def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None
         result.table = table
     else:
         result.segment = write_segment(table, out_dir)
+        if words is not None:
+            keep_beside(out_dir, result.segment, table, words)
 
 
 def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, errors=(), error_steps=(),

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
 
-from ..derive.samples import WORDS, compute_words
+from ..derive.samples import KEPT_WORDS, WORDS, compute_words
 from .cache import RunCache, digest_of, file_digest, words_digests, words_name
 
 WORDS_SCHEMA = pa.schema([("words", WORDS)])  # a words file's one column, a row per row of its segment
@@ -94,19 +94,46 @@ class KeptWords:
         with cache.locked():
             if not (self.folder / segment).exists():  # a refresh replaced the segment since the run was read
                 return pa.chunked_array([words])
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".arrow")
-            os.close(fd)
-            try:
-                with pa.ipc.new_file(tmp, WORDS_SCHEMA) as writer:
-                    writer.write_table(pa.Table.from_arrays([words], schema=WORDS_SCHEMA))
-                name = words_name(segment, file_digest(tmp))
-                os.replace(tmp, self.folder / name)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            name = _write(self.folder, segment, words)
         if self._files is not None:
             self._files[digest_of(segment)] = name
         return pa.ipc.open_file(pa.memory_map(str(self.folder / name), "r")).read_all().column(0)
+
+
+def _write(folder: Path | str, segment: str, words: pa.Array | pa.ChunkedArray) -> str:
+    """Write ``words`` as the words file of ``segment`` in ``folder``; returns its name (``words_name``)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".arrow")
+    os.close(fd)
+    try:
+        with pa.ipc.new_file(tmp, WORDS_SCHEMA) as writer:
+            writer.write_table(pa.Table.from_arrays([words], schema=WORDS_SCHEMA))
+        name = words_name(segment, file_digest(tmp))
+        os.replace(tmp, Path(folder) / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return name
+
+
+def without_words(table: pa.Table) -> tuple[pa.Table, pa.ChunkedArray | None]:
+    """(``table`` without the words ``derive`` adds with ``ReadOptions.keep_words``, those words; None
+    without them): a segment's rows never hold them."""
+    if KEPT_WORDS not in table.column_names:
+        return table, None
+    return table.drop_columns([KEPT_WORDS]), table.column(KEPT_WORDS)
+
+
+def keep_beside(out_dir: str, segment: str, table: pa.Table, words: pa.ChunkedArray) -> None:
+    """Write ``words`` (``derive``'s with ``keep_words``, of the rows ``table`` of the segment ``segment`` just
+    written to ``out_dir``) as the segment's words file, when any of its samples has text words (else its
+    ``token_words`` are its words). A worker writes it while the read's process holds the folder's lock; a
+    file that can't be written only leaves the words to their first use."""
+    if not _has_text_words(table.column("token_words"), table.column("response")):
+        return
+    try:
+        _write(out_dir, segment, words.combine_chunks())  # one dictionary (an IPC file holds one a column)
+    except (OSError, pa.ArrowException):
+        pass
 
 
 def _has_text_words(tokens: pa.ChunkedArray, responses: pa.ChunkedArray) -> bool:
