@@ -5,8 +5,10 @@ computes, for every sample at once (no Python per sample), what the page and the
 summary read: ``n_tokens``, ``response_len`` (the counted positions of ``metrics``),
 ``lengths_differ``, the characters of the response, the 4-gram repetition, the
 prompt key, the words of a sample with tokens (``token_words``) and the per-sample aggregates of
-``metrics.SAMPLE_AGGREGATES``. The words of a response without tokens are not kept: ``compute_words``
-finds them again from the segment's texts where they are first read (``store.words``). A sample's tokens are its ``response_tokens``, else its
+``metrics.SAMPLE_AGGREGATES``. The words of a response without tokens are not kept in the segment:
+``compute_words`` finds them again from its texts where they are first read, or, with
+``ReadOptions.keep_words``, ``derive`` adds them after the extras for the store to keep beside the
+segment (``store.words``). A sample's tokens are its ``response_tokens``, else its
 ``token_ids`` decoded with the run's tokenizer (``tokenizer``; each distinct id once), and its
 counted positions come from its ``loss_mask`` when it has one (how positions are counted is
 ``counting``). The per-token lists are dropped: a sample's tokens are read again from its source
@@ -366,7 +368,7 @@ def _token_words(tokens: Tokens, counted: Counted, options: ReadOptions) -> pa.A
 
 
 def compute_words(token_words: pa.Array, responses: pa.Array, pad_token: str | None) -> pa.Array:
-    """The words (issue 16) of a segment's samples, as the search and the findings read them: a sample's
+    """The words (issue 16) of a segment's samples, as the findings and a diff's marks read them: a sample's
     ``token_words`` when it has tokens, else the words ``str.split()`` finds in its ``responses`` (the
     segment's, pads removed: ``_TextWords``, as ``derive`` finds them for the 4-grams); null with neither.
     A list of dictionary-encoded strings (``WORDS``), one dictionary for both kinds of words: the tokens'
