@@ -21,6 +21,15 @@ Replaced by their library call, as fast within noise here (issue 53): the words 
 (``pc.ascii_split_whitespace``), the number lists' marker (commas counted), the step hints' numpy
 search (``re.finditer``).
 
+Candidates for a library call the board makes (issue 52), each timed against it on the same input, with
+``repeat_4gram`` checked the same: a candidate replaces the call only when more than 1.3 × faster here.
+
+- the words' ids the 4-grams count (``derive/samples.py``'s ``_TextWords``: Arrow's whitespace split, the
+  empty words dropped, ``dictionary_encode`` of every word), on 65,536 verl-shaped responses, against: the
+  words encoded before the empty ones are dropped (the ids dropped instead of the strings copied); the
+  words encoded as ``string_view`` (short strings inline); the words encoded 8,192 responses at a time
+  (ids need only be equal within a response: smaller hash tables).
+
 Nothing is asserted but the outputs' equality: the printed table goes in docs/speed.md.
 """
 
@@ -146,6 +155,81 @@ def grams_case(scale: float):
 CASES = (ranks_case, tokens_case, grams_case)
 
 
+def _verl_texts(scale: float) -> pa.Array:
+    """65,536 verl-shaped responses (seeded): 10-45 words of a 3,000-word vocabulary and numbers, ASCII,
+    now and then a run of spaces or a newline, a space at the end of some."""
+    rng = np.random.default_rng(52)
+    vocabulary = [f"w{k}" for k in range(3_000)] + [str(k) for k in range(500)] + ["=", "+", "####"]
+    count = int(65_536 * scale)
+    texts = []
+    for s in range(count):
+        words = [vocabulary[k] for k in rng.integers(0, len(vocabulary), rng.integers(10, 45))]
+        end = (" " if s % 3 == 0 else "") + ("\n" if s % 7 == 0 else "")
+        texts.append(("  " if s % 5 == 0 else " ").join(words) + end)
+    return pa.array(texts)
+
+
+def _ids_now(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    from rl_board.derive.samples import _TextWords
+
+    found = _TextWords(np.ones(len(texts), bool), texts)
+    return found.ids, found.owner
+
+
+def _ids_before_dropping(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The split's words encoded with the empty ones, whose ids are then dropped (no string copied)."""
+    split = pc.ascii_split_whitespace(texts)
+    flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
+    offsets = np.frombuffer(flat.buffers()[1], np.int32)[flat.offset:flat.offset + len(flat) + 1]
+    word = offsets[1:] > offsets[:-1]
+    ids = pc.dictionary_encode(flat).indices.to_numpy(zero_copy_only=False)
+    return ids[word].astype(np.int64), parent.to_numpy(zero_copy_only=False)[word].astype(np.int64)
+
+
+def _ids_as_views(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The words (empty ones dropped) cast to ``string_view`` and encoded."""
+    from rl_board.derive.samples import _split_words
+
+    flat, parent = _split_words(pc.ascii_split_whitespace(texts))
+    return pc.dictionary_encode(flat.cast(pa.string_view())).indices.to_numpy().astype(np.int64), parent
+
+
+def _ids_per_chunk(texts: pa.Array, size: int = 8_192) -> tuple[np.ndarray, np.ndarray]:
+    """The words encoded ``size`` responses at a time (each chunk's ids its own)."""
+    from rl_board.derive.samples import _split_words
+
+    ids, owners = [], []
+    for start in range(0, len(texts), size):
+        flat, parent = _split_words(pc.ascii_split_whitespace(texts.slice(start, size)))
+        ids.append(pc.dictionary_encode(flat).indices.to_numpy().astype(np.int64))
+        owners.append(parent + start)
+    return np.concatenate(ids), np.concatenate(owners)
+
+
+CANDIDATES = (("words before dropping the empty ones", _ids_before_dropping), ("words as string_view", _ids_as_views),
+              ("8,192 responses at a time", _ids_per_chunk))
+
+
+def candidates(scale: float, repeat: int) -> list[dict]:
+    """Each candidate for the words' ids against ``_TextWords`` (its split and ``dictionary_encode``), its
+    ``repeat_4gram`` checked equal (``_distinct_4gram_share`` of both ids)."""
+    from rl_board.derive.samples import _distinct_4gram_share
+
+    texts = _verl_texts(scale)
+    ids, owner = _ids_now(texts)
+    expected = _distinct_4gram_share(ids, owner, len(texts))
+    rows = []
+    for name, route in CANDIDATES:
+        got_ids, got_owner = route(texts)
+        if not (np.array_equal(got_owner, owner)
+                and np.array_equal(_distinct_4gram_share(got_ids, got_owner, len(texts)), expected, equal_nan=True)):
+            raise SystemExit(f"{name}: repeat_4gram differs from dictionary_encode's")
+        for _ in range(2):  # interleaved, twice
+            now, other = _best(lambda: _ids_now(texts), repeat), _best(lambda r=route: r(texts), repeat)
+        rows.append({"candidate": name, "now_s": now, "candidate_s": other, "ratio": now / other})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--scale", type=float, default=1.0, help="the inputs' size against the default")
@@ -168,8 +252,15 @@ def main() -> int:
         flag = "" if r["ratio"] > MARGIN else f" (under {MARGIN} ×)"
         print(f"| {r['kernel']} | {r['alternative']} | {r['kernel_s'] * 1e3:.1f} ms | {r['alternative_s'] * 1e3:.1f} ms"
               f" | {r['ratio']:.2f} ×{flag} |")
+    found = candidates(args.scale, args.repeat)
+    print("\n| the words' ids (split, dictionary_encode) | candidate | now | candidate | now / candidate |\n"
+          "|---|---|---|---|---|")
+    for r in found:
+        verdict = "replaces it" if r["ratio"] > MARGIN else f"kept (under {MARGIN} ×)"
+        print(f"| {verdict} | {r['candidate']} | {r['now_s'] * 1e3:.1f} ms | {r['candidate_s'] * 1e3:.1f} ms"
+              f" | {r['ratio']:.2f} × |")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        args.json.write_text(json.dumps({"kernels": rows, "candidates": found}, indent=2))
     return 0
 
 

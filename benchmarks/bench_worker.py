@@ -13,6 +13,8 @@ segment to a scratch folder), then each stage alone on the same bytes:
   needs from a response without tokens: its words found (``_TextWords``: split, the words encoded)
   and their 4-grams counted (``_distinct_4gram_share``);
 - write: the derived rows written as a segment;
+- the page's read: ``derive`` and a whole range with ``ReadOptions.keep_words`` (the words kept beside the
+  segment at once, issue 52), where the release has it;
 - floor: ``orjson.loads`` of every line (what ``bench_load`` calls the floor, in this process).
 
 Each is process time, the best of K, in µs a line. The budget line says what a line may cost in a
@@ -87,6 +89,13 @@ def measure(run: Path, files: int, repeat: int) -> dict:
                                                                   options), paths),
         "floor (orjson.loads a line)": each(_floor, paths),
     }
+    if "keep_words" in ReadOptions.__dataclass_fields__:  # the page's read (issue 52)
+        from dataclasses import replace
+
+        page = replace(options, keep_words=True)
+        stages["page: derive, words kept"] = each(lambda table: derived.derive(table, page), parsed)
+        stages["page: whole range, words kept"] = each(
+            lambda p: ingest_range(reader, str(p), 0, p.stat().st_size, scratch, page), paths)
     out = {name: _best(stage, repeat) / lines * 1e6 for name, stage in stages.items()}
     return {"files": len(paths), "lines": lines, "us_per_line": out}
 

@@ -1,5 +1,5 @@
-"""The segment's ``words`` column (issue 16's words of a response) on hand-made lines, and its
-trip through the segment files and the cache."""
+"""The words of a response (issue 16) on hand-made lines: the segment's ``token_words`` and the words
+``compute_words`` finds from its texts on first use, and their trip through the segment files and the cache."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from conftest import sample, write_lines
 
 from rl_board.analysis.source import load_run
-from rl_board.derive.samples import SCHEMA, WORDS, derive, is_segment_schema
+from rl_board.derive.samples import SCHEMA, WORDS, compute_words, derive, is_segment_schema
 from rl_board.readers import ReadOptions
 from rl_board.readers.canonical import ROWS, build_rows
 from rl_board.readers.formats.jsonl import parse_block
@@ -21,9 +21,15 @@ EOS, PAD = "<eos>", "<pad>"
 
 
 def _derived(lines: list[dict], pad=PAD, eos=EOS) -> pa.Table:
+    """The derived rows of ``lines`` with the ``words`` a reader finds from them (``_with_words``)."""
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
     options = ReadOptions(pad, (), eos)
-    return derive(parse_block(data, options=options).table, options)
+    return _with_words(derive(parse_block(data, options=options).table, options), pad)
+
+
+def _with_words(table: pa.Table, pad=None) -> pa.Table:
+    """A derived block with the ``words`` column a search reads (``compute_words``, as on first use)."""
+    return table.append_column("words", compute_words(table["token_words"], table["response"], pad))
 
 
 def _words(lines: list[dict], pad=PAD, eos=EOS) -> list:
@@ -31,9 +37,13 @@ def _words(lines: list[dict], pad=PAD, eos=EOS) -> list:
 
 
 def test_words_column_is_dictionary_encoded_in_the_segment_schema():
-    """``words`` is a list of dictionary-encoded strings, and a derived block has the segment schema."""
-    assert SCHEMA.field("words").type == pa.list_(pa.dictionary(pa.int32(), pa.string())) == WORDS
-    assert is_segment_schema(_derived([sample(1, 0.0, response="a b")]).schema)
+    """``token_words`` and the words found from texts are lists of dictionary-encoded strings, and a derived
+    block has the segment schema (no ``words`` column: they are found on first use)."""
+    assert SCHEMA.field("token_words").type == pa.list_(pa.dictionary(pa.int32(), pa.string())) == WORDS
+    assert "words" not in SCHEMA.names
+    table = _derived([sample(1, 0.0, response="a b")])
+    assert table["words"].type == WORDS
+    assert is_segment_schema(table.drop_columns(["words"]).schema)
 
 
 def test_words_stop_at_the_first_pad_and_drop_the_eos_they_count():
@@ -100,7 +110,7 @@ def test_text_words_split_on_exactly_what_str_split_splits_on():
     texts = [f"x{c}y" for c in chars]
     nulls = pa.nulls(len(texts))
     rows = build_rows({name: nulls for name in ROWS.names} | {"response": pa.array(texts)}, {})
-    got = pc.list_value_length(derive(rows)["words"]).to_pylist()  # 2 where c splits, else 1
+    got = pc.list_value_length(_with_words(derive(rows))["words"]).to_pylist()  # 2 where c splits, else 1
     assert [c for c, text, count in zip(chars, texts, got) if count != len(text.split())] == []
 
 
@@ -116,7 +126,7 @@ def test_ascii_texts_split_where_str_split_does_the_separators_x1c_to_x1f_too():
     texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(300)]
     nulls = pa.nulls(len(texts))
     responses = pa.array(["zz"] + texts).slice(1)  # a slice: bytes before the texts in their buffer
-    table = derive(build_rows({name: nulls for name in ROWS.names} | {"response": responses}, {}))
+    table = _with_words(derive(build_rows({name: nulls for name in ROWS.names} | {"response": responses}, {})))
     assert table["words"].to_pylist() == [text.split() for text in texts]
     assert sum(len(text.split()) == 2 for text in texts[:128]) == 6 + 4  # \t \n \v \f \r space, \x1c-\x1f
 
@@ -145,7 +155,7 @@ def test_ascii_and_other_texts_of_one_block_keep_their_words_in_sample_order():
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 25))) for _ in range(400)]
     texts += ["a b a b a b c", "a b a b a b c \u3000"]  # 4-grams: ab a b, b a b a, a b a b, b a b c: 3 distinct of 4
     nulls = pa.nulls(len(texts))
-    table = derive(build_rows({name: nulls for name in ROWS.names} | {"response": pa.array(texts)}, {}))
+    table = _with_words(derive(build_rows({name: nulls for name in ROWS.names} | {"response": pa.array(texts)}, {})))
     assert table["words"].to_pylist() == [text.split() for text in texts]
     assert table["repeat_4gram"].to_pylist()[-2:] == [1 - 3 / 4, 1 - 3 / 4]
 
@@ -166,5 +176,5 @@ def test_words_survive_segments_of_many_blocks_and_the_cache(tmp_path, monkeypat
         assert "words" not in run.samples.columns
     assert warm.words(warm.samples.iloc[[5, 0]]) == [expected[5], expected[0]]
     assert list(warm.word_counts()) == [2] * 200
-    segment = warm._segments[(0, 0)]["words"]
-    assert segment.num_chunks > 1 and pc.list_value_length(segment).to_pylist() == [2] * 200
+    segment = warm._segments[(0, 0)]["token_words"]
+    assert segment.num_chunks > 1 and pc.list_value_length(segment).to_pylist() == [None, 2] * 100

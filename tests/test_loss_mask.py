@@ -48,7 +48,7 @@ def test_a_loss_mask_replaces_the_pad_rule_and_counts_only_its_true_positions():
         assert table["kl_mean"][0].as_py() == pytest.approx(sum(k3) / 4)
         assert table["entropy_mean"][0].as_py() == pytest.approx((1 + 2 + 3 + 4) / 4)
         assert table["mask_positions"].to_pylist() == [7, -1]
-        assert table["words"][0].as_py() == ["a", "c", "d"]  # the pad is no word
+        assert table["token_words"][0].as_py() == ["a", "c", "d"]  # the pad is no word
 
 
 def test_mask_aliases_and_sampler_trainer_aliases_feed_the_canonical_fields():
@@ -75,7 +75,7 @@ def test_token_ids_without_a_tokenizer_read_as_hash_ids_and_give_the_prompt():
     table = _derived([{"step": 1, "reward": 1.0, "token_ids": [5, 6, 7, 8], "loss_mask": [False, False, True, True],
                        "logprobs": [-1.0] * 4}])
     assert table["prompt"].to_pylist() == ["#5 #6"] and table["response"].to_pylist() == ["#7 #8"]
-    assert table["words"][0].as_py() == ["#7", "#8"] and table["from_ids"].to_pylist() == [True]
+    assert table["token_words"][0].as_py() == ["#7", "#8"] and table["from_ids"].to_pylist() == [True]
 
 
 def test_token_view_of_a_masked_sample_keeps_untrained_positions_and_gae_runs_over_trained_ones():

@@ -86,6 +86,9 @@ class Run:
     #: it was opened under (None: opened from ``path`` on first use)
     location: RunLocation | None = field(repr=False, default=None)
     max_per_step: int | None = None  # the samples read of each step at most (None: all), as read_settings says
+    #: (file, seg) -> the segment's file name in the cache folder ("" for one not kept there): its words are
+    #: kept beside it (``store.words``)
+    segment_names: dict[tuple[int, int], str] = field(repr=False, default_factory=dict)
 
     # -- what a Run answers, in one place: each query and the part that answers it --------------------
     # from the parsed segments, no log file read (segment_queries.SegmentQueries)
@@ -135,7 +138,8 @@ class Run:
         return cls(snapshot.path, snapshot.files, snapshot.samples,
                    partial(compute_step_stats, snapshot.samples, snapshot.step_stats),
                    snapshot.report, snapshot.options, snapshot.segments, snapshot.reader, snapshot.cache,
-                   snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step)
+                   snapshot.split, snapshot.splits, snapshot.location, snapshot.max_per_step,
+                   snapshot.segment_names)
 
     @cached_property
     def steps(self) -> pd.DataFrame:

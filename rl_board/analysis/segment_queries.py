@@ -1,7 +1,8 @@
 """What a run answers from its parsed segments alone, no log file read: each sample's words (as
 strings or as ids into one vocabulary), word counts, regular-expression matches over a text field, and
 tool-call counts. ``SegmentQueries`` is one of ``Run``'s parts; it reads ``_samples`` (the rows'
-file, segment and row) and ``_segments`` of the run."""
+file, segment and row) and ``_segments`` of the run. The words of a segment's responses without tokens
+are found on first use and kept beside it in the run's cache (``store.words``)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ class SegmentQueries:
 
     def __init__(self, run):
         self.run = run  # the Run whose part this is
+        self._words_of: dict[int, pa.ChunkedArray] = {}  # id of a segment table -> its words (``_words``)
 
     @functools.cached_property
     def _table_codes(self) -> tuple[list[pa.Table], np.ndarray, int]:
@@ -40,6 +42,24 @@ class SegmentQueries:
             codes[file * width + seg] = at
         return tables, codes, width
 
+    @functools.cached_property
+    def _kept_words(self):
+        from ..store.words import KeptWords
+
+        names = {}  # id of a segment table -> its file's name in the cache folder
+        for key, table in self.run._segments.items():
+            names.setdefault(id(table), self.run.segment_names.get(key))
+        return KeptWords(self.run.cache[0] if self.run.cache else None), names
+
+    def _words(self, table: pa.Table) -> pa.ChunkedArray:
+        """The words (``derive.samples.compute_words``) of a segment table's rows, found once a run (and
+        kept beside the segment in the cache: ``store.words``)."""
+        words = self._words_of.get(id(table))
+        if words is None:
+            kept, names = self._kept_words
+            words = self._words_of[id(table)] = kept.column(table, names.get(id(table)), self.run.pad_token)
+        return words
+
     def _by_table(self, frame: pd.DataFrame) -> list[tuple[pa.Table, np.ndarray]]:
         """(segment table, positions in ``frame`` of its rows, in frame order) for each table ``frame``'s
         rows live in, in the order each is first met."""
@@ -54,13 +74,13 @@ class SegmentQueries:
         return [(tables[distinct[i]], groups[i]) for i in np.argsort(firsts, kind="stable")]
 
     def words(self, frame: pd.DataFrame) -> list[list[str] | None]:
-        """The words (``derive.SCHEMA``) of ``frame``'s rows (rows of ``_samples``), in its order,
+        """The words (``derive.samples.compute_words``) of ``frame``'s rows (rows of ``_samples``), in its order,
         taken from the memory-mapped segments; None for a sample with neither tokens nor a response.
         No log file is read."""
         out: list = [None] * len(frame)
         places = np.arange(len(frame))
         for table, at in self._by_table(frame):
-            column = table.column("words")
+            column = self._words(table)
             # decoded in Arrow first: a dictionary's entries become Python strings ten times slower
             for place, value in zip(places[at], take_rows(column, frame["row"].to_numpy()[at], pa.list_(pa.string()))):
                 out[place] = value
@@ -76,7 +96,7 @@ class SegmentQueries:
 
         rows = frame["row"].to_numpy()
         for table, at in self._by_table(frame):
-            for picked, values in _take_chunks(table.column("words"), rows[at]):
+            for picked, values in _take_chunks(self._words(table), rows[at]):
                 flat = values.flatten()  # the taken rows' words, a dictionary array
                 yield (at[picked], pc.list_value_length(values).fill_null(-1).to_numpy().astype(np.int64),
                        flat.indices.to_numpy(zero_copy_only=False), flat.dictionary)
@@ -107,13 +127,14 @@ class SegmentQueries:
 
     def word_counts(self) -> np.ndarray:
         """How many words each row of ``_samples`` has, -1 for a sample with neither tokens nor a
-        response; int64, shape (samples,). Reads only the segments' list offsets."""
+        response; int64, shape (samples,). Reads only the words' list offsets (the words found first where
+        they are not kept yet: ``_words``)."""
         import pyarrow.compute as pc
 
         counts = np.full(len(self.run._samples), -1, dtype=np.int64)
         rows = self.run._samples["row"].to_numpy()
         for table, places in self._by_table(self.run._samples):
-            column = table.column("words")
+            column = self._words(table)
             lengths = pc.list_value_length(column).fill_null(-1).to_numpy()
             counts[places] = lengths[rows[places]]
         return counts

@@ -4,8 +4,11 @@
 computes, for every sample at once (no Python per sample), what the page and the
 summary read: ``n_tokens``, ``response_len`` (the counted positions of ``metrics``),
 ``lengths_differ``, the characters of the response, the 4-gram repetition, the
-prompt key, the response's *words* (see ``SCHEMA``) and the per-sample aggregates of
-``metrics.SAMPLE_AGGREGATES``. A sample's tokens are its ``response_tokens``, else its
+prompt key, the words of a sample with tokens (``token_words``) and the per-sample aggregates of
+``metrics.SAMPLE_AGGREGATES``. The words of a response without tokens are not kept in the segment:
+``compute_words`` finds them again from its texts where they are first read, or, with
+``ReadOptions.keep_words``, ``derive`` adds them after the extras for the store to keep beside the
+segment (``store.words``). A sample's tokens are its ``response_tokens``, else its
 ``token_ids`` decoded with the run's tokenizer (``tokenizer``; each distinct id once), and its
 counted positions come from its ``loss_mask`` when it has one (how positions are counted is
 ``counting``). The per-token lists are dropped: a sample's tokens are read again from its source
@@ -57,9 +60,10 @@ SCHEMA = pa.schema(
         ("ref_response_chars", pa.float64()),
         ("repeat_4gram", pa.float64()),  # 1 - distinct/total 4-grams of the counted tokens (or words)
         ("prompt_key", pa.int64()),  # 64-bit key of the prompt text with pads removed; null without a prompt
-        # The response's words (issue 16): its counted tokens without pad and EOS tokens, or, without
-        # ``response_tokens``, the words ``str.split()`` finds in it with pads removed; null with neither.
-        ("words", WORDS),
+        # The words (issue 16) of a sample with tokens: its counted tokens without pad and EOS tokens; null
+        # for a sample without (its words, those ``str.split()`` finds in its response with pads removed, are
+        # found where they are read: ``compute_words``, issue 52).
+        ("token_words", WORDS),
         ("has_tokens", pa.bool_()),  # the sample has tokens (``response_tokens`` or ids): its words are tokens
         ("has_reward", pa.bool_()),  # the source logged a reward (NaN included); false: left out of reward stats
         ("from_ids", pa.bool_()),  # the sample's tokens are its ``token_ids`` (decoded, or ``#ID``)
@@ -81,6 +85,9 @@ SCHEMA = pa.schema(
         ("fault_kinds", pa.int32()),  # its conversation's fault kinds as bits (derive.faults); null without one
     ]
 )
+#: the column ``derive`` adds after the extras with ``ReadOptions.keep_words``: ``compute_words``' words, which
+#: the store writes beside the segment (``store.words``), never into it
+KEPT_WORDS = "words"
 #: The segment's list columns of a sample's turns (kept in the segment, read where needed).
 TURN_COLUMNS = ("turn_texts", "tool_names")
 _KEPT = [f.name for f in ROWS
@@ -145,7 +152,7 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["ref_response_chars"] = pc.utf8_length(texts["ref_response"]).cast(pa.float64())
     words = _TextWords(tokens.lengths < 0, texts["response"])
     columns["repeat_4gram"] = _repeat_4gram(tokens, counted, words)
-    columns["words"] = _words(tokens, counted, words, options)
+    columns["token_words"] = _token_words(tokens, counted, options)
     columns["has_tokens"] = tokens.lengths >= 0
     columns["has_reward"] = rows[F.REWARD].is_valid()
     columns["from_ids"] = ids.used
@@ -170,6 +177,9 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     for name in sorted(F.extra_columns(rows.column_names)):
         arrays.append(rows[name])
         names.append(name)
+    if options.keep_words:  # the words a reader will read at once, kept beside the segment (``store.words``)
+        arrays.append(_joined_words(array(columns["token_words"], WORDS), words))
+        names.append(KEPT_WORDS)
     table = pa.Table.from_arrays(arrays, names=names).replace_schema_metadata(metadata)
     return with_notes(table, [failure(tokenizer)]) if failure(tokenizer) else table  # a tokenizer that failed
 
@@ -342,30 +352,63 @@ def _repeat_4gram(tokens: Tokens, counted: Counted, words: _TextWords) -> pa.Arr
     return pa.array(out, pa.float64(), mask=mask)
 
 
-def _words(tokens: Tokens, counted: Counted, words: _TextWords, options: ReadOptions) -> pa.Array:
-    """The ``words`` column: each sample's counted tokens without pad and EOS (a token list shorter
-    than the counted positions gives the tokens it has), or its text's ``words``; null with neither."""
+def _token_words(tokens: Tokens, counted: Counted, options: ReadOptions) -> pa.Array:
+    """The ``token_words`` column: each sample's counted tokens without pad and EOS (a token list shorter
+    than the counted positions gives the tokens it has); null for a sample without tokens."""
+    count = len(counted.count)
+    if not tokens.vocabulary:  # no sample has tokens (verl's dumps): every row null, a bitmap and offsets
+        return pa.nulls(count, WORDS)
     keep = counted.at(tokens.owner, tokens.position)
     for token in {options.pad_token, options.eos_token}:
         token_id = tokens.id_of(token)
         if token_id is not None:
             keep &= tokens.ids != token_id
-    if not tokens.vocabulary:  # text words only (verl's dumps): their strings are the dictionary already
-        dictionary, ids, owner = words.vocabulary, words.ids, words.owner
-    else:  # one dictionary for both kinds of words: the tokens' strings, then the text words'
-        strings = pa.concat_arrays([pa.array(tokens.vocabulary, pa.string()), words.vocabulary])
-        unified = pc.dictionary_encode(strings)
-        dictionary = unified.dictionary
-        remap = unified.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        ids = np.concatenate([remap[tokens.ids[keep]], remap[len(tokens.vocabulary) + words.ids]])
-        owner = np.concatenate([tokens.owner[keep], words.owner])
-        if len(words.ids) and keep.any():  # each part's owners ascend; a sample's words are in one part
-            order = np.argsort(owner, kind="stable")
-            ids, owner = ids[order], owner[order]
-    offsets = np.zeros(len(counted.count) + 1, np.int32)
-    np.cumsum(np.bincount(owner, minlength=len(counted.count)), out=offsets[1:])
-    neither = tokens.lengths < 0
+    return _word_lists(tokens.ids[keep], tokens.owner[keep], pa.array(tokens.vocabulary, pa.string()),
+                       tokens.lengths < 0)
+
+
+def compute_words(token_words: pa.Array, responses: pa.Array, pad_token: str | None) -> pa.Array:
+    """The words (issue 16) of a segment's samples, as the findings and a diff's marks read them: a sample's
+    ``token_words`` when it has tokens, else the words ``str.split()`` finds in its ``responses`` (the
+    segment's, pads removed: ``_TextWords``, as ``derive`` finds them for the 4-grams); null with neither.
+    A list of dictionary-encoded strings (``WORDS``), one dictionary for both kinds of words: the tokens'
+    strings, then the text words'."""
+    token_words = _joined(token_words)
+    responses = _joined(responses)
+    if pad_token:
+        responses = pc.replace_substring(responses, pad_token, "")
+    return _joined_words(token_words, _TextWords(~token_words.is_valid().to_numpy(zero_copy_only=False), responses))
+
+
+def _joined_words(token_words: pa.Array, words: _TextWords) -> pa.Array:
+    """``compute_words``' column from the ``token_words`` and the text ``words`` of the samples without tokens."""
+    has_tokens = token_words.is_valid().to_numpy(zero_copy_only=False)
+    neither = ~has_tokens
     neither[words.rows] = False
+    if not has_tokens.any():  # text words only (verl's dumps): their strings are the dictionary already
+        return _word_lists(words.ids, words.owner, words.vocabulary, neither)
+    flat = token_words.flatten()  # the tokens' words, sample after sample, as a dictionary array
+    owner = pc.list_parent_indices(token_words).to_numpy(zero_copy_only=False).astype(np.int64)
+    strings = pa.concat_arrays([flat.dictionary, words.vocabulary])
+    unified = pc.dictionary_encode(strings)
+    remap = unified.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    ids = np.concatenate([remap[flat.indices.to_numpy(zero_copy_only=False)], remap[len(flat.dictionary) + words.ids]])
+    owner = np.concatenate([owner, words.owner])
+    if len(words.ids) and len(flat):  # each part's owners ascend; a sample's words are in one part
+        order = np.argsort(owner, kind="stable")
+        ids, owner = ids[order], owner[order]
+    return _word_lists(ids, owner, unified.dictionary, neither)
+
+
+def _joined(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _word_lists(ids: np.ndarray, owner: np.ndarray, dictionary: pa.Array, neither: np.ndarray) -> pa.Array:
+    """A ``WORDS`` column: sample ``k``'s words the ``ids`` (into ``dictionary``) whose ``owner`` is ``k``
+    (owners ascending), null where ``neither`` (bool, shape (samples,))."""
+    offsets = np.zeros(len(neither) + 1, np.int32)
+    np.cumsum(np.bincount(owner, minlength=len(neither)), out=offsets[1:])
     values = pa.DictionaryArray.from_arrays(pa.array(ids.astype(np.int32, copy=False)), dictionary)
     return pa.ListArray.from_arrays(pa.array(offsets), values, mask=pa.array(neither))
 

@@ -28,7 +28,7 @@ default where it is used: ``GLOBS``, ``NAMED_GLOBS``, ``DEFAULT_SPLIT``, ``split
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol, runtime_checkable
 
@@ -113,6 +113,9 @@ class ReadOptions:
     tokenizer: the ``tokenizer.json`` that decodes token ids (an absolute path), or None: ids
         are shown as ``#ID`` (see ``rl_board.derive.tokenizer``).
     max_extras: extra-field columns a run makes at most (``base.defaults.max_extra_fields``).
+    keep_words: the read also keeps the words of each response without tokens, beside its segment, for a
+        reader that will read them at once (the page's findings); without it they are found on their first
+        use (``store.words``). The only field that does not key the cache: the words are the same either way.
     """
 
     pad_token: str | None = None
@@ -121,20 +124,27 @@ class ReadOptions:
     max_line: int = DEFAULT_MAX_LINE
     tokenizer: str | None = None
     max_extras: int = DEFAULT_MAX_EXTRA_FIELDS
+    keep_words: bool = False
 
     def to_json(self) -> str:
         got = {"pad_token": self.pad_token, "fields": [list(p) for p in self.fields],
                "eos_token": self.eos_token, "max_line": self.max_line, "tokenizer": self.tokenizer}
         if self.max_extras != DEFAULT_MAX_EXTRA_FIELDS:  # keys of caches written before the limit stay valid
             got["max_extras"] = self.max_extras
+        if self.keep_words:  # for the workers only: the cache's key is made without it (``cache_key``)
+            got["keep_words"] = True
         return json.dumps(got)
+
+    def cache_key(self) -> str:
+        """What of these options keys the cache: ``to_json`` without ``keep_words``."""
+        return replace(self, keep_words=False).to_json()
 
     @classmethod
     def from_json(cls, text: str) -> ReadOptions:
         raw = json.loads(text)
         return cls(raw["pad_token"], tuple((c, s) for c, s in raw["fields"]), raw["eos_token"],
                    raw.get("max_line", DEFAULT_MAX_LINE), raw.get("tokenizer"),
-                   raw.get("max_extras", DEFAULT_MAX_EXTRA_FIELDS))
+                   raw.get("max_extras", DEFAULT_MAX_EXTRA_FIELDS), raw.get("keep_words", False))
 
 
 def describe_size(size: int) -> str:

@@ -44,13 +44,15 @@ from .fingerprints import (  # noqa: F401 (re-exported: their home before they m
 )
 from .locks import locked
 
-CACHE_VERSION = 25  # 25: a segment keeps its steps' statistics as its worker computed them (issue 52's steps); 24: verifiers v0 keeps example_id as an extra (issue 51.6b: diff --by id); 23: prime-rl traces keep each reward's logged weight as the extra reward_weight/NAME (issue 48's components); 22: a segment keeps eos_seen per sample (the EOS check on load: issue 48's reward); 21: a segment file is named by the xxh3-128 of its bytes, checked when it is opened (issue 50's trust); 20: turns keep the trainer's per-turn fields (meta) and segments the fault kinds (issue 48's faults); 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
+CACHE_VERSION = 26  # 26: a segment keeps only its samples with tokens' words (token_words), a response's words are found on first use and kept beside it (issue 52's words); 25: a segment keeps its steps' statistics as its worker computed them (issue 52's steps); 24: verifiers v0 keeps example_id as an extra (issue 51.6b: diff --by id); 23: prime-rl traces keep each reward's logged weight as the extra reward_weight/NAME (issue 48's components); 22: a segment keeps eos_seen per sample (the EOS check on load: issue 48's reward); 21: a segment file is named by the xxh3-128 of its bytes, checked when it is opened (issue 50's trust); 20: turns keep the trainer's per-turn fields (meta) and segments the fault kinds (issue 48's faults); 19: a segment keeps each sample's image count, turns their image references (issue 49's images); 18: TRL conversation columns are turns, image placeholders counted, verl vision runs as [image], images_dropped on verifiers traces (issue 49's vision); 17: a segment leaves its columns of one value out (16: prime-rl's June 23 – July 9, 2026 rollouts, v1 traces in step_N/*_rollouts*.jsonl, are read; 15: a verifiers-v0 results.jsonl under step_N/ takes step N; 14: renamed extra-field names carry a 128-bit hash; 13: readers give turns from more formats)
 DEFAULT_CACHE_MAX = 10 * 10**9  # bytes of all run caches together before the least recently used go
 MANIFEST = "manifest.json"
 _LOCK = ".lock"  # flock'ed while a process reads or writes the folder; its mtime is "last used"
 
 
 _SEGMENT_NAME = re.compile(r"seg-([0-9a-f]{32})\.arrow")
+#: a segment's words kept beside it (``words``): the segment's digest, then that of the file's own bytes
+_WORDS_NAME = re.compile(r"words-([0-9a-f]{32})-([0-9a-f]{32})\.arrow")
 
 
 class SegmentDamaged(ValueError):
@@ -79,6 +81,19 @@ def file_digest(path: str | Path) -> str:
             return xxhash.xxh3_128_hexdigest(b"")
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             return xxhash.xxh3_128_hexdigest(mapped)
+
+
+def words_name(segment: str, digest: str) -> str:
+    """The name of the words file (``words``) of the segment named ``segment``, whose own bytes have the
+    xxh3-128 ``digest``: both checks in the name."""
+    return f"words-{digest_of(segment)}-{digest}.arrow"
+
+
+def words_digests(name: str) -> tuple[str, str] | None:
+    """(the digest of its segment, the digest of its own bytes) that a words file's name carries
+    (``words_name``), None for a name that is not one."""
+    match = _WORDS_NAME.fullmatch(name)
+    return (match[1], match[2]) if match else None
 
 
 CACHE_ENV = "RL_BOARD_CACHE_DIR"  # a folder, or a URL: a team's shared cache (``shared``)
@@ -220,12 +235,18 @@ class RunCache:
         return table
 
     def remove_segments(self, keep: set[str]) -> None:
-        """Delete segment files no manifest entry names, and unfinished ones (``.tmp-*``: a process
-        killed while writing). Call it holding ``locked()``: then no one else is writing."""
+        """Delete segment files no manifest entry names, the words files of segments gone (``words_name``),
+        and unfinished files (``.tmp-*``: a process killed while writing). Call it holding ``locked()``: then
+        no one else is writing."""
         if not self.folder.is_dir():
             return
+        kept = {digest_of(name) for name in keep}
         for path in [*self.folder.glob("seg-*.arrow"), *self.folder.glob(".tmp-*")]:
             if path.name not in keep:
+                path.unlink(missing_ok=True)
+        for path in self.folder.glob("words-*.arrow"):
+            digests = words_digests(path.name)
+            if digests is None or digests[0] not in kept:
                 path.unlink(missing_ok=True)
 
     def run_dir(self) -> str | None:

@@ -99,11 +99,14 @@ class RunLoader:
         tokenizer: the tokenizer that decodes token ids (a ``tokenizer.json`` or a folder holding one);
             None: the one found next to the run (``tokenizer.find_tokenizer``), if any. A given one
             that can't be used raises ``TokenizerError`` (or ``RootError``) on refresh.
+        keep_words: the workers also keep each response's words beside its segment (the page, whose findings
+            read them at once); else they are found on first use (``store.words``). The cache is the same.
     """
 
     def __init__(self, run_dir: Path | str | RunLocation, pad_token: str | None = None, max_per_step: int | None = None,
                  cache_root: Path | None | bool = None, fields: tuple[tuple[str, str], ...] = (),
-                 eos_token: str | None = None, split: str | None = None, tokenizer: Path | str | None = None):
+                 eos_token: str | None = None, split: str | None = None, tokenizer: Path | str | None = None,
+                 keep_words: bool = False):
         # the run's location, opened at the first refresh (the one check against the allowed folders)
         self.location: RunLocation | None = run_dir if isinstance(run_dir, RunLocation) else None
         self.run_dir = run_dir.path if isinstance(run_dir, RunLocation) else (
@@ -112,7 +115,7 @@ class RunLoader:
         self.split: str | None = None  # the split read (chosen when the format is detected)
         self.splits: tuple[str, ...] = ()
         self.options = ReadOptions(pad_token or None, tuple(fields), eos_token or None, max_line_bytes(),
-                                   max_extras=max_extra_fields())
+                                   max_extras=max_extra_fields(), keep_words=keep_words)
         self._tokenizer_given = str(tokenizer) if tokenizer else None
         self._tokenizer_notes: list[str] = []
         self._tokenizer_chosen = False
@@ -233,7 +236,7 @@ class RunLoader:
 
     def _cache_key(self) -> str:
         split = f":split={self.split}" if self.split is not None else ""
-        key = f"{self.reader.NAME}{split}:{self.options.to_json()}{bounds_key()}"
+        key = f"{self.reader.NAME}{split}:{self.options.cache_key()}{bounds_key()}"
         return key + f":{stamp(self.options.tokenizer)}" if self.options.tokenizer else key
 
     #: modules the snapshot needs (pandas among them), imported in a thread while workers parse a

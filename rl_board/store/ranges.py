@@ -23,6 +23,7 @@ from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
 from .fingerprints import _HASH_SPAN, head_tail_hashes
 from .segments import write_segment
+from .words import keep_beside, without_words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -290,6 +291,7 @@ def with_step_stats(table: pa.Table) -> pa.Table:
 
 def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:
     """Put a range's segment rows where they go: a segment file in ``out_dir``, else memory."""
+    table, words = without_words(table)
     result.rows = table.num_rows
     if not table.num_rows:
         return
@@ -297,6 +299,8 @@ def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None
         result.table = table
     else:
         result.segment = write_segment(table, out_dir)
+        if words is not None:
+            keep_beside(out_dir, result.segment, table, words)
 
 
 def keep_per_step(table: pa.Table, quota: dict[int, int], max_per_step: int, errors=(), error_steps=(),

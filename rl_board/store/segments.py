@@ -45,7 +45,7 @@ def _always_kept() -> frozenset[str]:
     ``derive`` is imported when a segment is written, not before a command's first range."""
     from ..derive.samples import TURN_COLUMNS
 
-    return frozenset((*F.TEXT_FIELDS, "words", *TURN_COLUMNS, F.LINE, "offset", "length"))
+    return frozenset((*F.TEXT_FIELDS, "token_words", *TURN_COLUMNS, F.LINE, "offset", "length"))
 
 
 def _one_value(column: pa.ChunkedArray) -> list | None:

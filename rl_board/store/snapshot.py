@@ -71,6 +71,7 @@ class Snapshot:
     max_per_step: int | None = None  # the samples kept of each step (the loader's), None: all
     # each segment's step statistics as its worker computed them (``derive.step_stats.read_step_stats``)
     step_stats: tuple[dict, ...] = field(repr=False, default=())
+    segment_names: dict[tuple[int, int], str] = field(repr=False, default_factory=dict)  # (file, seg) -> its file
 
 
 def _file_notes(pairs: list[tuple[str, str]]) -> list[str]:
@@ -167,9 +168,11 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     )
     cache = loader.cache
     stamp = cache.manifest_stamp() if cache is not None else None
+    segment_names = {(f, s): seg[0] for f, name in enumerate(names) for s, seg in enumerate(files[name].segments)}
     return Snapshot(loader.run_dir, tuple(names), samples, report, options, segments, loader.reader,
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
-                    loader.location, loader.max_per_step, _step_stats(files, names, loader.max_per_step))
+                    loader.location, loader.max_per_step, _step_stats(files, names, loader.max_per_step),
+                    segment_names)
 
 
 def _step_stats(files: dict, names: list[str], max_per_step: int | None) -> tuple[dict, ...]:
@@ -409,5 +412,5 @@ class _Group:
 def _numbers(table: pa.Table) -> pa.Table:
     """The numeric columns of a segment (texts and words stay behind); its line numbers count from the
     segment's start, and where its rows live is the part's ``_Places`` (``_with_places``)."""
-    return with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "words", *TURN_COLUMNS])
+    return with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "token_words", *TURN_COLUMNS])
 

@@ -35,9 +35,10 @@ def get_source(run_dir: str, pad_token: str | None, max_per_step: int | None,
                fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
                split: str | None = None, tokenizer: str | None = None) -> RunSource:
     """The reader of one run folder for these load settings (and split; ``tokenizer`` None: the one
-    found near the run)."""
+    found near the run). Its workers keep the responses' words at the cold read: the findings, which the
+    page runs after each read, read them at once."""
     return RunSource(run_dir, pad_token, max_per_step, fields=fields, eos_token=eos_token, split=split,
-                     tokenizer=tokenizer)
+                     tokenizer=tokenizer, keep_words=True)
 
 
 @st.cache_data(ttl=10, max_entries=8, show_spinner=False)
