@@ -192,3 +192,27 @@ def test_many_small_files_and_max_per_step_with_keep_words(tmp_path):
     assert run.words(run._samples) == [text.replace(PAD, "").split() for text in texts]
     capped = RunSource(tmp_path / "run", PAD, max_per_step=1, keep_words=True).refresh()
     assert capped.words(capped._samples) == [text.replace(PAD, "").split() for text in texts]
+
+
+@pytest.mark.parametrize("command", [["findings", "--json"], ["index"]])
+def test_commands_whose_findings_read_the_words_have_the_cold_read_keep_them(tmp_path, monkeypatch, command):
+    """``rl-board findings`` (and the MCP tool, which runs it) and ``rl-board index`` (which prepares the page's
+    cache) have the workers keep each segment's words at the cold read: the command never finds them again from
+    the texts in its own process, and a later read takes them from their files (``str.split``'s words)."""
+    import contextlib
+    import io
+
+    from rl_board.cli import main
+
+    texts = _texts(300, seed=8)
+    folder = _run_folder(tmp_path, texts)
+
+    def refused(*args):
+        raise AssertionError("the words were found in the command's process instead of by the cold read")
+
+    monkeypatch.setattr("rl_board.store.words.compute_words", refused)
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main([command[0], str(folder), "--pad-token", PAD, "--eos-token", "none", *command[1:]]) == 0
+    run = load_run(folder, PAD)
+    assert _words_files(run)
+    assert run.words(run._samples) == _expected(texts)

@@ -29,10 +29,13 @@ class RunSource(RunLoader):
 def load_run(run_dir: Path | str, pad_token: str | None = None, max_per_step: int | None = None,
              cache_root: Path | None | bool = None, progress: Progress | None = None,
              fields: tuple[tuple[str, str], ...] = (), eos_token: str | None = None,
-             split: str | None = None, tokenizer: Path | str | None = None, run_class=None):
+             split: str | None = None, tokenizer: Path | str | None = None, run_class=None,
+             keep_words: bool = False):
     """Read a run folder once and return it as a ``Run`` (``RunSource(...).refresh()``), or as
-    ``run_class``, a subclass of it."""
-    source = RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split, tokenizer)
+    ``run_class``, a subclass of it. ``keep_words``: the read's workers find each response's words too (for
+    a command whose findings read them at once: ``store.words``)."""
+    source = RunSource(run_dir, pad_token, max_per_step, cache_root, fields, eos_token, split, tokenizer,
+                       keep_words=keep_words)
     source.run_class = run_class
     return source.refresh(progress)
 

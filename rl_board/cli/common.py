@@ -24,9 +24,10 @@ def printed(build, args) -> tuple[object, int | None]:
         return None, 2
 
 
-def load_run_for(args):
+def load_run_for(args, keep_words: bool = False):
     """The run of ``args`` (run_dir, pad token, field mapping…); ``CommandError`` when it can't be read as
-    asked. Its notes (what the page says above a run) go to stderr."""
+    asked. Its notes (what the page says above a run) go to stderr. ``keep_words``: a command whose
+    findings read every response's words has the workers find them (``analysis.source.load_run``)."""
     from ..analysis.provider import FieldMappingError, TokenizerError, parse_field_mapping
     from ..analysis.source import load_run
 
@@ -34,7 +35,7 @@ def load_run_for(args):
         fields = parse_field_mapping(args.field)
         run = load_run(args.run_dir, args.pad_token, args.max_samples_per_step,
                        cache_root=False if args.no_cache else None, fields=fields,
-                       eos_token=args.eos_token, split=args.split, tokenizer=args.tokenizer)
+                       eos_token=args.eos_token, split=args.split, tokenizer=args.tokenizer, keep_words=keep_words)
     except (RootError, FieldMappingError, TokenizerError) as exc:
         raise CommandError(str(exc)) from None
     args.pad_token, args.eos_token = run.options.pad_token, run.options.eos_token  # "auto" as it was resolved
@@ -49,9 +50,9 @@ def load_run_for(args):
     return run
 
 
-def _load(args):
+def _load(args, keep_words: bool = False):
     """The run of ``args`` (``load_run_for``), or an exit status after printing its error."""
-    run, status = printed(load_run_for, args)
+    run, status = printed(lambda args: load_run_for(args, keep_words), args)
     return run if status is None else status
 
 

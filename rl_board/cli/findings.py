@@ -21,7 +21,7 @@ def _found(args) -> tuple[dict, object, object]:
     from ..analysis.findings import build_findings_json, get_findings
     from ..analysis.source import read_settings
 
-    run = load_run_for(args)
+    run = load_run_for(args, keep_words=True)  # the findings read every response's words
     found = get_findings(run)
     return build_findings_json(found, read_settings(run, args.max_samples_per_step)), run, found
 

@@ -42,7 +42,7 @@ def _indexed(args) -> tuple[dict, object]:
 
     try:
         source = RunSource(args.run_dir, args.pad_token, None, None, parse_field_mapping(args.field), args.eos_token,
-                           args.split, args.tokenizer)
+                           args.split, args.tokenizer, keep_words=True)  # the page's findings read the words
         run = source.refresh(progress)
     except (RootError, FieldMappingError, TokenizerError) as exc:
         raise CommandError(str(exc)) from None

@@ -44,7 +44,7 @@ def _report(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    run = _load(args)
+    run = _load(args, keep_words=True)  # its findings read every response's words
     if isinstance(run, int):
         return run
     if not run.report.lines_ok:  # nothing to report: no file, rather than an empty report

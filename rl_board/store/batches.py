@@ -16,7 +16,6 @@ from ..readers import ReadOptions
 from .cache import head_tail_hashes
 from .ranges import READ_CHUNK, RangeResult, ingest_range, note_rejected, open_in
 from .segments import write_segment
-from .words import keep_beside, without_words
 
 SMALL_FILE_BYTES = 64 << 10  # a file with fewer new bytes than this may be read in a batch with others
 BATCH_MIN_FILES = 64  # small files to read before they are batched (fewer cost little one by one)
@@ -86,6 +85,8 @@ def _read_batch(reader, batch: list[tuple[str, int, bytes]], out_dir, options, p
         at = int(np.searchsorted(line_base, line - 1, side="right") - 1)
         errors[at].append((line - int(line_base[at]), reason))
     unlisted = np.bincount(np.searchsorted(line_base, parsed.unlisted - 1, side="right") - 1, minlength=len(batch))
+    from .words import keep_beside, without_words  # (pyarrow: not at a command's start)
+
     table, words = without_words(table)
     segment = write_segment(table, out_dir) if out_dir is not None and table.num_rows else None
     if segment is not None and words is not None:

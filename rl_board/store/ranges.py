@@ -23,7 +23,6 @@ from ..readers import ReadOptions, line_too_long
 from ..readers.extras import cap, merged_notes
 from .fingerprints import _HASH_SPAN, head_tail_hashes
 from .segments import write_segment
-from .words import keep_beside, without_words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -291,6 +290,8 @@ def with_step_stats(table: pa.Table) -> pa.Table:
 
 def keep_rows(result: RangeResult, table: pa.Table, out_dir: str | None) -> None:
     """Put a range's segment rows where they go: a segment file in ``out_dir``, else memory."""
+    from .words import keep_beside, without_words  # (pyarrow: not at a command's start)
+
     table, words = without_words(table)
     result.rows = table.num_rows
     if not table.num_rows:
