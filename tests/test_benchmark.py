@@ -87,7 +87,8 @@ def test_interactive_benchmark_compares_two_releases_on_the_same_matches(tmp_pat
 
 def test_worker_benchmark_times_every_stage_of_the_files_it_reads(tmp_path):
     """`bench_worker.py --size small --files 2` reads both rank files of 10 steps x 64 samples (640 lines) and
-    times each stage of a worker's read and the orjson floor, a line at a time."""
+    times each stage of a worker's read (and of the page's, which keeps the words) and the orjson floor, a
+    line at a time."""
     out = tmp_path / "worker.json"
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "bench_worker.py"), "--size", "small",
                            "--files", "2", "--repeat", "1", "--json", str(out)],
@@ -97,6 +98,7 @@ def test_worker_benchmark_times_every_stage_of_the_files_it_reads(tmp_path):
     assert (got["files"], got["lines"]) == (2, 640)
     assert set(got["us_per_line"]) == {"read", "parse", "derive", "of which: words found and encoded",
                                        "of which: 4-grams counted", "write", "whole range (ingest_range)",
+                                       "page: derive, words kept", "page: whole range, words kept",
                                        "floor (orjson.loads a line)"}
     assert all(value > 0 for value in got["us_per_line"].values())
     assert "| whole range (ingest_range) |" in proc.stdout
@@ -110,8 +112,13 @@ def test_kernels_benchmark_times_every_kept_kernel(tmp_path):
                            "--repeat", "1", "--json", str(out)], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(out.read_text())
-    assert [row["alternative"] for row in got] == ["groupby().cumcount()", "pyarrow.json", "Table.group_by"]
-    assert all(row["kernel_s"] > 0 and row["alternative_s"] > 0 for row in got)
+    kept = got["kernels"]
+    assert [row["alternative"] for row in kept] == ["groupby().cumcount()", "pyarrow.json", "Table.group_by"]
+    assert all(row["kernel_s"] > 0 and row["alternative_s"] > 0 for row in kept)
+    # the candidates for the words' ids, each checked (by the script) to give the same repeat_4gram
+    assert [row["candidate"] for row in got["candidates"]] == [
+        "words before dropping the empty ones", "words as string_view", "8,192 responses at a time"]
+    assert all(row["now_s"] > 0 and row["candidate_s"] > 0 for row in got["candidates"])
 
 
 def test_diff_benchmark_opens_both_runs_from_the_cache_index_wrote(tmp_path):
