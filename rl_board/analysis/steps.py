@@ -211,7 +211,9 @@ def _given_stats(whole: tuple[dict, ...], index: pd.Index, samples: np.ndarray) 
     series, (codes, counts, means, stds) of the steps so held where it has a value, and under ``_NUMBERS``
     and ``_GROUPS`` each step number's and group count's (codes, values) of those steps)."""
     n = len(index)
-    known, given = np.zeros(n, bool), {}
+    known = np.zeros(n, bool)
+    series: dict[str, list] = {}
+    pooled: dict[str, dict[str, list]] = {_NUMBERS: {}, _GROUPS: {}}
     ascending = index.to_numpy()
     for part in whole:
         steps = np.asarray(part["steps"])
@@ -222,14 +224,18 @@ def _given_stats(whole: tuple[dict, ...], index: pd.Index, samples: np.ndarray) 
         known[at[whole_here]] = True
         for name, (where, *numbers) in part["series"].items():
             keep = whole_here[where]
-            given.setdefault(name, []).append((at[np.asarray(where)[keep]],
-                                               *(np.asarray(x)[keep] for x in numbers)))
-        for key in (_NUMBERS, _GROUPS):
+            series.setdefault(name, []).append((at[np.asarray(where)[keep]],
+                                                *(np.asarray(x)[keep] for x in numbers)))
+        for key, found in pooled.items():
             for name, values in part[key].items():
-                given.setdefault((key, name), []).append((at[whole_here], np.asarray(values, float)[whole_here]))
-    given = {name: tuple(np.concatenate(x) for x in zip(*parts)) for name, parts in given.items()}
-    for key in (_NUMBERS, _GROUPS):  # (KEY, name) -> (codes, values) as given[KEY][name]
-        given[key] = {name[1]: given.pop(name) for name in [n for n in given if isinstance(n, tuple) and n[0] == key]}
+                found.setdefault(name, []).append((at[whole_here], np.asarray(values, float)[whole_here]))
+
+    def joined(parts: list) -> tuple:
+        return tuple(np.concatenate(x) for x in zip(*parts))
+
+    given = {name: joined(parts) for name, parts in series.items()}
+    for key, found in pooled.items():
+        given[key] = {name: joined(parts) for name, parts in found.items()}
     return known, given
 
 

@@ -215,7 +215,6 @@ def read_step_stats(table: pa.Table) -> dict | None:
     return stats if stats.get("rows") == table.num_rows else None
 
 
-
 def step_numbers(column, present: set, starts: np.ndarray, rows: int) -> dict[str, np.ndarray]:
     """The numbers that pool each step's samples, shape (len(starts),), over the ``rows`` rows in step
     order (``starts`` as ``mean_std`` takes them; an empty step gets NaN): ``column(name)`` gives a column's

@@ -83,6 +83,44 @@ def file_digest(path: str | Path) -> str:
             return xxhash.xxh3_128_hexdigest(mapped)
 
 
+def write_named(table, folder: str | Path, name_of) -> str:
+    """Write ``table`` (a ``pyarrow.Table``) as an Arrow IPC file in ``folder`` named ``name_of(digest)``, the
+    digest the xxh3-128 of its bytes (a segment's ``segment_name``, a words file's ``words_name``): written
+    to a temporary file first, so a reader never meets half a file under a name. Returns the name."""
+    import pyarrow as pa
+
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".arrow")
+    os.close(fd)
+    try:
+        with pa.ipc.new_file(tmp, table.schema) as writer:
+            writer.write_table(table)
+        name = name_of(file_digest(tmp))
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    os.replace(tmp, Path(folder) / name)  # the same name holds the same bytes: replacing one costs nothing
+    return name
+
+
+def open_checked(path: Path, digest: str):
+    """The Arrow IPC file at ``path`` as a table mapping it, once its bytes hash (xxh3-128) to ``digest``
+    and its structure is valid; ``SegmentDamaged`` (a ``ValueError``) says why it can't be used, a file
+    pyarrow can't open raises ``pyarrow.ArrowException``."""
+    import pyarrow as pa
+
+    with open(path, "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(fh.fileno()).st_size else b""
+    if xxhash.xxh3_128_hexdigest(mapped) != digest:
+        raise SegmentDamaged("its bytes don't hash to the digest written with it (edited or damaged since)")
+    if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        # the hash read every page of the mapping: let them go (they stay in the page cache), so the
+        # process holds only the pages the table's reads touch, as an unchecked file's mapping does
+        mapped.madvise(mmap.MADV_DONTNEED)
+    table = pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
+    table.validate()  # buffers as long as the columns say (O(columns), the bytes are not read)
+    return table
+
+
 def words_name(segment: str, digest: str) -> str:
     """The name of the words file (``words``) of the segment named ``segment``, whose own bytes have the
     xxh3-128 ``digest``: both checks in the name."""
@@ -222,17 +260,7 @@ class RunCache:
         expected = digest_of(name)
         if expected is None:
             raise SegmentDamaged("its name carries no digest")
-        with open(self.folder / name, "rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(fh.fileno()).st_size else b""
-        if xxhash.xxh3_128_hexdigest(mapped) != expected:
-            raise SegmentDamaged("its bytes don't hash to the digest written with it (edited or damaged since)")
-        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-            # the hash read every page of the mapping: let them go (they stay in the page cache), so the
-            # process holds only the pages the table's reads touch, as an unchecked segment's mapping does
-            mapped.madvise(mmap.MADV_DONTNEED)
-        table = pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
-        table.validate()  # buffers as long as the columns say (O(columns), the bytes are not read)
-        return table
+        return open_checked(self.folder / name, expected)
 
     def remove_segments(self, keep: set[str]) -> None:
         """Delete segment files no manifest entry names, the words files of segments gone (``words_name``),

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ..base import fields as F
 from ..readers.extras import merged_notes
-from .cache import FileEntry, RunCache, Untrusted, enforce_limit, file_digest, segment_name
+from .cache import FileEntry, RunCache, Untrusted, enforce_limit, segment_name, write_named
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -185,21 +185,10 @@ def write_segment(table: pa.Table, out_dir: str) -> str:
     """Write ``table`` as a new segment file in ``out_dir`` (its columns of one value left out, see
     ``with_one_value_columns``); returns its name, which carries the xxh3-128 digest of its bytes
     (``cache.segment_name``): what the cache checks it against when it is opened again."""
-    import pyarrow as pa
 
     table = _without_one_value_columns(table.unify_dictionaries())  # an IPC file holds one dictionary per
     # column for all its chunks
-    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".arrow")
-    os.close(fd)
-    try:
-        with pa.ipc.new_file(tmp, table.schema) as writer:
-            writer.write_table(table)
-        name = segment_name(file_digest(tmp))
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    os.replace(tmp, Path(out_dir) / name)  # the same name holds the same bytes: replacing one costs nothing
-    return name
+    return write_named(table, out_dir, segment_name)
 
 
 def _source_bytes(table: pa.Table) -> int:

@@ -11,17 +11,14 @@ every later reader of the run; a segment whose samples all have tokens (or no re
 
 from __future__ import annotations
 
-import mmap
 import os
-import tempfile
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import xxhash
 
 from ..derive.samples import KEPT_WORDS, WORDS, compute_words
-from .cache import RunCache, digest_of, file_digest, words_digests, words_name
+from .cache import RunCache, digest_of, open_checked, words_digests, words_name, write_named
 
 WORDS_SCHEMA = pa.schema([("words", WORDS)])  # a words file's one column, a row per row of its segment
 
@@ -70,15 +67,7 @@ class KeptWords:
             return None
         path = self.folder / name
         try:
-            with open(path, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-            if xxhash.xxh3_128_hexdigest(mapped) != words_digests(name)[1]:
-                raise ValueError("its bytes don't hash to the digest in its name")
-            if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-                mapped.madvise(mmap.MADV_DONTNEED)  # as a checked segment's: pages held only where read
-            table = pa.ipc.open_file(pa.py_buffer(mapped)).read_all()
-            table.validate()
+            table = open_checked(path, words_digests(name)[1])
             if not table.schema.equals(WORDS_SCHEMA) or table.num_rows != rows:
                 raise ValueError("it is not its segment's words")
         except (OSError, ValueError, pa.ArrowException):
@@ -102,17 +91,8 @@ class KeptWords:
 
 def _write(folder: Path | str, segment: str, words: pa.Array | pa.ChunkedArray) -> str:
     """Write ``words`` as the words file of ``segment`` in ``folder``; returns its name (``words_name``)."""
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".arrow")
-    os.close(fd)
-    try:
-        with pa.ipc.new_file(tmp, WORDS_SCHEMA) as writer:
-            writer.write_table(pa.Table.from_arrays([words], schema=WORDS_SCHEMA))
-        name = words_name(segment, file_digest(tmp))
-        os.replace(tmp, Path(folder) / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return name
+    return write_named(pa.Table.from_arrays([words], schema=WORDS_SCHEMA), folder,
+                       lambda digest: words_name(segment, digest))
 
 
 def without_words(table: pa.Table) -> tuple[pa.Table, pa.ChunkedArray | None]:
