@@ -469,3 +469,37 @@ def test_a_file_read_from_its_start_brings_its_head_and_tail_hashes(tmp_path, mo
         assert entry["offset"] == len(data)
         assert entry["head_hash"] == hashlib.sha1(data[:65536]).hexdigest(), name
         assert entry["tail_hash"] == hashlib.sha1(data[-65536:]).hexdigest(), name
+
+
+@pytest.mark.parametrize("budget", [0, 6000, 1 << 30])
+def test_numbers_are_made_as_workers_give_segments_back(tmp_path, monkeypatch, budget):
+    """A cold read through workers makes each segment's numbers as its range comes back, while the others
+    are read, and reads their pages in up to ``NUMBERS_AHEAD_BYTES``; the snapshot takes them: the same
+    frame as one process reading the run, whatever the bound."""
+    from rl_board.store import segments, snapshot
+
+    lines = [sample(i % 5, float(i) / 7, prompt=f"p{i % 9}", acc=float(i % 3)) for i in range(400)]
+    write_lines(tmp_path / "run" / "rank0.jsonl", lines)
+    write_lines(tmp_path / "run" / "rank1.jsonl", lines[::-1])
+    expected = RunSource(tmp_path / "run", cache_root=False).refresh()
+    monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 3000)
+    monkeypatch.setattr(snapshot, "NUMBERS_AHEAD_BYTES", budget)
+    monkeypatch.setattr(segments, "SMALL_SEGMENT_BYTES", 0)  # no file's segments merged after the read
+    _start("fork", monkeypatch)
+    made, taken, read_in = [], [], []
+    add, take, touch = snapshot.Numbers.add, snapshot.Numbers.take, snapshot.Numbers._read_in
+    monkeypatch.setattr(snapshot.Numbers, "add", lambda self, name, table: made.append(name) or add(self, name, table))
+    monkeypatch.setattr(snapshot.Numbers, "take", lambda self, name, table: (
+        taken.append((name, name in self.made)) or take(self, name, table)))
+    monkeypatch.setattr(snapshot.Numbers, "_read_in", lambda self, *a: (touch(self, *a), read_in.append(self.ahead)))
+    got = RunSource(tmp_path / "run").refresh()
+    workers.shutdown()
+    # every segment's numbers made as it came back (the run's files are cut in more ranges than workers),
+    # each taken by the snapshot from what was made
+    assert len(made) == len(set(made)) > 4 and sorted(made) == sorted(name for name, _ in taken)
+    assert all(ready for _, ready in taken)
+    assert read_in and all(ahead <= budget for ahead in read_in)  # the bound holds
+    assert (read_in[-1] == 0) == (budget == 0) and (read_in[-1] < 6000 if budget == 6000 else True)
+    where = ["row", "seg"]  # which segment holds a row depends on how the files were cut
+    pd.testing.assert_frame_equal(expected.samples.drop(columns=where), got.samples.drop(columns=where))

@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 
 import platformdirs
@@ -245,7 +244,7 @@ class RunCache:
 
     def write_manifest(self, entries: dict[str, FileEntry], key: str, run_dir: Path | None = None) -> None:
         payload = {"version": CACHE_VERSION, "key": key, "run_dir": str(run_dir) if run_dir else None,
-                   "files": {name: asdict(entry) for name, entry in entries.items()}}
+                   "files": {name: entry.to_json() for name, entry in entries.items()}}
         self._atomic_write(self.manifest_path(), json.dumps(payload).encode())
 
     def open_segment(self, name: str, check: bool = False) -> pyarrow.Table:  # noqa: F821 (imported when used)

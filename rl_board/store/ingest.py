@@ -52,14 +52,17 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
          quota: dict[int, int] | None = None, max_per_step: int | None = None,
          progress: Callable[[int], None] | None = None,
          meanwhile: Callable[[], None] | None = None, location: RunLocation | None = None,
-         publish: str | None = None) -> list[RangeResult]:
+         publish: str | None = None, arrived: Callable[[RangeResult], None] | None = None) -> list[RangeResult]:
     """Read the new bytes (path, start, stop) of a run's files with ``reader`` into segments in
     ``out_dir`` (tables in memory when None), through ``location`` (every task reads its range
     through the location's filesystem; None: local files, opened directly). ``publish``: the shared
     cache's URL folder where tasks on a Ray cluster put their segments (``cluster``). With ``max_per_step``, keep a sample only while its
     step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished;
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
-    while they parse; not called when no workers parse)."""
+    while they parse; not called when no workers parse); ``arrived`` with each result a worker process
+    gives back, as it comes, while the others still parse (the caller's work on it moves out of the
+    time after the last range; a result may be given again in the list returned, never another of
+    the same segment)."""
     if reader.APPENDABLE:
         plain = [task for task in tasks if codec_of(task[0]) is None]
         small = [t for t in plain if 0 < t[2] - t[1] <= batches.SMALL_FILE_BYTES] if max_per_step is None else []
@@ -69,7 +72,7 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
         others = [t for t in plain if str(t[0]) not in chosen]
         size = range_bytes(sum(stop - start for _, start, stop in others), workers.count())
         results = run_ranges(reader, tasks_for(others, size), out_dir, options, quota, max_per_step, progress,
-                             meanwhile, location, publish) if others else []
+                             meanwhile, location, publish, arrived) if others else []
         if small:
             results += batches.read_small_files(reader, small, out_dir, options, progress, location)
         for path, _, stop in tasks:
@@ -83,7 +86,7 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
             and not cluster.address() and sum(stop for _, _, stop in tasks) >= WHOLE_MIN_BYTES):
         try:  # one local file a task, the largest first, as the ranges of a line format
             return _run_in_workers(reader, [(str(path), 0, stop) for path, _, stop in tasks], out_dir, options,
-                                   count, progress, meanwhile)
+                                   count, progress, meanwhile, None, arrived)
         except WorkerError:
             pass  # read here instead: slower, same result
     results = []
@@ -128,9 +131,10 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
                quota: dict[int, int] | None = None, max_per_step: int | None = None,
                progress: Callable[[int], None] | None = None,
                meanwhile: Callable[[], None] | None = None,
-               location: RunLocation | None = None, publish: str | None = None) -> list[RangeResult]:
+               location: RunLocation | None = None, publish: str | None = None,
+               arrived: Callable[[RangeResult], None] | None = None) -> list[RangeResult]:
     """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes
-    finished; ``meanwhile`` as in ``read``. With ``RL_BOARD_RAY`` set, the ranges go to Ray tasks
+    finished; ``meanwhile`` and ``arrived`` as in ``read``. With ``RL_BOARD_RAY`` set, the ranges go to Ray tasks
     (``cluster``); a location worker processes can't reach (``memory://``) is read here."""
     total = sum(stop - start for _, start, stop in tasks)
     count = min(workers.count(), len(tasks))
@@ -140,7 +144,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
     if (max_per_step is None and out_dir is not None and total >= PARALLEL_MIN_BYTES and count > 1
             and (location is None or location.shared)):
         try:
-            return _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile, location)
+            return _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile, location, arrived)
         except WorkerError:
             pass  # parse here instead: slower, same result
     results = []
@@ -162,7 +166,8 @@ class WorkerError(RuntimeError):
 
 
 def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=None,
-                    location: RunLocation | None = None) -> list[RangeResult]:
+                    location: RunLocation | None = None,
+                    arrived: Callable[[RangeResult], None] | None = None) -> list[RangeResult]:
     """Hand the tasks, one at a time as each finishes, to ``count`` worker processes (the warm
     pool of ``workers``, see there; a command forks them here, so ``meanwhile`` runs only once
     they are forked: a fork copies one thread); results in task order."""
@@ -213,7 +218,9 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
                         results[index] = result
                         if progress is not None:
                             progress(tasks[index][2] - tasks[index][1])
-                        dispatch(key.data)
+                        dispatch(key.data)  # the worker's next range first, then the caller's work on this one
+                        if arrived is not None and not result.error:
+                            arrived(result)
             except (OSError, ValueError, TypeError) as exc:
                 raise WorkerError(str(exc)) from exc
             if faults:

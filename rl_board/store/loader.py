@@ -130,6 +130,7 @@ class RunLoader:
         self._opened = False  # the cache's manifest was read into the tracker
         self.last_status: dict[str, str] = {}  # file -> "cached", "appended", "parsed" or "unchanged"
         self.latest = None  # what the last refresh returned
+        self._numbers = None  # the numbers of the segments a read made (``snapshot.Numbers``), until its snapshot
 
     @property
     def pad_token(self) -> str | None:
@@ -342,23 +343,32 @@ class RunLoader:
     def _read(self, todo: list[tuple[FileState, int]], progress: Progress | None) -> None:
         """Read bytes [offset, size) of each file (up to its last newline, for JSONL) and store
         the segments."""
+        self._numbers = None  # (those of a read that failed before its snapshot: let go)
         self._tracker.skip_late_newlines(todo)
         tasks = [(state.path, state.offset, size) for state, size in todo if size > state.offset]
         if not tasks:
             return
         out_dir, keep = self._store.out_dir()
         total, done = sum(b - a for _, a, b in tasks), [0]
+        opened: dict[str, tuple[str, pa.Table]] = {}  # a segment small files share is opened once
 
         def advance(n: int) -> None:
             done[0] += n
             if progress is not None:
                 progress(done[0], total)
 
+        def arrived(result) -> None:  # a segment in the cache, given back while the others are read: opened,
+            # and its numbers made, now rather than after the last range (a name is its bytes' digest)
+            if result.segment is not None and result.span is None and result.segment not in opened:
+                opened[result.segment] = self._store.open(result.segment, out_dir, keep)
+                self._numbers_made().add(*opened[result.segment])
+
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
             # while workers parse, import what the snapshot needs
             return ingest.read(self.reader, tasks, out_dir, self.options, self._quota, self.max_per_step, advance,
                                meanwhile=self._import_snapshot_modules, location=self.location,
-                               publish=self._store.publish_url() if out_dir is not None and keep else None)
+                               publish=self._store.publish_url() if out_dir is not None and keep else None,
+                               arrived=arrived if out_dir is not None and keep else None)
 
         try:
             results = parse(out_dir)
@@ -366,10 +376,11 @@ class RunLoader:
             # read failing is a LocationError, never taken for a full disk)
             self._store.write_failed(out_dir, exc, self._cache_key())
             out_dir, keep, done[0] = None, False, 0
+            opened.clear()
+            self._numbers = None
             results = parse(None)
         self._check_unchanged(todo)
         by_path = {str(state.path): state for state, _ in todo}
-        opened: dict[str, tuple[str, pa.Table]] = {}  # a segment small files share is opened once
         for result in results:
             name, table = "", result.table
             if result.segment is not None:
@@ -382,6 +393,19 @@ class RunLoader:
         for state, _ in todo:
             self._store.compact(state.segments, out_dir, keep)
             state.describe()
+
+    def _numbers_made(self):
+        """The numbers of the segments read since the last snapshot (``snapshot.Numbers``)."""
+        if self._numbers is None or self._numbers.cache is not self.cache:
+            from .snapshot import Numbers
+
+            self._numbers = Numbers(self.cache)
+        return self._numbers
+
+    def take_numbers(self):
+        """The numbers made while the segments were read (``snapshot.Numbers``, or None), given once."""
+        made, self._numbers = self._numbers, None
+        return made
 
     def _check_unchanged(self, todo: list[tuple[FileState, int]]) -> None:
         """A URL's object replaced while its ranges were read (another ETag than when it was listed):
