@@ -415,3 +415,20 @@ def test_a_file_replaced_with_its_size_and_time_is_read_again(tmp_path, isolated
     assert source.last_status == {"a.jsonl": "parsed", "b.jsonl": "cached"}
     again, _ = summary_and_notes(run)
     assert _means(again) == {1: (2, 5.5), 2: (1, 2.0)}
+
+
+def test_a_manifest_entry_is_written_as_dataclasses_would_write_it(tmp_path, isolated_cache):
+    """The manifest's entry of a file (``FileEntry.to_json``, without ``asdict``'s deep copy) holds every field
+    with its value, as ``dataclasses.asdict`` gives it, and reads back as the same entry."""
+    import dataclasses
+
+    from rl_board.store.fingerprints import FileEntry
+
+    write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), "{broken", sample(2, 2.0)])
+    RunSource(tmp_path).refresh()
+    manifest = json.loads(next(isolated_cache.rglob("manifest.json")).read_text())
+    written = manifest["files"]["r.jsonl"]
+    entry = FileEntry.from_json(written)
+    assert written == dataclasses.asdict(entry) == entry.to_json()
+    assert list(written) == [f.name for f in dataclasses.fields(FileEntry)]
+    assert written["errors"] and written["offset"] == (tmp_path / "r.jsonl").stat().st_size
