@@ -159,3 +159,77 @@ def test_a_short_run_keeps_its_rare_extras_as_arrays():
     """Under SPARSE_MIN_ROWS rows (the default, 16,384) a rare extra stays a float64 array, as before."""
     columns, _ = gather(_sparse_parts())
     assert isinstance(columns["extra:rare"], np.ndarray) and columns["extra:rare"].dtype == np.float64
+
+
+def _gathered_one_at_a_time(parts):
+    from rl_board.store.columns import Gathering
+
+    gathering = Gathering()
+    for part in parts:
+        gathering.add(part)
+    return gathering.result()
+
+
+def _same_columns(got: dict, expected: dict) -> None:
+    """The same names in the same order, each the same dtype, values, bytes and stride (one value broadcast)."""
+    assert list(got) == list(expected)
+    for name, column in expected.items():
+        mine = got[name]
+        assert type(mine) is type(column), name
+        if isinstance(column, np.ndarray):
+            assert mine.dtype == column.dtype and mine.shape == column.shape and mine.strides == column.strides, name
+            if column.dtype.kind == "O":
+                assert mine.tolist() == column.tolist(), name
+            else:
+                assert mine.tobytes() == column.tobytes(), name
+        else:
+            pd.testing.assert_series_equal(mine, column)
+
+
+def test_parts_gathered_as_they_come_are_what_gather_gives_or_nothing():
+    """``Gathering`` (a cold read's segments gathered while the others are read) gives what ``gather`` gives
+    the same parts: growing past its first capacity, columns of one value kept broadcast, -0.0 apart from 0.0,
+    a float column one part lacks NaN there, a column first met in a later part; and nothing (None) where it
+    can't: a null among integers or booleans, which ``gather`` turns into floats and objects."""
+    floats = [pa.table({"step": pa.array([k] * (k + 1), pa.int64()), "same": [0.5] * (k + 1),
+                        "zero": [-0.0 if k % 2 else 0.0] * (k + 1), "nan": [np.nan] * (k + 1),
+                        **({"late": [float(k)] * (k + 1)} if k >= 3 else {}),
+                        **({"gap": [1.0] * (k + 1)} if k != 2 else {})}) for k in range(7)]
+    expected, _ = gather(list(floats))
+    got = _gathered_one_at_a_time(floats)
+    assert got is not None
+    _same_columns(got, expected)
+    assert got["same"].strides == (0,) and np.isnan(got["late"][:6]).all() and got["late"][6] == 3.0
+    pd.testing.assert_frame_equal(frame(got), pa.concat_tables(floats, promote_options="default").to_pandas())
+    # a null in integers or booleans (``_parts``' third part) changes the dtype ``gather`` gives: not here
+    assert _gathered_one_at_a_time(_parts()) is None
+    assert _gathered_one_at_a_time(_parts()[:2]) is not None
+    _same_columns(_gathered_one_at_a_time(_parts()[:2]), gather(_parts()[:2])[0])
+
+
+def test_parts_of_shared_one_value_arrays_gather_as_they_come_as_gather_does():
+    """Segments as the cache gives them back (their columns of one value made from shared arrays) give the
+    same columns one at a time as ``gather`` gives them all at once; an integer column with a null in a later
+    part gives nothing (the caller gathers them as before)."""
+    def parts():
+        return [_segment({"line": [1, 2], "same": [1.0, 1.0], "later": [1.0, 1.0], "own": [5.0, 5.0]}),
+                _segment({"line": [1, 2, 3], "same": [1.0] * 3, "later": [1.0] * 3, "own": [5.0, 5.0, 6.0]}),
+                _segment({"line": [1], "same": [1.0], "later": [2.0], "own": [5.0]}),
+                _segment({"line": [1, 2], "same": [1.0, 1.0], "later": [np.nan, np.nan], "own": [5.0, 5.0]})]
+
+    _same_columns(_gathered_one_at_a_time(parts()), gather(parts())[0])
+    with_null = [_segment({"line": [1, 2], "n": pa.array([7, 7], pa.int64())}),
+                 _segment({"line": [1], "n": pa.array([None], pa.int64())})]
+    assert _gathered_one_at_a_time(with_null) is None
+
+
+def test_an_extra_gather_might_keep_sparse_is_left_to_gather(monkeypatch):
+    """An extra field with a value in under ``SPARSE_SHARE`` of at least ``SPARSE_MIN_ROWS`` rows may be kept
+    sparse by ``gather``: gathered as they come, such parts give nothing; one with values in half the rows
+    gives ``gather``'s array."""
+    import rl_board.store.columns as columns_module
+
+    monkeypatch.setattr(columns_module, "SPARSE_MIN_ROWS", 0)
+    assert _gathered_one_at_a_time(_sparse_parts()) is None
+    often = [part.drop_columns([c for c in part.column_names if c == "extra:rare"]) for part in _sparse_parts()]
+    _same_columns(_gathered_one_at_a_time(often), gather(list(often))[0])

@@ -471,35 +471,51 @@ def test_a_file_read_from_its_start_brings_its_head_and_tail_hashes(tmp_path, mo
         assert entry["tail_hash"] == hashlib.sha1(data[-65536:]).hexdigest(), name
 
 
-@pytest.mark.parametrize("budget", [0, 6000, 1 << 30])
-def test_numbers_are_made_as_workers_give_segments_back(tmp_path, monkeypatch, budget):
-    """A cold read through workers makes each segment's numbers as its range comes back, while the others
-    are read, and reads their pages in up to ``NUMBERS_AHEAD_BYTES``; the snapshot takes them: the same
-    frame as one process reading the run, whatever the bound."""
-    from rl_board.store import segments, snapshot
+@pytest.mark.parametrize("shape", ["floats", "a rare extra", "two reads"])
+def test_numbers_are_gathered_as_workers_give_segments_back(tmp_path, monkeypatch, shape):
+    """A cold read through workers gathers each segment's numbers into the run's columns as its range comes
+    back, in the ranges' order, while the others are read; the snapshot takes those columns: the same frame
+    as one process reading the run. Where that can't give ``gather``'s columns (an extra with few values, which
+    ``gather`` keeps sparse), the numbers are made again and gathered after the read; where the run's parts are
+    not those segments (a second read of new lines: its segments follow the cached ones), the numbers made as
+    they came are gathered after the read, their pages read in up to ``NUMBERS_AHEAD_BYTES``: the same frame
+    each time."""
+    from rl_board.store import columns, segments, snapshot
 
-    lines = [sample(i % 5, float(i) / 7, prompt=f"p{i % 9}", acc=float(i % 3)) for i in range(400)]
-    write_lines(tmp_path / "run" / "rank0.jsonl", lines)
-    write_lines(tmp_path / "run" / "rank1.jsonl", lines[::-1])
-    expected = RunSource(tmp_path / "run", cache_root=False).refresh()
+    def lines(offset):
+        return [sample(i % 5, float(i) / 7, prompt=f"p{i % 9}", acc=float(i % 3),
+                       **({"rare": 0.25} if shape == "a rare extra" and i == 350 else {}))
+                for i in range(offset, offset + 400)]
+
+    write_lines(tmp_path / "run" / "rank0.jsonl", lines(0))
+    write_lines(tmp_path / "run" / "rank1.jsonl", lines(0)[::-1])
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ranges, "RANGE_BYTES", 3000)
-    monkeypatch.setattr(snapshot, "NUMBERS_AHEAD_BYTES", budget)
+    monkeypatch.setattr(snapshot, "NUMBERS_AHEAD_BYTES", 6000)
     monkeypatch.setattr(segments, "SMALL_SEGMENT_BYTES", 0)  # no file's segments merged after the read
+    monkeypatch.setattr(columns, "SPARSE_MIN_ROWS", 0)
     _start("fork", monkeypatch)
-    made, taken, read_in = [], [], []
-    add, take, touch = snapshot.Numbers.add, snapshot.Numbers.take, snapshot.Numbers._read_in
-    monkeypatch.setattr(snapshot.Numbers, "add", lambda self, name, table: made.append(name) or add(self, name, table))
-    monkeypatch.setattr(snapshot.Numbers, "take", lambda self, name, table: (
-        taken.append((name, name in self.made)) or take(self, name, table)))
+    from rl_board.store.loader import RunLoader
+
+    made, read_in = [], []
+    take, touch = RunLoader.take_numbers, snapshot.Numbers._read_in
+    monkeypatch.setattr(RunLoader, "take_numbers", lambda self: made.append(take(self)) or made[-1])
     monkeypatch.setattr(snapshot.Numbers, "_read_in", lambda self, *a: (touch(self, *a), read_in.append(self.ahead)))
-    got = RunSource(tmp_path / "run").refresh()
+    source = RunSource(tmp_path / "run")
+    got = source.refresh()
+    if shape == "two reads":
+        with open(tmp_path / "run" / "rank0.jsonl", "a") as fh:
+            fh.writelines(json.dumps(line) + "\n" for line in lines(400))
+        got = source.refresh()
     workers.shutdown()
-    # every segment's numbers made as it came back (the run's files are cut in more ranges than workers),
-    # each taken by the snapshot from what was made
-    assert len(made) == len(set(made)) > 4 and sorted(made) == sorted(name for name, _ in taken)
-    assert all(ready for _, ready in taken)
-    assert read_in and all(ahead <= budget for ahead in read_in)  # the bound holds
-    assert (read_in[-1] == 0) == (budget == 0) and (read_in[-1] < 6000 if budget == 6000 else True)
+    numbers = made[-1]
+    expected = RunSource(tmp_path / "run", cache_root=False).refresh()
+    if shape == "floats":  # every segment gathered as it came, the snapshot took those columns
+        assert numbers.gathering is not None and len(numbers.gathered) > 4 and not read_in
+    elif shape == "a rare extra":  # gathered after the read, as before: kept sparse
+        assert numbers.gathering is None and not read_in
+        assert isinstance(got._samples["extra:rare"].array, pd.arrays.SparseArray)
+    else:  # the numbers made as they came, gathered after the read; their pages read in within the bound
+        assert numbers.gathering is None and read_in and all(ahead <= 6000 for ahead in read_in)
     where = ["row", "seg"]  # which segment holds a row depends on how the files were cut
     pd.testing.assert_frame_equal(expected.samples.drop(columns=where), got.samples.drop(columns=where))

@@ -78,7 +78,7 @@ class _Column:
                 return  # the same bytes throughout: kept as the one value
             if self.sparse is not None and self._kept_sparse(start, pieces):
                 return
-            self.array = np.empty(self.rows, self.dtype)
+            self.array = self._new_array()
             if start:
                 self.array[:start] = self.value[0]
                 for rows, values in self.sparse or ():
@@ -87,6 +87,9 @@ class _Column:
         for count, chunk in pieces:  # each piece into its place: no concatenation of the window
             self.array[start:start + count] = self._values(count, chunk)
             start += count
+
+    def _new_array(self) -> np.ndarray:
+        return np.empty(self.rows, self.dtype)
 
     def _same(self, pieces: list[tuple[int, object]]) -> bool:
         """Whether every value of ``pieces`` has the one value's bytes (the first value met, when none
@@ -186,6 +189,88 @@ def gather(parts: list[pa.Table], first_valid: bool = False) -> tuple[dict, dict
         del window
     return ({c.name: c.result() for c in columns},
             {c.name: c.first_valid for c in columns if c.first_valid is not None})
+
+
+class _Grown(_Column):
+    """A ``_Column`` of parts given one at a time, whose rows are not known until the last: its array grows
+    as parts come (``reserve``: ``ndarray.resize``, whose ``realloc`` of a large block maps its pages again
+    rather than copying them), and is cut to the rows at the end (``finish``)."""
+
+    def _new_array(self) -> np.ndarray:
+        return np.empty(self.rows, self.dtype)
+
+    def reserve(self, capacity: int) -> None:
+        self.rows = capacity
+        if self.array is not None and len(self.array) < capacity:
+            self.array.resize(capacity, refcheck=False)
+
+    def finish(self, rows: int) -> None:
+        self.rows = rows
+        if self.array is not None and len(self.array) != rows:
+            self.array.resize(rows, refcheck=False)
+
+
+class Gathering:
+    """``gather`` of parts given one at a time, in their order, while the rest are still being read
+    (``snapshot.Numbers``: a cold read's segments as the workers give them back), so the copy of each column
+    and the memory it fills are done before the read ends. ``result`` gives what ``gather(parts)`` gives for
+    the same parts (``first_valid`` false), or None when this way can't: a column whose dtype a later part
+    changes (a null in integers or booleans, a type that differs), or an extra field that ``gather`` might
+    keep sparse (``SPARSE_SHARE``); the caller then gathers the parts as before."""
+
+    def __init__(self):
+        self.columns: dict[str, _Grown] = {}
+        self.rows = 0
+        self.capacity = 0
+        self.failed = False
+
+    def add(self, part: pa.Table) -> None:
+        """Gather ``part``'s rows after those given before."""
+        if self.failed:
+            return
+        rows = part.num_rows
+        if not rows:  # (``gather`` takes a part without rows for its columns' names alone)
+            self.failed = any(name not in self.columns for name in part.schema.names)
+            return
+        by_name = {name: chunk for name, chunk in zip(part.schema.names, part.columns) if chunk.type != pa.null()}
+        for field in part.schema:
+            column = self.columns.get(field.name)
+            if column is None:
+                nulls = self.rows > 0 or field.type == pa.null() or by_name[field.name].null_count > 0
+                self.columns[field.name] = _Grown(field.name, field.type, _dtype(field.type, nulls), self.capacity,
+                                                  False)
+                if self.rows:  # the rows before this part have none: nulls, where the dtype allows them
+                    if field.type == pa.null() or _dtype(field.type, True) != _dtype(field.type, False):
+                        self.failed = True
+                        return
+                    self.columns[field.name].put(0, [(self.rows, None)])
+            elif field.type != pa.null() and column.type != field.type:
+                self.failed = True  # (``gather`` promotes a column first met as nulls to the other type)
+                return
+        for name, column in self.columns.items():
+            chunk = by_name.get(name)
+            if (chunk is None or chunk.null_count) and column.dtype is not None and column.dtype != _dtype(
+                    column.type, True):
+                self.failed = True  # a null in a column of integers or booleans: ``gather`` makes it floats
+                return
+        if self.rows + rows > self.capacity:
+            self.capacity = max(self.rows + rows, 2 * self.capacity)
+        for name, column in self.columns.items():
+            column.reserve(self.capacity)
+            column.put(self.rows, [(rows, by_name.get(name))])
+        self.rows += rows
+
+    def result(self) -> dict | None:
+        """(name -> column, as ``gather`` gives them) of every part given, or None (see the class)."""
+        if self.failed:
+            return None
+        for column in self.columns.values():
+            column.finish(self.rows)
+            if (column.name.startswith(F.EXTRA_PREFIX) and column.dtype == np.float64 and self.rows >= SPARSE_MIN_ROWS
+                    and column.array is not None
+                    and np.count_nonzero(~np.isnan(column.array)) < SPARSE_SHARE * self.rows):
+                return None  # ``gather`` may keep it sparse
+        return {name: column.result() for name, column in self.columns.items()}
 
 
 def one_value(values: np.ndarray) -> np.ndarray:

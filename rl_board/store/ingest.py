@@ -52,17 +52,17 @@ def read(reader, tasks: list[tuple[Path, int, int]], out_dir: str | None, option
          quota: dict[int, int] | None = None, max_per_step: int | None = None,
          progress: Callable[[int], None] | None = None,
          meanwhile: Callable[[], None] | None = None, location: RunLocation | None = None,
-         publish: str | None = None, arrived: Callable[[RangeResult], None] | None = None) -> list[RangeResult]:
+         publish: str | None = None, arrived: Callable[[int, RangeResult], None] | None = None) -> list[RangeResult]:
     """Read the new bytes (path, start, stop) of a run's files with ``reader`` into segments in
     ``out_dir`` (tables in memory when None), through ``location`` (every task reads its range
     through the location's filesystem; None: local files, opened directly). ``publish``: the shared
     cache's URL folder where tasks on a Ray cluster put their segments (``cluster``). With ``max_per_step``, keep a sample only while its
     step has fewer than that in ``quota`` (updated in place). ``progress`` gets bytes finished;
     ``meanwhile`` is called once worker processes have their first tasks (the caller's own work
-    while they parse; not called when no workers parse); ``arrived`` with each result a worker process
-    gives back, as it comes, while the others still parse (the caller's work on it moves out of the
-    time after the last range; a result may be given again in the list returned, never another of
-    the same segment)."""
+    while they parse; not called when no workers parse); ``arrived`` with (its place in the byte ranges
+    read, in order, then each file's, as the list returned ends with them; a result) for each result a worker
+    process gives back, as it comes, while the others still parse (the caller's work on it moves out of the
+    time after the last range; the list returned holds the same results)."""
     if reader.APPENDABLE:
         plain = [task for task in tasks if codec_of(task[0]) is None]
         small = [t for t in plain if 0 < t[2] - t[1] <= batches.SMALL_FILE_BYTES] if max_per_step is None else []
@@ -132,7 +132,7 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
                progress: Callable[[int], None] | None = None,
                meanwhile: Callable[[], None] | None = None,
                location: RunLocation | None = None, publish: str | None = None,
-               arrived: Callable[[RangeResult], None] | None = None) -> list[RangeResult]:
+               arrived: Callable[[int, RangeResult], None] | None = None) -> list[RangeResult]:
     """Read every (path, start, stop) range of lines; results in task order. ``progress`` gets bytes
     finished; ``meanwhile`` and ``arrived`` as in ``read``. With ``RL_BOARD_RAY`` set, the ranges go to Ray tasks
     (``cluster``); a location worker processes can't reach (``memory://``) is read here."""
@@ -167,7 +167,7 @@ class WorkerError(RuntimeError):
 
 def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=None,
                     location: RunLocation | None = None,
-                    arrived: Callable[[RangeResult], None] | None = None) -> list[RangeResult]:
+                    arrived: Callable[[int, RangeResult], None] | None = None) -> list[RangeResult]:
     """Hand the tasks, one at a time as each finishes, to ``count`` worker processes (the warm
     pool of ``workers``, see there; a command forks them here, so ``meanwhile`` runs only once
     they are forked: a fork copies one thread); results in task order."""
@@ -219,8 +219,8 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
                         if progress is not None:
                             progress(tasks[index][2] - tasks[index][1])
                         dispatch(key.data)  # the worker's next range first, then the caller's work on this one
-                        if arrived is not None and not result.error:
-                            arrived(result)
+                        if arrived is not None:
+                            arrived(index, result)
             except (OSError, ValueError, TypeError) as exc:
                 raise WorkerError(str(exc)) from exc
             if faults:

@@ -350,6 +350,7 @@ class RunLoader:
             return
         out_dir, keep = self._store.out_dir()
         total, done = sum(b - a for _, a, b in tasks), [0]
+        cold = not any(state.segments for state in self._files.values())  # every row of the run read now
         opened: dict[str, tuple[str, pa.Table]] = {}  # a segment small files share is opened once
 
         def advance(n: int) -> None:
@@ -357,11 +358,13 @@ class RunLoader:
             if progress is not None:
                 progress(done[0], total)
 
-        def arrived(result) -> None:  # a segment in the cache, given back while the others are read: opened,
-            # and its numbers made, now rather than after the last range (a name is its bytes' digest)
-            if result.segment is not None and result.span is None and result.segment not in opened:
+        def arrived(index: int, result) -> None:  # a range given back while the others are read: its segment
+            # (in the cache) opened and its numbers made and gathered now rather than after the last range (a
+            # segment's name is its bytes' digest)
+            if result.segment is not None and not result.error and result.segment not in opened:
                 opened[result.segment] = self._store.open(result.segment, out_dir, keep)
-                self._numbers_made().add(*opened[result.segment])
+            shared = result.span is not None or result.error or result.segment is None
+            self._numbers_made(cold).arrive(index, None if shared else opened[result.segment])
 
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
             # while workers parse, import what the snapshot needs
@@ -394,12 +397,13 @@ class RunLoader:
             self._store.compact(state.segments, out_dir, keep)
             state.describe()
 
-    def _numbers_made(self):
-        """The numbers of the segments read since the last snapshot (``snapshot.Numbers``)."""
+    def _numbers_made(self, cold: bool):
+        """The numbers of the segments read since the last snapshot (``snapshot.Numbers``), gathered as they
+        come when the read is ``cold`` (the run's every row read now)."""
         if self._numbers is None or self._numbers.cache is not self.cache:
             from .snapshot import Numbers
 
-            self._numbers = Numbers(self.cache)
+            self._numbers = Numbers(self.cache, gather=cold)
         return self._numbers
 
     def take_numbers(self):

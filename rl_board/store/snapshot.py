@@ -22,7 +22,7 @@ from ..derive.tokenizer import TOKENIZER_FAILED
 from ..readers import ReadOptions, describe_size
 from ..readers.extras import FieldNotes, first_met, merged_notes
 from ..readers.notes import notes_of
-from .columns import frame, gather, one_value, take
+from .columns import Gathering, frame, gather, one_value, take
 from .segments import SharedSlice, with_one_value_columns
 from .tracking import natural_key
 
@@ -103,15 +103,25 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     joined into one row of numbers per sample (a shared segment's parts at once), ordered by step,
     file and line, the extras capped, and the load report with its notes."""
     files = loader.file_states
-    parts, places, segments, grouped = _parts(loader, names, loader.take_numbers())
     options = loader.options
+    made = loader.take_numbers()
+    if made is not None and not made.streams(files, names):
+        made.stop()
+    parts, places, segments, grouped = _parts(loader, names, made)
+    gathered = None
+    if made is not None and made.gathering is not None:  # the parts' columns were gathered as the read went
+        over = len(set(chain.from_iterable(F.extra_columns(p.column_names) for p in parts))) > options.max_extras
+        gathered = None if over else made.columns()
+        if gathered is None:  # (extras past the limit, or one ``gather`` may keep sparse): gathered here
+            made.stop()
+            parts, places, segments, grouped = _parts(loader, names, made)
     parts, field_notes = _cap_extras(parts, options.max_extras)
     file_notes = _file_notes([(name, note) for name in names for _, _, table in files[name].segments
                               if not isinstance(table, SharedSlice) for note in notes_of(table)])
     if not parts:
         parts, places = [_numbers(SCHEMA.empty_table())], [_Places.of_segment(0, 1, 0, 0)]
     first_names = parts[0].schema.names
-    columns, first_rows = gather(parts, grouped)
+    columns, first_rows = (gathered, {}) if gathered is not None else gather(parts, grouped)
     del parts
     columns = _with_places(columns, first_names, places)
     ends = np.cumsum(np.concatenate([p.rows for p in places]))  # where each run of one file's rows ends
@@ -194,7 +204,7 @@ def _parts(loader, names: list[str], made: Numbers | None = None
     files = loader.file_states
     parts, places, segments, group = [], [], {}, None  # group: consecutive parts of one shared segment
     grouped = False
-    made = made if made is not None and made.cache is loader.cache else Numbers(loader.cache)
+    made = made if made is not None and made.cache is loader.cache else Numbers(loader.cache, gather=False)
     own = made.own
     for file_index, name in enumerate(names):
         for seg_index, (seg_name, first_line, table) in enumerate(files[name].segments):
@@ -385,31 +395,58 @@ class _OwnMappings:
         return self.opened[name]
 
 
-#: a cold read's segments' numbers read into memory while the workers still parse (``Numbers``), at most
-#: this many bytes: gathering them after the last range then copies from memory, not page by page from the
-#: segment files (verl's 10M samples: ~1.2 s less after the last range)
+#: a cold read's segments' numbers read into memory while the workers still parse (``Numbers``) when they can't
+#: be gathered then, at most this many bytes: gathering them after the last range then copies from memory, not
+#: page by page from the segment files
 NUMBERS_AHEAD_BYTES = 1 << 30
 _PAGE = 4096
 
 
 class Numbers:
-    """The numbers of a run's segments (``_numbers``, through their own mapping: ``_OwnMappings``), made
-    for each segment as a worker gives it back while the others still parse (``loader.RunLoader._read``),
-    their pages read in (``NUMBERS_AHEAD_BYTES`` in all), so a cold read's time after its last range does
-    neither; ``_parts`` takes them (and makes those of a segment not there). Kept until the snapshot is
-    taken, then let go with their mappings."""
+    """The numbers of a cold read's segments (``_numbers``, through their own mapping: ``_OwnMappings``),
+    made as the workers give each range back while the others still parse (``loader.RunLoader._read``), and
+    gathered into the run's columns then, in the ranges' order (``columns.Gathering``), so the time after
+    the last range does neither. ``take_snapshot`` takes the gathered columns when its parts are those
+    segments, in that order (``streams``); else it gathers the parts as before, from the numbers made here or
+    made then. A read that is not the run's first (``gather`` false: the cached segments come first) or whose
+    gathering stopped (``columns.Gathering``) keeps the numbers made here, their pages read in
+    (``NUMBERS_AHEAD_BYTES`` in all).
+    Kept until the snapshot is taken, then let go with their mappings."""
 
-    def __init__(self, cache):
+    def __init__(self, cache, gather: bool = True):
         self.cache, self.own, self.made, self.ahead = cache, _OwnMappings(cache), {}, 0
+        self.waiting: dict[int, tuple[str, pa.Table] | None] = {}  # ranges given back before those ahead of them
+        self.next = 0  # the place of the next range to gather
+        self.gathering: Gathering | None = Gathering() if gather else None
+        self.gathered: list[str] = []  # the segments gathered, in order
 
-    def add(self, name: str, table: pa.Table) -> None:
-        """Make the numbers of segment ``name`` (the store's ``table``) now; a segment held in memory
-        (no name) is left for ``take``."""
-        if name and name not in self.made:
-            mapped = self.own.of(name, table)
-            self.made[name] = numbers = _numbers(mapped)
-            if mapped is not table:
-                self._read_in(numbers, set(mapped.schema.names))
+    def arrive(self, index: int, segment: tuple[str, pa.Table] | None) -> None:
+        """Range ``index`` (its place among the ranges read) was given back: its segment (name, the store's
+        table; None: no segment of its own) is gathered once every range before it is."""
+        self.waiting[index] = segment
+        while self.next in self.waiting:
+            found = self.waiting.pop(self.next)
+            self.next += 1
+            if found is not None:
+                self._add(*found)
+
+    def _add(self, name: str, table: pa.Table) -> None:
+        if not name or name in self.made:  # (held in memory, or met twice: not gathered here)
+            self.gathering = None
+            return
+        mapped = self.own.of(name, table)
+        numbers = _numbers(mapped)
+        if self.gathering is not None:
+            self.gathering.add(numbers)
+            if not self.gathering.failed:  # the columns hold its numbers: its mapping let go, its names kept
+                self.gathered.append(name)
+                self.made[name] = numbers.schema.empty_table()
+                self.own.opened.pop(name, None)
+                return
+            self.gathering = None
+        self.made[name] = numbers
+        if mapped is not table:
+            self._read_in(numbers, set(mapped.schema.names))
 
     def _read_in(self, numbers: pa.Table, stored: set[str]) -> None:
         """Touch a byte of every page of the columns of ``numbers`` the segment file holds (``stored``), within
@@ -426,10 +463,30 @@ class Numbers:
                     self.ahead += buffer.size
                     np.frombuffer(buffer, np.uint8)[::_PAGE].max()
 
+    def streams(self, files: dict, names: list[str]) -> bool:
+        """Whether the run's parts are the segments gathered here, in that order (every file's segments, none
+        shared by small files, all read now)."""
+        if self.gathering is None or self.waiting:
+            return False
+        parts = [(seg_name, table) for name in names for seg_name, _, table in files[name].segments]
+        return (len(parts) == len(self.gathered) and not any(isinstance(t, SharedSlice) for _, t in parts)
+                and [seg_name for seg_name, _ in parts] == self.gathered)
+
+    def columns(self) -> dict | None:
+        """The gathered columns (``columns.Gathering.result``), or None."""
+        return self.gathering.result() if self.gathering is not None else None
+
+    def stop(self) -> None:
+        """Gather no more here: ``take`` gives every segment's numbers themselves."""
+        self.gathering = None
+
     def take(self, name: str, table: pa.Table) -> pa.Table:
-        """The numbers of segment ``name`` (``table``): those made by ``add`` (given once), else made now."""
+        """The numbers of segment ``name`` (``table``): those made here (given once; a gathered segment's: its
+        columns without rows while gathering goes on, else made again), else made now."""
         made = self.made.pop(name, None) if name else None
-        return made if made is not None else _numbers(self.own.of(name, table))
+        if made is not None and (made.num_rows or not table.num_rows or self.gathering is not None):
+            return made
+        return _numbers(self.own.of(name, table))
 
 
 class _Group:
