@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import select
 import selectors
 import sys
@@ -161,6 +162,10 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
 LAST_READ: dict = {}
 
 
+#: ranges a worker holds at once: the one it parses and the next, waiting in its pipe
+AHEAD_RANGES = 2
+
+
 class WorkerError(RuntimeError):
     """A worker process failed; its ranges are parsed again in the calling process."""
 
@@ -177,7 +182,8 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
     LAST_READ.clear()
     LAST_READ.update(workers=count, ranges=len(tasks))
     selector = selectors.DefaultSelector()
-    busy = set()
+    held: dict = {}  # worker -> the ranges handed to it and not yet given back
+    partial: dict = {}  # worker -> what it wrote after its last whole line
     faults: list[str] = []  # a URL's range that could not be read: the read stops, caching nothing
 
     def dispatch(proc) -> None:
@@ -187,15 +193,14 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
                     location.to_json() if location is not None else None]
             proc.stdin.write((json.dumps(task) + "\n").encode())
             proc.stdin.flush()
-            busy.add(proc)
-        else:
-            busy.discard(proc)
+            held[proc] = held.get(proc, 0) + 1
 
-    def start(proc) -> None:  # a worker is there: its first range at once, before the next is forked
+    def start(proc) -> None:  # a worker is there: its first ranges at once, before the next is forked
         LAST_READ.setdefault("first_task", time.time())
         try:
             selector.register(proc.stdout, selectors.EVENT_READ, proc)
-            dispatch(proc)
+            for _ in range(AHEAD_RANGES):  # one to parse and one waiting in its pipe: a worker never waits for
+                dispatch(proc)  # this process, busy with the last result (``arrived``), to be given its next
         except (OSError, ValueError) as exc:  # a worker that died at once
             raise WorkerError(str(exc)) from exc
 
@@ -204,23 +209,31 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
             if meanwhile is not None:
                 meanwhile()
             try:
-                while busy and not faults:
+                while any(held.values()) and not faults:
                     for key, _ in selector.select():
-                        line = key.fileobj.readline()
-                        if not line:  # the worker died
-                            raise WorkerError(workers.stop(key.data) or "a worker ended")
-                        index, fields_ = json.loads(line)
-                        if "fault" in fields_:
-                            faults.append(fields_["fault"])
+                        proc = key.data
+                        # what the worker wrote, read here (two results may come in one read: a buffered
+                        # reader would keep the second where the selector does not see it)
+                        chunk = os.read(key.fileobj.fileno(), 1 << 20)
+                        if not chunk:  # the worker died
+                            raise WorkerError(workers.stop(proc) or "a worker ended")
+                        *lines, partial[proc] = (partial.get(proc, b"") + chunk).split(b"\n")
+                        for line in lines:
+                            index, fields_ = json.loads(line)
+                            if "fault" in fields_:
+                                faults.append(fields_["fault"])
+                                break
+                            result = RangeResult(**fields_)
+                            result.errors = [tuple(e) for e in result.errors]
+                            results[index] = result
+                            held[proc] -= 1
+                            if progress is not None:
+                                progress(tasks[index][2] - tasks[index][1])
+                            dispatch(proc)  # the worker's next range first, then the caller's work on this one
+                            if arrived is not None:
+                                arrived(index, result)
+                        if faults:
                             break
-                        result = RangeResult(**fields_)
-                        result.errors = [tuple(e) for e in result.errors]
-                        results[index] = result
-                        if progress is not None:
-                            progress(tasks[index][2] - tasks[index][1])
-                        dispatch(key.data)  # the worker's next range first, then the caller's work on this one
-                        if arrived is not None:
-                            arrived(index, result)
             except (OSError, ValueError, TypeError) as exc:
                 raise WorkerError(str(exc)) from exc
             if faults:
@@ -250,14 +263,18 @@ def serve(idle_seconds: float) -> None:
     line; one JSON result line [index, result] on stdout as each finishes. Ends when stdin
     closes, or after ``idle_seconds`` without a task."""
     _warm()
-    stdin = sys.stdin.buffer
-    while True:
-        ready, _, _ = select.select([stdin], [], [], idle_seconds)
-        if not ready:
-            return
-        line = stdin.readline()
-        if not line:
-            return
+    stdin, waiting = sys.stdin.buffer.fileno(), b""  # (read here: the parent may have written the next task
+    while True:  # too, which a buffered reader would hold where ``select`` does not see it)
+        if b"\n" not in waiting:
+            ready, _, _ = select.select([stdin], [], [], idle_seconds)
+            if not ready:
+                return
+            chunk = os.read(stdin, 1 << 16)
+            if not chunk:
+                return
+            waiting += chunk
+            continue
+        line, waiting = waiting.split(b"\n", 1)
         index, path, start, stop, out_dir, name, options, where = json.loads(line)
         location = restore(where) if where is not None else None
         reader = reader_for(name)
