@@ -1,5 +1,6 @@
 """Reading runs from real files: merging ranks, bad lines, partial lines, folders."""
 
+import json
 import subprocess
 import sys
 
@@ -318,3 +319,36 @@ def test_the_order_check_told_the_runs_of_one_file_compares_files_only_where_run
         assert got == expected, (counts, keys)
         answers.add(expected)
     assert answers == {True, False}
+
+
+@pytest.mark.parametrize("looped", [True, False])
+def test_line_and_row_of_every_sample_whether_made_in_place_or_at_once(tmp_path, monkeypatch, looped):
+    """Each sample's ``line`` is its line in its file and its ``row`` its place in the segment that holds it,
+    for files cut into many ranges (segments) and small files sharing one segment, whether the snapshot makes
+    them a run of rows at a time (in place) or for all the runs at once (past ``_PLACES_LOOPED`` runs)."""
+    from rl_board.analysis.source import RunSource
+    from rl_board.store import batches, ranges, snapshot
+
+    monkeypatch.setattr(ranges, "RANGE_BYTES", 1500)
+    monkeypatch.setattr(ranges, "MIN_RANGE_BYTES", 0)
+    monkeypatch.setattr(batches, "BATCH_MIN_FILES", 3)
+    monkeypatch.setattr(batches, "SMALL_FILE_BYTES", 2000)  # the rank files are read in ranges, not batched
+    monkeypatch.setattr(snapshot, "_PLACES_LOOPED", 1 << 14 if looped else 0)
+    for rank in range(2):
+        write_lines(tmp_path / f"rank{rank}.jsonl", [sample(i // 40, float(i), prompt=f"r{rank}-{i}") for i in range(120)])
+    for k in range(5):  # small files, batched into one segment
+        write_lines(tmp_path / f"small{k}.jsonl", [sample(9, 1.0, prompt=f"s{k}-{i}") for i in range(3)])
+    run = RunSource(tmp_path, cache_root=False).refresh()
+    samples = run._samples
+    prompts = run.with_text(samples)["prompt"].tolist()  # read from each segment at its row
+    files = list(run.report.files)
+    # the line each prompt was written on, read back from the files themselves
+    where = {json.loads(text)["prompt"]: (name, n) for name in files
+             for n, text in enumerate((tmp_path / name).read_text().splitlines(), 1)}
+    assert [(files[f], line) for f, line in zip(samples["file"], samples["line"])] == [where[p] for p in prompts]
+    # rows: each segment's rows counted from 0 in line order (a shared segment: across its files, in order)
+    counted = samples.sort_values(["file", "line"]).groupby(["file", "seg"]).cumcount().sort_index()
+    shared = samples["file"].map(lambda f: files[f].startswith("small")).to_numpy()
+    assert samples["row"].to_numpy()[~shared].tolist() == counted.to_numpy()[~shared].tolist()
+    assert sorted(samples.loc[shared, "row"].tolist()) == list(range(15))
+    assert samples.loc[~shared, "seg"].max() >= 3  # the rank files were cut into several segments
