@@ -85,7 +85,7 @@ def compute_step_stats(samples: pd.DataFrame, whole: tuple[dict, ...] = ()) -> p
     for name, column in columns.items():
         if column not in samples or _no_value(samples[column], name == "response_len"):
             continue
-        values = samples[column].to_numpy(dtype=float)[order]
+        values = _floats(samples[column], order)
         counts, mean, std = _with_given(mean_std(series_values(name, values), starts), given.get(name))
         if counts.any():  # (a series with no value anywhere: no columns)
             means[f"{name}_mean"], stds[f"{name}_std"] = mean, std
@@ -122,7 +122,13 @@ def _masked_share(numbers: dict, index: pd.Index) -> pd.Series:
 def _step_numbers(samples: pd.DataFrame, order: np.ndarray | slice, starts: np.ndarray) -> dict[str, np.ndarray]:
     """``derive.step_stats.step_numbers`` of the rows ``order`` takes (each step's from ``starts``)."""
     rows = len(range(len(samples))[order]) if isinstance(order, slice) else len(order)
-    return step_numbers(lambda name: samples[name].to_numpy(dtype=float)[order], set(samples.columns), starts, rows)
+    return step_numbers(lambda name: _floats(samples[name], order), set(samples.columns), starts, rows)
+
+
+def _floats(column: pd.Series, order: np.ndarray | slice) -> np.ndarray:
+    """``column.to_numpy(dtype=float)[order]``, the rows taken before they are made floats: where every step
+    is one segment's (``order`` empty), no column of every row is made for none of them."""
+    return np.asarray(column.to_numpy()[order], dtype=float)
 
 
 def _with_numbers(numbers: dict, known: np.ndarray, given: dict) -> dict:
@@ -293,10 +299,9 @@ def _step_codes(steps: pd.Series) -> tuple[np.ndarray, pd.Index]:
     without hashing when the samples are in step order, as a run's are."""
     values = steps.to_numpy()
     if values.dtype.kind in "iu" and (len(values) < 2 or bool((values[1:] >= values[:-1]).all())):
-        new = np.r_[True, values[1:] != values[:-1]] if len(values) else np.zeros(0, bool)
-        codes = np.cumsum(new)
-        codes -= 1
-        return codes, pd.Index(values[new], name=F.STEP)
+        starts = np.r_[0, np.flatnonzero(values[1:] != values[:-1]) + 1] if len(values) else np.zeros(0, np.int64)
+        codes = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(values)]))  # (one pass, no cumsum)
+        return codes, pd.Index(values[starts], name=F.STEP)
     codes, uniques = pd.factorize(values, sort=True)
     return codes, pd.Index(uniques, name=F.STEP)
 
