@@ -471,7 +471,7 @@ def test_a_file_read_from_its_start_brings_its_head_and_tail_hashes(tmp_path, mo
         assert entry["tail_hash"] == hashlib.sha1(data[-65536:]).hexdigest(), name
 
 
-@pytest.mark.parametrize("shape", ["floats", "a rare extra", "two reads"])
+@pytest.mark.parametrize("shape", ["floats", "a rare extra", "two reads", "extras past the limit"])
 def test_numbers_are_gathered_as_workers_give_segments_back(tmp_path, monkeypatch, shape):
     """A cold read through workers gathers each segment's numbers into the run's columns as its range comes
     back, in the ranges' order, while the others are read; the snapshot takes those columns: the same frame
@@ -480,27 +480,31 @@ def test_numbers_are_gathered_as_workers_give_segments_back(tmp_path, monkeypatc
     not those segments (a second read of new lines: its segments follow the cached ones), the numbers made as
     they came are gathered after the read, their pages read in up to ``NUMBERS_AHEAD_BYTES``: the same frame
     each time."""
-    from rl_board.store import columns, segments, snapshot
+    from rl_board.store import columns, segments
+    from rl_board.store import numbers as numbers_module
 
     def lines(offset):
         return [sample(i % 5, float(i) / 7, prompt=f"p{i % 9}", acc=float(i % 3),
-                       **({"rare": 0.25} if shape == "a rare extra" and i == 350 else {}))
+                       **({"rare": 0.25} if shape == "a rare extra" and i == 350 else {}),
+                       **({f"e{i // 100}": 1.0} if shape == "extras past the limit" else {}))
                 for i in range(offset, offset + 400)]
 
     write_lines(tmp_path / "run" / "rank0.jsonl", lines(0))
     write_lines(tmp_path / "run" / "rank1.jsonl", lines(0)[::-1])
     monkeypatch.setattr(ingest, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(ranges, "RANGE_BYTES", 3000)
-    monkeypatch.setattr(snapshot, "NUMBERS_AHEAD_BYTES", 6000)
+    monkeypatch.setattr(numbers_module, "NUMBERS_AHEAD_BYTES", 6000)
     monkeypatch.setattr(segments, "SMALL_SEGMENT_BYTES", 0)  # no file's segments merged after the read
     monkeypatch.setattr(columns, "SPARSE_MIN_ROWS", 0)
+    if shape == "extras past the limit":  # e0..e3 and acc: five extras, four kept
+        monkeypatch.setenv("RL_BOARD_MAX_EXTRA_FIELDS", "4")
     _start("fork", monkeypatch)
     from rl_board.store.loader import RunLoader
 
     made, read_in = [], []
-    take, touch = RunLoader.take_numbers, snapshot.Numbers._read_in
+    take, touch = RunLoader.take_numbers, numbers_module.Numbers._read_in
     monkeypatch.setattr(RunLoader, "take_numbers", lambda self: made.append(take(self)) or made[-1])
-    monkeypatch.setattr(snapshot.Numbers, "_read_in", lambda self, *a: (touch(self, *a), read_in.append(self.ahead)))
+    monkeypatch.setattr(numbers_module.Numbers, "_read_in", lambda self, *a: (touch(self, *a), read_in.append(self.ahead)))
     source = RunSource(tmp_path / "run")
     got = source.refresh()
     if shape == "two reads":
@@ -512,6 +516,9 @@ def test_numbers_are_gathered_as_workers_give_segments_back(tmp_path, monkeypatc
     expected = RunSource(tmp_path / "run", cache_root=False).refresh()
     if shape == "floats":  # every segment gathered as it came, the snapshot took those columns
         assert numbers.gathering is not None and len(numbers.gathered) > 4 and not read_in
+    elif shape == "extras past the limit":  # gathered after the read, the extras capped as before
+        assert numbers.gathering is None and not read_in
+        assert len([c for c in got.samples.columns if c.startswith("extra:")]) == 4
     elif shape == "a rare extra":  # gathered after the read, as before: kept sparse
         assert numbers.gathering is None and not read_in
         assert isinstance(got._samples["extra:rare"].array, pd.arrays.SparseArray)

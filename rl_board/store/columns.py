@@ -212,7 +212,7 @@ class _Grown(_Column):
 
 class Gathering:
     """``gather`` of parts given one at a time, in their order, while the rest are still being read
-    (``snapshot.Numbers``: a cold read's segments as the workers give them back), so the copy of each column
+    (``numbers.Numbers``: a cold read's segments as the workers give them back), so the copy of each column
     and the memory it fills are done before the read ends. ``result`` gives what ``gather(parts)`` gives for
     the same parts (``first_valid`` false), or None when this way can't: a column whose dtype a later part
     changes (a null in integers or booleans, a type that differs), or an extra field that ``gather`` might

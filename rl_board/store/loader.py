@@ -130,7 +130,7 @@ class RunLoader:
         self._opened = False  # the cache's manifest was read into the tracker
         self.last_status: dict[str, str] = {}  # file -> "cached", "appended", "parsed" or "unchanged"
         self.latest = None  # what the last refresh returned
-        self._numbers = None  # the numbers of the segments a read made (``snapshot.Numbers``), until its snapshot
+        self._numbers = None  # the numbers of the segments a read made (``numbers.Numbers``), until its snapshot
 
     @property
     def pad_token(self) -> str | None:
@@ -398,16 +398,16 @@ class RunLoader:
             state.describe()
 
     def _numbers_made(self, cold: bool):
-        """The numbers of the segments read since the last snapshot (``snapshot.Numbers``), gathered as they
+        """The numbers of the segments read since the last snapshot (``numbers.Numbers``), gathered as they
         come when the read is ``cold`` (the run's every row read now)."""
         if self._numbers is None or self._numbers.cache is not self.cache:
-            from .snapshot import Numbers
+            from .numbers import Numbers
 
             self._numbers = Numbers(self.cache, gather=cold)
         return self._numbers
 
     def take_numbers(self):
-        """The numbers made while the segments were read (``snapshot.Numbers``, or None), given once."""
+        """The numbers made while the segments were read (``numbers.Numbers``, or None), given once."""
         made, self._numbers = self._numbers, None
         return made
 

@@ -16,14 +16,15 @@ from ..base import fields as F
 from ..base.compression import APPEND_NOTE, codec_of
 from ..base.defaults import MAX_ERRORS_ENV, max_errors
 from ..base.location import RunLocation
-from ..derive.samples import SCHEMA, TURN_COLUMNS
+from ..derive.samples import SCHEMA
 from ..derive.step_stats import read_step_stats
 from ..derive.tokenizer import TOKENIZER_FAILED
 from ..readers import ReadOptions, describe_size
 from ..readers.extras import FieldNotes, first_met, merged_notes
 from ..readers.notes import notes_of
-from .columns import Gathering, frame, gather, one_value, take
-from .segments import SharedSlice, with_one_value_columns
+from .columns import frame, gather, one_value, take
+from .numbers import Numbers, segment_numbers
+from .segments import SharedSlice
 from .tracking import natural_key
 
 #: What the page and the commands say when a run's token ids can't be decoded.
@@ -104,22 +105,12 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
     file and line, the extras capped, and the load report with its notes."""
     files = loader.file_states
     options = loader.options
-    made = loader.take_numbers()
-    if made is not None and not made.streams(files, names):
-        made.stop()
-    parts, places, segments, grouped = _parts(loader, names, made)
-    gathered = None
-    if made is not None and made.gathering is not None:  # the parts' columns were gathered as the read went
-        over = len(set(chain.from_iterable(F.extra_columns(p.column_names) for p in parts))) > options.max_extras
-        gathered = None if over else made.columns()
-        if gathered is None:  # (extras past the limit, or one ``gather`` may keep sparse): gathered here
-            made.stop()
-            parts, places, segments, grouped = _parts(loader, names, made)
+    parts, places, segments, grouped, gathered = _gathered_parts(loader, names)
     parts, field_notes = _cap_extras(parts, options.max_extras)
     file_notes = _file_notes([(name, note) for name in names for _, _, table in files[name].segments
                               if not isinstance(table, SharedSlice) for note in notes_of(table)])
     if not parts:
-        parts, places = [_numbers(SCHEMA.empty_table())], [_Places.of_segment(0, 1, 0, 0)]
+        parts, places = [segment_numbers(SCHEMA.empty_table())], [_Places.of_segment(0, 1, 0, 0)]
     first_names = parts[0].schema.names
     columns, first_rows = (gathered, {}) if gathered is not None else gather(parts, grouped)
     del parts
@@ -183,6 +174,24 @@ def take_snapshot(loader, names: list[str], ignored: list[str], unreadable: dict
                     (cache.folder, stamp) if stamp is not None else None, loader.split, loader.splits,
                     loader.location, loader.max_per_step, _step_stats(files, names, loader.max_per_step),
                     segment_names)
+
+
+def _gathered_parts(loader, names: list[str]) -> tuple:
+    """``_parts`` of the run, and the columns gathered as the read went (``numbers.Numbers``) when they are the
+    run's: its parts are the segments gathered, in that order, and ``gather`` would give the same (else None,
+    and the parts' numbers themselves to gather)."""
+    made = loader.take_numbers()
+    if made is not None and not made.streams(loader.file_states, names):
+        made.stop()
+    parts, places, segments, grouped = _parts(loader, names, made)
+    gathered = None
+    if made is not None and made.gathering is not None:  # the parts' columns were gathered as the read went
+        extras = set(chain.from_iterable(F.extra_columns(part.column_names) for part in parts))
+        gathered = made.columns() if len(extras) <= loader.options.max_extras else None
+        if gathered is None:  # (extras past the limit, or one ``gather`` may keep sparse): gathered here
+            made.stop()
+            parts, places, segments, grouped = _parts(loader, names, made)
+    return parts, places, segments, grouped, gathered
 
 
 def _step_stats(files: dict, names: list[str], max_per_step: int | None) -> tuple[dict, ...]:
@@ -394,126 +403,9 @@ def _extras_in_file_order(columns: dict, first_rows: dict[str, int]) -> dict:
     return {name: columns[name] for name in base + own + where + later}
 
 
-class _OwnMappings:
-    """The segment files of a run's cache mapped once more, for their numbers alone: the pages a
-    snapshot reads from them are let go with the mapping once gathered (``columns.gather``), where
-    the store's mapping, kept for the texts, would keep every page read resident for the run's life."""
-
-    def __init__(self, cache):
-        self.cache, self.opened = cache, {}
-
-    def of(self, name: str, table: pa.Table) -> pa.Table:
-        """Segment ``name`` (``table``, the store's whole segment) mapped again; ``table`` itself when it
-        is held in memory (no name) or the file can't be mapped as it was."""
-        if self.cache is None or not name:
-            return table
-        if name not in self.opened:
-            try:
-                mapped = self.cache.open_segment(name)
-            except (OSError, pa.ArrowException):
-                mapped = table
-            same = mapped.num_rows == table.num_rows and mapped.schema.equals(table.schema)
-            self.opened[name] = mapped if same else table
-        return self.opened[name]
-
-
-#: a cold read's segments' numbers read into memory while the workers still parse (``Numbers``) when they can't
-#: be gathered then, at most this many bytes: gathering them after the last range then copies from memory, not
-#: page by page from the segment files
-NUMBERS_AHEAD_BYTES = 1 << 30
-_PAGE = 4096
-
-
-class Numbers:
-    """The numbers of a cold read's segments (``_numbers``, through their own mapping: ``_OwnMappings``),
-    made as the workers give each range back while the others still parse (``loader.RunLoader._read``), and
-    gathered into the run's columns then, in the ranges' order (``columns.Gathering``), so the time after
-    the last range does neither. ``take_snapshot`` takes the gathered columns when its parts are those
-    segments, in that order (``streams``); else it gathers the parts as before, from the numbers made here or
-    made then. A read that is not the run's first (``gather`` false: the cached segments come first) or whose
-    gathering stopped (``columns.Gathering``) keeps the numbers made here, their pages read in
-    (``NUMBERS_AHEAD_BYTES`` in all).
-    Kept until the snapshot is taken, then let go with their mappings."""
-
-    def __init__(self, cache, gather: bool = True):
-        self.cache, self.own, self.made, self.ahead = cache, _OwnMappings(cache), {}, 0
-        self.waiting: dict[int, tuple[str, pa.Table] | None] = {}  # ranges given back before those ahead of them
-        self.next = 0  # the place of the next range to gather
-        self.gathering: Gathering | None = Gathering() if gather else None
-        self.gathered: list[str] = []  # the segments gathered, in order
-
-    def arrive(self, index: int, segment: tuple[str, pa.Table] | None) -> None:
-        """Range ``index`` (its place among the ranges read) was given back: its segment (name, the store's
-        table; None: no segment of its own) is gathered once every range before it is."""
-        self.waiting[index] = segment
-        while self.next in self.waiting:
-            found = self.waiting.pop(self.next)
-            self.next += 1
-            if found is not None:
-                self._add(*found)
-
-    def _add(self, name: str, table: pa.Table) -> None:
-        if not name or name in self.made:  # (held in memory, or met twice: not gathered here)
-            self.gathering = None
-            return
-        mapped = self.own.of(name, table)
-        numbers = _numbers(mapped)
-        if self.gathering is not None:
-            self.gathering.add(numbers)
-            if not self.gathering.failed:  # the columns hold its numbers: its mapping let go, its names kept
-                self.gathered.append(name)
-                self.made[name] = numbers.schema.empty_table()
-                self.own.opened.pop(name, None)
-                return
-            self.gathering = None
-        self.made[name] = numbers
-        if mapped is not table:
-            self._read_in(numbers, set(mapped.schema.names))
-
-    def _read_in(self, numbers: pa.Table, stored: set[str]) -> None:
-        """Touch a byte of every page of the columns of ``numbers`` the segment file holds (``stored``), within
-        ``NUMBERS_AHEAD_BYTES``: the page cache's pages mapped now (the gather's copy then meets no fault)."""
-        for name, column in zip(numbers.schema.names, numbers.columns):
-            if name not in stored:
-                continue
-            for chunk in column.chunks:
-                for buffer in chunk.buffers():
-                    if buffer is None or not buffer.size:
-                        continue
-                    if self.ahead + buffer.size > NUMBERS_AHEAD_BYTES:
-                        return
-                    self.ahead += buffer.size
-                    np.frombuffer(buffer, np.uint8)[::_PAGE].max()
-
-    def streams(self, files: dict, names: list[str]) -> bool:
-        """Whether the run's parts are the segments gathered here, in that order (every file's segments, none
-        shared by small files, all read now)."""
-        if self.gathering is None or self.waiting:
-            return False
-        parts = [(seg_name, table) for name in names for seg_name, _, table in files[name].segments]
-        return (len(parts) == len(self.gathered) and not any(isinstance(t, SharedSlice) for _, t in parts)
-                and [seg_name for seg_name, _ in parts] == self.gathered)
-
-    def columns(self) -> dict | None:
-        """The gathered columns (``columns.Gathering.result``), or None."""
-        return self.gathering.result() if self.gathering is not None else None
-
-    def stop(self) -> None:
-        """Gather no more here: ``take`` gives every segment's numbers themselves."""
-        self.gathering = None
-
-    def take(self, name: str, table: pa.Table) -> pa.Table:
-        """The numbers of segment ``name`` (``table``): those made here (given once; a gathered segment's: its
-        columns without rows while gathering goes on, else made again), else made now."""
-        made = self.made.pop(name, None) if name else None
-        if made is not None and (made.num_rows or not table.num_rows or self.gathering is not None):
-            return made
-        return _numbers(self.own.of(name, table))
-
-
 class _Group:
     """Rows [start, end) of a segment several small files share, each file's part in turn: their
-    numbers are made at once (``_numbers`` per part costs a table each, 100,000 of them for a
+    numbers are made at once (``segment_numbers`` per part costs a table each, 100,000 of them for a
     run of 100,000 one-line files). Their ``row`` is the row in the whole segment."""
 
     def __init__(self, parent: pa.Table, start: int):
@@ -531,15 +423,8 @@ class _Group:
         self.segs.append(seg_index)
 
     def numbers(self) -> pa.Table:
-        return _numbers(self.parent.slice(self.start, self.end - self.start))
+        return segment_numbers(self.parent.slice(self.start, self.end - self.start))
 
     def places(self) -> _Places:
         return _Places(*(np.asarray(values, np.int64) for values in (
             self.rows, [line - 1 for line in self.first_lines], self.files, self.segs)), self.start)
-
-
-def _numbers(table: pa.Table) -> pa.Table:
-    """The numeric columns of a segment (texts and words stay behind); its line numbers count from the
-    segment's start, and where its rows live is the part's ``_Places`` (``_with_places``)."""
-    return with_one_value_columns(table).drop_columns([*F.TEXT_FIELDS, "token_words", *TURN_COLUMNS])
-
