@@ -162,7 +162,8 @@ def run_ranges(reader, tasks: list[tuple[str, int, int]], out_dir: str | None, o
 LAST_READ: dict = {}
 
 
-#: ranges a worker holds at once: the one it parses and the next, waiting in its pipe
+#: ranges a worker holds at once while more are left than workers: the one it parses and the next, waiting in
+#: its pipe
 AHEAD_RANGES = 2
 
 
@@ -195,12 +196,17 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
             proc.stdin.flush()
             held[proc] = held.get(proc, 0) + 1
 
+    def top_up(proc) -> None:  # a range to parse, and one more waiting while more are left than workers (at
+        # the end, a range waiting in one worker's pipe would keep another idle)
+        while queue and (not held.get(proc) or held[proc] < AHEAD_RANGES and len(queue) > count):
+            dispatch(proc)
+
     def start(proc) -> None:  # a worker is there: its first ranges at once, before the next is forked
         LAST_READ.setdefault("first_task", time.time())
         try:
             selector.register(proc.stdout, selectors.EVENT_READ, proc)
-            for _ in range(AHEAD_RANGES):  # one to parse and one waiting in its pipe: a worker never waits for
-                dispatch(proc)  # this process, busy with the last result (``arrived``), to be given its next
+            top_up(proc)  # one to parse and one waiting in its pipe: a worker never waits for this process, busy
+            # with the last result (``arrived``), to be given its next
         except (OSError, ValueError) as exc:  # a worker that died at once
             raise WorkerError(str(exc)) from exc
 
@@ -229,7 +235,7 @@ def _run_in_workers(reader, tasks, out_dir, options, count, progress, meanwhile=
                             held[proc] -= 1
                             if progress is not None:
                                 progress(tasks[index][2] - tasks[index][1])
-                            dispatch(proc)  # the worker's next range first, then the caller's work on this one
+                            top_up(proc)  # the worker's next range first, then the caller's work on this one
                             if arrived is not None:
                                 arrived(index, result)
                         if faults:
