@@ -292,6 +292,7 @@ class RunLoader:
         try:
             return self._refresh_now(progress)
         finally:
+            self._numbers = None  # (a read that failed before its snapshot: its numbers and columns let go)
             if enabled:
                 gc.enable()
 
@@ -343,7 +344,6 @@ class RunLoader:
     def _read(self, todo: list[tuple[FileState, int]], progress: Progress | None) -> None:
         """Read bytes [offset, size) of each file (up to its last newline, for JSONL) and store
         the segments."""
-        self._numbers = None  # (those of a read that failed before its snapshot: let go)
         self._tracker.skip_late_newlines(todo)
         tasks = [(state.path, state.offset, size) for state, size in todo if size > state.offset]
         if not tasks:
