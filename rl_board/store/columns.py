@@ -78,7 +78,7 @@ class _Column:
                 return  # the same bytes throughout: kept as the one value
             if self.sparse is not None and self._kept_sparse(start, pieces):
                 return
-            self.array = self._new_array()
+            self.array = np.empty(self.rows, self.dtype)
             if start:
                 self.array[:start] = self.value[0]
                 for rows, values in self.sparse or ():
@@ -87,9 +87,6 @@ class _Column:
         for count, chunk in pieces:  # each piece into its place: no concatenation of the window
             self.array[start:start + count] = self._values(count, chunk)
             start += count
-
-    def _new_array(self) -> np.ndarray:
-        return np.empty(self.rows, self.dtype)
 
     def _same(self, pieces: list[tuple[int, object]]) -> bool:
         """Whether every value of ``pieces`` has the one value's bytes (the first value met, when none
@@ -194,10 +191,8 @@ def gather(parts: list[pa.Table], first_valid: bool = False) -> tuple[dict, dict
 class _Grown(_Column):
     """A ``_Column`` of parts given one at a time, whose rows are not known until the last: its array grows
     as parts come (``reserve``: ``ndarray.resize``, whose ``realloc`` of a large block maps its pages again
-    rather than copying them), and is cut to the rows at the end (``finish``)."""
-
-    def _new_array(self) -> np.ndarray:
-        return np.empty(self.rows, self.dtype)
+    rather than copying them), and is cut to the rows at the end (``finish``). Its ``rows`` is its capacity
+    until then, which a new array is made with."""
 
     def reserve(self, capacity: int) -> None:
         self.rows = capacity

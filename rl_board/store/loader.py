@@ -361,10 +361,11 @@ class RunLoader:
         def arrived(index: int, result) -> None:  # a range given back while the others are read: its segment
             # (in the cache) opened and its numbers made and gathered now rather than after the last range (a
             # segment's name is its bytes' digest)
-            if result.segment is not None and not result.error and result.segment not in opened:
+            written = result.segment is not None and not result.error
+            if written and result.segment not in opened:
                 opened[result.segment] = self._store.open(result.segment, out_dir, keep)
-            shared = result.span is not None or result.error or result.segment is None
-            self._numbers_made(cold).arrive(index, None if shared else opened[result.segment])
+            own = written and result.span is None  # (not a part of a segment small files share)
+            self._numbers_made(cold).arrive(index, opened[result.segment] if own else None)
 
         def parse(out_dir: str | None):  # out_dir None: keep the rows in memory
             # while workers parse, import what the snapshot needs
