@@ -526,3 +526,18 @@ def test_numbers_are_gathered_as_workers_give_segments_back(tmp_path, monkeypatc
         assert numbers.gathering is None and read_in and all(ahead <= 6000 for ahead in read_in)
     where = ["row", "seg"]  # which segment holds a row depends on how the files were cut
     pd.testing.assert_frame_equal(expected.samples.drop(columns=where), got.samples.drop(columns=where))
+
+
+def test_ranges_are_handed_out_in_order_but_the_last_largest_first():
+    """Ranges go to the workers in their places' order (so they come back nearly in order and each is gathered
+    while the others are parsed), but the last ``AHEAD_RANGES`` × workers go largest first (a small
+    remainder fills the end): with 2 workers, the last four of ten are handed out by size, a tie by place."""
+    sizes = [10, 10, 3, 10, 10, 10, 4, 10, 6, 4]  # ranges 6..9 are the last four: 10, 6, then 4 and 4
+    tasks = [(f"f{i}.jsonl", 0, size) for i, size in enumerate(sizes)]
+    queue = ingest._handing_order(tasks, 2)
+    handed = [queue.pop()[0] for _ in range(len(queue))]
+    assert ingest.AHEAD_RANGES == 2
+    assert handed == [0, 1, 2, 3, 4, 5, 7, 8, 6, 9]
+    # fewer ranges than the workers hold at the end: all largest first
+    assert [place for place, _ in ingest._handing_order(tasks[:3], 2)[::-1]] == [0, 1, 2]
+    assert [place for place, _ in ingest._handing_order(tasks[6:9], 2)[::-1]] == [1, 2, 0]

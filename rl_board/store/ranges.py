@@ -34,11 +34,9 @@ READ_CHUNK = 8 << 20  # bytes read as one block inside a range: on long lines 8 
 # 16 MB here (fewer fixed costs per block; a block's columns still fit the CPU caches), and it bounds a worker's memory
 RANGE_BYTES = 24 << 20  # the most bytes per task handed to a worker
 MIN_RANGE_BYTES = 4 << 20  # the fewest: below this a range's fixed costs (a segment file, its mapping) show
-RANGES_PER_WORKER = 4  # a read is cut into about this many ranges per worker, dealt largest first as workers
-
-
-# free up, so the last ones end within a small range of each other (24 MB ranges on 16 workers left most
-# of them idle through a second round)
+RANGES_PER_WORKER = 4  # a read is cut into about this many ranges per worker, dealt as workers free up (in
+# order, the last ones largest first: ``ingest._handing_order``), so the last ones end within a small range of
+# each other (24 MB ranges on 16 workers left most of them idle through a second round)
 _SCAN_PIECE = 1 << 20  # bytes read at a time while looking for a line's end
 
 
