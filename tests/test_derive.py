@@ -144,6 +144,26 @@ def test_a_split_word_left_with_whitespace_is_trimmed_and_empty_words_dropped():
     assert (words.to_pylist(), parent.tolist()) == (["x", "y"], [0, 0])
 
 
+def test_text_words_are_numbered_in_order_of_first_use_without_the_empty_word():
+    """A block of ASCII texts and one of other texts, each with whitespace at the ends and in runs (where
+    Arrow's split gives empty words): each word's id is its place among the block's distinct words in order of
+    first use (numbered here by hand, from ``str.split``), the vocabulary those words, the empty one not
+    among them, and each word's owner its sample."""
+    import numpy as np
+
+    from rl_board.derive.samples import _TextWords
+
+    for texts in (["  a b  a ", "", " \t", "c  b\n", None, "d a"],
+                  ["\u3000é b  é\u3000", "字", "  ", "b\u00a0字 x ", None, "é"]):
+        words = _TextWords(np.ones(len(texts), bool), pa.array(texts, pa.string()))
+        split = [(i, w) for i, text in enumerate(texts) if text is not None for w in text.split()]
+        first_use = list(dict.fromkeys(w for _, w in split))
+        assert words.vocabulary.to_pylist() == first_use and "" not in first_use
+        assert words.ids.tolist() == [first_use.index(w) for _, w in split]
+        assert words.owner.tolist() == [i for i, _ in split]
+        assert words.rows.tolist() == [i for i, text in enumerate(texts) if text is not None]
+
+
 def test_ascii_and_other_texts_of_one_block_keep_their_words_in_sample_order():
     """ASCII texts are split over their bytes, others by Arrow: in one block, each sample's words are
     still what ``str.split`` gives, in its order, and the 4-gram share is that of those words (by hand)."""
