@@ -24,9 +24,9 @@ search (``re.finditer``).
 Candidates for a library call the board makes (issue 52), each timed against it on the same input, with
 ``repeat_4gram`` checked the same: a candidate replaces the call only when more than 1.3 × faster here.
 
-- the words' ids the 4-grams count (``derive/samples.py``'s ``_TextWords``: Arrow's whitespace split, the
-  empty words dropped, ``dictionary_encode`` of every word), on 65,536 verl-shaped responses, against: the
-  words encoded before the empty ones are dropped (the ids dropped instead of the strings copied); the
+- the words' ids the 4-grams count (``derive/text_words.py``'s ``TextWords``: Arrow's whitespace split,
+  ``dictionary_encode`` of every word it gives, the empty word's id then dropped: since this release, where
+  the empty words were dropped first, copying every word), on 65,536 verl-shaped responses, against: the
   words encoded as ``string_view`` (short strings inline); the words encoded 8,192 responses at a time
   (ids need only be equal within a response: smaller hash tables).
 
@@ -125,14 +125,15 @@ def tokens_case(scale: float):
 
 def grams_case(scale: float):
     """``_distinct_4gram_share`` against Arrow's ``group_by`` over the 4-grams, on verl-shaped words."""
-    from rl_board.derive.samples import _distinct_4gram_share, _TextWords
+    from rl_board.derive.samples import _distinct_4gram_share
+    from rl_board.derive.text_words import TextWords
 
     rng = np.random.default_rng(3)
     words = [f"w{k}" for k in range(2_000)]
     count = int(65_536 * scale)
     texts = pa.array([" ".join(words[k] for k in rng.integers(0, 40 + s % 7, rng.integers(20, 60)))
                       for s in range(count)])
-    found = _TextWords(np.ones(count, bool), texts)
+    found = TextWords(np.ones(count, bool), texts)
     ids, owner = found.ids, found.owner
 
     def kernel():
@@ -170,48 +171,37 @@ def _verl_texts(scale: float) -> pa.Array:
 
 
 def _ids_now(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    from rl_board.derive.samples import _TextWords
+    from rl_board.derive.text_words import TextWords
 
-    found = _TextWords(np.ones(len(texts), bool), texts)
+    found = TextWords(np.ones(len(texts), bool), texts)
     return found.ids, found.owner
-
-
-def _ids_before_dropping(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The split's words encoded with the empty ones, whose ids are then dropped (no string copied)."""
-    split = pc.ascii_split_whitespace(texts)
-    flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
-    offsets = np.frombuffer(flat.buffers()[1], np.int32)[flat.offset:flat.offset + len(flat) + 1]
-    word = offsets[1:] > offsets[:-1]
-    ids = pc.dictionary_encode(flat).indices.to_numpy(zero_copy_only=False)
-    return ids[word].astype(np.int64), parent.to_numpy(zero_copy_only=False)[word].astype(np.int64)
 
 
 def _ids_as_views(texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The words (empty ones dropped) cast to ``string_view`` and encoded."""
-    from rl_board.derive.samples import _split_words
+    from rl_board.derive.text_words import split_words
 
-    flat, parent = _split_words(pc.ascii_split_whitespace(texts))
+    flat, parent = split_words(pc.ascii_split_whitespace(texts))
     return pc.dictionary_encode(flat.cast(pa.string_view())).indices.to_numpy().astype(np.int64), parent
 
 
 def _ids_per_chunk(texts: pa.Array, size: int = 8_192) -> tuple[np.ndarray, np.ndarray]:
     """The words encoded ``size`` responses at a time (each chunk's ids its own)."""
-    from rl_board.derive.samples import _split_words
+    from rl_board.derive.text_words import split_words
 
     ids, owners = [], []
     for start in range(0, len(texts), size):
-        flat, parent = _split_words(pc.ascii_split_whitespace(texts.slice(start, size)))
+        flat, parent = split_words(pc.ascii_split_whitespace(texts.slice(start, size)))
         ids.append(pc.dictionary_encode(flat).indices.to_numpy().astype(np.int64))
         owners.append(parent + start)
     return np.concatenate(ids), np.concatenate(owners)
 
 
-CANDIDATES = (("words before dropping the empty ones", _ids_before_dropping), ("words as string_view", _ids_as_views),
-              ("8,192 responses at a time", _ids_per_chunk))
+CANDIDATES = (("words as string_view", _ids_as_views), ("8,192 responses at a time", _ids_per_chunk))
 
 
 def candidates(scale: float, repeat: int) -> list[dict]:
-    """Each candidate for the words' ids against ``_TextWords`` (its split and ``dictionary_encode``), its
+    """Each candidate for the words' ids against ``TextWords`` (its split and ``dictionary_encode``), its
     ``repeat_4gram`` checked equal (``_distinct_4gram_share`` of both ids)."""
     from rl_board.derive.samples import _distinct_4gram_share
 

@@ -10,7 +10,7 @@ segment to a scratch folder), then each stage alone on the same bytes:
 - read: the files' bytes read;
 - parse: ``parse_block`` (for a verl dump, Arrow's JSON reader straight into columns);
 - derive: ``derive`` of the parsed rows, and inside it what the summary's ``repeat_4gram_share``
-  needs from a response without tokens: its words found (``_TextWords``: split, the words encoded)
+  needs from a response without tokens: its words found (``TextWords``: split, the words encoded)
   and their 4-grams counted (``_distinct_4gram_share``);
 - write: the derived rows written as a segment;
 - the page's read: ``derive`` and a whole range with ``ReadOptions.keep_words`` (the words kept beside the
@@ -54,6 +54,12 @@ def _floor(path: Path) -> None:
             orjson.loads(line)
 
 
+def _text_words():
+    from rl_board.derive.text_words import TextWords
+
+    return TextWords
+
+
 def measure(run: Path, files: int, repeat: int) -> dict:
     import numpy as np
 
@@ -72,7 +78,8 @@ def measure(run: Path, files: int, repeat: int) -> dict:
     parsed = [reader.parse_block(blob, 1, 0, options).table for blob in blobs]
     rows = [derived.derive(table, options) for table in parsed]
     responses = [table["response"].combine_chunks() for table in parsed]
-    texts = [derived._TextWords(np.ones(len(r), bool), r) for r in responses]
+    text_words = getattr(derived, "_TextWords", None) or _text_words()  # (a release before: in samples.py)
+    texts = [text_words(np.ones(len(r), bool), r) for r in responses]
 
     def each(function, items):
         return lambda: [function(item) for item in items]
@@ -81,7 +88,7 @@ def measure(run: Path, files: int, repeat: int) -> dict:
         "read": each(lambda p: p.read_bytes(), paths),
         "parse": each(lambda blob: reader.parse_block(blob, 1, 0, options), blobs),
         "derive": each(lambda table: derived.derive(table, options), parsed),
-        "of which: words found and encoded": each(lambda r: derived._TextWords(np.ones(len(r), bool), r), responses),
+        "of which: words found and encoded": each(lambda r: text_words(np.ones(len(r), bool), r), responses),
         "of which: 4-grams counted": each(lambda w: derived._distinct_4gram_share(w.ids, w.owner, len(w.rows)),
                                           texts),
         "write": each(lambda table: write_segment(table, scratch), rows),

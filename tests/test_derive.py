@@ -134,13 +134,13 @@ def test_ascii_texts_split_where_str_split_does_the_separators_x1c_to_x1f_too():
 def test_a_split_word_left_with_whitespace_is_trimmed_and_empty_words_dropped():
     """Arrow's split now and then leaves a text's last whitespace on its last word: a split handed over
     with such words (ASCII and U+3000) gives them trimmed, and its empty words are dropped."""
-    from rl_board.derive.samples import _split_words
+    from rl_board.derive.text_words import split_words
 
     split = pa.array([["", "4625 ", "a"], ["b\t", ""], [], ["字\u3000", "c"]], pa.list_(pa.string()))
-    words, parent = _split_words(split)
+    words, parent = split_words(split)
     assert words.to_pylist() == ["4625", "a", "b", "字", "c"]
     assert parent.tolist() == [0, 0, 1, 3, 3]
-    words, parent = _split_words(pa.array([["", "x", "y"]], pa.list_(pa.string())))
+    words, parent = split_words(pa.array([["", "x", "y"]], pa.list_(pa.string())))
     assert (words.to_pylist(), parent.tolist()) == (["x", "y"], [0, 0])
 
 
@@ -151,11 +151,11 @@ def test_text_words_are_numbered_in_order_of_first_use_without_the_empty_word():
     among them, and each word's owner its sample."""
     import numpy as np
 
-    from rl_board.derive.samples import _TextWords
+    from rl_board.derive.text_words import TextWords
 
     for texts in (["  a b  a ", "", " \t", "c  b\n", None, "d a"],
                   ["\u3000é b  é\u3000", "字", "  ", "b\u00a0字 x ", None, "é"]):
-        words = _TextWords(np.ones(len(texts), bool), pa.array(texts, pa.string()))
+        words = TextWords(np.ones(len(texts), bool), pa.array(texts, pa.string()))
         split = [(i, w) for i, text in enumerate(texts) if text is not None for w in text.split()]
         first_use = list(dict.fromkeys(w for _, w in split))
         assert words.vocabulary.to_pylist() == first_use and "" not in first_use
@@ -198,3 +198,26 @@ def test_words_survive_segments_of_many_blocks_and_the_cache(tmp_path, monkeypat
     assert list(warm.word_counts()) == [2] * 200
     segment = warm._segments[(0, 0)]["token_words"]
     assert segment.num_chunks > 1 and pc.list_value_length(segment).to_pylist() == [None, 2] * 100
+
+
+def test_pads_are_removed_and_texts_without_them_are_not_copied():
+    """``without_pads`` gives what Python's ``str.replace`` gives on every text: texts whose bytes hold no pad
+    come back as they are (the same object); a pad only past a slice of them, or only across two texts' bytes,
+    is no pad of theirs (they are copied, unchanged)."""
+    from rl_board.derive.text_words import without_pads
+
+    pad = "<pad>"
+    cases = {
+        "none": pa.array(["a b", None, "c"]),
+        "some": pa.chunked_array([pa.array(["x<pad><pad>", "y"]), pa.array(["<pad>z", None, "<pa"])]),
+        "past the slice": pa.array(["a", "b", "c<pad>"]).slice(0, 2),
+        "across two texts": pa.array(["a<pa", "d>b"]),
+        "large strings": pa.array(["q<pad>r", "s"], pa.large_string()),
+    }
+    for name, texts in cases.items():
+        got = without_pads(texts, pad)
+        assert got.to_pylist() == [None if t is None else t.replace(pad, "") for t in texts.to_pylist()], name
+        assert got.type == texts.type, name
+        assert (got is texts) == (name == "none"), name
+    assert without_pads(cases["some"], None) is cases["some"]
+    assert without_pads(pa.nulls(3), pad).to_pylist() == [None] * 3

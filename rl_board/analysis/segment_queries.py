@@ -214,6 +214,8 @@ class SegmentQueries:
         int64, for ``messages`` the place in ``places`` each turn's text belongs to, else None), pads removed."""
         import pyarrow.compute as pc
 
+        from ..derive.text_words import without_pads
+
         for table, places in self._by_table(chunk):
             rows = chunk["row"].to_numpy()[places]
             if field == F.MESSAGES:  # any turn's content or tool-call arguments
@@ -223,9 +225,7 @@ class SegmentQueries:
                 column, owner = pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy()
             else:
                 column, owner = _rows_of(table.column(field), rows), None
-            if pad_token:
-                column = pc.replace_substring(column, pad_token, "")
-            yield places, column, owner
+            yield places, without_pads(column, pad_token), owner
 
     def _text_sizes(self, field: str) -> np.ndarray:
         """Bytes of text ``field`` (for ``messages``: of every turn's text) of each row of ``_samples``; int64,

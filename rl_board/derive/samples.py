@@ -41,6 +41,7 @@ from .counting import (
 )
 from .faults import DROPPED, with_image_faults
 from .metrics import SAMPLE_AGGREGATES, TokenColumns, compute_sample_aggregates
+from .text_words import TextWords, without_pads
 from .tokenizer import decode_texts, failure, load_tokenizer
 
 WORDS = TOKEN_STRINGS  # list<dictionary<int32, string>>: each sample's words, strings stored once a block
@@ -145,12 +146,11 @@ def derive(rows: pa.Table, options: ReadOptions = ReadOptions()) -> pa.Table:
     columns["response_len"] = np.where(has_lists | (tokens.lengths >= 0), counted.count, -1).astype(np.int32)
     columns["lengths_differ"] = has_lists & (longest != shortest)
     pad = options.pad_token
-    texts = {name: pc.replace_substring(columns[name], pad, "") if pad else columns[name]
-             for name in ("prompt", "response")}
-    texts["ref_response"] = pc.replace_substring(rows["ref_response"], pad, "") if pad else rows["ref_response"]
+    texts = {name: without_pads(columns[name], pad) for name in ("prompt", "response")}
+    texts["ref_response"] = without_pads(rows["ref_response"], pad)
     columns["response_chars"] = pc.utf8_length(texts["response"]).cast(pa.float64())
     columns["ref_response_chars"] = pc.utf8_length(texts["ref_response"]).cast(pa.float64())
-    words = _TextWords(tokens.lengths < 0, texts["response"])
+    words = TextWords(tokens.lengths < 0, texts["response"])
     columns["repeat_4gram"] = _repeat_4gram(tokens, counted, words)
     columns["token_words"] = _token_words(tokens, counted, options)
     columns["has_tokens"] = tokens.lengths >= 0
@@ -258,107 +258,7 @@ def _texts_from_ids(ids: Ids, mask: Mask, tokenizer, prompts: pa.ChunkedArray,
     return pa.array(filled[0], pa.string()), pa.array(filled[1], pa.string())
 
 
-class _TextWords:
-    """The words of the responses of samples without tokens (``has_text``: bool, shape (samples,)),
-    as ``str.split()`` finds them: ``rows`` (the samples with a response), ``ids`` (int64, one per
-    word, samples one after another; equal words, equal ids, numbered in order of first use),
-    ``owner`` (the sample of each word) and ``vocabulary`` (the strings of the ids).
-
-    An ASCII text is split by Arrow's ``ascii_split_whitespace`` (``_ascii_words``: ``str.split()``'s
-    ASCII whitespace, half the time of the Unicode split); a text with other characters by Arrow's
-    ``utf8_split_whitespace``, which splits on the Unicode whitespace ``str.split()`` does."""
-
-    def __init__(self, without_tokens: np.ndarray, responses: pa.ChunkedArray):
-        responses = responses.combine_chunks() if isinstance(responses, pa.ChunkedArray) else responses
-        present = responses.is_valid().to_numpy(zero_copy_only=False)
-        self.rows = np.flatnonzero(without_tokens & present)
-        texts = responses if len(self.rows) == len(responses) else responses.take(pa.array(self.rows, pa.int64()))
-        ascii_ = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
-        if ascii_.all() or not ascii_.any():  # the split's words encoded as they are, the empty one's id dropped
-            ids, parent, vocabulary = _encoded(*(_ascii_words if ascii_.all() else _unicode_words)(texts, False))
-            self.ids, self.owner, self.vocabulary = ids, self.rows[parent], vocabulary.cast(pa.string())
-            return
-        # each kind split its own way, then the words put back in sample order
-        simple, other = np.flatnonzero(ascii_), np.flatnonzero(~ascii_)
-        flat_a, parent_a = _ascii_words(texts.take(pa.array(simple)))
-        flat_u, parent_u = _unicode_words(texts.take(pa.array(other)))
-        parent = np.concatenate([simple[parent_a], other[parent_u]])
-        order = np.argsort(parent, kind="stable")  # a sample's words are all in one part, in order
-        flat = pa.concat_arrays([flat_a.cast(pa.large_string()), flat_u.cast(pa.large_string())]).take(pa.array(order))
-        parent = parent[order]
-        encoded = pc.dictionary_encode(flat)
-        self.ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        self.owner = self.rows[parent]
-        self.vocabulary = encoded.dictionary.cast(pa.string())
-
-
-#: the ASCII characters ``str.split()`` splits at (``str.isspace``) that Arrow's ``ascii_split_whitespace``
-#: does not (it splits at \t \n \v \f \r and space): the separators \x1c-\x1f
-_SEPARATORS = "[\x1c-\x1f]"
-
-
-def _ascii_words(texts: pa.Array, drop_empty: bool = True) -> tuple[pa.Array, np.ndarray]:
-    """(every word of ``texts``, ASCII strings without nulls, in order; the text of each word: int64),
-    a word being what ``str.split()`` finds: Arrow's ``ascii_split_whitespace`` (half the time of a
-    numpy scan over the bytes, issue 53), the separators \\x1c-\\x1f made spaces first where a text has them.
-    ``drop_empty`` false: the empty strings the split gives stay among them (``_encoded`` drops them)."""
-    data = texts.buffers()[2]
-    if data is not None and np.count_nonzero(np.frombuffer(data, np.uint8) - np.uint8(28) < 4):  # uint8 wraps
-        texts = pc.replace_substring_regex(texts, _SEPARATORS, " ")
-    return _split_words(pc.ascii_split_whitespace(texts), drop_empty)
-
-
-def _unicode_words(texts: pa.Array, drop_empty: bool = True) -> tuple[pa.Array, np.ndarray]:
-    """What ``_ascii_words`` gives, for texts of any characters, by Arrow's Unicode whitespace split (which
-    splits at the separators \\x1c-\\x1f too)."""
-    return _split_words(pc.utf8_split_whitespace(texts), drop_empty)
-
-
-def _encoded(flat: pa.Array, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
-    """(the ids, int64, and texts of the words ``flat`` (with the empty strings a split gives) and their
-    ``parent``, the empty strings left out; the vocabulary): the ids ``dictionary_encode`` gives the words
-    without the empty strings (each numbered in order of first use), found without copying the words to drop
-    those: the empty string's id dropped and the ids after it moved down one. 1.4 x the filter then the
-    encoding on verl-shaped responses (the words' bytes are not copied)."""
-    encoded = pc.dictionary_encode(flat)
-    ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    vocabulary = encoded.dictionary
-    empty = pc.index(vocabulary, "").as_py()
-    if empty >= 0:
-        keep = ids != empty
-        ids, parent = ids[keep], parent[keep]
-        ids -= ids > empty
-        vocabulary = pa.concat_arrays([vocabulary.slice(0, empty), vocabulary.slice(empty + 1)])
-    return ids, parent, vocabulary
-
-
-def _split_words(split: pa.ListArray, drop_empty: bool = True) -> tuple[pa.Array, np.ndarray]:
-    """(the words of Arrow's whitespace ``split`` of texts, without the empty ones unless ``drop_empty`` is
-    false; the text of each)."""
-    flat, parent = pc.list_flatten(split), pc.list_parent_indices(split)
-    offsets = np.frombuffer(flat.buffers()[1], np.int32 if flat.type == pa.string() else np.int64)
-    offsets = offsets[flat.offset:flat.offset + len(flat) + 1]
-    word = offsets[1:] > offsets[:-1]  # the split gives an empty word at each end that is whitespace
-    data = flat.buffers()[2]
-    if data is not None and word.any() and _TRAILING[np.frombuffer(data, np.uint8)[offsets[1:][word] - 1]].any():
-        # Arrow's split now and then leaves the whitespace that ends the last text on its last word
-        # ("4625 " for "... 4625 "; it depends on what lies past the text's buffer, so on the process's
-        # history): a word never holds whitespace, so it is trimmed off (looked for first: the trim
-        # copies every word)
-        flat = pc.utf8_rtrim_whitespace(flat)
-        word = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
-    if not drop_empty:
-        return flat, parent.to_numpy(zero_copy_only=False).astype(np.int64)
-    keep = pa.array(word)
-    return flat.filter(keep), parent.filter(keep).to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-#: the last bytes a word may not end in: ASCII whitespace, and any byte of a multi-byte character (which
-#: may be Unicode whitespace: U+3000 ends in 0x80)
-_TRAILING = np.array([chr(c).isspace() or c >= 0x80 for c in range(256)])
-
-
-def _repeat_4gram(tokens: Tokens, counted: Counted, words: _TextWords) -> pa.Array:
+def _repeat_4gram(tokens: Tokens, counted: Counted, words: TextWords) -> pa.Array:
     """The 4-gram repetition of each sample, 1 - distinct / total over its 4-grams (NaN with fewer
     than 4): of its counted tokens (in order, skipping positions not counted; token ids for a sample
     whose tokens are ids) when it has tokens, else of its response's words (pads removed); null with
@@ -391,17 +291,16 @@ def _token_words(tokens: Tokens, counted: Counted, options: ReadOptions) -> pa.A
 def compute_words(token_words: pa.Array, responses: pa.Array, pad_token: str | None) -> pa.Array:
     """The words (issue 16) of a segment's samples, as the findings and a diff's marks read them: a sample's
     ``token_words`` when it has tokens, else the words ``str.split()`` finds in its ``responses`` (the
-    segment's, pads removed: ``_TextWords``, as ``derive`` finds them for the 4-grams); null with neither.
+    segment's, pads removed: ``TextWords``, as ``derive`` finds them for the 4-grams); null with neither.
     A list of dictionary-encoded strings (``WORDS``), one dictionary for both kinds of words: the tokens'
     strings, then the text words'."""
     token_words = _joined(token_words)
     responses = _joined(responses)
-    if pad_token:
-        responses = pc.replace_substring(responses, pad_token, "")
-    return _joined_words(token_words, _TextWords(~token_words.is_valid().to_numpy(zero_copy_only=False), responses))
+    responses = without_pads(responses, pad_token)
+    return _joined_words(token_words, TextWords(~token_words.is_valid().to_numpy(zero_copy_only=False), responses))
 
 
-def _joined_words(token_words: pa.Array, words: _TextWords) -> pa.Array:
+def _joined_words(token_words: pa.Array, words: TextWords) -> pa.Array:
     """``compute_words``' column from the ``token_words`` and the text ``words`` of the samples without tokens."""
     has_tokens = token_words.is_valid().to_numpy(zero_copy_only=False)
     neither = ~has_tokens
