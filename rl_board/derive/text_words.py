@@ -25,22 +25,20 @@ class TextWords:
         self.rows = np.flatnonzero(without_tokens & present)
         texts = responses if len(self.rows) == len(responses) else responses.take(pa.array(self.rows, pa.int64()))
         ascii_ = pc.string_is_ascii(texts).to_numpy(zero_copy_only=False)
-        if ascii_.all() or not ascii_.any():  # the split's words encoded as they are, the empty one's id dropped
-            ids, parent, vocabulary = encoded_words(*(ascii_words if ascii_.all() else unicode_words)(texts, False))
-            self.ids, self.owner, self.vocabulary = ids, self.rows[parent], vocabulary.cast(pa.string())
-            return
-        # each kind split its own way, then the words put back in sample order
-        simple, other = np.flatnonzero(ascii_), np.flatnonzero(~ascii_)
-        flat_a, parent_a = ascii_words(texts.take(pa.array(simple)))
-        flat_u, parent_u = unicode_words(texts.take(pa.array(other)))
-        parent = np.concatenate([simple[parent_a], other[parent_u]])
-        order = np.argsort(parent, kind="stable")  # a sample's words are all in one part, in order
-        flat = pa.concat_arrays([flat_a.cast(pa.large_string()), flat_u.cast(pa.large_string())]).take(pa.array(order))
-        parent = parent[order]
-        encoded = pc.dictionary_encode(flat)
-        self.ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if ascii_.all() or not ascii_.any():  # the split's words as they are, the empty ones among them
+            flat, parent = (ascii_words if ascii_.all() else unicode_words)(texts, drop_empty=False)
+        else:  # each kind split its own way, then the words put back in sample order
+            simple, other = np.flatnonzero(ascii_), np.flatnonzero(~ascii_)
+            flat_a, parent_a = ascii_words(texts.take(pa.array(simple)), drop_empty=False)
+            flat_u, parent_u = unicode_words(texts.take(pa.array(other)), drop_empty=False)
+            parent = np.concatenate([simple[parent_a], other[parent_u]])
+            order = np.argsort(parent, kind="stable")  # a sample's words are all in one part, in order
+            flat = pa.concat_arrays([flat_a.cast(pa.large_string()), flat_u.cast(pa.large_string())]).take(
+                pa.array(order))
+            parent = parent[order]
+        self.ids, parent, vocabulary = encoded_words(flat, parent)  # (the empty word's id dropped)
         self.owner = self.rows[parent]
-        self.vocabulary = encoded.dictionary.cast(pa.string())
+        self.vocabulary = vocabulary.cast(pa.string())
 
 
 #: the ASCII characters ``str.split()`` splits at (``str.isspace``) that Arrow's ``ascii_split_whitespace``
