@@ -446,13 +446,10 @@ def test_another_runs_segments_with_a_rewritten_manifest_and_digests_are_refused
     assert got.samples["reward"].tolist() == expected.samples["reward"].tolist() == [1.0] * 6
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("attacked", [False, True])
-def test_a_table_runs_shared_copy_is_checked_against_its_parquet_files(tmp_path, monkeypatch, attacked):
-    """TRL's completions_*.parquet (the bundled demo) as run X, and run Y the same files with 100 added to
-    every accuracy reward, both published to a shared cache: X's copy untouched opens in a fresh viewer
-    from the cache with no note (its rows are what X's Parquet files hold, read whole); pointed at Y's
-    segments with recomputed digests it is refused with a note and X is read from its files."""
+def _table_runs_shared(tmp_path, monkeypatch, change):
+    """TRL's completions_*.parquet (the bundled demo) as run X, and run Y the same files with each row's
+    accuracy reward given by ``change(row index, value)``, both published to a shared cache by a first
+    reader; returns (X's URL, X's rows as read, X's and Y's folders in the shared cache)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -462,16 +459,27 @@ def test_a_table_runs_shared_copy_is_checked_against_its_parquet_files(tmp_path,
     y = f"memory://runs-{uuid.uuid4().hex[:8]}/trl_grpo_demo"
     for path in sorted((REPO / "rollout_samples" / "trl_grpo_demo").glob("*.parquet")):
         table = pq.read_table(path)
-        table = table.set_column(table.schema.get_field_index("accuracy_reward"), "accuracy_reward",
-                                 pa.array([v + 100 for v in table["accuracy_reward"].to_pylist()]))
+        values = [change(i, v) for i, v in enumerate(table["accuracy_reward"].to_pylist())]
+        table = table.set_column(table.schema.get_field_index("accuracy_reward"), "accuracy_reward", pa.array(values))
         with MEMORY.open(f"{y[len('memory://') - 1:]}/{path.name}", "wb") as fh:
             pq.write_table(table, fh)
     expected = _shared_reader(tmp_path, monkeypatch, x, "first")[1]
     _shared_reader(tmp_path, monkeypatch, y, "first")
     folders = {url: shared.replace("memory://", "/") + "/" + _shared_reader(tmp_path, monkeypatch, url, "first")[0]
                .cache.folder.name for url in (x, y)}
+    return x, expected, folders[x], folders[y]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attacked", [False, True])
+def test_a_table_runs_shared_copy_is_checked_against_its_parquet_files(tmp_path, monkeypatch, attacked):
+    """Run Y is X with 100 added to every accuracy reward (a quarter of the demo's are NaN, so those rows
+    are X's own): X's copy untouched opens in a fresh viewer from the cache with no note (its rows are
+    what X's Parquet files hold, read whole); pointed at Y's segments with recomputed digests it is
+    refused with a note, every time, and X is read from its files."""
+    x, expected, mine, theirs = _table_runs_shared(tmp_path, monkeypatch, lambda i, v: v + 100)
     if attacked:
-        _point_at_theirs(folders[x], folders[y])
+        _point_at_theirs(mine, theirs)
     source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
     if attacked:
         assert any("shared cache's copy of this run was not used" in n for n in got.report.notes), got.report.notes
@@ -480,6 +488,28 @@ def test_a_table_runs_shared_copy_is_checked_against_its_parquet_files(tmp_path,
         assert not got.report.notes and set(source.last_status.values()) == {"cached"}
     pd.testing.assert_frame_equal(expected.samples, got.samples)
     assert got.samples["reward"].max() < 100
+
+
+def test_a_table_runs_copy_differing_in_one_row_of_each_file_is_refused(tmp_path, monkeypatch):
+    """Y differs from X in one row of each Parquet file (its 4th: accuracy 7.0 where X's is 0 or 1; 1 row
+    of 16): a table file read whole to check a drawn row has every row of the copy compared, so the copy
+    pointed at Y's segments is refused, the note naming line 4 of a file and Y's reward there (7 plus that
+    row's format reward); drawing rows alone would miss that row most of the time (16 rows drawn of 192,
+    those of 2 files compared)."""
+    import re
+
+    import pyarrow.parquet as pq
+
+    x, expected, mine, theirs = _table_runs_shared(tmp_path, monkeypatch, lambda i, v: 7.0 if i == 3 else v)
+    _point_at_theirs(mine, theirs)
+    source, got = _shared_reader(tmp_path, monkeypatch, x, "second")
+    note = next(n for n in got.report.notes if "shared cache's copy of this run was not used" in n)
+    found = re.search(r"its row at line (\d+) of (completions_\d+\.parquet) .* \(reward ([0-9.]+) in the copy\)", note)
+    assert found and found[1] == "4", note
+    row = pq.read_table(REPO / "rollout_samples" / "trl_grpo_demo" / found[2]).to_pylist()[3]
+    assert row["accuracy_reward"] in (0.0, 1.0) and float(found[3]) == 7.0 + row["format_reward"]
+    assert set(source.last_status.values()) == {"parsed"}
+    pd.testing.assert_frame_equal(expected.samples, got.samples)
 
 
 def test_the_shared_copy_is_taken_when_it_checks_out(tmp_path, monkeypatch):

@@ -24,8 +24,8 @@ refused. Either is a note, and the run is read here. A manifest's file entries a
 against the viewer's own log files (size, time, hashes of the parsed bytes) before any segment is used.
 Whoever writes the URL can write digests too, so a pulled copy is also tied to the viewer's logs: rows
 drawn at random are read again from the viewer's own files at the offsets the segments hold and must
-give the same step, reward, texts and length (``rows_match_logs``); else the copy is not used, a note
-says which row, and the run is read here.
+give the same step, reward, texts and length (``rows_match_logs``; a table file read whole to reach its
+row has all its rows compared); else the copy is not used, a note says which row, and the run is read here.
 Temporary keys left by a push that died (``.tmp-…``, older than ``TMP_KEY_SECONDS``) are removed at the
 next publish.
 
@@ -54,6 +54,7 @@ _DIGEST_CHUNK = 1 << 20  # bytes hashed at a time
 
 ROWS_CHECKED = 16  # rows of a pulled copy read again from the viewer's own logs before it is used
 WHOLE_FILES_CHECKED = 2  # of them, table files (read whole to reach a row) at most
+TABLE_ROWS_CHECKED = 2_000  # rows of a table file read whole compared with the copy's (all of them when fewer)
 _COMPARED = (F.STEP, F.REWARD, *F.TEXT_FIELDS, "length")  # what a row read again must give as the copy does
 
 
@@ -61,12 +62,13 @@ def rows_match_logs(found: dict, paths: dict, reader, options, location, ingest_
     """None when ``ROWS_CHECKED`` rows drawn at random from the segments of ``found`` (file name -> (entry,
     segments), as ``SegmentStore.load`` opened them from a pulled copy) are what the viewer's own files
     (``paths``: file name -> path) give when the bytes at each row's offset are read again; else why not.
+    A table file, read whole to reach its row (``WHOLE_FILES_CHECKED`` at most), has every row the copy
+    holds of it compared (``TABLE_ROWS_CHECKED`` drawn at random past that many): what it cost to read
+    is paid already, and a copy that differs in some of its rows is not passed by the luck of the draw.
     A copy whose manifest and digests were rewritten to serve another run's segments fails here: its rows'
     texts and numbers are not the ones the logs hold at their offsets. The rows are read again by the
     caller's ``ingest_range`` and ``ingest_whole`` (``ranges``', ``ingest``'s: the store reads through
     this module, so it does not import them back)."""
-    import pyarrow.compute as pc
-
     from .segments import as_table, with_one_value_columns
 
     rows = [(name, table, i) for name, (_, segments) in found.items() for _, _, table in segments
@@ -79,25 +81,67 @@ def rows_match_logs(found: dict, paths: dict, reader, options, location, ingest_
         rows = [(name, table, random.randrange(as_table(table).num_rows)) for name, table in picked]
     else:
         rows = random.sample(rows, min(ROWS_CHECKED, len(rows)))
-    whole: dict[str, object] = {}
+    whole: set[str] = set()  # table files read whole, every row of theirs compared
     for name, table, i in rows:
-        mine = with_one_value_columns(as_table(table)).slice(i, 1).to_pylist()[0]
         path = paths[name]
         if reader.APPENDABLE and codec_of(path) is None:
+            mine = with_one_value_columns(as_table(table)).slice(i, 1).to_pylist()[0]
             start = int(mine["offset"])
             got = ingest_range(reader, str(path), start, start + int(mine["length"]) + 1, None, options,
                                location=location).table
-        elif reader.APPENDABLE or (name not in whole and len(whole) >= WHOLE_FILES_CHECKED):
-            continue  # a compressed log's offsets are in its expanded bytes; a table file past the bound
+            theirs = got.slice(0, 1).to_pylist() if got is not None and got.num_rows else []
+            why = _differs(name, [mine], {int(mine["offset"]): theirs[0]} if theirs else {})
+        elif reader.APPENDABLE or name in whole or len(whole) >= WHOLE_FILES_CHECKED:
+            continue  # a compressed log's offsets are in its expanded bytes; a table compared; past the bound
         else:
-            if name not in whole:
-                whole[name] = ingest_whole(reader, path, path.stat().st_size, None, options).table
-            got = whole[name]
-            got = got.filter(pc.equal(got["offset"], mine["offset"])) if got is not None else None
-        theirs = got.slice(0, 1).to_pylist()[0] if got is not None and got.num_rows else None
-        if theirs is None or any(not _same(mine.get(k), theirs.get(k)) for k in _COMPARED):
-            return (f"its row at line {mine.get(F.LINE)} of {name} is not what your copy of {name} holds there "
-                    f"(reward {mine.get(F.REWARD)!r} in the copy)")
+            whole.add(name)
+            got = ingest_whole(reader, path, path.stat().st_size, None, options).table
+            why = _table_differs(name, [as_table(t) for _, _, t in found[name][1]], got)
+        if why is not None:
+            return why
+    return None
+
+
+def _table_differs(name: str, copy: list, got) -> str | None:
+    """Why the copy's rows of table file ``name`` (its segments' tables, ``copy``) are not the rows
+    ``got`` (the file read again) holds at their offsets, or None: every row when there are at most
+    ``TABLE_ROWS_CHECKED``, else that many drawn at random."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .segments import with_one_value_columns
+
+    counts = [t.num_rows for t in copy]
+    total = sum(counts)
+    drawn = sorted(random.sample(range(total), TABLE_ROWS_CHECKED)) if total > TABLE_ROWS_CHECKED else range(total)
+    mine, first, at = [], 0, 0
+    for table, count in zip(copy, counts):  # the drawn rows of each segment, only the columns compared
+        picked = []
+        while at < len(drawn) and drawn[at] < first + count:
+            picked.append(drawn[at] - first)
+            at += 1
+        if picked:
+            part = with_one_value_columns(table).take(pa.array(picked, pa.int64()))
+            keep = [c for c in ("offset", F.LINE, *_COMPARED) if c in part.column_names]
+            mine.extend(part.select(keep).to_pylist())
+        first += count
+    theirs: dict[int, dict] = {}
+    if got is not None and got.num_rows and mine:
+        offsets = pa.array(sorted({int(row["offset"]) for row in mine}), got["offset"].type)
+        got = got.filter(pc.is_in(got["offset"], value_set=offsets))
+        keep = [c for c in ("offset", *_COMPARED) if c in got.column_names]
+        theirs = {int(row["offset"]): row for row in got.select(keep).to_pylist()}
+    return _differs(name, mine, theirs)
+
+
+def _differs(name: str, mine: list[dict], theirs: dict[int, dict]) -> str | None:
+    """Why one of the copy's rows ``mine`` is not the row of the logs at its offset (``theirs``: offset ->
+    row read again), or None."""
+    for row in mine:
+        other = theirs.get(int(row["offset"]))
+        if other is None or any(not _same(row.get(k), other.get(k)) for k in _COMPARED):
+            return (f"its row at line {row.get(F.LINE)} of {name} is not what your copy of {name} holds there "
+                    f"(reward {row.get(F.REWARD)!r} in the copy)")
     return None
 
 
