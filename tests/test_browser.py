@@ -91,8 +91,7 @@ def _open_bundled_and_sort(page, run: str, sort_by: str, loaded_text: str | None
     from playwright.sync_api import expect
 
     sidebar = page.get_by_test_id("stSidebar")
-    sidebar.get_by_test_id("stSelectbox").filter(has_text="Run").click()
-    page.get_by_role("option", name=run).click()
+    _pick_option(page, sidebar.get_by_test_id("stSelectbox").filter(has_text="Run"), run, exact=False)
     sidebar.get_by_role("button", name="Load").click()
     if loaded_text:
         # ``first``: while the page reruns, Streamlit may briefly show the old line beside the new one
@@ -100,8 +99,13 @@ def _open_bundled_and_sort(page, run: str, sort_by: str, loaded_text: str | None
     _open_area(page, "Batch and sample")
     sort = page.get_by_test_id("stSelectbox").filter(has_text="Sort samples by")
     expect(sort).to_be_visible(timeout=60_000)
-    sort.click()
-    page.get_by_role("option", name=sort_by, exact=True).click()
+    _settled(page)
+    _pick_option(page, sort, sort_by)
+
+
+def _settled(page, timeout_ms: int = 30_000) -> None:
+    """Wait until the page has no element a rerun is still redrawing (Streamlit's ``data-stale``)."""
+    page.wait_for_function("""() => !document.querySelector('[data-stale="true"]')""", timeout=timeout_ms)
 
 
 @pytest.fixture
@@ -286,12 +290,14 @@ def test_search_click_opens_the_sample_in_view(server, tmp_path):
         regex.press("Enter")
         expect(page.get_by_text("1 of 36 samples match")).to_be_visible(timeout=30_000)
         table = page.get_by_test_id("stDataFrame").first
+        _settled(page)
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first (only) row
         picker = page.get_by_role("combobox", name="Sample (in table order)")
         expect(picker).to_have_value(re.compile(r"^#7 · .*rank0\.jsonl:6$"), timeout=30_000)
-        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                   timeout=30_000)
         expect(page.get_by_role("slider", name="Step")).to_have_value("1")
         tokens = page.locator(".rlb-token-text")
         expect(tokens).to_have_text("needleinhay", timeout=30_000)  # tokens as logged
@@ -323,10 +329,10 @@ def test_the_sort_and_the_address_survive_a_search_and_an_opened_match(server):
         regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
         expect(regex).to_be_visible(timeout=30_000)
         regex.fill("haiku about the number 15")  # the prompts of a few earlier steps
-        page.get_by_role("combobox", name="in", exact=True).click()
-        page.get_by_role("option", name="prompt", exact=True).click()
+        _pick_option(page, page.get_by_role("combobox", name="in", exact=True), "prompt")
         expect(page.get_by_text(re.compile(r"^\d+ of 480 samples match$"))).to_be_visible(timeout=30_000)
         table = page.get_by_test_id("stDataFrame").first
+        _settled(page)
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first match
@@ -442,7 +448,8 @@ def test_clicking_a_curve_point_opens_its_step(server):
         page.wait_for_function(f"""() => new URLSearchParams(location.search).get('step') === '{step}'
                                && !document.querySelector('[data-stale="true"]')""", timeout=30_000)
         expect(slider).to_have_value(str(step), timeout=30_000)
-        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                   timeout=30_000)
         assert _in_view(page, slider)
         assert page.get_by_test_id("stException").count() == 0
 
@@ -509,9 +516,9 @@ def _wait_settled(page, step: str, timeout_ms: int) -> None:
             f"step {step} did not settle in {timeout_ms / 1000:.0f} s; the page showed {seen}") from None
 
 
-def _pick_option(page, widget, name: str, tries: int = 6) -> None:
+def _pick_option(page, widget, name: str, tries: int = 6, exact: bool = True) -> None:
     """Open ``widget``'s list and pick option ``name``; a list a rerun closed before it drew is opened again."""
-    option = page.get_by_role("option", name=name, exact=True)
+    option = page.get_by_role("option", name=name, exact=exact)
     for _ in range(tries - 1):
         widget.click()
         try:
@@ -687,7 +694,8 @@ def test_tag_a_sample_and_open_a_tagged_one(server, tmp_path):
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first row: step 1
-        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("tab", name="Batch and sample")).to_have_attribute("aria-selected", "true",
+                                                                                   timeout=30_000)
         expect(picker).to_have_value(re.compile(r"rank0\.jsonl:2$"), timeout=30_000)
         assert page.get_by_test_id("stException").count() == 0
         assert page.locator("b", has_text="odd").count() == 0  # the tag is text, never bold
@@ -863,6 +871,7 @@ def test_a_sort_survives_a_search_and_the_address_names_what_is_shown(server):
         table = page.get_by_test_id("stDataFrame").first
         expect(table).to_be_visible(timeout=30_000)
         page.wait_for_timeout(1000)  # the matches' table is drawn again once the search settles
+        _settled(page)
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 35 * 4.5)  # the row marker of the fifth match
@@ -922,11 +931,11 @@ def test_the_address_names_what_is_shown_after_any_sequence(server):
         _open_area(page, "Explore")
         regex = page.get_by_label("Regular expression (RE2 syntax; (?i) for case-insensitive)")
         regex.fill("haiku about the number 15")  # the prompts of a few earlier steps
-        page.get_by_role("combobox", name="in", exact=True).click()
-        page.get_by_role("option", name="prompt", exact=True).click()
+        _pick_option(page, page.get_by_role("combobox", name="in", exact=True), "prompt")
         expect(page.get_by_text(re.compile(r"^\d+ of 480 samples match$"))).to_be_visible(timeout=30_000)
         table = page.get_by_test_id("stDataFrame").first
         page.wait_for_timeout(1000)  # the matches' table is drawn again once the search settles
+        _settled(page)
         table.scroll_into_view_if_needed()
         box = table.bounding_box()
         page.mouse.click(box["x"] + 12, box["y"] + 35 + 17)  # the row marker of the first match
@@ -959,7 +968,8 @@ def test_the_address_names_what_is_shown_after_any_sequence(server):
         page.go_back()  # to the overview the curve was clicked in
         page.wait_for_function(f"() => {{ const s = {shown_js}; return s.area === 'overview' && s.stale === 0; }}",
                                timeout=20_000)
-        expect(page.get_by_role("tab", name="Run overview")).to_have_attribute("aria-selected", "true")
+        expect(page.get_by_role("tab", name="Run overview")).to_have_attribute("aria-selected", "true",
+                                                                               timeout=30_000)
         page.go_back()
         check("back twice")
         page.go_forward()

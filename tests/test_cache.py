@@ -238,18 +238,22 @@ def test_each_range_is_hashed_as_it_is_read_and_the_spans_cover_the_parsed_part(
 def test_a_rewrite_that_keeps_size_and_time_is_not_served_stale(tmp_path):
     """A file read moments after it was written, then rewritten in place with the same size and
     modification time (the same tick of the file system's clock): hashed before it is trusted, so the new
-    value is read, in the same source and in a new one; once settled, it is trusted by size and time."""
-    from rl_board.store import cache
+    value is read, in the same source and in a new one; once settled, it is trusted by size and time.
+    ("Moments": within ``SETTLED_NS``, made an hour here so that a busy machine's slow first read still
+    counts as one moment after the write.)"""
+    from rl_board.store import cache, fingerprints
 
     path = write_lines(tmp_path / "r.jsonl", [sample(1, 1.0), sample(2, 2.0)])
-    source = RunSource(tmp_path)
-    assert source.refresh().samples["reward"].tolist() == [1.0, 2.0]
-    stat = os.stat(path)
-    path.write_bytes(path.read_bytes().replace(b'"reward": 2.0', b'"reward": 7.0'))
-    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
-    assert os.stat(path).st_size == stat.st_size
-    assert source.refresh().samples["reward"].tolist() == [1.0, 7.0]
-    assert RunSource(tmp_path).refresh().samples["reward"].tolist() == [1.0, 7.0]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fingerprints, "SETTLED_NS", 3600 * 10**9)
+        source = RunSource(tmp_path)
+        assert source.refresh().samples["reward"].tolist() == [1.0, 2.0]
+        stat = os.stat(path)
+        path.write_bytes(path.read_bytes().replace(b'"reward": 2.0', b'"reward": 7.0'))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert os.stat(path).st_size == stat.st_size
+        assert source.refresh().samples["reward"].tolist() == [1.0, 7.0]
+        assert RunSource(tmp_path).refresh().samples["reward"].tolist() == [1.0, 7.0]
     entry = source._files["r.jsonl"].entry
     past = stat.st_mtime_ns - 10 * cache.SETTLED_NS  # a file written long before it was read
     os.utime(path, ns=(past, past))

@@ -7,6 +7,7 @@ import json
 import random
 import subprocess
 import sys
+import time
 
 import pytest
 from conftest import REPO, write_lines
@@ -607,7 +608,8 @@ def test_page_marks_the_improvements_that_carry_a_finding_of_b(tmp_path):
     at.selectbox(key=keys.DIFF_RUN).select("b").run()
     at.text_input(key=keys.DIFF_STEPS).input("1:1").run()
     at.text_input(key=keys.DIFF_STEPS_B).input("7:8").run()
-    for _ in range(20):  # B's checks run in a thread of their own: the page says so until they end
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # B's checks run in a thread of their own: the page says so until they end
         if not any("still being checked" in c.value for c in at.caption):
             break
         at.run()

@@ -227,7 +227,7 @@ def test_300_sparse_extras_over_200000_steps_stay_under_1_gib_cold_and_kept(tmp_
     outputs = []
     for forget in (False, True, False):  # cold; the memo removed (the segments read, checked); the memo
         if forget:
-            shutil.rmtree(tmp_path / "cache" / "memos")
+            shutil.rmtree(tmp_path / "cache" / "memos", ignore_errors=True)  # none on a machine quick to read
         proc = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "rl_board", "summary", "--json",
                                str(tmp_path / "run")], capture_output=True, text=True, cwd=REPO, timeout=600,
                               env={**os.environ, "RL_BOARD_CACHE_DIR": str(tmp_path / "cache")})
