@@ -4,6 +4,8 @@ and ``samples.compute_words`` keeps."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -116,9 +118,9 @@ def without_pads(texts: pa.Array | pa.ChunkedArray, pad: str | None) -> pa.Array
         return texts
     if pa.types.is_null(texts.type):  # (no text at all)
         return texts
-    needle = pad.encode()
+    needle = re.compile(re.escape(pad.encode()))  # searched in the buffers as they are (no copy of their bytes)
     chunks = texts.chunks if isinstance(texts, pa.ChunkedArray) else [texts]
     if (pa.types.is_string(texts.type) or pa.types.is_large_string(texts.type)) and not any(
-            c.buffers()[2] is not None and needle in memoryview(c.buffers()[2]).cast("B").tobytes() for c in chunks):
+            c.buffers()[2] is not None and needle.search(memoryview(c.buffers()[2])) for c in chunks):
         return texts
     return pc.replace_substring(texts, pad, "")

@@ -89,8 +89,8 @@ def rows_match_logs(found: dict, paths: dict, reader, options, location, ingest_
             start = int(mine["offset"])
             got = ingest_range(reader, str(path), start, start + int(mine["length"]) + 1, None, options,
                                location=location).table
-            theirs = got.slice(0, 1).to_pylist() if got is not None and got.num_rows else []
-            why = _differs(name, [mine], {int(mine["offset"]): theirs[0]} if theirs else {})
+            theirs = got.slice(0, 1).to_pylist() if got is not None else []
+            why = _differs(name, [mine], {int(mine["offset"]): row for row in theirs})
         elif reader.APPENDABLE or name in whole or len(whole) >= WHOLE_FILES_CHECKED:
             continue  # a compressed log's offsets are in its expanded bytes; a table compared; past the bound
         else:
@@ -106,25 +106,23 @@ def _table_differs(name: str, copy: list, got) -> str | None:
     """Why the copy's rows of table file ``name`` (its segments' tables, ``copy``) are not the rows
     ``got`` (the file read again) holds at their offsets, or None: every row when there are at most
     ``TABLE_ROWS_CHECKED``, else that many drawn at random."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from .segments import with_one_value_columns
 
-    counts = [t.num_rows for t in copy]
-    total = sum(counts)
-    drawn = sorted(random.sample(range(total), TABLE_ROWS_CHECKED)) if total > TABLE_ROWS_CHECKED else range(total)
-    mine, first, at = [], 0, 0
-    for table, count in zip(copy, counts):  # the drawn rows of each segment, only the columns compared
-        picked = []
-        while at < len(drawn) and drawn[at] < first + count:
-            picked.append(drawn[at] - first)
-            at += 1
-        if picked:
-            part = with_one_value_columns(table).take(pa.array(picked, pa.int64()))
+    starts = np.cumsum([0, *(t.num_rows for t in copy)])
+    total = int(starts[-1])
+    drawn = np.array(random.sample(range(total), TABLE_ROWS_CHECKED) if total > TABLE_ROWS_CHECKED else range(total),
+                     np.int64)
+    mine = []
+    for table, start, end in zip(copy, starts, starts[1:]):  # the drawn rows of each segment, the columns compared
+        picked = drawn[(drawn >= start) & (drawn < end)] - start
+        if len(picked):
+            part = with_one_value_columns(table).take(pa.array(picked))
             keep = [c for c in ("offset", F.LINE, *_COMPARED) if c in part.column_names]
             mine.extend(part.select(keep).to_pylist())
-        first += count
     theirs: dict[int, dict] = {}
     if got is not None and got.num_rows and mine:
         offsets = pa.array(sorted({int(row["offset"]) for row in mine}), got["offset"].type)
